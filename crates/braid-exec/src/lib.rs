@@ -1,0 +1,2 @@
+//! Braid execution.
+#![warn(missing_docs)]

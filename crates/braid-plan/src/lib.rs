@@ -1,0 +1,2 @@
+//! Braid plans.
+#![warn(missing_docs)]
