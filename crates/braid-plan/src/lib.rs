@@ -1,2 +1,3 @@
 //! Braid plans.
 #![warn(missing_docs)]
+pub mod cost;

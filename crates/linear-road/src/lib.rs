@@ -3,3 +3,7 @@
 #![warn(missing_docs)]
 
 pub mod record;
+pub mod expressway;
+pub mod generate;
+pub mod history;
+pub mod validate;
