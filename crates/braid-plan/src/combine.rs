@@ -1,0 +1,171 @@
+//! Keyed merge of partial results, shared by the reference interpreter and the
+//! execution layer so both combine the same way.
+//!
+//! A partial row is *lifted* into an accumulator, accumulators with the same key are
+//! *merged* (associatively, so merging can happen per worker and then globally, or in
+//! a tree of any fan-in), and a final accumulator is *finished* into an output row.
+
+use crate::batch::{Datum, Row};
+use crate::error::{Error, Result};
+use crate::function::{Combiner, Registry};
+use crate::plan::{Agg, Combine};
+use crate::types::{DataType, Schema};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// A hashable key made of non-string datums.
+pub type Key = Vec<(u8, u64)>;
+
+fn key_part(d: &Datum) -> (u8, u64) {
+    match *d {
+        Datum::Null => (0, 0),
+        Datum::Int(i) => (1, i as u64),
+        Datum::Float(f) => (2, f.to_bits()),
+        Datum::Bool(b) => (3, b as u64),
+        Datum::Str(o, l) => (4, ((o as u64) << 32) | l as u64),
+    }
+}
+
+/// A resolved keyed merge.
+#[derive(Clone)]
+pub struct KeyedMerge {
+    key: Vec<usize>,
+    how: How,
+}
+
+#[derive(Clone)]
+enum How {
+    Aggregates(Vec<Agg>),
+    Native(Arc<dyn Combiner>),
+}
+
+impl KeyedMerge {
+    /// Resolves a keyed merge over partial rows of `input`. String columns are not
+    /// supported in keyed merges.
+    pub fn new(key: &[usize], combine: &Combine, input: &Schema, registry: &Registry) -> Result<KeyedMerge> {
+        if let Some(f) = input.fields.iter().find(|f| f.ty == DataType::String) {
+            return Err(Error::NotSupported(format!(
+                "keyed merge over string column `{}`; keyed merges combine numeric and bool columns",
+                f.name
+            )));
+        }
+        let how = match combine {
+            Combine::Aggregates(a) => How::Aggregates(a.clone()),
+            Combine::Native(name) => How::Native(registry.combiner(name)?.clone()),
+        };
+        Ok(KeyedMerge { key: key.to_vec(), how })
+    }
+
+    /// The key of a partial row.
+    pub fn key_of(&self, row: &Row<'_>) -> Key {
+        let d = row.datums();
+        self.key.iter().map(|&k| key_part(&d[k])).collect()
+    }
+
+    /// The key of an accumulator.
+    pub fn key_of_acc(&self, acc: &[Datum]) -> Key {
+        match &self.how {
+            How::Aggregates(_) => acc[..self.key.len()].iter().map(key_part).collect(),
+            How::Native(_) => self.key.iter().map(|&k| key_part(&acc[k])).collect(),
+        }
+    }
+
+    /// Turns a partial row into an accumulator.
+    pub fn lift(&self, row: &Row<'_>) -> Vec<Datum> {
+        let d = row.datums();
+        match &self.how {
+            How::Native(_) => d.to_vec(),
+            How::Aggregates(aggs) => {
+                let mut acc: Vec<Datum> = self.key.iter().map(|&k| d[k]).collect();
+                acc.extend(aggs.iter().map(|a| match *a {
+                    Agg::Count => Datum::Int(1),
+                    Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => d[c],
+                }));
+                acc
+            }
+        }
+    }
+
+    /// Folds accumulator `b` into `a`.
+    pub fn merge(&self, a: &mut [Datum], b: &[Datum]) {
+        match &self.how {
+            How::Native(c) => c.combine(a, b),
+            How::Aggregates(aggs) => {
+                let n = self.key.len();
+                for (i, agg) in aggs.iter().enumerate() {
+                    let (x, y) = (a[n + i], b[n + i]);
+                    a[n + i] = match agg {
+                        Agg::Count | Agg::Sum(_) => add(x, y),
+                        Agg::Min(_) => pick(x, y, true),
+                        Agg::Max(_) => pick(x, y, false),
+                    };
+                }
+            }
+        }
+    }
+
+    /// The output row of a final accumulator.
+    pub fn finish(&self, acc: &[Datum], out: &mut Vec<Datum>) {
+        out.clear();
+        match &self.how {
+            How::Native(c) => c.finish(acc, out),
+            How::Aggregates(_) => out.extend_from_slice(acc),
+        }
+    }
+}
+
+fn add(x: Datum, y: Datum) -> Datum {
+    match (x, y) {
+        (Datum::Int(a), Datum::Int(b)) => Datum::Int(a.wrapping_add(b)),
+        (Datum::Float(a), Datum::Float(b)) => Datum::Float(a + b),
+        (Datum::Null, o) | (o, Datum::Null) => o,
+        (a, _) => a,
+    }
+}
+
+fn pick(x: Datum, y: Datum, min: bool) -> Datum {
+    let less = match (x, y) {
+        (Datum::Int(a), Datum::Int(b)) => b < a,
+        (Datum::Float(a), Datum::Float(b)) => b.total_cmp(&a).is_lt(),
+        (Datum::Null, _) => return y,
+        _ => return x,
+    };
+    if less == min {
+        y
+    } else {
+        x
+    }
+}
+
+/// Accumulators by key, in first-seen order.
+#[derive(Default)]
+pub struct Groups {
+    index: HashMap<Key, usize>,
+    /// Accumulators in first-seen order.
+    pub accs: Vec<Vec<Datum>>,
+}
+
+impl Groups {
+    /// Folds an accumulator in.
+    pub fn add(&mut self, merge: &KeyedMerge, acc: Vec<Datum>) {
+        let key = merge.key_of_acc(&acc);
+        match self.index.get(&key) {
+            Some(&i) => merge.merge(&mut self.accs[i], &acc),
+            None => {
+                self.index.insert(key, self.accs.len());
+                self.accs.push(acc);
+            }
+        }
+    }
+
+    /// Takes the accumulators out, leaving the groups empty.
+    pub fn drain(&mut self) -> Vec<Vec<Datum>> {
+        self.index.clear();
+        std::mem::take(&mut self.accs)
+    }
+
+    /// No groups.
+    pub fn is_empty(&self) -> bool {
+        self.accs.is_empty()
+    }
+}

@@ -1,0 +1,184 @@
+//! EXPLAIN: the physical plan as indented text and as Graphviz DOT, with each split's
+//! strategy, shape, cost estimates and worker placement.
+
+use crate::cost::{tree_levels, tree_throughput, tree_total_cost, Mix, SplitCosts};
+use crate::function::Registry;
+use crate::placement::{partition_worker, splitter_worker, tree_node_worker, FSPLIT_WORKER};
+use crate::plan::{Combine, MergeKind, Pace, Plan, Route, SourceSpec, Split, SplitShape};
+use std::fmt::Write;
+
+/// The plan as indented text, one node per line with details below it.
+pub fn text(plan: &Plan, registry: &Registry, workers: usize) -> String {
+    let mut out = String::new();
+    node_text(plan, registry, workers, 0, true, &mut out);
+    out
+}
+
+fn list(items: &[u64]) -> String {
+    const SHOW: usize = 8;
+    let mut s: Vec<String> = items.iter().take(SHOW).map(|x| x.to_string()).collect();
+    if items.len() > SHOW {
+        s.push(format!("... ({} in all)", items.len()));
+    }
+    s.join(",")
+}
+
+fn node_text(plan: &Plan, registry: &Registry, workers: usize, depth: usize, recurse: bool, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    let schema = plan.schema(registry).map(|s| s.to_string()).unwrap_or_else(|e| format!("<{e}>"));
+    match plan {
+        Plan::Sink(s) => {
+            let _ = writeln!(out, "{pad}Sink: {:?}{}", s.spec, if s.stamp_emit { " (emit time stamped)" } else { "" });
+        }
+        Plan::Merge(m) => {
+            let kind = match &m.kind {
+                MergeKind::Union => "union".to_string(),
+                MergeKind::TimeOrdered => "time-ordered (serial order, on worker 0)".to_string(),
+                MergeKind::Keyed { key, combine, fanin } => format!(
+                    "keyed on columns {key:?}, {}, {}",
+                    match combine {
+                        Combine::Aggregates(a) => format!("aggregates {a:?}"),
+                        Combine::Native(n) => format!("combiner `{n}`"),
+                    },
+                    match fanin {
+                        Some(k) => format!("hierarchical fan-in {k}"),
+                        None => "pre-combined per worker, then by key".to_string(),
+                    }
+                ),
+            };
+            let _ = writeln!(out, "{pad}Merge: {kind}  -> {schema}");
+        }
+        Plan::Map(m) => {
+            let q = match m.input.as_ref() {
+                Plan::Split(s) => s.q,
+                _ => 0,
+            };
+            let _ = writeln!(out, "{pad}Map: {} on each of {q} partitions  -> {schema}", m.function);
+            for w in 0..workers {
+                let parts: Vec<u64> = (0..q as u64).filter(|&p| partition_worker(p, workers) == w).collect();
+                let _ = writeln!(out, "{pad}  worker {w}: partitions {}", list(&parts));
+            }
+        }
+        Plan::Split(s) => split_text(s, workers, &pad, out),
+        Plan::Source(s) => {
+            let what = match &s.spec {
+                SourceSpec::Csv { path, header } => format!("csv {}{}", path.display(), if *header { " (header)" } else { "" }),
+                SourceSpec::Binary { path } => format!("binary {}", path.display()),
+                SourceSpec::Stdin => "stdin (csv)".to_string(),
+                SourceSpec::Tcp { addr } => format!("tcp {addr} (csv lines)"),
+                SourceSpec::Generator(g) => format!(
+                    "generator {} tuples, {} keys, {:.2}% type 2, {} tuples/s of event time, seed {}",
+                    g.tuples,
+                    g.keys,
+                    g.broadcast * 100.0,
+                    g.rate,
+                    g.seed
+                ),
+                SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
+            };
+            let pace = match s.pace {
+                Pace::Max => "as fast as possible".to_string(),
+                Pace::EventTime { speed, .. } => format!("paced by event time x{speed}"),
+            };
+            let _ = writeln!(out, "{pad}Source: {} = {what}  -> {schema}", s.name);
+            let _ = writeln!(out, "{pad}  epoch {} event-time units, physical window W = {} rows, {pace}", s.epoch, s.window);
+        }
+    }
+    if let (true, Some(input)) = (recurse, plan.input()) {
+        node_text(input, registry, workers, depth + 1, true, out);
+    }
+}
+
+fn route_text(s: &Split) -> String {
+    match &s.route {
+        Route::Expr { expr, when: Some(w) } => format!("{expr} when {w}"),
+        Route::Expr { expr, when: None } => expr.to_string(),
+        Route::Native(n) => format!("native `{n}`"),
+    }
+}
+
+fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
+    let bcast = s.broadcast.as_ref().map_or("none".to_string(), |b| b.to_string());
+    let _ = writeln!(out, "{pad}Split: q = {}, route {}, broadcast {bcast}, strategy {}", s.q, route_text(s), s.strategy);
+    let b = if s.broadcast.is_some() { s.hints.broadcast_fraction } else { 0.0 };
+    let mix = Mix { r: 1.0 - b, b };
+    let costs = SplitCosts { cc: s.hints.cost_ratio, cp: 0.5, ce: 0.5 };
+    match &s.shape {
+        None => {
+            let _ = writeln!(out, "{pad}  shape: unresolved");
+        }
+        Some(SplitShape::Fsplit) => {
+            let est = crate::cost::fsplit_cost(s.q, mix, &costs);
+            let _ = writeln!(
+                out,
+                "{pad}  shape: fsplit, one splitter on worker {FSPLIT_WORKER}; est. cost {est:.3} per input tuple (b = {b}, a = {})",
+                s.hints.cost_ratio
+            );
+        }
+        Some(SplitShape::Tree(shape)) => {
+            let levels = tree_levels(shape, mix, &costs);
+            let _ = writeln!(out, "{pad}  shape: tree, fanouts {:?} ({} leaves for q = {})", shape.fanouts, shape.leaves(), s.q);
+            for l in &levels {
+                let ws: Vec<u64> = (0..l.nodes.min(64))
+                    .map(|n| tree_node_worker(shape, l.level, n, workers) as u64)
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{pad}  level {}: {} node(s) x fanout {}, r = {:.4}, b = {:.4}, est. cost/node {:.3}; workers {}",
+                    l.level,
+                    l.nodes,
+                    l.fanout,
+                    l.r,
+                    l.b,
+                    l.cost_per_node,
+                    list(&ws)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "{pad}  est. throughput {:.3} x emit capacity, total cost {:.3} per input tuple",
+                tree_throughput(&levels, 1.0),
+                tree_total_cost(&levels)
+            );
+        }
+        Some(SplitShape::Parasplit { p, router_fanout }) => {
+            let ws: Vec<u64> = (0..*p as u64).map(|j| splitter_worker(j, workers) as u64).collect();
+            let routers = match router_fanout {
+                Some(f) => format!("two-level router tree with {f} sub-routers"),
+                None => "one window router per source worker".to_string(),
+            };
+            let _ = writeln!(out, "{pad}  shape: parasplit, p = {p} window splitters, {routers}");
+            let _ = writeln!(out, "{pad}  splitters on workers {}; each partition merges its p inputs in serial order", list(&ws));
+        }
+    }
+}
+
+/// The plan as a Graphviz digraph (one box per plan node; splits show their shape).
+pub fn dot(plan: &Plan, registry: &Registry, workers: usize) -> String {
+    let mut out = String::from("digraph braid {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n");
+    let mut id = 0;
+    dot_node(plan, registry, workers, &mut id, &mut out);
+    out.push_str("}\n");
+    out
+}
+
+fn esc(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\l")
+}
+
+fn dot_node(plan: &Plan, registry: &Registry, workers: usize, id: &mut usize, out: &mut String) -> usize {
+    let me = *id;
+    *id += 1;
+    let mut label = String::new();
+    node_text_single(plan, registry, workers, &mut label);
+    let _ = writeln!(out, "  n{me} [label=\"{}\\l\"];", esc(label.trim_end()));
+    if let Some(input) = plan.input() {
+        let child = dot_node(input, registry, workers, id, out);
+        let _ = writeln!(out, "  n{child} -> n{me};");
+    }
+    me
+}
+
+fn node_text_single(plan: &Plan, registry: &Registry, workers: usize, out: &mut String) {
+    node_text(plan, registry, workers, 0, false, out);
+}

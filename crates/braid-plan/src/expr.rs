@@ -1,0 +1,455 @@
+//! Scalar expressions over the columns of one row.
+
+use crate::batch::{Row, Scalar, Value};
+use crate::error::{Error, Result};
+use crate::types::{DataType, Schema};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A binary operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinOp {
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/` (integer division truncates; division by zero is null)
+    Div,
+    /// `%` (remainder by zero is null)
+    Mod,
+    /// `=`
+    Eq,
+    /// `<>`
+    NotEq,
+    /// `<`
+    Lt,
+    /// `<=`
+    LtEq,
+    /// `>`
+    Gt,
+    /// `>=`
+    GtEq,
+    /// `AND` (three-valued)
+    And,
+    /// `OR` (three-valued)
+    Or,
+}
+
+impl BinOp {
+    fn symbol(&self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+            BinOp::Mod => "%",
+            BinOp::Eq => "=",
+            BinOp::NotEq => "<>",
+            BinOp::Lt => "<",
+            BinOp::LtEq => "<=",
+            BinOp::Gt => ">",
+            BinOp::GtEq => ">=",
+            BinOp::And => "AND",
+            BinOp::Or => "OR",
+        }
+    }
+}
+
+/// A built-in scalar function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Func {
+    /// `abs(x)`
+    Abs,
+    /// `hash(x)`: a stable 63-bit hash (FNV-1a of the value's bytes), non-negative.
+    Hash,
+    /// `least(a, b, ...)`
+    Least,
+    /// `greatest(a, b, ...)`
+    Greatest,
+}
+
+impl Func {
+    /// Looks a function up by name.
+    pub fn by_name(name: &str) -> Option<Func> {
+        match name.to_ascii_lowercase().as_str() {
+            "abs" => Some(Func::Abs),
+            "hash" => Some(Func::Hash),
+            "least" => Some(Func::Least),
+            "greatest" => Some(Func::Greatest),
+            _ => None,
+        }
+    }
+
+    /// Names of all built-in functions.
+    pub const NAMES: &'static str = "abs, hash, least, greatest";
+
+    fn name(&self) -> &'static str {
+        match self {
+            Func::Abs => "abs",
+            Func::Hash => "hash",
+            Func::Least => "least",
+            Func::Greatest => "greatest",
+        }
+    }
+}
+
+/// A scalar expression. Columns are resolved to indexes when the expression is built.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Expr {
+    /// Column by index, with its name for display.
+    Column(usize, String),
+    /// A constant.
+    Literal(Scalar),
+    /// `l op r`.
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    /// `NOT e`.
+    Not(Box<Expr>),
+    /// `-e`.
+    Neg(Box<Expr>),
+    /// `e IS NULL` (or `IS NOT NULL` when the flag is true).
+    IsNull(Box<Expr>, bool),
+    /// `CASE WHEN c THEN v ... ELSE e END`.
+    Case(Vec<(Expr, Expr)>, Option<Box<Expr>>),
+    /// `CAST(e AS t)`.
+    Cast(Box<Expr>, DataType),
+    /// A built-in function call.
+    Call(Func, Vec<Expr>),
+}
+
+impl Expr {
+    /// A column by name.
+    pub fn col(schema: &Schema, name: &str) -> Result<Expr> {
+        let i = schema.index_of(name)?;
+        Ok(Expr::Column(i, schema.fields[i].name.clone()))
+    }
+
+    /// An int64 literal.
+    pub fn int(i: i64) -> Expr {
+        Expr::Literal(Scalar::Int(i))
+    }
+
+    /// `self op other`.
+    pub fn bin(self, op: BinOp, other: Expr) -> Expr {
+        Expr::Binary(op, Box::new(self), Box::new(other))
+    }
+
+    /// `self = other`.
+    pub fn eq(self, other: Expr) -> Expr {
+        self.bin(BinOp::Eq, other)
+    }
+
+    /// The result type, checking operand types; errors name both types.
+    pub fn data_type(&self, schema: &Schema) -> Result<DataType> {
+        use DataType::*;
+        Ok(match self {
+            Expr::Column(i, name) => {
+                schema.fields.get(*i).map(|f| f.ty).ok_or_else(|| {
+                    Error::Internal(format!("column {name} (#{i}) is outside the schema {schema}"))
+                })?
+            }
+            Expr::Literal(s) => s.as_value().data_type().unwrap_or(Int64),
+            Expr::Binary(op, l, r) => {
+                let (a, b) = (l.data_type(schema)?, r.data_type(schema)?);
+                match op {
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => match (a, b) {
+                        (Int64, Int64) => Int64,
+                        (Int64 | Float64, Int64 | Float64) => Float64,
+                        _ => return Err(type_error(op.symbol(), a, b)),
+                    },
+                    BinOp::And | BinOp::Or => match (a, b) {
+                        (Bool, Bool) => Bool,
+                        _ => return Err(type_error(op.symbol(), a, b)),
+                    },
+                    _ => {
+                        let numeric = |t| matches!(t, Int64 | Float64);
+                        if a == b || (numeric(a) && numeric(b)) {
+                            Bool
+                        } else {
+                            return Err(type_error(op.symbol(), a, b));
+                        }
+                    }
+                }
+            }
+            Expr::Not(e) => match e.data_type(schema)? {
+                Bool => Bool,
+                t => return Err(Error::Plan(format!("NOT needs a bool, found {t}"))),
+            },
+            Expr::Neg(e) => match e.data_type(schema)? {
+                t @ (Int64 | Float64) => t,
+                t => return Err(Error::Plan(format!("unary minus needs a number, found {t}"))),
+            },
+            Expr::IsNull(..) => Bool,
+            Expr::Case(arms, default) => {
+                let mut ty = None;
+                for (c, v) in arms {
+                    let ct = c.data_type(schema)?;
+                    if ct != Bool {
+                        return Err(Error::Plan(format!("CASE WHEN needs a bool, found {ct}")));
+                    }
+                    let vt = v.data_type(schema)?;
+                    match ty {
+                        None => ty = Some(vt),
+                        Some(t) if t == vt => {}
+                        Some(t) => return Err(type_error("CASE", t, vt)),
+                    }
+                }
+                if let Some(d) = default {
+                    let dt = d.data_type(schema)?;
+                    if let Some(t) = ty {
+                        if t != dt {
+                            return Err(type_error("CASE ELSE", t, dt));
+                        }
+                    }
+                    ty = Some(dt);
+                }
+                ty.unwrap_or(Int64)
+            }
+            Expr::Cast(_, t) => *t,
+            Expr::Call(f, args) => {
+                let tys = args.iter().map(|a| a.data_type(schema)).collect::<Result<Vec<_>>>()?;
+                match f {
+                    Func::Hash => {
+                        if tys.len() != 1 {
+                            return Err(Error::Plan(format!("hash takes 1 argument, found {}", tys.len())));
+                        }
+                        Int64
+                    }
+                    Func::Abs => match tys.as_slice() {
+                        [t @ (Int64 | Float64)] => *t,
+                        _ => return Err(Error::Plan(format!("abs takes one number, found {tys:?}"))),
+                    },
+                    Func::Least | Func::Greatest => {
+                        let first = *tys.first().ok_or_else(|| {
+                            Error::Plan(format!("{} needs at least one argument", f.name()))
+                        })?;
+                        if let Some(t) = tys.iter().find(|t| **t != first) {
+                            return Err(type_error(f.name(), first, *t));
+                        }
+                        first
+                    }
+                }
+            }
+        })
+    }
+
+    /// Evaluates the expression on a row. Errors (division by zero, bad casts) give null.
+    pub fn eval<'a>(&'a self, row: &Row<'a>) -> Value<'a> {
+        match self {
+            Expr::Column(i, _) => row.get(*i),
+            Expr::Literal(s) => s.as_value(),
+            Expr::Binary(op, l, r) => {
+                let a = l.eval(row);
+                // Short-circuit AND/OR with three-valued logic.
+                match (op, a) {
+                    (BinOp::And, Value::Bool(false)) => return Value::Bool(false),
+                    (BinOp::Or, Value::Bool(true)) => return Value::Bool(true),
+                    _ => {}
+                }
+                binary(*op, a, r.eval(row))
+            }
+            Expr::Not(e) => match e.eval(row) {
+                Value::Bool(b) => Value::Bool(!b),
+                _ => Value::Null,
+            },
+            Expr::Neg(e) => match e.eval(row) {
+                Value::Int(i) => Value::Int(i.wrapping_neg()),
+                Value::Float(f) => Value::Float(-f),
+                _ => Value::Null,
+            },
+            Expr::IsNull(e, negated) => Value::Bool(matches!(e.eval(row), Value::Null) != *negated),
+            Expr::Case(arms, default) => {
+                for (c, v) in arms {
+                    if c.eval(row).is_true() {
+                        return v.eval(row);
+                    }
+                }
+                default.as_ref().map_or(Value::Null, |d| d.eval(row))
+            }
+            Expr::Cast(e, t) => cast(e.eval(row), *t),
+            Expr::Call(f, args) => call(*f, args, row),
+        }
+    }
+}
+
+fn type_error(op: &str, a: DataType, b: DataType) -> Error {
+    Error::Plan(format!("`{op}` cannot combine {a} and {b}"))
+}
+
+fn binary<'a>(op: BinOp, a: Value<'a>, b: Value<'a>) -> Value<'a> {
+    use Value::*;
+    match op {
+        BinOp::And => match (a, b) {
+            (Bool(false), _) | (_, Bool(false)) => Bool(false),
+            (Bool(true), Bool(true)) => Bool(true),
+            _ => Null,
+        },
+        BinOp::Or => match (a, b) {
+            (Bool(true), _) | (_, Bool(true)) => Bool(true),
+            (Bool(false), Bool(false)) => Bool(false),
+            _ => Null,
+        },
+        BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => match (a, b) {
+            (Int(x), Int(y)) => match op {
+                BinOp::Add => Int(x.wrapping_add(y)),
+                BinOp::Sub => Int(x.wrapping_sub(y)),
+                BinOp::Mul => Int(x.wrapping_mul(y)),
+                BinOp::Div => x.checked_div(y).map_or(Null, Int),
+                _ => x.checked_rem(y).map_or(Null, Int),
+            },
+            (Int(_) | Float(_), Int(_) | Float(_)) => {
+                let (x, y) = (to_f64(a), to_f64(b));
+                Float(match op {
+                    BinOp::Add => x + y,
+                    BinOp::Sub => x - y,
+                    BinOp::Mul => x * y,
+                    BinOp::Div => x / y,
+                    _ => x % y,
+                })
+            }
+            _ => Null,
+        },
+        _ => {
+            let ord = match (a, b) {
+                (Null, _) | (_, Null) => return Null,
+                (Int(x), Int(y)) => x.cmp(&y),
+                (Int(_) | Float(_), Int(_) | Float(_)) => match to_f64(a).partial_cmp(&to_f64(b)) {
+                    Some(o) => o,
+                    None => return Null,
+                },
+                (Bool(x), Bool(y)) => x.cmp(&y),
+                (Str(x), Str(y)) => x.cmp(y),
+                _ => return Null,
+            };
+            use std::cmp::Ordering::*;
+            Bool(match op {
+                BinOp::Eq => ord == Equal,
+                BinOp::NotEq => ord != Equal,
+                BinOp::Lt => ord == Less,
+                BinOp::LtEq => ord != Greater,
+                BinOp::Gt => ord == Greater,
+                _ => ord != Less,
+            })
+        }
+    }
+}
+
+fn to_f64(v: Value<'_>) -> f64 {
+    match v {
+        Value::Int(i) => i as f64,
+        Value::Float(f) => f,
+        _ => f64::NAN,
+    }
+}
+
+fn cast(v: Value<'_>, t: DataType) -> Value<'_> {
+    match (v, t) {
+        (Value::Null, _) => Value::Null,
+        (Value::Int(_), DataType::Int64)
+        | (Value::Float(_), DataType::Float64)
+        | (Value::Bool(_), DataType::Bool)
+        | (Value::Str(_), DataType::String) => v,
+        (Value::Int(i), DataType::Float64) => Value::Float(i as f64),
+        (Value::Float(f), DataType::Int64) if f.is_finite() => Value::Int(f.trunc() as i64),
+        (Value::Bool(b), DataType::Int64) => Value::Int(b as i64),
+        (Value::Int(i), DataType::Bool) => Value::Bool(i != 0),
+        (Value::Str(s), DataType::Int64) => s.trim().parse().map_or(Value::Null, Value::Int),
+        (Value::Str(s), DataType::Float64) => s.trim().parse().map_or(Value::Null, Value::Float),
+        (Value::Str(s), DataType::Bool) => match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "t" | "1" => Value::Bool(true),
+            "false" | "f" | "0" => Value::Bool(false),
+            _ => Value::Null,
+        },
+        // Casting to string would need an owned result; the planner rejects it.
+        _ => Value::Null,
+    }
+}
+
+/// The stable hash used by `hash(x)` and by hash partitioning: FNV-1a, top bit cleared.
+pub fn stable_hash(v: Value<'_>) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    match v {
+        Value::Null => eat(&[0]),
+        Value::Int(i) => eat(&i.to_le_bytes()),
+        Value::Float(f) => eat(&f.to_bits().to_le_bytes()),
+        Value::Bool(b) => eat(&[b as u8]),
+        Value::Str(s) => eat(s.as_bytes()),
+    }
+    (h >> 1) as i64
+}
+
+fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
+    match f {
+        Func::Abs => match args.first().map(|a| a.eval(row)) {
+            Some(Value::Int(i)) => Value::Int(i.wrapping_abs()),
+            Some(Value::Float(x)) => Value::Float(x.abs()),
+            _ => Value::Null,
+        },
+        Func::Hash => args.first().map_or(Value::Null, |a| Value::Int(stable_hash(a.eval(row)))),
+        Func::Least | Func::Greatest => {
+            let mut best: Option<Value<'a>> = None;
+            for a in args {
+                let v = a.eval(row);
+                if matches!(v, Value::Null) {
+                    return Value::Null;
+                }
+                best = Some(match best {
+                    None => v,
+                    Some(b) => {
+                        let less = binary(BinOp::Lt, v, b).is_true();
+                        if less == (f == Func::Least) {
+                            v
+                        } else {
+                            b
+                        }
+                    }
+                });
+            }
+            best.unwrap_or(Value::Null)
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expr::Column(_, name) => f.write_str(name),
+            Expr::Literal(Scalar::Str(s)) => write!(f, "'{}'", s.replace('\'', "''")),
+            Expr::Literal(Scalar::Null) => f.write_str("NULL"),
+            Expr::Literal(s) => write!(f, "{s}"),
+            Expr::Binary(op, l, r) => write!(f, "({l} {} {r})", op.symbol()),
+            Expr::Not(e) => write!(f, "(NOT {e})"),
+            Expr::Neg(e) => write!(f, "(-{e})"),
+            Expr::IsNull(e, false) => write!(f, "({e} IS NULL)"),
+            Expr::IsNull(e, true) => write!(f, "({e} IS NOT NULL)"),
+            Expr::Case(arms, default) => {
+                f.write_str("CASE")?;
+                for (c, v) in arms {
+                    write!(f, " WHEN {c} THEN {v}")?;
+                }
+                if let Some(d) = default {
+                    write!(f, " ELSE {d}")?;
+                }
+                f.write_str(" END")
+            }
+            Expr::Cast(e, t) => write!(f, "CAST({e} AS {t})"),
+            Expr::Call(func, args) => {
+                write!(f, "{}(", func.name())?;
+                for (i, a) in args.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{a}")?;
+                }
+                f.write_str(")")
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! User code that plans name: stream functions (run once per partition), routing
+//! functions and combiners for keyed merges, kept in a [`Registry`].
+
+use crate::batch::{Batch, Datum, Row, RowKey, Value};
+use crate::error::{Error, Result};
+use crate::types::Schema;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Where a stream function writes its output rows.
+///
+/// Each row gets the [`RowKey`] that places it in the serial order: the sequence number
+/// of the input row being processed (or [`RowKey::END_OF_EPOCH`] / [`RowKey::FINISH`]),
+/// and the lane `partition << 32 | n`, `n` counting this call's outputs.
+pub struct Emitter<'a> {
+    out: &'a mut Batch,
+    seq: u64,
+    partition: u32,
+    sub: u32,
+}
+
+impl<'a> Emitter<'a> {
+    /// An emitter writing rows caused by input `seq` of `partition` into `out`.
+    pub fn new(out: &'a mut Batch, seq: u64, partition: u32) -> Emitter<'a> {
+        Emitter { out, seq, partition, sub: 0 }
+    }
+
+    fn next_key(&mut self) -> RowKey {
+        let key = RowKey { seq: self.seq, lane: RowKey::output_lane(self.partition, self.sub) };
+        self.sub += 1;
+        key
+    }
+
+    /// Emits a row.
+    pub fn emit(&mut self, values: &[Value<'_>]) {
+        let key = self.next_key();
+        self.out.push(key, values);
+    }
+
+    /// Emits a row of int64 values.
+    pub fn emit_ints(&mut self, values: &[i64]) {
+        let key = self.next_key();
+        self.out.push_ints(key, values);
+    }
+
+    /// Emits a copy of an input row.
+    pub fn emit_row(&mut self, row: Row<'_>) {
+        let key = self.next_key();
+        let (batch, i) = row.location();
+        self.out.push_row_of(batch, i, key);
+    }
+
+    /// The partition this emitter writes for.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+}
+
+/// A stateful function over one partition's sub-stream. One instance runs per logical
+/// partition; it sees that partition's rows in serial order (event time, then source
+/// order) and may emit any number of rows for each.
+pub trait StreamFunction {
+    /// Processes one input row.
+    fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>);
+
+    /// Called after the last row of `epoch` delivered to this partition, if there was one.
+    fn end_of_epoch(&mut self, _epoch: u64, _out: &mut Emitter<'_>) {}
+
+    /// Called once when the input has ended.
+    fn finish(&mut self, _out: &mut Emitter<'_>) {}
+}
+
+/// Makes the stream function instances of a `Map`.
+pub trait StreamFunctionFactory: Send + Sync {
+    /// The schema of the rows the function emits, given its input schema.
+    fn output_schema(&self, input: &Schema) -> Result<Schema>;
+
+    /// A new instance for logical partition `partition` of `partitions`.
+    fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction>;
+}
+
+/// A routing function written in Rust: a partition for the row (taken modulo q), or
+/// `None` to omit it.
+pub type RouteFn = Arc<dyn Fn(Row<'_>) -> Option<u64> + Send + Sync>;
+
+/// An associative combination of partial rows with equal keys (a keyed merge).
+///
+/// `combine` folds `row` into the accumulator `acc` (initially a copy of the first
+/// partial row); `finish` turns the accumulator into the output row. Combiners work
+/// on non-string columns.
+pub trait Combiner: Send + Sync {
+    /// The output schema, given the schema of partial rows.
+    fn output_schema(&self, input: &Schema) -> Result<Schema>;
+    /// Folds `row` into `acc`.
+    fn combine(&self, acc: &mut [Datum], row: &[Datum]);
+    /// Writes the final values for an accumulator.
+    fn finish(&self, acc: &[Datum], out: &mut Vec<Datum>);
+}
+
+/// Named user code.
+#[derive(Clone, Default)]
+pub struct Registry {
+    functions: BTreeMap<String, Arc<dyn StreamFunctionFactory>>,
+    routes: BTreeMap<String, RouteFn>,
+    combiners: BTreeMap<String, Arc<dyn Combiner>>,
+}
+
+fn unknown(kind: &str, name: &str, names: impl Iterator<Item = String>) -> Error {
+    let list: Vec<String> = names.collect();
+    let known = if list.is_empty() { "none are registered".to_string() } else { list.join(", ") };
+    Error::Plan(format!("no {kind} named `{name}`; registered: {known}"))
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Registers a stream function.
+    pub fn add_function(&mut self, name: &str, f: Arc<dyn StreamFunctionFactory>) -> &mut Self {
+        self.functions.insert(name.to_ascii_lowercase(), f);
+        self
+    }
+
+    /// Registers a routing function.
+    pub fn add_route(&mut self, name: &str, f: RouteFn) -> &mut Self {
+        self.routes.insert(name.to_ascii_lowercase(), f);
+        self
+    }
+
+    /// Registers a combiner.
+    pub fn add_combiner(&mut self, name: &str, c: Arc<dyn Combiner>) -> &mut Self {
+        self.combiners.insert(name.to_ascii_lowercase(), c);
+        self
+    }
+
+    /// A stream function by name; the error lists what exists.
+    pub fn function(&self, name: &str) -> Result<&Arc<dyn StreamFunctionFactory>> {
+        self.functions
+            .get(&name.to_ascii_lowercase())
+            .ok_or_else(|| unknown("stream function", name, self.functions.keys().cloned()))
+    }
+
+    /// A routing function by name.
+    pub fn route(&self, name: &str) -> Result<&RouteFn> {
+        self.routes
+            .get(&name.to_ascii_lowercase())
+            .ok_or_else(|| unknown("routing function", name, self.routes.keys().cloned()))
+    }
+
+    /// A combiner by name.
+    pub fn combiner(&self, name: &str) -> Result<&Arc<dyn Combiner>> {
+        self.combiners
+            .get(&name.to_ascii_lowercase())
+            .ok_or_else(|| unknown("combiner", name, self.combiners.keys().cloned()))
+    }
+}
+
+/// Stream function `identity`: emits every input row unchanged.
+pub struct Identity;
+
+impl StreamFunctionFactory for Identity {
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        Ok(input.clone())
+    }
+    fn create(&self, _: u32, _: u32) -> Box<dyn StreamFunction> {
+        Box::new(Identity)
+    }
+}
+
+impl StreamFunction for Identity {
+    fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
+        out.emit_row(row);
+    }
+}
+
+/// Stream function `count`: counts its partition's rows; at each epoch's end emits
+/// `(partition, epoch, rows so far)`, and `(partition, -1, total)` when input ends.
+pub struct Count;
+
+struct CountState {
+    partition: i64,
+    n: i64,
+}
+
+impl StreamFunctionFactory for Count {
+    fn output_schema(&self, _: &Schema) -> Result<Schema> {
+        Ok(Schema::ints(&["partition", "epoch", "count"]))
+    }
+    fn create(&self, partition: u32, _: u32) -> Box<dyn StreamFunction> {
+        Box::new(CountState { partition: partition as i64, n: 0 })
+    }
+}
+
+impl StreamFunction for CountState {
+    fn process(&mut self, _: Row<'_>, _: &mut Emitter<'_>) {
+        self.n += 1;
+    }
+    fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        out.emit_ints(&[self.partition, epoch as i64, self.n]);
+    }
+    fn finish(&mut self, out: &mut Emitter<'_>) {
+        out.emit_ints(&[self.partition, -1, self.n]);
+    }
+}
+
+impl Registry {
+    /// A registry with Braid's built-in stream functions `identity` and `count`.
+    pub fn with_builtins() -> Registry {
+        let mut r = Registry::new();
+        r.add_function("identity", Arc::new(Identity));
+        r.add_function("count", Arc::new(Count));
+        r
+    }
+}

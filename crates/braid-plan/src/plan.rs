@@ -1,0 +1,527 @@
+//! The physical plan: a closed enum of nodes that every way of running a query builds
+//! (Rust API, command line, Linear Road) and that `braid-exec` renders node by node.
+//!
+//! ```text
+//! Sink <- Merge <- Map <- Split <- Source
+//! ```
+//! `Split` cuts a stream into `q` logical partitions by a routing expression and a
+//! broadcast predicate; `Map` runs one stream-function instance per partition; `Merge`
+//! brings the partitions' outputs back together.
+
+use crate::batch::Batch;
+use crate::cost::TreeShape;
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::function::Registry;
+use crate::types::{DataType, Field, Schema};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// A physical plan node.
+#[derive(Clone, Debug)]
+pub enum Plan {
+    /// Reads a stream.
+    Source(Source),
+    /// Splits a stream into `q` logical partitions.
+    Split(Split),
+    /// Runs a stream function on every partition of a split.
+    Map(Map),
+    /// Merges the partitions' outputs.
+    Merge(Merge),
+    /// Writes the stream out.
+    Sink(Sink),
+}
+
+/// Where a stream comes from, how it is cut into epochs and physical windows.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// Name for EXPLAIN and reports.
+    pub name: String,
+    /// What to read.
+    pub spec: SourceSpec,
+    /// Row type (with its event-time column, if any).
+    pub schema: Schema,
+    /// Epoch length: rows with event time `t` belong to epoch `t / epoch` (without an
+    /// event-time column: row `seq` belongs to epoch `seq / epoch`). An epoch is the unit
+    /// of completeness: results for it are final once every worker has passed it.
+    pub epoch: u64,
+    /// Rows per physical window (batch) at most.
+    pub window: usize,
+    /// Replay pacing.
+    pub pace: Pace,
+}
+
+/// How fast a source replays.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pace {
+    /// As fast as possible.
+    Max,
+    /// By event time: event time `t` (in seconds of the event-time column, scaled by
+    /// `units_per_second`) is released `t / speed` seconds after the start.
+    EventTime {
+        /// Event-time units per second (1 for seconds, 1000 for milliseconds).
+        units_per_second: f64,
+        /// Speed factor (1 = real time).
+        speed: f64,
+    },
+}
+
+/// What a source reads.
+#[derive(Clone, Debug)]
+pub enum SourceSpec {
+    /// A CSV file.
+    Csv {
+        /// Path of the file.
+        path: PathBuf,
+        /// The first line is a header (checked against the schema).
+        header: bool,
+    },
+    /// Braid's binary batch file.
+    Binary {
+        /// Path of the file.
+        path: PathBuf,
+    },
+    /// CSV lines on standard input.
+    Stdin,
+    /// Line-delimited CSV from TCP clients connecting to `addr`.
+    Tcp {
+        /// Listen address, `127.0.0.1:port` unless told otherwise.
+        addr: String,
+    },
+    /// The built-in LRB-shaped generator.
+    Generator(GeneratorSpec),
+    /// Rows held in memory (tests, embedding). Keys are ignored: row i gets seq i.
+    Memory(Arc<Batch>),
+}
+
+/// The synthetic generator: LRB-shaped 15-field tuples (see [`GeneratorSpec::schema`]).
+/// Tuple `i` is a pure function of `(seed, i)`, so any number of workers generate the
+/// same stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GeneratorSpec {
+    /// Number of tuples.
+    pub tuples: u64,
+    /// Tuples per event-time second (the `time` column is in seconds).
+    pub rate: f64,
+    /// Distinct keys (expressways): type-0 tuples have `xway` uniform in `0..keys`.
+    pub keys: u32,
+    /// Fraction of type-2 tuples (the broadcast ones in LRB-style splits).
+    pub broadcast: f64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl GeneratorSpec {
+    /// The generator's 15 int64 columns, `time` being the event time.
+    pub fn schema() -> Schema {
+        Schema::ints(&[
+            "type", "time", "vid", "spd", "xway", "lane", "dir", "seg", "pos", "qid", "sinit", "send",
+            "dow", "tod", "day",
+        ])
+        .with_event_time("time")
+        .expect("the generator schema has an int64 time column")
+    }
+}
+
+/// How a split picks its destination partition.
+#[derive(Clone, Debug)]
+pub enum Route {
+    /// `expr` (an int64, taken modulo q), applied when `when` holds (always if absent).
+    /// Null, or `when` not true: the row is omitted (unless broadcast).
+    Expr {
+        /// Partition expression.
+        expr: Expr,
+        /// Guard.
+        when: Option<Expr>,
+    },
+    /// A registered Rust routing function.
+    Native(String),
+}
+
+/// The user's choice of split strategy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Strategy {
+    /// One splitter.
+    Fsplit,
+    /// The optimal tree of the cost model (Paper IV eq. 9).
+    Maxtree,
+    /// Fanout doubling per level.
+    Exptree,
+    /// Window router -> p window splitters -> q partitions (Paper V).
+    Parasplit,
+    /// exptree with a broadcast, fsplit without, parasplit when one splitter is too slow.
+    Autosplit,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Strategy> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "fsplit" => Strategy::Fsplit,
+            "maxtree" => Strategy::Maxtree,
+            "exptree" => Strategy::Exptree,
+            "parasplit" => Strategy::Parasplit,
+            "autosplit" => Strategy::Autosplit,
+            other => {
+                return Err(Error::Plan(format!(
+                    "unknown split strategy `{other}`; strategies are fsplit, maxtree, exptree, parasplit, autosplit"
+                )))
+            }
+        })
+    }
+}
+
+impl fmt::Display for Strategy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Strategy::Fsplit => "fsplit",
+            Strategy::Maxtree => "maxtree",
+            Strategy::Exptree => "exptree",
+            Strategy::Parasplit => "parasplit",
+            Strategy::Autosplit => "autosplit",
+        })
+    }
+}
+
+/// The concrete shape a strategy resolves to (see `crate::optimize`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum SplitShape {
+    /// One splitter node sends to all q partitions.
+    Fsplit,
+    /// A splitstream tree: level l has lambda(l-1) nodes of fanout f_l.
+    Tree(TreeShape),
+    /// `p` window splitters fed whole windows by a router (a two-level router tree of
+    /// `router_fanout` sub-routers when set).
+    Parasplit {
+        /// Window splitters.
+        p: u32,
+        /// Sub-routers of a two-level router tree.
+        router_fanout: Option<u32>,
+    },
+}
+
+/// What the planner knows about a split's input, for the cost model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SplitHints {
+    /// Expected fraction of broadcast rows.
+    pub broadcast_fraction: f64,
+    /// a = cc / (cp + ce) of the cost model.
+    pub cost_ratio: f64,
+    /// Desired input rate in rows/s (parasplit's Phi_D), if known.
+    pub desired_rate: Option<f64>,
+    /// Measured rate of one splitter in rows/s, if known.
+    pub splitter_rate: Option<f64>,
+}
+
+impl Default for SplitHints {
+    fn default() -> SplitHints {
+        SplitHints { broadcast_fraction: 0.005, cost_ratio: 1.0, desired_rate: None, splitter_rate: None }
+    }
+}
+
+/// `Split(input, q, route, broadcast, strategy)`.
+#[derive(Clone, Debug)]
+pub struct Split {
+    /// The stream to split.
+    pub input: Box<Plan>,
+    /// Number of logical partitions.
+    pub q: u32,
+    /// Routing.
+    pub route: Route,
+    /// Rows copied to every partition.
+    pub broadcast: Option<Expr>,
+    /// The user's strategy.
+    pub strategy: Strategy,
+    /// The resolved shape (set by the optimizer before rendering).
+    pub shape: Option<SplitShape>,
+    /// Cost-model inputs.
+    pub hints: SplitHints,
+}
+
+/// `Map(stream function, partitions)`.
+#[derive(Clone, Debug)]
+pub struct Map {
+    /// Must be a [`Plan::Split`].
+    pub input: Box<Plan>,
+    /// Registered stream function.
+    pub function: String,
+}
+
+/// An aggregate of a keyed merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Agg {
+    /// Sum of an int64 or float64 column.
+    Sum(usize),
+    /// Minimum.
+    Min(usize),
+    /// Maximum.
+    Max(usize),
+    /// Number of partial rows.
+    Count,
+}
+
+/// How a keyed merge combines partial rows with equal keys.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Combine {
+    /// Output: the key columns, then one column per aggregate.
+    Aggregates(Vec<Agg>),
+    /// A registered [`crate::function::Combiner`].
+    Native(String),
+}
+
+/// How partition outputs are merged.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MergeKind {
+    /// Union all, in no particular order.
+    Union,
+    /// Output in serial order (epoch, then source order, then partition).
+    TimeOrdered,
+    /// Partial rows with equal key columns (within an epoch) are combined.
+    Keyed {
+        /// Key column indexes.
+        key: Vec<usize>,
+        /// Combination.
+        combine: Combine,
+        /// Fan-in of a hierarchical merge tree (None: partial results are pre-combined
+        /// per worker, then once globally).
+        fanin: Option<u32>,
+    },
+}
+
+/// `Merge(kind)`.
+#[derive(Clone, Debug)]
+pub struct Merge {
+    /// Must be a [`Plan::Map`].
+    pub input: Box<Plan>,
+    /// Merge kind.
+    pub kind: MergeKind,
+}
+
+/// Where output goes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SinkSpec {
+    /// CSV to standard output.
+    Stdout,
+    /// CSV to a file.
+    File(PathBuf),
+    /// CSV lines to a TCP server.
+    Tcp(String),
+    /// Counted and dropped (benchmarks).
+    Discard,
+    /// Kept in memory and returned by the run (tests, embedding).
+    Collect,
+}
+
+/// `Sink(input, spec)`.
+#[derive(Clone, Debug)]
+pub struct Sink {
+    /// What to write.
+    pub input: Box<Plan>,
+    /// Where.
+    pub spec: SinkSpec,
+    /// Append each line's emit time (ms since the run started).
+    pub stamp_emit: bool,
+}
+
+impl Plan {
+    /// A source node.
+    pub fn source(name: &str, spec: SourceSpec, schema: Schema) -> Plan {
+        Plan::Source(Source {
+            name: name.to_string(),
+            spec,
+            schema,
+            epoch: 1,
+            window: 1024,
+            pace: Pace::Max,
+        })
+    }
+
+    /// Splits this stream.
+    pub fn split(self, q: u32, route: Route, broadcast: Option<Expr>, strategy: Strategy) -> Plan {
+        Plan::Split(Split {
+            input: Box::new(self),
+            q,
+            route,
+            broadcast,
+            strategy,
+            shape: None,
+            hints: SplitHints::default(),
+        })
+    }
+
+    /// Maps a stream function over the partitions of this split.
+    pub fn map(self, function: &str) -> Plan {
+        Plan::Map(Map { input: Box::new(self), function: function.to_string() })
+    }
+
+    /// Merges the partitions' outputs.
+    pub fn merge(self, kind: MergeKind) -> Plan {
+        Plan::Merge(Merge { input: Box::new(self), kind })
+    }
+
+    /// Writes the stream to a sink.
+    pub fn sink(self, spec: SinkSpec) -> Plan {
+        Plan::Sink(Sink { input: Box::new(self), spec, stamp_emit: false })
+    }
+
+    /// The node's name in EXPLAIN.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Plan::Source(_) => "Source",
+            Plan::Split(_) => "Split",
+            Plan::Map(_) => "Map",
+            Plan::Merge(_) => "Merge",
+            Plan::Sink(_) => "Sink",
+        }
+    }
+
+    /// The node's input, if any.
+    pub fn input(&self) -> Option<&Plan> {
+        match self {
+            Plan::Source(_) => None,
+            Plan::Split(s) => Some(&s.input),
+            Plan::Map(m) => Some(&m.input),
+            Plan::Merge(m) => Some(&m.input),
+            Plan::Sink(s) => Some(&s.input),
+        }
+    }
+
+    /// The source at the bottom of the plan.
+    pub fn leaf_source(&self) -> &Source {
+        match self {
+            Plan::Source(s) => s,
+            Plan::Split(s) => s.input.leaf_source(),
+            Plan::Map(m) => m.input.leaf_source(),
+            Plan::Merge(m) => m.input.leaf_source(),
+            Plan::Sink(s) => s.input.leaf_source(),
+        }
+    }
+
+    /// The source at the bottom of the plan, mutable.
+    pub fn leaf_source_mut(&mut self) -> &mut Source {
+        match self {
+            Plan::Source(s) => s,
+            Plan::Split(s) => s.input.leaf_source_mut(),
+            Plan::Map(m) => m.input.leaf_source_mut(),
+            Plan::Merge(m) => m.input.leaf_source_mut(),
+            Plan::Sink(s) => s.input.leaf_source_mut(),
+        }
+    }
+
+    /// Checks the plan and returns its output schema. Errors say what would be valid.
+    pub fn schema(&self, registry: &Registry) -> Result<Schema> {
+        match self {
+            Plan::Source(s) => {
+                if s.epoch == 0 {
+                    return Err(Error::Plan("epoch length must be at least 1".into()));
+                }
+                if s.window == 0 {
+                    return Err(Error::Plan("physical window must hold at least 1 row".into()));
+                }
+                Ok(s.schema.clone())
+            }
+            Plan::Split(s) => {
+                let schema = s.input.schema(registry)?;
+                if s.q == 0 || s.q > 1 << 20 {
+                    return Err(Error::Plan(format!("q = {} partitions; expected 1..=1048576", s.q)));
+                }
+                match &s.route {
+                    Route::Expr { expr, when } => {
+                        let t = expr.data_type(&schema)?;
+                        if t != DataType::Int64 {
+                            return Err(Error::Plan(format!("routing expression `{expr}` has type {t}, expected int64")));
+                        }
+                        if let Some(w) = when {
+                            expect_bool(w, &schema, "routing guard")?;
+                        }
+                    }
+                    Route::Native(name) => {
+                        registry.route(name)?;
+                    }
+                }
+                if let Some(b) = &s.broadcast {
+                    expect_bool(b, &schema, "broadcast predicate")?;
+                }
+                Ok(schema)
+            }
+            Plan::Map(m) => {
+                let Plan::Split(_) = m.input.as_ref() else {
+                    return Err(Error::Plan(format!(
+                        "Map({}) must read a Split, found {}",
+                        m.function,
+                        m.input.name()
+                    )));
+                };
+                let input = m.input.schema(registry)?;
+                registry.function(&m.function)?.output_schema(&input)
+            }
+            Plan::Merge(m) => {
+                let Plan::Map(_) = m.input.as_ref() else {
+                    return Err(Error::Plan(format!("Merge must read a Map, found {}", m.input.name())));
+                };
+                let input = m.input.schema(registry)?;
+                match &m.kind {
+                    MergeKind::Union | MergeKind::TimeOrdered => Ok(input),
+                    MergeKind::Keyed { key, combine, fanin } => {
+                        if fanin.is_some_and(|k| k < 2) {
+                            return Err(Error::Plan("merge fan-in must be at least 2".into()));
+                        }
+                        for &k in key {
+                            if k >= input.arity() {
+                                return Err(Error::Plan(format!(
+                                    "merge key column #{k} is outside the input {input}"
+                                )));
+                            }
+                        }
+                        match combine {
+                            Combine::Native(name) => registry.combiner(name)?.output_schema(&input),
+                            Combine::Aggregates(aggs) => {
+                                let mut fields: Vec<Field> =
+                                    key.iter().map(|&k| input.fields[k].clone()).collect();
+                                for a in aggs {
+                                    fields.push(agg_field(a, &input)?);
+                                }
+                                Ok(Schema::new(fields))
+                            }
+                        }
+                    }
+                }
+            }
+            Plan::Sink(s) => s.input.schema(registry),
+        }
+    }
+}
+
+fn expect_bool(e: &Expr, schema: &Schema, what: &str) -> Result<()> {
+    match e.data_type(schema)? {
+        DataType::Bool => Ok(()),
+        t => Err(Error::Plan(format!("{what} `{e}` has type {t}, expected bool"))),
+    }
+}
+
+fn agg_field(a: &Agg, input: &Schema) -> Result<Field> {
+    let col = |c: usize| {
+        input.fields.get(c).ok_or_else(|| {
+            Error::Plan(format!("aggregate column #{c} is outside the input {input}"))
+        })
+    };
+    Ok(match *a {
+        Agg::Count => Field::new("count", DataType::Int64),
+        Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => {
+            let f = col(c)?;
+            if !matches!(f.ty, DataType::Int64 | DataType::Float64) {
+                return Err(Error::Plan(format!(
+                    "cannot aggregate column `{}` of type {}; expected int64 or float64",
+                    f.name, f.ty
+                )));
+            }
+            let prefix = match a {
+                Agg::Sum(_) => "sum",
+                Agg::Min(_) => "min",
+                _ => "max",
+            };
+            Field::new(&format!("{prefix}_{}", f.name), f.ty)
+        }
+    })
+}

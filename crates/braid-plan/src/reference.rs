@@ -1,0 +1,250 @@
+//! The reference interpreter: a plain single-threaded execution of a plan, the oracle
+//! that parallel execution is tested against.
+//!
+//! It defines the serial order every strategy must reproduce: rows in source order;
+//! a split row goes to its partition, a broadcast row to partitions 0..q in order;
+//! each partition's stream function sees its rows in that order, then `end_of_epoch`
+//! when the epoch ends (partitions in order), then `finish` once at the end.
+
+use crate::batch::{Batch, Datum, RowKey, Scalar, Value};
+use crate::combine::{Groups, KeyedMerge};
+use crate::error::{Error, Result};
+use crate::expr::Expr;
+use crate::function::{Emitter, Registry, RouteFn, StreamFunction};
+use crate::plan::{MergeKind, Plan, Route, Source, Split};
+use std::collections::BTreeMap;
+
+/// One row of a result: its epoch, key (serial position) and values.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct OutRow {
+    /// Epoch the row belongs to (`u64::MAX` for rows made at the end of input).
+    pub epoch: u64,
+    /// Serial position.
+    pub key: RowKey,
+    /// Values.
+    pub values: Vec<Scalar>,
+}
+
+/// The epoch of row `seq` of a source.
+pub fn epoch_of(source: &Source, time: Option<i64>, seq: u64) -> u64 {
+    match time {
+        Some(t) => t.max(0) as u64 / source.epoch,
+        None => seq / source.epoch,
+    }
+}
+
+/// Runs `plan` on `input` (the source's rows in order; keys are ignored).
+pub fn run(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> {
+    plan.schema(registry)?;
+    eval(plan, registry, input)
+}
+
+/// Routing as one closure: destination partitions of a row, in ascending order.
+pub struct Router {
+    q: u32,
+    route: RouteImpl,
+    broadcast: Option<Expr>,
+}
+
+enum RouteImpl {
+    Expr(Expr, Option<Expr>),
+    Native(RouteFn),
+}
+
+/// Where a row goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// Nowhere.
+    Omit,
+    /// One partition.
+    Partition(u32),
+    /// All partitions.
+    Broadcast,
+}
+
+impl Router {
+    /// Resolves a split's routing.
+    pub fn new(split: &Split, registry: &Registry) -> Result<Router> {
+        let route = match &split.route {
+            Route::Expr { expr, when } => RouteImpl::Expr(expr.clone(), when.clone()),
+            Route::Native(name) => RouteImpl::Native(registry.route(name)?.clone()),
+        };
+        Ok(Router { q: split.q, route, broadcast: split.broadcast.clone() })
+    }
+
+    /// Where row `i` of `batch` goes.
+    #[inline]
+    pub fn dest(&self, batch: &Batch, i: usize) -> Dest {
+        let row = batch.row(i);
+        if let Some(b) = &self.broadcast {
+            if b.eval(&row).is_true() {
+                return Dest::Broadcast;
+            }
+        }
+        let p = match &self.route {
+            RouteImpl::Expr(e, when) => {
+                if let Some(w) = when {
+                    if !w.eval(&row).is_true() {
+                        return Dest::Omit;
+                    }
+                }
+                match e.eval(&row) {
+                    Value::Int(v) => Some(v.rem_euclid(self.q as i64) as u64),
+                    _ => None,
+                }
+            }
+            RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
+        };
+        p.map_or(Dest::Omit, |p| Dest::Partition(p as u32))
+    }
+
+    /// Number of partitions.
+    pub fn q(&self) -> u32 {
+        self.q
+    }
+}
+
+fn source_rows(source: &Source, input: &Batch) -> Vec<(u64, u64, usize)> {
+    let tcol = source.schema.event_time;
+    (0..input.len())
+        .map(|i| {
+            let t = tcol.and_then(|c| input.row(i).int(c));
+            (epoch_of(source, t, i as u64), i as u64, i)
+        })
+        .collect()
+}
+
+fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> {
+    match plan {
+        Plan::Source(s) => Ok(source_rows(s, input)
+            .into_iter()
+            .map(|(epoch, seq, i)| OutRow {
+                epoch,
+                key: RowKey { seq, lane: 0 },
+                values: input.row(i).to_scalars(),
+            })
+            .collect()),
+        Plan::Split(split) => {
+            let source = plan.leaf_source();
+            let router = Router::new(split, registry)?;
+            let mut out = Vec::new();
+            for (epoch, seq, i) in source_rows(source, input) {
+                for p in targets(router.dest(input, i), split.q) {
+                    out.push(OutRow {
+                        epoch,
+                        key: RowKey { seq, lane: p as u64 },
+                        values: input.row(i).to_scalars(),
+                    });
+                }
+            }
+            Ok(out)
+        }
+        Plan::Map(map) => {
+            let Plan::Split(split) = map.input.as_ref() else {
+                return Err(Error::Internal("Map over a non-Split passed schema()".into()));
+            };
+            let source = plan.leaf_source();
+            let router = Router::new(split, registry)?;
+            let factory = registry.function(&map.function)?.clone();
+            let out_arity = plan.schema(registry)?.arity();
+            let mut instances: BTreeMap<u32, Box<dyn StreamFunction>> = BTreeMap::new();
+            let mut out = Batch::new(out_arity);
+            let mut epochs: Vec<u64> = Vec::new(); // epoch of each output row
+            let mut touched: Vec<u32> = Vec::new();
+            let mut current: Option<u64> = None;
+            let flush_epoch = |epoch: u64,
+                               touched: &mut Vec<u32>,
+                               instances: &mut BTreeMap<u32, Box<dyn StreamFunction>>,
+                               out: &mut Batch,
+                               epochs: &mut Vec<u64>| {
+                touched.sort_unstable();
+                touched.dedup();
+                for &p in touched.iter() {
+                    if let Some(f) = instances.get_mut(&p) {
+                        f.end_of_epoch(epoch, &mut Emitter::new(out, RowKey::END_OF_EPOCH, p));
+                    }
+                    epochs.resize(out.len(), epoch);
+                }
+                touched.clear();
+            };
+            for (epoch, seq, i) in source_rows(source, input) {
+                if current != Some(epoch) {
+                    if let Some(e) = current {
+                        flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+                    }
+                    current = Some(epoch);
+                }
+                for p in targets(router.dest(input, i), split.q) {
+                    let f = instances.entry(p).or_insert_with(|| factory.create(p, split.q));
+                    f.process(input.row(i), &mut Emitter::new(&mut out, seq, p));
+                    epochs.resize(out.len(), epoch);
+                    touched.push(p);
+                }
+            }
+            if let Some(e) = current {
+                flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+            }
+            for (&p, f) in instances.iter_mut() {
+                f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, p));
+            }
+            epochs.resize(out.len(), u64::MAX);
+            Ok((0..out.len())
+                .map(|i| OutRow { epoch: epochs[i], key: out.key(i), values: out.row(i).to_scalars() })
+                .collect())
+        }
+        Plan::Merge(merge) => {
+            let mut rows = eval(&merge.input, registry, input)?;
+            match &merge.kind {
+                MergeKind::Union => Ok(rows),
+                MergeKind::TimeOrdered => {
+                    rows.sort_by(|a, b| (a.epoch, a.key).cmp(&(b.epoch, b.key)));
+                    Ok(rows)
+                }
+                MergeKind::Keyed { key, combine, .. } => {
+                    let schema = merge.input.schema(registry)?;
+                    let km = KeyedMerge::new(key, combine, &schema, registry)?;
+                    let mut by_epoch: BTreeMap<u64, (RowKey, Groups)> = BTreeMap::new();
+                    let mut tmp = Batch::new(schema.arity());
+                    for r in &rows {
+                        tmp.clear();
+                        let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
+                        tmp.push(r.key, &vals);
+                        let acc = km.lift(&tmp.row(0));
+                        let e = by_epoch.entry(r.epoch).or_insert_with(|| (r.key, Groups::default()));
+                        e.1.add(&km, acc);
+                    }
+                    let mut out = Vec::new();
+                    let mut row: Vec<Datum> = Vec::new();
+                    for (epoch, (key, mut groups)) in by_epoch {
+                        for acc in groups.drain() {
+                            km.finish(&acc, &mut row);
+                            out.push(OutRow { epoch, key, values: datums_to_scalars(&row) });
+                        }
+                    }
+                    Ok(out)
+                }
+            }
+        }
+        Plan::Sink(s) => eval(&s.input, registry, input),
+    }
+}
+
+/// Converts string-free datums to scalars.
+pub fn datums_to_scalars(d: &[Datum]) -> Vec<Scalar> {
+    d.iter()
+        .map(|d| match *d {
+            Datum::Null | Datum::Str(..) => Scalar::Null,
+            Datum::Int(i) => Scalar::Int(i),
+            Datum::Float(f) => Scalar::Float(f),
+            Datum::Bool(b) => Scalar::Bool(b),
+        })
+        .collect()
+}
+
+fn targets(dest: Dest, q: u32) -> std::ops::Range<u32> {
+    match dest {
+        Dest::Omit => 0..0,
+        Dest::Partition(p) => p..p + 1,
+        Dest::Broadcast => 0..q,
+    }
+}

@@ -1,0 +1,141 @@
+//! Typed schemas.
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The type of a column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DataType {
+    /// 64-bit signed integer.
+    Int64,
+    /// 64-bit float.
+    Float64,
+    /// Boolean.
+    Bool,
+    /// UTF-8 text.
+    String,
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DataType::Int64 => "int64",
+            DataType::Float64 => "float64",
+            DataType::Bool => "bool",
+            DataType::String => "string",
+        })
+    }
+}
+
+impl std::str::FromStr for DataType {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<DataType> {
+        match s.to_ascii_lowercase().as_str() {
+            "int64" | "int" | "bigint" | "integer" | "i64" => Ok(DataType::Int64),
+            "float64" | "float" | "double" | "f64" | "real" => Ok(DataType::Float64),
+            "bool" | "boolean" => Ok(DataType::Bool),
+            "string" | "text" | "varchar" | "str" => Ok(DataType::String),
+            other => Err(Error::Plan(format!(
+                "unknown type `{other}`; types are int64, float64, bool, string"
+            ))),
+        }
+    }
+}
+
+/// A named, typed column.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Field {
+    /// Column name.
+    pub name: String,
+    /// Column type.
+    pub ty: DataType,
+    /// Whether the column may hold null.
+    pub nullable: bool,
+}
+
+impl Field {
+    /// A non-nullable field.
+    pub fn new(name: &str, ty: DataType) -> Field {
+        Field { name: name.to_string(), ty, nullable: false }
+    }
+
+    /// A nullable field.
+    pub fn nullable(name: &str, ty: DataType) -> Field {
+        Field { name: name.to_string(), ty, nullable: true }
+    }
+}
+
+/// The columns of a stream, and which one (if any) is its event time.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Schema {
+    /// Columns in order.
+    pub fields: Vec<Field>,
+    /// Index of the int64 event-time column, if the stream has one.
+    pub event_time: Option<usize>,
+}
+
+impl Schema {
+    /// A schema without an event-time column.
+    pub fn new(fields: Vec<Field>) -> Schema {
+        Schema { fields, event_time: None }
+    }
+
+    /// Sets the event-time column by name; it must be a non-null int64.
+    pub fn with_event_time(mut self, name: &str) -> Result<Schema> {
+        let i = self.index_of(name)?;
+        let f = &self.fields[i];
+        if f.ty != DataType::Int64 {
+            return Err(Error::Plan(format!(
+                "event-time column `{name}` has type {}, expected int64",
+                f.ty
+            )));
+        }
+        self.event_time = Some(i);
+        Ok(self)
+    }
+
+    /// All columns int64, named as given.
+    pub fn ints(names: &[&str]) -> Schema {
+        Schema::new(names.iter().map(|n| Field::new(n, DataType::Int64)).collect())
+    }
+
+    /// Number of columns.
+    pub fn arity(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Index of a column by name (case-insensitive); the error lists the columns.
+    pub fn index_of(&self, name: &str) -> Result<usize> {
+        self.fields
+            .iter()
+            .position(|f| f.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                Error::Plan(format!("no column `{name}`; columns are {}", self.column_list()))
+            })
+    }
+
+    /// The column names, comma separated.
+    pub fn column_list(&self) -> String {
+        self.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+    }
+}
+
+impl fmt::Display for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(")?;
+        for (i, c) in self.fields.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{} {}", c.name, c.ty)?;
+            if c.nullable {
+                f.write_str("?")?;
+            }
+            if self.event_time == Some(i) {
+                f.write_str(" EVENT TIME")?;
+            }
+        }
+        f.write_str(")")
+    }
+}
