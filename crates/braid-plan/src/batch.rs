@@ -166,7 +166,9 @@ impl fmt::Display for Scalar {
 /// execution reads them. `lane` is the destination partition during a split
 /// ([`RowKey::BROADCAST`] bit set for a broadcast row) and
 /// `partition << 32 | output index` for rows a stream function produced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 pub struct RowKey {
     /// Sequence number of the input row (or of the input row that caused an output).
     pub seq: u64,
@@ -211,7 +213,10 @@ pub struct Batch {
 impl Batch {
     /// An empty batch of rows with `arity` columns.
     pub fn new(arity: usize) -> Batch {
-        Batch { arity, ..Batch::default() }
+        Batch {
+            arity,
+            ..Batch::default()
+        }
     }
 
     /// An empty batch with room for `rows` rows.
@@ -261,6 +266,17 @@ impl Batch {
         debug_assert_eq!(values.len(), self.arity, "row arity");
         self.keys.push(key);
         self.data.extend(values.iter().map(|&i| Datum::Int(i)));
+    }
+
+    /// Appends a row of string-free datums (a string datum would point into another
+    /// batch's arena, so it is stored as null).
+    pub fn push_datums(&mut self, key: RowKey, values: &[Datum]) {
+        debug_assert_eq!(values.len(), self.arity, "row arity");
+        self.keys.push(key);
+        self.data.extend(values.iter().map(|d| match d {
+            Datum::Str(..) => Datum::Null,
+            d => *d,
+        }));
     }
 
     /// Starts a row to be filled with [`Batch::push_value`]; the caller pushes exactly
@@ -337,7 +353,10 @@ impl Batch {
 
     /// Row `i`.
     pub fn row(&self, i: usize) -> Row<'_> {
-        Row { batch: self, index: i }
+        Row {
+            batch: self,
+            index: i,
+        }
     }
 
     /// Iterates over the rows.
@@ -375,7 +394,8 @@ impl<'a> Row<'a> {
     /// Column `c`.
     #[inline]
     pub fn get(&self, c: usize) -> Value<'a> {
-        self.batch.value(self.batch.data[self.index * self.batch.arity + c])
+        self.batch
+            .value(self.batch.data[self.index * self.batch.arity + c])
     }
 
     /// Column `c` as an integer (None for null or another type).
@@ -415,7 +435,9 @@ impl<'a> Row<'a> {
 
 impl fmt::Debug for Row<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries((0..self.arity()).map(|c| self.get(c))).finish()
+        f.debug_list()
+            .entries((0..self.arity()).map(|c| self.get(c)))
+            .finish()
     }
 }
 
@@ -426,7 +448,10 @@ mod tests {
     #[test]
     fn strings_are_copied_between_batches() {
         let mut a = Batch::new(2);
-        a.push(RowKey { seq: 1, lane: 0 }, &[Value::Str("abc"), Value::Int(3)]);
+        a.push(
+            RowKey { seq: 1, lane: 0 },
+            &[Value::Str("abc"), Value::Int(3)],
+        );
         a.push(RowKey { seq: 2, lane: 0 }, &[Value::Str("de"), Value::Null]);
         let mut b = Batch::new(2);
         b.push(RowKey::default(), &[Value::Str("zz"), Value::Int(1)]);

@@ -1,0 +1,49 @@
+//! Errors of the execution layer.
+
+/// Every error a run can end with, by who is to blame.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The plan is wrong or not supported (from `braid-plan`).
+    #[error(transparent)]
+    Plan(#[from] braid_plan::error::Error),
+    /// Input could not be read as declared; only in strict mode, otherwise such records
+    /// are counted and reported.
+    #[error("{source_name}: line {line}, column {column}: {message}")]
+    Input {
+        /// The source's name.
+        source_name: String,
+        /// 1-based line.
+        line: u64,
+        /// 1-based column.
+        column: u64,
+        /// What was found and what was expected.
+        message: String,
+    },
+    /// An operating-system error (file, socket).
+    #[error("{context}: {error}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        error: std::io::Error,
+    },
+    /// timely could not start (e.g. a cluster peer did not connect).
+    #[error("could not start workers: {0}")]
+    Startup(String),
+    /// A bug in Braid.
+    #[error("internal error (a bug in Braid, please report it): {0}")]
+    Internal(String),
+}
+
+/// Result with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An I/O error with context.
+    pub fn io(context: impl Into<String>, error: std::io::Error) -> Error {
+        Error::Io {
+            context: context.into(),
+            error,
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! `Map`: one stream-function instance per logical partition, hosted on the
+//! partition's worker; each sees its rows of an epoch in serial order once the epoch
+//! is complete.
+
+use super::{by_to, Place, Window, WindowBuilder, Windows};
+use crate::error::Result;
+use braid_plan::batch::{Batch, RowKey};
+use braid_plan::function::{Emitter, Registry, StreamFunction};
+use braid_plan::placement::partition_worker;
+use braid_plan::plan::{Map, Plan};
+use std::collections::BTreeMap;
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
+
+/// Epoch of outputs made when the input has ended.
+pub(crate) const END_EPOCH: u64 = u64::MAX;
+
+pub(crate) fn render<'s>(
+    input: Windows<'s>,
+    map: &Map,
+    registry: &Registry,
+    place: Place,
+    out_arity: usize,
+) -> Result<Windows<'s>> {
+    let Plan::Split(split) = map.input.as_ref() else {
+        return Err(braid_plan::error::Error::Internal(
+            "Map over a non-Split passed schema()".into(),
+        )
+        .into());
+    };
+    let q = split.q;
+    let factory = registry.function(&map.function)?.clone();
+    let (me, peers) = (place.index, place.peers);
+    // Local partitions: p = me + k * peers.
+    let local: Vec<u32> = (0..q)
+        .filter(|&p| partition_worker(p as u64, peers) == me)
+        .collect();
+    let name = format!("Map({})", map.function);
+    Ok(
+        input.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, move |cap, _| {
+            let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
+            drop(cap);
+            let mut instances: Vec<Option<Box<dyn StreamFunction>>> =
+                (0..local.len()).map(|_| None).collect();
+            let mut stash: BTreeMap<u64, (Capability<u64>, Vec<Batch>)> = BTreeMap::new();
+            // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
+            let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
+            let mut out = Batch::new(out_arity);
+            move |(input, frontier), output| {
+                input.for_each(|cap, data| {
+                    let Some(&t) = cap.least() else { return };
+                    let entry = stash.entry(t).or_insert_with(|| {
+                        (
+                            cap.retain_least(0).expect("stamp has a least time"),
+                            Vec::new(),
+                        )
+                    });
+                    entry.1.extend(data.drain(..).map(|w| w.batch));
+                });
+                while let Some((&epoch, _)) = stash.iter().next() {
+                    if frontier.less_equal(&epoch) {
+                        break;
+                    }
+                    let (cap, batches) = stash.remove(&epoch).expect("first key exists");
+                    for (b, batch) in batches.iter().enumerate() {
+                        for (i, key) in batch.keys().iter().enumerate() {
+                            let entry = (key.seq, b as u32, i as u32);
+                            match RowKey::broadcast_target(key.lane) {
+                                None => rows[(key.lane as usize) / peers].push(entry),
+                                Some((modulus, residue)) => {
+                                    for (k, &p) in local.iter().enumerate() {
+                                        if p as u64 % modulus == residue {
+                                            rows[k].push(entry);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    for (k, list) in rows.iter_mut().enumerate() {
+                        if list.is_empty() {
+                            continue;
+                        }
+                        list.sort_unstable();
+                        let p = local[k];
+                        let f = instances[k].get_or_insert_with(|| factory.create(p, q));
+                        for &(seq, b, i) in list.iter() {
+                            f.process(
+                                batches[b as usize].row(i as usize),
+                                &mut Emitter::new(&mut out, seq, p),
+                            );
+                        }
+                        f.end_of_epoch(epoch, &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p));
+                        list.clear();
+                    }
+                    if !out.is_empty() {
+                        let batch = std::mem::replace(&mut out, Batch::new(out_arity));
+                        output.session(&cap).give(Window {
+                            to: me as u64,
+                            node: 0,
+                            batch,
+                        });
+                    }
+                }
+                if frontier.is_empty() {
+                    if let Some(cap) = end_cap.take() {
+                        for (k, f) in instances.iter_mut().enumerate() {
+                            if let Some(f) = f {
+                                f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, local[k]));
+                            }
+                        }
+                        if !out.is_empty() {
+                            let batch = std::mem::replace(&mut out, Batch::new(out_arity));
+                            output.session(&cap).give(Window {
+                                to: me as u64,
+                                node: 0,
+                                batch,
+                            });
+                        }
+                    }
+                }
+            }
+        }),
+    )
+}

@@ -1,0 +1,263 @@
+//! `Merge`: union, time-ordered (serial order) and keyed (partial results combined by
+//! key, pre-combined per worker or through a tree of fan-in k).
+
+use super::{to_worker, Place, Window, WindowBuilder, Windows};
+use crate::error::Result;
+use braid_plan::batch::{Batch, Datum, RowKey};
+use braid_plan::combine::{Groups, KeyedMerge};
+use braid_plan::function::Registry;
+use braid_plan::plan::{Merge, MergeKind};
+use braid_plan::types::Schema;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::operators::generic::Operator;
+use timely::dataflow::operators::Capability;
+
+/// The worker where ordered output is assembled.
+pub(crate) const MERGE_WORKER: usize = 0;
+
+pub(crate) fn render<'s>(
+    input: Windows<'s>,
+    merge: &Merge,
+    in_schema: &Schema,
+    registry: &Registry,
+    place: Place,
+) -> Result<Windows<'s>> {
+    Ok(match &merge.kind {
+        MergeKind::Union => input,
+        MergeKind::TimeOrdered => time_ordered(input),
+        MergeKind::Keyed {
+            key,
+            combine,
+            fanin,
+        } => {
+            let km = Rc::new(KeyedMerge::new(key, combine, in_schema, registry)?);
+            let q = match merge.input.as_ref() {
+                braid_plan::plan::Plan::Map(m) => match m.input.as_ref() {
+                    braid_plan::plan::Plan::Split(s) => s.q as u64,
+                    _ => 1,
+                },
+                _ => 1,
+            };
+            keyed(input, km, *fanin, q, place)
+        }
+    })
+}
+
+/// Collects every epoch's rows on one worker and emits them sorted by serial position.
+fn time_ordered(input: Windows<'_>) -> Windows<'_> {
+    input.unary_frontier::<WindowBuilder, _, _, _>(
+        to_worker(MERGE_WORKER),
+        "Merge(time-ordered)",
+        |_, _| {
+            let mut stash: BTreeMap<u64, (Capability<u64>, Vec<Batch>)> = BTreeMap::new();
+            let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
+            move |(input, frontier), output| {
+                input.for_each(|cap, data| {
+                    let Some(&t) = cap.least() else { return };
+                    let entry = stash.entry(t).or_insert_with(|| {
+                        (
+                            cap.retain_least(0).expect("stamp has a least time"),
+                            Vec::new(),
+                        )
+                    });
+                    entry.1.extend(data.drain(..).map(|w| w.batch));
+                });
+                while let Some((&epoch, _)) = stash.iter().next() {
+                    if frontier.less_equal(&epoch) {
+                        break;
+                    }
+                    let (cap, batches) = stash.remove(&epoch).expect("first key exists");
+                    let Some(arity) = batches.first().map(|b| b.arity()) else {
+                        continue;
+                    };
+                    order.clear();
+                    for (b, batch) in batches.iter().enumerate() {
+                        order.extend(
+                            batch
+                                .keys()
+                                .iter()
+                                .enumerate()
+                                .map(|(i, k)| (*k, b as u32, i as u32)),
+                        );
+                    }
+                    order.sort_unstable();
+                    let mut out = Batch::with_capacity(arity, order.len());
+                    for &(key, b, i) in &order {
+                        out.push_row_of(&batches[b as usize], i as usize, key);
+                    }
+                    output.session(&cap).give(Window {
+                        to: MERGE_WORKER as u64,
+                        node: 0,
+                        batch: out,
+                    });
+                }
+            }
+        },
+    )
+}
+
+fn key_hash(key: &[(u8, u64)], group: u64) -> u64 {
+    let mut h = crate::source::generator::mix64(group ^ 0x9e37_79b9);
+    for (t, v) in key {
+        h = crate::source::generator::mix64(h ^ (*t as u64) ^ v.rotate_left(17));
+    }
+    h
+}
+
+/// Keyed merge. Stage 1 (on each worker) lifts partial rows into accumulators and
+/// combines those of equal key and partition group; later stages exchange by
+/// (key, group) and combine further; the last stage (group 0) finishes the rows.
+/// Without a fan-in there are two stages: per worker, then global.
+fn keyed(
+    input: Windows<'_>,
+    km: Rc<KeyedMerge>,
+    fanin: Option<u32>,
+    q: u64,
+    place: Place,
+) -> Windows<'_> {
+    // Group divisor per stage: stage i groups partitions p by p / divisor[i].
+    let divisors: Vec<u64> = match fanin {
+        None => vec![q.max(1) * 2, u64::MAX],
+        Some(k) => {
+            // Stage i combines partitions p / k^i; the last stage (all) is always
+            // exchanged by key, since stage 1 runs where the partitions are.
+            let k = k.max(2) as u64;
+            let mut d = vec![k];
+            while d.last().is_some_and(|&x| x.saturating_mul(k) < q) {
+                let next = d.last().copied().unwrap_or(k).saturating_mul(k);
+                d.push(next);
+            }
+            d.push(u64::MAX);
+            d
+        }
+    };
+    let stages = divisors.len();
+    let mut stream = input;
+    for (s, &div) in divisors.iter().enumerate() {
+        let last = s + 1 == stages;
+        let first = s == 0;
+        let km = km.clone();
+        let name = format!("Merge(keyed, stage {})", s + 1);
+        let peers = place.peers as u64;
+        let next_div = divisors.get(s + 1).copied().unwrap_or(u64::MAX);
+        stream = if first {
+            keyed_stage(
+                stream,
+                Pipeline,
+                &name,
+                km,
+                (div, next_div),
+                first,
+                last,
+                peers,
+            )
+        } else {
+            keyed_stage(
+                stream,
+                Exchange::new(|w: &Window| w.to),
+                &name,
+                km,
+                (div, next_div),
+                first,
+                last,
+                peers,
+            )
+        };
+    }
+    stream
+}
+
+#[allow(clippy::too_many_arguments)]
+fn keyed_stage<'s, P>(
+    stream: Windows<'s>,
+    pact: P,
+    name: &str,
+    km: Rc<KeyedMerge>,
+    (div, next_div): (u64, u64),
+    first: bool,
+    last: bool,
+    peers: u64,
+) -> Windows<'s>
+where
+    P: timely::dataflow::channels::pact::ParallelizationContract<u64, Vec<Window>>,
+{
+    stream.unary_frontier::<WindowBuilder, _, _, _>(pact, name, move |_, _| {
+        let mut stash: BTreeMap<u64, (Capability<u64>, HashMap<u64, Groups>, u64)> =
+            BTreeMap::new();
+        let mut row: Vec<Datum> = Vec::new();
+        move |(input, frontier), output| {
+            input.for_each(|cap, data| {
+                let Some(&t) = cap.least() else { return };
+                let entry = stash.entry(t).or_insert_with(|| {
+                    (
+                        cap.retain_least(0).expect("stamp has a least time"),
+                        HashMap::new(),
+                        u64::MAX,
+                    )
+                });
+                for w in data.drain(..) {
+                    let b = &w.batch;
+                    for i in 0..b.len() {
+                        let key = b.key(i);
+                        entry.2 = entry.2.min(key.seq);
+                        let part = key.lane >> 32;
+                        let group = if div == u64::MAX { 0 } else { part / div };
+                        let acc = if first {
+                            km.lift(&b.row(i))
+                        } else {
+                            b.row(i).datums().to_vec()
+                        };
+                        entry.1.entry(group).or_default().add(&km, acc);
+                    }
+                }
+            });
+            while let Some((&epoch, _)) = stash.iter().next() {
+                if frontier.less_equal(&epoch) {
+                    break;
+                }
+                let (cap, mut groups, min_seq) = stash.remove(&epoch).expect("first key exists");
+                let mut session = output.session(&cap);
+                let mut by_dest: HashMap<u64, Batch> = HashMap::new();
+                for (group, mut g) in groups.drain() {
+                    for acc in g.drain() {
+                        if last {
+                            km.finish(&acc, &mut row);
+                            let b = by_dest
+                                .entry(MERGE_WORKER as u64)
+                                .or_insert_with(|| Batch::new(row.len()));
+                            b.push_datums(
+                                RowKey {
+                                    seq: min_seq,
+                                    lane: 0,
+                                },
+                                &row,
+                            );
+                        } else {
+                            // The next stage's worker: by key and the next group.
+                            let next_group = if next_div == u64::MAX {
+                                0
+                            } else {
+                                group * div / next_div
+                            };
+                            let h = key_hash(&km.key_of_acc(&acc), next_group);
+                            let dest = h % peers;
+                            let b = by_dest.entry(dest).or_insert_with(|| Batch::new(acc.len()));
+                            b.push_datums(
+                                RowKey {
+                                    seq: min_seq,
+                                    lane: (group * div) << 32,
+                                },
+                                &acc,
+                            );
+                        }
+                    }
+                }
+                for (to, batch) in by_dest {
+                    session.give(Window { to, node: 0, batch });
+                }
+            }
+        }
+    })
+}

@@ -1,0 +1,107 @@
+//! Renders a physical plan onto a timely dataflow, one file per plan node.
+//!
+//! Every stream between operators is a stream of [`Window`]s: a batch of rows plus the
+//! worker (`to`) and logical node (`node`) it is addressed to. Exchange channels route
+//! windows by `to`; logical nodes (tree splitters, window splitters, partitions) are
+//! placed on workers by `braid_plan::placement`, the same functions EXPLAIN uses.
+
+mod map;
+mod merge;
+mod sink;
+mod split;
+
+use crate::error::Result;
+use crate::runtime::Shared;
+use braid_plan::batch::Batch;
+use braid_plan::function::Registry;
+use braid_plan::plan::Plan;
+use serde::{Deserialize, Serialize};
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::operators::{Input, Probe};
+use timely::dataflow::{InputHandle, ProbeHandle, Scope, Stream};
+
+/// A batch of rows addressed to a worker and a logical node on it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Window {
+    /// Destination worker (the exchange hash).
+    pub to: u64,
+    /// Destination logical node (tree node, window splitter); 0 where unused.
+    pub node: u64,
+    /// The rows.
+    pub batch: Batch,
+}
+
+/// The container builder of every Braid stream.
+pub type WindowBuilder = CapacityContainerBuilder<Vec<Window>>;
+
+/// A stream of windows.
+pub type Windows<'s> = Stream<'s, u64, Vec<Window>>;
+
+/// The input handle sources feed.
+pub type Feeder = InputHandle<u64, WindowBuilder>;
+
+/// Exchange pact routing a window to worker `to`.
+pub(crate) fn by_to(
+) -> timely::dataflow::channels::pact::Exchange<Window, impl FnMut(&Window) -> u64 + 'static> {
+    timely::dataflow::channels::pact::Exchange::new(|w: &Window| w.to)
+}
+
+/// Exchange pact sending every window to one worker.
+pub(crate) fn to_worker(
+    w: usize,
+) -> timely::dataflow::channels::pact::Exchange<Window, impl FnMut(&Window) -> u64 + 'static> {
+    timely::dataflow::channels::pact::Exchange::new(move |_: &Window| w as u64)
+}
+
+/// What rendering needs to know about the worker.
+#[derive(Clone, Copy)]
+pub(crate) struct Place {
+    pub index: usize,
+    pub peers: usize,
+}
+
+/// Builds the dataflow of `plan` in `scope`, fed by `input`, observed by `probe`.
+pub(crate) fn render<'s>(
+    scope: Scope<'s, u64>,
+    plan: &Plan,
+    registry: &Registry,
+    input: &mut Feeder,
+    probe: &ProbeHandle<u64>,
+    place: Place,
+    shared: &std::sync::Arc<Shared>,
+) -> Result<()> {
+    let out = node(scope, plan, registry, input, place, shared)?;
+    out.probe_with(probe);
+    Ok(())
+}
+
+fn node<'s>(
+    scope: Scope<'s, u64>,
+    plan: &Plan,
+    registry: &Registry,
+    input: &mut Feeder,
+    place: Place,
+    shared: &std::sync::Arc<Shared>,
+) -> Result<Windows<'s>> {
+    Ok(match plan {
+        Plan::Source(_) => scope.input_from(input),
+        Plan::Split(s) => {
+            let upstream = node(scope, &s.input, registry, input, place, shared)?;
+            split::render(upstream, s, registry, place)?
+        }
+        Plan::Map(m) => {
+            let upstream = node(scope, &m.input, registry, input, place, shared)?;
+            let out_schema = plan.schema(registry)?;
+            map::render(upstream, m, registry, place, out_schema.arity())?
+        }
+        Plan::Merge(m) => {
+            let upstream = node(scope, &m.input, registry, input, place, shared)?;
+            let in_schema = m.input.schema(registry)?;
+            merge::render(upstream, m, &in_schema, registry, place)?
+        }
+        Plan::Sink(s) => {
+            let upstream = node(scope, &s.input, registry, input, place, shared)?;
+            sink::render(upstream, s, place, shared.clone())?
+        }
+    })
+}

@@ -1,0 +1,308 @@
+//! `Split`: fsplit, splitstream trees (maxtree, exptree) and parasplit.
+//!
+//! Whatever the shape, a routed row ends at the worker of its partition with
+//! `lane = partition`, and a broadcast row reaches each worker hosting a partition it
+//! is for once, with a broadcast lane naming those partitions: copies per partition
+//! are made by `Map` on the worker, not sent over channels.
+
+use super::{by_to, to_worker, Place, Window, WindowBuilder, Windows};
+use crate::error::{Error, Result};
+use crate::source::generator::mix64;
+use braid_plan::batch::{Batch, RowKey};
+use braid_plan::cost::TreeShape;
+use braid_plan::function::Registry;
+use braid_plan::placement::{partition_worker, splitter_worker, tree_node_worker, FSPLIT_WORKER};
+use braid_plan::plan::{Split, SplitShape};
+use braid_plan::reference::{Dest, Router};
+use std::collections::HashMap;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::Operator;
+
+pub(crate) fn render<'s>(
+    input: Windows<'s>,
+    split: &Split,
+    registry: &Registry,
+    place: Place,
+) -> Result<Windows<'s>> {
+    let shape = split
+        .shape
+        .clone()
+        .ok_or_else(|| Error::Internal("split rendered before its shape was resolved".into()))?;
+    let router = Router::new(split, registry)?;
+    Ok(match shape {
+        SplitShape::Fsplit => splitter(input, router, place, Some(FSPLIT_WORKER), "Fsplit"),
+        SplitShape::Tree(t) => tree(input, router, t, place),
+        SplitShape::Parasplit { p, router_fanout } => {
+            let routed = window_router(input, p, router_fanout, place);
+            splitter(routed, router, place, None, "WindowSplitter")
+        }
+    })
+}
+
+/// Applies route and broadcast to every row of a window, appending to one batch per
+/// destination worker.
+fn route_rows(router: &Router, batch: &Batch, peers: usize, outs: &mut [Batch]) {
+    let q = router.q() as usize;
+    let hosts = peers.min(q);
+    for i in 0..batch.len() {
+        let seq = batch.key(i).seq;
+        match router.dest(batch, i) {
+            Dest::Omit => {}
+            Dest::Partition(p) => outs[partition_worker(p as u64, peers)].push_row_of(
+                batch,
+                i,
+                RowKey {
+                    seq,
+                    lane: p as u64,
+                },
+            ),
+            Dest::Broadcast => {
+                for out in outs.iter_mut().take(hosts) {
+                    out.push_row_of(
+                        batch,
+                        i,
+                        RowKey {
+                            seq,
+                            lane: RowKey::broadcast_lane(1, 0),
+                        },
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn send_per_worker(outs: &mut [Batch], arity: usize, mut give: impl FnMut(Window)) {
+    for (w, out) in outs.iter_mut().enumerate() {
+        if !out.is_empty() {
+            let batch = std::mem::replace(out, Batch::new(arity));
+            give(Window {
+                to: w as u64,
+                node: 0,
+                batch,
+            });
+        }
+    }
+}
+
+/// One splitter per window: fsplit (all windows to one worker) or parasplit's window
+/// splitters (windows arrive addressed).
+fn splitter<'s>(
+    input: Windows<'s>,
+    router: Router,
+    place: Place,
+    only: Option<usize>,
+    name: &str,
+) -> Windows<'s> {
+    let peers = place.peers;
+    let body = move |input: &mut timely::dataflow::operators::generic::InputHandleCore<
+        u64,
+        Vec<Window>,
+        _,
+    >,
+                     output: &mut timely::dataflow::operators::generic::OutputBuilderSession<
+        '_,
+        u64,
+        WindowBuilder,
+    >| {
+        let mut outs: Vec<Batch> = Vec::new();
+        input.for_each(|cap, data| {
+            let mut session = output.session(&cap);
+            for w in data.drain(..) {
+                let arity = w.batch.arity();
+                if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
+                    outs = (0..peers).map(|_| Batch::new(arity)).collect();
+                }
+                route_rows(&router, &w.batch, peers, &mut outs);
+                send_per_worker(&mut outs, arity, |w| session.give(w));
+            }
+        });
+    };
+    match only {
+        Some(worker) => input.unary::<WindowBuilder, _, _, _>(to_worker(worker), name, |_, _| body),
+        None => input.unary::<WindowBuilder, _, _, _>(by_to(), name, |_, _| body),
+    }
+}
+
+/// Parasplit's window router: deals whole windows uniformly at random (by a hash of the
+/// window's first sequence number, so runs are reproducible) to the `p` window
+/// splitters, through `router_fanout` sub-routers when set.
+fn window_router<'s>(
+    input: Windows<'s>,
+    p: u32,
+    router_fanout: Option<u32>,
+    place: Place,
+) -> Windows<'s> {
+    let peers = place.peers;
+    let p = p.max(1) as u64;
+    let pick = |w: &Window, salt: u64| mix64(w.batch.keys().first().map_or(0, |k| k.seq) ^ salt);
+    let first = input.unary::<WindowBuilder, _, _, _>(Pipeline, "WindowRouter", move |_, _| {
+        move |input, output| {
+            input.for_each(|cap, data| {
+                let mut session = output.session(&cap);
+                for mut w in data.drain(..) {
+                    let h = pick(&w, 0x5eed);
+                    match router_fanout {
+                        Some(f) => {
+                            w.node = h % f as u64;
+                            w.to = (w.node % peers as u64) as u64;
+                        }
+                        None => {
+                            w.node = h % p;
+                            w.to = splitter_worker(w.node, peers) as u64;
+                        }
+                    }
+                    session.give(w);
+                }
+            });
+        }
+    });
+    match router_fanout {
+        None => first,
+        Some(f) => {
+            let f = f as u64;
+            first.unary::<WindowBuilder, _, _, _>(by_to(), "SubRouter", move |_, _| {
+                move |input, output| {
+                    input.for_each(|cap, data| {
+                        let mut session = output.session(&cap);
+                        for mut w in data.drain(..) {
+                            // Splitters of sub-router r: r, r + f, r + 2f, ... below p.
+                            let r = w.node;
+                            let count = if r < p { (p - r).div_ceil(f) } else { 1 };
+                            let j = (r + f * (pick(&w, 0xfeed) % count)).min(p - 1);
+                            w.node = j;
+                            w.to = splitter_worker(j, peers) as u64;
+                            session.give(w);
+                        }
+                    });
+                }
+            })
+        }
+    }
+}
+
+/// A splitstream tree: one operator per level; level 1 evaluates route and broadcast,
+/// deeper levels forward by the multi-level hash (Paper IV eq. 2).
+fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) -> Windows<'s> {
+    let peers = place.peers;
+    let depth = shape.depth();
+    let q = router.q() as u64;
+    let root = tree_node_worker(&shape, 1, 0, peers);
+    let mut stream = input;
+    let router = std::rc::Rc::new(router);
+    for level in 1..=depth {
+        let shape = shape.clone();
+        let router = router.clone();
+        let name = format!("TreeLevel{level}");
+        let logic = move |_: timely::dataflow::operators::Capability<u64>, _| {
+            let fanout = shape.fanouts[level - 1] as u64;
+            let lambda_prev = shape.lambda(level - 1);
+            let lambda = shape.lambda(level);
+            let last = level == depth;
+            // Workers that host partitions p with p % lambda_prev == node, per node.
+            let mut leaf_hosts: HashMap<u64, Vec<usize>> = HashMap::new();
+            let mut outs: Vec<Batch> = Vec::new();
+            move |input: &mut timely::dataflow::operators::generic::InputHandleCore<
+                u64,
+                Vec<Window>,
+                _,
+            >,
+                  output: &mut timely::dataflow::operators::generic::OutputBuilderSession<
+                '_,
+                u64,
+                WindowBuilder,
+            >| {
+                input.for_each(|cap, data| {
+                    let mut session = output.session(&cap);
+                    for w in data.drain(..) {
+                        let node = w.node;
+                        let arity = w.batch.arity();
+                        let width = if last { peers } else { fanout as usize };
+                        outs.clear();
+                        outs.resize_with(width, || Batch::new(arity));
+                        let b = &w.batch;
+                        for i in 0..b.len() {
+                            let key = b.key(i);
+                            // Level 1 decides each row's destination; deeper levels read it.
+                            let lane = if level == 1 {
+                                match router.dest(b, i) {
+                                    Dest::Omit => continue,
+                                    Dest::Partition(p) => p as u64,
+                                    Dest::Broadcast => RowKey::BROADCAST,
+                                }
+                            } else {
+                                key.lane
+                            };
+                            let seq = key.seq;
+                            if lane & RowKey::BROADCAST != 0 {
+                                if last {
+                                    let hosts = leaf_hosts.entry(node).or_insert_with(|| {
+                                        let mut ws: Vec<usize> = (node..q)
+                                            .step_by(lambda_prev as usize)
+                                            .map(|p| partition_worker(p, peers))
+                                            .collect();
+                                        ws.sort_unstable();
+                                        ws.dedup();
+                                        ws
+                                    });
+                                    let blane = RowKey::broadcast_lane(lambda_prev, node);
+                                    for &wk in hosts.iter() {
+                                        outs[wk].push_row_of(b, i, RowKey { seq, lane: blane });
+                                    }
+                                } else {
+                                    for out in outs.iter_mut() {
+                                        out.push_row_of(
+                                            b,
+                                            i,
+                                            RowKey {
+                                                seq,
+                                                lane: RowKey::BROADCAST,
+                                            },
+                                        );
+                                    }
+                                }
+                            } else if last {
+                                outs[partition_worker(lane, peers)].push_row_of(
+                                    b,
+                                    i,
+                                    RowKey { seq, lane },
+                                );
+                            } else {
+                                let child = (lane / lambda_prev) % fanout;
+                                outs[child as usize].push_row_of(b, i, RowKey { seq, lane });
+                            }
+                        }
+                        for (c, out) in outs.iter_mut().enumerate() {
+                            if out.is_empty() {
+                                continue;
+                            }
+                            let batch = std::mem::replace(out, Batch::new(arity));
+                            if last {
+                                session.give(Window {
+                                    to: c as u64,
+                                    node: 0,
+                                    batch,
+                                });
+                            } else {
+                                let child = node + c as u64 * lambda_prev;
+                                debug_assert!(child < lambda);
+                                let to = tree_node_worker(&shape, level + 1, child, peers) as u64;
+                                session.give(Window {
+                                    to,
+                                    node: child,
+                                    batch,
+                                });
+                            }
+                        }
+                    }
+                });
+            }
+        };
+        stream = if level == 1 {
+            stream.unary::<WindowBuilder, _, _, _>(to_worker(root), &name, logic)
+        } else {
+            stream.unary::<WindowBuilder, _, _, _>(by_to(), &name, logic)
+        };
+    }
+    stream
+}

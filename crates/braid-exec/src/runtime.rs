@@ -1,0 +1,337 @@
+//! Running a plan: timely workers (threads, optionally several processes), each
+//! building the same dataflow, feeding its share of the sources and stepping until
+//! every dataflow has drained.
+
+use crate::error::{Error, Result};
+use crate::render::{self, Feeder, Place, Window};
+use crate::source::{self, Counters, Next, ReadOptions, Rejects};
+use braid_plan::function::Registry;
+use braid_plan::optimize::{resolve, Env};
+use braid_plan::plan::{Pace, Plan};
+use braid_plan::reference::OutRow;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use timely::dataflow::ProbeHandle;
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// Worker threads per process.
+    pub workers: usize,
+    /// Number of processes (timely cluster mode when > 1).
+    pub processes: usize,
+    /// This process's index in `hosts`.
+    pub process: usize,
+    /// `host:port` of every process (cluster mode).
+    pub hosts: Vec<String>,
+    /// Input reading options.
+    pub read: ReadOptions,
+    /// Backpressure: a source does not run more than this many epochs ahead of the
+    /// output frontier.
+    pub max_epochs_ahead: u64,
+    /// Print a progress line to stderr every second.
+    pub progress: bool,
+}
+
+impl Default for RunConfig {
+    fn default() -> RunConfig {
+        RunConfig {
+            workers: 1,
+            processes: 1,
+            process: 0,
+            hosts: Vec::new(),
+            read: ReadOptions {
+                tcp_clients: 1,
+                ..ReadOptions::default()
+            },
+            max_epochs_ahead: 64,
+            progress: false,
+        }
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Default)]
+pub struct RunReport {
+    /// Rows read by this process's sources.
+    pub rows_in: u64,
+    /// Rows written by this process's sinks.
+    pub rows_out: u64,
+    /// Malformed records per source.
+    pub rejects: Vec<Rejects>,
+    /// Wall time.
+    pub elapsed: Duration,
+    /// Rows of a `Collect` sink (in arrival order).
+    pub collected: Vec<OutRow>,
+    /// The plan as run (shapes resolved).
+    pub plan: Option<Plan>,
+}
+
+/// State shared by the workers of one process.
+pub struct Shared {
+    /// Live counters.
+    pub counters: Arc<Counters>,
+    /// When the run started.
+    pub start: Instant,
+    /// Rows of a `Collect` sink.
+    pub collected: Mutex<Vec<OutRow>>,
+    errors: Mutex<Vec<String>>,
+    rejects: Mutex<Vec<Rejects>>,
+    fatal: Mutex<Option<Error>>,
+}
+
+impl Shared {
+    /// Records a non-fatal error to report at the end.
+    pub fn error(&self, e: String) {
+        if let Ok(mut v) = self.errors.lock() {
+            v.push(e);
+        }
+    }
+
+    fn fatal(&self, e: Error) {
+        if let Ok(mut f) = self.fatal.lock() {
+            f.get_or_insert(e);
+        }
+    }
+}
+
+fn timely_config(cfg: &RunConfig) -> timely::Config {
+    use timely::CommunicationConfig as C;
+    let communication = if cfg.processes > 1 {
+        C::Cluster {
+            threads: cfg.workers.max(1),
+            process: cfg.process,
+            addresses: if cfg.hosts.is_empty() {
+                (0..cfg.processes)
+                    .map(|i| format!("localhost:{}", 2101 + i))
+                    .collect()
+            } else {
+                cfg.hosts.clone()
+            },
+            report: false,
+            zerocopy: false,
+        }
+    } else if cfg.workers > 1 {
+        C::Process(cfg.workers)
+    } else {
+        C::Thread
+    };
+    timely::Config {
+        communication,
+        worker: timely::WorkerConfig::default(),
+    }
+}
+
+/// Resolves the plan's split shapes for `workers` workers in all and checks it.
+pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan> {
+    let mut plan = plan.clone();
+    resolve(&mut plan, Env { workers });
+    plan.schema(registry)?;
+    Ok(plan)
+}
+
+/// Runs `plan` to the end of its input.
+pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunReport> {
+    let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
+    let plan = prepare(plan, registry, total_workers)?;
+    let shared = Arc::new(Shared {
+        counters: Arc::new(Counters::default()),
+        start: Instant::now(),
+        collected: Mutex::new(Vec::new()),
+        errors: Mutex::new(Vec::new()),
+        rejects: Mutex::new(Vec::new()),
+        fatal: Mutex::new(None),
+    });
+    let progress = cfg.progress.then(|| spawn_progress(shared.clone()));
+    let (plan_w, registry_w, shared_w, cfg_w) =
+        (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
+    let guards = timely::execute(timely_config(cfg), move |worker| {
+        let place = Place {
+            index: worker.index(),
+            peers: worker.peers(),
+        };
+        let mut input = Feeder::new();
+        let probe = ProbeHandle::new();
+        let built = worker.dataflow::<u64, _, _>(|scope| {
+            render::render(
+                scope,
+                &plan_w,
+                &registry_w,
+                &mut input,
+                &probe,
+                place,
+                &shared_w,
+            )
+        });
+        if let Err(e) = built {
+            shared_w.fatal(e);
+            drop(input);
+            while worker.has_dataflows() {
+                worker.step_or_park(None);
+            }
+            return;
+        }
+        feed(worker, input, &probe, &plan_w, place, &cfg_w, &shared_w);
+        while worker.has_dataflows() {
+            worker.step_or_park(None);
+        }
+    })
+    .map_err(Error::Startup)?;
+    let results = guards.join();
+    for r in results {
+        if let Err(e) = r {
+            return Err(Error::Internal(format!("a worker failed: {e}")));
+        }
+    }
+    if let Some(stop) = progress {
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    if let Some(e) = shared.fatal.lock().ok().and_then(|mut f| f.take()) {
+        return Err(e);
+    }
+    let errors = shared.errors.lock().map(|e| e.clone()).unwrap_or_default();
+    if let Some(e) = errors.first() {
+        return Err(Error::Io {
+            context: e.clone(),
+            error: std::io::Error::other("output failed"),
+        });
+    }
+    let mut rejects: Vec<Rejects> = Vec::new();
+    for r in shared.rejects.lock().map(|r| r.clone()).unwrap_or_default() {
+        match rejects.iter_mut().find(|x| x.source == r.source) {
+            Some(x) => x.absorb(r),
+            None => rejects.push(r),
+        }
+    }
+    let collected = shared
+        .collected
+        .lock()
+        .map(|mut c| std::mem::take(&mut *c))
+        .unwrap_or_default();
+    let c = &shared.counters;
+    Ok(RunReport {
+        rows_in: c.rows_in.load(std::sync::atomic::Ordering::Relaxed),
+        rows_out: c.rows_out.load(std::sync::atomic::Ordering::Relaxed),
+        rejects,
+        elapsed: shared.start.elapsed(),
+        collected,
+        plan: Some(plan),
+    })
+}
+
+/// The worker's source loop: sends windows, advances time, paces, and holds back when
+/// the output frontier lags too far.
+fn feed(
+    worker: &mut timely::worker::Worker,
+    mut input: Feeder,
+    probe: &ProbeHandle<u64>,
+    plan: &Plan,
+    place: Place,
+    cfg: &RunConfig,
+    shared: &Arc<Shared>,
+) {
+    let source = plan.leaf_source();
+    let mut feed = match source::open(
+        source,
+        place.index,
+        place.peers,
+        &cfg.read,
+        shared.counters.clone(),
+    ) {
+        Ok(Some(f)) => f,
+        Ok(None) => return, // this worker reads nothing: dropping `input` closes it
+        Err(e) => {
+            shared.fatal(e);
+            return;
+        }
+    };
+    let counts_rows_itself = matches!(
+        source.spec,
+        braid_plan::plan::SourceSpec::Csv { .. }
+            | braid_plan::plan::SourceSpec::Stdin
+            | braid_plan::plan::SourceSpec::Tcp { .. }
+    );
+    let start = shared.start;
+    let mut sent = 0u64;
+    loop {
+        match feed.next() {
+            Ok(Next::Window(epoch, batch)) => {
+                if epoch > *input.time() {
+                    if let Pace::EventTime {
+                        units_per_second,
+                        speed,
+                    } = source.pace
+                    {
+                        let at = Duration::from_secs_f64(
+                            (epoch * source.epoch) as f64 / units_per_second / speed.max(1e-9),
+                        );
+                        while start.elapsed() < at {
+                            let left = at.saturating_sub(start.elapsed());
+                            worker.step_or_park(Some(left.min(Duration::from_millis(1))));
+                        }
+                    }
+                    input.advance_to(epoch);
+                    shared
+                        .counters
+                        .epoch_in
+                        .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
+                }
+                if !counts_rows_itself {
+                    Counters::add(&shared.counters.rows_in, batch.len() as u64);
+                }
+                input.send(Window {
+                    to: place.index as u64,
+                    node: 0,
+                    batch,
+                });
+                sent += 1;
+                if sent % 4 == 0 {
+                    input.flush();
+                    worker.step();
+                }
+                let horizon = epoch.saturating_sub(cfg.max_epochs_ahead);
+                while probe.less_than(&horizon) {
+                    worker.step_or_park(Some(Duration::from_millis(1)));
+                }
+            }
+            Ok(Next::Wait) => {
+                input.flush();
+                worker.step_or_park(Some(Duration::from_millis(1)));
+            }
+            Ok(Next::Done) => break,
+            Err(e) => {
+                shared.fatal(e);
+                break;
+            }
+        }
+    }
+    if let Ok(mut r) = shared.rejects.lock() {
+        r.push(feed.rejects());
+    }
+}
+
+fn spawn_progress(shared: Arc<Shared>) -> Arc<std::sync::atomic::AtomicBool> {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    std::thread::spawn(move || {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut last = 0u64;
+        while !flag.load(Relaxed) {
+            std::thread::sleep(Duration::from_secs(1));
+            let c = &shared.counters;
+            let rows = c.rows_in.load(Relaxed);
+            eprintln!(
+                "[{:>6.1}s] in {} ({}/s) out {} malformed {} epoch in {} out {}",
+                shared.start.elapsed().as_secs_f64(),
+                rows,
+                rows - last,
+                c.rows_out.load(Relaxed),
+                c.malformed.load(Relaxed),
+                c.epoch_in.load(Relaxed),
+                c.epoch_out.load(Relaxed)
+            );
+            last = rows;
+        }
+    });
+    stop
+}

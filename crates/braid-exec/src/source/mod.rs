@@ -1,0 +1,285 @@
+//! Sources: what reads a stream and cuts it into physical windows.
+//!
+//! A [`Feed`] hands the worker loop whole windows: a [`Batch`] of at most `window`
+//! rows that all belong to one epoch, with sequence numbers that give the serial order.
+//! File, stdin and TCP sources parse CSV on a thread of their own (so parsing overlaps
+//! with the dataflow) and pass finished windows through a bounded channel; the
+//! generator and memory sources make windows on the worker itself.
+//!
+//! Malformed records never stop a run: each is counted in [`Rejects`] with its line,
+//! column and reason (and written to a reject file when asked); strict mode turns the
+//! first one into an [`Error::Input`].
+
+pub mod binary;
+mod csv_feed;
+pub mod generator;
+
+use crate::error::{Error, Result};
+use braid_plan::batch::Batch;
+use braid_plan::plan::{Source, SourceSpec};
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub use csv_feed::parse_field;
+
+/// What a feed has next.
+pub enum Next {
+    /// A window of rows of one epoch.
+    Window(u64, Batch),
+    /// Nothing yet (a thread is still reading).
+    Wait,
+    /// The input has ended.
+    Done,
+}
+
+/// A source of physical windows for one worker.
+pub trait Feed {
+    /// The next window, if any.
+    fn next(&mut self) -> Result<Next>;
+    /// Malformed-record report, once the feed is done.
+    fn rejects(&mut self) -> Rejects;
+}
+
+/// One malformed record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reject {
+    /// 1-based line (or record number for non-line sources).
+    pub line: u64,
+    /// 1-based column of the fault (0 when the whole record is at fault).
+    pub column: u64,
+    /// What was found and what was expected.
+    pub reason: String,
+}
+
+/// Malformed records of one source: how many, and the first few.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rejects {
+    /// The source's name.
+    pub source: String,
+    /// Number of malformed records.
+    pub count: u64,
+    /// The first [`Rejects::KEEP`] of them.
+    pub first: Vec<Reject>,
+}
+
+impl Rejects {
+    /// How many rejects are kept for the report.
+    pub const KEEP: usize = 20;
+
+    /// Adds another report's counts and first rejects.
+    pub fn absorb(&mut self, other: Rejects) {
+        self.count += other.count;
+        for r in other.first {
+            if self.first.len() < Rejects::KEEP {
+                self.first.push(r);
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Rejects {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "{}: {} malformed record(s)", self.source, self.count)?;
+        for r in &self.first {
+            if r.column > 0 {
+                writeln!(f, "  line {}, column {}: {}", r.line, r.column, r.reason)?;
+            } else {
+                writeln!(f, "  line {}: {}", r.line, r.reason)?;
+            }
+        }
+        if self.count > self.first.len() as u64 {
+            writeln!(f, "  ... and {} more", self.count - self.first.len() as u64)?;
+        }
+        Ok(())
+    }
+}
+
+/// Options for reading input.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Stop at the first malformed record.
+    pub strict: bool,
+    /// Append malformed records here (`line<TAB>column<TAB>reason<TAB>text`).
+    pub reject_file: Option<PathBuf>,
+    /// TCP: number of client connections to serve before the input ends.
+    pub tcp_clients: usize,
+}
+
+/// Live counters, readable while the run goes on.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Rows read.
+    pub rows_in: AtomicU64,
+    /// Malformed records.
+    pub malformed: AtomicU64,
+    /// Rows written by sinks.
+    pub rows_out: AtomicU64,
+    /// Largest epoch handed to the dataflow.
+    pub epoch_in: AtomicU64,
+    /// Epochs every sink has completed (the output frontier).
+    pub epoch_out: AtomicU64,
+}
+
+impl Counters {
+    /// Adds to a counter.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Which worker reads a source: all of them for the generator, worker 0 otherwise.
+pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
+    matches!(spec, SourceSpec::Generator(_))
+}
+
+/// Opens the feed of `source` for global worker `index` of `peers`. Workers that do not
+/// read this source get `None`.
+pub fn open(
+    source: &Source,
+    index: usize,
+    peers: usize,
+    opts: &ReadOptions,
+    counters: Arc<Counters>,
+) -> Result<Option<Box<dyn Feed>>> {
+    if !reads_on_all_workers(&source.spec) && index != 0 {
+        return Ok(None);
+    }
+    let feed: Box<dyn Feed> = match &source.spec {
+        SourceSpec::Generator(g) => {
+            Box::new(generator::GeneratorFeed::new(*g, source, index, peers))
+        }
+        SourceSpec::Memory(rows) => Box::new(MemoryFeed {
+            rows: rows.clone(),
+            next: 0,
+            source: source.clone(),
+        }),
+        SourceSpec::Csv { path, header } => {
+            let file = std::fs::File::open(path).map_err(|e| {
+                Error::io(
+                    format!("opening {} for source {}", path.display(), source.name),
+                    e,
+                )
+            })?;
+            Box::new(csv_feed::CsvFeed::spawn(
+                source,
+                Box::new(file),
+                *header,
+                opts,
+                counters,
+            )?)
+        }
+        SourceSpec::Stdin => Box::new(csv_feed::CsvFeed::spawn(
+            source,
+            Box::new(std::io::stdin()),
+            false,
+            opts,
+            counters,
+        )?),
+        SourceSpec::Tcp { addr } => {
+            Box::new(csv_feed::CsvFeed::spawn_tcp(source, addr, opts, counters)?)
+        }
+        SourceSpec::Binary { path } => Box::new(binary::BinaryFeed::open(path, source)?),
+    };
+    Ok(Some(feed))
+}
+
+/// Cuts rows (already in a batch, in order) into windows of one epoch and at most
+/// `window` rows. Used by in-memory sources.
+struct MemoryFeed {
+    rows: Arc<Batch>,
+    next: usize,
+    source: Source,
+}
+
+impl Feed for MemoryFeed {
+    fn next(&mut self) -> Result<Next> {
+        let n = self.rows.len();
+        if self.next >= n {
+            return Ok(Next::Done);
+        }
+        let tcol = self.source.schema.event_time;
+        let epoch_at = |i: usize| {
+            braid_plan::reference::epoch_of(
+                &self.source,
+                tcol.and_then(|c| self.rows.row(i).int(c)),
+                i as u64,
+            )
+        };
+        let epoch = epoch_at(self.next);
+        let mut out =
+            Batch::with_capacity(self.rows.arity(), self.source.window.min(n - self.next));
+        while self.next < n && out.len() < self.source.window && epoch_at(self.next) == epoch {
+            let seq = self.next as u64;
+            out.push_row_of(
+                &self.rows,
+                self.next,
+                braid_plan::batch::RowKey { seq, lane: 0 },
+            );
+            self.next += 1;
+        }
+        Ok(Next::Window(epoch, out))
+    }
+
+    fn rejects(&mut self) -> Rejects {
+        Rejects {
+            source: self.source.name.clone(),
+            ..Rejects::default()
+        }
+    }
+}
+
+/// Records malformed records: counts, keeps the first few, writes the reject file.
+pub(crate) struct RejectLog {
+    pub rejects: Rejects,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    counters: Arc<Counters>,
+}
+
+impl RejectLog {
+    pub fn new(source: &str, opts: &ReadOptions, counters: Arc<Counters>) -> Result<RejectLog> {
+        let file = match &opts.reject_file {
+            Some(p) => Some(std::io::BufWriter::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| Error::io(format!("opening reject file {}", p.display()), e))?,
+            )),
+            None => None,
+        };
+        Ok(RejectLog {
+            rejects: Rejects {
+                source: source.to_string(),
+                ..Rejects::default()
+            },
+            file,
+            counters,
+        })
+    }
+
+    pub fn add(&mut self, line: u64, column: u64, reason: String, text: &[u8]) {
+        self.rejects.count += 1;
+        Counters::add(&self.counters.malformed, 1);
+        if let Some(f) = &mut self.file {
+            let shown: String = String::from_utf8_lossy(&text[..text.len().min(4096)]).into_owned();
+            // A failing reject file must not stop the run; the count is still kept.
+            let _ = writeln!(f, "{line}\t{column}\t{reason}\t{shown}");
+        }
+        if self.rejects.first.len() < Rejects::KEEP {
+            self.rejects.first.push(Reject {
+                line,
+                column,
+                reason,
+            });
+        }
+    }
+
+    pub fn finish(mut self) -> Rejects {
+        if let Some(f) = &mut self.file {
+            let _ = f.flush();
+        }
+        self.rejects
+    }
+}
