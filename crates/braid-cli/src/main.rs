@@ -1,1 +1,429 @@
-fn main() {}
+//! `braid`: run, explain and benchmark parallel continuous queries; Linear Road tools.
+
+mod bench;
+#[allow(dead_code)] // `Style::Points` is for the Linear Road response-time plots (issue 3)
+mod plot;
+
+use anyhow::{bail, Context, Result};
+use braid_exec::runtime::{prepare, run, RunConfig};
+use braid_exec::source::ReadOptions;
+use braid_plan::explain;
+use braid_plan::function::Registry;
+use braid_plan::plan::{
+    GeneratorSpec, MergeKind, Pace, Plan, Route, SinkSpec, SourceSpec, Strategy,
+};
+use braid_plan::sql::parse_expr;
+use braid_plan::types::{DataType, Field, Schema};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(
+    name = "braid",
+    version,
+    about = "Braid: parallel continuous queries with declarative stream splitting"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a split/map/merge query to the end of its input.
+    Run(QueryArgs),
+    /// Show the physical plan (text, or Graphviz DOT with --dot).
+    Explain {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// Print Graphviz DOT instead of text.
+        #[arg(long)]
+        dot: bool,
+    },
+    /// Benchmarks (write CSV and SVG plots under docs/benchmarks/).
+    Bench {
+        #[command(subcommand)]
+        which: bench::Which,
+    },
+    /// Linear Road: generate data, validate outputs.
+    Lrb {
+        #[command(subcommand)]
+        which: Lrb,
+    },
+}
+
+#[derive(Subcommand)]
+enum Lrb {
+    /// Generate input, toll history and segment history into a directory.
+    Generate {
+        /// Expressways.
+        #[arg(long, default_value_t = 1)]
+        xways: u32,
+        /// Simulated minutes.
+        #[arg(long, default_value_t = 180)]
+        minutes: u32,
+        /// Load profile: ramp, sine or steady.
+        #[arg(long, default_value = "ramp")]
+        profile: String,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Output directory.
+        #[arg(short = 'o', long)]
+        out: PathBuf,
+    },
+    /// Recompute the expected answers independently and compare with an output file.
+    Validate {
+        /// Input file (15-field lines).
+        #[arg(long)]
+        input: PathBuf,
+        /// Toll history (VID,Day,XWay,Toll).
+        #[arg(long)]
+        history: PathBuf,
+        /// Segment history (for type-4 answers).
+        #[arg(long)]
+        segment_history: Option<PathBuf>,
+        /// The outputs to check.
+        #[arg(long)]
+        output: PathBuf,
+        /// Outputs with Time below this are not scored (sustained-peak warm-up).
+        #[arg(long, default_value_t = 0)]
+        score_from: i64,
+    },
+}
+
+/// A query given on the command line: source, split, stream function, merge, sink.
+#[derive(Args, Clone)]
+struct QueryArgs {
+    /// Use the built-in generator with this many tuples (default source).
+    #[arg(long, default_value_t = 1_000_000)]
+    tuples: u64,
+    /// Generator: keys (expressways).
+    #[arg(long, default_value_t = 64)]
+    keys: u32,
+    /// Generator: fraction of broadcast (type 2) tuples.
+    #[arg(long, default_value_t = 0.005)]
+    broadcast_fraction: f64,
+    /// Generator: tuples per event-time second.
+    #[arg(long, default_value_t = 100_000.0)]
+    rate: f64,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Read CSV from this file ("-" for stdin) instead of the generator.
+    #[arg(long)]
+    csv: Option<String>,
+    /// Listen for line-delimited CSV on this address (e.g. 127.0.0.1:7000).
+    #[arg(long)]
+    tcp: Option<String>,
+    /// Read a Braid binary batch file.
+    #[arg(long)]
+    binary: Option<PathBuf>,
+    /// Schema of CSV input: "name type, ..." (types int64, float64, bool, string; `?` = nullable).
+    #[arg(long)]
+    schema: Option<String>,
+    /// The CSV input starts with a header line.
+    #[arg(long)]
+    header: bool,
+    /// Event-time column of CSV input.
+    #[arg(long)]
+    event_time: Option<String>,
+    /// Epoch length in event-time units.
+    #[arg(long, default_value_t = 1)]
+    epoch: u64,
+    /// Physical window size W (rows per batch).
+    #[arg(long, default_value_t = 1024)]
+    window: usize,
+    /// Replay by event time at this speed factor (default: as fast as possible).
+    #[arg(long)]
+    speed: Option<f64>,
+    /// Number of logical partitions q.
+    #[arg(long, default_value_t = 64)]
+    parts: u32,
+    /// Routing expression (int64, taken modulo q).
+    #[arg(long, default_value = "xway")]
+    route: String,
+    /// Route only rows where this holds.
+    #[arg(long)]
+    when: Option<String>,
+    /// Broadcast rows where this holds.
+    #[arg(long)]
+    broadcast: Option<String>,
+    /// Split strategy: fsplit, maxtree, exptree, parasplit, autosplit.
+    #[arg(long, default_value = "autosplit")]
+    strategy: String,
+    /// Stream function run on every partition (built-ins: count, identity).
+    #[arg(long, default_value = "count")]
+    function: String,
+    /// Merge: union or ordered.
+    #[arg(long, default_value = "union")]
+    merge: String,
+    /// Output: a file, "-" for stdout, "tcp:HOST:PORT", or "discard".
+    #[arg(long, default_value = "-")]
+    output: String,
+    /// Append each output line's emit time (ms since start).
+    #[arg(long)]
+    stamp: bool,
+    /// Worker threads per process.
+    #[arg(long, default_value_t = 1)]
+    workers: usize,
+    /// Processes (timely cluster mode).
+    #[arg(long, default_value_t = 1)]
+    processes: usize,
+    /// This process's index.
+    #[arg(long, default_value_t = 0)]
+    process_index: usize,
+    /// File with one host:port per process.
+    #[arg(long)]
+    hosts: Option<PathBuf>,
+    /// Stop at the first malformed record.
+    #[arg(long)]
+    strict: bool,
+    /// Write malformed records to this file.
+    #[arg(long)]
+    rejects: Option<PathBuf>,
+    /// Print a progress line every second.
+    #[arg(long)]
+    progress: bool,
+}
+
+fn parse_schema(text: &str) -> Result<Schema> {
+    let mut fields = Vec::new();
+    for part in text.split(',') {
+        let mut words = part.split_whitespace();
+        let (Some(name), Some(ty)) = (words.next(), words.next()) else {
+            bail!("schema entry {part:?}: expected `name type`");
+        };
+        let (ty, nullable) = match ty.strip_suffix('?') {
+            Some(t) => (t, true),
+            None => (ty, false),
+        };
+        let ty: DataType = ty.parse()?;
+        fields.push(Field {
+            name: name.to_string(),
+            ty,
+            nullable,
+        });
+    }
+    Ok(Schema::new(fields))
+}
+
+fn build(q: &QueryArgs) -> Result<Plan> {
+    let (spec, mut schema) = if let Some(path) = &q.csv {
+        let schema = parse_schema(q.schema.as_deref().context("--csv needs --schema")?)?;
+        let spec = if path == "-" {
+            SourceSpec::Stdin
+        } else {
+            SourceSpec::Csv {
+                path: path.into(),
+                header: q.header,
+            }
+        };
+        (spec, schema)
+    } else if let Some(addr) = &q.tcp {
+        (
+            SourceSpec::Tcp { addr: addr.clone() },
+            parse_schema(q.schema.as_deref().context("--tcp needs --schema")?)?,
+        )
+    } else if let Some(path) = &q.binary {
+        let schema = match &q.schema {
+            Some(s) => parse_schema(s)?,
+            None => GeneratorSpec::schema(),
+        };
+        (SourceSpec::Binary { path: path.clone() }, schema)
+    } else {
+        let g = GeneratorSpec {
+            tuples: q.tuples,
+            rate: q.rate,
+            keys: q.keys,
+            broadcast: q.broadcast_fraction,
+            seed: q.seed,
+        };
+        (SourceSpec::Generator(g), GeneratorSpec::schema())
+    };
+    if let Some(t) = &q.event_time {
+        schema = schema.with_event_time(t)?;
+    }
+    let route = Route::Expr {
+        expr: parse_expr(&q.route, &schema)?,
+        when: q
+            .when
+            .as_deref()
+            .map(|w| parse_expr(w, &schema))
+            .transpose()?,
+    };
+    let broadcast = q
+        .broadcast
+        .as_deref()
+        .map(|b| parse_expr(b, &schema))
+        .transpose()?;
+    let strategy: Strategy = q.strategy.parse()?;
+    let merge = match q.merge.as_str() {
+        "union" => MergeKind::Union,
+        "ordered" | "time-ordered" => MergeKind::TimeOrdered,
+        other => bail!("unknown merge `{other}`; merges are union, ordered"),
+    };
+    let sink = match q.output.as_str() {
+        "-" => SinkSpec::Stdout,
+        "discard" => SinkSpec::Discard,
+        o if o.starts_with("tcp:") => SinkSpec::Tcp(o["tcp:".len()..].to_string()),
+        path => SinkSpec::File(path.into()),
+    };
+    let mut plan = Plan::source("input", spec, schema);
+    if let Plan::Source(s) = &mut plan {
+        s.epoch = q.epoch;
+        s.window = q.window;
+        if let Some(speed) = q.speed {
+            s.pace = Pace::EventTime {
+                units_per_second: 1.0,
+                speed,
+            };
+        }
+    }
+    let mut plan = plan
+        .split(q.parts, route, broadcast, strategy)
+        .map(&q.function)
+        .merge(merge)
+        .sink(sink);
+    if let Plan::Sink(s) = &mut plan {
+        s.stamp_emit = q.stamp;
+    }
+    if let Plan::Sink(s) = &mut plan {
+        if let Plan::Merge(m) = s.input.as_mut() {
+            if let Plan::Map(mp) = m.input.as_mut() {
+                if let Plan::Split(sp) = mp.input.as_mut() {
+                    sp.hints.broadcast_fraction = q.broadcast_fraction;
+                }
+            }
+        }
+    }
+    Ok(plan)
+}
+
+fn run_config(q: &QueryArgs) -> Result<RunConfig> {
+    let hosts = match &q.hosts {
+        Some(p) => std::fs::read_to_string(p)
+            .with_context(|| format!("reading hosts file {}", p.display()))?
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect(),
+        None => Vec::new(),
+    };
+    Ok(RunConfig {
+        workers: q.workers,
+        processes: q.processes,
+        process: q.process_index,
+        hosts,
+        read: ReadOptions {
+            strict: q.strict,
+            reject_file: q.rejects.clone(),
+            tcp_clients: 1,
+        },
+        progress: q.progress,
+        ..RunConfig::default()
+    })
+}
+
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("braid: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main() -> Result<()> {
+    let cli = Cli::parse();
+    let registry = Registry::with_builtins();
+    match cli.command {
+        Command::Run(q) => {
+            let plan = build(&q)?;
+            let cfg = run_config(&q)?;
+            let report = run(&plan, &registry, &cfg)?;
+            let secs = report.elapsed.as_secs_f64();
+            eprintln!(
+                "braid: {} rows in, {} rows out in {:.3} s ({:.0} rows/s) with {} worker(s) x {} process(es)",
+                report.rows_in,
+                report.rows_out,
+                secs,
+                report.rows_in as f64 / secs.max(1e-9),
+                q.workers,
+                q.processes
+            );
+            for r in &report.rejects {
+                if r.count > 0 {
+                    eprint!("{r}");
+                }
+            }
+        }
+        Command::Explain { query, dot } => {
+            let plan = prepare(&build(&query)?, &registry, query.workers * query.processes)?;
+            let workers = query.workers * query.processes;
+            if dot {
+                print!("{}", explain::dot(&plan, &registry, workers));
+            } else {
+                print!("{}", explain::text(&plan, &registry, workers));
+            }
+        }
+        Command::Bench { which } => bench::run(which)?,
+        Command::Lrb { which } => match which {
+            Lrb::Generate {
+                xways,
+                minutes,
+                profile,
+                seed,
+                out,
+            } => {
+                let profile = profile.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+                let cfg = linear_road::generate::GenConfig {
+                    xways,
+                    minutes,
+                    profile,
+                    seed,
+                    ..Default::default()
+                };
+                std::fs::create_dir_all(&out)
+                    .with_context(|| format!("creating {}", out.display()))?;
+                let t = std::time::Instant::now();
+                let stats = linear_road::generate::write_dir(&cfg, &out, &mut |_| {})
+                    .with_context(|| format!("writing into {}", out.display()))?;
+                let secs = t.elapsed().as_secs_f64();
+                eprintln!(
+                    "braid: {} tuples ({:?} by type), {} vehicles, {} re-entries, {} accidents in {:.2} s ({:.0} tuples/s)",
+                    stats.tuples,
+                    stats.by_type,
+                    stats.vehicles,
+                    stats.reentries,
+                    stats.accidents,
+                    secs,
+                    stats.tuples as f64 / secs.max(1e-9)
+                );
+            }
+            Lrb::Validate {
+                input,
+                history,
+                segment_history,
+                output,
+                score_from,
+            } => {
+                let opts = linear_road::validate::Options {
+                    score_from_time: score_from,
+                    ..Default::default()
+                };
+                let report = linear_road::validate::validate_files(
+                    &input,
+                    &history,
+                    segment_history.as_deref(),
+                    &output,
+                    &opts,
+                )
+                .context("validating")?;
+                print!("{report}");
+                if !report.passed() {
+                    std::process::exit(2);
+                }
+            }
+        },
+    }
+    Ok(())
+}

@@ -285,7 +285,7 @@ fn feed(
                     batch,
                 });
                 sent += 1;
-                if sent % 4 == 0 {
+                if sent.is_multiple_of(4) {
                     input.flush();
                     worker.step();
                 }

@@ -97,6 +97,7 @@ enum RouteKind {
     Skewed,
 }
 
+#[allow(clippy::too_many_arguments)] // a test helper naming every knob of a plan
 fn plan(
     input: Batch,
     q: u32,

@@ -42,7 +42,12 @@ enum How {
 impl KeyedMerge {
     /// Resolves a keyed merge over partial rows of `input`. String columns are not
     /// supported in keyed merges.
-    pub fn new(key: &[usize], combine: &Combine, input: &Schema, registry: &Registry) -> Result<KeyedMerge> {
+    pub fn new(
+        key: &[usize],
+        combine: &Combine,
+        input: &Schema,
+        registry: &Registry,
+    ) -> Result<KeyedMerge> {
         if let Some(f) = input.fields.iter().find(|f| f.ty == DataType::String) {
             return Err(Error::NotSupported(format!(
                 "keyed merge over string column `{}`; keyed merges combine numeric and bool columns",
@@ -53,7 +58,10 @@ impl KeyedMerge {
             Combine::Aggregates(a) => How::Aggregates(a.clone()),
             Combine::Native(name) => How::Native(registry.combiner(name)?.clone()),
         };
-        Ok(KeyedMerge { key: key.to_vec(), how })
+        Ok(KeyedMerge {
+            key: key.to_vec(),
+            how,
+        })
     }
 
     /// The key of a partial row.

@@ -23,18 +23,41 @@ fn list(items: &[u64]) -> String {
     s.join(",")
 }
 
-fn node_text(plan: &Plan, registry: &Registry, workers: usize, depth: usize, recurse: bool, out: &mut String) {
+fn node_text(
+    plan: &Plan,
+    registry: &Registry,
+    workers: usize,
+    depth: usize,
+    recurse: bool,
+    out: &mut String,
+) {
     let pad = "  ".repeat(depth);
-    let schema = plan.schema(registry).map(|s| s.to_string()).unwrap_or_else(|e| format!("<{e}>"));
+    let schema = plan
+        .schema(registry)
+        .map(|s| s.to_string())
+        .unwrap_or_else(|e| format!("<{e}>"));
     match plan {
         Plan::Sink(s) => {
-            let _ = writeln!(out, "{pad}Sink: {:?}{}", s.spec, if s.stamp_emit { " (emit time stamped)" } else { "" });
+            let _ = writeln!(
+                out,
+                "{pad}Sink: {:?}{}",
+                s.spec,
+                if s.stamp_emit {
+                    " (emit time stamped)"
+                } else {
+                    ""
+                }
+            );
         }
         Plan::Merge(m) => {
             let kind = match &m.kind {
                 MergeKind::Union => "union".to_string(),
                 MergeKind::TimeOrdered => "time-ordered (serial order, on worker 0)".to_string(),
-                MergeKind::Keyed { key, combine, fanin } => format!(
+                MergeKind::Keyed {
+                    key,
+                    combine,
+                    fanin,
+                } => format!(
                     "keyed on columns {key:?}, {}, {}",
                     match combine {
                         Combine::Aggregates(a) => format!("aggregates {a:?}"),
@@ -53,9 +76,15 @@ fn node_text(plan: &Plan, registry: &Registry, workers: usize, depth: usize, rec
                 Plan::Split(s) => s.q,
                 _ => 0,
             };
-            let _ = writeln!(out, "{pad}Map: {} on each of {q} partitions  -> {schema}", m.function);
+            let _ = writeln!(
+                out,
+                "{pad}Map: {} on each of {q} partitions  -> {schema}",
+                m.function
+            );
             for w in 0..workers {
-                let parts: Vec<u64> = (0..q as u64).filter(|&p| partition_worker(p, workers) == w).collect();
+                let parts: Vec<u64> = (0..q as u64)
+                    .filter(|&p| partition_worker(p, workers) == w)
+                    .collect();
                 let _ = writeln!(out, "{pad}  worker {w}: partitions {}", list(&parts));
             }
         }
@@ -81,7 +110,11 @@ fn node_text(plan: &Plan, registry: &Registry, workers: usize, depth: usize, rec
                 Pace::EventTime { speed, .. } => format!("paced by event time x{speed}"),
             };
             let _ = writeln!(out, "{pad}Source: {} = {what}  -> {schema}", s.name);
-            let _ = writeln!(out, "{pad}  epoch {} event-time units, physical window W = {} rows, {pace}", s.epoch, s.window);
+            let _ = writeln!(
+                out,
+                "{pad}  epoch {} event-time units, physical window W = {} rows, {pace}",
+                s.epoch, s.window
+            );
         }
     }
     if let (true, Some(input)) = (recurse, plan.input()) {
@@ -91,18 +124,38 @@ fn node_text(plan: &Plan, registry: &Registry, workers: usize, depth: usize, rec
 
 fn route_text(s: &Split) -> String {
     match &s.route {
-        Route::Expr { expr, when: Some(w) } => format!("{expr} when {w}"),
+        Route::Expr {
+            expr,
+            when: Some(w),
+        } => format!("{expr} when {w}"),
         Route::Expr { expr, when: None } => expr.to_string(),
         Route::Native(n) => format!("native `{n}`"),
     }
 }
 
 fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
-    let bcast = s.broadcast.as_ref().map_or("none".to_string(), |b| b.to_string());
-    let _ = writeln!(out, "{pad}Split: q = {}, route {}, broadcast {bcast}, strategy {}", s.q, route_text(s), s.strategy);
-    let b = if s.broadcast.is_some() { s.hints.broadcast_fraction } else { 0.0 };
+    let bcast = s
+        .broadcast
+        .as_ref()
+        .map_or("none".to_string(), |b| b.to_string());
+    let _ = writeln!(
+        out,
+        "{pad}Split: q = {}, route {}, broadcast {bcast}, strategy {}",
+        s.q,
+        route_text(s),
+        s.strategy
+    );
+    let b = if s.broadcast.is_some() {
+        s.hints.broadcast_fraction
+    } else {
+        0.0
+    };
     let mix = Mix { r: 1.0 - b, b };
-    let costs = SplitCosts { cc: s.hints.cost_ratio, cp: 0.5, ce: 0.5 };
+    let costs = SplitCosts {
+        cc: s.hints.cost_ratio,
+        cp: 0.5,
+        ce: 0.5,
+    };
     match &s.shape {
         None => {
             let _ = writeln!(out, "{pad}  shape: unresolved");
@@ -117,7 +170,13 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
         }
         Some(SplitShape::Tree(shape)) => {
             let levels = tree_levels(shape, mix, &costs);
-            let _ = writeln!(out, "{pad}  shape: tree, fanouts {:?} ({} leaves for q = {})", shape.fanouts, shape.leaves(), s.q);
+            let _ = writeln!(
+                out,
+                "{pad}  shape: tree, fanouts {:?} ({} leaves for q = {})",
+                shape.fanouts,
+                shape.leaves(),
+                s.q
+            );
             for l in &levels {
                 let ws: Vec<u64> = (0..l.nodes.min(64))
                     .map(|n| tree_node_worker(shape, l.level, n, workers) as u64)
@@ -142,12 +201,17 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
             );
         }
         Some(SplitShape::Parasplit { p, router_fanout }) => {
-            let ws: Vec<u64> = (0..*p as u64).map(|j| splitter_worker(j, workers) as u64).collect();
+            let ws: Vec<u64> = (0..*p as u64)
+                .map(|j| splitter_worker(j, workers) as u64)
+                .collect();
             let routers = match router_fanout {
                 Some(f) => format!("two-level router tree with {f} sub-routers"),
                 None => "one window router per source worker".to_string(),
             };
-            let _ = writeln!(out, "{pad}  shape: parasplit, p = {p} window splitters, {routers}");
+            let _ = writeln!(
+                out,
+                "{pad}  shape: parasplit, p = {p} window splitters, {routers}"
+            );
             let _ = writeln!(out, "{pad}  splitters on workers {}; each partition merges its p inputs in serial order", list(&ws));
         }
     }
@@ -155,7 +219,9 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
 
 /// The plan as a Graphviz digraph (one box per plan node; splits show their shape).
 pub fn dot(plan: &Plan, registry: &Registry, workers: usize) -> String {
-    let mut out = String::from("digraph braid {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n");
+    let mut out = String::from(
+        "digraph braid {\n  rankdir=BT;\n  node [shape=box, fontname=\"monospace\"];\n",
+    );
     let mut id = 0;
     dot_node(plan, registry, workers, &mut id, &mut out);
     out.push_str("}\n");
@@ -163,10 +229,18 @@ pub fn dot(plan: &Plan, registry: &Registry, workers: usize) -> String {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\l")
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\l")
 }
 
-fn dot_node(plan: &Plan, registry: &Registry, workers: usize, id: &mut usize, out: &mut String) -> usize {
+fn dot_node(
+    plan: &Plan,
+    registry: &Registry,
+    workers: usize,
+    id: &mut usize,
+    out: &mut String,
+) -> usize {
     let me = *id;
     *id += 1;
     let mut label = String::new();

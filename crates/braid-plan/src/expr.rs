@@ -144,20 +144,22 @@ impl Expr {
     pub fn data_type(&self, schema: &Schema) -> Result<DataType> {
         use DataType::*;
         Ok(match self {
-            Expr::Column(i, name) => {
-                schema.fields.get(*i).map(|f| f.ty).ok_or_else(|| {
-                    Error::Internal(format!("column {name} (#{i}) is outside the schema {schema}"))
-                })?
-            }
+            Expr::Column(i, name) => schema.fields.get(*i).map(|f| f.ty).ok_or_else(|| {
+                Error::Internal(format!(
+                    "column {name} (#{i}) is outside the schema {schema}"
+                ))
+            })?,
             Expr::Literal(s) => s.as_value().data_type().unwrap_or(Int64),
             Expr::Binary(op, l, r) => {
                 let (a, b) = (l.data_type(schema)?, r.data_type(schema)?);
                 match op {
-                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => match (a, b) {
-                        (Int64, Int64) => Int64,
-                        (Int64 | Float64, Int64 | Float64) => Float64,
-                        _ => return Err(type_error(op.symbol(), a, b)),
-                    },
+                    BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => {
+                        match (a, b) {
+                            (Int64, Int64) => Int64,
+                            (Int64 | Float64, Int64 | Float64) => Float64,
+                            _ => return Err(type_error(op.symbol(), a, b)),
+                        }
+                    }
                     BinOp::And | BinOp::Or => match (a, b) {
                         (Bool, Bool) => Bool,
                         _ => return Err(type_error(op.symbol(), a, b)),
@@ -178,7 +180,11 @@ impl Expr {
             },
             Expr::Neg(e) => match e.data_type(schema)? {
                 t @ (Int64 | Float64) => t,
-                t => return Err(Error::Plan(format!("unary minus needs a number, found {t}"))),
+                t => {
+                    return Err(Error::Plan(format!(
+                        "unary minus needs a number, found {t}"
+                    )))
+                }
             },
             Expr::IsNull(..) => Bool,
             Expr::Case(arms, default) => {
@@ -208,17 +214,25 @@ impl Expr {
             }
             Expr::Cast(_, t) => *t,
             Expr::Call(f, args) => {
-                let tys = args.iter().map(|a| a.data_type(schema)).collect::<Result<Vec<_>>>()?;
+                let tys = args
+                    .iter()
+                    .map(|a| a.data_type(schema))
+                    .collect::<Result<Vec<_>>>()?;
                 match f {
                     Func::Hash => {
                         if tys.len() != 1 {
-                            return Err(Error::Plan(format!("hash takes 1 argument, found {}", tys.len())));
+                            return Err(Error::Plan(format!(
+                                "hash takes 1 argument, found {}",
+                                tys.len()
+                            )));
                         }
                         Int64
                     }
                     Func::Abs => match tys.as_slice() {
                         [t @ (Int64 | Float64)] => *t,
-                        _ => return Err(Error::Plan(format!("abs takes one number, found {tys:?}"))),
+                        _ => {
+                            return Err(Error::Plan(format!("abs takes one number, found {tys:?}")))
+                        }
                     },
                     Func::Least | Func::Greatest => {
                         let first = *tys.first().ok_or_else(|| {
@@ -392,7 +406,9 @@ fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
             Some(Value::Float(x)) => Value::Float(x.abs()),
             _ => Value::Null,
         },
-        Func::Hash => args.first().map_or(Value::Null, |a| Value::Int(stable_hash(a.eval(row)))),
+        Func::Hash => args
+            .first()
+            .map_or(Value::Null, |a| Value::Int(stable_hash(a.eval(row)))),
         Func::Least | Func::Greatest => {
             let mut best: Option<Value<'a>> = None;
             for a in args {

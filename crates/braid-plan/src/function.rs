@@ -22,11 +22,19 @@ pub struct Emitter<'a> {
 impl<'a> Emitter<'a> {
     /// An emitter writing rows caused by input `seq` of `partition` into `out`.
     pub fn new(out: &'a mut Batch, seq: u64, partition: u32) -> Emitter<'a> {
-        Emitter { out, seq, partition, sub: 0 }
+        Emitter {
+            out,
+            seq,
+            partition,
+            sub: 0,
+        }
     }
 
     fn next_key(&mut self) -> RowKey {
-        let key = RowKey { seq: self.seq, lane: RowKey::output_lane(self.partition, self.sub) };
+        let key = RowKey {
+            seq: self.seq,
+            lane: RowKey::output_lane(self.partition, self.sub),
+        };
         self.sub += 1;
         key
     }
@@ -107,7 +115,11 @@ pub struct Registry {
 
 fn unknown(kind: &str, name: &str, names: impl Iterator<Item = String>) -> Error {
     let list: Vec<String> = names.collect();
-    let known = if list.is_empty() { "none are registered".to_string() } else { list.join(", ") };
+    let known = if list.is_empty() {
+        "none are registered".to_string()
+    } else {
+        list.join(", ")
+    };
     Error::Plan(format!("no {kind} named `{name}`; registered: {known}"))
 }
 
@@ -189,7 +201,10 @@ impl StreamFunctionFactory for Count {
         Ok(Schema::ints(&["partition", "epoch", "count"]))
     }
     fn create(&self, partition: u32, _: u32) -> Box<dyn StreamFunction> {
-        Box::new(CountState { partition: partition as i64, n: 0 })
+        Box::new(CountState {
+            partition: partition as i64,
+            n: 0,
+        })
     }
 }
 

@@ -35,4 +35,5 @@ pub mod optimize;
 pub mod placement;
 pub mod plan;
 pub mod reference;
+pub mod sql;
 pub mod types;

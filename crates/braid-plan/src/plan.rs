@@ -116,8 +116,8 @@ impl GeneratorSpec {
     /// The generator's 15 int64 columns, `time` being the event time.
     pub fn schema() -> Schema {
         Schema::ints(&[
-            "type", "time", "vid", "spd", "xway", "lane", "dir", "seg", "pos", "qid", "sinit", "send",
-            "dow", "tod", "day",
+            "type", "time", "vid", "spd", "xway", "lane", "dir", "seg", "pos", "qid", "sinit",
+            "send", "dow", "tod", "day",
         ])
         .with_event_time("time")
         .expect("the generator schema has an int64 time column")
@@ -216,7 +216,12 @@ pub struct SplitHints {
 
 impl Default for SplitHints {
     fn default() -> SplitHints {
-        SplitHints { broadcast_fraction: 0.005, cost_ratio: 1.0, desired_rate: None, splitter_rate: None }
+        SplitHints {
+            broadcast_fraction: 0.005,
+            cost_ratio: 1.0,
+            desired_rate: None,
+            splitter_rate: None,
+        }
     }
 }
 
@@ -352,17 +357,27 @@ impl Plan {
 
     /// Maps a stream function over the partitions of this split.
     pub fn map(self, function: &str) -> Plan {
-        Plan::Map(Map { input: Box::new(self), function: function.to_string() })
+        Plan::Map(Map {
+            input: Box::new(self),
+            function: function.to_string(),
+        })
     }
 
     /// Merges the partitions' outputs.
     pub fn merge(self, kind: MergeKind) -> Plan {
-        Plan::Merge(Merge { input: Box::new(self), kind })
+        Plan::Merge(Merge {
+            input: Box::new(self),
+            kind,
+        })
     }
 
     /// Writes the stream to a sink.
     pub fn sink(self, spec: SinkSpec) -> Plan {
-        Plan::Sink(Sink { input: Box::new(self), spec, stamp_emit: false })
+        Plan::Sink(Sink {
+            input: Box::new(self),
+            spec,
+            stamp_emit: false,
+        })
     }
 
     /// The node's name in EXPLAIN.
@@ -417,20 +432,27 @@ impl Plan {
                     return Err(Error::Plan("epoch length must be at least 1".into()));
                 }
                 if s.window == 0 {
-                    return Err(Error::Plan("physical window must hold at least 1 row".into()));
+                    return Err(Error::Plan(
+                        "physical window must hold at least 1 row".into(),
+                    ));
                 }
                 Ok(s.schema.clone())
             }
             Plan::Split(s) => {
                 let schema = s.input.schema(registry)?;
                 if s.q == 0 || s.q > 1 << 20 {
-                    return Err(Error::Plan(format!("q = {} partitions; expected 1..=1048576", s.q)));
+                    return Err(Error::Plan(format!(
+                        "q = {} partitions; expected 1..=1048576",
+                        s.q
+                    )));
                 }
                 match &s.route {
                     Route::Expr { expr, when } => {
                         let t = expr.data_type(&schema)?;
                         if t != DataType::Int64 {
-                            return Err(Error::Plan(format!("routing expression `{expr}` has type {t}, expected int64")));
+                            return Err(Error::Plan(format!(
+                                "routing expression `{expr}` has type {t}, expected int64"
+                            )));
                         }
                         if let Some(w) = when {
                             expect_bool(w, &schema, "routing guard")?;
@@ -458,12 +480,19 @@ impl Plan {
             }
             Plan::Merge(m) => {
                 let Plan::Map(_) = m.input.as_ref() else {
-                    return Err(Error::Plan(format!("Merge must read a Map, found {}", m.input.name())));
+                    return Err(Error::Plan(format!(
+                        "Merge must read a Map, found {}",
+                        m.input.name()
+                    )));
                 };
                 let input = m.input.schema(registry)?;
                 match &m.kind {
                     MergeKind::Union | MergeKind::TimeOrdered => Ok(input),
-                    MergeKind::Keyed { key, combine, fanin } => {
+                    MergeKind::Keyed {
+                        key,
+                        combine,
+                        fanin,
+                    } => {
                         if fanin.is_some_and(|k| k < 2) {
                             return Err(Error::Plan("merge fan-in must be at least 2".into()));
                         }
@@ -496,14 +525,18 @@ impl Plan {
 fn expect_bool(e: &Expr, schema: &Schema, what: &str) -> Result<()> {
     match e.data_type(schema)? {
         DataType::Bool => Ok(()),
-        t => Err(Error::Plan(format!("{what} `{e}` has type {t}, expected bool"))),
+        t => Err(Error::Plan(format!(
+            "{what} `{e}` has type {t}, expected bool"
+        ))),
     }
 }
 
 fn agg_field(a: &Agg, input: &Schema) -> Result<Field> {
     let col = |c: usize| {
         input.fields.get(c).ok_or_else(|| {
-            Error::Plan(format!("aggregate column #{c} is outside the input {input}"))
+            Error::Plan(format!(
+                "aggregate column #{c} is outside the input {input}"
+            ))
         })
     };
     Ok(match *a {

@@ -69,7 +69,11 @@ impl Router {
             Route::Expr { expr, when } => RouteImpl::Expr(expr.clone(), when.clone()),
             Route::Native(name) => RouteImpl::Native(registry.route(name)?.clone()),
         };
-        Ok(Router { q: split.q, route, broadcast: split.broadcast.clone() })
+        Ok(Router {
+            q: split.q,
+            route,
+            broadcast: split.broadcast.clone(),
+        })
     }
 
     /// Where row `i` of `batch` goes.
@@ -132,7 +136,10 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                 for p in targets(router.dest(input, i), split.q) {
                     out.push(OutRow {
                         epoch,
-                        key: RowKey { seq, lane: p as u64 },
+                        key: RowKey {
+                            seq,
+                            lane: p as u64,
+                        },
                         values: input.row(i).to_scalars(),
                     });
                 }
@@ -141,7 +148,9 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
         }
         Plan::Map(map) => {
             let Plan::Split(split) = map.input.as_ref() else {
-                return Err(Error::Internal("Map over a non-Split passed schema()".into()));
+                return Err(Error::Internal(
+                    "Map over a non-Split passed schema()".into(),
+                ));
             };
             let source = plan.leaf_source();
             let router = Router::new(split, registry)?;
@@ -175,7 +184,9 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                     current = Some(epoch);
                 }
                 for p in targets(router.dest(input, i), split.q) {
-                    let f = instances.entry(p).or_insert_with(|| factory.create(p, split.q));
+                    let f = instances
+                        .entry(p)
+                        .or_insert_with(|| factory.create(p, split.q));
                     f.process(input.row(i), &mut Emitter::new(&mut out, seq, p));
                     epochs.resize(out.len(), epoch);
                     touched.push(p);
@@ -189,7 +200,11 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
             }
             epochs.resize(out.len(), u64::MAX);
             Ok((0..out.len())
-                .map(|i| OutRow { epoch: epochs[i], key: out.key(i), values: out.row(i).to_scalars() })
+                .map(|i| OutRow {
+                    epoch: epochs[i],
+                    key: out.key(i),
+                    values: out.row(i).to_scalars(),
+                })
                 .collect())
         }
         Plan::Merge(merge) => {
@@ -197,7 +212,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
             match &merge.kind {
                 MergeKind::Union => Ok(rows),
                 MergeKind::TimeOrdered => {
-                    rows.sort_by(|a, b| (a.epoch, a.key).cmp(&(b.epoch, b.key)));
+                    rows.sort_by_key(|r| (r.epoch, r.key));
                     Ok(rows)
                 }
                 MergeKind::Keyed { key, combine, .. } => {
@@ -210,7 +225,9 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                         let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
                         tmp.push(r.key, &vals);
                         let acc = km.lift(&tmp.row(0));
-                        let e = by_epoch.entry(r.epoch).or_insert_with(|| (r.key, Groups::default()));
+                        let e = by_epoch
+                            .entry(r.epoch)
+                            .or_insert_with(|| (r.key, Groups::default()));
                         e.1.add(&km, acc);
                     }
                     let mut out = Vec::new();
@@ -218,7 +235,11 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                     for (epoch, (key, mut groups)) in by_epoch {
                         for acc in groups.drain() {
                             km.finish(&acc, &mut row);
-                            out.push(OutRow { epoch, key, values: datums_to_scalars(&row) });
+                            out.push(OutRow {
+                                epoch,
+                                key,
+                                values: datums_to_scalars(&row),
+                            });
                         }
                     }
                     Ok(out)

@@ -57,12 +57,20 @@ pub struct Field {
 impl Field {
     /// A non-nullable field.
     pub fn new(name: &str, ty: DataType) -> Field {
-        Field { name: name.to_string(), ty, nullable: false }
+        Field {
+            name: name.to_string(),
+            ty,
+            nullable: false,
+        }
     }
 
     /// A nullable field.
     pub fn nullable(name: &str, ty: DataType) -> Field {
-        Field { name: name.to_string(), ty, nullable: true }
+        Field {
+            name: name.to_string(),
+            ty,
+            nullable: true,
+        }
     }
 }
 
@@ -78,7 +86,10 @@ pub struct Schema {
 impl Schema {
     /// A schema without an event-time column.
     pub fn new(fields: Vec<Field>) -> Schema {
-        Schema { fields, event_time: None }
+        Schema {
+            fields,
+            event_time: None,
+        }
     }
 
     /// Sets the event-time column by name; it must be a non-null int64.
@@ -97,7 +108,12 @@ impl Schema {
 
     /// All columns int64, named as given.
     pub fn ints(names: &[&str]) -> Schema {
-        Schema::new(names.iter().map(|n| Field::new(n, DataType::Int64)).collect())
+        Schema::new(
+            names
+                .iter()
+                .map(|n| Field::new(n, DataType::Int64))
+                .collect(),
+        )
     }
 
     /// Number of columns.
@@ -111,13 +127,20 @@ impl Schema {
             .iter()
             .position(|f| f.name.eq_ignore_ascii_case(name))
             .ok_or_else(|| {
-                Error::Plan(format!("no column `{name}`; columns are {}", self.column_list()))
+                Error::Plan(format!(
+                    "no column `{name}`; columns are {}",
+                    self.column_list()
+                ))
             })
     }
 
     /// The column names, comma separated.
     pub fn column_list(&self) -> String {
-        self.fields.iter().map(|f| f.name.as_str()).collect::<Vec<_>>().join(", ")
+        self.fields
+            .iter()
+            .map(|f| f.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 

@@ -1,1 +1,1735 @@
-//! (being written)
+//! The Linear Road stream function of one partition: segment statistics, stopped
+//! vehicles and accidents, toll and accident notifications, account balances, daily
+//! expenditures and travel-time estimates (`shared/docs/linear-road.md` sections 4-8).
+//!
+//! This module is pure: it knows nothing of the engine. One [`Partition`] runs per
+//! partition of the input and sees its sub-stream in input order (non-decreasing Time):
+//! position reports of the expressways it owns, type-3 and type-4 requests about them,
+//! and every type-2 request (they are broadcast). The engine calls
+//! [`Partition::end_of_second`] after the last tuple of each second and
+//! [`Partition::finish`] at the end; [`merge_balance`] combines the q
+//! [`BalancePartial`]s of one type-2 request (doc 6.5).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use linear_road::expressway::{Emitted, Partition};
+//! use linear_road::history::{SegmentHistory, TollHistory};
+//! use linear_road::record::{Input, Output};
+//!
+//! let mut p = Partition::new(Arc::new(TollHistory::default()), Arc::new(SegmentHistory::empty()));
+//! let mut out = Vec::new();
+//! p.process(&Input::position(0, 7, 55, 0, 0, 0, 5280 * 3), &mut out);
+//! p.end_of_second(0, &mut out);
+//! // The first report of a trip is a crossing: one toll notification (LAV -1, toll 0).
+//! assert_eq!(
+//!     out,
+//!     vec![Emitted::Out(Output::Toll { vid: 7, time: 0, emit: -1, lav: -1, toll: 0 })]
+//! );
+//! ```
+//!
+//! # State and its bounds
+//!
+//! * Per vehicle ever seen in the partition (needed for balances, which span the run, and
+//!   for the re-entry rules of doc 8): 40 bytes (last report time, latest notification
+//!   time and toll, total of notified tolls, trip slot).
+//! * Per vehicle on a trip: a 20-byte trip record in a slab, freed at the exit-lane report
+//!   or when a new trip starts; memory is bounded by the vehicles on the road.
+//! * Per expressway: 200 segment records, each with the aggregates of the last five
+//!   completed minutes (a ring), the answer cached for the current minute and the
+//!   accidents that can still be active.
+//! * For the current minute only: one accumulator per (vehicle, segment) reported from,
+//!   in a hash map cleared (capacity kept) when the minute ends.
+//!
+//! # Segment statistics (doc 4)
+//!
+//! Reports arrive in time order, so when the first report of minute m arrives, minute
+//! m-1 is complete: the accumulators of m-1 are folded into per-segment aggregates, and
+//! NOV/LAV of any crossing at minute m read completed minutes m-5..m-1 only. A minute's
+//! aggregate is exact: it holds the number of vehicles and the sum over vehicles of
+//! `S_v * (L / c_v)` (an `i128`), where `S_v`, `c_v` are the vehicle's speed sum and
+//! report count in that segment and minute, and L = lcm(1..60), which every count
+//! divides (a vehicle has at most one report per second). LAV is then a mean of
+//! rationals truncated exactly (toward zero), without floating point.
+//!
+//! # Known limit of partitioning
+//!
+//! Per-trip state lives in the partition of the expressway. A vehicle that is stopped
+//! on one expressway and starts a new trip on an expressway of *another* partition does
+//! not clear the accident it was part of (the first partition never sees that report),
+//! and the re-entry rules of doc 8 (60 s since the previous report, after the exit-lane
+//! report) look at the vehicle's reports in this partition only. Neither matters for a
+//! vehicle that exits before re-entering elsewhere; with one partition the behaviour is
+//! exactly the doc's (a test checks 1 vs 2 partitions on generated input). Accounts are exact across
+//! partitions (doc 6.5, [`merge_balance`]).
+
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::sync::Arc;
+
+use crate::history::{SegmentHistory, TollHistory};
+use crate::record::{Input, Output};
+
+// ---------------------------------------------------------------------------------------
+// Hashing
+
+/// A tiny multiplicative hasher (the rustc "Fx" hash): keys here are integers chosen by
+/// the input, and HashDoS resistance is not needed in a benchmark.
+#[derive(Clone, Copy, Default)]
+struct FxHasher {
+    hash: u64,
+}
+
+const FX_SEED: u64 = 0xf135_7aea_2e62_a9c5;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash ^ word).wrapping_mul(FX_SEED);
+    }
+}
+
+impl Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(b));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_i64(&mut self, i: i64) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        // The product's entropy is in the high bits; the table indexes with the low ones.
+        self.hash.rotate_left(26)
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<FxHasher>>;
+
+// ---------------------------------------------------------------------------------------
+// Public types
+
+/// What a partition produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Emitted {
+    /// A final output line; its `emit` field is -1 (the engine stamps it).
+    Out(Output),
+    /// This partition's share of a type-2 answer; combine the q shares of one request
+    /// with [`merge_balance`].
+    BalancePartial(BalancePartial),
+}
+
+/// One partition's contribution to a type-2 request (doc 6.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BalancePartial {
+    /// Time of the request.
+    pub time: i64,
+    /// Query id of the request.
+    pub qid: i64,
+    /// The requesting vehicle.
+    pub vid: i64,
+    /// Time of the vehicle's latest toll notification in this partition with
+    /// time <= `time`; -1 if none.
+    pub latest: i64,
+    /// Sum of this partition's tolls for the vehicle notified strictly before `latest`.
+    pub sum_before: i64,
+    /// Sum of all this partition's tolls for the vehicle notified at or before `time`.
+    pub total: i64,
+}
+
+/// Combines the partials of one type-2 request from all q partitions (doc 6.5):
+/// r = the largest `latest`; Bal = the owner's `sum_before` plus the other partitions'
+/// `total`s (a partition whose `latest` equals r counts as an owner: a vehicle has at most
+/// one notification per second). Without a notification anywhere the answer is
+/// (ResultTime = Time, Bal = 0). The output's `emit` is -1. An empty slice yields an
+/// answer with Time, QID and ResultTime -1.
+pub fn merge_balance(partials: &[BalancePartial]) -> Output {
+    let (time, qid) = partials.first().map_or((-1, -1), |p| (p.time, p.qid));
+    let r = partials.iter().map(|p| p.latest).max().unwrap_or(-1);
+    if r < 0 {
+        return Output::Balance {
+            time,
+            emit: -1,
+            result_time: time,
+            qid,
+            bal: 0,
+        };
+    }
+    let bal = partials
+        .iter()
+        .map(|p| if p.latest == r { p.sum_before } else { p.total })
+        .sum();
+    Output::Balance {
+        time,
+        emit: -1,
+        result_time: r,
+        qid,
+        bal,
+    }
+}
+
+/// Sizes of a partition's state, for memory reporting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PartitionStats {
+    /// Vehicles currently on a trip (trip records in use).
+    pub vehicles_on_road: usize,
+    /// Vehicles ever seen (account and re-entry records).
+    pub vehicles_known: usize,
+    /// Expressways seen.
+    pub xways: usize,
+    /// Segment records (200 per expressway).
+    pub segments: usize,
+    /// Locations with at least one stopped vehicle.
+    pub stopped_locations: usize,
+    /// Accidents kept because they may still be active.
+    pub accidents: usize,
+    /// (vehicle, segment) accumulators of the current minute.
+    pub minute_groups: usize,
+    /// Type-2 requests waiting for the end of their second.
+    pub pending_balances: usize,
+    /// Position reports ignored because Lane, Dir or Seg was out of range.
+    pub ignored_reports: u64,
+    /// Approximate heap bytes held by the partition (histories excluded).
+    pub heap_bytes: usize,
+}
+
+// ---------------------------------------------------------------------------------------
+// Internal state
+
+const NONE: u32 = u32::MAX;
+/// Segment records per expressway: Dir (2) x Seg (100).
+const SEGS_PER_XWAY: u32 = 200;
+/// Completed minutes kept per segment: m-5..m-1.
+const WINDOW: usize = 5;
+/// Reports after which a vehicle at one location is stopped (doc 5).
+const STOP_REPORTS: u8 = 4;
+
+/// lcm(1..=60): every per-(vehicle, segment, minute) report count divides it.
+const LCM_60: i128 = lcm_to(60);
+
+const fn lcm_to(n: i128) -> i128 {
+    let mut l = 1i128;
+    let mut k = 2i128;
+    while k <= n {
+        let (mut a, mut b) = (l, k);
+        while b != 0 {
+            let r = a % b;
+            a = b;
+            b = r;
+        }
+        l = l / a * k;
+        k += 1;
+    }
+    l
+}
+
+/// `LCM_60 / c`, so a vehicle's mean S/c enters a minute's sum as S * SCALE[c].
+const SCALE: [i128; 61] = {
+    let mut t = [0i128; 61];
+    let mut c = 1;
+    while c <= 60 {
+        t[c] = LCM_60 / c as i128;
+        c += 1;
+    }
+    t
+};
+
+#[inline]
+fn scale(count: u32) -> i128 {
+    match SCALE.get(count as usize) {
+        Some(&s) => s,
+        // More than 60 reports in a minute needs duplicate Times, which the input filter
+        // rejects; stay total with a rounded scale.
+        None => LCM_60 / i128::from(count),
+    }
+}
+
+/// A location (doc 5): expressway (partition-local index), Dir, Lane, Pos.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Loc {
+    xway: u32,
+    pos: u32,
+    dir: u8,
+    lane: u8,
+}
+
+/// Per-trip state of a vehicle on the road.
+#[derive(Clone, Copy, Debug)]
+struct Trip {
+    /// Location of the trip's latest report.
+    loc: Loc,
+    /// Segment record of the trip's latest report.
+    seg_id: u32,
+    /// Consecutive reports of the trip at `loc`, saturating at [`STOP_REPORTS`].
+    same: u8,
+}
+
+/// The trip records of the vehicles on the road: a slab with a free list.
+#[derive(Debug, Default)]
+struct Trips {
+    slots: Vec<Trip>,
+    free: Vec<u32>,
+}
+
+impl Trips {
+    fn start(&mut self, trip: Trip) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = trip;
+                i
+            }
+            None => {
+                self.slots.push(trip);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Ends the trip in `slot` at minute `m`: a stopped vehicle leaves its location.
+    fn end(&mut self, slot: u32, road: &mut Road, m: i64) {
+        let trip = self.slots[slot as usize];
+        if trip.same >= STOP_REPORTS {
+            road.unstop(trip.loc, m);
+        }
+        self.free.push(slot);
+    }
+}
+
+/// Per-vehicle state kept for the whole run.
+#[derive(Clone, Copy, Debug)]
+struct Vehicle {
+    /// Time of the latest position report (of any trip or none).
+    last_time: i64,
+    /// Time of the latest toll notification, -1 if none.
+    latest: i64,
+    /// Toll of that notification.
+    latest_toll: i64,
+    /// Sum of all notified tolls.
+    total: i64,
+    /// Trip slot, or [`NONE`] when the vehicle is on no trip (never seen on a trip here,
+    /// or after its exit-lane report).
+    trip: u32,
+}
+
+/// One (vehicle, segment) accumulator of the current minute.
+#[derive(Clone, Copy, Debug, Default)]
+struct Group {
+    spd_sum: i64,
+    count: u32,
+}
+
+/// Aggregate of one completed minute of one segment.
+#[derive(Clone, Copy, Debug)]
+struct MinuteAgg {
+    minute: i64,
+    /// Distinct vehicles that reported.
+    nov: u32,
+    /// Sum over those vehicles of S_v * LCM_60 / c_v.
+    sum: i128,
+}
+
+const NO_MINUTE: MinuteAgg = MinuteAgg {
+    minute: i64::MIN,
+    nov: 0,
+    sum: 0,
+};
+
+/// An accident, stored in the record of its segment.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    id: u32,
+    /// Detection minute; active from the next minute.
+    detect: i64,
+    /// Clear minute (active through it); `i64::MAX` while not cleared.
+    clear: i64,
+}
+
+/// The answer for crossings into a segment during one minute.
+#[derive(Clone, Copy, Debug)]
+struct SegAnswer {
+    nov: i64,
+    lav: i64,
+    /// Nearest segment with an active accident downstream, -1 if none.
+    accident: i64,
+}
+
+#[derive(Clone, Debug)]
+struct SegState {
+    ring: [MinuteAgg; WINDOW],
+    cache_minute: i64,
+    cache: SegAnswer,
+    accidents: Vec<Span>,
+}
+
+impl SegState {
+    fn new() -> SegState {
+        SegState {
+            ring: [NO_MINUTE; WINDOW],
+            cache_minute: i64::MIN,
+            cache: SegAnswer {
+                nov: 0,
+                lav: -1,
+                accident: -1,
+            },
+            accidents: Vec::new(),
+        }
+    }
+
+    fn slot(minute: i64) -> usize {
+        minute.rem_euclid(WINDOW as i64) as usize
+    }
+}
+
+/// Vehicles stopped at one location.
+#[derive(Clone, Copy, Debug)]
+struct Stopped {
+    count: u32,
+    /// Id of the accident in progress here, or [`NONE`].
+    accident: u32,
+    /// Segment record holding that accident.
+    seg_id: u32,
+}
+
+/// The state of the expressways of a partition: segments, stopped vehicles, accidents.
+#[derive(Debug, Default)]
+struct Road {
+    xway_index: FxMap<i64, u32>,
+    /// The last expressway looked up: (number, index).
+    last_xway: Option<(i64, u32)>,
+    segs: Vec<SegState>,
+    stopped: FxMap<Loc, Stopped>,
+    next_accident: u32,
+}
+
+impl Road {
+    #[inline]
+    fn xway(&mut self, xway: i64) -> u32 {
+        if let Some((x, i)) = self.last_xway {
+            if x == xway {
+                return i;
+            }
+        }
+        let next = self.xway_index.len() as u32;
+        let i = *self.xway_index.entry(xway).or_insert(next);
+        if i == next {
+            self.segs
+                .extend((0..SEGS_PER_XWAY).map(|_| SegState::new()));
+        }
+        self.last_xway = Some((xway, i));
+        i
+    }
+
+    /// A vehicle became stopped at `loc` (its report in `seg_id` at minute `m`).
+    fn stop(&mut self, loc: Loc, seg_id: u32, m: i64) {
+        let e = self.stopped.entry(loc).or_insert(Stopped {
+            count: 0,
+            accident: NONE,
+            seg_id,
+        });
+        e.count += 1;
+        if e.count == 2 {
+            let id = self.next_accident;
+            self.next_accident = self.next_accident.wrapping_add(1);
+            self.segs[seg_id as usize].accidents.push(Span {
+                id,
+                detect: m,
+                clear: i64::MAX,
+            });
+            e.accident = id;
+            e.seg_id = seg_id;
+        }
+    }
+
+    /// A vehicle stopped at `loc` moved away or started a new trip at minute `m`.
+    fn unstop(&mut self, loc: Loc, m: i64) {
+        let Entry::Occupied(mut o) = self.stopped.entry(loc) else {
+            return;
+        };
+        let e = o.get_mut();
+        e.count -= 1;
+        if e.count < 2 && e.accident != NONE {
+            let id = e.accident;
+            if let Some(span) = self.segs[e.seg_id as usize]
+                .accidents
+                .iter_mut()
+                .find(|s| s.id == id)
+            {
+                span.clear = m;
+            }
+            e.accident = NONE;
+        }
+        if e.count == 0 {
+            o.remove();
+        }
+    }
+
+    /// Folds the accumulators of the completed `minute` into the segment aggregates.
+    fn fold_minute(&mut self, groups: &mut FxMap<(i64, u32), Group>, minute: i64) {
+        let slot = SegState::slot(minute);
+        for ((_, seg_id), g) in groups.drain() {
+            let agg = &mut self.segs[seg_id as usize].ring[slot];
+            if agg.minute != minute {
+                *agg = MinuteAgg {
+                    minute,
+                    nov: 0,
+                    sum: 0,
+                };
+            }
+            agg.nov += 1;
+            agg.sum = agg
+                .sum
+                .wrapping_add(i128::from(g.spd_sum).wrapping_mul(scale(g.count)));
+        }
+    }
+
+    /// NOV, LAV and the nearest active accident for a crossing into `seg_id` at minute
+    /// `m`; computed once per segment and minute (all three are fixed once minute m-1
+    /// has ended: an accident detected during m is not active in m, one cleared during m
+    /// still is).
+    fn answer(&mut self, seg_id: u32, m: i64) -> SegAnswer {
+        let s = &self.segs[seg_id as usize];
+        if s.cache_minute == m {
+            return s.cache;
+        }
+        let prev = &s.ring[SegState::slot(m - 1)];
+        let nov = if prev.minute == m - 1 {
+            i64::from(prev.nov)
+        } else {
+            0
+        };
+        let lav = lav(&s.ring, m);
+        let local = seg_id % SEGS_PER_XWAY;
+        let base = seg_id - local;
+        let (dir, seg) = (local / 100, local % 100);
+        let mut accident = -1;
+        for k in 0..5u32 {
+            let s2 = if dir == 0 {
+                seg + k
+            } else if let Some(s2) = seg.checked_sub(k) {
+                s2
+            } else {
+                break;
+            };
+            if s2 > 99 {
+                break;
+            }
+            let spans = &mut self.segs[(base + dir * 100 + s2) as usize].accidents;
+            if spans.is_empty() {
+                continue;
+            }
+            spans.retain(|sp| sp.clear >= m);
+            if spans.iter().any(|sp| sp.detect < m) {
+                accident = i64::from(s2);
+                break;
+            }
+        }
+        let answer = SegAnswer { nov, lav, accident };
+        let s = &mut self.segs[seg_id as usize];
+        s.cache_minute = m;
+        s.cache = answer;
+        answer
+    }
+}
+
+/// LAV at minute m (doc 4): the mean over minutes m-5..m-1 with reports of each
+/// minute's mean of per-vehicle means, truncated toward zero; -1 without reports.
+///
+/// Minute k's value is `sum_k / (L * n_k)`, so LAV = trunc(T / (K * L)) with
+/// T = sum_k sum_k / n_k. Writing sum_k = a_k * n_k + b_k (0 <= b_k < n_k),
+/// T = I + F with I = sum a_k an integer and F = sum b_k / n_k in [0, 5); since K * L is
+/// an integer, floor(T / (K L)) = floor((I + floor(F)) / (K L)), all in exact arithmetic.
+fn lav(ring: &[MinuteAgg; WINDOW], m: i64) -> i64 {
+    let mut k = 0i128;
+    let mut int_part = 0i128;
+    // F = p / q, kept reduced.
+    let (mut p, mut q) = (0i128, 1i128);
+    let mut exact = true;
+    for minute in m - WINDOW as i64..m {
+        let agg = &ring[SegState::slot(minute)];
+        if agg.minute != minute || agg.nov == 0 {
+            continue;
+        }
+        k += 1;
+        let n = i128::from(agg.nov);
+        int_part = int_part.wrapping_add(agg.sum.div_euclid(n));
+        let b = agg.sum.rem_euclid(n);
+        if exact {
+            match add_fraction(p, q, b, n) {
+                Some((p2, q2)) => (p, q) = (p2, q2),
+                None => exact = false,
+            }
+        }
+    }
+    if k == 0 {
+        return -1;
+    }
+    let denom = k * LCM_60;
+    if !exact {
+        // Denominators beyond i128 need thousands of vehicles per minute in five
+        // co-prime counts; fall back to floating point (never seen in practice).
+        let mean = ring
+            .iter()
+            .filter(|a| a.minute >= m - WINDOW as i64 && a.minute < m && a.nov > 0)
+            .map(|a| a.sum as f64 / (LCM_60 as f64 * f64::from(a.nov)))
+            .sum::<f64>()
+            / k as f64;
+        return mean.trunc() as i64;
+    }
+    let total = int_part + p / q;
+    let floor = total.div_euclid(denom);
+    let is_integer = p % q == 0 && total.rem_euclid(denom) == 0;
+    let trunc = if total >= 0 || is_integer {
+        floor
+    } else {
+        floor + 1
+    };
+    trunc as i64
+}
+
+/// p/q + b/n, reduced; `None` on overflow.
+fn add_fraction(p: i128, q: i128, b: i128, n: i128) -> Option<(i128, i128)> {
+    if b == 0 {
+        return Some((p, q));
+    }
+    let g = gcd(q, n);
+    let l = (q / g).checked_mul(n)?;
+    let num = p.checked_mul(l / q)?.checked_add(b.checked_mul(l / n)?)?;
+    let r = gcd(num, l);
+    Some((num / r, l / r))
+}
+
+fn gcd(mut a: i128, mut b: i128) -> i128 {
+    while b != 0 {
+        let r = a % b;
+        a = b;
+        b = r;
+    }
+    a.abs().max(1)
+}
+
+/// A type-2 request waiting for the end of its second.
+#[derive(Clone, Copy, Debug)]
+struct BalanceRequest {
+    time: i64,
+    qid: i64,
+    vid: i64,
+}
+
+/// The Linear Road state of one partition of the input (see the module doc).
+pub struct Partition {
+    tolls: Arc<TollHistory>,
+    segments: Arc<SegmentHistory>,
+    road: Road,
+    vehicles: FxMap<i64, Vehicle>,
+    trips: Trips,
+    /// (vehicle, segment record) accumulators of minute `group_minute`.
+    groups: FxMap<(i64, u32), Group>,
+    group_minute: i64,
+    pending: Vec<BalanceRequest>,
+    ignored: u64,
+}
+
+impl std::fmt::Debug for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Partition")
+            .field("minute", &self.group_minute)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Partition {
+    /// A partition with the shared historical stores. With an empty `segments` store
+    /// (no segment history was given) type-4 requests get no answer (doc 10).
+    pub fn new(tolls: Arc<TollHistory>, segments: Arc<SegmentHistory>) -> Partition {
+        Partition {
+            tolls,
+            segments,
+            road: Road::default(),
+            vehicles: FxMap::default(),
+            trips: Trips::default(),
+            groups: FxMap::default(),
+            group_minute: i64::MIN,
+            pending: Vec::new(),
+            ignored: 0,
+        }
+    }
+
+    /// Processes one input tuple of this partition's sub-stream; outputs are appended to
+    /// `out`. Type-2 requests are held until [`Partition::end_of_second`] (or until a
+    /// tuple of a later second arrives).
+    pub fn process(&mut self, t: &Input, out: &mut Vec<Emitted>) {
+        if let Some(first) = self.pending.first() {
+            if t.time > first.time {
+                self.answer_balances(out);
+            }
+        }
+        match t.typ {
+            0 => self.position(t, out),
+            2 => self.pending.push(BalanceRequest {
+                time: t.time,
+                qid: t.qid,
+                vid: t.vid,
+            }),
+            3 => {
+                if let Some(bal) = self.tolls.get(t.vid, t.day, t.xway) {
+                    out.push(Emitted::Out(Output::Daily {
+                        time: t.time,
+                        emit: -1,
+                        qid: t.qid,
+                        bal,
+                    }));
+                }
+            }
+            4 => {
+                if let Some((travel_time, toll)) = travel_time(&self.segments, t) {
+                    out.push(Emitted::Out(Output::Travel {
+                        time: t.time,
+                        emit: -1,
+                        qid: t.qid,
+                        travel_time,
+                        toll,
+                    }));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The last tuple with Time `time` has been delivered: answers the type-2 requests
+    /// of that second (after all its position reports).
+    pub fn end_of_second(&mut self, time: i64, out: &mut Vec<Emitted>) {
+        if self.pending.first().is_some_and(|r| r.time <= time) {
+            self.answer_balances(out);
+        }
+    }
+
+    /// End of input: answers pending requests and folds the last minute.
+    pub fn finish(&mut self, out: &mut Vec<Emitted>) {
+        self.answer_balances(out);
+        if self.group_minute != i64::MIN {
+            self.road.fold_minute(&mut self.groups, self.group_minute);
+        }
+    }
+
+    /// Sizes of the partition's state.
+    pub fn stats(&self) -> PartitionStats {
+        use std::mem::size_of;
+        let map_bytes = |cap: usize, entry: usize| cap * (entry + 1);
+        let accidents: usize = self.road.segs.iter().map(|s| s.accidents.len()).sum();
+        let heap_bytes = map_bytes(self.vehicles.capacity(), size_of::<(i64, Vehicle)>())
+            + self.trips.slots.capacity() * size_of::<Trip>()
+            + self.trips.free.capacity() * 4
+            + map_bytes(self.groups.capacity(), size_of::<((i64, u32), Group)>())
+            + self.road.segs.capacity() * size_of::<SegState>()
+            + accidents * size_of::<Span>()
+            + map_bytes(self.road.stopped.capacity(), size_of::<(Loc, Stopped)>())
+            + self.pending.capacity() * size_of::<BalanceRequest>();
+        PartitionStats {
+            vehicles_on_road: self.trips.slots.len() - self.trips.free.len(),
+            vehicles_known: self.vehicles.len(),
+            xways: self.road.xway_index.len(),
+            segments: self.road.segs.len(),
+            stopped_locations: self.road.stopped.len(),
+            accidents,
+            minute_groups: self.groups.len(),
+            pending_balances: self.pending.len(),
+            ignored_reports: self.ignored,
+            heap_bytes,
+        }
+    }
+
+    fn answer_balances(&mut self, out: &mut Vec<Emitted>) {
+        for r in self.pending.drain(..) {
+            let partial = match self.vehicles.get(&r.vid) {
+                Some(v) if v.latest >= 0 && v.latest <= r.time => BalancePartial {
+                    time: r.time,
+                    qid: r.qid,
+                    vid: r.vid,
+                    latest: v.latest,
+                    sum_before: v.total - v.latest_toll,
+                    total: v.total,
+                },
+                _ => BalancePartial {
+                    time: r.time,
+                    qid: r.qid,
+                    vid: r.vid,
+                    latest: -1,
+                    sum_before: 0,
+                    total: 0,
+                },
+            };
+            out.push(Emitted::BalancePartial(partial));
+        }
+    }
+
+    /// A position report (type 0).
+    fn position(&mut self, r: &Input, out: &mut Vec<Emitted>) {
+        if !(0..=4).contains(&r.lane) || !(0..=1).contains(&r.dir) || !(0..=99).contains(&r.seg) {
+            self.ignored += 1;
+            return;
+        }
+        let m = r.time / 60 + 1;
+        if m > self.group_minute {
+            if self.group_minute != i64::MIN {
+                self.road.fold_minute(&mut self.groups, self.group_minute);
+            }
+            self.group_minute = m;
+        }
+        let x = self.road.xway(r.xway);
+        let seg_id = x * SEGS_PER_XWAY + r.dir as u32 * 100 + r.seg as u32;
+
+        // Segment statistics: every report, trip or not.
+        let g = self.groups.entry((r.vid, seg_id)).or_default();
+        g.spd_sum = g.spd_sum.wrapping_add(r.spd);
+        g.count += 1;
+
+        // Which trip does the report belong to (doc 8)?
+        let (v, start) = match self.vehicles.entry(r.vid) {
+            Entry::Vacant(e) => (
+                e.insert(Vehicle {
+                    last_time: r.time,
+                    latest: -1,
+                    latest_toll: 0,
+                    total: 0,
+                    trip: NONE,
+                }),
+                true,
+            ),
+            Entry::Occupied(e) => {
+                let v = e.into_mut();
+                let start = if v.trip == NONE {
+                    r.lane == 0
+                } else if r.lane == 0 && r.time - v.last_time > 60 {
+                    // Re-entry: the old trip ends here.
+                    self.trips.end(v.trip, &mut self.road, m);
+                    v.trip = NONE;
+                    true
+                } else {
+                    false
+                };
+                (v, start)
+            }
+        };
+        v.last_time = r.time;
+        if v.trip == NONE && !start {
+            return; // no trip: statistics only
+        }
+        let loc = Loc {
+            xway: x,
+            pos: r.pos as u32,
+            dir: r.dir as u8,
+            lane: r.lane as u8,
+        };
+        let trip = Trip {
+            loc,
+            seg_id,
+            same: 1,
+        };
+        let (slot, crossing) = if start {
+            let slot = self.trips.start(trip);
+            v.trip = slot;
+            (slot, true)
+        } else {
+            let slot = v.trip;
+            let tr = &mut self.trips.slots[slot as usize];
+            if tr.loc == loc {
+                if tr.same < STOP_REPORTS {
+                    tr.same += 1;
+                    if tr.same == STOP_REPORTS {
+                        self.road.stop(loc, seg_id, m);
+                    }
+                }
+            } else {
+                if tr.same >= STOP_REPORTS {
+                    self.road.unstop(tr.loc, m);
+                }
+                tr.loc = loc;
+                tr.same = 1;
+            }
+            let crossing = tr.seg_id != seg_id;
+            tr.seg_id = seg_id;
+            (slot, crossing)
+        };
+
+        if r.lane == 4 {
+            // Exit ramp: never notified; the trip ends (the report moved the vehicle to
+            // a new location, so it is not stopped).
+            self.trips.end(slot, &mut self.road, m);
+            v.trip = NONE;
+            return;
+        }
+        if crossing {
+            let a = self.road.answer(seg_id, m);
+            let toll = if a.lav < 40 && a.nov > 50 && a.accident < 0 {
+                2 * (a.nov - 50) * (a.nov - 50)
+            } else {
+                0
+            };
+            out.push(Emitted::Out(Output::Toll {
+                vid: r.vid,
+                time: r.time,
+                emit: -1,
+                lav: a.lav,
+                toll,
+            }));
+            if a.accident >= 0 {
+                out.push(Emitted::Out(Output::Accident {
+                    time: r.time,
+                    emit: -1,
+                    vid: r.vid,
+                    seg: a.accident,
+                }));
+            }
+            v.latest = r.time;
+            v.latest_toll = toll;
+            v.total += toll;
+        }
+    }
+}
+
+/// Type-4 answer (doc 6.7): (TravelTime in s, Toll), or `None` when there is no segment
+/// history or a segment is outside 0..99.
+fn travel_time(h: &SegmentHistory, t: &Input) -> Option<(i64, i64)> {
+    if h.is_empty() || !(0..=99).contains(&t.s_init) || !(0..=99).contains(&t.s_end) {
+        return None;
+    }
+    let (dir, step) = if t.s_end > t.s_init { (0, 1) } else { (1, -1) };
+    let week_start = (t.dow - 1) * 1440 + (t.tod - 1);
+    let mut elapsed_ms = 0i64;
+    let mut toll = 0i64;
+    let mut seg = t.s_init;
+    loop {
+        let minute = (week_start + elapsed_ms / 60_000).rem_euclid(10_080);
+        let row = h.get(t.xway, dir, seg, minute / 1440 + 1, (minute % 1440) / 15);
+        let speed = match row {
+            Some((s, _)) if s >= 5 => s,
+            _ => 5,
+        };
+        elapsed_ms += 3_600_000 / speed;
+        toll += row.map_or(0, |r| r.1);
+        if seg == t.s_end {
+            break;
+        }
+        seg += step;
+    }
+    Some((elapsed_ms / 1000, toll))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition() -> Partition {
+        Partition::new(
+            Arc::new(TollHistory::default()),
+            Arc::new(SegmentHistory::empty()),
+        )
+    }
+
+    /// Sorts `input` by Time (stably) and feeds it, calling `end_of_second` after the
+    /// last tuple of each second, then `finish`.
+    fn run(p: &mut Partition, mut input: Vec<Input>) -> Vec<Emitted> {
+        input.sort_by_key(|t| t.time);
+        let mut out = Vec::new();
+        for (i, t) in input.iter().enumerate() {
+            p.process(t, &mut out);
+            if input.get(i + 1).map(|n| n.time) != Some(t.time) {
+                p.end_of_second(t.time, &mut out);
+            }
+        }
+        p.finish(&mut out);
+        out
+    }
+
+    /// A report at `pos` feet into segment `seg`.
+    #[allow(clippy::too_many_arguments)]
+    fn rep(
+        time: i64,
+        vid: i64,
+        spd: i64,
+        xway: i64,
+        lane: i64,
+        dir: i64,
+        seg: i64,
+        pos: i64,
+    ) -> Input {
+        Input::position(time, vid, spd, xway, lane, dir, seg * 5280 + pos)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    /// `n` vehicles `vid0..` reporting once at `time` from segment (xway, dir, seg).
+    fn crowd(
+        input: &mut Vec<Input>,
+        time: i64,
+        xway: i64,
+        dir: i64,
+        seg: i64,
+        n: i64,
+        spd: i64,
+        vid0: i64,
+    ) {
+        for i in 0..n {
+            input.push(rep(time, vid0 + i, spd, xway, 1, dir, seg, 1000 + i));
+        }
+    }
+
+    fn request(typ: i64, time: i64, vid: i64, qid: i64) -> Input {
+        let mut t = Input::from_fields([-1; 15]);
+        t.typ = typ;
+        t.time = time;
+        t.vid = vid;
+        t.qid = qid;
+        t
+    }
+
+    /// (Time, LAV, Toll) of the toll notifications of `vid`.
+    fn tolls(out: &[Emitted], vid: i64) -> Vec<(i64, i64, i64)> {
+        out.iter()
+            .filter_map(|e| match *e {
+                Emitted::Out(Output::Toll {
+                    vid: v,
+                    time,
+                    lav,
+                    toll,
+                    ..
+                }) if v == vid => Some((time, lav, toll)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// (Time, Seg) of the accident notifications of `vid`.
+    fn accidents(out: &[Emitted], vid: i64) -> Vec<(i64, i64)> {
+        out.iter()
+            .filter_map(|e| match *e {
+                Emitted::Out(Output::Accident {
+                    vid: v, time, seg, ..
+                }) if v == vid => Some((time, seg)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn nov_and_toll_formula() {
+        let mut input = Vec::new();
+        crowd(&mut input, 10, 0, 0, 5, 52, 30, 1000); // NOV 52, LAV 30 -> toll 8
+        crowd(&mut input, 10, 0, 0, 8, 50, 30, 2000); // NOV 50: no toll
+        crowd(&mut input, 10, 0, 0, 9, 51, 40, 3000); // LAV 40: no toll
+        crowd(&mut input, 10, 0, 0, 10, 51, 39, 4000); // NOV 51, LAV 39 -> toll 2
+        input.push(rep(60, 1, 30, 0, 0, 0, 5, 100));
+        input.push(rep(60, 2, 30, 0, 0, 0, 6, 100)); // empty segment
+        input.push(rep(60, 3, 30, 0, 0, 1, 5, 100)); // other direction
+        input.push(rep(60, 4, 30, 0, 0, 0, 8, 100));
+        input.push(rep(60, 5, 30, 0, 0, 0, 9, 100));
+        input.push(rep(60, 6, 30, 0, 0, 0, 10, 100));
+        input.push(rep(60, 7, 30, 1, 0, 0, 5, 100)); // other expressway
+        let out = run(&mut partition(), input);
+        assert_eq!(tolls(&out, 1000), vec![(10, -1, 0)]);
+        assert_eq!(tolls(&out, 1), vec![(60, 30, 8)]);
+        assert_eq!(tolls(&out, 2), vec![(60, -1, 0)]);
+        assert_eq!(tolls(&out, 3), vec![(60, -1, 0)]);
+        assert_eq!(tolls(&out, 4), vec![(60, 30, 0)]);
+        assert_eq!(tolls(&out, 5), vec![(60, 40, 0)]);
+        assert_eq!(tolls(&out, 6), vec![(60, 39, 2)]);
+        assert_eq!(tolls(&out, 7), vec![(60, -1, 0)]);
+        // One notification per crossing and nothing else.
+        assert_eq!(out.len(), 52 + 50 + 51 + 51 + 7);
+    }
+
+    #[test]
+    fn lav_skips_empty_minutes_and_truncates() {
+        let input = vec![
+            // Segment 10, minute 1: A means (20+40)/2 = 30, B 61 -> minute value 45.5.
+            rep(0, 1, 20, 0, 1, 0, 10, 1),
+            rep(5, 2, 61, 0, 1, 0, 10, 2),
+            rep(30, 1, 40, 0, 1, 0, 10, 900),
+            // Minute 2: nothing. Minute 3: C at 10.
+            rep(130, 3, 10, 0, 1, 0, 10, 3),
+            // Minute 4: D crosses: mean(45.5, 10) = 27.75 -> 27; NOV = minute 3's 1.
+            rep(180, 4, 50, 0, 1, 0, 10, 4),
+            // Minute 7: window 2..6 holds minutes 3 (10) and 4 (50) -> 30; NOV 0.
+            rep(360, 5, 0, 0, 1, 0, 10, 5),
+            // Minute 11: window 6..10 holds minute 7 (0).
+            rep(600, 6, 22, 0, 1, 0, 10, 6),
+            // Minute 16: window 11..15 holds minute 11 (22).
+            rep(900, 7, 33, 0, 1, 0, 10, 7),
+            // Minute 22: window 17..21 is empty -> -1.
+            rep(1300, 8, 33, 0, 1, 0, 10, 8),
+            // Segment 20: means -7 and -8 -> -7.5, truncated toward zero.
+            rep(0, 11, -7, 0, 1, 0, 20, 1),
+            rep(1, 12, -8, 0, 1, 0, 20, 2),
+            rep(60, 13, 0, 0, 1, 0, 20, 3),
+            // Segment 30: mean of per-vehicle means: (10+50)/2 = 30 and 90 -> 60
+            // (the mean of the three reports would be 50).
+            rep(0, 21, 10, 0, 1, 0, 30, 1),
+            rep(1, 22, 90, 0, 1, 0, 30, 2),
+            rep(30, 21, 50, 0, 1, 0, 30, 900),
+            rep(60, 23, 0, 0, 1, 0, 30, 3),
+        ];
+        let out = run(&mut partition(), input);
+        assert_eq!(tolls(&out, 4), vec![(180, 27, 0)]);
+        assert_eq!(tolls(&out, 5), vec![(360, 30, 0)]);
+        assert_eq!(tolls(&out, 6), vec![(600, 0, 0)]);
+        assert_eq!(tolls(&out, 7), vec![(900, 22, 0)]);
+        assert_eq!(tolls(&out, 8), vec![(1300, -1, 0)]);
+        assert_eq!(tolls(&out, 13), vec![(60, -7, 0)]);
+        assert_eq!(tolls(&out, 23), vec![(60, 60, 0)]);
+        // A's second report is in the same segment: no second notification.
+        assert_eq!(tolls(&out, 1), vec![(0, -1, 0)]);
+    }
+
+    #[test]
+    fn lav_exact_fraction_arithmetic() {
+        // Three minutes with values 1/3, 1/3 and 1/3 (as sums over L): the mean is
+        // exactly 1/3, truncated to 0; 2 + 2/3 + 1/3 over two minutes is exactly 1.5.
+        let mut ring = [NO_MINUTE; WINDOW];
+        for (minute, nov, num) in [(1, 3, 1), (2, 3, 1), (3, 3, 1)] {
+            ring[SegState::slot(minute)] = MinuteAgg {
+                minute,
+                nov,
+                sum: num * LCM_60,
+            };
+        }
+        assert_eq!(lav(&ring, 4), 0);
+        let mut ring = [NO_MINUTE; WINDOW];
+        ring[SegState::slot(1)] = MinuteAgg {
+            minute: 1,
+            nov: 3,
+            sum: 8 * LCM_60,
+        };
+        ring[SegState::slot(2)] = MinuteAgg {
+            minute: 2,
+            nov: 3,
+            sum: LCM_60,
+        };
+        assert_eq!(lav(&ring, 3), 1); // (8/3 + 1/3) / 2 = 1.5
+        ring[SegState::slot(1)].sum = 9 * LCM_60; // (3 + 1/3) / 2 = 1.67
+        assert_eq!(lav(&ring, 3), 1);
+        ring[SegState::slot(1)].sum = 11 * LCM_60; // (11/3 + 1/3) / 2 = 2 exactly
+        assert_eq!(lav(&ring, 3), 2);
+        ring[SegState::slot(1)].sum = -11 * LCM_60; // (-11/3 + 1/3) / 2 = -5/3
+        assert_eq!(lav(&ring, 3), -1);
+        ring[SegState::slot(1)].sum = -13 * LCM_60; // (-13/3 + 1/3) / 2 = -2 exactly
+        assert_eq!(lav(&ring, 3), -2);
+        assert_eq!(lav(&ring, 9), -1);
+    }
+
+    #[test]
+    fn accident_detection_clear_and_second_accident() {
+        let p = 100; // feet into segment 20
+        let mut input = vec![
+            // Vehicles 1 and 2 stop at (0, 0, lane 1, 20*5280+100): 2 is stopped at t=100
+            // (minute 2): accident detected in minute 2, active from minute 3.
+            rep(0, 1, 0, 0, 1, 0, 20, p),
+            rep(30, 1, 0, 0, 1, 0, 20, p),
+            rep(60, 1, 0, 0, 1, 0, 20, p),
+            rep(90, 1, 0, 0, 1, 0, 20, p),
+            rep(10, 2, 0, 0, 1, 0, 20, p),
+            rep(40, 2, 0, 0, 1, 0, 20, p),
+            rep(70, 2, 0, 0, 1, 0, 20, p),
+            rep(100, 2, 0, 0, 1, 0, 20, p),
+            rep(110, 4, 50, 0, 1, 0, 17, 0), // minute 2: not yet active
+            rep(170, 3, 50, 0, 1, 0, 17, 0), // minute 3: active, 3 segments ahead
+            rep(120, 1, 0, 0, 1, 0, 20, p),
+            rep(150, 1, 0, 0, 1, 0, 20, p),
+            rep(180, 1, 0, 0, 1, 0, 20, p),
+            rep(210, 1, 0, 0, 1, 0, 20, p),
+            // Vehicle 1 moves at t=240 (minute 5): cleared, active through minute 5.
+            rep(240, 1, 10, 0, 1, 0, 20, p + 2000),
+            rep(250, 5, 50, 0, 1, 0, 19, 0), // minute 5: still active
+            rep(300, 6, 50, 0, 1, 0, 19, 0), // minute 6: over
+            // Vehicle 2 never reported again: still stopped. Vehicle 7 stops there at
+            // t=390 (minute 7): a second accident, active from minute 8 to the end.
+            rep(300, 7, 0, 0, 1, 0, 20, p),
+            rep(330, 7, 0, 0, 1, 0, 20, p),
+            rep(360, 7, 0, 0, 1, 0, 20, p),
+            rep(390, 7, 0, 0, 1, 0, 20, p),
+            rep(400, 8, 50, 0, 1, 0, 20, 0),  // minute 7: not yet
+            rep(420, 9, 50, 0, 1, 0, 20, 0),  // minute 8: active, in the segment itself
+            rep(420, 10, 50, 0, 1, 0, 16, 0), // 4 segments ahead: in range
+            rep(420, 11, 50, 0, 1, 0, 15, 0), // 5 segments ahead: out of range
+            rep(420, 12, 50, 0, 1, 1, 22, 0), // other direction
+            rep(425, 14, 50, 0, 1, 0, 21, 0), // upstream of the crossing: no
+            rep(10000, 13, 50, 0, 1, 0, 20, 0),
+        ];
+        // A lane change at the same Pos is a different location: no stop.
+        input.extend((0..4).map(|i| rep(500 + i, 30, 0, 0, 1 + (i % 2), 0, 40, 7)));
+        input.extend((0..4).map(|i| rep(500 + i, 31, 0, 0, 1, 0, 40, 7)));
+        input.push(rep(700, 32, 50, 0, 1, 0, 40, 0));
+        let out = run(&mut partition(), input);
+        assert_eq!(accidents(&out, 4), vec![]);
+        assert_eq!(accidents(&out, 3), vec![(170, 20)]);
+        assert_eq!(tolls(&out, 3).len(), 1);
+        assert_eq!(accidents(&out, 5), vec![(250, 20)]);
+        assert_eq!(accidents(&out, 6), vec![]);
+        assert_eq!(accidents(&out, 7), vec![]);
+        assert_eq!(accidents(&out, 8), vec![]);
+        assert_eq!(accidents(&out, 9), vec![(420, 20)]);
+        assert_eq!(accidents(&out, 10), vec![(420, 20)]);
+        assert_eq!(accidents(&out, 11), vec![]);
+        assert_eq!(accidents(&out, 12), vec![]);
+        assert_eq!(accidents(&out, 14), vec![]);
+        assert_eq!(accidents(&out, 13), vec![(10000, 20)]);
+        assert_eq!(accidents(&out, 32), vec![]);
+        assert_eq!(accidents(&out, 1), vec![]);
+    }
+
+    #[test]
+    fn nearest_accident_and_toll_suppression() {
+        let mut input = Vec::new();
+        // Accidents detected in minute 1 (reports one second apart) at segments 22 and
+        // 24 in both directions.
+        for (dir, seg, a, b) in [(0, 22, 1, 2), (0, 24, 3, 4), (1, 22, 5, 6), (1, 24, 7, 8)] {
+            for t in 0..4 {
+                input.push(rep(t, a, 0, 0, 2, dir, seg, 5));
+                input.push(rep(t, b, 0, 0, 2, dir, seg, 5));
+            }
+        }
+        crowd(&mut input, 10, 0, 0, 20, 52, 30, 1000);
+        crowd(&mut input, 10, 0, 0, 40, 52, 30, 2000);
+        input.push(rep(60, 20, 50, 0, 1, 0, 21, 0));
+        input.push(rep(60, 21, 50, 0, 1, 0, 23, 0));
+        input.push(rep(60, 22, 50, 0, 1, 1, 25, 0));
+        input.push(rep(60, 23, 50, 0, 1, 1, 23, 0));
+        input.push(rep(60, 24, 50, 0, 1, 0, 25, 0));
+        input.push(rep(60, 25, 50, 0, 1, 0, 20, 0));
+        input.push(rep(60, 26, 50, 0, 1, 0, 40, 0));
+        let out = run(&mut partition(), input);
+        assert_eq!(accidents(&out, 20), vec![(60, 22)]);
+        assert_eq!(accidents(&out, 21), vec![(60, 24)]);
+        assert_eq!(accidents(&out, 22), vec![(60, 24)]);
+        assert_eq!(accidents(&out, 23), vec![(60, 22)]);
+        assert_eq!(accidents(&out, 24), vec![]);
+        assert_eq!(accidents(&out, 25), vec![(60, 22)]);
+        assert_eq!(tolls(&out, 25), vec![(60, 30, 0)]);
+        assert_eq!(accidents(&out, 26), vec![]);
+        assert_eq!(tolls(&out, 26), vec![(60, 30, 8)]);
+    }
+
+    #[test]
+    fn exit_lane_and_no_trip_reports() {
+        let mut input = vec![
+            rep(0, 1, 50, 0, 0, 0, 3, 0),   // entrance: notified
+            rep(30, 1, 50, 0, 1, 0, 4, 0),  // crossing: notified
+            rep(60, 1, 10, 0, 4, 0, 5, 0),  // exit ramp, new segment: not notified
+            rep(90, 1, 20, 0, 1, 0, 5, 9),  // no trip
+            rep(120, 1, 20, 0, 1, 0, 6, 0), // no trip, other segment: not a crossing
+            rep(150, 1, 20, 0, 0, 0, 6, 9), // lane 0 after the exit: new trip
+            // Vehicle 2 crosses into segment 5 in minute 3: NOV and LAV of minute 2 count
+            // vehicle 1's exit and no-trip reports (one vehicle, mean 15).
+            rep(150, 2, 50, 0, 1, 0, 5, 0),
+        ];
+        // No-trip reports never make a vehicle stopped: vehicle 3 exits, then reports 4
+        // times beside the stopped vehicle 4: no accident.
+        input.push(rep(0, 3, 0, 0, 4, 0, 50, 0));
+        for t in 1..5 {
+            input.push(rep(t, 3, 0, 0, 1, 0, 50, 77));
+            input.push(rep(t, 4, 0, 0, 1, 0, 50, 77));
+        }
+        input.push(rep(120, 5, 50, 0, 1, 0, 49, 0));
+        let mut p = partition();
+        let out = run(&mut p, input);
+        assert_eq!(tolls(&out, 1), vec![(0, -1, 0), (30, -1, 0), (150, -1, 0)]);
+        assert_eq!(tolls(&out, 2), vec![(150, 15, 0)]);
+        assert_eq!(tolls(&out, 3), vec![]);
+        assert_eq!(accidents(&out, 5), vec![]);
+        let stats = p.stats();
+        assert_eq!(stats.vehicles_known, 5);
+        assert_eq!(stats.vehicles_on_road, 4); // 1 (new trip), 2, 4, 5
+        assert_eq!(stats.stopped_locations, 1);
+    }
+
+    #[test]
+    fn re_entry_starts_new_trip_and_clears_accident() {
+        let mut input = vec![
+            rep(0, 1, 50, 0, 0, 0, 3, 0),   // notified
+            rep(30, 1, 50, 0, 0, 0, 3, 0),  // same trip, same segment
+            rep(120, 1, 50, 0, 0, 0, 3, 0), // lane 0, 90 s later: new trip, notified
+            rep(150, 1, 50, 0, 1, 0, 3, 9), // same segment
+            rep(400, 1, 50, 0, 1, 0, 3, 9), // long gap but lane 1: same trip
+            rep(430, 1, 50, 0, 0, 0, 3, 9), // lane 0, 30 s later: same trip
+        ];
+        // Vehicles 2 and 3 stopped in segment 10 (accident detected minute 1); vehicle 2
+        // starts a new trip at t=200 (minute 4): cleared, active through minute 4.
+        for t in 0..4 {
+            input.push(rep(t, 2, 0, 0, 1, 0, 10, 5));
+            input.push(rep(t, 3, 0, 0, 1, 0, 10, 5));
+        }
+        input.push(rep(200, 2, 40, 0, 0, 0, 30, 0));
+        input.push(rep(230, 5, 50, 0, 1, 0, 10, 0)); // minute 4: active
+        input.push(rep(240, 4, 50, 0, 1, 0, 10, 0)); // minute 5: cleared
+        let out = run(&mut partition(), input);
+        assert_eq!(tolls(&out, 1), vec![(0, -1, 0), (120, 50, 0)]); // LAV: its own minute-1 reports
+        assert_eq!(tolls(&out, 2).len(), 2);
+        assert_eq!(accidents(&out, 5), vec![(230, 10)]);
+        assert_eq!(accidents(&out, 4), vec![]);
+    }
+
+    fn partials(out: &[Emitted]) -> Vec<BalancePartial> {
+        out.iter()
+            .filter_map(|e| match *e {
+                Emitted::BalancePartial(p) => Some(p),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn balance_partials_and_cross_partition_merge() {
+        // Partition A holds expressway 0, partition B expressway 1; type-2 requests go to
+        // both.
+        let mut a_in = Vec::new();
+        crowd(&mut a_in, 10, 0, 0, 5, 52, 30, 1000); // toll 8 in minute 2
+        crowd(&mut a_in, 10, 0, 0, 6, 55, 30, 2000); // toll 50 in minute 2
+        let requests = [
+            request(2, 5, 1, 0),
+            request(2, 60, 1, 1), // before the report of its second in input order
+            request(2, 100, 1, 2),
+            request(2, 230, 1, 3),
+        ];
+        a_in.extend(requests.iter().take(2).copied());
+        a_in.push(rep(60, 1, 30, 0, 0, 0, 5, 0)); // toll 8
+        a_in.push(rep(90, 1, 30, 0, 1, 0, 6, 0)); // toll 50
+        a_in.push(rep(120, 1, 30, 0, 4, 0, 7, 0)); // exit
+        a_in.extend(requests.iter().skip(2).copied());
+        let mut b_in = Vec::new();
+        crowd(&mut b_in, 130, 1, 0, 5, 53, 30, 3000); // toll 18 in minute 4
+        b_in.extend(requests.iter().copied());
+        b_in.push(rep(200, 1, 30, 1, 0, 0, 5, 0)); // re-entry on expressway 1: toll 18
+
+        let a = partials(&run(&mut partition(), a_in));
+        let b = partials(&run(&mut partition(), b_in));
+        assert_eq!(a.len(), 4);
+        assert_eq!(b.len(), 4);
+        assert_eq!(
+            a[3],
+            BalancePartial {
+                time: 230,
+                qid: 3,
+                vid: 1,
+                latest: 90,
+                sum_before: 8,
+                total: 58
+            }
+        );
+        assert_eq!(
+            b[3],
+            BalancePartial {
+                time: 230,
+                qid: 3,
+                vid: 1,
+                latest: 200,
+                sum_before: 0,
+                total: 18
+            }
+        );
+        let answers: Vec<(i64, i64)> = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| match merge_balance(&[*x, *y]) {
+                Output::Balance {
+                    result_time,
+                    bal,
+                    emit: -1,
+                    ..
+                } => (result_time, bal),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(answers, vec![(5, 0), (60, 0), (90, 8), (200, 58)]);
+        assert_eq!(
+            merge_balance(&[b[1], a[1]]),
+            Output::Balance {
+                time: 60,
+                emit: -1,
+                result_time: 60,
+                qid: 1,
+                bal: 0
+            }
+        );
+    }
+
+    #[test]
+    fn daily_expenditure_and_missing_row() {
+        let tolls_h = TollHistory::from_rows([(7, 3, 0, 42), (7, 4, 1, 5)]);
+        let mut p = Partition::new(Arc::new(tolls_h), Arc::new(SegmentHistory::empty()));
+        let q = |day: i64, xway: i64, qid: i64| {
+            let mut t = request(3, 50, 7, qid);
+            t.day = day;
+            t.xway = xway;
+            t
+        };
+        let input = vec![q(3, 0, 1), q(4, 0, 2), q(0, 0, 3), q(4, 1, 4)];
+        let out = run(&mut p, input);
+        assert_eq!(
+            out,
+            vec![
+                Emitted::Out(Output::Daily {
+                    time: 50,
+                    emit: -1,
+                    qid: 1,
+                    bal: 42
+                }),
+                Emitted::Out(Output::Daily {
+                    time: 50,
+                    emit: -1,
+                    qid: 4,
+                    bal: 5
+                }),
+            ]
+        );
+    }
+
+    fn travel(xway: i64, s_init: i64, s_end: i64, dow: i64, tod: i64, qid: i64) -> Input {
+        let mut t = request(4, 70, 9, qid);
+        t.xway = xway;
+        t.s_init = s_init;
+        t.s_end = s_end;
+        t.dow = dow;
+        t.tod = tod;
+        t
+    }
+
+    #[test]
+    fn travel_time_walk_with_week_wrap() {
+        let h = SegmentHistory::from_rows([
+            (0, 0, 2, 7, 95, 7, 3), // 3600000 / 7 = 514285 ms
+            (0, 0, 3, 1, 0, 4, 7),  // speed < 5 -> 5 mph: 720000 ms
+            (0, 0, 4, 1, 1, 50, 2), // 72000 ms
+            (0, 1, 4, 1, 0, 60, 1), // 60000 ms
+        ]);
+        let mut p = Partition::new(Arc::new(TollHistory::default()), Arc::new(h));
+        let input = vec![
+            // Eastbound from the last minute of the week (M = 10079): segment 2 at
+            // DOW 7 bucket 95; E = 514285 -> M = 7 (DOW 1, bucket 0); E = 1234285 ->
+            // M = 19 (bucket 1); E = 1306285 ms -> 1306 s, toll 3 + 7 + 2.
+            travel(0, 2, 4, 7, 1440, 1),
+            // Westbound: segment 4 (60 mph), then segment 3 with no row (5 mph).
+            travel(0, 4, 3, 1, 1, 2),
+            // s_init = s_end is westbound.
+            travel(0, 4, 4, 1, 1, 3),
+            // Unknown expressway: every segment at 5 mph.
+            travel(5, 0, 1, 1, 1, 4),
+        ];
+        let out = run(&mut p, input);
+        let got: Vec<(i64, i64, i64)> = out
+            .iter()
+            .map(|e| match *e {
+                Emitted::Out(Output::Travel {
+                    qid,
+                    travel_time,
+                    toll,
+                    ..
+                }) => (qid, travel_time, toll),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![(1, 1306, 12), (2, 780, 1), (3, 60, 1), (4, 1440, 0)]
+        );
+
+        // Without a segment history, type 4 gets no answer.
+        let out = run(&mut partition(), vec![travel(0, 2, 4, 7, 1440, 1)]);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn state_is_evicted_at_exit() {
+        let mut input = Vec::new();
+        for v in 0..100 {
+            input.push(rep(v, v, 50, 0, 0, 0, 1, 0));
+            input.push(rep(v + 30, v, 50, 0, 4, 0, 2, 0));
+        }
+        let mut p = partition();
+        let out = run(&mut p, input);
+        assert_eq!(out.len(), 100);
+        let s = p.stats();
+        assert_eq!(s.vehicles_on_road, 0);
+        assert_eq!(s.vehicles_known, 100);
+        assert_eq!(s.xways, 1);
+        assert_eq!(s.segments, 200);
+    }
+
+    /// Runs generated input through one partition and through `q` partitions (routed
+    /// as Braid routes it) and returns the sorted outputs, type-2 answers merged.
+    fn run_generated(cfg: &crate::generate::GenConfig, q: i64) -> Vec<Output> {
+        let mut input = Vec::new();
+        let mut filter = crate::record::InputFilter::new();
+        crate::generate::generate(
+            cfg,
+            &mut |t| {
+                if filter.check(t).is_ok() {
+                    input.push(*t)
+                }
+            },
+            &mut |_| {},
+        );
+        let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
+        let mut rows = Vec::new();
+        crate::generate::toll_history(cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
+        let tolls = Arc::new(TollHistory::from_rows(rows));
+        let mut seg_rows = Vec::new();
+        crate::generate::segment_history(cfg, &mut |r| {
+            seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
+        });
+        let segs = Arc::new(SegmentHistory::from_rows(seg_rows));
+        let mut parts: Vec<Partition> = (0..q)
+            .map(|_| Partition::new(tolls.clone(), segs.clone()))
+            .collect();
+        let mut out = Vec::new();
+        for (i, t) in input.iter().enumerate() {
+            if t.typ == 2 {
+                for p in parts.iter_mut() {
+                    p.process(t, &mut out);
+                }
+            } else {
+                parts[t.xway.rem_euclid(q) as usize].process(t, &mut out);
+            }
+            if input.get(i + 1).map(|n| n.time) != Some(t.time) {
+                for p in parts.iter_mut() {
+                    p.end_of_second(t.time, &mut out);
+                }
+            }
+        }
+        for p in parts.iter_mut() {
+            p.finish(&mut out);
+        }
+        let mut partials: HashMap<i64, Vec<BalancePartial>> = HashMap::new();
+        let mut result = Vec::new();
+        for e in out {
+            match e {
+                Emitted::Out(o) => result.push(o),
+                Emitted::BalancePartial(b) => partials.entry(b.qid).or_default().push(b),
+            }
+        }
+        for ps in partials.values() {
+            assert_eq!(ps.len() as i64, q);
+            result.push(merge_balance(ps));
+        }
+        result.sort();
+        result
+    }
+
+    #[test]
+    fn partitioning_does_not_change_answers() {
+        let cfg = crate::generate::GenConfig {
+            xways: 2,
+            minutes: 7,
+            profile: crate::generate::Profile::Steady,
+            seed: 3,
+            peak_vehicles_per_xway: 40_000,
+        };
+        let one = run_generated(&cfg, 1);
+        let two = run_generated(&cfg, 2);
+        let count = |typ: usize| one.iter().filter(|o| o.typ() == typ).count();
+        let charged = one
+            .iter()
+            .filter(|o| matches!(o, Output::Toll { toll, .. } if *toll > 0))
+            .count();
+        println!(
+            "outputs by type: {:?}, charged tolls {charged}",
+            [count(0), count(1), count(2), count(3), count(4)]
+        );
+        assert!(count(0) > 1000 && count(2) > 10 && count(3) > 0 && count(4) > 10);
+        assert!(count(1) > 0 && charged > 0);
+        assert_eq!(one, two);
+    }
+
+    /// Benchmark on the generator's input: 1 expressway at the default peak (54,000
+    /// vehicles), 20 minutes, about 2.2 M tuples. Run with
+    /// `cargo test --release -p linear-road --lib expressway::tests::throughput_generated -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput_generated() {
+        let cfg = crate::generate::GenConfig {
+            xways: 1,
+            minutes: 20,
+            profile: crate::generate::Profile::Steady,
+            seed: 5,
+            peak_vehicles_per_xway: 54_000,
+        };
+        let mut input = Vec::new();
+        crate::generate::generate(&cfg, &mut |t| input.push(*t), &mut |_| {});
+        let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
+        let mut rows = Vec::new();
+        crate::generate::toll_history(&cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
+        let mut seg_rows = Vec::new();
+        crate::generate::segment_history(&cfg, &mut |r| {
+            seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
+        });
+        let mut p = Partition::new(
+            Arc::new(TollHistory::from_rows(rows)),
+            Arc::new(SegmentHistory::from_rows(seg_rows)),
+        );
+        let mut out = Vec::with_capacity(1 << 16);
+        let mut by_type = [0usize; 6];
+        let mut charged = 0usize;
+        let start = std::time::Instant::now();
+        for (i, t) in input.iter().enumerate() {
+            p.process(t, &mut out);
+            if input.get(i + 1).map(|n| n.time) != Some(t.time) {
+                p.end_of_second(t.time, &mut out);
+                for e in out.drain(..) {
+                    match e {
+                        Emitted::Out(Output::Toll { toll, .. }) if toll > 0 => charged += 1,
+                        Emitted::Out(o) => by_type[o.typ()] += 1,
+                        Emitted::BalancePartial(_) => by_type[5] += 1,
+                    }
+                }
+            }
+        }
+        p.finish(&mut out);
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{} tuples in {:.3} s: {:.2} M tuples/s; outputs by type (0 uncharged,1,3,4, partials) {:?}, {charged} charged tolls; {:?}",
+            input.len(),
+            secs,
+            input.len() as f64 / secs / 1e6,
+            [by_type[0], by_type[1], by_type[3], by_type[4], by_type[5]],
+            p.stats()
+        );
+    }
+
+    /// Micro-benchmark: ~2 M synthetic reports (plus 1 % requests) on two expressways.
+    /// Run with
+    /// `cargo test --release -p linear-road --lib expressway::tests::throughput -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn throughput() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        const XWAYS: i64 = 2;
+        const PER_XWAY: i64 = 20_000; // vehicles on the road per expressway
+        const SECONDS: i64 = 1_500;
+        struct Car {
+            vid: i64,
+            xway: i64,
+            dir: i64,
+            pos: i64,
+            spd: i64,
+            left: i64,
+        }
+        let mut next_vid = 0;
+        let mut new_car = |rng: &mut rand_chacha::ChaCha8Rng, xway: i64| {
+            next_vid += 1;
+            Car {
+                vid: next_vid,
+                xway,
+                dir: rng.gen_range(0..2),
+                pos: rng.gen_range(0..528_000),
+                spd: rng.gen_range(10..70),
+                left: rng.gen_range(5..60),
+            }
+        };
+        let mut cars: Vec<Car> = (0..XWAYS * PER_XWAY)
+            .map(|i| new_car(&mut rng, i % XWAYS))
+            .collect();
+        let mut input = Vec::with_capacity(2_100_000);
+        let mut qid = 0;
+        for t in 0..SECONDS {
+            for c in cars.iter_mut().skip((t % 30) as usize).step_by(30) {
+                let lane = if c.left == 0 { 4 } else { 1 + c.vid % 3 };
+                let step = c.spd * 30 * 5280 / 3600;
+                c.pos = if c.dir == 0 {
+                    c.pos + step
+                } else {
+                    c.pos - step
+                }
+                .clamp(0, 527_999);
+                input.push(Input::position(t, c.vid, c.spd, c.xway, lane, c.dir, c.pos));
+                if rng.gen_range(0..100) == 0 {
+                    qid += 1;
+                    let k = rng.gen_range(0..10);
+                    let mut r = request(
+                        if k < 5 {
+                            2
+                        } else if k < 6 {
+                            3
+                        } else {
+                            4
+                        },
+                        t,
+                        c.vid,
+                        qid,
+                    );
+                    r.xway = c.xway;
+                    r.day = rng.gen_range(1..70);
+                    r.s_init = rng.gen_range(0..100);
+                    r.s_end = rng.gen_range(0..100);
+                    r.dow = rng.gen_range(1..8);
+                    r.tod = rng.gen_range(1..1441);
+                    input.push(r);
+                }
+                if c.left == 0 {
+                    let x = c.xway;
+                    *c = new_car(&mut rng, x);
+                } else {
+                    c.left -= 1;
+                }
+            }
+        }
+        let tolls = TollHistory::from_rows(
+            (1..next_vid).flat_map(|v| (1..70).map(move |d| (v, d, v % XWAYS, d))),
+        );
+        let segs = SegmentHistory::from_rows((0..XWAYS).flat_map(|x| {
+            (0..2).flat_map(move |d| {
+                (0..100).flat_map(move |s| {
+                    (1..8).flat_map(move |w| {
+                        (0..96).map(move |b| (x, d, s, w, b, 20 + (s + b) % 60, b % 7))
+                    })
+                })
+            })
+        }));
+        let mut p = Partition::new(Arc::new(tolls), Arc::new(segs));
+        let mut out = Vec::with_capacity(1 << 16);
+        let (mut n_out, mut n_toll) = (0usize, 0usize);
+        let start = std::time::Instant::now();
+        for (i, t) in input.iter().enumerate() {
+            p.process(t, &mut out);
+            if input.get(i + 1).map(|n| n.time) != Some(t.time) {
+                p.end_of_second(t.time, &mut out);
+                n_out += out.len();
+                n_toll += out
+                    .iter()
+                    .filter(|e| matches!(e, Emitted::Out(Output::Toll { toll, .. }) if *toll > 0))
+                    .count();
+                out.clear();
+            }
+        }
+        p.finish(&mut out);
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{} tuples in {:.3} s: {:.2} M tuples/s; {} outputs ({} charged tolls); {:?}",
+            input.len(),
+            secs,
+            input.len() as f64 / secs / 1e6,
+            n_out,
+            n_toll,
+            p.stats()
+        );
+    }
+}

@@ -2,8 +2,8 @@
 //! independent validator and rating harness. Semantics: `shared/docs/linear-road.md`.
 #![warn(missing_docs)]
 
-pub mod record;
 pub mod expressway;
 pub mod generate;
 pub mod history;
+pub mod record;
 pub mod validate;

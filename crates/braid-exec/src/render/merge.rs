@@ -14,6 +14,9 @@ use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
 
+/// An epoch's accumulators: its capability, groups by partition group, least seq.
+type EpochGroups = (Capability<u64>, HashMap<u64, Groups>, u64);
+
 /// The worker where ordered output is assembled.
 pub(crate) const MERGE_WORKER: usize = 0;
 
@@ -184,8 +187,7 @@ where
     P: timely::dataflow::channels::pact::ParallelizationContract<u64, Vec<Window>>,
 {
     stream.unary_frontier::<WindowBuilder, _, _, _>(pact, name, move |_, _| {
-        let mut stash: BTreeMap<u64, (Capability<u64>, HashMap<u64, Groups>, u64)> =
-            BTreeMap::new();
+        let mut stash: BTreeMap<u64, EpochGroups> = BTreeMap::new();
         let mut row: Vec<Datum> = Vec::new();
         move |(input, frontier), output| {
             input.for_each(|cap, data| {

@@ -145,7 +145,7 @@ fn window_router<'s>(
                     match router_fanout {
                         Some(f) => {
                             w.node = h % f as u64;
-                            w.to = (w.node % peers as u64) as u64;
+                            w.to = w.node % peers as u64;
                         }
                         None => {
                             w.node = h % p;

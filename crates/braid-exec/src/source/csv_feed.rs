@@ -393,5 +393,8 @@ impl Parser {
             Counters::add(&self.counters.rows_in, window.len() as u64);
             let _ = self.tx.send(Msg::Window(epoch, window));
         }
+        if let Ok(mut l) = self.log.lock() {
+            l.flush();
+        }
     }
 }

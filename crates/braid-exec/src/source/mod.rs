@@ -276,10 +276,9 @@ impl RejectLog {
         }
     }
 
-    pub fn finish(mut self) -> Rejects {
+    pub fn flush(&mut self) {
         if let Some(f) = &mut self.file {
             let _ = f.flush();
         }
-        self.rejects
     }
 }
