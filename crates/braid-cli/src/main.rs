@@ -3,6 +3,7 @@
 mod bench;
 #[allow(dead_code)] // `Style::Points` is for the Linear Road response-time plots (issue 3)
 mod plot;
+mod tune;
 
 use anyhow::{bail, Context, Result};
 use braid_exec::runtime::{prepare, run, RunConfig};
@@ -71,6 +72,43 @@ enum Lrb {
         /// Output directory.
         #[arg(short = 'o', long)]
         out: PathBuf,
+    },
+    /// Run Linear Road: replay the input by its Time field (real time by default), write
+    /// the outputs with Emit stamped, report response times per type.
+    Run {
+        /// Input file (15-field lines).
+        #[arg(long)]
+        input: PathBuf,
+        /// Toll history (VID,Day,XWay,Toll).
+        #[arg(long)]
+        history: PathBuf,
+        /// Segment history (for type-4 answers).
+        #[arg(long)]
+        segment_history: Option<PathBuf>,
+        /// Where to write the outputs.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Replay speed factor (1 = real time).
+        #[arg(long, default_value_t = 1.0)]
+        speed: f64,
+        /// Replay as fast as possible (Emit is then the input clock).
+        #[arg(long)]
+        max_speed: bool,
+        /// Worker threads.
+        #[arg(long, default_value_t = 1)]
+        workers: usize,
+        /// Logical partitions (expressway x goes to x mod q).
+        #[arg(long, default_value_t = 64)]
+        parts: u32,
+        /// Split strategy: fsplit, maxtree, exptree, parasplit, autosplit.
+        #[arg(long, default_value = "autosplit")]
+        strategy: String,
+        /// Fan-in of the balance merge tree (default: per worker, then global).
+        #[arg(long)]
+        fanin: Option<u32>,
+        /// Print a progress line every second.
+        #[arg(long)]
+        progress: bool,
     },
     /// Recompute the expected answers independently and compare with an output file.
     Validate {
@@ -185,6 +223,17 @@ struct QueryArgs {
     /// Print a progress line every second.
     #[arg(long)]
     progress: bool,
+    /// Desired input rate in rows/s (Paper V's Phi_D): the single-splitter rate is
+    /// measured (or taken from --splitter-rate) and parasplit/autosplit choose p by eq. 6.
+    #[arg(long)]
+    desired_rate: Option<f64>,
+    /// Rows/s of one splitter (fsplit, q = 1, 1 worker), instead of measuring it;
+    /// required with --desired-rate for stdin/TCP input and for several processes.
+    #[arg(long)]
+    splitter_rate: Option<f64>,
+    /// Tuples of the single-splitter measurement (generator input).
+    #[arg(long, default_value_t = 500_000)]
+    splitter_sample: u64,
 }
 
 fn parse_schema(text: &str) -> Result<Schema> {
@@ -300,6 +349,35 @@ fn build(q: &QueryArgs) -> Result<Plan> {
     Ok(plan)
 }
 
+/// With --desired-rate: puts the desired and the single-splitter rate (measured, or
+/// --splitter-rate) into the split's hints, so that eq. 6 picks p.
+fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Result<()> {
+    let Some(desired) = q.desired_rate else {
+        return Ok(());
+    };
+    let one = match q.splitter_rate {
+        Some(r) => r,
+        None => {
+            if q.processes > 1 {
+                bail!("with --processes > 1 give --splitter-rate too, so that every process picks the same p");
+            }
+            let r = tune::single_splitter_rate(plan, registry, q.splitter_sample, 3)?;
+            eprintln!(
+                "braid: single-splitter rate {r:.0} rows/s (fsplit, q = 1, 1 worker, median of 3 runs on up to {} rows)",
+                q.splitter_sample
+            );
+            r
+        }
+    };
+    tune::set_rates(plan, desired, one)?;
+    let shape = tune::resolved_shape(plan, registry, q.workers * q.processes)?;
+    eprintln!(
+        "braid: desired {desired:.0} rows/s, one splitter {one:.0} rows/s -> split shape {}",
+        tune::describe(&shape)
+    );
+    Ok(())
+}
+
 fn run_config(q: &QueryArgs) -> Result<RunConfig> {
     let hosts = match &q.hosts {
         Some(p) => std::fs::read_to_string(p)
@@ -325,6 +403,67 @@ fn run_config(q: &QueryArgs) -> Result<RunConfig> {
     })
 }
 
+fn print_lr_run(run: &linear_road::app::LrRun, opts: &linear_road::app::LrOptions) {
+    let secs = run.report.elapsed.as_secs_f64();
+    println!(
+        "histories loaded in {:.2} s ({} toll rows, {} bad lines)",
+        run.load_seconds, run.history_rows.0, run.history_rows.1
+    );
+    println!(
+        "{} input rows in {:.2} s ({:.0} rows/s), {} outputs",
+        run.report.rows_in,
+        secs,
+        run.report.rows_in as f64 / secs.max(1e-9),
+        run.report.rows_out
+    );
+    let names = [
+        "toll notification",
+        "accident notif.",
+        "account balance",
+        "daily expenditure",
+        "travel time",
+    ];
+    let deadlines = [5, 5, 5, 10, 30];
+    let clock = if opts.speed.is_some() {
+        "driver time"
+    } else {
+        "input clock"
+    };
+    println!("type                   count   p50 ms   p95 ms   p99 ms   max ms   late (deadline)  [{clock}]");
+    for t in 0..5 {
+        let h = &run.stats.millis[t];
+        let q = |p: f64| {
+            if h.is_empty() {
+                0
+            } else {
+                h.value_at_quantile(p)
+            }
+        };
+        println!(
+            "{t} {:<18} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} ({} s)",
+            names[t],
+            run.stats.counts[t],
+            q(0.5),
+            q(0.95),
+            q(0.99),
+            if h.is_empty() { 0 } else { h.max() },
+            run.stats.late[t],
+            deadlines[t]
+        );
+    }
+    for r in &run.report.rejects {
+        if r.count > 0 {
+            print!("{r}");
+        }
+    }
+    let late: u64 = run.stats.late.iter().sum();
+    if opts.speed.is_some() {
+        println!("deadlines: {}", if late == 0 { "PASS" } else { "FAIL" });
+    } else {
+        println!("deadlines: not applicable (as fast as possible; Emit is the input clock)");
+    }
+}
+
 fn main() {
     if let Err(e) = real_main() {
         eprintln!("braid: {e:#}");
@@ -337,7 +476,8 @@ fn real_main() -> Result<()> {
     let registry = Registry::with_builtins();
     match cli.command {
         Command::Run(q) => {
-            let plan = build(&q)?;
+            let mut plan = build(&q)?;
+            apply_rates(&mut plan, &q, &registry)?;
             let cfg = run_config(&q)?;
             let report = run(&plan, &registry, &cfg)?;
             let secs = report.elapsed.as_secs_f64();
@@ -357,7 +497,9 @@ fn real_main() -> Result<()> {
             }
         }
         Command::Explain { query, dot } => {
-            let plan = prepare(&build(&query)?, &registry, query.workers * query.processes)?;
+            let mut plan = build(&query)?;
+            apply_rates(&mut plan, &query, &registry)?;
+            let plan = prepare(&plan, &registry, query.workers * query.processes)?;
             let workers = query.workers * query.processes;
             if dot {
                 print!("{}", explain::dot(&plan, &registry, workers));
@@ -398,6 +540,44 @@ fn real_main() -> Result<()> {
                     secs,
                     stats.tuples as f64 / secs.max(1e-9)
                 );
+            }
+            Lrb::Run {
+                input,
+                history,
+                segment_history,
+                output,
+                speed,
+                max_speed,
+                workers,
+                parts,
+                strategy,
+                fanin,
+                progress,
+            } => {
+                let opts = linear_road::app::LrOptions {
+                    q: parts,
+                    strategy: strategy.parse()?,
+                    fanin,
+                    speed: (!max_speed).then_some(speed),
+                    ..Default::default()
+                };
+                let cfg = RunConfig {
+                    workers,
+                    progress,
+                    ..RunConfig::default()
+                };
+                let run = linear_road::app::run_files(
+                    &input,
+                    &history,
+                    segment_history.as_deref(),
+                    output.as_deref(),
+                    &opts,
+                    &cfg,
+                )?;
+                print_lr_run(&run, &opts);
+                if run.stats.late.iter().sum::<u64>() > 0 && !max_speed {
+                    std::process::exit(2);
+                }
             }
             Lrb::Validate {
                 input,

@@ -257,6 +257,13 @@ fn feed(
         match feed.next() {
             Ok(Next::Window(epoch, batch)) => {
                 if epoch > *input.time() {
+                    // Close the earlier epochs first (lower latency), then wait for this
+                    // epoch's release time when pacing.
+                    input.advance_to(epoch);
+                    shared
+                        .counters
+                        .epoch_in
+                        .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
                     if let Pace::EventTime {
                         units_per_second,
                         speed,
@@ -265,16 +272,12 @@ fn feed(
                         let at = Duration::from_secs_f64(
                             (epoch * source.epoch) as f64 / units_per_second / speed.max(1e-9),
                         );
+                        input.flush();
                         while start.elapsed() < at {
                             let left = at.saturating_sub(start.elapsed());
                             worker.step_or_park(Some(left.min(Duration::from_millis(1))));
                         }
                     }
-                    input.advance_to(epoch);
-                    shared
-                        .counters
-                        .epoch_in
-                        .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
                 }
                 if !counts_rows_itself {
                     Counters::add(&shared.counters.rows_in, batch.len() as u64);

@@ -7,6 +7,8 @@
 //! partition that sees its rows out of order fails every merge kind; `keyed_*` checks
 //! partial-result combination, per worker and through merge trees.
 
+mod bad_input;
+
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{BinOp, Expr};
@@ -209,10 +211,20 @@ proptest! {
         rows in proptest::collection::vec((any::<u8>(), 0i64..40, -100i64..100, 0u8..4), 0..200),
         q in prop_oneof![Just(2u32), Just(5), Just(16)],
         fanin in prop_oneof![Just(None), Just(Some(2u32)), Just(Some(3))],
+        filtered in any::<bool>(),
     ) {
         let input = stream(&rows);
         // count emits (partition, epoch, n) per epoch: sum n by epoch across partitions.
-        let merge = MergeKind::Keyed { key: vec![1], combine: Combine::Aggregates(vec![Agg::Sum(2), Agg::Count, Agg::Max(0)]), fanin };
+        // With a filter, only per-epoch rows are combined (sum and count keep the input's
+        // three int64 columns); the end-of-input rows (epoch -1) pass through as a union.
+        let (aggs, filter) = if filtered {
+            let counts = Schema::ints(&["partition", "epoch", "count"]);
+            let f = Expr::col(&counts, "epoch").expect("epoch").bin(BinOp::GtEq, Expr::int(0));
+            (vec![Agg::Sum(2), Agg::Count], Some(f))
+        } else {
+            (vec![Agg::Sum(2), Agg::Count, Agg::Max(0)], None)
+        };
+        let merge = MergeKind::Keyed { key: vec![1], combine: Combine::Aggregates(aggs), fanin, filter };
         for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
             let p = plan(input.clone(), q, RouteKind::ByKey, Some(3), strategy, "count", merge.clone(), 8);
             let expected: Vec<Vec<Scalar>> = {
@@ -278,6 +290,7 @@ fn keyed_merge_small_two_workers() {
         key: vec![1],
         combine: Combine::Aggregates(vec![Agg::Sum(2), Agg::Count]),
         fanin: None,
+        filter: None,
     };
     let p = plan(
         input.clone(),

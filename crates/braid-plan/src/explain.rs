@@ -57,8 +57,12 @@ fn node_text(
                     key,
                     combine,
                     fanin,
+                    filter,
                 } => format!(
-                    "keyed on columns {key:?}, {}, {}",
+                    "keyed on columns {key:?}{}, {}, {}",
+                    filter
+                        .as_ref()
+                        .map_or(String::new(), |f| format!(" where {f} (other rows: union)")),
                     match combine {
                         Combine::Aggregates(a) => format!("aggregates {a:?}"),
                         Combine::Native(n) => format!("combiner `{n}`"),

@@ -105,10 +105,26 @@ pub trait Combiner: Send + Sync {
     fn finish(&self, acc: &[Datum], out: &mut Vec<Datum>);
 }
 
+/// An output written by Rust code, called on worker 0 with the time since the run
+/// started and the input clock (the largest epoch handed to the dataflow so far), for
+/// emit stamps.
+pub trait SinkFn: Send + Sync {
+    /// Writes a batch of final rows.
+    fn write(
+        &self,
+        rows: &Batch,
+        since_start: std::time::Duration,
+        input_epoch: u64,
+    ) -> std::io::Result<()>;
+    /// Flushes buffered output.
+    fn flush(&self) -> std::io::Result<()>;
+}
+
 /// Named user code.
 #[derive(Clone, Default)]
 pub struct Registry {
     functions: BTreeMap<String, Arc<dyn StreamFunctionFactory>>,
+    sinks: BTreeMap<String, Arc<dyn SinkFn>>,
     routes: BTreeMap<String, RouteFn>,
     combiners: BTreeMap<String, Arc<dyn Combiner>>,
 }
@@ -145,6 +161,19 @@ impl Registry {
     pub fn add_combiner(&mut self, name: &str, c: Arc<dyn Combiner>) -> &mut Self {
         self.combiners.insert(name.to_ascii_lowercase(), c);
         self
+    }
+
+    /// Registers a sink.
+    pub fn add_sink(&mut self, name: &str, s: Arc<dyn SinkFn>) -> &mut Self {
+        self.sinks.insert(name.to_ascii_lowercase(), s);
+        self
+    }
+
+    /// A sink by name.
+    pub fn sink(&self, name: &str) -> Result<&Arc<dyn SinkFn>> {
+        self.sinks
+            .get(&name.to_ascii_lowercase())
+            .ok_or_else(|| unknown("sink", name, self.sinks.keys().cloned()))
     }
 
     /// A stream function by name; the error lists what exists.

@@ -291,6 +291,9 @@ pub enum MergeKind {
         /// Fan-in of a hierarchical merge tree (None: partial results are pre-combined
         /// per worker, then once globally).
         fanin: Option<u32>,
+        /// Only rows where this holds are combined; the others pass through as in a
+        /// union (then the combination must keep the input schema).
+        filter: Option<Expr>,
     },
 }
 
@@ -314,6 +317,8 @@ pub enum SinkSpec {
     Tcp(String),
     /// Counted and dropped (benchmarks).
     Discard,
+    /// A registered [`crate::function::SinkFn`] (called on worker 0).
+    Native(String),
     /// Kept in memory and returned by the run (tests, embedding).
     Collect,
 }
@@ -492,6 +497,7 @@ impl Plan {
                         key,
                         combine,
                         fanin,
+                        filter,
                     } => {
                         if fanin.is_some_and(|k| k < 2) {
                             return Err(Error::Plan("merge fan-in must be at least 2".into()));
@@ -503,21 +509,39 @@ impl Plan {
                                 )));
                             }
                         }
-                        match combine {
-                            Combine::Native(name) => registry.combiner(name)?.output_schema(&input),
+                        let out = match combine {
+                            Combine::Native(name) => {
+                                registry.combiner(name)?.output_schema(&input)?
+                            }
                             Combine::Aggregates(aggs) => {
                                 let mut fields: Vec<Field> =
                                     key.iter().map(|&k| input.fields[k].clone()).collect();
                                 for a in aggs {
                                     fields.push(agg_field(a, &input)?);
                                 }
-                                Ok(Schema::new(fields))
+                                Schema::new(fields)
+                            }
+                        };
+                        if let Some(f) = filter {
+                            expect_bool(f, &input, "keyed merge filter")?;
+                            let types =
+                                |s: &Schema| s.fields.iter().map(|f| f.ty).collect::<Vec<_>>();
+                            if types(&out) != types(&input) {
+                                return Err(Error::Plan(format!(
+                                    "a filtered keyed merge passes other rows through unchanged, so its combined rows {out} must have the input's column types {input}"
+                                )));
                             }
                         }
+                        Ok(out)
                     }
                 }
             }
-            Plan::Sink(s) => s.input.schema(registry),
+            Plan::Sink(s) => {
+                if let SinkSpec::Native(name) = &s.spec {
+                    registry.sink(name)?;
+                }
+                s.input.schema(registry)
+            }
         }
     }
 }

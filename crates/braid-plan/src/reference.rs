@@ -215,22 +215,33 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                     rows.sort_by_key(|r| (r.epoch, r.key));
                     Ok(rows)
                 }
-                MergeKind::Keyed { key, combine, .. } => {
+                MergeKind::Keyed {
+                    key,
+                    combine,
+                    filter,
+                    ..
+                } => {
                     let schema = merge.input.schema(registry)?;
                     let km = KeyedMerge::new(key, combine, &schema, registry)?;
                     let mut by_epoch: BTreeMap<u64, (RowKey, Groups)> = BTreeMap::new();
                     let mut tmp = Batch::new(schema.arity());
+                    let mut out = Vec::new();
                     for r in &rows {
                         tmp.clear();
                         let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
                         tmp.push(r.key, &vals);
+                        if let Some(f) = filter {
+                            if !f.eval(&tmp.row(0)).is_true() {
+                                out.push(r.clone());
+                                continue;
+                            }
+                        }
                         let acc = km.lift(&tmp.row(0));
                         let e = by_epoch
                             .entry(r.epoch)
                             .or_insert_with(|| (r.key, Groups::default()));
                         e.1.add(&km, acc);
                     }
-                    let mut out = Vec::new();
                     let mut row: Vec<Datum> = Vec::new();
                     for (epoch, (key, mut groups)) in by_epoch {
                         for acc in groups.drain() {

@@ -2,6 +2,7 @@
 //! independent validator and rating harness. Semantics: `shared/docs/linear-road.md`.
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod expressway;
 pub mod generate;
 pub mod history;

@@ -5,6 +5,7 @@ use super::{to_worker, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use braid_plan::batch::{Batch, Datum, RowKey};
 use braid_plan::combine::{Groups, KeyedMerge};
+use braid_plan::expr::Expr;
 use braid_plan::function::Registry;
 use braid_plan::plan::{Merge, MergeKind};
 use braid_plan::types::Schema;
@@ -13,6 +14,7 @@ use std::rc::Rc;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::Concat;
 
 /// An epoch's accumulators: its capability, groups by partition group, least seq.
 type EpochGroups = (Capability<u64>, HashMap<u64, Groups>, u64);
@@ -34,6 +36,7 @@ pub(crate) fn render<'s>(
             key,
             combine,
             fanin,
+            filter,
         } => {
             let km = Rc::new(KeyedMerge::new(key, combine, in_schema, registry)?);
             let q = match merge.input.as_ref() {
@@ -43,7 +46,41 @@ pub(crate) fn render<'s>(
                 },
                 _ => 1,
             };
-            keyed(input, km, *fanin, q, place)
+            match filter {
+                None => keyed(input, km, *fanin, q, place),
+                Some(f) => {
+                    let combined = select(input.clone(), f.clone(), true, "Merge(keyed rows)");
+                    let others = select(input, f.clone(), false, "Merge(union rows)");
+                    keyed(combined, km, *fanin, q, place).concat(others)
+                }
+            }
+        }
+    })
+}
+
+/// Keeps the rows of each window where `filter` is (`keep`) or is not true.
+fn select<'s>(input: Windows<'s>, filter: Expr, keep: bool, name: &str) -> Windows<'s> {
+    input.unary::<WindowBuilder, _, _, _>(Pipeline, name, move |_, _| {
+        move |input, output| {
+            input.for_each(|cap, data| {
+                let mut session = output.session(&cap);
+                for w in data.drain(..) {
+                    let b = &w.batch;
+                    let mut out = Batch::new(b.arity());
+                    for i in 0..b.len() {
+                        if filter.eval(&b.row(i)).is_true() == keep {
+                            out.push_row_of(b, i, b.key(i));
+                        }
+                    }
+                    if !out.is_empty() {
+                        session.give(Window {
+                            to: w.to,
+                            node: w.node,
+                            batch: out,
+                        });
+                    }
+                }
+            });
         }
     })
 }

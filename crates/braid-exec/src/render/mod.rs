@@ -101,7 +101,7 @@ fn node<'s>(
         }
         Plan::Sink(s) => {
             let upstream = node(scope, &s.input, registry, input, place, shared)?;
-            sink::render(upstream, s, place, shared.clone())?
+            sink::render(upstream, s, registry, place, shared.clone())?
         }
     })
 }

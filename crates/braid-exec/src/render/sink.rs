@@ -40,6 +40,7 @@ pub fn write_csv_row(
 pub(crate) fn render<'s>(
     input: Windows<'s>,
     sink: &Sink,
+    registry: &braid_plan::function::Registry,
     place: Place,
     shared: Arc<Shared>,
 ) -> Result<Windows<'s>> {
@@ -72,9 +73,13 @@ pub(crate) fn render<'s>(
                 std::net::TcpStream::connect(addr)
                     .map_err(|e| Error::io(format!("connecting to sink {addr}"), e))?,
             ))),
-            SinkSpec::Collect | SinkSpec::Discard => None,
+            SinkSpec::Collect | SinkSpec::Discard | SinkSpec::Native(_) => None,
         };
     }
+    let native = match &sink.spec {
+        SinkSpec::Native(name) if place.index == 0 => Some(registry.sink(name)?.clone()),
+        _ => None,
+    };
     let collect = sink.spec == SinkSpec::Collect;
     let name = format!("Sink({:?})", sink.spec);
     Ok(
@@ -87,7 +92,16 @@ pub(crate) fn render<'s>(
                     for w in data.drain(..) {
                         let b: &Batch = &w.batch;
                         Counters::add(&shared.counters.rows_out, b.len() as u64);
-                        if collect {
+                        if let Some(n) = native.as_ref() {
+                            if let Err(e) = n.write(
+                                b,
+                                shared.start.elapsed(),
+                                shared.counters.epoch_in.load(Ordering::Relaxed),
+                            ) {
+                                shared.error(format!("writing output: {e}"));
+                            }
+                            wrote = true;
+                        } else if collect {
                             if let Ok(mut c) = shared.collected.lock() {
                                 c.extend(b.rows().map(|r| OutRow {
                                     epoch,

@@ -1,0 +1,566 @@
+//! Linear Road as a Braid plan: the stream function adapter, the balance combiner, the
+//! output sink, and the plan itself.
+//!
+//! ```text
+//! Source(LRB CSV, event time = Time, epoch 1 s)
+//!   -> Split(q, route xway when type <> 2, broadcast type = 2)
+//!   -> Map(linear_road: one expressway::Partition per partition)
+//!   -> Merge(keyed on (type, time, vid, qid) where type = 2, combiner lr_balance;
+//!            other rows: union)
+//!   -> Sink(lr_output: LRB output lines, Emit stamped)
+//! ```
+//! Rows between Map and Sink have seven int64 columns `(type, time, vid, qid, a, b, c)`:
+//! type 0 `(lav, toll, -)`, 1 `(seg, -, -)`, 2 partial `(latest, sum_before, total)`,
+//! 3 `(bal, -, -)`, 4 `(travel_time, toll, -)`.
+
+use crate::expressway::{BalancePartial, Emitted, Partition};
+use crate::history::{SegmentHistory, TollHistory};
+use crate::record::{Input, Output};
+use braid_plan::batch::{Batch, Datum, Row};
+use braid_plan::error::Result;
+use braid_plan::expr::{BinOp, Expr};
+use braid_plan::function::{
+    Combiner, Emitter, Registry, SinkFn, StreamFunction, StreamFunctionFactory,
+};
+use braid_plan::plan::{Combine, MergeKind, Pace, Plan, Route, SinkSpec, SourceSpec, Strategy};
+use braid_plan::types::Schema;
+use hdrhistogram::Histogram;
+use std::io::{BufWriter, Write};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Name of the stream function.
+pub const FUNCTION: &str = "linear_road";
+/// Name of the balance combiner.
+pub const COMBINER: &str = "lr_balance";
+/// Name of the output sink.
+pub const SINK: &str = "lr_output";
+
+/// The 15 input columns, `time` being the event time.
+pub fn input_schema() -> Schema {
+    Schema::ints(&[
+        "type", "time", "vid", "spd", "xway", "lane", "dir", "seg", "pos", "qid", "sinit", "send",
+        "dow", "tod", "day",
+    ])
+    .with_event_time("time")
+    .expect("the LR schema has an int64 time column")
+}
+
+/// The seven columns between Map and Sink.
+pub fn output_schema() -> Schema {
+    Schema::ints(&["type", "time", "vid", "qid", "a", "b", "c"])
+}
+
+/// Makes one [`Partition`] per logical partition, sharing the histories.
+pub struct LinearRoad {
+    tolls: Arc<TollHistory>,
+    segments: Arc<SegmentHistory>,
+}
+
+impl StreamFunctionFactory for LinearRoad {
+    fn output_schema(&self, input: &Schema) -> Result<Schema> {
+        if input.arity() != 15 {
+            return Err(braid_plan::error::Error::Plan(format!(
+                "linear_road reads the 15 LRB input columns, found {input}"
+            )));
+        }
+        Ok(output_schema())
+    }
+
+    fn create(&self, _partition: u32, _partitions: u32) -> Box<dyn StreamFunction> {
+        Box::new(Adapter {
+            part: Partition::new(self.tolls.clone(), self.segments.clone()),
+            buf: Vec::new(),
+        })
+    }
+}
+
+struct Adapter {
+    part: Partition,
+    buf: Vec<Emitted>,
+}
+
+fn emit_all(buf: &mut Vec<Emitted>, out: &mut Emitter<'_>) {
+    for e in buf.drain(..) {
+        let row = match e {
+            Emitted::Out(Output::Toll {
+                vid,
+                time,
+                lav,
+                toll,
+                ..
+            }) => [0, time, vid, -1, lav, toll, -1],
+            Emitted::Out(Output::Accident { time, vid, seg, .. }) => {
+                [1, time, vid, -1, seg, -1, -1]
+            }
+            Emitted::Out(Output::Balance {
+                time,
+                qid,
+                result_time,
+                bal,
+                ..
+            }) => [2, time, -1, qid, result_time, bal, bal],
+            Emitted::BalancePartial(BalancePartial {
+                time,
+                qid,
+                vid,
+                latest,
+                sum_before,
+                total,
+            }) => [2, time, vid, qid, latest, sum_before, total],
+            Emitted::Out(Output::Daily { time, qid, bal, .. }) => [3, time, -1, qid, bal, -1, -1],
+            Emitted::Out(Output::Travel {
+                time,
+                qid,
+                travel_time,
+                toll,
+                ..
+            }) => [4, time, -1, qid, travel_time, toll, -1],
+        };
+        out.emit_ints(&row);
+    }
+}
+
+impl StreamFunction for Adapter {
+    fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
+        let mut f = [0i64; 15];
+        for (c, x) in f.iter_mut().enumerate() {
+            *x = row.int(c).unwrap_or(-1);
+        }
+        self.part.process(&Input::from_fields(f), &mut self.buf);
+        emit_all(&mut self.buf, out);
+    }
+
+    fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        self.part.end_of_second(epoch as i64, &mut self.buf);
+        emit_all(&mut self.buf, out);
+    }
+
+    fn finish(&mut self, out: &mut Emitter<'_>) {
+        self.part.finish(&mut self.buf);
+        emit_all(&mut self.buf, out);
+    }
+}
+
+/// Combines balance partials `(2, time, vid, qid, latest, sum_before, total)`
+/// associatively: the accumulator's `sum_before` is the balance if its `latest` is the
+/// answer's ResultTime (doc 6.5: the owner's sum before r plus the other partitions'
+/// totals; several owners with equal latest times all count their sums before r).
+pub struct BalanceCombiner;
+
+fn int(d: Datum) -> i64 {
+    match d {
+        Datum::Int(i) => i,
+        _ => -1,
+    }
+}
+
+impl Combiner for BalanceCombiner {
+    fn output_schema(&self, _: &Schema) -> Result<Schema> {
+        Ok(output_schema())
+    }
+
+    fn combine(&self, acc: &mut [Datum], row: &[Datum]) {
+        let (la, sa, ta) = (int(acc[4]), int(acc[5]), int(acc[6]));
+        let (lb, sb, tb) = (int(row[4]), int(row[5]), int(row[6]));
+        let (latest, sum) = match la.cmp(&lb) {
+            std::cmp::Ordering::Greater => (la, sa + tb),
+            std::cmp::Ordering::Less => (lb, sb + ta),
+            std::cmp::Ordering::Equal => (la, sa + sb),
+        };
+        acc[4] = Datum::Int(latest);
+        acc[5] = Datum::Int(sum);
+        acc[6] = Datum::Int(ta + tb);
+    }
+
+    fn finish(&self, acc: &[Datum], out: &mut Vec<Datum>) {
+        let (time, latest) = (int(acc[1]), int(acc[4]));
+        let (result_time, bal) = if latest < 0 {
+            (time, 0)
+        } else {
+            (latest, int(acc[5]))
+        };
+        out.extend_from_slice(&[
+            Datum::Int(2),
+            acc[1],
+            acc[2],
+            acc[3],
+            Datum::Int(result_time),
+            Datum::Int(bal),
+            Datum::Int(int(acc[6])),
+        ]);
+    }
+}
+
+/// Per-type output counts and response times.
+#[derive(Debug)]
+pub struct ResponseStats {
+    /// Outputs per type.
+    pub counts: [u64; 5],
+    /// Response time Emit - Time in milliseconds of driver time, per type.
+    pub millis: Vec<Histogram<u64>>,
+    /// Outputs later than their deadline (Emit - Time in simulation seconds), per type.
+    pub late: [u64; 5],
+}
+
+impl Default for ResponseStats {
+    fn default() -> ResponseStats {
+        ResponseStats {
+            counts: [0; 5],
+            millis: (0..5)
+                .map(|_| {
+                    Histogram::new_with_bounds(1, 3_600_000, 3).expect("valid histogram bounds")
+                })
+                .collect(),
+            late: [0; 5],
+        }
+    }
+}
+
+/// Writes LRB output lines with Emit stamped on the driver's clock.
+///
+/// Paced runs: Emit = seconds since the start times the speed factor (the driver's
+/// simulation clock). Runs as fast as possible: Emit = the input clock (the latest
+/// second handed to the system), so Emit - Time is the lag behind the input.
+pub struct OutputSink {
+    out: Mutex<Option<BufWriter<std::fs::File>>>,
+    speed: Option<f64>,
+    /// Counts and response times.
+    pub stats: Mutex<ResponseStats>,
+}
+
+impl OutputSink {
+    /// A sink writing to `path` (None: count only).
+    pub fn create(
+        path: Option<&std::path::Path>,
+        speed: Option<f64>,
+    ) -> std::io::Result<OutputSink> {
+        let out = match path {
+            Some(p) => Some(BufWriter::with_capacity(1 << 20, std::fs::File::create(p)?)),
+            None => None,
+        };
+        Ok(OutputSink {
+            out: Mutex::new(out),
+            speed,
+            stats: Mutex::new(ResponseStats::default()),
+        })
+    }
+}
+
+/// The LRB output of one row of [`output_schema`].
+pub fn to_output(r: &[i64; 7], emit: i64) -> Option<Output> {
+    let [typ, time, vid, qid, a, b, _] = *r;
+    Some(match typ {
+        0 => Output::Toll {
+            vid,
+            time,
+            emit,
+            lav: a,
+            toll: b,
+        },
+        1 => Output::Accident {
+            time,
+            emit,
+            vid,
+            seg: a,
+        },
+        2 => Output::Balance {
+            time,
+            emit,
+            result_time: a,
+            qid,
+            bal: b,
+        },
+        3 => Output::Daily {
+            time,
+            emit,
+            qid,
+            bal: a,
+        },
+        4 => Output::Travel {
+            time,
+            emit,
+            qid,
+            travel_time: a,
+            toll: b,
+        },
+        _ => return None,
+    })
+}
+
+impl SinkFn for OutputSink {
+    fn write(&self, rows: &Batch, since_start: Duration, input_epoch: u64) -> std::io::Result<()> {
+        let (emit, now_ms) = match self.speed {
+            Some(s) => (
+                (since_start.as_secs_f64() * s) as i64,
+                since_start.as_secs_f64() * s * 1000.0,
+            ),
+            None => (input_epoch as i64, input_epoch as f64 * 1000.0 + 999.0),
+        };
+        let mut out = self
+            .out
+            .lock()
+            .map_err(|_| std::io::Error::other("output lock poisoned"))?;
+        let mut stats = self
+            .stats
+            .lock()
+            .map_err(|_| std::io::Error::other("stats lock poisoned"))?;
+        for row in rows.rows() {
+            let mut r = [0i64; 7];
+            for (c, x) in r.iter_mut().enumerate() {
+                *x = row.int(c).unwrap_or(-1);
+            }
+            let Some(o) = to_output(&r, emit) else {
+                continue;
+            };
+            let t = o.typ();
+            stats.counts[t] += 1;
+            let ms = (now_ms - o.time() as f64 * 1000.0).max(1.0) as u64;
+            let _ = stats.millis[t].record(ms.min(3_600_000));
+            if emit - o.time() > o.deadline() {
+                stats.late[t] += 1;
+            }
+            if let Some(w) = out.as_mut() {
+                writeln!(w, "{o}")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&self) -> std::io::Result<()> {
+        match self.out.lock() {
+            Ok(mut o) => o.as_mut().map_or(Ok(()), |w| w.flush()),
+            Err(_) => Err(std::io::Error::other("output lock poisoned")),
+        }
+    }
+}
+
+/// How to run Linear Road.
+#[derive(Clone, Debug)]
+pub struct LrOptions {
+    /// Logical partitions (expressway x goes to x mod q).
+    pub q: u32,
+    /// Split strategy.
+    pub strategy: Strategy,
+    /// Fan-in of the balance merge tree (None: per worker, then global).
+    pub fanin: Option<u32>,
+    /// Replay speed (None: as fast as possible).
+    pub speed: Option<f64>,
+    /// Rows per physical window.
+    pub window: usize,
+}
+
+impl Default for LrOptions {
+    fn default() -> LrOptions {
+        LrOptions {
+            q: 64,
+            strategy: Strategy::Autosplit,
+            fanin: None,
+            speed: Some(1.0),
+            window: 1024,
+        }
+    }
+}
+
+/// The Linear Road plan over `input`.
+pub fn plan(input: SourceSpec, opts: &LrOptions) -> Plan {
+    let schema = input_schema();
+    let col = |n: &str| Expr::col(&schema, n).expect("LR column exists");
+    let route = Route::Expr {
+        expr: col("xway"),
+        when: Some(col("type").bin(BinOp::NotEq, Expr::int(2))),
+    };
+    let broadcast = Some(col("type").eq(Expr::int(2)));
+    let out = output_schema();
+    let is_balance = Expr::col(&out, "type")
+        .expect("type column")
+        .eq(Expr::int(2));
+    let mut p = Plan::source("lrb", input, schema);
+    if let Plan::Source(s) = &mut p {
+        s.epoch = 1;
+        s.window = opts.window;
+        if let Some(speed) = opts.speed {
+            s.pace = Pace::EventTime {
+                units_per_second: 1.0,
+                speed,
+            };
+        }
+    }
+    let mut p = p.split(opts.q, route, broadcast, opts.strategy);
+    if let Plan::Split(s) = &mut p {
+        s.hints.broadcast_fraction = 0.005;
+    }
+    p.map(FUNCTION)
+        .merge(MergeKind::Keyed {
+            key: vec![0, 1, 2, 3],
+            combine: Combine::Native(COMBINER.into()),
+            fanin: opts.fanin,
+            filter: Some(is_balance),
+        })
+        .sink(SinkSpec::Native(SINK.into()))
+}
+
+/// Registers the stream function, combiner and sink.
+pub fn register(
+    registry: &mut Registry,
+    tolls: Arc<TollHistory>,
+    segments: Arc<SegmentHistory>,
+    sink: Arc<OutputSink>,
+) {
+    registry.add_function(FUNCTION, Arc::new(LinearRoad { tolls, segments }));
+    registry.add_combiner(COMBINER, Arc::new(BalanceCombiner));
+    registry.add_sink(SINK, sink);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expressway::merge_balance;
+
+    fn datums(p: &BalancePartial) -> Vec<Datum> {
+        [2, p.time, p.vid, p.qid, p.latest, p.sum_before, p.total]
+            .iter()
+            .map(|&i| Datum::Int(i))
+            .collect()
+    }
+
+    #[test]
+    fn balance_combiner_agrees_with_merge_balance_in_any_order() {
+        let parts = [
+            BalancePartial {
+                time: 100,
+                qid: 7,
+                vid: 3,
+                latest: 90,
+                sum_before: 10,
+                total: 14,
+            },
+            BalancePartial {
+                time: 100,
+                qid: 7,
+                vid: 3,
+                latest: -1,
+                sum_before: 0,
+                total: 0,
+            },
+            BalancePartial {
+                time: 100,
+                qid: 7,
+                vid: 3,
+                latest: 40,
+                sum_before: 5,
+                total: 9,
+            },
+            BalancePartial {
+                time: 100,
+                qid: 7,
+                vid: 3,
+                latest: 60,
+                sum_before: 2,
+                total: 8,
+            },
+        ];
+        let expected = merge_balance(&parts);
+        let c = BalanceCombiner;
+        for rot in 0..parts.len() {
+            let order: Vec<&BalancePartial> =
+                parts.iter().cycle().skip(rot).take(parts.len()).collect();
+            let mut acc = datums(order[0]);
+            for p in &order[1..] {
+                c.combine(&mut acc, &datums(p));
+            }
+            let mut out = Vec::new();
+            c.finish(&acc, &mut out);
+            let r: [i64; 7] = std::array::from_fn(|i| int(out[i]));
+            assert_eq!(to_output(&r, -1), Some(expected), "rotation {rot}");
+        }
+        let none = [BalancePartial {
+            time: 5,
+            qid: 1,
+            vid: 2,
+            latest: -1,
+            sum_before: 0,
+            total: 0,
+        }; 3];
+        let mut acc = datums(&none[0]);
+        c.combine(&mut acc, &datums(&none[1]));
+        let mut out = Vec::new();
+        c.finish(&acc, &mut out);
+        let r: [i64; 7] = std::array::from_fn(|i| int(out[i]));
+        assert_eq!(to_output(&r, -1), Some(merge_balance(&none)));
+    }
+}
+
+/// What a Linear Road run did.
+pub struct LrRun {
+    /// The engine's report.
+    pub report: braid_exec::runtime::RunReport,
+    /// Output counts and response times.
+    pub stats: ResponseStats,
+    /// Seconds spent loading the histories.
+    pub load_seconds: f64,
+    /// Toll-history rows loaded, and bad lines.
+    pub history_rows: (u64, u64),
+}
+
+/// Runs Linear Road on files: loads the histories, runs the plan, writes `output`.
+pub fn run_files(
+    input: &std::path::Path,
+    history: &std::path::Path,
+    segment_history: Option<&std::path::Path>,
+    output: Option<&std::path::Path>,
+    opts: &LrOptions,
+    cfg: &braid_exec::runtime::RunConfig,
+) -> braid_exec::error::Result<LrRun> {
+    use braid_exec::error::Error;
+    let t = std::time::Instant::now();
+    let (tolls, report) = TollHistory::load(history)
+        .map_err(|e| Error::io(format!("loading toll history {}", history.display()), e))?;
+    let segments = match segment_history {
+        Some(p) => {
+            SegmentHistory::load(p)
+                .map_err(|e| Error::io(format!("loading segment history {}", p.display()), e))?
+                .0
+        }
+        None => SegmentHistory::empty(),
+    };
+    let load_seconds = t.elapsed().as_secs_f64();
+    let sink = Arc::new(OutputSink::create(output, opts.speed).map_err(|e| {
+        Error::io(
+            format!(
+                "creating output {}",
+                output.map_or("-".into(), |p| p.display().to_string())
+            ),
+            e,
+        )
+    })?);
+    let mut registry = Registry::with_builtins();
+    register(
+        &mut registry,
+        Arc::new(tolls),
+        Arc::new(segments),
+        sink.clone(),
+    );
+    let plan = plan(
+        SourceSpec::Csv {
+            path: input.to_path_buf(),
+            header: false,
+        },
+        opts,
+    );
+    let run_report = braid_exec::runtime::run(&plan, &registry, cfg)?;
+    sink.flush()
+        .map_err(|e| Error::io("flushing the output", e))?;
+    let stats = std::mem::take(
+        &mut *sink
+            .stats
+            .lock()
+            .map_err(|_| Error::Internal("stats lock poisoned".into()))?,
+    );
+    Ok(LrRun {
+        report: run_report,
+        stats,
+        load_seconds,
+        history_rows: (report.rows, report.bad_lines),
+    })
+}
