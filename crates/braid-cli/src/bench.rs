@@ -1,17 +1,25 @@
-//! `braid bench split`: the thesis's split experiments on this machine.
+//! `braid bench split` and `braid bench tune`: the thesis's split experiments on this
+//! machine, and Paper V's heuristics (`p` by eq. 6, `W` by doubling).
 //!
-//! Measures throughput and process CPU seconds of every split strategy on the built-in
-//! generator with a counting stream function (so the split dominates), for q = 2..512
-//! at b = 0.5% and for b = 0..100% at q = 64, next to a single-threaded baseline loop
-//! that does the same generation and routing with no engine. Writes CSV and SVG plots.
+//! `split` measures throughput and process CPU seconds of every split strategy on the
+//! built-in generator with the counting stream function (nearly free, so the split and
+//! the engine dominate: "routing only"), for q = 2..512 at b = 0.5 % and for b = 0..100 %
+//! at q = 64 (plus q = 512 at b = 10 %), on 1 and 2 workers, next to a single-threaded
+//! baseline loop that generates the same tuples and routes them to per-partition
+//! counters with no engine. It reports medians, the efficiency `η` of eq. 7 (measured
+//! from CPU time), the target ratios of the spec, and the load seen, and writes CSV,
+//! a markdown summary and SVG plots.
 
 use crate::plot::{Chart, Series};
+use crate::tune::{self, median, Measured};
 use anyhow::{Context, Result};
-use braid_exec::runtime::RunConfig;
 use braid_exec::source::generator::tuple;
 use braid_plan::function::Registry;
-use braid_plan::plan::{GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, Strategy};
+use braid_plan::plan::{
+    GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, SplitShape, Strategy,
+};
 use braid_plan::sql::parse_expr;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -19,66 +27,120 @@ use std::time::Instant;
 /// Which benchmark.
 #[derive(clap::Subcommand)]
 pub enum Which {
-    /// Split strategies vs. q and broadcast fraction.
-    Split {
-        /// Tuples per measurement.
-        #[arg(long, default_value_t = 2_000_000)]
-        tuples: u64,
-        /// Worker threads.
-        #[arg(long, default_value_t = 2)]
-        workers: usize,
-        /// Repetitions per point (the median is reported).
-        #[arg(long, default_value_t = 3)]
-        reps: usize,
-        /// Output directory.
-        #[arg(long, default_value = "docs/benchmarks")]
-        out: PathBuf,
-    },
+    /// Split strategies vs. q and broadcast fraction, 1 and 2 workers, vs. a baseline loop.
+    Split(SplitArgs),
+    /// Paper V heuristics: W by doubling, the single-splitter rate and p (eq. 6).
+    Tune(TuneArgs),
 }
 
-fn cpu_seconds() -> f64 {
-    // utime + stime of this process, from /proc (clock ticks of 1/100 s on Linux).
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit(')').next()?.split_whitespace().collect::<Vec<_>>();
-            let ut: f64 = rest.get(11)?.parse().ok()?;
-            let st: f64 = rest.get(12)?.parse().ok()?;
-            Some((ut + st) / 100.0)
-        })
-        .unwrap_or(0.0)
+/// `braid bench split`.
+#[derive(clap::Args)]
+pub struct SplitArgs {
+    /// Most tuples per measurement. Each point runs about --target-secs, with at least
+    /// --min-tuples and at most this many tuples (a pilot run sets the count).
+    #[arg(long, default_value_t = 2_000_000)]
+    tuples: u64,
+    /// Fewest tuples per measurement.
+    #[arg(long, default_value_t = 100_000)]
+    min_tuples: u64,
+    /// Aimed-for wall time of one measurement, in seconds.
+    #[arg(long, default_value_t = 0.4)]
+    target_secs: f64,
+    /// Worker counts to measure (comma separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    workers: Vec<usize>,
+    /// Repetitions per point (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Physical window size W (rows).
+    #[arg(long, default_value_t = 1024)]
+    window: usize,
+    /// Generator tuples per event-time second (= per epoch).
+    #[arg(long, default_value_t = 20_000.0)]
+    rate: f64,
+    /// Smoke test: q in {2, 64, 512}, b in {0, 0.5, 10} %, one short run per point
+    /// (a few seconds); writes to target/bench-quick unless --out is given.
+    #[arg(long)]
+    quick: bool,
+    /// Output directory (default docs/benchmarks).
+    #[arg(long)]
+    out: Option<PathBuf>,
 }
 
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
+/// `braid bench tune`.
+#[derive(clap::Args)]
+pub struct TuneArgs {
+    /// Logical partitions q.
+    #[arg(long, default_value_t = 64)]
+    parts: u32,
+    /// Generator broadcast fraction b (rows with type = 2 are broadcast).
+    #[arg(long, default_value_t = 0.005)]
+    broadcast_fraction: f64,
+    /// Split strategy whose throughput W is tuned for.
+    #[arg(long, default_value = "parasplit")]
+    strategy: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Tuples per measurement of the W search.
+    #[arg(long, default_value_t = 1_000_000)]
+    tuples: u64,
+    /// Tuples of the single-splitter measurement.
+    #[arg(long, default_value_t = 500_000)]
+    sample: u64,
+    /// Desired input rate Φ_D (rows/s); without it p is shown for 1, 2, 4 and 8 times
+    /// the single-splitter rate.
+    #[arg(long)]
+    desired_rate: Option<f64>,
+    /// Repetitions per measurement (median).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// First W of the doubling.
+    #[arg(long, default_value_t = 64)]
+    start_window: usize,
+    /// Largest W tried.
+    #[arg(long, default_value_t = 65_536)]
+    max_window: usize,
+    /// Generator tuples per event-time second (= per epoch).
+    #[arg(long, default_value_t = 20_000.0)]
+    rate: f64,
+    /// Also write the W measurements as CSV to this file.
+    #[arg(long)]
+    csv: Option<PathBuf>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-/// Generation plus routing, one thread, no engine: the reference for overhead.
-fn baseline(spec: &GeneratorSpec, q: u32) -> f64 {
-    let t = Instant::now();
-    let mut counts = vec![0u64; q as usize];
-    let mut bcast = 0u64;
-    let mut f = [0i64; 15];
-    for i in 0..spec.tuples {
-        tuple(spec, i, &mut f);
-        if f[0] == 2 {
-            bcast += 1;
-        } else {
-            counts[(f[4].rem_euclid(q as i64)) as usize] += 1;
-        }
+/// Runs a benchmark.
+pub fn run(which: Which) -> Result<()> {
+    match which {
+        Which::Split(a) => split(a),
+        Which::Tune(a) => tune_cmd(a),
     }
-    std::hint::black_box((&counts, bcast));
-    spec.tuples as f64 / t.elapsed().as_secs_f64()
 }
 
-fn engine(spec: GeneratorSpec, q: u32, strategy: Strategy, workers: usize) -> Result<(f64, f64)> {
+const STRATEGIES: [Strategy; 4] = [
+    Strategy::Fsplit,
+    Strategy::Maxtree,
+    Strategy::Exptree,
+    Strategy::Parasplit,
+];
+/// Tuples of the no-engine probes (generation, one splitter) behind η.
+const PROBE_TUPLES: u64 = 500_000;
+/// Keys (expressways) of the generator: every partition up to q = 512 gets rows.
+const KEYS: u32 = 512;
+
+fn gen_spec(tuples: u64, rate: f64, b: f64) -> GeneratorSpec {
+    GeneratorSpec {
+        tuples,
+        rate,
+        keys: KEYS,
+        broadcast: b,
+        seed: 1,
+    }
+}
+
+/// The benchmark query: generator -> split(q, route xway, broadcast type = 2) ->
+/// count -> union -> discard.
+fn plan(spec: GeneratorSpec, q: u32, strategy: Strategy, window: usize) -> Result<Plan> {
     let schema = GeneratorSpec::schema();
     let route = Route::Expr {
         expr: parse_expr("xway", &schema)?,
@@ -90,115 +152,680 @@ fn engine(spec: GeneratorSpec, q: u32, strategy: Strategy, workers: usize) -> Re
         .map("count")
         .merge(MergeKind::Union)
         .sink(SinkSpec::Discard);
-    plan.leaf_source_mut().window = 1024;
-    let cpu0 = cpu_seconds();
-    let t = Instant::now();
-    let report = braid_exec::runtime::run(
-        &plan,
-        &Registry::with_builtins(),
-        &RunConfig {
-            workers,
-            ..RunConfig::default()
-        },
-    )?;
-    let secs = t.elapsed().as_secs_f64();
-    Ok((report.rows_in as f64 / secs, cpu_seconds() - cpu0))
+    plan.leaf_source_mut().window = window;
+    if let Some(s) = tune::split_mut(&mut plan) {
+        s.hints.broadcast_fraction = spec.broadcast;
+    }
+    Ok(plan)
 }
 
-/// Runs the benchmark.
-pub fn run(which: Which) -> Result<()> {
-    let Which::Split {
-        tuples,
-        workers,
-        reps,
-        out,
-    } = which;
-    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    let strategies = [
-        Strategy::Fsplit,
-        Strategy::Maxtree,
-        Strategy::Exptree,
-        Strategy::Parasplit,
-    ];
-    let mut csv =
-        String::from("experiment,strategy,q,b,workers,rows_per_s,cpu_s,baseline_rows_per_s\n");
-    let load_before = load();
-    let spec = |b: f64| GeneratorSpec {
-        tuples,
-        rate: 100_000.0,
-        keys: 512,
-        broadcast: b,
-        seed: 1,
+/// Generation of whole tuples plus hand-written routing to per-partition counters (a
+/// broadcast row counts on every partition, as `count` does), one thread, no engine:
+/// the reference for overhead.
+/// Returns rows/s and seconds per tuple (one thread: CPU = wall time).
+fn baseline(spec: &GeneratorSpec, q: u32) -> (f64, f64) {
+    let t = Instant::now();
+    let mut counts = vec![0u64; q as usize];
+    let mut f = [0i64; 15];
+    for i in 0..spec.tuples {
+        tuple(spec, i, &mut f);
+        // The whole tuple is made, as a source would deliver it (without this the
+        // compiler computes only the two fields the routing reads).
+        std::hint::black_box(&mut f);
+        if f[0] == 2 {
+            for c in counts.iter_mut() {
+                *c += 1;
+            }
+        } else {
+            counts[(f[4].rem_euclid(i64::from(q))) as usize] += 1;
+        }
+    }
+    std::hint::black_box(&counts);
+    let secs = t.elapsed().as_secs_f64().max(1e-9);
+    (spec.tuples as f64 / secs, secs / spec.tuples.max(1) as f64)
+}
+
+/// One measured configuration.
+#[derive(Clone, Debug)]
+struct Point {
+    q: u32,
+    b: f64,
+    workers: usize,
+    strategy: Strategy,
+    /// Tuples per run.
+    n: u64,
+    runs: Vec<Measured>,
+    /// What the optimizer made of the strategy.
+    shape: String,
+}
+
+impl Point {
+    fn rate(&self) -> f64 {
+        median(self.runs.iter().map(|r| r.rate).collect())
+    }
+    /// Median CPU seconds per million input tuples.
+    fn cpu_per_m(&self) -> f64 {
+        median(
+            self.runs
+                .iter()
+                .map(|r| r.cpu / r.rows.max(1) as f64 * 1e6)
+                .collect(),
+        )
+    }
+    fn cpu(&self) -> f64 {
+        median(self.runs.iter().map(|r| r.cpu).collect())
+    }
+    fn others(&self) -> f64 {
+        median(self.runs.iter().map(|r| r.others).collect())
+    }
+}
+
+/// Key of a (q, b) pair (b in units of 0.1 %).
+fn qb(q: u32, b: f64) -> (u32, u32) {
+    (q, (b * 1000.0).round() as u32)
+}
+
+fn pct(b: f64) -> String {
+    let s = format!("{:.1}", b * 100.0);
+    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
+}
+
+fn mrows(r: f64) -> String {
+    if r.is_finite() {
+        format!("{:.2}", r / 1e6)
+    } else {
+        "-".into()
+    }
+}
+
+fn split(a: SplitArgs) -> Result<()> {
+    let (qs, bs, reps, max_n, min_n, target, out): (Vec<u32>, Vec<f64>, _, _, _, _, _) = if a.quick
+    {
+        (
+            vec![2, 64, 512],
+            vec![0.0, 0.005, 0.1],
+            1,
+            a.tuples.min(100_000),
+            a.min_tuples.min(20_000),
+            a.target_secs.min(0.02),
+            a.out.clone().unwrap_or_else(|| "target/bench-quick".into()),
+        )
+    } else {
+        (
+            (1..=9).map(|k| 1u32 << k).collect(),
+            vec![0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0],
+            a.reps.max(1),
+            a.tuples,
+            a.min_tuples.min(a.tuples),
+            a.target_secs,
+            a.out.clone().unwrap_or_else(|| "docs/benchmarks".into()),
+        )
     };
-    let mut by_q: Vec<Series> = strategies
-        .iter()
-        .map(|s| Series::line(s.to_string(), vec![]))
-        .collect();
-    let mut base_q = Series::line("baseline loop (1 thread)", vec![]);
-    for q in [2u32, 8, 64, 512] {
-        let base = median((0..reps).map(|_| baseline(&spec(0.005), q)).collect());
-        base_q.points.push((q as f64, base));
-        for (k, &s) in strategies.iter().enumerate() {
-            let runs: Vec<(f64, f64)> = (0..reps)
-                .map(|_| engine(spec(0.005), q, s, workers))
-                .collect::<Result<_>>()?;
-            let rate = median(runs.iter().map(|r| r.0).collect());
-            let cpu = median(runs.iter().map(|r| r.1).collect());
-            eprintln!(
-                "q={q:>4} b=0.005 {s:<9} {rate:>12.0} rows/s  cpu {cpu:.2}s  (baseline {base:.0})"
-            );
-            let _ = writeln!(
-                csv,
-                "scale-q,{s},{q},0.005,{workers},{rate:.0},{cpu:.3},{base:.0}"
-            );
-            by_q[k].points.push((q as f64, rate));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    let registry = Registry::with_builtins();
+    let started = Instant::now();
+    let load_before = tune::loadavg();
+    let sys0 = tune::system_busy();
+    let cpu_start = tune::process_cpu();
+    eprintln!("bench split: load average before {load_before}");
+
+    // (q, b) pairs: the q sweep at 0.5 %, the b sweep at 64, and q = 512 at 10 %.
+    let mut pairs: Vec<(u32, f64)> = qs.iter().map(|&q| (q, 0.005)).collect();
+    for &b in &bs {
+        if !pairs.iter().any(|&(q, x)| q == 64 && qb(q, x) == qb(64, b)) {
+            pairs.push((64, b));
         }
     }
-    let mut by_b: Vec<Series> = strategies
-        .iter()
-        .map(|s| Series::line(s.to_string(), vec![]))
-        .collect();
-    for b in [0.0, 0.01, 0.1, 0.5, 1.0] {
-        let base = median((0..reps).map(|_| baseline(&spec(b), 64)).collect());
-        for (k, &s) in strategies.iter().enumerate() {
-            let runs: Vec<(f64, f64)> = (0..reps)
-                .map(|_| engine(spec(b), 64, s, workers))
-                .collect::<Result<_>>()?;
-            let rate = median(runs.iter().map(|r| r.0).collect());
-            let cpu = median(runs.iter().map(|r| r.1).collect());
-            eprintln!(
-                "q=  64 b={b:<5} {s:<9} {rate:>12.0} rows/s  cpu {cpu:.2}s  (baseline {base:.0})"
-            );
-            let _ = writeln!(
-                csv,
-                "scale-b,{s},64,{b},{workers},{rate:.0},{cpu:.3},{base:.0}"
-            );
-            by_b[k].points.push((b * 100.0, rate));
+    if !pairs.iter().any(|&(q, b)| qb(q, b) == qb(512, 0.1)) {
+        pairs.push((512, 0.1));
+    }
+
+    // Baseline loop and the CPU probes for η, per (q, b).
+    let mut base: HashMap<(u32, u32), (f64, f64)> = HashMap::new();
+    let mut gen_cost: HashMap<u32, f64> = HashMap::new();
+    let mut split_cost: HashMap<(u32, u32, usize), f64> = HashMap::new();
+    for &(q, b) in &pairs {
+        let spec = gen_spec(max_n, a.rate, b);
+        let runs: Vec<(f64, f64)> = (0..reps).map(|_| baseline(&spec, q)).collect();
+        // One thread, timed by the wall clock: the fastest repetition is the least
+        // disturbed by other processes.
+        let r = runs
+            .iter()
+            .copied()
+            .max_by(|x, y| x.0.total_cmp(&y.0))
+            .unwrap_or((f64::NAN, f64::NAN));
+        base.insert(qb(q, b), r);
+        let probe_spec = gen_spec(max_n.min(PROBE_TUPLES), a.rate, b);
+        let key_b = qb(0, b).1;
+        let mut windows = Vec::new();
+        for _ in 0..reps {
+            let (ws, g) = tune::generate_windows(probe_spec, a.window)?;
+            windows = ws;
+            let gs = gen_cost.entry(key_b).or_insert(g);
+            *gs = gs.min(g);
+        }
+        let p = plan(probe_spec, q, Strategy::Fsplit, a.window)?;
+        let s = tune::split_ref(&p).context("split")?;
+        for &w in &a.workers {
+            let c = (0..reps)
+                .map(|_| tune::split_work_per_tuple(s, &registry, &windows, w))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .fold(f64::INFINITY, f64::min);
+            split_cost.insert((q, key_b, w), c);
+        }
+        eprintln!(
+            "baseline q={q:>3} b={:>5}%: {:>7} M rows/s",
+            pct(b),
+            mrows(r.0)
+        );
+    }
+
+    // Pilot runs set each point's tuple count; a pilot at the minimum count is kept.
+    let mut points: Vec<Point> = Vec::new();
+    for &(q, b) in &pairs {
+        for &w in &a.workers {
+            for s in STRATEGIES {
+                let p = plan(gen_spec(min_n, a.rate, b), q, s, a.window)?;
+                let shape = tune::describe(&tune::resolved_shape(&p, &registry, w)?);
+                let m = tune::measure(&p, &registry, w)?;
+                let n = ((m.rate * target) as u64).clamp(min_n, max_n.max(min_n));
+                let runs = if n == min_n { vec![m] } else { Vec::new() };
+                points.push(Point {
+                    q,
+                    b,
+                    workers: w,
+                    strategy: s,
+                    n,
+                    runs,
+                    shape,
+                });
+            }
         }
     }
-    by_q.push(base_q);
+    eprintln!(
+        "bench split: {} points, pilots done in {:.0} s",
+        points.len(),
+        started.elapsed().as_secs_f64()
+    );
+    // Repetitions interleaved over all points (rotated each round), so that drifting
+    // load spreads over every configuration instead of hitting a few.
+    let k = points.len();
+    for round in 0..reps {
+        for j in 0..k {
+            let i = (j + round * k / reps.max(1)) % k;
+            let pt = &mut points[i];
+            if pt.runs.len() > round {
+                continue;
+            }
+            let p = plan(gen_spec(pt.n, a.rate, pt.b), pt.q, pt.strategy, a.window)?;
+            pt.runs.push(tune::measure(&p, &registry, pt.workers)?);
+        }
+        eprintln!(
+            "bench split: round {}/{reps} done at {:.0} s (load {})",
+            round + 1,
+            started.elapsed().as_secs_f64(),
+            tune::loadavg()
+        );
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let load_after = tune::loadavg();
+    let busy = tune::system_busy() - sys0;
+    let ours = tune::process_cpu() - cpu_start;
+    let others_all = ((busy - ours) / elapsed).max(0.0);
+
+    let find = |q: u32, b: f64, w: usize, s: Strategy| {
+        points
+            .iter()
+            .find(|p| qb(p.q, p.b) == qb(q, b) && p.workers == w && p.strategy == s)
+    };
+    let eta = |p: &Point| -> f64 {
+        if !matches!(p.strategy, Strategy::Fsplit | Strategy::Parasplit) {
+            return f64::NAN;
+        }
+        let kb = qb(0, p.b).1;
+        let (Some(g), Some(sc)) = (gen_cost.get(&kb), split_cost.get(&(p.q, kb, p.workers))) else {
+            return f64::NAN;
+        };
+        let net = p.cpu_per_m() / 1e6 - g;
+        if net > 0.0 {
+            (sc / net).min(1.0)
+        } else {
+            f64::NAN
+        }
+    };
+
+    // Braid's own pieces without the engine: generating the windows plus one splitter
+    // (route, copy into per-worker batches), one thread, in rows/s.
+    let components = |q: u32, b: f64| -> f64 {
+        let kb = qb(0, b).1;
+        match (gen_cost.get(&kb), split_cost.get(&(q, kb, 1))) {
+            (Some(g), Some(sc)) if g + sc > 0.0 => 1.0 / (g + sc),
+            _ => f64::NAN,
+        }
+    };
+
+    // CSV of every point and the baselines.
+    let mut csv = String::from(
+        "experiment,strategy,shape,q,b,workers,tuples,reps,rows_per_s,cpu_s,cpu_s_per_mtuple,eta,baseline_rows_per_s,ratio_to_baseline,other_cores\n",
+    );
+    let experiments = |p: &Point| -> Vec<&'static str> {
+        let mut e = Vec::new();
+        if qb(0, p.b) == qb(0, 0.005) && qs.contains(&p.q) {
+            e.push("scale-q");
+        }
+        if p.q == 64 && bs.iter().any(|&b| qb(0, b) == qb(0, p.b)) {
+            e.push("scale-b");
+        }
+        if qb(p.q, p.b) == qb(512, 0.1) {
+            e.push("target-b10-q512");
+        }
+        e
+    };
+    for &(q, b) in &pairs {
+        let (br, bc) = base[&qb(q, b)];
+        let _ = writeln!(
+            csv,
+            "baseline,baseline loop,hand-written,{q},{b},1,{max_n},{reps},{br:.0},{:.3},{:.3},,{br:.0},1.000,",
+            bc * max_n as f64,
+            bc * 1e6
+        );
+        let kb = qb(0, b).1;
+        if let (Some(g), Some(sc)) = (gen_cost.get(&kb), split_cost.get(&(q, kb, 1))) {
+            let c = components(q, b);
+            let _ = writeln!(
+                csv,
+                "components,generate+split (no engine),gen {:.1} ns + split {:.1} ns per row,{q},{b},1,{},{reps},{c:.0},,{:.3},,{br:.0},{:.3},",
+                g * 1e9,
+                sc * 1e9,
+                max_n.min(PROBE_TUPLES),
+                (g + sc) * 1e6,
+                c / br
+            );
+        }
+    }
+    for p in &points {
+        let (br, _) = base[&qb(p.q, p.b)];
+        let e = eta(p);
+        for ex in experiments(p) {
+            let _ = writeln!(
+                csv,
+                "{ex},{},{},{},{},{},{},{},{:.0},{:.3},{:.3},{},{br:.0},{:.3},{:.2}",
+                p.strategy,
+                p.shape.replace(',', ";"),
+                p.q,
+                p.b,
+                p.workers,
+                p.n,
+                p.runs.len(),
+                p.rate(),
+                p.cpu(),
+                p.cpu_per_m(),
+                if e.is_finite() {
+                    format!("{e:.3}")
+                } else {
+                    String::new()
+                },
+                p.rate() / br,
+                p.others()
+            );
+        }
+    }
     std::fs::write(out.join("split.csv"), &csv)?;
+
+    // Targets, measured in this run.
+    let mut targets = String::from("target,value,threshold,met,detail\n");
+    let mut md = String::new();
+    let best = |q: u32, b: f64, ws: &[usize], ss: &[Strategy]| -> Option<&Point> {
+        points
+            .iter()
+            .filter(|p| qb(p.q, p.b) == qb(q, b) && ws.contains(&p.workers))
+            .filter(|p| ss.contains(&p.strategy))
+            .max_by(|x, y| x.rate().total_cmp(&y.rate()))
+    };
+    let _ = writeln!(md, "| target | measured | threshold | met | detail |");
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    let mut add_target = |name: &str, value: f64, threshold: f64, detail: String| {
+        let met = if value >= threshold { "yes" } else { "no" };
+        let _ = writeln!(targets, "{name},{value:.3},{threshold},{met},\"{detail}\"");
+        let _ = writeln!(
+            md,
+            "| {name} | {value:.3} | >= {threshold} | {met} | {detail} |"
+        );
+        eprintln!("target {name}: {value:.3} (>= {threshold}: {met}) {detail}");
+    };
+    if let Some(p) = best(512, 0.005, &a.workers, &STRATEGIES) {
+        let (br, _) = base[&qb(512, 0.005)];
+        add_target(
+            "best strategy / baseline loop, q = 512, b = 0.5%",
+            p.rate() / br,
+            0.5,
+            format!(
+                "best: {} on {} worker(s), {} vs {} M rows/s",
+                p.strategy,
+                p.workers,
+                mrows(p.rate()),
+                mrows(br)
+            ),
+        );
+    }
+    for &w in a.workers.iter().rev() {
+        let lattice = [Strategy::Maxtree, Strategy::Exptree, Strategy::Parasplit];
+        if let (Some(p), Some(f)) = (
+            best(512, 0.1, &[w], &lattice),
+            find(512, 0.1, w, Strategy::Fsplit),
+        ) {
+            add_target(
+                &format!("best of lattice/trees / fsplit, q = 512, b = 10%, {w} worker(s)"),
+                p.rate() / f.rate(),
+                1.0,
+                format!(
+                    "{} {} vs fsplit {} M rows/s",
+                    p.strategy,
+                    mrows(p.rate()),
+                    mrows(f.rate())
+                ),
+            );
+        }
+    }
+    if a.workers.contains(&1) && a.workers.contains(&2) {
+        for (q, b) in [(64u32, 0.005), (512, 0.005)] {
+            if let (Some(p2), Some(p1)) =
+                (best(q, b, &[2], &STRATEGIES), best(q, b, &[1], &STRATEGIES))
+            {
+                add_target(
+                    &format!("2 workers / 1 worker (best strategy each), q = {q}, b = 0.5%"),
+                    p2.rate() / p1.rate(),
+                    1.0,
+                    format!(
+                        "{} {} vs {} {} M rows/s; other processes used {:.2} / {:.2} cores during these runs",
+                        p2.strategy,
+                        mrows(p2.rate()),
+                        p1.strategy,
+                        mrows(p1.rate()),
+                        p2.others(),
+                        p1.others()
+                    ),
+                );
+            }
+        }
+    }
+    std::fs::write(out.join("split-targets.csv"), &targets)?;
+
+    // Markdown summary of this run.
+    let mut sum = String::new();
+    let _ = writeln!(
+        sum,
+        "<!-- generated by `braid bench split`; do not edit -->"
+    );
+    let _ = writeln!(
+        sum,
+        "Run: {} points x {reps} rep(s), {}..{} tuples per run (about {target} s each), W = {}, \
+         generator {} keys, {} tuples per epoch; {elapsed:.0} s in all.  ",
+        points.len(),
+        min_n,
+        max_n,
+        a.window,
+        KEYS,
+        a.rate
+    );
+    let _ = writeln!(
+        sum,
+        "Load average before: {load_before}; after: {load_after}. Other processes used \
+         {others_all:.2} of 2 cores on average during the run (system busy time minus Braid's).\n"
+    );
+    let _ = writeln!(sum, "### Targets\n\n{md}");
+    let strat_header = |sum: &mut String, first: &str, extra: &str| {
+        let _ = write!(sum, "| {first} |");
+        for s in STRATEGIES {
+            let _ = write!(sum, " {s} |");
+        }
+        let _ = writeln!(sum, "{extra}");
+        let _ = write!(sum, "|---|");
+        for _ in STRATEGIES {
+            let _ = write!(sum, "---|");
+        }
+        let _ = writeln!(sum, "{}", "---|".repeat(extra.matches('|').count()));
+    };
+    let mut section = |title: &str, rows: &[(u32, f64)], label: &dyn Fn(u32, f64) -> String| {
+        for &w in &a.workers {
+            let _ = writeln!(sum, "### {title}, {w} worker(s): M rows/s (median)\n");
+            strat_header(
+                &mut sum,
+                "point",
+                " baseline loop | generate+split, no engine |",
+            );
+            for &(q, b) in rows {
+                let _ = write!(sum, "| {} |", label(q, b));
+                for s in STRATEGIES {
+                    let r = find(q, b, w, s).map_or(f64::NAN, Point::rate);
+                    let _ = write!(sum, " {} |", mrows(r));
+                }
+                let _ = writeln!(
+                    sum,
+                    " {} | {} |",
+                    mrows(base[&qb(q, b)].0),
+                    mrows(components(q, b))
+                );
+            }
+            let _ = writeln!(
+                sum,
+                "\n### {title}, {w} worker(s): CPU seconds per million tuples (median)\n"
+            );
+            strat_header(&mut sum, "point", " baseline loop |");
+            for &(q, b) in rows {
+                let _ = write!(sum, "| {} |", label(q, b));
+                for s in STRATEGIES {
+                    let c = find(q, b, w, s).map_or(f64::NAN, Point::cpu_per_m);
+                    let _ = write!(sum, " {c:.3} |");
+                }
+                let _ = writeln!(sum, " {:.3} |", base[&qb(q, b)].1 * 1e6);
+            }
+            let _ = writeln!(
+                sum,
+                "\n### {title}, {w} worker(s): efficiency η (fsplit, parasplit)\n"
+            );
+            let _ = writeln!(sum, "| point | fsplit | parasplit | parasplit shape |");
+            let _ = writeln!(sum, "|---|---|---|---|");
+            for &(q, b) in rows {
+                let e = |s| find(q, b, w, s).map_or(f64::NAN, eta);
+                let shape =
+                    find(q, b, w, Strategy::Parasplit).map_or(String::new(), |p| p.shape.clone());
+                let _ = writeln!(
+                    sum,
+                    "| {} | {:.2} | {:.2} | {shape} |",
+                    label(q, b),
+                    e(Strategy::Fsplit),
+                    e(Strategy::Parasplit)
+                );
+            }
+            let _ = writeln!(sum);
+        }
+    };
+    let q_rows: Vec<(u32, f64)> = qs.iter().map(|&q| (q, 0.005)).collect();
+    section("Scale-up in q at b = 0.5%", &q_rows, &|q, _| {
+        format!("q = {q}")
+    });
+    let b_rows: Vec<(u32, f64)> = bs.iter().map(|&b| (64, b)).collect();
+    section("Broadcast fraction at q = 64", &b_rows, &|_, b| {
+        format!("b = {}%", pct(b))
+    });
+    section("q = 512, b = 10%", &[(512, 0.1)], &|_, _| {
+        "q = 512, b = 10%".into()
+    });
+    let _ = writeln!(sum, "### Shapes chosen by the optimizer\n");
+    let _ = writeln!(sum, "| q | b | workers | maxtree | exptree | parasplit |");
+    let _ = writeln!(sum, "|---|---|---|---|---|---|");
+    for &(q, b) in &pairs {
+        for &w in &a.workers {
+            let sh = |s| find(q, b, w, s).map_or(String::new(), |p| p.shape.clone());
+            let _ = writeln!(
+                sum,
+                "| {q} | {}% | {w} | {} | {} | {} |",
+                pct(b),
+                sh(Strategy::Maxtree),
+                sh(Strategy::Exptree),
+                sh(Strategy::Parasplit)
+            );
+        }
+    }
+    std::fs::write(out.join("split-results.md"), &sum)?;
+
+    // Plots.
+    let series_vs =
+        |w: usize, pairs: &[(u32, f64)], x: &dyn Fn(u32, f64) -> f64, y: &dyn Fn(&Point) -> f64| {
+            STRATEGIES
+                .iter()
+                .map(|&s| {
+                    let pts = pairs
+                        .iter()
+                        .filter_map(|&(q, b)| find(q, b, w, s).map(|p| (x(q, b), y(p))))
+                        .collect();
+                    Series::line(format!("{s} ({w}w)"), pts)
+                })
+                .collect::<Vec<_>>()
+        };
+    let base_series = |pairs: &[(u32, f64)], x: &dyn Fn(u32, f64) -> f64, cpu: bool| {
+        Series::line(
+            "baseline loop (1 thread)",
+            pairs
+                .iter()
+                .map(|&(q, b)| {
+                    let (r, c) = base[&qb(q, b)];
+                    (x(q, b), if cpu { c * 1e6 } else { r })
+                })
+                .collect(),
+        )
+    };
+    let wmax = a.workers.iter().copied().max().unwrap_or(1);
+    let xq = |q: u32, _| f64::from(q);
+    let xb = |_, b: f64| b * 100.0;
+    let rate = |p: &Point| p.rate();
+    let cpu = |p: &Point| p.cpu_per_m();
+    let note = format!("load before {load_before}");
+    for &w in &a.workers {
+        let mut s = series_vs(w, &q_rows, &xq, &rate);
+        s.push(base_series(&q_rows, &xq, false));
+        let chart = Chart {
+            title: format!("Throughput vs q (b = 0.5%, {w} worker(s); {note})"),
+            x_label: "q (partitions)".into(),
+            y_label: "input rows/s".into(),
+            log_x: true,
+            log_y: true,
+            series: s,
+            ..Chart::default()
+        };
+        let name = if w == wmax {
+            "split-q.svg".to_string()
+        } else {
+            format!("split-q-{w}w.svg")
+        };
+        std::fs::write(out.join(name), chart.to_svg(800, 450))?;
+    }
+    let mut s = series_vs(wmax, &q_rows, &xq, &cpu);
+    if a.workers.len() > 1 {
+        let w1 = a.workers.iter().copied().min().unwrap_or(1);
+        s.extend(series_vs(w1, &q_rows, &xq, &cpu));
+    }
+    s.push(base_series(&q_rows, &xq, true));
     let chart = Chart {
-        title: format!("Split throughput vs q (b = 0.5%, {workers} workers, {tuples} tuples; load {load_before})"),
+        title: format!("Process CPU seconds per million input rows vs q (b = 0.5%; {note})"),
         x_label: "q (partitions)".into(),
-        y_label: "rows/s".into(),
+        y_label: "CPU s per M rows".into(),
         log_x: true,
-        series: by_q,
+        log_y: true,
+        series: s,
         ..Chart::default()
     };
-    std::fs::write(out.join("split-q.svg"), chart.to_svg(800, 450))?;
+    std::fs::write(out.join("split-cpu-q.svg"), chart.to_svg(800, 450))?;
+    let mut s = series_vs(wmax, &b_rows, &xb, &rate);
+    s.push(base_series(&b_rows, &xb, false));
     let chart = Chart {
-        title: format!("Split throughput vs broadcast fraction (q = 64, {workers} workers)"),
-        x_label: "b (% broadcast)".into(),
-        y_label: "rows/s".into(),
-        series: by_b,
+        title: format!(
+            "Throughput vs broadcast (q = 64, {wmax} worker(s); b = 0 in the table; {note})"
+        ),
+        x_label: "b (% broadcast, log scale)".into(),
+        y_label: "input rows/s".into(),
+        log_x: true,
+        log_y: true,
+        series: s,
         ..Chart::default()
     };
     std::fs::write(out.join("split-b.svg"), chart.to_svg(800, 450))?;
     eprintln!(
-        "load before: {load_before}; after: {}; wrote {}/split.csv, split-q.svg, split-b.svg",
-        load(),
+        "bench split: {elapsed:.0} s; load before {load_before}, after {load_after}; other processes {others_all:.2} cores; wrote {}/split.csv, split-targets.csv, split-results.md and SVGs",
         out.display()
     );
+    Ok(())
+}
+
+fn tune_cmd(a: TuneArgs) -> Result<()> {
+    let registry = Registry::with_builtins();
+    let strategy: Strategy = a.strategy.parse()?;
+    eprintln!("bench tune: load average {}", tune::loadavg());
+    let spec = gen_spec(a.tuples, a.rate, a.broadcast_fraction);
+    let mut p = plan(spec, a.parts, strategy, 1024)?;
+    // p first (W = 1024), so that the W search runs the plan as it will run.
+    let one = tune::single_splitter_rate(&p, &registry, a.sample, a.reps)?;
+    println!(
+        "single-splitter rate Φ_PS^(1) = {one:.0} rows/s (fsplit, q = 1, 1 worker, {} tuples, W = 1024)",
+        a.sample.min(a.tuples)
+    );
+    let desired: Vec<f64> = match a.desired_rate {
+        Some(d) => vec![d],
+        None => [1.0, 2.0, 4.0, 8.0].iter().map(|k| k * one).collect(),
+    };
+    for &d in &desired {
+        let mut q = p.clone();
+        tune::set_rates(&mut q, d, one)?;
+        let shape = tune::resolved_shape(&q, &registry, a.workers)?;
+        println!(
+            "desired Φ_D = {d:.0} rows/s -> eq. 6: p = {} (resolved shape for {strategy}: {})",
+            braid_plan::cost::parasplit_p(d, one, a.parts, a.broadcast_fraction.max(0.01)),
+            tune::describe(&shape)
+        );
+    }
+    if let Some(d) = a.desired_rate {
+        tune::set_rates(&mut p, d, one)?;
+    }
+    eprintln!(
+        "W by doubling for {strategy}, q = {}, b = {}%, {} worker(s), {} tuples, median of {}:",
+        a.parts,
+        pct(a.broadcast_fraction),
+        a.workers,
+        a.tuples,
+        a.reps
+    );
+    let (w, log) = tune::window_by_doubling(
+        &p,
+        &registry,
+        a.workers,
+        a.reps,
+        a.start_window,
+        a.max_window,
+    )?;
+    for (i, &(ww, r)) in log.iter().enumerate() {
+        let gain = if i == 0 {
+            String::new()
+        } else {
+            format!("{:+.2}%", (r / log[i - 1].1 - 1.0) * 100.0)
+        };
+        println!("W = {ww:>6}: {r:>12.0} rows/s {gain}");
+    }
+    println!(
+        "chosen W = {w} (last doubling with a gain of at least {:.2}%)",
+        braid_plan::cost::WINDOW_GAIN_THRESHOLD * 100.0
+    );
+    if let SplitShape::Parasplit { p: n, .. } = tune::resolved_shape(&p, &registry, a.workers)? {
+        println!("chosen p = {n}");
+    }
+    if let Some(path) = &a.csv {
+        let mut csv = String::from("window,rows_per_s\n");
+        for (ww, r) in &log {
+            let _ = writeln!(csv, "{ww},{r:.0}");
+        }
+        std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
+    }
+    eprintln!("bench tune: load average after {}", tune::loadavg());
     Ok(())
 }

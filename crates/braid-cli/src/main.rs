@@ -110,6 +110,24 @@ enum Lrb {
         #[arg(long)]
         progress: bool,
     },
+    /// The main job end to end: generate data, run the parallel plan, validate.
+    Demo {
+        /// Expressways.
+        #[arg(long, default_value_t = 2)]
+        xways: u32,
+        /// Simulated minutes.
+        #[arg(long, default_value_t = 10)]
+        minutes: u32,
+        /// Worker threads.
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// Replay speed factor (default: as fast as possible).
+        #[arg(long)]
+        speed: Option<f64>,
+        /// Scratch directory for the data and outputs.
+        #[arg(long, default_value = "scratch/lrb-demo")]
+        dir: PathBuf,
+    },
     /// Recompute the expected answers independently and compare with an output file.
     Validate {
         /// Input file (15-field lines).
@@ -127,6 +145,9 @@ enum Lrb {
         /// Outputs with Time below this are not scored (sustained-peak warm-up).
         #[arg(long, default_value_t = 0)]
         score_from: i64,
+        /// Do not check deadlines (for outputs of a run as fast as possible).
+        #[arg(long)]
+        no_deadlines: bool,
     },
 }
 
@@ -579,15 +600,82 @@ fn real_main() -> Result<()> {
                     std::process::exit(2);
                 }
             }
+            Lrb::Demo {
+                xways,
+                minutes,
+                workers,
+                speed,
+                dir,
+            } => {
+                let cfg = linear_road::generate::GenConfig {
+                    xways,
+                    minutes,
+                    profile: linear_road::generate::Profile::Steady,
+                    seed: 1,
+                    ..Default::default()
+                };
+                std::fs::create_dir_all(&dir)
+                    .with_context(|| format!("creating {}", dir.display()))?;
+                let t = std::time::Instant::now();
+                let stats = linear_road::generate::write_dir(&cfg, &dir, &mut |_| {})
+                    .with_context(|| format!("writing into {}", dir.display()))?;
+                println!(
+                    "generated {} tuples on {xways} expressway(s), {minutes} min, in {:.2} s ({})",
+                    stats.tuples,
+                    t.elapsed().as_secs_f64(),
+                    dir.display()
+                );
+                let (input, history, segs, out) = (
+                    dir.join("input.csv"),
+                    dir.join("toll-history.csv"),
+                    dir.join("segment-history.csv"),
+                    dir.join("output.csv"),
+                );
+                let opts = linear_road::app::LrOptions {
+                    q: xways.max(1) * 4,
+                    speed,
+                    ..Default::default()
+                };
+                let run_cfg = RunConfig {
+                    workers,
+                    ..RunConfig::default()
+                };
+                let run = linear_road::app::run_files(
+                    &input,
+                    &history,
+                    Some(&segs),
+                    Some(&out),
+                    &opts,
+                    &run_cfg,
+                )?;
+                print_lr_run(&run, &opts);
+                let report = linear_road::validate::validate_files(
+                    &input,
+                    &history,
+                    Some(&segs),
+                    &out,
+                    &linear_road::validate::Options {
+                        check_deadlines: speed.is_some(),
+                        ..Default::default()
+                    },
+                )
+                .context("validating")?;
+                print!("{report}");
+                if !report.passed() {
+                    std::process::exit(2);
+                }
+            }
             Lrb::Validate {
                 input,
                 history,
                 segment_history,
                 output,
                 score_from,
+                no_deadlines,
             } => {
                 let opts = linear_road::validate::Options {
                     score_from_time: score_from,
+                    check_deadlines: !no_deadlines,
                     ..Default::default()
                 };
                 let report = linear_road::validate::validate_files(

@@ -412,6 +412,80 @@ pub fn register(
     registry.add_sink(SINK, sink);
 }
 
+/// What a Linear Road run did.
+pub struct LrRun {
+    /// The engine's report.
+    pub report: braid_exec::runtime::RunReport,
+    /// Output counts and response times.
+    pub stats: ResponseStats,
+    /// Seconds spent loading the histories.
+    pub load_seconds: f64,
+    /// Toll-history rows loaded, and bad lines.
+    pub history_rows: (u64, u64),
+}
+
+/// Runs Linear Road on files: loads the histories, runs the plan, writes `output`.
+pub fn run_files(
+    input: &std::path::Path,
+    history: &std::path::Path,
+    segment_history: Option<&std::path::Path>,
+    output: Option<&std::path::Path>,
+    opts: &LrOptions,
+    cfg: &braid_exec::runtime::RunConfig,
+) -> braid_exec::error::Result<LrRun> {
+    use braid_exec::error::Error;
+    let t = std::time::Instant::now();
+    let (tolls, report) = TollHistory::load(history)
+        .map_err(|e| Error::io(format!("loading toll history {}", history.display()), e))?;
+    let segments = match segment_history {
+        Some(p) => {
+            SegmentHistory::load(p)
+                .map_err(|e| Error::io(format!("loading segment history {}", p.display()), e))?
+                .0
+        }
+        None => SegmentHistory::empty(),
+    };
+    let load_seconds = t.elapsed().as_secs_f64();
+    let sink = Arc::new(OutputSink::create(output, opts.speed).map_err(|e| {
+        Error::io(
+            format!(
+                "creating output {}",
+                output.map_or("-".into(), |p| p.display().to_string())
+            ),
+            e,
+        )
+    })?);
+    let mut registry = Registry::with_builtins();
+    register(
+        &mut registry,
+        Arc::new(tolls),
+        Arc::new(segments),
+        sink.clone(),
+    );
+    let plan = plan(
+        SourceSpec::Csv {
+            path: input.to_path_buf(),
+            header: false,
+        },
+        opts,
+    );
+    let run_report = braid_exec::runtime::run(&plan, &registry, cfg)?;
+    sink.flush()
+        .map_err(|e| Error::io("flushing the output", e))?;
+    let stats = std::mem::take(
+        &mut *sink
+            .stats
+            .lock()
+            .map_err(|_| Error::Internal("stats lock poisoned".into()))?,
+    );
+    Ok(LrRun {
+        report: run_report,
+        stats,
+        load_seconds,
+        history_rows: (report.rows, report.bad_lines),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -489,78 +563,4 @@ mod tests {
         let r: [i64; 7] = std::array::from_fn(|i| int(out[i]));
         assert_eq!(to_output(&r, -1), Some(merge_balance(&none)));
     }
-}
-
-/// What a Linear Road run did.
-pub struct LrRun {
-    /// The engine's report.
-    pub report: braid_exec::runtime::RunReport,
-    /// Output counts and response times.
-    pub stats: ResponseStats,
-    /// Seconds spent loading the histories.
-    pub load_seconds: f64,
-    /// Toll-history rows loaded, and bad lines.
-    pub history_rows: (u64, u64),
-}
-
-/// Runs Linear Road on files: loads the histories, runs the plan, writes `output`.
-pub fn run_files(
-    input: &std::path::Path,
-    history: &std::path::Path,
-    segment_history: Option<&std::path::Path>,
-    output: Option<&std::path::Path>,
-    opts: &LrOptions,
-    cfg: &braid_exec::runtime::RunConfig,
-) -> braid_exec::error::Result<LrRun> {
-    use braid_exec::error::Error;
-    let t = std::time::Instant::now();
-    let (tolls, report) = TollHistory::load(history)
-        .map_err(|e| Error::io(format!("loading toll history {}", history.display()), e))?;
-    let segments = match segment_history {
-        Some(p) => {
-            SegmentHistory::load(p)
-                .map_err(|e| Error::io(format!("loading segment history {}", p.display()), e))?
-                .0
-        }
-        None => SegmentHistory::empty(),
-    };
-    let load_seconds = t.elapsed().as_secs_f64();
-    let sink = Arc::new(OutputSink::create(output, opts.speed).map_err(|e| {
-        Error::io(
-            format!(
-                "creating output {}",
-                output.map_or("-".into(), |p| p.display().to_string())
-            ),
-            e,
-        )
-    })?);
-    let mut registry = Registry::with_builtins();
-    register(
-        &mut registry,
-        Arc::new(tolls),
-        Arc::new(segments),
-        sink.clone(),
-    );
-    let plan = plan(
-        SourceSpec::Csv {
-            path: input.to_path_buf(),
-            header: false,
-        },
-        opts,
-    );
-    let run_report = braid_exec::runtime::run(&plan, &registry, cfg)?;
-    sink.flush()
-        .map_err(|e| Error::io("flushing the output", e))?;
-    let stats = std::mem::take(
-        &mut *sink
-            .stats
-            .lock()
-            .map_err(|_| Error::Internal("stats lock poisoned".into()))?,
-    );
-    Ok(LrRun {
-        report: run_report,
-        stats,
-        load_seconds,
-        history_rows: (report.rows, report.bad_lines),
-    })
 }

@@ -66,37 +66,29 @@ fn generated_data_validates_across_workers_and_strategies() {
                 speed: None,
                 window: 256,
             };
-            let run = run_files(
-                &input,
-                &history,
-                Some(&segs),
-                Some(&out),
-                &opts,
-                &RunConfig {
-                    workers,
-                    ..RunConfig::default()
-                },
-            )
-            .expect("run succeeds");
+            let cfg = RunConfig {
+                workers,
+                ..RunConfig::default()
+            };
+            let run = run_files(&input, &history, Some(&segs), Some(&out), &opts, &cfg)
+                .expect("run succeeds");
             assert_eq!(run.report.rows_in, stats.tuples);
-            let report = validate_files(&input, &history, Some(&segs), &out, &Options::default())
+            // A run as fast as possible stamps Emit with the input clock, so deadlines are
+            // not checked here (paced runs of `braid lrb run` report them); every answer
+            // must be right and complete.
+            let vopts = Options {
+                check_deadlines: false,
+                ..Options::default()
+            };
+            let report = validate_files(&input, &history, Some(&segs), &out, &vopts)
                 .expect("validator runs");
-            // A run as fast as possible stamps Emit with the input clock, which may run
-            // ahead of the answers, so deadlines are not the point here (the paced runs of
-            // `braid lrb run` report them); every answer must be right and complete.
-            let wrong: u64 = report
-                .types
-                .iter()
-                .map(|t| t.missing + t.extra + t.duplicates + t.wrong + t.early)
-                .sum();
-            assert_eq!(
-                wrong + report.bad_output_lines,
-                0,
+            assert!(
+                report.passed(),
                 "seed {seed}, {strategy}, {workers} workers:\n{report}"
             );
-            assert_eq!(
-                report.types.iter().map(|t| t.matching).sum::<u64>(),
-                report.types.iter().map(|t| t.expected).sum::<u64>()
+            assert!(
+                report.types.iter().all(|t| t.expected > 0),
+                "every output type occurs:\n{report}"
             );
             let got = outputs_without_emit(&out);
             match &reference {

@@ -1,4 +1,9 @@
 //! CSV sources (file, stdin, TCP): a thread parses records into windows.
+//!
+//! Input is line-delimited CSV: one record per line (`\n` or `\r\n`), fields separated
+//! by commas, a field may be quoted with `"` (then it may hold commas; `""` is a quote)
+//! but never spans lines, so one malformed line (a stray quote, a cut-off record) costs
+//! only itself. Blank lines are skipped; every line counts for line numbers.
 
 use super::{Counters, Feed, Next, ReadOptions, RejectLog, Rejects};
 use crate::error::{Error, Result};
@@ -62,6 +67,22 @@ impl CsvFeed {
         opts: &ReadOptions,
         counters: Arc<Counters>,
     ) -> Result<CsvFeed> {
+        CsvFeed::spawn_lines(
+            source,
+            Box::new(ReadLines(BufReader::with_capacity(1 << 16, reader))),
+            header,
+            opts,
+            counters,
+        )
+    }
+
+    fn spawn_lines(
+        source: &Source,
+        lines: Box<dyn Lines>,
+        header: bool,
+        opts: &ReadOptions,
+        counters: Arc<Counters>,
+    ) -> Result<CsvFeed> {
         let log = Arc::new(Mutex::new(RejectLog::new(
             &source.name,
             opts,
@@ -77,7 +98,7 @@ impl CsvFeed {
         };
         std::thread::Builder::new()
             .name(format!("braid-read-{}", source.name))
-            .spawn(move || parser.run(reader, header))
+            .spawn(move || parser.run(lines, header))
             .map_err(|e| Error::io("starting a reader thread", e))?;
         Ok(CsvFeed {
             rx,
@@ -88,7 +109,7 @@ impl CsvFeed {
 
     /// Listens on `addr` and parses line-delimited CSV from `opts.tcp_clients` clients,
     /// one after the other. A client that disconnects mid-line loses only that line,
-    /// which is counted as malformed.
+    /// which is malformed ("connection closed mid-line").
     pub fn spawn_tcp(
         source: &Source,
         addr: &str,
@@ -98,10 +119,10 @@ impl CsvFeed {
         let listener = std::net::TcpListener::bind(addr)
             .map_err(|e| Error::io(format!("listening on {addr} for source {}", source.name), e))?;
         let clients = opts.tcp_clients.max(1);
-        let (chunk_tx, chunk_rx) = sync_channel::<Vec<u8>>(64);
-        let feed = CsvFeed::spawn(
+        let (chunk_tx, chunk_rx) = sync_channel::<Chunk>(64);
+        let feed = CsvFeed::spawn_lines(
             source,
-            Box::new(ChanReader {
+            Box::new(ChanLines {
                 rx: chunk_rx,
                 cur: Vec::new(),
                 pos: 0,
@@ -110,53 +131,199 @@ impl CsvFeed {
             opts,
             counters,
         )?;
-        let log = feed.log.clone();
         std::thread::Builder::new()
             .name(format!("braid-tcp-{}", source.name))
             .spawn(move || {
-                let mut line_no = 0u64;
                 for _ in 0..clients {
                     let Ok((stream, _)) = listener.accept() else {
                         break;
                     };
-                    let mut r = BufReader::with_capacity(1 << 16, stream);
-                    let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
-                    loop {
-                        let before = chunk.len();
-                        match r.read_until(b'\n', &mut chunk) {
-                            Ok(0) => break,
-                            Ok(_) if chunk.last() == Some(&b'\n') => {
-                                line_no += 1;
-                                if chunk.len() >= 1 << 16
-                                    && chunk_tx.send(std::mem::take(&mut chunk)).is_err()
-                                {
-                                    return;
-                                }
-                            }
-                            Ok(_) | Err(_) => {
-                                // Connection closed (or broke) in the middle of a line.
-                                line_no += 1;
-                                let partial = chunk.split_off(before);
-                                if let Ok(mut l) = log.lock() {
-                                    l.add(
-                                        line_no,
-                                        0,
-                                        "connection closed mid-line".into(),
-                                        &partial,
-                                    );
-                                }
-                                chunk.push(b'\n'); // keeps line numbers aligned
-                                break;
-                            }
-                        }
-                    }
-                    if !chunk.is_empty() && chunk_tx.send(chunk).is_err() {
-                        return;
+                    if !serve_client(stream, &chunk_tx) {
+                        return; // the parser has stopped
                     }
                 }
             })
             .map_err(|e| Error::io("starting a TCP reader thread", e))?;
         Ok(feed)
+    }
+}
+
+/// What the TCP thread hands the parser.
+enum Chunk {
+    /// Whole lines, each ending in a newline.
+    Lines(Vec<u8>),
+    /// The start of a line the client never finished.
+    Cut(Vec<u8>),
+}
+
+/// Reads one client's lines into chunks of whole lines. Lines are passed on as soon as
+/// no more input is waiting (so a slow client's lines are not held back), or every
+/// 64 KB. Returns false when the parser has gone away.
+fn serve_client(stream: std::net::TcpStream, tx: &SyncSender<Chunk>) -> bool {
+    let mut r = BufReader::with_capacity(1 << 16, stream);
+    let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
+    loop {
+        let before = chunk.len();
+        match r.read_until(b'\n', &mut chunk) {
+            Ok(0) => break,
+            Ok(_) if chunk.last() == Some(&b'\n') => {
+                if (chunk.len() >= 1 << 16 || r.buffer().is_empty())
+                    && tx.send(Chunk::Lines(std::mem::take(&mut chunk))).is_err()
+                {
+                    return false;
+                }
+            }
+            Ok(_) | Err(_) => {
+                // Connection closed (or broke) in the middle of a line.
+                let partial = chunk.split_off(before);
+                if !chunk.is_empty() && tx.send(Chunk::Lines(std::mem::take(&mut chunk))).is_err() {
+                    return false;
+                }
+                if !partial.is_empty() && tx.send(Chunk::Cut(partial)).is_err() {
+                    return false;
+                }
+                break;
+            }
+        }
+    }
+    chunk.is_empty() || tx.send(Chunk::Lines(chunk)).is_ok()
+}
+
+/// How a line read ended.
+enum LineEnd {
+    /// A line (the last one of a file may lack its newline).
+    Whole,
+    /// A line cut short (a TCP client disconnected in the middle of it).
+    Cut,
+    /// No more input.
+    End,
+}
+
+/// Line-by-line input of the parser.
+trait Lines: Send {
+    /// Replaces `buf` with the next line (newline included, if any).
+    fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<LineEnd>;
+}
+
+/// Lines of a byte stream (file, stdin).
+struct ReadLines<R>(R);
+
+impl<R: BufRead + Send> Lines for ReadLines<R> {
+    fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<LineEnd> {
+        buf.clear();
+        Ok(match self.0.read_until(b'\n', buf)? {
+            0 => LineEnd::End,
+            _ => LineEnd::Whole,
+        })
+    }
+}
+
+/// Lines of the chunks a TCP thread sends.
+struct ChanLines {
+    rx: Receiver<Chunk>,
+    cur: Vec<u8>,
+    pos: usize,
+}
+
+impl Lines for ChanLines {
+    fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<LineEnd> {
+        buf.clear();
+        loop {
+            if self.pos < self.cur.len() {
+                let rest = &self.cur[self.pos..];
+                match rest.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        buf.extend_from_slice(&rest[..=i]);
+                        self.pos += i + 1;
+                        return Ok(LineEnd::Whole);
+                    }
+                    None => {
+                        // Chunks end with a newline; keep going if one did not.
+                        buf.extend_from_slice(rest);
+                        self.pos = self.cur.len();
+                    }
+                }
+            }
+            match self.rx.recv() {
+                Ok(Chunk::Lines(c)) => {
+                    self.cur = c;
+                    self.pos = 0;
+                }
+                Ok(Chunk::Cut(partial)) => {
+                    buf.extend_from_slice(&partial);
+                    return Ok(LineEnd::Cut);
+                }
+                Err(_) if buf.is_empty() => return Ok(LineEnd::End),
+                Err(_) => return Ok(LineEnd::Whole),
+            }
+        }
+    }
+}
+
+/// Splits one line (without its line end) into fields: comma-separated, a field may be
+/// quoted with `"` (a doubled `""` inside is one quote) and then holds commas. Fields
+/// never span lines. Field bytes go to `data`, and `fields` gets each field's range in
+/// `data` and its 1-based byte column in the line. On a malformed quote, the column and
+/// reason.
+fn split_fields(
+    line: &[u8],
+    data: &mut Vec<u8>,
+    fields: &mut Vec<(usize, usize, u64)>,
+) -> Result<(), (u64, String)> {
+    data.clear();
+    fields.clear();
+    let mut i = 0;
+    loop {
+        let column = i as u64 + 1;
+        let start = data.len();
+        if line.get(i) == Some(&b'"') {
+            i += 1;
+            loop {
+                match line.get(i) {
+                    None => {
+                        return Err((
+                            column,
+                            "quoted field is not closed on its line, expected a closing `\"`"
+                                .into(),
+                        ))
+                    }
+                    Some(b'"') if line.get(i + 1) == Some(&b'"') => {
+                        data.push(b'"');
+                        i += 2;
+                    }
+                    Some(b'"') => {
+                        i += 1;
+                        break;
+                    }
+                    Some(&b) => {
+                        data.push(b);
+                        i += 1;
+                    }
+                }
+            }
+            // Only spaces may follow the closing quote before the next comma.
+            while line.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
+                i += 1;
+            }
+            if !matches!(line.get(i), None | Some(b',')) {
+                return Err((
+                    i as u64 + 1,
+                    "text after a closing `\"`, expected `,` or the line end".into(),
+                ));
+            }
+        } else {
+            let end = line[i..]
+                .iter()
+                .position(|&b| b == b',')
+                .map_or(line.len(), |p| i + p);
+            data.extend_from_slice(&line[i..end]);
+            i = end;
+        }
+        fields.push((start, data.len(), column));
+        if i >= line.len() {
+            return Ok(());
+        }
+        i += 1; // the comma
     }
 }
 
@@ -181,31 +348,6 @@ impl Feed for CsvFeed {
     }
 }
 
-/// Reads the chunks of a channel as one byte stream.
-struct ChanReader {
-    rx: Receiver<Vec<u8>>,
-    cur: Vec<u8>,
-    pos: usize,
-}
-
-impl Read for ChanReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        while self.pos >= self.cur.len() {
-            match self.rx.recv() {
-                Ok(c) => {
-                    self.cur = c;
-                    self.pos = 0;
-                }
-                Err(_) => return Ok(0),
-            }
-        }
-        let n = buf.len().min(self.cur.len() - self.pos);
-        buf[..n].copy_from_slice(&self.cur[self.pos..self.pos + n]);
-        self.pos += n;
-        Ok(n)
-    }
-}
-
 struct Parser {
     source: Source,
     strict: bool,
@@ -215,127 +357,134 @@ struct Parser {
 }
 
 impl Parser {
-    fn reject(&self, line: u64, column: u64, reason: String, rec: &csv::ByteRecord) -> bool {
-        let text = rec.iter().collect::<Vec<_>>().join(&b","[..]);
+    /// Records a malformed line. In strict mode, stops the run instead and returns false.
+    fn reject(&self, line: u64, column: u64, reason: String, text: &[u8]) -> bool {
         if self.strict {
-            let _ = self.tx.send(Msg::Fatal(Error::Input {
-                source_name: self.source.name.clone(),
-                line,
-                column,
-                message: format!(
-                    "{reason} (record {:?})",
-                    String::from_utf8_lossy(&text[..text.len().min(200)])
-                ),
-            }));
+            let shown = String::from_utf8_lossy(&text[..text.len().min(200)]);
+            let cut = if text.len() > 200 { "..." } else { "" };
+            self.fatal(line, column, format!("{reason} (line {shown:?}{cut})"));
             return false;
         }
         if let Ok(mut l) = self.log.lock() {
-            l.add(line, column, reason, &text);
+            l.add(line, column, reason, text);
         }
         true
     }
 
-    fn run(self, reader: Box<dyn Read + Send>, header: bool) {
+    fn fatal(&self, line: u64, column: u64, message: String) {
+        let _ = self.tx.send(Msg::Fatal(Error::Input {
+            source_name: self.source.name.clone(),
+            line,
+            column,
+            message,
+        }));
+    }
+
+    /// Checks a header line against the schema.
+    fn header_ok(&self, line: u64, names: Result<Vec<String>, (u64, String)>) -> bool {
         let schema: &Schema = &self.source.schema;
-        let arity = schema.arity();
-        let mut rdr = csv::ReaderBuilder::new()
-            .has_headers(header)
-            .flexible(true)
-            .buffer_capacity(1 << 16)
-            .from_reader(reader);
-        if header {
-            match rdr.byte_headers() {
-                Ok(h) => {
-                    let names: Vec<String> = h
+        match names {
+            Ok(names) => {
+                let ok = names.len() == schema.arity()
+                    && names
                         .iter()
-                        .map(|f| String::from_utf8_lossy(f).trim().to_string())
-                        .collect();
-                    let ok = names.len() == arity
-                        && names
-                            .iter()
-                            .zip(&schema.fields)
-                            .all(|(n, f)| n.eq_ignore_ascii_case(&f.name));
-                    if !ok {
-                        let _ = self.tx.send(Msg::Fatal(Error::Input {
-                            source_name: self.source.name.clone(),
-                            line: 1,
-                            column: 1,
-                            message: format!(
-                                "header has columns {}, expected {}",
-                                names.join(", "),
-                                schema.column_list()
-                            ),
-                        }));
-                        return;
-                    }
+                        .zip(&schema.fields)
+                        .all(|(n, f)| n.eq_ignore_ascii_case(&f.name));
+                if !ok {
+                    self.fatal(
+                        line,
+                        1,
+                        format!(
+                            "header has columns {}, expected {}",
+                            names.join(", "),
+                            schema.column_list()
+                        ),
+                    );
                 }
-                Err(e) => {
-                    let _ = self.tx.send(Msg::Fatal(Error::Input {
-                        source_name: self.source.name.clone(),
-                        line: 1,
-                        column: 1,
-                        message: format!("cannot read the header: {e}"),
-                    }));
-                    return;
-                }
+                ok
+            }
+            Err((column, reason)) => {
+                self.fatal(line, column, format!("cannot read the header: {reason}"));
+                false
             }
         }
+    }
+
+    fn run(self, mut input: Box<dyn Lines>, header: bool) {
+        let schema: &Schema = &self.source.schema;
+        let arity = schema.arity();
         let tcol = schema.event_time;
-        let mut rec = csv::ByteRecord::new();
+        let mut buf: Vec<u8> = Vec::with_capacity(1 << 12);
+        let mut data: Vec<u8> = Vec::with_capacity(1 << 12);
+        let mut fields: Vec<(usize, usize, u64)> = Vec::with_capacity(arity + 1);
+        let mut header_pending = header;
+        let mut line = 0u64;
         let mut window = Batch::with_capacity(arity, self.source.window);
         let mut epoch = 0u64;
         let mut seq = 0u64;
         let mut last_time = i64::MIN;
         loop {
-            match rdr.read_byte_record(&mut rec) {
-                Ok(false) => break,
-                Ok(true) => {}
+            let end = match input.read_line(&mut buf) {
+                Ok(LineEnd::End) => break,
+                Ok(end) => end,
                 Err(e) => {
-                    let line = e.position().map_or(0, |p| p.line());
-                    if let csv::ErrorKind::Io(_) = e.kind() {
-                        let _ = self.tx.send(Msg::Fatal(Error::Input {
-                            source_name: self.source.name.clone(),
-                            line,
-                            column: 0,
-                            message: format!("read failed: {e}"),
-                        }));
-                        return;
-                    }
-                    if !self.reject(line, 0, e.to_string(), &rec) {
-                        return;
-                    }
-                    continue;
+                    self.fatal(line + 1, 0, format!("read failed: {e}"));
+                    return;
                 }
+            };
+            line += 1;
+            let mut text: &[u8] = &buf;
+            if let Some(t) = text.strip_suffix(b"\n") {
+                text = t;
             }
-            let line = rec.position().map_or(0, |p| p.line());
-            if rec.len() != arity {
-                if rec.len() == 1 && rec.get(0).is_some_and(|f| f.is_empty()) {
-                    continue; // a blank line
-                }
-                if !self.reject(
-                    line,
-                    0,
-                    format!("expected {arity} fields, found {}", rec.len()),
-                    &rec,
-                ) {
+            if let Some(t) = text.strip_suffix(b"\r") {
+                text = t;
+            }
+            if let LineEnd::Cut = end {
+                if !self.reject(line, 0, "connection closed mid-line".into(), text) {
                     return;
                 }
                 continue;
             }
-            let column_of = |i: usize| -> u64 {
-                (0..i)
-                    .map(|j| rec.get(j).map_or(0, |f| f.len()) + 1)
-                    .sum::<usize>() as u64
-                    + 1
-            };
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue; // a blank line
+            }
+            let split = split_fields(text, &mut data, &mut fields);
+            if header_pending {
+                header_pending = false;
+                let names = split.map(|()| {
+                    fields
+                        .iter()
+                        .map(|&(a, b, _)| String::from_utf8_lossy(&data[a..b]).trim().to_string())
+                        .collect()
+                });
+                if !self.header_ok(line, names) {
+                    return;
+                }
+                continue;
+            }
+            if let Err((column, reason)) = split {
+                if !self.reject(line, column, reason, text) {
+                    return;
+                }
+                continue;
+            }
+            if fields.len() != arity {
+                let reason = format!("expected {arity} fields, found {}", fields.len());
+                if !self.reject(line, 0, reason, text) {
+                    return;
+                }
+                continue;
+            }
+            let field = |i: usize| &data[fields[i].0..fields[i].1];
             // Event time first: it decides the window.
             let time = match tcol {
-                Some(c) => match parse_field(&rec[c], DataType::Int64, false) {
+                Some(c) => match parse_field(field(c), DataType::Int64, false) {
                     Ok(Value::Int(t)) => Some(t),
                     Ok(_) => None,
                     Err(reason) => {
                         let reason = format!("field `{}`: {reason}", schema.fields[c].name);
-                        if !self.reject(line, column_of(c), reason, &rec) {
+                        if !self.reject(line, fields[c].2, reason, text) {
                             return;
                         }
                         continue;
@@ -343,11 +492,11 @@ impl Parser {
                 },
                 None => None,
             };
-            if let Some(t) = time {
+            if let (Some(t), Some(c)) = (time, tcol) {
                 if t < last_time {
                     let reason =
                         format!("event time {t} is before the previous record's {last_time}");
-                    if !self.reject(line, column_of(tcol.unwrap_or(0)), reason, &rec) {
+                    if !self.reject(line, fields[c].2, reason, text) {
                         return;
                     }
                     continue;
@@ -366,7 +515,7 @@ impl Parser {
             window.start_row(RowKey { seq, lane: 0 });
             let mut failed = None;
             for (i, f) in schema.fields.iter().enumerate() {
-                match parse_field(&rec[i], f.ty, f.nullable) {
+                match parse_field(field(i), f.ty, f.nullable) {
                     Ok(v) => window.push_value(v),
                     Err(reason) => {
                         failed = Some((i, format!("field `{}`: {reason}", f.name)));
@@ -383,7 +532,7 @@ impl Parser {
                 }
                 Some((i, reason)) => {
                     window.abandon_row(); // drops the half-built row
-                    if !self.reject(line, column_of(i), reason, &rec) {
+                    if !self.reject(line, fields[i].2, reason, text) {
                         return;
                     }
                 }

@@ -1,0 +1,318 @@
+//! Paper V's heuristics on this machine: the single-splitter rate `Φ_PS^(1)` (measured
+//! with the engine), the number of window splitters `p` from a desired rate (eq. 6,
+//! applied by `braid_plan::optimize` once the split's hints carry both rates), the
+//! physical window size `W` by doubling until the gain is under 0.15 %
+//! (`braid_plan::cost::window_size_by_doubling`), and the CPU-time probes behind the
+//! efficiency `η` (eq. 7) that `braid bench split` reports.
+
+use anyhow::{bail, Context, Result};
+use braid_exec::runtime::{prepare, run, RunConfig};
+use braid_exec::source::generator::GeneratorFeed;
+use braid_exec::source::{Feed, Next};
+use braid_plan::batch::{Batch, RowKey};
+use braid_plan::cost::window_size_by_doubling;
+use braid_plan::function::Registry;
+use braid_plan::placement::partition_worker;
+use braid_plan::plan::{
+    GeneratorSpec, MergeKind, Pace, Plan, SinkSpec, SourceSpec, Split, SplitShape, Strategy,
+};
+use braid_plan::reference::{Dest, Router};
+use std::time::Instant;
+
+/// The (first) split of a plan.
+pub fn split_ref(plan: &Plan) -> Option<&Split> {
+    match plan {
+        Plan::Source(_) => None,
+        Plan::Split(s) => Some(s),
+        Plan::Map(m) => split_ref(&m.input),
+        Plan::Merge(m) => split_ref(&m.input),
+        Plan::Sink(s) => split_ref(&s.input),
+    }
+}
+
+/// The (first) split of a plan, mutable.
+pub fn split_mut(plan: &mut Plan) -> Option<&mut Split> {
+    match plan {
+        Plan::Source(_) => None,
+        Plan::Split(s) => Some(s),
+        Plan::Map(m) => split_mut(&mut m.input),
+        Plan::Merge(m) => split_mut(&mut m.input),
+        Plan::Sink(s) => split_mut(&mut s.input),
+    }
+}
+
+/// The plan that measures one splitter: the plan's source (a generator cut to `sample`
+/// tuples, unpaced) and its route and broadcast, split by one `fsplit` into `q = 1`
+/// partition, counted and discarded. The query's own stream function is replaced by
+/// `count` so that the split, not the query, is measured.
+pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
+    let split = split_ref(plan).context("the plan has no split")?;
+    let mut source = plan.leaf_source().clone();
+    match &mut source.spec {
+        SourceSpec::Generator(g) => g.tuples = g.tuples.min(sample.max(1)),
+        SourceSpec::Csv { .. } | SourceSpec::Binary { .. } | SourceSpec::Memory(_) => {}
+        SourceSpec::Stdin | SourceSpec::Tcp { .. } => bail!(
+            "measuring the single-splitter rate needs a generator or file source; \
+             give --splitter-rate for stdin or TCP input"
+        ),
+    }
+    source.pace = Pace::Max;
+    let mut probe = Plan::Source(source)
+        .split(
+            1,
+            split.route.clone(),
+            split.broadcast.clone(),
+            Strategy::Fsplit,
+        )
+        .map("count")
+        .merge(MergeKind::Union)
+        .sink(SinkSpec::Discard);
+    if let Some(s) = split_mut(&mut probe) {
+        s.hints = split.hints;
+    }
+    Ok(probe)
+}
+
+/// `Φ_PS^(1)`: rows/s of one `fsplit` with `q = 1` on one worker (median of `reps`
+/// runs of [`splitter_probe`]).
+pub fn single_splitter_rate(
+    plan: &Plan,
+    registry: &Registry,
+    sample: u64,
+    reps: usize,
+) -> Result<f64> {
+    let probe = splitter_probe(plan, sample)?;
+    let cfg = RunConfig::default();
+    let mut rates = Vec::new();
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        let report = run(&probe, registry, &cfg)?;
+        rates.push(report.rows_in as f64 / t.elapsed().as_secs_f64().max(1e-9));
+    }
+    Ok(median(rates))
+}
+
+/// Puts the desired and measured rates into the split's hints, so that `parasplit` and
+/// `autosplit` choose `p` by Paper V eq. 6 when the plan is resolved.
+pub fn set_rates(plan: &mut Plan, desired: f64, splitter: f64) -> Result<()> {
+    let split = split_mut(plan).context("the plan has no split")?;
+    split.hints.desired_rate = Some(desired);
+    split.hints.splitter_rate = Some(splitter);
+    Ok(())
+}
+
+/// The shape the optimizer picks for the plan's split on `workers` workers.
+pub fn resolved_shape(plan: &Plan, registry: &Registry, workers: usize) -> Result<SplitShape> {
+    let plan = prepare(plan, registry, workers)?;
+    split_ref(&plan)
+        .and_then(|s| s.shape.clone())
+        .context("the plan has no split")
+}
+
+/// One line describing a resolved shape.
+pub fn describe(shape: &SplitShape) -> String {
+    match shape {
+        SplitShape::Fsplit => "fsplit".into(),
+        SplitShape::Tree(t) => format!("tree {:?}", t.fanouts),
+        SplitShape::Parasplit { p, router_fanout } => match router_fanout {
+            Some(f) => format!("parasplit, p = {p} ({f} sub-routers)"),
+            None => format!("parasplit, p = {p}"),
+        },
+    }
+}
+
+/// Median (upper median for even counts); 0 for no values.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Runs `plan` once on `workers` workers and measures it.
+pub fn measure(plan: &Plan, registry: &Registry, workers: usize) -> Result<Measured> {
+    let cfg = RunConfig {
+        workers,
+        ..RunConfig::default()
+    };
+    let sys0 = system_busy();
+    let cpu0 = process_cpu();
+    let t = Instant::now();
+    let report = run(plan, registry, &cfg)?;
+    let secs = t.elapsed().as_secs_f64().max(1e-9);
+    let cpu = process_cpu() - cpu0;
+    let busy = system_busy() - sys0;
+    Ok(Measured {
+        rows: report.rows_in,
+        rate: report.rows_in as f64 / secs,
+        cpu,
+        others: ((busy - cpu) / secs).max(0.0),
+    })
+}
+
+/// One engine run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Measured {
+    /// Input rows.
+    pub rows: u64,
+    /// Input rows per wall second.
+    pub rate: f64,
+    /// CPU seconds of this process (all threads).
+    pub cpu: f64,
+    /// Cores kept busy by other processes during the run (system busy time minus ours,
+    /// per wall second): the noise seen.
+    pub others: f64,
+}
+
+/// Physical window size by doubling (Paper V section 3.2.1): throughput of `plan` on
+/// `workers` workers (median of `reps` runs) at W = start, 2 start, ... up to `max`,
+/// while a doubling gains at least 0.15 %. Returns the chosen W and every measurement.
+pub fn window_by_doubling(
+    plan: &Plan,
+    registry: &Registry,
+    workers: usize,
+    reps: usize,
+    start: usize,
+    max: usize,
+) -> Result<(usize, Vec<(usize, f64)>)> {
+    let mut error = None;
+    let (w, log) = window_size_by_doubling(start, max, |w| {
+        let mut p = plan.clone();
+        p.leaf_source_mut().window = w;
+        let mut rates = Vec::new();
+        for _ in 0..reps.max(1) {
+            match measure(&p, registry, workers) {
+                Ok(m) => rates.push(m.rate),
+                Err(e) => {
+                    error.get_or_insert(e);
+                    return f64::NAN;
+                }
+            }
+        }
+        let r = median(rates);
+        eprintln!("  W = {w:>6}: {r:>12.0} rows/s");
+        r
+    });
+    if let Some(e) = error {
+        return Err(e);
+    }
+    Ok((w, log))
+}
+
+/// CPU seconds of this process, all threads (utime + stime from /proc, 1/100 s ticks).
+pub fn process_cpu() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit(')').next()?.split_whitespace().collect::<Vec<_>>();
+            let ut: f64 = rest.get(11)?.parse().ok()?;
+            let st: f64 = rest.get(12)?.parse().ok()?;
+            Some((ut + st) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// Busy CPU seconds of the whole machine (all cores), from /proc/stat.
+pub fn system_busy() -> f64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().next()?;
+            let v: Vec<f64> = line
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // user nice system idle iowait irq softirq steal ...
+            let total: f64 = v.iter().take(8).sum();
+            let idle = v.get(3)? + v.get(4).unwrap_or(&0.0);
+            Some((total - idle) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// The 1-, 5- and 15-minute load averages.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// The generator's windows for one worker (all of them), as the engine's source makes
+/// them, and the seconds per tuple it took to make them (wall time of this one thread:
+/// the kernel's per-thread CPU counters advance in scheduler ticks, too coarse here).
+pub fn generate_windows(spec: GeneratorSpec, window: usize) -> Result<(Vec<Batch>, f64)> {
+    let mut source = match Plan::source("gen", SourceSpec::Generator(spec), GeneratorSpec::schema())
+    {
+        Plan::Source(s) => s,
+        _ => unreachable!("Plan::source makes a source"),
+    };
+    source.window = window;
+    let mut feed = GeneratorFeed::new(spec, &source, 0, 1);
+    let mut out = Vec::new();
+    let t = Instant::now();
+    loop {
+        match feed.next()? {
+            Next::Window(_, b) => out.push(b),
+            Next::Wait => {}
+            Next::Done => break,
+        }
+    }
+    Ok((out, t.elapsed().as_secs_f64() / spec.tuples.max(1) as f64))
+}
+
+/// Seconds (wall time of this one thread) per input tuple of the split's own work, done the way one
+/// `fsplit` or window splitter of the engine does it, without the engine: evaluate
+/// route and broadcast once per row, copy each routed row into the batch of its
+/// partition's worker and each broadcast row into the batch of every worker that hosts
+/// a partition, and hand the batches off.
+pub fn split_work_per_tuple(
+    split: &Split,
+    registry: &Registry,
+    windows: &[Batch],
+    workers: usize,
+) -> Result<f64> {
+    let router = Router::new(split, registry)?;
+    let hosts = workers.min(split.q as usize).max(1);
+    let mut sent = 0usize;
+    let rows: usize = windows.iter().map(Batch::len).sum();
+    let t = Instant::now();
+    for w in windows {
+        let arity = w.arity();
+        let mut outs: Vec<Batch> = (0..workers).map(|_| Batch::new(arity)).collect();
+        for i in 0..w.len() {
+            let seq = w.key(i).seq;
+            match router.dest(w, i) {
+                Dest::Omit => {}
+                Dest::Partition(p) => outs[partition_worker(u64::from(p), workers)].push_row_of(
+                    w,
+                    i,
+                    RowKey {
+                        seq,
+                        lane: u64::from(p),
+                    },
+                ),
+                Dest::Broadcast => {
+                    for out in outs.iter_mut().take(hosts) {
+                        out.push_row_of(
+                            w,
+                            i,
+                            RowKey {
+                                seq,
+                                lane: RowKey::broadcast_lane(1, 0),
+                            },
+                        );
+                    }
+                }
+            }
+        }
+        for out in outs {
+            sent += out.len();
+            std::hint::black_box(out);
+        }
+    }
+    let secs = t.elapsed().as_secs_f64();
+    std::hint::black_box(sent);
+    Ok(secs / rows.max(1) as f64)
+}

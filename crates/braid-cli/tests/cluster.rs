@@ -1,0 +1,300 @@
+//! Cluster mode: the same plan over 2 processes on loopback (timely cluster mode,
+//! `--processes 2 --process-index I --hosts FILE`) writes the same output as 1 process.
+//!
+//! Every process is killed if the run does not end within [`TIMEOUT`] or as soon as one
+//! of them fails (a lone timely process waits for its peers forever).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// A fresh directory under the system temp dir, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> TempDir {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "braid-cli-test-{what}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Child processes, killed when dropped (a panicking test leaves none behind).
+struct Children(Vec<(Child, PathBuf)>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for (c, _) in &mut self.0 {
+            if let Ok(None) = c.try_wait() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+fn stderr_of(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// How a set of processes ended.
+enum Outcome {
+    /// All exited with status 0; their stderr texts.
+    Ok(Vec<String>),
+    /// One failed or time ran out: what happened, with every stderr.
+    Failed(String),
+}
+
+/// Starts one `braid` per argument list (stderr to a file each) and waits for all,
+/// killing the rest when one fails or [`TIMEOUT`] passes.
+fn run_all(dir: &TempDir, tag: &str, arg_lists: &[Vec<String>]) -> Outcome {
+    let mut kids = Children(Vec::new());
+    for (i, args) in arg_lists.iter().enumerate() {
+        let err_path = dir.path(&format!("{tag}-stderr-{i}.txt"));
+        let err = std::fs::File::create(&err_path).expect("create stderr file");
+        let child = Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("start braid");
+        kids.0.push((child, err_path));
+    }
+    let deadline = Instant::now() + TIMEOUT;
+    let mut done = vec![false; kids.0.len()];
+    while done.iter().any(|d| !d) {
+        for (i, (c, err)) in kids.0.iter_mut().enumerate() {
+            if done[i] {
+                continue;
+            }
+            match c.try_wait().expect("wait for braid") {
+                Some(status) if status.success() => done[i] = true,
+                Some(status) => {
+                    let why = format!("process {i} failed ({status}):\n{}", stderr_of(err));
+                    drop(kids); // kills the others
+                    return Outcome::Failed(why);
+                }
+                None => {}
+            }
+        }
+        if Instant::now() > deadline {
+            let errs: Vec<String> = kids.0.iter().map(|(_, e)| stderr_of(e)).collect();
+            drop(kids);
+            return Outcome::Failed(format!(
+                "timed out after {TIMEOUT:?}; stderr:\n{}",
+                errs.join("\n---\n")
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Outcome::Ok(kids.0.iter().map(|(_, e)| stderr_of(e)).collect())
+}
+
+/// Two distinct free loopback ports (bound together, then released).
+fn free_ports() -> [u16; 2] {
+    let a = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let b = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    [
+        a.local_addr().expect("addr").port(),
+        b.local_addr().expect("addr").port(),
+    ]
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+/// Runs `args` (a `braid run` without `--output`) in one process and in two, and
+/// returns both outputs and the stderr texts of the two-process run.
+fn one_and_two(dir: &TempDir, tag: &str, args: &[&str]) -> (String, String, Vec<String>) {
+    let one = dir.path(&format!("{tag}-one.csv"));
+    let mut a = strings(args);
+    a.extend(strings(&["--output", &one.to_string_lossy()]));
+    match run_all(dir, &format!("{tag}-one"), &[a]) {
+        Outcome::Ok(_) => {}
+        Outcome::Failed(why) => panic!("{tag}: 1-process run: {why}"),
+    }
+    let two = dir.path(&format!("{tag}-two.csv"));
+    // A port taken between choosing and binding it is the only retried failure.
+    let mut attempt = 0;
+    let errs = loop {
+        attempt += 1;
+        let hosts = dir.path(&format!("{tag}-hosts-{attempt}"));
+        let [p0, p1] = free_ports();
+        std::fs::write(&hosts, format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n")).expect("hosts");
+        let lists: Vec<Vec<String>> = (0..2)
+            .map(|i| {
+                let mut a = strings(args);
+                a.extend(strings(&[
+                    "--output",
+                    &two.to_string_lossy(),
+                    "--processes",
+                    "2",
+                    "--process-index",
+                    &i.to_string(),
+                    "--hosts",
+                    &hosts.to_string_lossy(),
+                ]));
+                a
+            })
+            .collect();
+        match run_all(dir, &format!("{tag}-two-{attempt}"), &lists) {
+            Outcome::Ok(errs) => break errs,
+            Outcome::Failed(why) if attempt < 3 && why.contains("in use") => continue,
+            Outcome::Failed(why) => panic!("{tag}: 2-process run: {why}"),
+        }
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).expect("output file");
+    (read(&one), read(&two), errs)
+}
+
+fn sorted_lines(s: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = s.lines().collect();
+    v.sort_unstable();
+    v
+}
+
+/// Generator input, identity on 16 partitions with broadcast, time-ordered merge: the
+/// output sequence is the serial one, so two processes must write the identical file.
+#[test]
+fn two_processes_write_what_one_writes_time_ordered() {
+    let dir = TempDir::new("ordered");
+    let (one, two, _) = one_and_two(
+        &dir,
+        "ordered",
+        &[
+            "run",
+            "--tuples",
+            "20000",
+            "--parts",
+            "16",
+            "--route",
+            "xway",
+            "--broadcast",
+            "type = 2",
+            "--broadcast-fraction",
+            "0.01",
+            "--function",
+            "identity",
+            "--merge",
+            "ordered",
+            "--window",
+            "256",
+        ],
+    );
+    assert!(one.lines().count() > 20000, "broadcast rows are copied");
+    assert_eq!(one, two, "time-ordered output of 2 processes");
+}
+
+/// Two workers per process, union merge of per-partition counts (order may differ, so
+/// the sorted lines are compared).
+#[test]
+fn two_processes_two_workers_each_union() {
+    let dir = TempDir::new("union");
+    let (one, two, errs) = one_and_two(
+        &dir,
+        "union",
+        &[
+            "run",
+            "--tuples",
+            "20000",
+            "--parts",
+            "8",
+            "--route",
+            "xway",
+            "--when",
+            "type = 0",
+            "--broadcast",
+            "type = 2",
+            "--function",
+            "count",
+            "--merge",
+            "union",
+            "--workers",
+            "2",
+        ],
+    );
+    assert!(!one.is_empty());
+    assert_eq!(sorted_lines(&one), sorted_lines(&two), "union output");
+    // The generator's windows are dealt to all 4 workers: both processes read some.
+    let rows_in = |e: &str| -> u64 {
+        e.lines()
+            .find_map(|l| l.strip_prefix("braid: "))
+            .and_then(|l| l.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no summary line in {e:?}"))
+    };
+    let (a, b) = (rows_in(&errs[0]), rows_in(&errs[1]));
+    assert!(a > 0 && b > 0, "both processes read: {a} + {b}");
+    assert_eq!(a + b, 20000, "every tuple read once");
+}
+
+/// CSV input is read on global worker 0 only (process 0); a malformed line is reported
+/// by that process and costs nothing else.
+#[test]
+fn two_processes_csv_input_with_a_bad_line() {
+    let dir = TempDir::new("csv");
+    let input = dir.path("in.csv");
+    let mut text = String::new();
+    for i in 0..3000 {
+        text.push_str(&format!("{},{},{}\n", i / 100, i % 7, i));
+        if i == 1234 {
+            text.push_str("12,not a number,1\n");
+        }
+    }
+    std::fs::write(&input, text).expect("write input");
+    let (one, two, errs) = one_and_two(
+        &dir,
+        "csv",
+        &[
+            "run",
+            "--csv",
+            &input.to_string_lossy(),
+            "--schema",
+            "time int64, key int64, v int64",
+            "--event-time",
+            "time",
+            "--parts",
+            "4",
+            "--route",
+            "key",
+            "--function",
+            "identity",
+            "--merge",
+            "ordered",
+        ],
+    );
+    assert_eq!(one.lines().count(), 3000);
+    assert_eq!(one, two, "time-ordered output of 2 processes");
+    assert!(
+        errs[0].contains("input: 1 malformed record(s)")
+            && errs[0].contains("line 1236, column 4: field `key`"),
+        "process 0 reports the reject:\n{}",
+        errs[0]
+    );
+    assert!(
+        !errs[1].contains("malformed"),
+        "process 1 reads nothing:\n{}",
+        errs[1]
+    );
+}

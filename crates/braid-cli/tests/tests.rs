@@ -1,0 +1,3 @@
+//! Tests of the `braid` binary.
+
+mod cluster;
