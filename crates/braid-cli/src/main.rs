@@ -1,6 +1,7 @@
 //! `braid`: run, explain and benchmark parallel continuous queries; Linear Road tools.
 
 mod bench;
+mod lrb_rate;
 #[allow(dead_code)] // `Style::Points` is for the Linear Road response-time plots (issue 3)
 mod plot;
 mod tune;
@@ -110,6 +111,8 @@ enum Lrb {
         #[arg(long)]
         progress: bool,
     },
+    /// Sustained-peak rating: candidate L values at peak load in real time.
+    Rate(lrb_rate::RateArgs),
     /// The main job end to end: generate data, run the parallel plan, validate.
     Demo {
         /// Expressways.
@@ -600,6 +603,7 @@ fn real_main() -> Result<()> {
                     std::process::exit(2);
                 }
             }
+            Lrb::Rate(args) => lrb_rate::run(args)?,
             Lrb::Demo {
                 xways,
                 minutes,

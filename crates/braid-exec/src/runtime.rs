@@ -171,7 +171,16 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             }
             return;
         }
-        feed(worker, input, &probe, &plan_w, place, &cfg_w, &shared_w);
+        feed(
+            worker,
+            input,
+            &probe,
+            &plan_w,
+            &registry_w,
+            place,
+            &cfg_w,
+            &shared_w,
+        );
         while worker.has_dataflows() {
             worker.step_or_park(None);
         }
@@ -226,6 +235,7 @@ fn feed(
     mut input: Feeder,
     probe: &ProbeHandle<u64>,
     plan: &Plan,
+    registry: &Registry,
     place: Place,
     cfg: &RunConfig,
     shared: &Arc<Shared>,
@@ -237,6 +247,7 @@ fn feed(
         place.peers,
         &cfg.read,
         shared.counters.clone(),
+        registry,
     ) {
         Ok(Some(f)) => f,
         Ok(None) => return, // this worker reads nothing: dropping `input` closes it

@@ -108,6 +108,7 @@ fn node_text(
                     g.seed
                 ),
                 SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
+                SourceSpec::Native(n) => format!("native source `{n}`"),
             };
             let pace = match s.pace {
                 Pace::Max => "as fast as possible".to_string(),

@@ -105,6 +105,32 @@ pub trait Combiner: Send + Sync {
     fn finish(&self, acc: &[Datum], out: &mut Vec<Datum>);
 }
 
+/// What a native source has next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceNext {
+    /// The batch holds a window of this epoch.
+    Window(u64),
+    /// Nothing yet.
+    Wait,
+    /// The input has ended.
+    Done,
+}
+
+/// One worker's share of a source written in Rust.
+pub trait NativeSource {
+    /// Fills `out` (empty on entry) with the next window: rows of one epoch, keyed by
+    /// their sequence numbers in the serial order of the whole source.
+    fn next(&mut self, out: &mut Batch) -> std::io::Result<SourceNext>;
+}
+
+/// Makes the per-worker readers of a source written in Rust.
+pub trait SourceFactory: Send + Sync {
+    /// The rows' schema.
+    fn schema(&self) -> Schema;
+    /// The reader of global worker `worker` of `peers`, or None if it reads nothing.
+    fn open(&self, worker: usize, peers: usize) -> Option<Box<dyn NativeSource>>;
+}
+
 /// An output written by Rust code, called on worker 0 with the time since the run
 /// started and the input clock (the largest epoch handed to the dataflow so far), for
 /// emit stamps.
@@ -125,6 +151,7 @@ pub trait SinkFn: Send + Sync {
 pub struct Registry {
     functions: BTreeMap<String, Arc<dyn StreamFunctionFactory>>,
     sinks: BTreeMap<String, Arc<dyn SinkFn>>,
+    sources: BTreeMap<String, Arc<dyn SourceFactory>>,
     routes: BTreeMap<String, RouteFn>,
     combiners: BTreeMap<String, Arc<dyn Combiner>>,
 }
@@ -174,6 +201,19 @@ impl Registry {
         self.sinks
             .get(&name.to_ascii_lowercase())
             .ok_or_else(|| unknown("sink", name, self.sinks.keys().cloned()))
+    }
+
+    /// Registers a source.
+    pub fn add_source(&mut self, name: &str, s: Arc<dyn SourceFactory>) -> &mut Self {
+        self.sources.insert(name.to_ascii_lowercase(), s);
+        self
+    }
+
+    /// A source by name.
+    pub fn source(&self, name: &str) -> Result<&Arc<dyn SourceFactory>> {
+        self.sources
+            .get(&name.to_ascii_lowercase())
+            .ok_or_else(|| unknown("source", name, self.sources.keys().cloned()))
     }
 
     /// A stream function by name; the error lists what exists.

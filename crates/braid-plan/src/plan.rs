@@ -93,6 +93,8 @@ pub enum SourceSpec {
     Generator(GeneratorSpec),
     /// Rows held in memory (tests, embedding). Keys are ignored: row i gets seq i.
     Memory(Arc<Batch>),
+    /// A registered [`crate::function::SourceFactory`].
+    Native(String),
 }
 
 /// The synthetic generator: LRB-shaped 15-field tuples (see [`GeneratorSpec::schema`]).
@@ -433,6 +435,15 @@ impl Plan {
     pub fn schema(&self, registry: &Registry) -> Result<Schema> {
         match self {
             Plan::Source(s) => {
+                if let SourceSpec::Native(name) = &s.spec {
+                    let native = registry.source(name)?.schema();
+                    if native.arity() != s.schema.arity() {
+                        return Err(Error::Plan(format!(
+                            "source `{name}` makes rows {native}, but the plan declares {}",
+                            s.schema
+                        )));
+                    }
+                }
                 if s.epoch == 0 {
                     return Err(Error::Plan("epoch length must be at least 1".into()));
                 }

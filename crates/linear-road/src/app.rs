@@ -201,6 +201,10 @@ pub struct ResponseStats {
     pub millis: Vec<Histogram<u64>>,
     /// Outputs later than their deadline (Emit - Time in simulation seconds), per type.
     pub late: [u64; 5],
+    /// Response times of scored outputs (Time at or after the sink's `score_from`).
+    pub scored_millis: Vec<Histogram<u64>>,
+    /// Scored outputs later than their deadline.
+    pub late_scored: [u64; 5],
 }
 
 impl Default for ResponseStats {
@@ -213,6 +217,12 @@ impl Default for ResponseStats {
                 })
                 .collect(),
             late: [0; 5],
+            scored_millis: (0..5)
+                .map(|_| {
+                    Histogram::new_with_bounds(1, 3_600_000, 3).expect("valid histogram bounds")
+                })
+                .collect(),
+            late_scored: [0; 5],
         }
     }
 }
@@ -227,7 +237,16 @@ pub struct OutputSink {
     speed: Option<f64>,
     /// Counts and response times.
     pub stats: Mutex<ResponseStats>,
+    score_from: i64,
+    keep: Option<Keep>,
+    /// Outputs kept by the `keep` predicate (rating: the sampled copies).
+    pub kept: Mutex<Vec<Output>>,
+    /// Max response time (ms) per simulation second, per type.
+    pub series: Mutex<[std::collections::BTreeMap<i64, u64>; 5]>,
 }
+
+/// Which outputs a sink keeps in memory.
+pub type Keep = Box<dyn Fn(&Output) -> bool + Send + Sync>;
 
 impl OutputSink {
     /// A sink writing to `path` (None: count only).
@@ -243,7 +262,25 @@ impl OutputSink {
             out: Mutex::new(out),
             speed,
             stats: Mutex::new(ResponseStats::default()),
+            score_from: 0,
+            keep: None,
+            kept: Mutex::new(Vec::new()),
+            series: Mutex::new(Default::default()),
         })
+    }
+
+    /// A sink that writes no file, scores outputs with Time >= `score_from`, and keeps
+    /// the outputs `keep` selects.
+    pub fn for_rating(speed: Option<f64>, score_from: i64, keep: Keep) -> OutputSink {
+        OutputSink {
+            out: Mutex::new(None),
+            speed,
+            stats: Mutex::new(ResponseStats::default()),
+            score_from,
+            keep: Some(keep),
+            kept: Mutex::new(Vec::new()),
+            series: Mutex::new(Default::default()),
+        }
     }
 }
 
@@ -297,14 +334,13 @@ impl SinkFn for OutputSink {
             ),
             None => (input_epoch as i64, input_epoch as f64 * 1000.0 + 999.0),
         };
-        let mut out = self
-            .out
-            .lock()
-            .map_err(|_| std::io::Error::other("output lock poisoned"))?;
-        let mut stats = self
-            .stats
-            .lock()
-            .map_err(|_| std::io::Error::other("stats lock poisoned"))?;
+        fn poisoned<T>(_: T) -> std::io::Error {
+            std::io::Error::other("sink lock poisoned")
+        }
+        let mut out = self.out.lock().map_err(poisoned)?;
+        let mut stats = self.stats.lock().map_err(poisoned)?;
+        let mut kept = self.kept.lock().map_err(poisoned)?;
+        let mut series = self.series.lock().map_err(poisoned)?;
         for row in rows.rows() {
             let mut r = [0i64; 7];
             for (c, x) in r.iter_mut().enumerate() {
@@ -317,8 +353,20 @@ impl SinkFn for OutputSink {
             stats.counts[t] += 1;
             let ms = (now_ms - o.time() as f64 * 1000.0).max(1.0) as u64;
             let _ = stats.millis[t].record(ms.min(3_600_000));
-            if emit - o.time() > o.deadline() {
+            let late = emit - o.time() > o.deadline();
+            if late {
                 stats.late[t] += 1;
+            }
+            if o.time() >= self.score_from {
+                let _ = stats.scored_millis[t].record(ms.min(3_600_000));
+                stats.late_scored[t] += late as u64;
+            }
+            let worst = series[t].entry(o.time()).or_insert(0);
+            *worst = (*worst).max(ms);
+            if let Some(keep) = &self.keep {
+                if keep(&o) {
+                    kept.push(o);
+                }
             }
             if let Some(w) = out.as_mut() {
                 writeln!(w, "{o}")?;

@@ -259,16 +259,23 @@ pub fn toll_history(cfg: &GenConfig, max_vid: i64, emit: &mut dyn FnMut(i64, i64
     }
     for vid in 0..=max_vid {
         for day in 1..=HISTORY_DAYS {
-            let h = history_hash(cfg.seed, vid, day);
-            let xway = (h % u64::from(cfg.xways)) as i64;
-            // No toll on about a fifth of the days.
-            let toll = match (h >> 24) % 5 {
-                0 => 0,
-                _ => ((h >> 32) % 100) as i64,
-            };
+            let (xway, toll) = toll_row(cfg.seed, cfg.xways, vid, day);
             emit(vid, day, xway, toll);
         }
     }
+}
+
+/// The `(xway, toll)` of the toll-history row of `(vid, day)` for a run with `seed` and
+/// `xways` expressways (see [`toll_history`]): computed, never stored.
+pub fn toll_row(seed: u64, xways: u32, vid: i64, day: i64) -> (i64, i64) {
+    let h = history_hash(seed, vid, day);
+    let xway = (h % u64::from(xways.max(1))) as i64;
+    // No toll on about a fifth of the days.
+    let toll = match (h >> 24) % 5 {
+        0 => 0,
+        _ => ((h >> 32) % 100) as i64,
+    };
+    (xway, toll)
 }
 
 /// Segment history rows `[XWay, Dir, Seg, DOW, Bucket, AvgSpeed, AvgToll]` for every

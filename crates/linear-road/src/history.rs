@@ -126,6 +126,23 @@ pub struct TollHistory {
     tolls: Vec<i32>,
     /// `(row index, toll)` for tolls outside the `i32` range (minus the sentinel).
     wide: Vec<(u64, i64)>,
+    /// Rows computed from the generator instead of stored (see [`TollHistory::generated`]).
+    computed: Option<Replicas>,
+}
+
+/// The toll history of generated data replicated into copies: copy `c` has vehicle ids
+/// `c * vid_stride ..` and expressways `c * base_xways ..`; each row is
+/// [`crate::generate::toll_row`] of the base vehicle, moved to the copy's expressway.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Replicas {
+    /// Generator seed.
+    pub seed: u64,
+    /// Expressways of the generated base.
+    pub base_xways: u32,
+    /// Number of copies.
+    pub copies: u32,
+    /// Vehicle-id offset between copies (above every base vehicle id).
+    pub vid_stride: i64,
 }
 
 /// Packs a toll-history key, or `None` when a field is out of the packable range.
@@ -209,12 +226,25 @@ impl TollHistory {
         TollHistory::from_sorted(v)
     }
 
+    /// A history that stores nothing and computes each row from the generator: for
+    /// rating runs over many replicated expressways, whose stored history would not fit
+    /// in memory.
+    pub fn generated(replicas: Replicas) -> TollHistory {
+        TollHistory {
+            keys: Vec::new(),
+            tolls: Vec::new(),
+            wide: Vec::new(),
+            computed: Some(replicas),
+        }
+    }
+
     /// From rows with strictly ascending keys.
     fn from_sorted(rows: Vec<(u64, i64)>) -> TollHistory {
         let mut h = TollHistory {
             keys: Vec::with_capacity(rows.len()),
             tolls: Vec::with_capacity(rows.len()),
             wide: Vec::new(),
+            computed: None,
         };
         for (key, toll) in rows {
             h.push(key, toll);
@@ -247,6 +277,17 @@ impl TollHistory {
 
     /// The toll of vehicle `vid` on expressway `xway` on day `day`, if there is a row.
     pub fn get(&self, vid: i64, day: i64, xway: i64) -> Option<i64> {
+        if let Some(r) = &self.computed {
+            if vid < 0 || !(1..=69).contains(&day) || r.vid_stride <= 0 {
+                return None;
+            }
+            let (copy, base) = (vid / r.vid_stride, vid % r.vid_stride);
+            if copy >= i64::from(r.copies) {
+                return None;
+            }
+            let (bx, toll) = crate::generate::toll_row(r.seed, r.base_xways, base, day);
+            return (bx + copy * i64::from(r.base_xways) == xway).then_some(toll);
+        }
         let key = toll_key(vid, day, xway)?;
         let i = self.keys.binary_search(&key).ok()?;
         Some(self.toll_at(i))
@@ -305,6 +346,8 @@ pub struct SegmentHistory {
     /// Indexed by XWay; `None` for an expressway without rows.
     xways: Vec<Option<Box<[SegRow]>>>,
     rows: usize,
+    /// Expressway `x` reads the rows of `x % m` (replicated expressways).
+    modulus: Option<u32>,
 }
 
 /// Slot index within an expressway block, or `None` when out of range.
@@ -324,6 +367,12 @@ impl SegmentHistory {
     /// answered, see `expressway`).
     pub fn empty() -> SegmentHistory {
         SegmentHistory::default()
+    }
+
+    /// Serves expressway `x` from the rows of `x % base_xways` (replicated copies).
+    pub fn replicated(mut self, base_xways: u32) -> SegmentHistory {
+        self.modulus = Some(base_xways);
+        self
     }
 
     /// Inserts a row; `Err` says why it was refused.
@@ -387,6 +436,10 @@ impl SegmentHistory {
     #[inline]
     pub fn get(&self, xway: i64, dir: i64, seg: i64, dow: i64, bucket: i64) -> Option<(i64, i64)> {
         let slot = seg_slot(dir, seg, dow, bucket)?;
+        let xway = match self.modulus {
+            Some(m) if xway >= 0 => xway % i64::from(m.max(1)),
+            _ => xway,
+        };
         let block = self.xways.get(usize::try_from(xway).ok()?)?.as_ref()?;
         let r = block[slot];
         (r.speed != NO_ROW).then_some((i64::from(r.speed), i64::from(r.toll)))

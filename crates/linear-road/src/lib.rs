@@ -6,5 +6,6 @@ pub mod app;
 pub mod expressway;
 pub mod generate;
 pub mod history;
+pub mod rate;
 pub mod record;
 pub mod validate;

@@ -131,7 +131,7 @@ impl Counters {
 
 /// Which worker reads a source: all of them for the generator, worker 0 otherwise.
 pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
-    matches!(spec, SourceSpec::Generator(_))
+    matches!(spec, SourceSpec::Generator(_) | SourceSpec::Native(_))
 }
 
 /// Opens the feed of `source` for global worker `index` of `peers`. Workers that do not
@@ -142,11 +142,20 @@ pub fn open(
     peers: usize,
     opts: &ReadOptions,
     counters: Arc<Counters>,
+    registry: &braid_plan::function::Registry,
 ) -> Result<Option<Box<dyn Feed>>> {
     if !reads_on_all_workers(&source.spec) && index != 0 {
         return Ok(None);
     }
     let feed: Box<dyn Feed> = match &source.spec {
+        SourceSpec::Native(name) => match registry.source(name)?.open(index, peers) {
+            Some(reader) => Box::new(NativeFeed {
+                reader,
+                name: source.name.clone(),
+                arity: source.schema.arity(),
+            }),
+            None => return Ok(None),
+        },
         SourceSpec::Generator(g) => {
             Box::new(generator::GeneratorFeed::new(*g, source, index, peers))
         }
@@ -183,6 +192,36 @@ pub fn open(
         SourceSpec::Binary { path } => Box::new(binary::BinaryFeed::open(path, source)?),
     };
     Ok(Some(feed))
+}
+
+/// A source written in Rust.
+struct NativeFeed {
+    reader: Box<dyn braid_plan::function::NativeSource>,
+    name: String,
+    arity: usize,
+}
+
+impl Feed for NativeFeed {
+    fn next(&mut self) -> Result<Next> {
+        use braid_plan::function::SourceNext;
+        let mut out = Batch::new(self.arity);
+        match self
+            .reader
+            .next(&mut out)
+            .map_err(|e| Error::io(format!("reading source {}", self.name), e))?
+        {
+            SourceNext::Window(epoch) => Ok(Next::Window(epoch, out)),
+            SourceNext::Wait => Ok(Next::Wait),
+            SourceNext::Done => Ok(Next::Done),
+        }
+    }
+
+    fn rejects(&mut self) -> Rejects {
+        Rejects {
+            source: self.name.clone(),
+            ..Rejects::default()
+        }
+    }
 }
 
 /// Cuts rows (already in a batch, in order) into windows of one epoch and at most

@@ -1,0 +1,219 @@
+//! `braid lrb rate`: the sustained-peak rating search and its report.
+
+use crate::plot::{Chart, Series};
+use anyhow::{Context, Result};
+use linear_road::rate::{run_candidate, Candidate, RateConfig};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Options of `braid lrb rate`.
+#[derive(clap::Args)]
+pub struct RateArgs {
+    /// Candidate L values, tried in increasing order until one fails.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "8,64,128,256,512,768,1024"
+    )]
+    candidates: Vec<u32>,
+    /// Scored minutes W per candidate.
+    #[arg(long, default_value_t = 5)]
+    minutes: u32,
+    /// Unscored warm-up minutes.
+    #[arg(long, default_value_t = 5)]
+    warmup: u32,
+    /// Worker threads.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Generated expressways replicated to reach L.
+    #[arg(long, default_value_t = 4)]
+    base_xways: u32,
+    /// Copies validated answer by answer per candidate.
+    #[arg(long, default_value_t = 2)]
+    sample_copies: u32,
+    /// Split strategy.
+    #[arg(long, default_value = "autosplit")]
+    strategy: String,
+    /// Balance merge fan-in.
+    #[arg(long)]
+    fanin: Option<u32>,
+    /// Replay speed (1 = real time; anything else is a trial, not a rating).
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+    /// Stop starting candidates after this many minutes.
+    #[arg(long, default_value_t = 60.0)]
+    budget_minutes: f64,
+    /// Where to write the report.
+    #[arg(long, default_value = "docs/benchmarks")]
+    out: PathBuf,
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Runs the search and writes the report.
+pub fn run(a: RateArgs) -> Result<()> {
+    let cfg = RateConfig {
+        base_xways: a.base_xways,
+        warmup_minutes: a.warmup,
+        minutes: a.minutes,
+        workers: a.workers,
+        strategy: a.strategy.parse()?,
+        fanin: a.fanin,
+        sample_copies: a.sample_copies,
+        speed: a.speed,
+        ..RateConfig::default()
+    };
+    let start = Instant::now();
+    let per_run = f64::from(a.warmup + a.minutes) / a.speed.max(1e-9);
+    let mut candidates = a.candidates.clone();
+    candidates.sort_unstable();
+    let mut results: Vec<(Candidate, String)> = Vec::new();
+    for l in candidates {
+        let spent = start.elapsed().as_secs_f64() / 60.0;
+        if spent + per_run > a.budget_minutes {
+            eprintln!(
+                "braid: time budget reached ({spent:.1} of {} min); not trying L = {l}",
+                a.budget_minutes
+            );
+            break;
+        }
+        let load_before = load();
+        eprintln!(
+            "braid: L = {l}: {} + {} min at speed {} (load {load_before})",
+            a.warmup, a.minutes, a.speed
+        );
+        let c = run_candidate(&cfg, l).with_context(|| format!("running L = {l}"))?;
+        eprintln!(
+            "braid: L = {}: {} rows in {:.0} s, late {:?}, sampled copies {}, peak RSS {:.0} MB -> {}",
+            c.l,
+            c.rows_in,
+            c.seconds,
+            c.late,
+            c.validation.iter().map(|(k, r)| format!("{k}:{}", if r.passed() { "ok" } else { "FAIL" })).collect::<Vec<_>>().join(" "),
+            c.peak_rss_mb,
+            if c.passed { "PASS" } else { "FAIL" }
+        );
+        let passed = c.passed;
+        results.push((c, load_before));
+        if !passed {
+            break;
+        }
+    }
+    let best = results
+        .iter()
+        .filter(|(c, _)| c.passed)
+        .map(|(c, _)| c.l)
+        .max();
+    write_report(&a, &results, best)?;
+    match best {
+        Some(l) if a.speed == 1.0 => {
+            println!("rating: L = {l} (sustained peak, {} min)", a.minutes)
+        }
+        Some(l) => println!(
+            "trial at speed {}: L = {l} passed (not a rating: not real time)",
+            a.speed
+        ),
+        None => println!("no candidate passed"),
+    }
+    Ok(())
+}
+
+fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>) -> Result<()> {
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    let mut md = String::new();
+    let _ = writeln!(md, "# Linear Road: sustained-peak rating\n");
+    let _ = writeln!(
+        md,
+        "Written by `braid lrb rate` (see `crates/braid-cli/src/lrb_rate.rs`); rerun with:\n\n```\ncargo run --release -p braid-cli -- lrb rate --candidates {} --minutes {} --warmup {} --workers {} --base-xways {} --sample-copies {} --speed {}\n```\n",
+        a.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
+        a.minutes,
+        a.warmup,
+        a.workers,
+        a.base_xways,
+        a.sample_copies,
+        a.speed
+    );
+    let verdict = match best {
+        Some(l) if a.speed == 1.0 => format!("**L = {l} (sustained peak, {} min)**", a.minutes),
+        Some(l) => format!(
+            "L = {l} passed at speed {} (a trial, not a rating)",
+            a.speed
+        ),
+        None => "no candidate passed".to_string(),
+    };
+    let _ = writeln!(md, "Result: {verdict}. This is not the 3-hour L-rating of the benchmark paper (doc section 7).\n");
+    let _ = writeln!(
+        md,
+        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only.\n",
+        a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE, a.warmup, a.minutes, a.workers, a.warmup
+    );
+    let _ = writeln!(md, "| L | input rows | rows/s | CPU s | peak RSS MB | MB per xway | late (0..4) | p99 ms toll / bal | max ms | sampled copies valid | result | load before |");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    for (c, load) in results {
+        let valid = c
+            .validation
+            .iter()
+            .map(|(k, r)| format!("{k}:{}", if r.passed() { "ok" } else { "FAIL" }))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let max = c.millis.iter().map(|m| m[2]).max().unwrap_or(0);
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.2} | {:?} | {} / {} | {} | {} | {} | {} |",
+            c.l,
+            c.rows_in,
+            c.rows_in as f64 / c.seconds.max(1e-9),
+            c.cpu_seconds,
+            c.peak_rss_mb,
+            c.peak_rss_mb / f64::from(c.l.max(1)),
+            c.late,
+            c.millis[0][1],
+            c.millis[2][1],
+            max,
+            valid,
+            if c.passed { "PASS" } else { "FAIL" },
+            load
+        );
+    }
+    for (c, _) in results {
+        let file = format!("lr-rating-response-L{}.svg", c.l);
+        let names = ["toll", "accident", "balance", "daily", "travel time"];
+        let series = (0..5)
+            .filter(|&t| !c.series[t].is_empty())
+            .map(|t| {
+                Series::line(
+                    names[t],
+                    c.series[t]
+                        .iter()
+                        .map(|&(s, ms)| (s as f64, ms as f64))
+                        .collect(),
+                )
+            })
+            .collect();
+        let chart = Chart {
+            title: format!(
+                "Linear Road, L = {}: worst response time per simulation second",
+                c.l
+            ),
+            x_label: "simulation time (s)".into(),
+            y_label: "response time (ms)".into(),
+            log_y: true,
+            series,
+            hlines: vec![(5000.0, "5 s deadline".into())],
+            ..Chart::default()
+        };
+        std::fs::write(a.out.join(&file), chart.to_svg(900, 420))?;
+        let _ = writeln!(md, "\n![response times, L = {}]({file})", c.l);
+    }
+    std::fs::write(a.out.join("linear-road-rating.md"), md)?;
+    eprintln!(
+        "braid: wrote {}",
+        a.out.join("linear-road-rating.md").display()
+    );
+    Ok(())
+}
