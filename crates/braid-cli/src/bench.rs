@@ -65,6 +65,13 @@ pub struct SplitArgs {
     /// Output directory (default docs/benchmarks).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Only these q for the sweep at b = 0.5% (comma separated; e.g. for a focused
+    /// 1-vs-2-worker check when the machine is quiet).
+    #[arg(long, value_delimiter = ',')]
+    qs: Option<Vec<u32>>,
+    /// Only these broadcast fractions (0..1) for the sweep at q = 64.
+    #[arg(long, value_delimiter = ',')]
+    bs: Option<Vec<f64>>,
 }
 
 /// `braid bench tune`.
@@ -124,7 +131,7 @@ const STRATEGIES: [Strategy; 4] = [
     Strategy::Parasplit,
 ];
 /// Tuples of the no-engine probes (generation, one splitter) behind η.
-const PROBE_TUPLES: u64 = 500_000;
+const PROBE_TUPLES: u64 = 200_000;
 /// Keys (expressways) of the generator: every partition up to q = 512 gets rows.
 const KEYS: u32 = 512;
 
@@ -261,6 +268,9 @@ fn split(a: SplitArgs) -> Result<()> {
             a.out.clone().unwrap_or_else(|| "docs/benchmarks".into()),
         )
     };
+    let focused = a.qs.is_some() || a.bs.is_some();
+    let qs = a.qs.clone().unwrap_or(qs);
+    let bs = a.bs.clone().unwrap_or(bs);
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let registry = Registry::with_builtins();
     let started = Instant::now();
@@ -276,7 +286,7 @@ fn split(a: SplitArgs) -> Result<()> {
             pairs.push((64, b));
         }
     }
-    if !pairs.iter().any(|&(q, b)| qb(q, b) == qb(512, 0.1)) {
+    if !focused && !pairs.iter().any(|&(q, b)| qb(q, b) == qb(512, 0.1)) {
         pairs.push((512, 0.1));
     }
 
@@ -297,21 +307,16 @@ fn split(a: SplitArgs) -> Result<()> {
         base.insert(qb(q, b), r);
         let probe_spec = gen_spec(max_n.min(PROBE_TUPLES), a.rate, b);
         let key_b = qb(0, b).1;
-        let mut windows = Vec::new();
-        for _ in 0..reps {
-            let (ws, g) = tune::generate_windows(probe_spec, a.window)?;
-            windows = ws;
-            let gs = gen_cost.entry(key_b).or_insert(g);
-            *gs = gs.min(g);
-        }
-        let p = plan(probe_spec, q, Strategy::Fsplit, a.window)?;
+        let p = braid_exec::runtime::prepare(
+            &plan(probe_spec, q, Strategy::Fsplit, a.window)?,
+            &registry,
+            1,
+        )?;
         let s = tune::split_ref(&p).context("split")?;
-        for &w in &a.workers {
-            let c = (0..reps)
-                .map(|_| tune::split_work_per_tuple(s, &registry, &windows, w))
-                .collect::<Result<Vec<_>>>()?
-                .into_iter()
-                .fold(f64::INFINITY, f64::min);
+        let (g, per_w) = tune::probe_costs(probe_spec, a.window, s, &registry, &a.workers, reps)?;
+        let gs = gen_cost.entry(key_b).or_insert(g);
+        *gs = gs.min(g);
+        for (&w, c) in a.workers.iter().zip(per_w) {
             split_cost.insert((q, key_b, w), c);
         }
         eprintln!(
@@ -650,9 +655,11 @@ fn split(a: SplitArgs) -> Result<()> {
     section("Broadcast fraction at q = 64", &b_rows, &|_, b| {
         format!("b = {}%", pct(b))
     });
-    section("q = 512, b = 10%", &[(512, 0.1)], &|_, _| {
-        "q = 512, b = 10%".into()
-    });
+    if base.contains_key(&qb(512, 0.1)) {
+        section("q = 512, b = 10%", &[(512, 0.1)], &|_, _| {
+            "q = 512, b = 10%".into()
+        });
+    }
     let _ = writeln!(sum, "### Shapes chosen by the optimizer\n");
     let _ = writeln!(sum, "| q | b | workers | maxtree | exptree | parasplit |");
     let _ = writeln!(sum, "|---|---|---|---|---|---|");

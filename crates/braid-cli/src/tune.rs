@@ -239,80 +239,96 @@ pub fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// The generator's windows for one worker (all of them), as the engine's source makes
-/// them, and the seconds per tuple it took to make them (wall time of this one thread:
-/// the kernel's per-thread CPU counters advance in scheduler ticks, too coarse here).
-pub fn generate_windows(spec: GeneratorSpec, window: usize) -> Result<(Vec<Batch>, f64)> {
+/// Per-tuple costs of Braid's own pieces without the engine, in seconds (wall time of
+/// this one thread; the kernel's per-thread CPU counters advance in scheduler ticks,
+/// too coarse here): making the generator's windows as the engine's source does, and
+/// one splitter's work on them for each worker count in `workers`. Every window is
+/// split right after it is made, while it is in cache, as in the engine; the split's cost
+/// is the time of a generate-and-split pass minus that of a generate-only pass. The
+/// least of `reps` passes (the least disturbed) is kept.
+pub fn probe_costs(
+    spec: GeneratorSpec,
+    window: usize,
+    split: &Split,
+    registry: &Registry,
+    workers: &[usize],
+    reps: usize,
+) -> Result<(f64, Vec<f64>)> {
+    let router = Router::new(split, registry)?;
     let mut source = match Plan::source("gen", SourceSpec::Generator(spec), GeneratorSpec::schema())
     {
         Plan::Source(s) => s,
         _ => unreachable!("Plan::source makes a source"),
     };
     source.window = window;
-    let mut feed = GeneratorFeed::new(spec, &source, 0, 1);
-    let mut out = Vec::new();
-    let t = Instant::now();
-    loop {
-        match feed.next()? {
-            Next::Window(_, b) => out.push(b),
-            Next::Wait => {}
-            Next::Done => break,
+    let n = spec.tuples.max(1) as f64;
+    // One pass only generates; one pass per worker count generates and splits each
+    // window at once; the split's cost is the difference (no per-window timers).
+    let pass = |split_for: Option<usize>| -> Result<f64> {
+        let mut feed = GeneratorFeed::new(spec, &source, 0, 1);
+        let mut keep = Vec::new();
+        let t = Instant::now();
+        loop {
+            match feed.next()? {
+                Next::Window(_, b) => {
+                    if let Some(w) = split_for {
+                        keep.push(split_window(&router, &b, w));
+                    }
+                    keep.push(vec![b]);
+                }
+                Next::Wait => {}
+                Next::Done => break,
+            }
+        }
+        let secs = t.elapsed().as_secs_f64();
+        drop(keep);
+        Ok(secs / n)
+    };
+    let mut best_gen = f64::INFINITY;
+    let mut best_total = vec![f64::INFINITY; workers.len()];
+    for _ in 0..reps.max(1) {
+        best_gen = best_gen.min(pass(None)?);
+        for (k, &w) in workers.iter().enumerate() {
+            best_total[k] = best_total[k].min(pass(Some(w))?);
         }
     }
-    Ok((out, t.elapsed().as_secs_f64() / spec.tuples.max(1) as f64))
+    let best_split = best_total.iter().map(|t| (t - best_gen).max(0.0)).collect();
+    Ok((best_gen, best_split))
 }
 
-/// Seconds (wall time of this one thread) per input tuple of the split's own work, done the way one
-/// `fsplit` or window splitter of the engine does it, without the engine: evaluate
-/// route and broadcast once per row, copy each routed row into the batch of its
-/// partition's worker and each broadcast row into the batch of every worker that hosts
-/// a partition, and hand the batches off.
-pub fn split_work_per_tuple(
-    split: &Split,
-    registry: &Registry,
-    windows: &[Batch],
-    workers: usize,
-) -> Result<f64> {
-    let router = Router::new(split, registry)?;
-    let hosts = workers.min(split.q as usize).max(1);
-    let mut sent = 0usize;
-    let rows: usize = windows.iter().map(Batch::len).sum();
-    let t = Instant::now();
-    for w in windows {
-        let arity = w.arity();
-        let mut outs: Vec<Batch> = (0..workers).map(|_| Batch::new(arity)).collect();
-        for i in 0..w.len() {
-            let seq = w.key(i).seq;
-            match router.dest(w, i) {
-                Dest::Omit => {}
-                Dest::Partition(p) => outs[partition_worker(u64::from(p), workers)].push_row_of(
-                    w,
-                    i,
-                    RowKey {
-                        seq,
-                        lane: u64::from(p),
-                    },
-                ),
-                Dest::Broadcast => {
-                    for out in outs.iter_mut().take(hosts) {
-                        out.push_row_of(
-                            w,
-                            i,
-                            RowKey {
-                                seq,
-                                lane: RowKey::broadcast_lane(1, 0),
-                            },
-                        );
-                    }
+/// One splitter's work on one window, the way one `fsplit` or window splitter of the
+/// engine does it: evaluate route and broadcast once per row, copy each routed row into
+/// the batch of its partition's worker and each broadcast row into the batch of every
+/// worker that hosts a partition, and hand the batches off.
+fn split_window(router: &Router, w: &Batch, workers: usize) -> Vec<Batch> {
+    let hosts = workers.min(router.q() as usize).max(1);
+    let arity = w.arity();
+    let mut outs: Vec<Batch> = (0..workers).map(|_| Batch::new(arity)).collect();
+    for i in 0..w.len() {
+        let seq = w.key(i).seq;
+        match router.dest(w, i) {
+            Dest::Omit => {}
+            Dest::Partition(p) => outs[partition_worker(u64::from(p), workers)].push_row_of(
+                w,
+                i,
+                RowKey {
+                    seq,
+                    lane: u64::from(p),
+                },
+            ),
+            Dest::Broadcast => {
+                for out in outs.iter_mut().take(hosts) {
+                    out.push_row_of(
+                        w,
+                        i,
+                        RowKey {
+                            seq,
+                            lane: RowKey::broadcast_lane(1, 0),
+                        },
+                    );
                 }
             }
         }
-        for out in outs {
-            sent += out.len();
-            std::hint::black_box(out);
-        }
     }
-    let secs = t.elapsed().as_secs_f64();
-    std::hint::black_box(sent);
-    Ok(secs / rows.max(1) as f64)
+    outs
 }

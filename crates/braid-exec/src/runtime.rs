@@ -29,6 +29,10 @@ pub struct RunConfig {
     /// Backpressure: a source does not run more than this many epochs ahead of the
     /// output frontier.
     pub max_epochs_ahead: u64,
+    /// Backpressure: a worker does not start a new epoch while more than this many of
+    /// its rows are in epochs the output has not completed (bounds memory when epochs
+    /// are large).
+    pub max_rows_in_flight: u64,
     /// Print a progress line to stderr every second.
     pub progress: bool,
 }
@@ -45,6 +49,7 @@ impl Default for RunConfig {
                 ..ReadOptions::default()
             },
             max_epochs_ahead: 64,
+            max_rows_in_flight: 2_000_000,
             progress: false,
         }
     }
@@ -171,16 +176,14 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             }
             return;
         }
-        feed(
-            worker,
-            input,
-            &probe,
-            &plan_w,
-            &registry_w,
+        let ctx = FeedCtx {
+            plan: &plan_w,
+            registry: &registry_w,
             place,
-            &cfg_w,
-            &shared_w,
-        );
+            cfg: &cfg_w,
+            shared: &shared_w,
+        };
+        feed(worker, input, &probe, &ctx);
         while worker.has_dataflows() {
             worker.step_or_park(None);
         }
@@ -230,16 +233,28 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
 
 /// The worker's source loop: sends windows, advances time, paces, and holds back when
 /// the output frontier lags too far.
+/// What a worker's source loop reads.
+struct FeedCtx<'a> {
+    plan: &'a Plan,
+    registry: &'a Registry,
+    place: Place,
+    cfg: &'a RunConfig,
+    shared: &'a Arc<Shared>,
+}
+
 fn feed(
     worker: &mut timely::worker::Worker,
     mut input: Feeder,
     probe: &ProbeHandle<u64>,
-    plan: &Plan,
-    registry: &Registry,
-    place: Place,
-    cfg: &RunConfig,
-    shared: &Arc<Shared>,
+    ctx: &FeedCtx<'_>,
 ) {
+    let FeedCtx {
+        plan,
+        registry,
+        place,
+        cfg,
+        shared,
+    } = *ctx;
     let source = plan.leaf_source();
     let mut feed = match source::open(
         source,
@@ -264,10 +279,29 @@ fn feed(
     );
     let start = shared.start;
     let mut sent = 0u64;
+    // Rows this worker sent per epoch not yet completed at the output, oldest first.
+    let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
+    let mut in_flight_rows = 0u64;
     loop {
         match feed.next() {
             Ok(Next::Window(epoch, batch)) => {
                 if epoch > *input.time() {
+                    // Before opening a new epoch, wait while too many rows of older
+                    // epochs are still in the dataflow.
+                    loop {
+                        while let Some(&(e, n)) = in_flight.front() {
+                            if probe.less_equal(&e) {
+                                break;
+                            }
+                            in_flight.pop_front();
+                            in_flight_rows -= n;
+                        }
+                        if in_flight_rows <= cfg.max_rows_in_flight {
+                            break;
+                        }
+                        input.flush();
+                        worker.step_or_park(Some(Duration::from_millis(1)));
+                    }
                     // Close the earlier epochs first (lower latency), then wait for this
                     // epoch's release time when pacing.
                     input.advance_to(epoch);
@@ -293,6 +327,12 @@ fn feed(
                 if !counts_rows_itself {
                     Counters::add(&shared.counters.rows_in, batch.len() as u64);
                 }
+                let rows = batch.len() as u64;
+                match in_flight.back_mut() {
+                    Some((e, n)) if *e == epoch => *n += rows,
+                    _ => in_flight.push_back((epoch, rows)),
+                }
+                in_flight_rows += rows;
                 input.send(Window {
                     to: place.index as u64,
                     node: 0,
