@@ -31,6 +31,51 @@ pub enum Which {
     Split(SplitArgs),
     /// Paper V heuristics: W by doubling, the single-splitter rate and p (eq. 6).
     Tune(TuneArgs),
+    /// Raw CSV parse speed of a file: Braid's CSV reader alone, no dataflow.
+    Parse(ParseArgs),
+}
+
+/// `braid bench parse`.
+#[derive(clap::Args)]
+pub struct ParseArgs {
+    /// The CSV file.
+    #[arg(long)]
+    input: PathBuf,
+    /// Columns "name type, ..." (default: the 15 int64 Linear Road fields).
+    #[arg(long)]
+    schema: Option<String>,
+}
+
+/// Reads the whole file through the CSV source's parser thread and counts rows.
+fn parse_cmd(a: ParseArgs) -> Result<()> {
+    use braid_exec::source::{open, Counters, Next, ReadOptions};
+    use braid_plan::plan::SourceSpec;
+    let schema = match &a.schema {
+        Some(s) => crate::parse_schema(s)?,
+        None => linear_road::app::input_schema(),
+    };
+    let mut plan = Plan::source("parse", SourceSpec::Csv { path: a.input.clone(), header: false }, schema);
+    plan.leaf_source_mut().window = 1024;
+    let counters = std::sync::Arc::new(Counters::default());
+    let registry = Registry::with_builtins();
+    let start = Instant::now();
+    let mut feed = open(plan.leaf_source(), 0, 1, &ReadOptions::default(), counters, &registry)?
+        .context("worker 0 reads the file")?;
+    let mut rows = 0u64;
+    loop {
+        match feed.next()? {
+            Next::Window(_, b) => rows += b.len() as u64,
+            Next::Wait => std::thread::yield_now(),
+            Next::Done => break,
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!("{rows} rows in {secs:.2} s: {:.0} rows/s (one parser thread)", rows as f64 / secs.max(1e-9));
+    let rejects = feed.rejects();
+    if rejects.count > 0 {
+        print!("{rejects}");
+    }
+    Ok(())
 }
 
 /// `braid bench split`.
@@ -121,6 +166,7 @@ pub fn run(which: Which) -> Result<()> {
     match which {
         Which::Split(a) => split(a),
         Which::Tune(a) => tune_cmd(a),
+        Which::Parse(a) => parse_cmd(a),
     }
 }
 

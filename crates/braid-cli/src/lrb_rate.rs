@@ -129,14 +129,17 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
     let _ = writeln!(md, "# Linear Road: sustained-peak rating\n");
     let _ = writeln!(
         md,
-        "Written by `braid lrb rate` (see `crates/braid-cli/src/lrb_rate.rs`); rerun with:\n\n```\ncargo run --release -p braid-cli -- lrb rate --candidates {} --minutes {} --warmup {} --workers {} --base-xways {} --sample-copies {} --speed {}\n```\n",
+        "Written by `braid lrb rate` (see `crates/braid-cli/src/lrb_rate.rs`); rerun with:\n\n```\ncargo run --release -p braid-cli -- lrb rate --candidates {} --minutes {} --warmup {} --workers {} --base-xways {} --sample-copies {} --speed {} --strategy {}{} --budget-minutes {}\n```\n",
         a.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
         a.minutes,
         a.warmup,
         a.workers,
         a.base_xways,
         a.sample_copies,
-        a.speed
+        a.speed,
+        a.strategy,
+        a.fanin.map_or(String::new(), |k| format!(" --fanin {k}")),
+        a.budget_minutes
     );
     let verdict = match best {
         Some(l) if a.speed == 1.0 => format!("**L = {l} (sustained peak, {} min)**", a.minutes),
