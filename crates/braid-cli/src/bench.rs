@@ -54,13 +54,27 @@ fn parse_cmd(a: ParseArgs) -> Result<()> {
         Some(s) => crate::parse_schema(s)?,
         None => linear_road::app::input_schema(),
     };
-    let mut plan = Plan::source("parse", SourceSpec::Csv { path: a.input.clone(), header: false }, schema);
+    let mut plan = Plan::source(
+        "parse",
+        SourceSpec::Csv {
+            path: a.input.clone(),
+            header: false,
+        },
+        schema,
+    );
     plan.leaf_source_mut().window = 1024;
     let counters = std::sync::Arc::new(Counters::default());
     let registry = Registry::with_builtins();
     let start = Instant::now();
-    let mut feed = open(plan.leaf_source(), 0, 1, &ReadOptions::default(), counters, &registry)?
-        .context("worker 0 reads the file")?;
+    let mut feed = open(
+        plan.leaf_source(),
+        0,
+        1,
+        &ReadOptions::default(),
+        counters,
+        &registry,
+    )?
+    .context("worker 0 reads the file")?;
     let mut rows = 0u64;
     loop {
         match feed.next()? {
@@ -70,7 +84,10 @@ fn parse_cmd(a: ParseArgs) -> Result<()> {
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    println!("{rows} rows in {secs:.2} s: {:.0} rows/s (one parser thread)", rows as f64 / secs.max(1e-9));
+    println!(
+        "{rows} rows in {secs:.2} s: {:.0} rows/s (one parser thread)",
+        rows as f64 / secs.max(1e-9)
+    );
     let rejects = feed.rejects();
     if rejects.count > 0 {
         print!("{rejects}");
