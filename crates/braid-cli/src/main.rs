@@ -111,6 +111,24 @@ enum Lrb {
         #[arg(long)]
         progress: bool,
     },
+    /// Show the Linear Road physical plan.
+    Explain {
+        /// Logical partitions.
+        #[arg(long, default_value_t = 64)]
+        parts: u32,
+        /// Split strategy.
+        #[arg(long, default_value = "autosplit")]
+        strategy: String,
+        /// Balance merge fan-in.
+        #[arg(long)]
+        fanin: Option<u32>,
+        /// Workers in all.
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// Print Graphviz DOT instead of text.
+        #[arg(long)]
+        dot: bool,
+    },
     /// Sustained-peak rating: candidate L values at peak load in real time.
     Rate(lrb_rate::RateArgs),
     /// The main job end to end: generate data, run the parallel plan, validate.
@@ -551,8 +569,17 @@ fn real_main() -> Result<()> {
                 std::fs::create_dir_all(&out)
                     .with_context(|| format!("creating {}", out.display()))?;
                 let t = std::time::Instant::now();
-                let stats = linear_road::generate::write_dir(&cfg, &out, &mut |_| {})
-                    .with_context(|| format!("writing into {}", out.display()))?;
+                let bar = indicatif::ProgressBar::new(u64::from(minutes) * 60);
+                bar.set_style(
+                    indicatif::ProgressStyle::with_template(
+                        "{bar:40} {pos}/{len} simulated s, {elapsed} ({eta} left)",
+                    )
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                );
+                let stats =
+                    linear_road::generate::write_dir(&cfg, &out, &mut |s| bar.set_position(s))
+                        .with_context(|| format!("writing into {}", out.display()))?;
+                bar.finish_and_clear();
                 let secs = t.elapsed().as_secs_f64();
                 eprintln!(
                     "braid: {} tuples ({:?} by type), {} vehicles, {} re-entries, {} accidents in {:.2} s ({:.0} tuples/s)",
@@ -604,6 +631,41 @@ fn real_main() -> Result<()> {
                 }
             }
             Lrb::Rate(args) => lrb_rate::run(args)?,
+            Lrb::Explain {
+                parts,
+                strategy,
+                fanin,
+                workers,
+                dot,
+            } => {
+                let opts = linear_road::app::LrOptions {
+                    q: parts,
+                    strategy: strategy.parse()?,
+                    fanin,
+                    ..Default::default()
+                };
+                let mut registry = Registry::with_builtins();
+                let sink =
+                    std::sync::Arc::new(linear_road::app::OutputSink::create(None, opts.speed)?);
+                linear_road::app::register(
+                    &mut registry,
+                    std::sync::Arc::new(linear_road::history::TollHistory::from_rows(
+                        std::iter::empty(),
+                    )),
+                    std::sync::Arc::new(linear_road::history::SegmentHistory::empty()),
+                    sink,
+                );
+                let source = SourceSpec::Csv {
+                    path: "input.csv".into(),
+                    header: false,
+                };
+                let plan = prepare(&linear_road::app::plan(source, &opts), &registry, workers)?;
+                if dot {
+                    print!("{}", explain::dot(&plan, &registry, workers));
+                } else {
+                    print!("{}", explain::text(&plan, &registry, workers));
+                }
+            }
             Lrb::Demo {
                 xways,
                 minutes,
