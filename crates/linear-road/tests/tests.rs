@@ -102,3 +102,62 @@ fn generated_data_validates_across_workers_and_strategies() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The third-party data set beside the repository (`../shared/data/lrb`), if present.
+fn third_party() -> Option<PathBuf> {
+    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/lrb");
+    d.join("lrb-1x-30min.dat.gz").exists().then_some(d)
+}
+
+fn gunzip(from: &std::path::Path, to: &std::path::Path) {
+    let mut r = flate2::read::GzDecoder::new(std::io::BufReader::new(
+        std::fs::File::open(from).expect("open gz"),
+    ));
+    let mut w = std::io::BufWriter::new(std::fs::File::create(to).expect("create"));
+    std::io::copy(&mut r, &mut w).expect("decompress");
+}
+
+#[test]
+fn third_party_data_validates_with_zero_mismatches() {
+    let Some(src) = third_party() else {
+        eprintln!("skipped: ../shared/data/lrb is not beside the repository");
+        return;
+    };
+    let dir = scratch("third-party");
+    let (input, history, out) = (
+        dir.join("input.dat"),
+        dir.join("tolls.dat"),
+        dir.join("out.csv"),
+    );
+    gunzip(&src.join("lrb-1x-30min.dat.gz"), &input);
+    gunzip(&src.join("lrb-1x-30min.tolls.dat.gz"), &history);
+    let opts = LrOptions {
+        q: 4,
+        strategy: Strategy::Parasplit,
+        fanin: None,
+        speed: None,
+        window: 1024,
+    };
+    let run = run_files(
+        &input,
+        &history,
+        None,
+        Some(&out),
+        &opts,
+        &RunConfig {
+            workers: 2,
+            ..RunConfig::default()
+        },
+    )
+    .expect("run succeeds");
+    assert_eq!(run.report.rows_in, 1_571_711);
+    let vopts = Options {
+        check_deadlines: false,
+        ..Options::default()
+    };
+    let report = validate_files(&input, &history, None, &out, &vopts).expect("validator runs");
+    assert!(report.passed(), "{report}");
+    assert_eq!(report.types[0].matching, 570_579, "{report}");
+    assert_eq!(report.types[2].matching, 7_957, "{report}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
