@@ -2,13 +2,13 @@
 //! partition's worker; each sees its rows of an epoch in serial order once the epoch
 //! is complete.
 
+use super::stash::EpochStash;
 use super::{by_to, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
 use braid_plan::placement::partition_worker;
 use braid_plan::plan::{Map, Plan};
-use std::collections::BTreeMap;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Capability;
 
@@ -42,26 +42,17 @@ pub(crate) fn render<'s>(
             drop(cap);
             let mut instances: Vec<Option<Box<dyn StreamFunction>>> =
                 (0..local.len()).map(|_| None).collect();
-            let mut stash: BTreeMap<u64, (Capability<u64>, Vec<Batch>)> = BTreeMap::new();
+            let mut stash: EpochStash<Vec<Batch>> = EpochStash::new();
             // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
             let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
             let mut out = Batch::new(out_arity);
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
-                    let Some(&t) = cap.least() else { return };
-                    let entry = stash.entry(t).or_insert_with(|| {
-                        (
-                            cap.retain_least(0).expect("stamp has a least time"),
-                            Vec::new(),
-                        )
-                    });
-                    entry.1.extend(data.drain(..).map(|w| w.batch));
-                });
-                while let Some((&epoch, _)) = stash.iter().next() {
-                    if frontier.less_equal(&epoch) {
-                        break;
+                    if let Some(batches) = stash.at(&cap, Vec::new) {
+                        batches.extend(data.drain(..).map(|w| w.batch));
                     }
-                    let (cap, batches) = stash.remove(&epoch).expect("first key exists");
+                });
+                while let Some((epoch, cap, batches)) = stash.pop_complete(frontier) {
                     for (b, batch) in batches.iter().enumerate() {
                         for (i, key) in batch.keys().iter().enumerate() {
                             let entry = (key.seq, b as u32, i as u32);

@@ -1,6 +1,7 @@
 //! `Merge`: union, time-ordered (serial order) and keyed (partial results combined by
 //! key, pre-combined per worker or through a tree of fan-in k).
 
+use super::stash::EpochStash;
 use super::{to_worker, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use braid_plan::batch::{Batch, Datum, RowKey};
@@ -9,15 +10,14 @@ use braid_plan::expr::Expr;
 use braid_plan::function::Registry;
 use braid_plan::plan::{Merge, MergeKind};
 use braid_plan::types::Schema;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 use timely::dataflow::channels::pact::{Exchange, Pipeline};
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::Capability;
 use timely::dataflow::operators::Concat;
 
-/// An epoch's accumulators: its capability, groups by partition group, least seq.
-type EpochGroups = (Capability<u64>, HashMap<u64, Groups>, u64);
+/// An epoch's accumulators by partition group, and its least sequence number.
+type EpochGroups = (HashMap<u64, Groups>, u64);
 
 /// The worker where ordered output is assembled.
 pub(crate) const MERGE_WORKER: usize = 0;
@@ -91,24 +91,15 @@ fn time_ordered(input: Windows<'_>) -> Windows<'_> {
         to_worker(MERGE_WORKER),
         "Merge(time-ordered)",
         |_, _| {
-            let mut stash: BTreeMap<u64, (Capability<u64>, Vec<Batch>)> = BTreeMap::new();
+            let mut stash: EpochStash<Vec<Batch>> = EpochStash::new();
             let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
-                    let Some(&t) = cap.least() else { return };
-                    let entry = stash.entry(t).or_insert_with(|| {
-                        (
-                            cap.retain_least(0).expect("stamp has a least time"),
-                            Vec::new(),
-                        )
-                    });
-                    entry.1.extend(data.drain(..).map(|w| w.batch));
-                });
-                while let Some((&epoch, _)) = stash.iter().next() {
-                    if frontier.less_equal(&epoch) {
-                        break;
+                    if let Some(batches) = stash.at(&cap, Vec::new) {
+                        batches.extend(data.drain(..).map(|w| w.batch));
                     }
-                    let (cap, batches) = stash.remove(&epoch).expect("first key exists");
+                });
+                while let Some((_, cap, batches)) = stash.pop_complete(frontier) {
                     let Some(arity) = batches.first().map(|b| b.arity()) else {
                         continue;
                     };
@@ -224,23 +215,18 @@ where
     P: timely::dataflow::channels::pact::ParallelizationContract<u64, Vec<Window>>,
 {
     stream.unary_frontier::<WindowBuilder, _, _, _>(pact, name, move |_, _| {
-        let mut stash: BTreeMap<u64, EpochGroups> = BTreeMap::new();
+        let mut stash: EpochStash<EpochGroups> = EpochStash::new();
         let mut row: Vec<Datum> = Vec::new();
         move |(input, frontier), output| {
             input.for_each(|cap, data| {
-                let Some(&t) = cap.least() else { return };
-                let entry = stash.entry(t).or_insert_with(|| {
-                    (
-                        cap.retain_least(0).expect("stamp has a least time"),
-                        HashMap::new(),
-                        u64::MAX,
-                    )
-                });
+                let Some(entry) = stash.at(&cap, || (HashMap::new(), u64::MAX)) else {
+                    return;
+                };
                 for w in data.drain(..) {
                     let b = &w.batch;
                     for i in 0..b.len() {
                         let key = b.key(i);
-                        entry.2 = entry.2.min(key.seq);
+                        entry.1 = entry.1.min(key.seq);
                         let part = key.lane >> 32;
                         let group = if div == u64::MAX { 0 } else { part / div };
                         let acc = if first {
@@ -248,15 +234,11 @@ where
                         } else {
                             b.row(i).datums().to_vec()
                         };
-                        entry.1.entry(group).or_default().add(&km, acc);
+                        entry.0.entry(group).or_default().add(&km, acc);
                     }
                 }
             });
-            while let Some((&epoch, _)) = stash.iter().next() {
-                if frontier.less_equal(&epoch) {
-                    break;
-                }
-                let (cap, mut groups, min_seq) = stash.remove(&epoch).expect("first key exists");
+            while let Some((_, cap, (mut groups, min_seq))) = stash.pop_complete(frontier) {
                 let mut session = output.session(&cap);
                 let mut by_dest: HashMap<u64, Batch> = HashMap::new();
                 for (group, mut g) in groups.drain() {

@@ -9,6 +9,7 @@ mod map;
 mod merge;
 mod sink;
 mod split;
+mod stash;
 
 use crate::error::Result;
 use crate::runtime::Shared;

@@ -1,0 +1,46 @@
+//! Per-epoch state that an operator holds until its input frontier passes the epoch:
+//! the pattern behind `Map` and the merges (timely 0.32 has no notificator).
+
+use std::collections::BTreeMap;
+use timely::dataflow::operators::{Capability, InputCapability};
+use timely::progress::frontier::MutableAntichain;
+
+/// State per epoch, each with a capability to emit at that epoch.
+pub(crate) struct EpochStash<D> {
+    epochs: BTreeMap<u64, (Capability<u64>, D)>,
+}
+
+impl<D> EpochStash<D> {
+    /// No epochs.
+    pub fn new() -> EpochStash<D> {
+        EpochStash {
+            epochs: BTreeMap::new(),
+        }
+    }
+
+    /// The state of the message's epoch, made by `init` the first time; None for a
+    /// message with an empty stamp (it makes no claim on any epoch).
+    pub fn at(&mut self, cap: &InputCapability<u64>, init: impl FnOnce() -> D) -> Option<&mut D> {
+        let &t = cap.least()?;
+        let entry = self.epochs.entry(t).or_insert_with(|| {
+            let held = cap
+                .retain_least(0)
+                .expect("a stamp with a least time gives a capability");
+            (held, init())
+        });
+        Some(&mut entry.1)
+    }
+
+    /// The oldest epoch the frontier has passed, with its capability and state.
+    pub fn pop_complete(
+        &mut self,
+        frontier: &MutableAntichain<u64>,
+    ) -> Option<(u64, Capability<u64>, D)> {
+        let (&epoch, _) = self.epochs.iter().next()?;
+        if frontier.less_equal(&epoch) {
+            return None;
+        }
+        let (cap, state) = self.epochs.remove(&epoch)?;
+        Some((epoch, cap, state))
+    }
+}
