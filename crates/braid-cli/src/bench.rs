@@ -13,6 +13,7 @@
 use crate::plot::{Chart, Series};
 use crate::tune::{self, median, Measured};
 use anyhow::{Context, Result};
+use braid_exec::host;
 use braid_exec::source::generator::tuple;
 use braid_plan::function::Registry;
 use braid_plan::plan::{
@@ -337,9 +338,9 @@ fn split(a: SplitArgs) -> Result<()> {
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     let registry = Registry::with_builtins();
     let started = Instant::now();
-    let load_before = tune::loadavg();
-    let sys0 = tune::system_busy();
-    let cpu_start = tune::process_cpu();
+    let load_before = host::loadavg();
+    let sys0 = host::system_busy();
+    let cpu_start = host::process_cpu();
     eprintln!("bench split: load average before {load_before}");
 
     // (q, b) pairs: the q sweep at 0.5 %, the b sweep at 64, and q = 512 at 10 %.
@@ -433,13 +434,13 @@ fn split(a: SplitArgs) -> Result<()> {
             "bench split: round {}/{reps} done at {:.0} s (load {})",
             round + 1,
             started.elapsed().as_secs_f64(),
-            tune::loadavg()
+            host::loadavg()
         );
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let load_after = tune::loadavg();
-    let busy = tune::system_busy() - sys0;
-    let ours = tune::process_cpu() - cpu_start;
+    let load_after = host::loadavg();
+    let busy = host::system_busy() - sys0;
+    let ours = host::process_cpu() - cpu_start;
     let others_all = ((busy - ours) / elapsed).max(0.0);
 
     let find = |q: u32, b: f64, w: usize, s: Strategy| {
@@ -832,7 +833,7 @@ fn split(a: SplitArgs) -> Result<()> {
 fn tune_cmd(a: TuneArgs) -> Result<()> {
     let registry = Registry::with_builtins();
     let strategy: Strategy = a.strategy.parse()?;
-    eprintln!("bench tune: load average {}", tune::loadavg());
+    eprintln!("bench tune: load average {}", host::loadavg());
     let spec = gen_spec(a.tuples, a.rate, a.broadcast_fraction);
     let mut p = plan(spec, a.parts, strategy, 1024)?;
     // p first (W = 1024), so that the W search runs the plan as it will run.
@@ -896,6 +897,6 @@ fn tune_cmd(a: TuneArgs) -> Result<()> {
         }
         std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
     }
-    eprintln!("bench tune: load average after {}", tune::loadavg());
+    eprintln!("bench tune: load average after {}", host::loadavg());
     Ok(())
 }

@@ -49,12 +49,6 @@ pub struct RateArgs {
     out: PathBuf,
 }
 
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
-}
-
 /// Runs the search and writes the report.
 pub fn run(a: RateArgs) -> Result<()> {
     let cfg = RateConfig {
@@ -82,7 +76,7 @@ pub fn run(a: RateArgs) -> Result<()> {
             );
             break;
         }
-        let load_before = load();
+        let load_before = braid_exec::host::loadavg();
         eprintln!(
             "braid: L = {l}: {} + {} min at speed {} (load {load_before})",
             a.warmup, a.minutes, a.speed

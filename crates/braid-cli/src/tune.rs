@@ -6,6 +6,7 @@
 //! efficiency `η` (eq. 7) that `braid bench split` reports.
 
 use anyhow::{bail, Context, Result};
+use braid_exec::host;
 use braid_exec::runtime::{prepare, run, RunConfig};
 use braid_exec::source::generator::GeneratorFeed;
 use braid_exec::source::{Feed, Next};
@@ -136,13 +137,13 @@ pub fn measure(plan: &Plan, registry: &Registry, workers: usize) -> Result<Measu
         workers,
         ..RunConfig::default()
     };
-    let sys0 = system_busy();
-    let cpu0 = process_cpu();
+    let sys0 = host::system_busy();
+    let cpu0 = host::process_cpu();
     let t = Instant::now();
     let report = run(plan, registry, &cfg)?;
     let secs = t.elapsed().as_secs_f64().max(1e-9);
-    let cpu = process_cpu() - cpu0;
-    let busy = system_busy() - sys0;
+    let cpu = host::process_cpu() - cpu0;
+    let busy = host::system_busy() - sys0;
     Ok(Measured {
         rows: report.rows_in,
         rate: report.rows_in as f64 / secs,
@@ -198,45 +199,6 @@ pub fn window_by_doubling(
         return Err(e);
     }
     Ok((w, log))
-}
-
-/// CPU seconds of this process, all threads (utime + stime from /proc, 1/100 s ticks).
-pub fn process_cpu() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit(')').next()?.split_whitespace().collect::<Vec<_>>();
-            let ut: f64 = rest.get(11)?.parse().ok()?;
-            let st: f64 = rest.get(12)?.parse().ok()?;
-            Some((ut + st) / 100.0)
-        })
-        .unwrap_or(0.0)
-}
-
-/// Busy CPU seconds of the whole machine (all cores), from /proc/stat.
-pub fn system_busy() -> f64 {
-    std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|s| {
-            let line = s.lines().next()?;
-            let v: Vec<f64> = line
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect();
-            // user nice system idle iowait irq softirq steal ...
-            let total: f64 = v.iter().take(8).sum();
-            let idle = v.get(3)? + v.get(4).unwrap_or(&0.0);
-            Some((total - idle) / 100.0)
-        })
-        .unwrap_or(0.0)
-}
-
-/// The 1-, 5- and 15-minute load averages.
-pub fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_default()
 }
 
 /// Per-tuple costs of Braid's own pieces without the engine, in seconds (wall time of

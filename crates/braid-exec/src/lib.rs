@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod host;
 pub mod render;
 pub mod runtime;
 pub mod source;

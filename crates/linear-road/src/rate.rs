@@ -271,28 +271,6 @@ pub fn copy_of(o: &Output, copies: u32) -> u32 {
     }
 }
 
-fn proc_status_kb(key: &str) -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(key))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .unwrap_or(0.0)
-}
-
-fn cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest: Vec<&str> = s.rsplit(')').next()?.split_whitespace().collect();
-            Some((rest.get(11)?.parse::<f64>().ok()? + rest.get(12)?.parse::<f64>().ok()?) / 100.0)
-        })
-        .unwrap_or(0.0)
-}
-
 /// The copies validated for `copies` copies: the first, the last, and evenly spaced
 /// ones in between, `sample` in all.
 pub fn sampled(copies: u32, sample: u32) -> Vec<u32> {
@@ -367,10 +345,10 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         workers: cfg.workers,
         ..Default::default()
     };
-    let cpu0 = cpu_seconds();
+    let cpu0 = braid_exec::host::process_cpu();
     let report = braid_exec::runtime::run(&plan, &registry, &run_cfg)?;
-    let cpu_seconds = cpu_seconds() - cpu0;
-    let peak_rss_mb = proc_status_kb("VmHWM:") / 1024.0;
+    let cpu_seconds = braid_exec::host::process_cpu() - cpu0;
+    let peak_rss_mb = braid_exec::host::peak_rss_mb();
     let stats = std::mem::take(
         &mut *sink
             .stats

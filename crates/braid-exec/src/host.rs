@@ -1,0 +1,54 @@
+//! Readings of this process and machine from /proc, for benchmark reports: CPU time,
+//! peak memory, machine load. Linux only; elsewhere they read 0 or "".
+
+/// CPU seconds of this process, all threads (utime + stime from /proc, 1/100 s ticks).
+pub fn process_cpu() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit(')').next()?.split_whitespace().collect::<Vec<_>>();
+            let ut: f64 = rest.get(11)?.parse().ok()?;
+            let st: f64 = rest.get(12)?.parse().ok()?;
+            Some((ut + st) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// Busy CPU seconds of the whole machine (all cores), from /proc/stat.
+pub fn system_busy() -> f64 {
+    std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| {
+            let line = s.lines().next()?;
+            let v: Vec<f64> = line
+                .split_whitespace()
+                .skip(1)
+                .filter_map(|x| x.parse().ok())
+                .collect();
+            // user nice system idle iowait irq softirq steal ...
+            let total: f64 = v.iter().take(8).sum();
+            let idle = v.get(3)? + v.get(4).unwrap_or(&0.0);
+            Some((total - idle) / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// The 1-, 5- and 15-minute load averages.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// Peak resident memory of this process in MB (VmHWM from /proc/self/status).
+pub fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
