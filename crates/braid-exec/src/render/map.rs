@@ -84,13 +84,8 @@ pub(crate) fn render<'s>(
                         f.end_of_epoch(epoch, &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p));
                         list.clear();
                     }
-                    if !out.is_empty() {
-                        let batch = std::mem::replace(&mut out, Batch::new(out_arity));
-                        output.session(&cap).give(Window {
-                            to: me as u64,
-                            node: 0,
-                            batch,
-                        });
+                    if let Some(w) = take_window(&mut out, me) {
+                        output.session(&cap).give(w);
                     }
                 }
                 if frontier.is_empty() {
@@ -100,17 +95,25 @@ pub(crate) fn render<'s>(
                                 f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, local[k]));
                             }
                         }
-                        if !out.is_empty() {
-                            let batch = std::mem::replace(&mut out, Batch::new(out_arity));
-                            output.session(&cap).give(Window {
-                                to: me as u64,
-                                node: 0,
-                                batch,
-                            });
+                        if let Some(w) = take_window(&mut out, me) {
+                            output.session(&cap).give(w);
                         }
                     }
                 }
             }
         }),
     )
+}
+
+/// Moves the rows in `out` into a window for this worker, if there are any.
+fn take_window(out: &mut Batch, me: usize) -> Option<Window> {
+    if out.is_empty() {
+        return None;
+    }
+    let batch = std::mem::replace(out, Batch::new(out.arity()));
+    Some(Window {
+        to: me as u64,
+        node: 0,
+        batch,
+    })
 }

@@ -2,7 +2,7 @@
 //! key, pre-combined per worker or through a tree of fan-in k).
 
 use super::stash::EpochStash;
-use super::{to_worker, Place, Window, WindowBuilder, Windows};
+use super::{by_to, to_worker, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use braid_plan::batch::{Batch, Datum, RowKey};
 use braid_plan::combine::{Groups, KeyedMerge};
@@ -12,7 +12,7 @@ use braid_plan::plan::{Merge, MergeKind};
 use braid_plan::types::Schema;
 use std::collections::HashMap;
 use std::rc::Rc;
-use timely::dataflow::channels::pact::{Exchange, Pipeline};
+use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Concat;
 
@@ -187,7 +187,7 @@ fn keyed(
         } else {
             keyed_stage(
                 stream,
-                Exchange::new(|w: &Window| w.to),
+                by_to(),
                 &name,
                 km,
                 (div, next_div),
