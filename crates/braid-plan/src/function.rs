@@ -17,6 +17,7 @@ pub struct Emitter<'a> {
     seq: u64,
     partition: u32,
     sub: u32,
+    epoch: u64,
 }
 
 impl<'a> Emitter<'a> {
@@ -27,7 +28,35 @@ impl<'a> Emitter<'a> {
             seq,
             partition,
             sub: 0,
+            epoch: 0,
         }
+    }
+
+    /// Sets the epoch being processed (see [`Emitter::epoch`]).
+    pub fn at_epoch(mut self, epoch: u64) -> Emitter<'a> {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The epoch of the row being processed (for `end_of_epoch`, the epoch ending; for
+    /// `finish`, `u64::MAX`). Epochs never go back within a partition.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Emits a row under a lane of the caller's choosing instead of
+    /// `partition << 32 | n`: a stream function whose output order must not depend on
+    /// the partitioning (SQL queries) uses a hash of the row. `lane` must not have the
+    /// [`RowKey::BROADCAST`] bit set.
+    pub fn emit_with_lane(&mut self, lane: u64, values: &[Value<'_>]) {
+        debug_assert!(lane & RowKey::BROADCAST == 0);
+        self.out.push(
+            RowKey {
+                seq: self.seq,
+                lane: lane & !RowKey::BROADCAST,
+            },
+            values,
+        );
     }
 
     fn next_key(&mut self) -> RowKey {
@@ -85,6 +114,14 @@ pub trait StreamFunctionFactory: Send + Sync {
 
     /// A new instance for logical partition `partition` of `partitions`.
     fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction>;
+
+    /// When true, every instance already created gets `end_of_epoch(e)` for every epoch
+    /// `e` in which the source had rows (partitions in order), not only for epochs in
+    /// which it received rows itself: windows then close at the same epoch whatever the
+    /// partitioning.
+    fn every_epoch(&self) -> bool {
+        false
+    }
 }
 
 /// A routing function written in Rust: a partition for the row (taken modulo q), or

@@ -95,6 +95,10 @@ pub enum SourceSpec {
     Memory(Arc<Batch>),
     /// A registered [`crate::function::SourceFactory`].
     Native(String),
+    /// Several sources merged into one stream (see [`crate::interleave`]): rows in
+    /// (epoch, source index, source order) order, each child's epochs clamped to never go
+    /// back. The node's schema must be [`crate::interleave::schema`] of the children.
+    Interleave(Vec<Source>),
 }
 
 /// The synthetic generator: LRB-shaped 15-field tuples (see [`GeneratorSpec::schema`]).
@@ -139,6 +143,9 @@ pub enum Route {
     },
     /// A registered Rust routing function.
     Native(String),
+    /// Row with source sequence number `seq` goes to partition `seq % q` (the balancer of
+    /// stateless subqueries).
+    RoundRobin,
 }
 
 /// The user's choice of split strategy.

@@ -1,0 +1,1 @@
+//! Several sources merged into one stream (filled in by the interleave work).

@@ -1,0 +1,1 @@
+//! The continuous query language (in progress).
