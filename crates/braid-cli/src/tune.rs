@@ -51,7 +51,10 @@ pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
     let mut source = plan.leaf_source().clone();
     match &mut source.spec {
         SourceSpec::Generator(g) => g.tuples = g.tuples.min(sample.max(1)),
-        SourceSpec::Csv { .. } | SourceSpec::Binary { .. } | SourceSpec::Memory(_) => {}
+        SourceSpec::Csv { .. }
+        | SourceSpec::Binary { .. }
+        | SourceSpec::Memory(_)
+        | SourceSpec::Interleave(_) => {}
         SourceSpec::Stdin | SourceSpec::Tcp { .. } | SourceSpec::Native(_) => bail!(
             "measuring the single-splitter rate needs a generator or file source; \
              give --splitter-rate for stdin or TCP input"

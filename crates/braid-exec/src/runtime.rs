@@ -271,12 +271,7 @@ fn feed(
             return;
         }
     };
-    let counts_rows_itself = matches!(
-        source.spec,
-        braid_plan::plan::SourceSpec::Csv { .. }
-            | braid_plan::plan::SourceSpec::Stdin
-            | braid_plan::plan::SourceSpec::Tcp { .. }
-    );
+    let counts_rows_itself = source::counts_rows_itself(&source.spec);
     let start = shared.start;
     let mut sent = 0u64;
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
@@ -285,6 +280,9 @@ fn feed(
     loop {
         match feed.next() {
             Ok(Next::Window(epoch, batch)) => {
+                // Input time cannot go back: a window of an earlier epoch than the
+                // current one joins the current epoch (the reference clamps alike).
+                let epoch = epoch.max(*input.time());
                 if epoch > *input.time() {
                     // Before opening a new epoch, wait while too many rows of older
                     // epochs are still in the dataflow.

@@ -5,19 +5,24 @@
 //! misrouted rows; `time_ordered_*` (sequence equality) catches any deviation from the
 //! serial order; the `running` stream function emits an order-sensitive fold, so a
 //! partition that sees its rows out of order fails every merge kind; `keyed_*` checks
-//! partial-result combination, per worker and through merge trees.
+//! partial-result combination, per worker and through merge trees; `round_robin_*`
+//! checks routing by sequence number; `interleave_*` checks that several sources merge
+//! into exactly the serial interleaved stream; `every_epoch_*` checks that every-epoch
+//! stream functions see every epoch of the source on every partition, idle or not.
 
 mod bad_input;
+mod sql;
 
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{BinOp, Expr};
 use braid_plan::function::{Emitter, Registry, StreamFunction, StreamFunctionFactory};
+use braid_plan::interleave;
 use braid_plan::plan::{
-    Agg, Combine, MergeKind, Plan, Route, SinkSpec, SourceSpec, SplitShape, Strategy,
+    Agg, Combine, MergeKind, Plan, Route, SinkSpec, Source, SourceSpec, SplitShape, Strategy,
 };
 use braid_plan::reference::{self, OutRow};
-use braid_plan::types::Schema;
+use braid_plan::types::{DataType, Field, Schema};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -52,9 +57,45 @@ impl StreamFunction for RunningState {
     }
 }
 
+/// Every-epoch function: per row (partition, emitter epoch, running count, 1); at
+/// every end of epoch (partition, epoch, count, emitter epoch); at the end
+/// (partition, -1, count, emitter epoch).
+struct EveryEpoch;
+struct EveryEpochState {
+    p: i64,
+    n: i64,
+}
+impl StreamFunctionFactory for EveryEpoch {
+    fn output_schema(&self, _: &Schema) -> braid_plan::error::Result<Schema> {
+        Ok(Schema::ints(&["p", "epoch", "n", "at"]))
+    }
+    fn create(&self, p: u32, _: u32) -> Box<dyn StreamFunction> {
+        Box::new(EveryEpochState { p: p as i64, n: 0 })
+    }
+    fn every_epoch(&self) -> bool {
+        true
+    }
+}
+impl StreamFunction for EveryEpochState {
+    fn process(&mut self, _: Row<'_>, out: &mut Emitter<'_>) {
+        self.n += 1;
+        let at = out.epoch() as i64;
+        out.emit_ints(&[self.p, at, self.n, 1]);
+    }
+    fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        let at = out.epoch() as i64;
+        out.emit_ints(&[self.p, epoch as i64, self.n, at]);
+    }
+    fn finish(&mut self, out: &mut Emitter<'_>) {
+        let at = out.epoch() as i64;
+        out.emit_ints(&[self.p, -1, self.n, at]);
+    }
+}
+
 fn registry() -> Registry {
     let mut r = Registry::with_builtins();
     r.add_function("running", Arc::new(Running));
+    r.add_function("every_epoch", Arc::new(EveryEpoch));
     r.add_route(
         "by_key",
         Arc::new(|row: Row<'_>| row.int(1).map(|k| k as u64)),
@@ -97,6 +138,7 @@ enum RouteKind {
     Native,
     AllOmitted,
     Skewed,
+    RoundRobin,
 }
 
 #[allow(clippy::too_many_arguments)] // a test helper naming every knob of a plan
@@ -131,6 +173,7 @@ fn plan(
             expr: key.bin(BinOp::Mod, Expr::int(2)),
             when: None,
         },
+        RouteKind::RoundRobin => Route::RoundRobin,
     };
     // Broadcast: kind >= threshold (threshold 0: everything is broadcast).
     let broadcast = bcast.map(|t| kind.bin(BinOp::GtEq, Expr::int(t)));
@@ -174,7 +217,8 @@ fn route_kind() -> impl proptest::strategy::Strategy<Value = RouteKind> {
         Just(RouteKind::KeyWhenKind0),
         Just(RouteKind::Native),
         Just(RouteKind::AllOmitted),
-        Just(RouteKind::Skewed)
+        Just(RouteKind::Skewed),
+        Just(RouteKind::RoundRobin)
     ]
 }
 
@@ -311,4 +355,380 @@ fn keyed_merge_small_two_workers() {
     let mut got: Vec<Vec<Scalar>> = parallel(&p, 2).into_iter().map(|r| r.values).collect();
     got.sort();
     assert_eq!(got, expected);
+}
+
+/// Rows whose time may go back (by up to 2 per row): epochs must be clamped alike by
+/// the reference and the engine.
+fn unordered_stream(rows: &[(u8, i64, i64, u8)]) -> Batch {
+    let mut b = Batch::new(4);
+    let mut t = 3i64;
+    for &(dt, key, v, kind) in rows {
+        t = (t + (dt % 5) as i64 - 2).max(0);
+        b.push(
+            RowKey::default(),
+            &[
+                Value::Int(t),
+                Value::Int(key),
+                Value::Int(v),
+                Value::Int(kind as i64),
+            ],
+        );
+    }
+    b
+}
+
+/// Runs `p` on 1, 2 and 4 workers and compares with the reference: exactly when
+/// `ordered`, as multisets otherwise.
+fn assert_matches_reference(p: &Plan, input: &Batch, ordered: bool, what: &str) {
+    let expected = reference::run(p, &registry(), input).expect("reference runs");
+    for workers in [1, 2, 4] {
+        let got = parallel(p, workers);
+        if ordered {
+            assert_eq!(got, expected, "{what}, {workers} workers, time-ordered");
+        } else {
+            assert_eq!(
+                sorted(got),
+                sorted(expected.clone()),
+                "{what}, {workers} workers, union"
+            );
+        }
+    }
+}
+
+#[test]
+fn round_robin_matches_reference_for_every_strategy() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..97)
+        .map(|i| ((i * 7 % 11) as u8, i % 13, i * 3 - 50, (i % 4) as u8))
+        .collect();
+    let input = unordered_stream(&rows);
+    for strategy in STRATEGIES {
+        for q in [1, 3, 4, 16] {
+            for bcast in [None, Some(3)] {
+                for (merge, ordered) in [(MergeKind::Union, false), (MergeKind::TimeOrdered, true)]
+                {
+                    let p = plan(
+                        input.clone(),
+                        q,
+                        RouteKind::RoundRobin,
+                        bcast,
+                        strategy,
+                        "running",
+                        merge,
+                        5,
+                    );
+                    let what = format!("{strategy:?} q = {q} broadcast {bcast:?}");
+                    assert_matches_reference(&p, &input, ordered, &what);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn round_robin_deals_rows_by_sequence_number() {
+    let input = stream(&[(0, 0, 0, 0); 10]);
+    let p = plan(
+        input.clone(),
+        3,
+        RouteKind::RoundRobin,
+        None,
+        Strategy::Fsplit,
+        "identity",
+        MergeKind::TimeOrdered,
+        4,
+    );
+    let got = parallel(&p, 2);
+    let partitions: Vec<u64> = got.iter().map(|r| r.key.lane >> 32).collect();
+    assert_eq!(partitions, vec![0, 1, 2, 0, 1, 2, 0, 1, 2, 0]);
+    assert_eq!(
+        got,
+        reference::run(&p, &registry(), &input).expect("reference")
+    );
+}
+
+/// A memory source for an interleave.
+fn child(name: &str, schema: Schema, rows: Batch, window: usize) -> Source {
+    let mut p = Plan::source(name, SourceSpec::Memory(Arc::new(rows)), schema);
+    p.leaf_source_mut().window = window;
+    p.leaf_source_mut().epoch = 1000; // ignored: the parent's epoch length applies
+    p.leaf_source().clone()
+}
+
+/// Three children with different schemas: `a` (timed ints, times may go back), `b`
+/// (timed, with a string and a float), `c` (no event time).
+fn interleave_children(
+    a: &[(u8, i64)],
+    b: &[(u8, i64)],
+    c: usize,
+    windows: (usize, usize, usize),
+) -> Vec<Source> {
+    let a_schema = Schema::ints(&["t", "x"])
+        .with_event_time("t")
+        .expect("int64 t");
+    let mut a_rows = Batch::new(2);
+    let mut t = 0i64;
+    for &(dt, x) in a {
+        t = (t + (dt % 7) as i64 - 2).max(0);
+        a_rows.push(RowKey::default(), &[Value::Int(t), Value::Int(x)]);
+    }
+    let b_schema = Schema::new(vec![
+        Field::new("name", DataType::String),
+        Field::new("ts", DataType::Int64),
+        Field::nullable("f", DataType::Float64),
+    ])
+    .with_event_time("ts")
+    .expect("int64 ts");
+    let mut b_rows = Batch::new(3);
+    let mut t = 0i64;
+    for (i, &(dt, x)) in b.iter().enumerate() {
+        t += (dt % 4) as i64;
+        let name = format!("b{i}");
+        let f = if x % 3 == 0 {
+            Value::Null
+        } else {
+            Value::Float(x as f64 / 4.0)
+        };
+        b_rows.push(RowKey::default(), &[Value::Str(&name), Value::Int(t), f]);
+    }
+    let c_schema = Schema::ints(&["k"]);
+    let mut c_rows = Batch::new(1);
+    for i in 0..c {
+        c_rows.push_ints(RowKey::default(), &[(i * 7 % 5) as i64]);
+    }
+    vec![
+        child("a", a_schema, a_rows, windows.0),
+        child("b", b_schema, b_rows, windows.1),
+        child("c", c_schema, c_rows, windows.2),
+    ]
+}
+
+fn interleave_plan(
+    children: &[Source],
+    epoch: u64,
+    window: usize,
+    strategy: Strategy,
+    q: u32,
+    merge: MergeKind,
+) -> Plan {
+    let schema = interleave::schema(children).expect("interleave schema");
+    let stream = Expr::col(&schema, "_stream").expect("_stream");
+    let mut p = Plan::source("mix", SourceSpec::Interleave(children.to_vec()), schema);
+    p.leaf_source_mut().epoch = epoch;
+    p.leaf_source_mut().window = window;
+    // Round robin, with the rows of source c broadcast.
+    p.split(
+        q,
+        Route::RoundRobin,
+        Some(stream.eq(Expr::int(2))),
+        strategy,
+    )
+    .map("identity")
+    .merge(merge)
+    .sink(SinkSpec::Collect)
+}
+
+fn interleaved_input(children: &[Source], epoch: u64) -> Batch {
+    let batches: Vec<Batch> = children
+        .iter()
+        .map(|c| match &c.spec {
+            SourceSpec::Memory(b) => (**b).clone(),
+            _ => unreachable!("memory children"),
+        })
+        .collect();
+    let pairs: Vec<(&Source, &Batch)> = children.iter().zip(&batches).collect();
+    interleave::rows(&pairs, epoch)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, .. ProptestConfig::default() })]
+
+    #[test]
+    fn interleave_matches_the_serial_interleaving(
+        a in proptest::collection::vec((any::<u8>(), -50i64..50), 0..60),
+        b in proptest::collection::vec((any::<u8>(), -50i64..50), 0..60),
+        c in 0usize..40,
+        epoch in 1u64..5,
+        window in 1usize..9,
+        windows in (1usize..6, 1usize..6, 1usize..6),
+        q in prop_oneof![Just(1u32), Just(3), Just(8)],
+    ) {
+        let children = interleave_children(&a, &b, c, windows);
+        let input = interleaved_input(&children, epoch);
+        let total = (a.len() + b.len() + c) as u64;
+        prop_assert_eq!(input.len() as u64, total);
+        for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
+            let p = interleave_plan(&children, epoch, window, strategy, q, MergeKind::TimeOrdered);
+            let expected = reference::run(&p, &registry(), &input).expect("reference runs");
+            for workers in [1, 2, 4] {
+                let cfg = RunConfig { workers, ..RunConfig::default() };
+                let report = run(&p, &registry(), &cfg).expect("run succeeds");
+                prop_assert_eq!(report.rows_in, total, "{:?} {} workers: rows in", strategy, workers);
+                prop_assert_eq!(&report.collected, &expected, "{:?} {} workers", strategy, workers);
+            }
+        }
+    }
+
+    #[test]
+    fn every_epoch_functions_match_reference(
+        rows in proptest::collection::vec((any::<u8>(), -5i64..40, -100i64..100, 0u8..4), 0..150),
+        q in prop_oneof![Just(5u32), Just(8), Just(16)],
+        route in prop_oneof![Just(RouteKind::ByKey), Just(RouteKind::KeyWhenKind0), Just(RouteKind::Skewed)],
+        bcast in prop_oneof![Just(None), Just(Some(3i64))],
+        window in 1usize..20,
+    ) {
+        let input = unordered_stream(&rows);
+        for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
+            for (merge, ordered) in [(MergeKind::Union, false), (MergeKind::TimeOrdered, true)] {
+                let p = plan(input.clone(), q, route, bcast, strategy, "every_epoch", merge, window);
+                let expected = reference::run(&p, &registry(), &input).expect("reference runs");
+                for workers in [1, 2, 4] {
+                    let got = parallel(&p, workers);
+                    if ordered {
+                        prop_assert_eq!(&got, &expected, "{:?} {} workers, time-ordered", strategy, workers);
+                    } else {
+                        prop_assert_eq!(sorted(got), sorted(expected.clone()), "{:?} {} workers, union", strategy, workers);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn interleave_small_by_hand() {
+    // a: times 4, 2 (a late row: its epoch 1 is clamped to a's epoch 2), 5; b: times
+    // 1, 2; c: 3 rows without event time (_time 0, 1, 2).
+    let children = interleave_children(&[(6, 1), (0, 2), (5, 3)], &[(1, 4), (1, 5)], 3, (1, 1, 2));
+    let input = interleaved_input(&children, 2);
+    let order: Vec<(i64, i64)> = input
+        .rows()
+        .map(|r| (r.int(0).expect("_stream"), r.int(1).expect("_time")))
+        .collect();
+    // Epochs: a 2, 2, 2; b 0, 1; c 0, 0, 1.
+    assert_eq!(
+        order,
+        vec![
+            (1, 1),
+            (2, 0),
+            (2, 1),
+            (1, 2),
+            (2, 2),
+            (0, 4),
+            (0, 2),
+            (0, 5)
+        ]
+    );
+    let p = interleave_plan(&children, 2, 3, Strategy::Fsplit, 2, MergeKind::TimeOrdered);
+    assert_matches_reference(&p, &input, true, "interleave by hand");
+    let expected = reference::run(&p, &registry(), &input).expect("reference");
+    let epochs: Vec<u64> = expected.iter().map(|r| r.epoch).collect();
+    assert!(epochs.windows(2).all(|w| w[0] <= w[1]), "{epochs:?}");
+}
+
+#[test]
+fn every_epoch_reaches_idle_partitions() {
+    // Epoch length 2. Epoch 0: key 0; epoch 1: key 5; epoch 2: only kind-1 rows (all
+    // omitted by the guard); epoch 3: key 0. Partition 0 is created in epoch 0 and
+    // partition 5 in epoch 1; both then close every later epoch.
+    let rows = [
+        (0, 0, 1, 0), // time 0
+        (2, 5, 1, 0), // time 2
+        (2, 7, 1, 1), // time 4
+        (2, 0, 1, 0), // time 6
+    ];
+    let input = stream(&rows);
+    for strategy in STRATEGIES {
+        let p = plan(
+            input.clone(),
+            8,
+            RouteKind::KeyWhenKind0,
+            None,
+            strategy,
+            "every_epoch",
+            MergeKind::TimeOrdered,
+            1,
+        );
+        let expected = reference::run(&p, &registry(), &input).expect("reference");
+        let closes: Vec<(i64, i64, i64, i64)> = expected
+            .iter()
+            .filter(|r| r.key.seq == RowKey::END_OF_EPOCH)
+            .map(|r| match r.values.as_slice() {
+                [Scalar::Int(p), Scalar::Int(e), Scalar::Int(n), Scalar::Int(at)] => {
+                    (*p, *e, *n, *at)
+                }
+                v => panic!("unexpected row {v:?}"),
+            })
+            .collect();
+        assert_eq!(
+            closes,
+            vec![
+                (0, 0, 1, 0),
+                (0, 1, 1, 1),
+                (5, 1, 1, 1),
+                (0, 2, 1, 2),
+                (5, 2, 1, 2),
+                (0, 3, 2, 3),
+                (5, 3, 1, 3),
+            ]
+        );
+        assert_matches_reference(&p, &input, true, &format!("{strategy:?}"));
+    }
+}
+
+#[test]
+fn interleave_counts_csv_rows_once_and_merges_rejects() {
+    let path =
+        std::env::temp_dir().join(format!("braid-test-interleave-{}.csv", std::process::id()));
+    std::fs::write(&path, "1,10\n3,30\noops\n4,40\n9,90\n").expect("write csv");
+    let csv_schema = Schema::ints(&["t", "x"])
+        .with_event_time("t")
+        .expect("int64 t");
+    let mut good = Batch::new(2);
+    for (t, x) in [(1, 10), (3, 30), (4, 40), (9, 90)] {
+        good.push_ints(RowKey::default(), &[t, x]);
+    }
+    let mut csv = Plan::source(
+        "csvchild",
+        SourceSpec::Csv {
+            path: path.clone(),
+            header: false,
+        },
+        csv_schema,
+    );
+    csv.leaf_source_mut().window = 2;
+    let csv = csv.leaf_source().clone();
+    let memory = interleave_children(&[(3, 1), (4, 2), (9, 3)], &[], 0, (1, 1, 1))
+        .into_iter()
+        .next()
+        .expect("child a");
+    let children = vec![csv.clone(), memory.clone()];
+    let memory_rows = match &memory.spec {
+        SourceSpec::Memory(b) => (**b).clone(),
+        _ => unreachable!("memory child"),
+    };
+    let input = interleave::rows(&[(&csv, &good), (&memory, &memory_rows)], 2);
+    for workers in [1, 2] {
+        let p = interleave_plan(
+            &children,
+            2,
+            3,
+            Strategy::Exptree,
+            3,
+            MergeKind::TimeOrdered,
+        );
+        let expected = reference::run(&p, &registry(), &input).expect("reference");
+        let cfg = RunConfig {
+            workers,
+            ..RunConfig::default()
+        };
+        let report = run(&p, &registry(), &cfg).expect("run succeeds");
+        assert_eq!(report.collected, expected, "{workers} workers");
+        assert_eq!(report.rows_in, 7, "{workers} workers: rows in");
+        assert_eq!(report.rejects.len(), 1, "{:?}", report.rejects);
+        let r = &report.rejects[0];
+        assert_eq!((r.source.as_str(), r.count), ("mix", 1));
+        assert_eq!(r.first[0].line, 3);
+        assert!(r.first[0].reason.starts_with("csvchild: "), "{r}");
+    }
+    let _ = std::fs::remove_file(&path);
 }

@@ -94,22 +94,7 @@ fn node_text(
         }
         Plan::Split(s) => split_text(s, workers, &pad, out),
         Plan::Source(s) => {
-            let what = match &s.spec {
-                SourceSpec::Csv { path, header } => format!("csv {}{}", path.display(), if *header { " (header)" } else { "" }),
-                SourceSpec::Binary { path } => format!("binary {}", path.display()),
-                SourceSpec::Stdin => "stdin (csv)".to_string(),
-                SourceSpec::Tcp { addr } => format!("tcp {addr} (csv lines)"),
-                SourceSpec::Generator(g) => format!(
-                    "generator {} tuples, {} keys, {:.2}% type 2, {} tuples/s of event time, seed {}",
-                    g.tuples,
-                    g.keys,
-                    g.broadcast * 100.0,
-                    g.rate,
-                    g.seed
-                ),
-                SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
-                SourceSpec::Native(n) => format!("native source `{n}`"),
-            };
+            let what = source_text(&s.spec);
             let pace = match s.pace {
                 Pace::Max => "as fast as possible".to_string(),
                 Pace::EventTime { speed, .. } => format!("paced by event time x{speed}"),
@@ -120,10 +105,56 @@ fn node_text(
                 "{pad}  epoch {} event-time units, physical window W = {} rows, {pace}",
                 s.epoch, s.window
             );
+            if let SourceSpec::Interleave(children) = &s.spec {
+                interleave_text(children, &pad, out);
+            }
         }
     }
     if let (true, Some(input)) = (recurse, plan.input()) {
         node_text(input, registry, workers, depth + 1, true, out);
+    }
+}
+
+fn source_text(spec: &SourceSpec) -> String {
+    match spec {
+        SourceSpec::Csv { path, header } => format!(
+            "csv {}{}",
+            path.display(),
+            if *header { " (header)" } else { "" }
+        ),
+        SourceSpec::Binary { path } => format!("binary {}", path.display()),
+        SourceSpec::Stdin => "stdin (csv)".to_string(),
+        SourceSpec::Tcp { addr } => format!("tcp {addr} (csv lines)"),
+        SourceSpec::Generator(g) => format!(
+            "generator {} tuples, {} keys, {:.2}% type 2, {} tuples/s of event time, seed {}",
+            g.tuples,
+            g.keys,
+            g.broadcast * 100.0,
+            g.rate,
+            g.seed
+        ),
+        SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
+        SourceSpec::Native(n) => format!("native source `{n}`"),
+        SourceSpec::Interleave(children) => format!(
+            "interleave of {} source(s) in (epoch, stream, source order), on worker 0",
+            children.len()
+        ),
+    }
+}
+
+/// One line per interleaved source (nested interleaves indented below their parent).
+fn interleave_text(children: &[crate::plan::Source], pad: &str, out: &mut String) {
+    for (i, c) in children.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "{pad}  _stream {i}: {} = {}  -> {}",
+            c.name,
+            source_text(&c.spec),
+            c.schema
+        );
+        if let SourceSpec::Interleave(inner) = &c.spec {
+            interleave_text(inner, &format!("{pad}  "), out);
+        }
     }
 }
 
@@ -135,6 +166,7 @@ fn route_text(s: &Split) -> String {
         } => format!("{expr} when {w}"),
         Route::Expr { expr, when: None } => expr.to_string(),
         Route::Native(n) => format!("native `{n}`"),
+        Route::RoundRobin => "round robin".to_string(),
     }
 }
 

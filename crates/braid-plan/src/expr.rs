@@ -68,6 +68,20 @@ pub enum Func {
     Least,
     /// `greatest(a, b, ...)`
     Greatest,
+    /// `coalesce(a, b, ...)`: the first non-null argument.
+    Coalesce,
+    /// `like(s, pattern)` (SQL `s LIKE pattern`): `%` matches any run, `_` one character.
+    Like,
+    /// `length(s)`: characters in a string.
+    Length,
+    /// `floor(x)`, a float.
+    Floor,
+    /// `ceil(x)`, a float.
+    Ceil,
+    /// `round(x)`, a float (halves away from zero).
+    Round,
+    /// `sqrt(x)`, a float (null for negative x).
+    Sqrt,
 }
 
 impl Func {
@@ -78,12 +92,20 @@ impl Func {
             "hash" => Some(Func::Hash),
             "least" => Some(Func::Least),
             "greatest" => Some(Func::Greatest),
+            "coalesce" => Some(Func::Coalesce),
+            "like" => Some(Func::Like),
+            "length" | "char_length" => Some(Func::Length),
+            "floor" => Some(Func::Floor),
+            "ceil" | "ceiling" => Some(Func::Ceil),
+            "round" => Some(Func::Round),
+            "sqrt" => Some(Func::Sqrt),
             _ => None,
         }
     }
 
     /// Names of all built-in functions.
-    pub const NAMES: &'static str = "abs, hash, least, greatest";
+    pub const NAMES: &'static str =
+        "abs, hash, least, greatest, coalesce, like, length, floor, ceil, round, sqrt";
 
     fn name(&self) -> &'static str {
         match self {
@@ -91,6 +113,13 @@ impl Func {
             Func::Hash => "hash",
             Func::Least => "least",
             Func::Greatest => "greatest",
+            Func::Coalesce => "coalesce",
+            Func::Like => "like",
+            Func::Length => "length",
+            Func::Floor => "floor",
+            Func::Ceil => "ceil",
+            Func::Round => "round",
+            Func::Sqrt => "sqrt",
         }
     }
 }
@@ -138,6 +167,60 @@ impl Expr {
     /// `self = other`.
     pub fn eq(self, other: Expr) -> Expr {
         self.bin(BinOp::Eq, other)
+    }
+
+    /// This expression with every column replaced by `f(index, name)`.
+    pub fn map_columns(&self, f: &dyn Fn(usize, &str) -> Expr) -> Expr {
+        let m = |e: &Expr| Box::new(e.map_columns(f));
+        match self {
+            Expr::Column(i, name) => f(*i, name),
+            Expr::Literal(s) => Expr::Literal(s.clone()),
+            Expr::Binary(op, l, r) => Expr::Binary(*op, m(l), m(r)),
+            Expr::Not(e) => Expr::Not(m(e)),
+            Expr::Neg(e) => Expr::Neg(m(e)),
+            Expr::IsNull(e, not) => Expr::IsNull(m(e), *not),
+            Expr::Case(arms, d) => Expr::Case(
+                arms.iter()
+                    .map(|(c, v)| (c.map_columns(f), v.map_columns(f)))
+                    .collect(),
+                d.as_ref().map(|d| m(d)),
+            ),
+            Expr::Cast(e, t) => Expr::Cast(m(e), *t),
+            Expr::Call(func, args) => {
+                Expr::Call(*func, args.iter().map(|a| a.map_columns(f)).collect())
+            }
+        }
+    }
+
+    /// The column indexes this expression reads, in order of appearance.
+    pub fn columns(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        self.collect_columns(&mut out);
+        out
+    }
+
+    fn collect_columns(&self, out: &mut Vec<usize>) {
+        match self {
+            Expr::Column(i, _) => out.push(*i),
+            Expr::Literal(_) => {}
+            Expr::Binary(_, l, r) => {
+                l.collect_columns(out);
+                r.collect_columns(out);
+            }
+            Expr::Not(e) | Expr::Neg(e) | Expr::IsNull(e, _) | Expr::Cast(e, _) => {
+                e.collect_columns(out)
+            }
+            Expr::Case(arms, d) => {
+                for (c, v) in arms {
+                    c.collect_columns(out);
+                    v.collect_columns(out);
+                }
+                if let Some(d) = d {
+                    d.collect_columns(out);
+                }
+            }
+            Expr::Call(_, args) => args.iter().for_each(|a| a.collect_columns(out)),
+        }
     }
 
     /// The result type, checking operand types; errors name both types.
@@ -220,21 +303,46 @@ impl Expr {
                     .collect::<Result<Vec<_>>>()?;
                 match f {
                     Func::Hash => {
-                        if tys.len() != 1 {
-                            return Err(Error::Plan(format!(
-                                "hash takes 1 argument, found {}",
-                                tys.len()
-                            )));
+                        if tys.is_empty() {
+                            return Err(Error::Plan("hash needs at least one argument".into()));
                         }
                         Int64
                     }
+                    Func::Like => match tys.as_slice() {
+                        [String, String] => Bool,
+                        _ => {
+                            return Err(Error::Plan(format!(
+                                "LIKE compares a string with a string pattern, found {}",
+                                list(&tys)
+                            )))
+                        }
+                    },
+                    Func::Length => match tys.as_slice() {
+                        [String] => Int64,
+                        _ => {
+                            return Err(Error::Plan(format!(
+                                "length takes one string, found {}",
+                                list(&tys)
+                            )))
+                        }
+                    },
+                    Func::Floor | Func::Ceil | Func::Round | Func::Sqrt => match tys.as_slice() {
+                        [Int64 | Float64] => Float64,
+                        _ => {
+                            return Err(Error::Plan(format!(
+                                "{} takes one number, found {}",
+                                f.name(),
+                                list(&tys)
+                            )))
+                        }
+                    },
                     Func::Abs => match tys.as_slice() {
                         [t @ (Int64 | Float64)] => *t,
                         _ => {
                             return Err(Error::Plan(format!("abs takes one number, found {tys:?}")))
                         }
                     },
-                    Func::Least | Func::Greatest => {
+                    Func::Least | Func::Greatest | Func::Coalesce => {
                         let first = *tys.first().ok_or_else(|| {
                             Error::Plan(format!("{} needs at least one argument", f.name()))
                         })?;
@@ -406,9 +514,46 @@ fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
             Some(Value::Float(x)) => Value::Float(x.abs()),
             _ => Value::Null,
         },
-        Func::Hash => args
-            .first()
-            .map_or(Value::Null, |a| Value::Int(stable_hash(a.eval(row)))),
+        Func::Hash => {
+            let mut h: i64 = 0;
+            for (k, a) in args.iter().enumerate() {
+                let v = stable_hash(a.eval(row));
+                h = if k == 0 {
+                    v
+                } else {
+                    (h.wrapping_mul(0x100_0000_01b3) ^ v) & i64::MAX
+                };
+            }
+            Value::Int(h)
+        }
+        Func::Coalesce => args
+            .iter()
+            .map(|a| a.eval(row))
+            .find(|v| !matches!(v, Value::Null))
+            .unwrap_or(Value::Null),
+        Func::Like => match (args[0].eval(row), args[1].eval(row)) {
+            (Value::Str(s), Value::Str(p)) => Value::Bool(like(s, p)),
+            _ => Value::Null,
+        },
+        Func::Length => match args[0].eval(row) {
+            Value::Str(s) => Value::Int(s.chars().count() as i64),
+            _ => Value::Null,
+        },
+        Func::Floor | Func::Ceil | Func::Round | Func::Sqrt => {
+            let x = match args[0].eval(row) {
+                Value::Int(i) => i as f64,
+                Value::Float(x) => x,
+                _ => return Value::Null,
+            };
+            let y = match f {
+                Func::Floor => x.floor(),
+                Func::Ceil => x.ceil(),
+                Func::Round => x.round(),
+                _ if x < 0.0 => return Value::Null,
+                _ => x.sqrt(),
+            };
+            Value::Float(y)
+        }
         Func::Least | Func::Greatest => {
             let mut best: Option<Value<'a>> = None;
             for a in args {
@@ -431,6 +576,35 @@ fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
             best.unwrap_or(Value::Null)
         }
     }
+}
+
+fn list(tys: &[DataType]) -> String {
+    let v: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
+    format!("({})", v.join(", "))
+}
+
+/// SQL `LIKE`: `%` matches any run of characters, `_` exactly one.
+pub fn like(s: &str, pattern: &str) -> bool {
+    let (s, p): (Vec<char>, Vec<char>) = (s.chars().collect(), pattern.chars().collect());
+    // Greedy matching with backtracking to the last `%`.
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while i < s.len() {
+        if j < p.len() && (p[j] == '_' || (p[j] != '%' && p[j] == s[i])) {
+            i += 1;
+            j += 1;
+        } else if j < p.len() && p[j] == '%' {
+            star = Some((j, i));
+            j += 1;
+        } else if let Some((sj, si)) = star {
+            j = sj + 1;
+            i = si + 1;
+            star = Some((sj, si + 1));
+        } else {
+            return false;
+        }
+    }
+    p[j..].iter().all(|&c| c == '%')
 }
 
 impl fmt::Display for Expr {

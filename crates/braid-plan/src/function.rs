@@ -87,6 +87,20 @@ impl<'a> Emitter<'a> {
         self.out.push_row_of(batch, i, key);
     }
 
+    /// Emits a copy of `row` under a lane of the caller's choosing (see
+    /// [`Emitter::emit_with_lane`]).
+    pub fn emit_row_with_lane(&mut self, lane: u64, row: Row<'_>) {
+        let (batch, i) = row.location();
+        self.out.push_row_of(
+            batch,
+            i,
+            RowKey {
+                seq: self.seq,
+                lane: lane & !RowKey::BROADCAST,
+            },
+        );
+    }
+
     /// The partition this emitter writes for.
     pub fn partition(&self) -> u32 {
         self.partition

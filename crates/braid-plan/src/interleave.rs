@@ -1,1 +1,304 @@
-//! Several sources merged into one stream (filled in by the interleave work).
+//! Several sources merged into one stream.
+//!
+//! An interleave of children `c0, c1, ...` is one wide stream (see [`schema`]): a row of
+//! child `c` carries `_stream = c`, `_time` (the child's event time, or, for a child
+//! without an event-time column, the row's index within that child), then every child's
+//! columns, null except for child `c`'s. The parent's epoch length applies to every
+//! child; a child's epochs are clamped so that they never go back within that child. The
+//! serial order is (clamped epoch, child index, order within the child), and sequence
+//! numbers count rows in that order. [`rows`] builds that stream for the reference
+//! interpreter; `braid-exec` merges the children's feeds into the same order.
+
+use crate::batch::{Batch, Row, RowKey, Value};
+use crate::error::{Error, Result};
+use crate::plan::Source;
+use crate::reference::epoch_at;
+use crate::types::{DataType, Field, Schema};
+use std::collections::HashSet;
+
+/// Index of the `_stream` column (the child index).
+pub const STREAM_COLUMN: usize = 0;
+/// Index of the `_time` column (the event-time column of the wide schema).
+pub const TIME_COLUMN: usize = 1;
+
+/// Whether all children have the same columns (names and types): then they share one
+/// set of columns instead of each having its own (several files of one stream).
+pub fn shared(children: &[Source]) -> bool {
+    let cols = |s: &Source| -> Vec<(String, DataType)> {
+        s.schema
+            .fields
+            .iter()
+            .map(|f| (f.name.to_ascii_lowercase(), f.ty))
+            .collect()
+    };
+    children.len() > 1 && children.iter().all(|c| cols(c) == cols(&children[0]))
+}
+
+/// The wide schema of an interleave: `_stream`, `_time` (the event time), then each
+/// child's columns as nullable `{child.name}.{column}` — or, when the children have the
+/// same columns ([`shared`]), those columns once, under their own names.
+pub fn schema(children: &[Source]) -> Result<Schema> {
+    if children.is_empty() {
+        return Err(Error::Plan(
+            "an interleave needs at least one source".into(),
+        ));
+    }
+    let mut fields = vec![
+        Field::new("_stream", DataType::Int64),
+        Field::new("_time", DataType::Int64),
+    ];
+    if shared(children) {
+        fields.extend(children[0].schema.fields.iter().cloned());
+        return Ok(Schema {
+            fields,
+            event_time: Some(TIME_COLUMN),
+        });
+    }
+    for child in children {
+        for f in &child.schema.fields {
+            fields.push(Field::nullable(&format!("{}.{}", child.name, f.name), f.ty));
+        }
+    }
+    let mut seen = HashSet::new();
+    for f in &fields {
+        if !seen.insert(f.name.to_ascii_lowercase()) {
+            return Err(Error::Plan(format!(
+                "interleaved sources make the column `{}` twice; give the sources distinct names",
+                f.name
+            )));
+        }
+    }
+    Ok(Schema {
+        fields,
+        event_time: Some(TIME_COLUMN),
+    })
+}
+
+/// The `_time` of row `index` (within its child) of `child`: its event time, or the
+/// index when the child has no event-time column (or the time is null).
+pub fn time_of(child: &Source, row: Row<'_>, index: u64) -> i64 {
+    child
+        .schema
+        .event_time
+        .and_then(|c| row.int(c))
+        .unwrap_or(index as i64)
+}
+
+/// Where each child's columns sit in the wide layout.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// Per child: first column and number of columns.
+    spans: Vec<(usize, usize)>,
+    arity: usize,
+}
+
+impl Layout {
+    /// The layout of an interleave of `children`.
+    pub fn new<'a>(children: impl IntoIterator<Item = &'a Source>) -> Layout {
+        let children: Vec<Source> = children.into_iter().cloned().collect();
+        let mut spans = Vec::new();
+        let mut at = 2;
+        if shared(&children) {
+            let n = children[0].schema.arity();
+            return Layout {
+                spans: vec![(2, n); children.len()],
+                arity: 2 + n,
+            };
+        }
+        for child in &children {
+            let n = child.schema.arity();
+            spans.push((at, n));
+            at += n;
+        }
+        Layout { spans, arity: at }
+    }
+
+    /// Columns of the wide rows.
+    pub fn arity(&self) -> usize {
+        self.arity
+    }
+
+    /// Appends `row` of child `child` to `out` in the wide layout, under `key`.
+    /// Allocates nothing once `out` has grown to its working size.
+    pub fn push(&self, out: &mut Batch, key: RowKey, child: usize, time: i64, row: Row<'_>) {
+        let (start, n) = self.spans[child];
+        debug_assert_eq!(row.arity(), n, "row arity of interleaved source {child}");
+        out.start_row(key);
+        out.push_value(Value::Int(child as i64));
+        out.push_value(Value::Int(time));
+        for _ in 2..start {
+            out.push_value(Value::Null);
+        }
+        for c in 0..n {
+            out.push_value(row.get(c));
+        }
+        for _ in start + n..self.arity {
+            out.push_value(Value::Null);
+        }
+    }
+}
+
+/// The serial interleaved stream of `children` (each with all its rows in order), for
+/// the reference interpreter: rows in (clamped epoch, child, row) order, in the wide
+/// layout of [`schema`], keyed by position. `epoch` is the parent's epoch length.
+pub fn rows(children: &[(&Source, &Batch)], epoch: u64) -> Batch {
+    let epoch = epoch.max(1);
+    let layout = Layout::new(children.iter().map(|(s, _)| *s));
+    // (clamped epoch, child, row, _time)
+    let mut order: Vec<(u64, usize, usize, i64)> = Vec::new();
+    for (c, (source, batch)) in children.iter().enumerate() {
+        let mut last = 0u64;
+        for i in 0..batch.len() {
+            let t = time_of(source, batch.row(i), i as u64);
+            last = last.max(epoch_at(epoch, Some(t), i as u64));
+            order.push((last, c, i, t));
+        }
+    }
+    order.sort_unstable();
+    let mut out = Batch::with_capacity(layout.arity(), order.len());
+    for (seq, &(_, c, i, t)) in order.iter().enumerate() {
+        let key = RowKey {
+            seq: seq as u64,
+            lane: 0,
+        };
+        layout.push(&mut out, key, c, t, children[c].1.row(i));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::Scalar;
+    use crate::plan::{Plan, SourceSpec};
+    use std::sync::Arc;
+
+    fn source(name: &str, schema: Schema, rows: &Batch) -> Source {
+        match Plan::source(name, SourceSpec::Memory(Arc::new(rows.clone())), schema) {
+            Plan::Source(s) => s,
+            _ => unreachable!("Plan::source makes a source"),
+        }
+    }
+
+    fn batch(arity: usize, rows: &[Vec<Value<'_>>]) -> Batch {
+        let mut b = Batch::new(arity);
+        for r in rows {
+            b.push(RowKey::default(), r);
+        }
+        b
+    }
+
+    #[test]
+    fn schema_is_wide_nullable_and_timed() {
+        let a_schema = Schema::ints(&["t", "x"]).with_event_time("t").expect("t");
+        let b_schema = Schema::new(vec![Field::new("name", DataType::String)]);
+        let a = source("a", a_schema, &Batch::new(2));
+        let b = source("b", b_schema, &Batch::new(1));
+        let s = schema(&[a.clone(), b.clone()]).expect("schema");
+        assert_eq!(s.column_list(), "_stream, _time, a.t, a.x, b.name");
+        assert_eq!(s.event_time, Some(TIME_COLUMN));
+        assert!(s.fields[2..].iter().all(|f| f.nullable));
+        assert!(!s.fields[0].nullable && !s.fields[1].nullable);
+        assert_eq!(s.fields[4].ty, DataType::String);
+        assert!(schema(&[]).is_err());
+        assert!(schema(&[a.clone(), a]).is_err(), "duplicate names");
+        assert_eq!(Layout::new([&b]).arity(), 3);
+    }
+
+    #[test]
+    fn rows_interleave_by_clamped_epoch_then_child() {
+        let a_schema = Schema::ints(&["t", "x"]).with_event_time("t").expect("t");
+        // Child a: times 5, 1 (epoch 2 clamped to 2), 9.
+        let a_rows = batch(
+            2,
+            &[
+                vec![Value::Int(5), Value::Int(10)],
+                vec![Value::Int(1), Value::Int(11)],
+                vec![Value::Int(9), Value::Int(12)],
+            ],
+        );
+        // Child b has no event time: row i has _time i.
+        let b_schema = Schema::new(vec![Field::new("name", DataType::String)]);
+        let b_rows = batch(
+            1,
+            &[
+                vec![Value::Str("p")],
+                vec![Value::Str("q")],
+                vec![Value::Str("r")],
+                vec![Value::Str("s")],
+                vec![Value::Str("t")],
+                vec![Value::Str("u")],
+            ],
+        );
+        let a = source("a", a_schema, &a_rows);
+        let b = source("b", b_schema, &b_rows);
+        let out = rows(&[(&a, &a_rows), (&b, &b_rows)], 2);
+        assert_eq!(out.arity(), 5);
+        let got: Vec<(u64, Vec<Scalar>)> =
+            out.rows().map(|r| (r.key().seq, r.to_scalars())).collect();
+        let i = Scalar::Int;
+        let s = |x: &str| Scalar::Str(x.into());
+        let n = || Scalar::Null;
+        // Epochs (length 2): a: 2, 2 (clamped from 0), 4; b: 0, 0, 1, 1, 2, 2.
+        let expected = vec![
+            vec![i(1), i(0), n(), n(), s("p")],
+            vec![i(1), i(1), n(), n(), s("q")],
+            vec![i(1), i(2), n(), n(), s("r")],
+            vec![i(1), i(3), n(), n(), s("s")],
+            vec![i(0), i(5), i(5), i(10), n()],
+            vec![i(0), i(1), i(1), i(11), n()],
+            vec![i(1), i(4), n(), n(), s("t")],
+            vec![i(1), i(5), n(), n(), s("u")],
+            vec![i(0), i(9), i(9), i(12), n()],
+        ];
+        assert_eq!(got.len(), expected.len());
+        for (k, ((seq, row), want)) in got.iter().zip(&expected).enumerate() {
+            assert_eq!(*seq, k as u64);
+            assert_eq!(row, want, "row {k}");
+        }
+    }
+
+    #[test]
+    fn explain_shows_the_sources_and_round_robin() {
+        let a = source("a", Schema::ints(&["t"]), &Batch::new(1));
+        let b = source("b", Schema::ints(&["u"]), &Batch::new(1));
+        let plan = Plan::source(
+            "mix",
+            SourceSpec::Interleave(vec![a.clone(), b.clone()]),
+            schema(&[a, b]).expect("schema"),
+        )
+        .split(
+            4,
+            crate::plan::Route::RoundRobin,
+            None,
+            crate::plan::Strategy::Fsplit,
+        );
+        let text = crate::explain::text(&plan, &crate::function::Registry::new(), 2);
+        assert!(text.contains("route round robin"), "{text}");
+        assert!(
+            text.contains("Source: mix = interleave of 2 source(s)"),
+            "{text}"
+        );
+        assert!(text.contains("_stream 0: a = memory (0 rows)"), "{text}");
+        assert!(text.contains("_stream 1: b = memory (0 rows)"), "{text}");
+    }
+
+    #[test]
+    fn reference_clamps_interleaved_epochs() {
+        // The reference reads `_time` of the wide rows and clamps: the late row of `a`
+        // (time 1) stays in epoch 2 like the row before it.
+        let a_schema = Schema::ints(&["t"]).with_event_time("t").expect("t");
+        let a_rows = batch(1, &[vec![Value::Int(4)], vec![Value::Int(1)]]);
+        let a = source("a", a_schema, &a_rows);
+        let wide = rows(&[(&a, &a_rows)], 2);
+        let mut plan = Plan::source(
+            "i",
+            SourceSpec::Interleave(vec![a.clone()]),
+            schema(&[a]).expect("schema"),
+        );
+        plan.leaf_source_mut().epoch = 2;
+        let out = crate::reference::run(&plan, &crate::function::Registry::new(), &wide)
+            .expect("reference");
+        assert_eq!(out.iter().map(|r| r.epoch).collect::<Vec<_>>(), vec![2, 2]);
+    }
+}

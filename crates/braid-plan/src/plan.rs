@@ -50,6 +50,10 @@ pub struct Source {
     pub window: usize,
     /// Replay pacing.
     pub pace: Pace,
+    /// Accept rows whose event time goes back (they keep their time, their epoch is
+    /// clamped to the current one, and queries judge their lateness); when false such
+    /// rows are malformed.
+    pub out_of_order: bool,
 }
 
 /// How fast a source replays.
@@ -353,6 +357,7 @@ impl Plan {
             epoch: 1,
             window: 1024,
             pace: Pace::Max,
+            out_of_order: false,
         })
     }
 
@@ -484,6 +489,7 @@ impl Plan {
                     Route::Native(name) => {
                         registry.route(name)?;
                     }
+                    Route::RoundRobin => {}
                 }
                 if let Some(b) = &s.broadcast {
                     expect_bool(b, &schema, "broadcast predicate")?;

@@ -5,6 +5,10 @@
 //! a split row goes to its partition, a broadcast row to partitions 0..q in order;
 //! each partition's stream function sees its rows in that order, then `end_of_epoch`
 //! when the epoch ends (partitions in order), then `finish` once at the end.
+//!
+//! Row `i` of the input has sequence number `i` and belongs to epoch
+//! `max(epoch_of(row i), epoch of row i - 1)`: epochs never go back (a parallel run
+//! cannot go back in time either).
 
 use crate::batch::{Batch, Datum, RowKey, Scalar, Value};
 use crate::combine::{Groups, KeyedMerge};
@@ -25,18 +29,39 @@ pub struct OutRow {
     pub values: Vec<Scalar>,
 }
 
-/// The epoch of row `seq` of a source.
+/// The epoch of row `seq` of a source, before clamping (see the module doc).
 pub fn epoch_of(source: &Source, time: Option<i64>, seq: u64) -> u64 {
+    epoch_at(source.epoch, time, seq)
+}
+
+/// The epoch of a row with event time `time` (or, without one, sequence number `seq`)
+/// for epochs of `epoch_len` (at least 1).
+pub fn epoch_at(epoch_len: u64, time: Option<i64>, seq: u64) -> u64 {
     match time {
-        Some(t) => t.max(0) as u64 / source.epoch,
-        None => seq / source.epoch,
+        Some(t) => t.max(0) as u64 / epoch_len,
+        None => seq / epoch_len,
     }
 }
 
-/// Runs `plan` on `input` (the source's rows in order; keys are ignored).
+/// Runs `plan` on `input`: the source's rows in order (keys are ignored; row `i` gets
+/// sequence number `i`).
+///
+/// For a plan whose leaf source is [`crate::plan::SourceSpec::Interleave`], `input` is
+/// the already interleaved stream, [`crate::interleave::rows`] of the children's rows.
 pub fn run(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> {
     plan.schema(registry)?;
-    eval(plan, registry, input)
+    let mut keyed = Batch::with_capacity(input.arity(), input.len());
+    for i in 0..input.len() {
+        keyed.push_row_of(
+            input,
+            i,
+            RowKey {
+                seq: i as u64,
+                lane: 0,
+            },
+        );
+    }
+    eval(plan, registry, &keyed)
 }
 
 /// Routing as one closure: destination partitions of a row, in ascending order.
@@ -49,6 +74,7 @@ pub struct Router {
 enum RouteImpl {
     Expr(Expr, Option<Expr>),
     Native(RouteFn),
+    RoundRobin,
 }
 
 /// Where a row goes.
@@ -68,6 +94,7 @@ impl Router {
         let route = match &split.route {
             Route::Expr { expr, when } => RouteImpl::Expr(expr.clone(), when.clone()),
             Route::Native(name) => RouteImpl::Native(registry.route(name)?.clone()),
+            Route::RoundRobin => RouteImpl::RoundRobin,
         };
         Ok(Router {
             q: split.q,
@@ -76,7 +103,8 @@ impl Router {
         })
     }
 
-    /// Where row `i` of `batch` goes.
+    /// Where row `i` of `batch` goes. Round robin reads the row's sequence number from
+    /// its key.
     #[inline]
     pub fn dest(&self, batch: &Batch, i: usize) -> Dest {
         let row = batch.row(i);
@@ -98,6 +126,7 @@ impl Router {
                 }
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
+            RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
         };
         p.map_or(Dest::Omit, |p| Dest::Partition(p as u32))
     }
@@ -108,12 +137,15 @@ impl Router {
     }
 }
 
+/// `(epoch, seq, row)` of every input row: epochs clamped so they never go back.
 fn source_rows(source: &Source, input: &Batch) -> Vec<(u64, u64, usize)> {
     let tcol = source.schema.event_time;
+    let mut last = 0u64;
     (0..input.len())
         .map(|i| {
             let t = tcol.and_then(|c| input.row(i).int(c));
-            (epoch_of(source, t, i as u64), i as u64, i)
+            last = last.max(epoch_of(source, t, i as u64));
+            (last, i as u64, i)
         })
         .collect()
 }
@@ -155,6 +187,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
             let source = plan.leaf_source();
             let router = Router::new(split, registry)?;
             let factory = registry.function(&map.function)?.clone();
+            let every_epoch = factory.every_epoch();
             let out_arity = plan.schema(registry)?.arity();
             let mut instances: BTreeMap<u32, Box<dyn StreamFunction>> = BTreeMap::new();
             let mut out = Batch::new(out_arity);
@@ -166,11 +199,19 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                                instances: &mut BTreeMap<u32, Box<dyn StreamFunction>>,
                                out: &mut Batch,
                                epochs: &mut Vec<u64>| {
-                touched.sort_unstable();
-                touched.dedup();
+                if every_epoch {
+                    touched.clear();
+                    touched.extend(instances.keys());
+                } else {
+                    touched.sort_unstable();
+                    touched.dedup();
+                }
                 for &p in touched.iter() {
                     if let Some(f) = instances.get_mut(&p) {
-                        f.end_of_epoch(epoch, &mut Emitter::new(out, RowKey::END_OF_EPOCH, p));
+                        f.end_of_epoch(
+                            epoch,
+                            &mut Emitter::new(out, RowKey::END_OF_EPOCH, p).at_epoch(epoch),
+                        );
                     }
                     epochs.resize(out.len(), epoch);
                 }
@@ -187,7 +228,10 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                     let f = instances
                         .entry(p)
                         .or_insert_with(|| factory.create(p, split.q));
-                    f.process(input.row(i), &mut Emitter::new(&mut out, seq, p));
+                    f.process(
+                        input.row(i),
+                        &mut Emitter::new(&mut out, seq, p).at_epoch(epoch),
+                    );
                     epochs.resize(out.len(), epoch);
                     touched.push(p);
                 }
@@ -196,7 +240,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                 flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
             }
             for (&p, f) in instances.iter_mut() {
-                f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, p));
+                f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, p).at_epoch(u64::MAX));
             }
             epochs.resize(out.len(), u64::MAX);
             Ok((0..out.len())

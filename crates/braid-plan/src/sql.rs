@@ -6,8 +6,10 @@ use crate::error::{Error, Pos, Result};
 use crate::expr::{BinOp, Expr, Func};
 use crate::types::{DataType, Schema};
 use sqlparser::ast;
+use sqlparser::ast::Spanned;
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Span;
 
 /// Parses `text` as a scalar expression over `schema` and type-checks it.
 pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
@@ -20,13 +22,14 @@ pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
             Ok(e)
         })
         .map_err(|e| parse_error(text, &e.to_string()))?;
-    let e = convert(&parsed, schema)?;
-    e.data_type(schema)?;
+    let e = convert(&parsed, schema).map_err(|e| locate(text, parsed.span(), e))?;
+    e.data_type(schema)
+        .map_err(|err| locate(text, parsed.span(), err))?;
     Ok(e)
 }
 
 /// Turns a sqlparser message ("... at Line: 1, Column: 5") into a positioned error.
-fn parse_error(text: &str, msg: &str) -> Error {
+pub(crate) fn parse_error(text: &str, msg: &str) -> Error {
     let num_after = |key: &str| -> Option<u64> {
         let i = msg.find(key)? + key.len();
         msg[i..]
@@ -46,29 +49,85 @@ fn parse_error(text: &str, msg: &str) -> Error {
         .unwrap_or(msg)
         .trim_start_matches("sql parser error: ")
         .to_string();
+    Error::Parse {
+        pos,
+        message: format!("{message}\n{}", caret(text, pos)),
+    }
+}
+
+/// The line at `pos` with a caret under the column.
+pub(crate) fn caret(text: &str, pos: Pos) -> String {
     let line = text
         .lines()
         .nth(pos.line.saturating_sub(1) as usize)
         .unwrap_or("");
-    let caret = format!("{}^", " ".repeat(pos.column.saturating_sub(1) as usize));
-    Error::Parse {
-        pos,
-        message: format!("{message}\n  {line}\n  {caret}"),
+    let pad = " ".repeat(pos.column.saturating_sub(1) as usize);
+    format!("  {line}\n  {pad}^")
+}
+
+/// Adds the position of `span` in `text` (with a caret) to a plan or not-supported
+/// error that has none yet.
+pub fn locate(text: &str, span: Span, e: Error) -> Error {
+    let with = |m: String| {
+        if m.starts_with("at line ") {
+            return m;
+        }
+        // A position recorded deeper down (see `mark`) wins over `span`.
+        let (pos, m) = match m.strip_prefix("@@").and_then(|r| r.split_once("@@")) {
+            Some((lc, rest)) => {
+                let (l, c) = lc.split_once(':').unwrap_or(("0", "0"));
+                let pos = Pos {
+                    line: l.parse().unwrap_or(0),
+                    column: c.parse().unwrap_or(0),
+                };
+                (pos, rest.to_string())
+            }
+            None => (
+                Pos {
+                    line: span.start.line,
+                    column: span.start.column,
+                },
+                m,
+            ),
+        };
+        if pos.line == 0 {
+            m
+        } else {
+            format!("at {pos}: {m}\n{}", caret(text, pos))
+        }
+    };
+    match e {
+        Error::Plan(m) => Error::Plan(with(m)),
+        Error::NotSupported(m) => Error::NotSupported(with(m)),
+        other => other,
     }
 }
 
-fn convert(e: &ast::Expr, schema: &Schema) -> Result<Expr> {
+/// How identifiers in an expression find their columns.
+pub trait Resolve {
+    /// The column named by `parts` (`x` or `alias.x`).
+    fn column(&self, parts: &[ast::Ident]) -> Result<Expr>;
+}
+
+impl Resolve for Schema {
+    fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {
+        let last = parts
+            .last()
+            .ok_or_else(|| Error::Internal("empty identifier".into()))?;
+        Expr::col(self, &last.value)
+    }
+}
+
+/// Converts a sqlparser expression, resolving names with `r`. Errors carry no position;
+/// callers add it with [`locate`] (the innermost failing node's span is best).
+pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
     use ast::Expr as E;
+    let c = |x: &ast::Expr| -> Result<Expr> { convert(x, r) };
     Ok(match e {
-        E::Identifier(id) => Expr::col(schema, &id.value)?,
-        E::CompoundIdentifier(ids) => {
-            let last = ids
-                .last()
-                .ok_or_else(|| Error::Internal("empty identifier".into()))?;
-            Expr::col(schema, &last.value)?
-        }
+        E::Identifier(id) => r.column(std::slice::from_ref(id))?,
+        E::CompoundIdentifier(ids) => r.column(ids)?,
         E::Value(v) => Expr::Literal(literal(&v.value)?),
-        E::Nested(inner) => convert(inner, schema)?,
+        E::Nested(inner) => c(inner)?,
         E::BinaryOp { left, op, right } => {
             let op = match op {
                 ast::BinaryOperator::Plus => BinOp::Add,
@@ -86,24 +145,104 @@ fn convert(e: &ast::Expr, schema: &Schema) -> Result<Expr> {
                 ast::BinaryOperator::Or => BinOp::Or,
                 other => return Err(Error::NotSupported(format!("operator {other}"))),
             };
-            convert(left, schema)?.bin(op, convert(right, schema)?)
+            sub(left, r)?.bin(op, sub(right, r)?)
         }
         E::UnaryOp { op, expr } => match op {
-            ast::UnaryOperator::Not => Expr::Not(Box::new(convert(expr, schema)?)),
-            ast::UnaryOperator::Minus => Expr::Neg(Box::new(convert(expr, schema)?)),
-            ast::UnaryOperator::Plus => convert(expr, schema)?,
+            ast::UnaryOperator::Not => Expr::Not(Box::new(sub(expr, r)?)),
+            ast::UnaryOperator::Minus => Expr::Neg(Box::new(sub(expr, r)?)),
+            ast::UnaryOperator::Plus => sub(expr, r)?,
             other => return Err(Error::NotSupported(format!("unary operator {other}"))),
         },
-        E::IsNull(x) => Expr::IsNull(Box::new(convert(x, schema)?), false),
-        E::IsNotNull(x) => Expr::IsNull(Box::new(convert(x, schema)?), true),
+        E::IsNull(x) => Expr::IsNull(Box::new(sub(x, r)?), false),
+        E::IsNotNull(x) => Expr::IsNull(Box::new(sub(x, r)?), true),
+        E::InList {
+            expr,
+            list,
+            negated,
+        } => {
+            let x = sub(expr, r)?;
+            let mut any: Option<Expr> = None;
+            for item in list {
+                let eq = x.clone().eq(sub(item, r)?);
+                any = Some(match any {
+                    None => eq,
+                    Some(a) => a.bin(BinOp::Or, eq),
+                });
+            }
+            let any = any.ok_or_else(|| Error::Plan("IN needs at least one value".into()))?;
+            if *negated {
+                Expr::Not(Box::new(any))
+            } else {
+                any
+            }
+        }
+        E::Between {
+            expr,
+            negated,
+            low,
+            high,
+        } => {
+            let x = sub(expr, r)?;
+            let inside = x
+                .clone()
+                .bin(BinOp::GtEq, sub(low, r)?)
+                .bin(BinOp::And, x.bin(BinOp::LtEq, sub(high, r)?));
+            if *negated {
+                Expr::Not(Box::new(inside))
+            } else {
+                inside
+            }
+        }
+        E::Like {
+            negated,
+            expr,
+            pattern,
+            escape_char,
+            any,
+        } => {
+            if escape_char.is_some() || *any {
+                return Err(Error::NotSupported(
+                    "LIKE with ESCAPE or ANY; write the pattern with % and _".into(),
+                ));
+            }
+            let l = Expr::Call(Func::Like, vec![sub(expr, r)?, sub(pattern, r)?]);
+            if *negated {
+                Expr::Not(Box::new(l))
+            } else {
+                l
+            }
+        }
+        E::Case {
+            operand,
+            conditions,
+            else_result,
+            ..
+        } => {
+            let op = operand.as_ref().map(|o| sub(o, r)).transpose()?;
+            let mut arms = Vec::new();
+            for w in conditions {
+                let cond = sub(&w.condition, r)?;
+                let cond = match &op {
+                    Some(o) => o.clone().eq(cond),
+                    None => cond,
+                };
+                arms.push((cond, sub(&w.result, r)?));
+            }
+            let d = else_result.as_ref().map(|e| sub(e, r)).transpose()?;
+            Expr::Case(arms, d.map(Box::new))
+        }
         E::Cast {
             expr, data_type, ..
         } => {
-            let t: DataType = data_type.to_string().parse()?;
+            let name = match data_type {
+                ast::DataType::Custom(n, _) => n.to_string(),
+                other => other.to_string(),
+            };
+            let t: DataType = name.parse()?;
             if t == DataType::String {
                 return Err(Error::NotSupported("CAST to string".into()));
             }
-            Expr::Cast(Box::new(convert(expr, schema)?), t)
+            Expr::Cast(Box::new(sub(expr, r)?), t)
         }
         E::Function(f) => {
             let name = f.name.to_string();
@@ -115,10 +254,13 @@ fn convert(e: &ast::Expr, schema: &Schema) -> Result<Expr> {
             })?;
             let mut args = Vec::new();
             if let ast::FunctionArguments::List(list) = &f.args {
+                if list.duplicate_treatment.is_some() {
+                    return Err(Error::NotSupported(format!("DISTINCT in a call of {name}")));
+                }
                 for a in &list.args {
                     match a {
                         ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => {
-                            args.push(convert(x, schema)?)
+                            args.push(sub(x, r)?)
                         }
                         other => {
                             return Err(Error::NotSupported(format!("function argument {other}")))
@@ -130,6 +272,28 @@ fn convert(e: &ast::Expr, schema: &Schema) -> Result<Expr> {
         }
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
     })
+}
+
+/// Converts a sub-expression, giving its errors the sub-expression's position (as a
+/// marker the caller's [`locate`] replaces with line and column).
+fn sub(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
+    convert(e, r).map_err(|err| mark(e.span(), err))
+}
+
+/// Records `span` in an error that has no position yet (resolved to text by [`locate`]).
+pub(crate) fn mark(span: Span, e: Error) -> Error {
+    let tag = |m: String| {
+        if m.starts_with("@@") || m.starts_with("at line ") || span.start.line == 0 {
+            m
+        } else {
+            format!("@@{}:{}@@{m}", span.start.line, span.start.column)
+        }
+    };
+    match e {
+        Error::Plan(m) => Error::Plan(tag(m)),
+        Error::NotSupported(m) => Error::NotSupported(tag(m)),
+        other => other,
+    }
 }
 
 fn literal(v: &ast::Value) -> Result<Scalar> {

@@ -1,6 +1,11 @@
 //! `Map`: one stream-function instance per logical partition, hosted on the
 //! partition's worker; each sees its rows of an epoch in serial order once the epoch
 //! is complete.
+//!
+//! A Map learns of an epoch only when its worker receives rows of it. A stream function
+//! that wants `end_of_epoch` for every epoch of the source
+//! (`StreamFunctionFactory::every_epoch`) also reads [`ticks`]: one empty window per
+//! worker for every epoch in which the source had rows.
 
 use super::stash::EpochStash;
 use super::{by_to, Place, Window, WindowBuilder, Windows};
@@ -9,14 +14,47 @@ use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
 use braid_plan::placement::partition_worker;
 use braid_plan::plan::{Map, Plan};
+use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
-use timely::dataflow::operators::Capability;
+use timely::dataflow::operators::{Capability, Concat};
 
 /// Epoch of outputs made when the input has ended.
 pub(crate) const END_EPOCH: u64 = u64::MAX;
 
+/// For every epoch in which this worker's share of `source` has rows, one empty window
+/// to every worker.
+pub(crate) fn ticks(source: Windows<'_>, place: Place) -> Windows<'_> {
+    let peers = place.peers;
+    source.unary::<WindowBuilder, _, _, _>(Pipeline, "EpochTicks", move |_, _| {
+        // The source's epochs only grow: this skips repeats within an epoch.
+        let mut last: Option<u64> = None;
+        move |input, output| {
+            input.for_each(|cap, data| {
+                let Some(&epoch) = cap.least() else {
+                    return;
+                };
+                if last == Some(epoch) || data.iter().all(|w| w.batch.is_empty()) {
+                    return;
+                }
+                last = Some(epoch);
+                let mut session = output.session(&cap);
+                for w in 0..peers {
+                    session.give(Window {
+                        to: w as u64,
+                        node: 0,
+                        batch: Batch::new(0),
+                    });
+                }
+            });
+        }
+    })
+}
+
+/// Renders `map` over the split's output `input`; `ticks` (from [`ticks`]) when the
+/// function wants `end_of_epoch` in every epoch of the source.
 pub(crate) fn render<'s>(
     input: Windows<'s>,
+    ticks: Option<Windows<'s>>,
     map: &Map,
     registry: &Registry,
     place: Place,
@@ -30,12 +68,18 @@ pub(crate) fn render<'s>(
     };
     let q = split.q;
     let factory = registry.function(&map.function)?.clone();
+    let every_epoch = factory.every_epoch();
     let (me, peers) = (place.index, place.peers);
     // Local partitions: p = me + k * peers.
     let local: Vec<u32> = (0..q)
         .filter(|&p| partition_worker(p as u64, peers) == me)
         .collect();
     let name = format!("Map({})", map.function);
+    // Ticks are empty windows: their only effect is to make the epoch known here.
+    let input = match ticks {
+        Some(ticks) => input.concat(ticks),
+        None => input,
+    };
     Ok(
         input.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, move |cap, _| {
             let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
@@ -69,7 +113,9 @@ pub(crate) fn render<'s>(
                         }
                     }
                     for (k, list) in rows.iter_mut().enumerate() {
-                        if list.is_empty() {
+                        // Partitions with rows, and with an every-epoch function, every
+                        // partition created so far.
+                        if list.is_empty() && !(every_epoch && instances[k].is_some()) {
                             continue;
                         }
                         list.sort_unstable();
@@ -78,10 +124,13 @@ pub(crate) fn render<'s>(
                         for &(seq, b, i) in list.iter() {
                             f.process(
                                 batches[b as usize].row(i as usize),
-                                &mut Emitter::new(&mut out, seq, p),
+                                &mut Emitter::new(&mut out, seq, p).at_epoch(epoch),
                             );
                         }
-                        f.end_of_epoch(epoch, &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p));
+                        f.end_of_epoch(
+                            epoch,
+                            &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p).at_epoch(epoch),
+                        );
                         list.clear();
                     }
                     if let Some(w) = take_window(&mut out, me) {
@@ -92,7 +141,10 @@ pub(crate) fn render<'s>(
                     if let Some(cap) = end_cap.take() {
                         for (k, f) in instances.iter_mut().enumerate() {
                             if let Some(f) = f {
-                                f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, local[k]));
+                                f.finish(
+                                    &mut Emitter::new(&mut out, RowKey::FINISH, local[k])
+                                        .at_epoch(END_EPOCH),
+                                );
                             }
                         }
                         if let Some(w) = take_window(&mut out, me) {

@@ -91,9 +91,18 @@ fn node<'s>(
             split::render(upstream, s, registry, place)?
         }
         Plan::Map(m) => {
-            let upstream = node(scope, &m.input, registry, input, place, shared)?;
             let out_schema = plan.schema(registry)?;
-            map::render(upstream, m, registry, place, out_schema.arity())?
+            let every_epoch = registry.function(&m.function)?.every_epoch();
+            let (upstream, ticks) = match m.input.as_ref() {
+                // The function wants every epoch of the split's input: tick from there.
+                Plan::Split(s) if every_epoch => {
+                    let source = node(scope, &s.input, registry, input, place, shared)?;
+                    let ticks = map::ticks(source.clone(), place);
+                    (split::render(source, s, registry, place)?, Some(ticks))
+                }
+                _ => (node(scope, &m.input, registry, input, place, shared)?, None),
+            };
+            map::render(upstream, ticks, m, registry, place, out_schema.arity())?
         }
         Plan::Merge(m) => {
             let upstream = node(scope, &m.input, registry, input, place, shared)?;

@@ -493,7 +493,7 @@ impl Parser {
                 None => None,
             };
             if let (Some(t), Some(c)) = (time, tcol) {
-                if t < last_time {
+                if t < last_time && !self.source.out_of_order {
                     let reason =
                         format!("event time {t} is before the previous record's {last_time}");
                     if !self.reject(line, fields[c].2, reason, text) {
@@ -502,7 +502,8 @@ impl Parser {
                     continue;
                 }
             }
-            let e = epoch_of(&self.source, time, seq);
+            // Epochs never go back (a late row joins the current epoch).
+            let e = epoch_of(&self.source, time, seq).max(epoch);
             if !window.is_empty() && (e != epoch || window.len() >= self.source.window) {
                 let full =
                     std::mem::replace(&mut window, Batch::with_capacity(arity, self.source.window));
@@ -527,7 +528,7 @@ impl Parser {
                 None => {
                     seq += 1;
                     if let Some(t) = time {
-                        last_time = t;
+                        last_time = last_time.max(t);
                     }
                 }
                 Some((i, reason)) => {

@@ -13,6 +13,7 @@
 pub mod binary;
 mod csv_feed;
 pub mod generator;
+mod interleave;
 
 use crate::error::{Error, Result};
 use braid_plan::batch::Batch;
@@ -134,6 +135,19 @@ pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
     matches!(spec, SourceSpec::Generator(_) | SourceSpec::Native(_))
 }
 
+/// Whether the source's feed adds its rows to [`Counters::rows_in`] itself (CSV parsers
+/// count as they parse; an interleave counts for its children that do not); the
+/// runtime counts the rows of the others as it sends them.
+pub fn counts_rows_itself(spec: &SourceSpec) -> bool {
+    matches!(
+        spec,
+        SourceSpec::Csv { .. }
+            | SourceSpec::Stdin
+            | SourceSpec::Tcp { .. }
+            | SourceSpec::Interleave(_)
+    )
+}
+
 /// Opens the feed of `source` for global worker `index` of `peers`. Workers that do not
 /// read this source get `None`.
 pub fn open(
@@ -162,6 +176,7 @@ pub fn open(
         SourceSpec::Memory(rows) => Box::new(MemoryFeed {
             rows: rows.clone(),
             next: 0,
+            epoch: 0,
             source: source.clone(),
         }),
         SourceSpec::Csv { path, header } => {
@@ -190,6 +205,9 @@ pub fn open(
             Box::new(csv_feed::CsvFeed::spawn_tcp(source, addr, opts, counters)?)
         }
         SourceSpec::Binary { path } => Box::new(binary::BinaryFeed::open(path, source)?),
+        SourceSpec::Interleave(children) => Box::new(interleave::InterleaveFeed::open(
+            source, children, opts, counters, registry,
+        )?),
     };
     Ok(Some(feed))
 }
@@ -225,10 +243,12 @@ impl Feed for NativeFeed {
 }
 
 /// Cuts rows (already in a batch, in order) into windows of one epoch and at most
-/// `window` rows. Used by in-memory sources.
+/// `window` rows. Used by in-memory sources. Epochs are clamped to never go back.
 struct MemoryFeed {
     rows: Arc<Batch>,
     next: usize,
+    /// Epoch of the last window.
+    epoch: u64,
     source: Source,
 }
 
@@ -246,10 +266,10 @@ impl Feed for MemoryFeed {
                 i as u64,
             )
         };
-        let epoch = epoch_at(self.next);
+        let epoch = epoch_at(self.next).max(self.epoch);
         let mut out =
             Batch::with_capacity(self.rows.arity(), self.source.window.min(n - self.next));
-        while self.next < n && out.len() < self.source.window && epoch_at(self.next) == epoch {
+        while self.next < n && out.len() < self.source.window && epoch_at(self.next) <= epoch {
             let seq = self.next as u64;
             out.push_row_of(
                 &self.rows,
@@ -258,6 +278,7 @@ impl Feed for MemoryFeed {
             );
             self.next += 1;
         }
+        self.epoch = epoch;
         Ok(Next::Window(epoch, out))
     }
 

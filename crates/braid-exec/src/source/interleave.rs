@@ -1,0 +1,213 @@
+//! The feed of an interleave: several sources read on worker 0 and merged into one
+//! stream in the serial order of `braid_plan::interleave` (clamped epoch, child index,
+//! order within the child), in the wide layout, with sequence numbers counting rows in
+//! that order.
+//!
+//! Each child keeps one pending window. A row is emitted only when every child that
+//! has not ended has a pending window, so the child with the smallest (clamped epoch of
+//! its next row, index) is known to go next; a child that has nothing yet makes the
+//! whole feed wait.
+
+use super::{counts_rows_itself, open, Counters, Feed, Next, ReadOptions, Rejects};
+use crate::error::{Error, Result};
+use braid_plan::batch::{Batch, RowKey};
+use braid_plan::function::Registry;
+use braid_plan::interleave::{schema, time_of, Layout};
+use braid_plan::plan::Source;
+use braid_plan::reference::epoch_at;
+use std::sync::Arc;
+
+/// One interleaved source and where its reading stands.
+struct Child {
+    /// The child, with the parent's epoch length.
+    source: Source,
+    /// None once the child has ended.
+    feed: Option<Box<dyn Feed>>,
+    /// The feed counts its rows in `rows_in` itself.
+    counts_itself: bool,
+    /// The pending window and the position of the next row in it.
+    pending: Batch,
+    next: usize,
+    /// Rows of this child taken so far (the `_time` of an untimed child's next row).
+    taken: u64,
+    /// Clamped epoch of the last row taken.
+    epoch: u64,
+    rejects: Rejects,
+}
+
+impl Child {
+    fn has_row(&self) -> bool {
+        self.next < self.pending.len()
+    }
+
+    /// `_time` and clamped epoch of the next pending row.
+    fn head(&self, epoch_len: u64) -> (i64, u64) {
+        let time = time_of(&self.source, self.pending.row(self.next), self.taken);
+        let epoch = epoch_at(epoch_len, Some(time), self.taken).max(self.epoch);
+        (time, epoch)
+    }
+}
+
+/// Merges the feeds of an interleave's children.
+pub(crate) struct InterleaveFeed {
+    name: String,
+    epoch_len: u64,
+    window: usize,
+    layout: Layout,
+    children: Vec<Child>,
+    seq: u64,
+    counters: Arc<Counters>,
+}
+
+impl InterleaveFeed {
+    /// Opens every child of `source` (an interleave of `children`) for a single reader.
+    pub fn open(
+        source: &Source,
+        children: &[Source],
+        opts: &ReadOptions,
+        counters: Arc<Counters>,
+        registry: &Registry,
+    ) -> Result<InterleaveFeed> {
+        let wide = schema(children)?;
+        if wide != source.schema {
+            return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
+                "interleave source {} declares rows {}, but its sources make {wide}",
+                source.name, source.schema
+            ))));
+        }
+        let mut opened = Vec::with_capacity(children.len());
+        for child in children {
+            let mut child = child.clone();
+            child.epoch = source.epoch;
+            let feed = open(&child, 0, 1, opts, counters.clone(), registry)?;
+            opened.push(Child {
+                counts_itself: counts_rows_itself(&child.spec),
+                feed,
+                pending: Batch::new(child.schema.arity()),
+                next: 0,
+                taken: 0,
+                epoch: 0,
+                rejects: Rejects {
+                    source: child.name.clone(),
+                    ..Rejects::default()
+                },
+                source: child,
+            });
+        }
+        Ok(InterleaveFeed {
+            name: source.name.clone(),
+            epoch_len: source.epoch.max(1),
+            window: source.window.max(1),
+            layout: Layout::new(children),
+            children: opened,
+            seq: 0,
+            counters,
+        })
+    }
+
+    /// Gives every child that has not ended a pending row; false if one has to wait.
+    fn fill(&mut self) -> Result<bool> {
+        for child in &mut self.children {
+            while !child.has_row() {
+                let Some(feed) = child.feed.as_mut() else {
+                    break;
+                };
+                match feed.next()? {
+                    Next::Window(_, batch) => {
+                        if !child.counts_itself {
+                            Counters::add(&self.counters.rows_in, batch.len() as u64);
+                        }
+                        child.pending = batch;
+                        child.next = 0;
+                    }
+                    Next::Wait => return Ok(false),
+                    Next::Done => {
+                        child.rejects = feed.rejects();
+                        child.feed = None;
+                        child.pending = Batch::new(0);
+                        child.next = 0;
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// The window built so far, or `otherwise` if there is none.
+fn emit(out: Option<(u64, Batch)>, otherwise: Next) -> Next {
+    match out {
+        Some((epoch, batch)) => Next::Window(epoch, batch),
+        None => otherwise,
+    }
+}
+
+impl Feed for InterleaveFeed {
+    fn next(&mut self) -> Result<Next> {
+        // The window being built and its epoch.
+        let mut out: Option<(u64, Batch)> = None;
+        loop {
+            if !self.fill()? {
+                return Ok(emit(out, Next::Wait));
+            }
+            let epoch_len = self.epoch_len;
+            let pick = self
+                .children
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.has_row())
+                .min_by_key(|(i, c)| (c.head(epoch_len).1, *i))
+                .map(|(i, c)| (i, c.head(epoch_len).1));
+            let Some((i, epoch)) = pick else {
+                return Ok(emit(out, Next::Done));
+            };
+            if out.as_ref().is_some_and(|&(e, _)| e != epoch) {
+                return Ok(emit(out, Next::Wait));
+            }
+            let (_, batch) = out.get_or_insert_with(|| {
+                (
+                    epoch,
+                    Batch::with_capacity(self.layout.arity(), self.window),
+                )
+            });
+            let child = &mut self.children[i];
+            while child.has_row() && batch.len() < self.window {
+                let (time, e) = child.head(epoch_len);
+                if e != epoch {
+                    break;
+                }
+                let key = RowKey {
+                    seq: self.seq,
+                    lane: 0,
+                };
+                self.layout
+                    .push(batch, key, i, time, child.pending.row(child.next));
+                self.seq += 1;
+                child.next += 1;
+                child.taken += 1;
+                child.epoch = e;
+            }
+            if batch.len() >= self.window {
+                return Ok(emit(out, Next::Wait));
+            }
+        }
+    }
+
+    fn rejects(&mut self) -> Rejects {
+        let mut all = Rejects {
+            source: self.name.clone(),
+            ..Rejects::default()
+        };
+        for child in &mut self.children {
+            let mut r = match child.feed.as_mut() {
+                Some(feed) => feed.rejects(),
+                None => child.rejects.clone(),
+            };
+            for x in &mut r.first {
+                x.reason = format!("{}: {}", child.source.name, x.reason);
+            }
+            all.absorb(r);
+        }
+        all
+    }
+}

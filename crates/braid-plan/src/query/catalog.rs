@@ -1,0 +1,539 @@
+//! What a script declares: streams (`CREATE STREAM`), tables (`CREATE TABLE`), sinks
+//! (`CREATE SINK`) and settings (`SET`).
+
+use crate::batch::{Batch, RowKey, Scalar};
+use crate::error::{Error, Result};
+use crate::plan::{GeneratorSpec, Pace, SinkSpec, Source, SourceSpec, Strategy};
+use crate::types::{DataType, Field, Schema};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A declared stream.
+#[derive(Clone, Debug)]
+pub struct StreamDef {
+    /// Name.
+    pub name: String,
+    /// The physical source (schema, epoch, window, pacing).
+    pub source: Source,
+    /// Allowed lateness in event-time units.
+    pub lateness: i64,
+}
+
+/// A declared table: rows loaded when the script is compiled, joined by lookup.
+#[derive(Debug)]
+pub struct TableDef {
+    /// Name.
+    pub name: String,
+    /// Columns.
+    pub schema: Schema,
+    /// The rows.
+    pub rows: Arc<Batch>,
+}
+
+/// A declared sink.
+#[derive(Clone, Debug)]
+pub struct SinkDef {
+    /// Name.
+    pub name: String,
+    /// Where rows go.
+    pub spec: SinkSpec,
+    /// Append each line's emit time.
+    pub stamp_emit: bool,
+}
+
+/// How partition outputs are merged, per query (`SET merge = ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeMode {
+    /// Event-time order, identical to the serial output.
+    Transparent,
+    /// Any order: the same multiset, less waiting.
+    BestEffort,
+}
+
+/// `SET` values in force.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Logical partitions of automatically parallelized queries.
+    pub partitions: u32,
+    /// Merger after the parallel part.
+    pub merge: MergeMode,
+    /// Split strategy.
+    pub strategy: Strategy,
+    /// Where late rows go (counted either way).
+    pub late_path: Option<PathBuf>,
+    /// Parallelize automatically (false: every query runs in one partition).
+    pub auto: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            partitions: 16,
+            merge: MergeMode::Transparent,
+            strategy: Strategy::Autosplit,
+            late_path: None,
+            auto: true,
+        }
+    }
+}
+
+/// Everything declared so far.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// Streams by lower-case name.
+    pub streams: BTreeMap<String, StreamDef>,
+    /// Tables by lower-case name.
+    pub tables: BTreeMap<String, Arc<TableDef>>,
+    /// Sinks by lower-case name.
+    pub sinks: BTreeMap<String, SinkDef>,
+    /// Settings.
+    pub settings: Settings,
+}
+
+impl Catalog {
+    /// A stream by name; the error lists the streams (and says if it is a table).
+    pub fn stream(&self, name: &str) -> Result<&StreamDef> {
+        let key = name.to_ascii_lowercase();
+        if let Some(s) = self.streams.get(&key) {
+            return Ok(s);
+        }
+        if self.tables.contains_key(&key) {
+            return Err(Error::Plan(format!(
+                "`{name}` is a table; tables can only be joined to a stream (FROM stream JOIN {name} ON ...)"
+            )));
+        }
+        Err(Error::Plan(format!(
+            "no stream `{name}`; streams are {}",
+            list(self.streams.keys())
+        )))
+    }
+
+    /// A sink by name.
+    pub fn sink(&self, name: &str) -> Result<&SinkDef> {
+        self.sinks.get(&name.to_ascii_lowercase()).ok_or_else(|| {
+            Error::Plan(format!(
+                "no sink `{name}`; sinks are {}",
+                list(self.sinks.keys())
+            ))
+        })
+    }
+}
+
+fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = names.map(|s| s.as_str()).collect();
+    if v.is_empty() {
+        "none (declare one with CREATE)".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Option values of a `WITH (...)` clause.
+pub struct Options {
+    what: String,
+    values: BTreeMap<String, Scalar>,
+    used: Vec<String>,
+}
+
+impl Options {
+    /// Options of `what` (for messages).
+    pub fn new(what: &str, values: BTreeMap<String, Scalar>) -> Options {
+        Options {
+            what: what.to_string(),
+            values,
+            used: Vec::new(),
+        }
+    }
+
+    fn take(&mut self, key: &str) -> Option<Scalar> {
+        self.used.push(key.to_string());
+        self.values.remove(key)
+    }
+
+    /// A string option.
+    pub fn string(&mut self, key: &str) -> Result<Option<String>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Scalar::Str(s)) => Ok(Some(s)),
+            Some(other) => Err(Error::Plan(format!(
+                "option `{key}` of {} must be a quoted string, found {other}",
+                self.what
+            ))),
+        }
+    }
+
+    /// An integer option.
+    pub fn int(&mut self, key: &str) -> Result<Option<i64>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Scalar::Int(i)) => Ok(Some(i)),
+            Some(other) => Err(Error::Plan(format!(
+                "option `{key}` of {} must be an integer, found {other}",
+                self.what
+            ))),
+        }
+    }
+
+    /// A number option.
+    pub fn float(&mut self, key: &str) -> Result<Option<f64>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Scalar::Int(i)) => Ok(Some(i as f64)),
+            Some(Scalar::Float(f)) => Ok(Some(f)),
+            Some(other) => Err(Error::Plan(format!(
+                "option `{key}` of {} must be a number, found {other}",
+                self.what
+            ))),
+        }
+    }
+
+    /// A boolean option.
+    pub fn bool(&mut self, key: &str) -> Result<Option<bool>> {
+        match self.take(key) {
+            None => Ok(None),
+            Some(Scalar::Bool(b)) => Ok(Some(b)),
+            Some(other) => Err(Error::Plan(format!(
+                "option `{key}` of {} must be true or false, found {other}",
+                self.what
+            ))),
+        }
+    }
+
+    /// Fails on options nobody asked for, listing the valid ones.
+    pub fn done(self) -> Result<()> {
+        if let Some(k) = self.values.keys().next() {
+            return Err(Error::Plan(format!(
+                "unknown option `{k}` for {}; options are {}",
+                self.what,
+                self.used.join(", ")
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn resolve_path(base: &Path, p: &str) -> PathBuf {
+    let p = PathBuf::from(p);
+    if p.is_absolute() {
+        p
+    } else {
+        base.join(p)
+    }
+}
+
+/// Files matching `pattern` (a `*` in the file name matches any run), sorted.
+fn expand(path: &Path) -> Result<Vec<PathBuf>> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    if !name.contains('*') {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let pattern = name.replace('%', "\\%").replace('*', "%");
+    let mut out = Vec::new();
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| Error::Plan(format!("cannot list {}: {e}", dir.display())))?;
+    for e in entries.flatten() {
+        let n = e.file_name().to_string_lossy().to_string();
+        if crate::expr::like(&n, &pattern) {
+            out.push(e.path());
+        }
+    }
+    out.sort();
+    if out.is_empty() {
+        return Err(Error::Plan(format!("no file matches {}", path.display())));
+    }
+    Ok(out)
+}
+
+/// Builds a stream from `CREATE STREAM name (columns) WITH (options)`.
+pub fn stream(
+    name: &str,
+    columns: Option<Schema>,
+    mut o: Options,
+    base: &Path,
+) -> Result<StreamDef> {
+    let kind = o.string("source")?;
+    let path = o.string("path")?;
+    let kind = kind.unwrap_or_else(|| if path.is_some() { "csv" } else { "" }.into());
+    let event_time = o.string("event_time")?;
+    let epoch = o.int("epoch")?.unwrap_or(1);
+    let window = o.int("window")?.unwrap_or(1024);
+    let lateness = o.int("lateness")?.unwrap_or(0);
+    let speed = o.float("speed")?;
+    let units = o.float("units_per_second")?.unwrap_or(1.0);
+    let need_columns = |c: Option<Schema>| {
+        c.ok_or_else(|| {
+            Error::Plan(format!(
+                "stream `{name}` needs its columns: CREATE STREAM {name} (col BIGINT, ...)"
+            ))
+        })
+    };
+    let (spec, mut schema, children) = match kind.as_str() {
+        "csv" => {
+            let path = path.ok_or_else(|| {
+                Error::Plan(format!("stream `{name}` reads CSV: give `path = '...'`"))
+            })?;
+            let header = o.bool("header")?.unwrap_or(true);
+            let files = expand(&resolve_path(base, &path))?;
+            let schema = need_columns(columns)?;
+            if files.len() == 1 {
+                let spec = SourceSpec::Csv {
+                    path: files[0].clone(),
+                    header,
+                };
+                (spec, schema, None)
+            } else {
+                (SourceSpec::Stdin, schema, Some((files, header)))
+            }
+        }
+        "binary" => {
+            let path = path.ok_or_else(|| {
+                Error::Plan(format!("stream `{name}` reads a binary file: give `path`"))
+            })?;
+            let spec = SourceSpec::Binary {
+                path: resolve_path(base, &path),
+            };
+            (spec, need_columns(columns)?, None)
+        }
+        "stdin" => (SourceSpec::Stdin, need_columns(columns)?, None),
+        "tcp" => {
+            let addr = o.string("addr")?.unwrap_or_else(|| "127.0.0.1:7878".into());
+            (SourceSpec::Tcp { addr }, need_columns(columns)?, None)
+        }
+        "generator" => {
+            let spec = GeneratorSpec {
+                tuples: o.int("tuples")?.unwrap_or(100_000).max(0) as u64,
+                rate: o.float("rate")?.unwrap_or(10_000.0),
+                keys: o.int("keys")?.unwrap_or(4).clamp(1, u32::MAX as i64) as u32,
+                broadcast: o.float("broadcast")?.unwrap_or(0.0),
+                seed: o.int("seed")?.unwrap_or(1) as u64,
+            };
+            if columns.is_some() {
+                return Err(Error::Plan(format!(
+                    "stream `{name}` is generated; its columns are fixed ({}), leave them out",
+                    GeneratorSpec::schema().column_list()
+                )));
+            }
+            let mut s = GeneratorSpec::schema();
+            s.event_time = None;
+            (SourceSpec::Generator(spec), s, None)
+        }
+        "" => {
+            return Err(Error::Plan(format!(
+                "stream `{name}` needs a source: WITH (source = 'csv', path = '...'); sources are csv, binary, stdin, tcp, generator"
+            )))
+        }
+        other => {
+            return Err(Error::Plan(format!(
+                "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, generator"
+            )))
+        }
+    };
+    o.done()?;
+    let event_time =
+        event_time.or_else(|| matches!(spec, SourceSpec::Generator(_)).then(|| "time".to_string()));
+    if let Some(t) = &event_time {
+        schema = schema.with_event_time(t)?;
+    }
+    if epoch < 1 || window < 1 || lateness < 0 {
+        return Err(Error::Plan(format!(
+            "stream `{name}`: epoch and window must be at least 1 and lateness at least 0"
+        )));
+    }
+    let pace = match speed {
+        Some(speed) => Pace::EventTime {
+            units_per_second: units,
+            speed,
+        },
+        None => Pace::Max,
+    };
+    let make = |spec: SourceSpec, schema: Schema, n: &str| Source {
+        name: n.to_string(),
+        spec,
+        schema,
+        epoch: epoch as u64,
+        window: window as usize,
+        pace,
+        out_of_order: true,
+    };
+    let source = match children {
+        None => make(spec, schema, name),
+        Some((files, header)) => {
+            let kids: Vec<Source> = files
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    make(
+                        SourceSpec::Csv {
+                            path: f.clone(),
+                            header,
+                        },
+                        schema.clone(),
+                        &format!("{name}{i}"),
+                    )
+                })
+                .collect();
+            let wide = crate::interleave::schema(&kids)?;
+            make(SourceSpec::Interleave(kids), wide, name)
+        }
+    };
+    Ok(StreamDef {
+        name: name.to_string(),
+        source,
+        lateness,
+    })
+}
+
+/// Builds a sink from `CREATE SINK name WITH (options)`.
+pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
+    let kind = o.string("sink")?.unwrap_or_else(|| "stdout".into());
+    let spec = match kind.as_str() {
+        "stdout" => SinkSpec::Stdout,
+        "csv" | "file" => {
+            let path = o.string("path")?.ok_or_else(|| {
+                Error::Plan(format!("sink `{name}` writes a file: give `path = '...'`"))
+            })?;
+            SinkSpec::File(resolve_path(base, &path))
+        }
+        "tcp" => SinkSpec::Tcp(
+            o.string("addr")?
+                .ok_or_else(|| Error::Plan(format!("sink `{name}` needs `addr`")))?,
+        ),
+        "discard" => SinkSpec::Discard,
+        "collect" => SinkSpec::Collect,
+        other => {
+            return Err(Error::Plan(format!(
+                "unknown sink `{other}`; sinks are stdout, csv, tcp, discard, collect"
+            )))
+        }
+    };
+    let stamp_emit = o.bool("stamp_emit")?.unwrap_or(false);
+    o.done()?;
+    Ok(SinkDef {
+        name: name.to_string(),
+        spec,
+        stamp_emit,
+    })
+}
+
+/// Loads a table from `CREATE TABLE name (columns) WITH (path = ...)`.
+pub fn table(name: &str, schema: Schema, mut o: Options, base: &Path) -> Result<TableDef> {
+    let path = o
+        .string("path")?
+        .ok_or_else(|| Error::Plan(format!("table `{name}` needs `path = '...'` (a CSV file)")))?;
+    let header = o.bool("header")?.unwrap_or(true);
+    o.done()?;
+    let path = resolve_path(base, &path);
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(header)
+        .flexible(true)
+        .from_path(&path)
+        .map_err(|e| Error::Plan(format!("cannot read table {}: {e}", path.display())))?;
+    let mut rows = Batch::new(schema.arity());
+    for (n, rec) in reader.records().enumerate() {
+        let line = n as u64 + 1 + header as u64;
+        let rec = rec.map_err(|e| Error::Plan(format!("{}: {e}", path.display())))?;
+        if rec.len() != schema.arity() {
+            return Err(Error::Plan(format!(
+                "{} line {line}: {} fields, expected {} ({})",
+                path.display(),
+                rec.len(),
+                schema.arity(),
+                schema.column_list()
+            )));
+        }
+        rows.start_row(RowKey {
+            seq: n as u64,
+            lane: 0,
+        });
+        for (c, (text, f)) in rec.iter().zip(&schema.fields).enumerate() {
+            let v = parse_value(text, f).map_err(|why| {
+                Error::Plan(format!(
+                    "{} line {line}, field {}: {why}",
+                    path.display(),
+                    c + 1
+                ))
+            })?;
+            rows.push_value(v.as_value());
+        }
+    }
+    Ok(TableDef {
+        name: name.to_string(),
+        schema,
+        rows: Arc::new(rows),
+    })
+}
+
+fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
+    let t = text.trim();
+    if t.is_empty() {
+        return if f.nullable {
+            Ok(Scalar::Null)
+        } else {
+            Err(format!("empty, expected {} for `{}`", f.ty, f.name))
+        };
+    }
+    let bad = || format!("`{t}` is not a {} (column `{}`)", f.ty, f.name);
+    Ok(match f.ty {
+        DataType::Int64 => Scalar::Int(t.parse().map_err(|_| bad())?),
+        DataType::Float64 => Scalar::Float(t.parse().map_err(|_| bad())?),
+        DataType::Bool => Scalar::Bool(match t.to_ascii_lowercase().as_str() {
+            "true" | "1" => true,
+            "false" | "0" => false,
+            _ => return Err(bad()),
+        }),
+        DataType::String => Scalar::Str(t.to_string()),
+    })
+}
+
+/// Applies `SET key = value`.
+pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
+    let text = match value {
+        Scalar::Str(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match key.to_ascii_lowercase().as_str() {
+        "partitions" => match value {
+            Scalar::Int(q) if (1..=1 << 20).contains(q) => settings.partitions = *q as u32,
+            _ => {
+                return Err(Error::Plan(format!(
+                    "partitions must be an integer in 1..=1048576, found {value}"
+                )))
+            }
+        },
+        "merge" => {
+            settings.merge = match text.to_ascii_lowercase().as_str() {
+                "transparent" | "time" | "ordered" => MergeMode::Transparent,
+                "best_effort" | "besteffort" | "union" => MergeMode::BestEffort,
+                other => {
+                    return Err(Error::Plan(format!(
+                        "merge `{other}`; expected 'transparent' or 'best_effort'"
+                    )))
+                }
+            }
+        }
+        "strategy" => settings.strategy = text.parse()?,
+        "late_path" => settings.late_path = Some(PathBuf::from(text)),
+        "parallel" => {
+            settings.auto = match text.to_ascii_lowercase().as_str() {
+                "auto" | "true" | "on" => true,
+                "off" | "false" | "serial" => false,
+                other => {
+                    return Err(Error::Plan(format!(
+                        "parallel `{other}`; expected 'auto' or 'off'"
+                    )))
+                }
+            }
+        }
+        other => {
+            return Err(Error::Plan(format!(
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel"
+            )))
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,384 @@
+//! The logical plan of a continuous query: what the query computes, before Braid
+//! decides how to partition it.
+
+use crate::expr::Expr;
+use crate::types::{DataType, Field, Schema};
+use std::fmt;
+use std::sync::Arc;
+
+use super::catalog::TableDef;
+
+/// A window of a grouped aggregate.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WindowSpec {
+    /// `TUMBLE(time, size)`: windows `[k*size, (k+1)*size)`.
+    Tumble {
+        /// Width in event-time units.
+        size: i64,
+    },
+    /// `HOP(time, size, slide)`: windows `[k*slide, k*slide + size)`.
+    Hop {
+        /// Width.
+        size: i64,
+        /// Distance between window starts.
+        slide: i64,
+    },
+    /// `SESSION(time, gap)`: per key, rows closer than `gap` share a window.
+    Session {
+        /// Largest gap inside a session.
+        gap: i64,
+    },
+    /// `ROWS(n)`: per key, tumbling windows of `n` rows.
+    Count {
+        /// Rows per window.
+        rows: u64,
+    },
+    /// No window: one result per key when the input ends.
+    Unbounded,
+}
+
+impl WindowSpec {
+    /// Whether the window is defined by event time.
+    pub fn is_timed(&self) -> bool {
+        matches!(
+            self,
+            WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } | WindowSpec::Session { .. }
+        )
+    }
+}
+
+impl fmt::Display for WindowSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WindowSpec::Tumble { size } => write!(f, "TUMBLE({size})"),
+            WindowSpec::Hop { size, slide } => write!(f, "HOP({size}, {slide})"),
+            WindowSpec::Session { gap } => write!(f, "SESSION({gap})"),
+            WindowSpec::Count { rows } => write!(f, "ROWS({rows})"),
+            WindowSpec::Unbounded => f.write_str("UNBOUNDED"),
+        }
+    }
+}
+
+/// An aggregate function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggFunc {
+    /// `count(*)`.
+    CountStar,
+    /// `count(x)`: non-null values.
+    Count,
+    /// `count(DISTINCT x)`.
+    CountDistinct,
+    /// `sum(x)`.
+    Sum,
+    /// `avg(x)`.
+    Avg,
+    /// `min(x)`.
+    Min,
+    /// `max(x)`.
+    Max,
+}
+
+impl AggFunc {
+    /// The function's SQL name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AggFunc::CountStar | AggFunc::Count | AggFunc::CountDistinct => "count",
+            AggFunc::Sum => "sum",
+            AggFunc::Avg => "avg",
+            AggFunc::Min => "min",
+            AggFunc::Max => "max",
+        }
+    }
+}
+
+/// One aggregate of an [`Logical::Aggregate`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct AggCall {
+    /// Function.
+    pub func: AggFunc,
+    /// Argument (None for `count(*)`).
+    pub arg: Option<Expr>,
+    /// Result type.
+    pub ty: DataType,
+}
+
+impl fmt::Display for AggCall {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.func, &self.arg) {
+            (AggFunc::CountDistinct, Some(a)) => write!(f, "count(DISTINCT {a})"),
+            (func, Some(a)) => write!(f, "{}({a})", func.name()),
+            (func, None) => write!(f, "{}(*)", func.name()),
+        }
+    }
+}
+
+/// How a stream-stream join bounds the rows it keeps.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JoinWindow {
+    /// Rows match when `right.time - left.time` lies in `lo..=hi`.
+    Interval {
+        /// Lower bound of the time difference.
+        lo: i64,
+        /// Upper bound.
+        hi: i64,
+    },
+    /// `LAST(left, n) JOIN LAST(right, m)`: each new row meets the other side's last
+    /// rows (sliding count windows).
+    Count {
+        /// Rows kept of the left side.
+        left: u64,
+        /// Rows kept of the right side.
+        right: u64,
+    },
+}
+
+/// A logical operator. Every node knows its output schema; `event_time` of the schema
+/// is the column windows and joins use.
+#[derive(Clone, Debug)]
+pub enum Logical {
+    /// Rows of a declared stream (`input` numbers the query's streams from 0).
+    Scan {
+        /// Stream name.
+        stream: String,
+        /// Index among the query's input streams.
+        input: usize,
+        /// Columns (qualified by the alias in EXPLAIN only).
+        schema: Schema,
+    },
+    /// Rows where `predicate` is true.
+    Filter {
+        /// Input.
+        input: Box<Logical>,
+        /// Predicate over the input.
+        predicate: Expr,
+    },
+    /// Computed columns.
+    Project {
+        /// Input.
+        input: Box<Logical>,
+        /// One expression per output column.
+        exprs: Vec<Expr>,
+        /// Output columns.
+        schema: Schema,
+    },
+    /// Grouped aggregation over windows. Output: `window_start, window_end, keys...,
+    /// aggregates...`, event time `window_end`.
+    Aggregate {
+        /// Input.
+        input: Box<Logical>,
+        /// Window.
+        window: WindowSpec,
+        /// Group keys.
+        keys: Vec<Expr>,
+        /// Aggregates.
+        aggs: Vec<AggCall>,
+        /// Output columns.
+        schema: Schema,
+    },
+    /// A join of two streams. Output: left columns, then right columns.
+    Join {
+        /// Left input.
+        left: Box<Logical>,
+        /// Right input.
+        right: Box<Logical>,
+        /// Equality keys: (expression over left, expression over right).
+        equi: Vec<(Expr, Expr)>,
+        /// Other conditions, over the output columns.
+        residual: Option<Expr>,
+        /// What bounds the state.
+        window: JoinWindow,
+        /// Output columns.
+        schema: Schema,
+    },
+    /// A stream joined with a table held in memory (replicated to every partition).
+    /// Output: stream columns, then table columns.
+    Lookup {
+        /// The stream.
+        input: Box<Logical>,
+        /// The table.
+        table: Arc<TableDef>,
+        /// Equality keys: (expression over the stream, table column).
+        keys: Vec<(Expr, usize)>,
+        /// Other conditions, over the output columns.
+        residual: Option<Expr>,
+        /// Output columns.
+        schema: Schema,
+    },
+    /// `UNION ALL` of inputs with the same column types.
+    Union {
+        /// Inputs.
+        inputs: Vec<Logical>,
+        /// Output columns (the first input's names).
+        schema: Schema,
+    },
+}
+
+impl Logical {
+    /// Output columns.
+    pub fn schema(&self) -> &Schema {
+        match self {
+            Logical::Scan { schema, .. }
+            | Logical::Project { schema, .. }
+            | Logical::Aggregate { schema, .. }
+            | Logical::Join { schema, .. }
+            | Logical::Lookup { schema, .. }
+            | Logical::Union { schema, .. } => schema,
+            Logical::Filter { input, .. } => input.schema(),
+        }
+    }
+
+    /// Inputs of this node.
+    pub fn children(&self) -> Vec<&Logical> {
+        match self {
+            Logical::Scan { .. } => vec![],
+            Logical::Filter { input, .. }
+            | Logical::Project { input, .. }
+            | Logical::Aggregate { input, .. }
+            | Logical::Lookup { input, .. } => vec![input],
+            Logical::Join { left, right, .. } => vec![left, right],
+            Logical::Union { inputs, .. } => inputs.iter().collect(),
+        }
+    }
+
+    /// The input streams this subtree reads (indexes), ascending, without repeats.
+    pub fn inputs(&self) -> Vec<usize> {
+        let mut v = Vec::new();
+        self.collect_inputs(&mut v);
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn collect_inputs(&self, v: &mut Vec<usize>) {
+        if let Logical::Scan { input, .. } = self {
+            v.push(*input);
+        }
+        for c in self.children() {
+            c.collect_inputs(v);
+        }
+    }
+
+    /// Whether the node keeps state across rows (an aggregate or a stream join).
+    pub fn is_stateful(&self) -> bool {
+        matches!(self, Logical::Aggregate { .. } | Logical::Join { .. })
+    }
+
+    /// One line describing the node (without its inputs).
+    pub fn describe(&self) -> String {
+        let list = |v: &[Expr]| {
+            v.iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            Logical::Scan { stream, schema, .. } => format!("Scan {stream} {schema}"),
+            Logical::Filter { predicate, .. } => format!("Filter {predicate}"),
+            Logical::Project { exprs, schema, .. } => {
+                let cols: Vec<String> = exprs
+                    .iter()
+                    .zip(&schema.fields)
+                    .map(|(e, f)| {
+                        let t = e.to_string();
+                        if t == f.name {
+                            t
+                        } else {
+                            format!("{t} AS {}", f.name)
+                        }
+                    })
+                    .collect();
+                format!("Project {}", cols.join(", "))
+            }
+            Logical::Aggregate {
+                window, keys, aggs, ..
+            } => {
+                let aggs: Vec<String> = aggs.iter().map(|a| a.to_string()).collect();
+                format!(
+                    "Aggregate window={window} keys=[{}] aggs=[{}]",
+                    list(keys),
+                    aggs.join(", ")
+                )
+            }
+            Logical::Join {
+                equi,
+                residual,
+                window,
+                ..
+            } => {
+                let eq: Vec<String> = equi.iter().map(|(l, r)| format!("{l} = {r}")).collect();
+                let w = match window {
+                    JoinWindow::Interval { lo, hi } => {
+                        format!("right.time - left.time in [{lo}, {hi}]")
+                    }
+                    JoinWindow::Count { left, right } => format!("last {left} x last {right} rows"),
+                };
+                let mut s = format!("Join {w}");
+                if !eq.is_empty() {
+                    s += &format!(" on [{}]", eq.join(", "));
+                }
+                if let Some(r) = residual {
+                    s += &format!(" where {r}");
+                }
+                s
+            }
+            Logical::Lookup {
+                table,
+                keys,
+                residual,
+                ..
+            } => {
+                let eq: Vec<String> = keys
+                    .iter()
+                    .map(|(e, c)| format!("{e} = {}.{}", table.name, table.schema.fields[*c].name))
+                    .collect();
+                let mut s = format!(
+                    "Lookup table {} ({} rows) on [{}]",
+                    table.name,
+                    table.rows.len(),
+                    eq.join(", ")
+                );
+                if let Some(r) = residual {
+                    s += &format!(" where {r}");
+                }
+                s
+            }
+            Logical::Union { inputs, .. } => format!("Union all ({} inputs)", inputs.len()),
+        }
+    }
+
+    /// Writes the tree, one node per line, inputs indented.
+    pub fn write_tree(&self, out: &mut String, depth: usize) {
+        out.push_str(&"  ".repeat(depth));
+        out.push_str(&self.describe());
+        out.push('\n');
+        for c in self.children() {
+            c.write_tree(out, depth + 1);
+        }
+    }
+}
+
+impl fmt::Display for Logical {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = String::new();
+        self.write_tree(&mut s, 0);
+        f.write_str(&s)
+    }
+}
+
+/// The schema of an aggregate's output.
+pub fn aggregate_schema(keys: &[(String, DataType)], aggs: &[(String, DataType)]) -> Schema {
+    let mut fields = vec![
+        Field::new("window_start", DataType::Int64),
+        Field::new("window_end", DataType::Int64),
+    ];
+    for (n, t) in keys {
+        fields.push(Field::nullable(n, *t));
+    }
+    for (n, t) in aggs {
+        fields.push(Field::nullable(n, *t));
+    }
+    Schema {
+        fields,
+        event_time: Some(1),
+    }
+}

@@ -1,0 +1,403 @@
+//! Automatic parallelization (the StreamCloud approach): where the query keeps state,
+//! how its input is balanced over partitions, and the physical plan
+//! `Source -> Split -> Map(query) -> Merge -> Sink` that runs it.
+//!
+//! The balancer follows the stateful operator: round robin when there is none, a hash
+//! of the group-by keys for an aggregate, a hash of the equi-join keys for a keyed
+//! stream join, and round robin plus a broadcast of one side for a join without keys.
+//! Queries whose state cannot be partitioned (aggregates without keys, count-window
+//! joins, several stateful operators keyed differently) run in one partition, and
+//! EXPLAIN says why. A filter right above the scan of a hashed query moves into the
+//! balancer (rows it rejects never leave the splitter).
+
+use super::catalog::{MergeMode, Settings, SinkDef, StreamDef};
+use super::logical::{JoinWindow, Logical};
+use super::run::Layout;
+use crate::error::{Error, Result};
+use crate::expr::{Expr, Func};
+use crate::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strategy};
+use crate::types::{DataType, Schema};
+
+/// How the input of a query is spread over partitions.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Partitioning {
+    /// One partition; the reason.
+    Single(String),
+    /// Row `seq` to partition `seq % q`.
+    RoundRobin,
+    /// A hash of key expressions over the physical row; what the keys are for.
+    Hash {
+        /// Partition expression.
+        route: Expr,
+        /// Why these keys.
+        why: String,
+    },
+    /// Round robin, with one input stream copied to every partition.
+    Broadcast {
+        /// Broadcast predicate.
+        predicate: Expr,
+        /// Why.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for Partitioning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Partitioning::Single(why) => write!(f, "single partition: {why}"),
+            Partitioning::RoundRobin => f.write_str("round robin (no operator keeps state)"),
+            Partitioning::Hash { route, why } => write!(f, "hash {route} ({why})"),
+            Partitioning::Broadcast { predicate, why } => {
+                write!(f, "round robin, broadcast where {predicate} ({why})")
+            }
+        }
+    }
+}
+
+/// The physical input of a query: one stream's source, or several interleaved.
+pub(crate) fn input_source(defs: &[&StreamDef]) -> Result<(Source, Layout, i64)> {
+    let lateness = defs.iter().map(|d| d.lateness).max().unwrap_or(0);
+    if let [one] = defs {
+        let layout = match &one.source.spec {
+            // A stream of several files: the shared columns follow `_stream, _time`.
+            SourceSpec::Interleave(_) => Layout {
+                tag: None,
+                inputs: vec![(0, crate::interleave::TIME_COLUMN + 1)],
+            },
+            _ => Layout::single(),
+        };
+        return Ok((one.source.clone(), layout, lateness));
+    }
+    let first = &defs[0].source;
+    let mut kids = Vec::new();
+    for d in defs {
+        if matches!(d.source.spec, SourceSpec::Interleave(_)) {
+            return Err(Error::NotSupported(format!(
+                "joining or unioning stream `{}`, which reads several files, with another stream",
+                d.name
+            )));
+        }
+        if d.source.epoch != first.epoch {
+            return Err(Error::Plan(format!(
+                "streams in one query need the same epoch length: `{}` has {}, `{}` has {}",
+                defs[0].name, first.epoch, d.name, d.source.epoch
+            )));
+        }
+        let mut s = d.source.clone();
+        s.name = d.name.clone();
+        kids.push(s);
+    }
+    let schema = crate::interleave::schema(&kids)?;
+    let inputs = defs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let first_col = &d.source.schema.fields[0].name;
+            let at = schema
+                .index_of(&format!("{}.{first_col}", d.name))
+                .unwrap_or(crate::interleave::TIME_COLUMN + 1);
+            (i as i64, at)
+        })
+        .collect();
+    let names: Vec<&str> = defs.iter().map(|d| d.name.as_str()).collect();
+    let source = Source {
+        name: names.join("+"),
+        spec: SourceSpec::Interleave(kids),
+        schema,
+        epoch: first.epoch,
+        window: first.window,
+        pace: first.pace,
+        out_of_order: defs.iter().any(|d| d.source.out_of_order),
+    };
+    let layout = Layout {
+        tag: Some(crate::interleave::STREAM_COLUMN),
+        inputs,
+    };
+    Ok((source, layout, lateness))
+}
+
+/// Where expression `e` over the output of `l` comes from in the physical row, per
+/// input stream; None if it depends on state (an aggregate or join) or a table.
+fn trace(l: &Logical, e: &Expr, layout: &Layout, phys: &Schema) -> Option<Vec<(usize, Expr)>> {
+    match l {
+        Logical::Scan { input, .. } => {
+            let off = layout.inputs.get(*input)?.1;
+            Some(vec![(
+                *input,
+                e.map_columns(&|i, _| Expr::Column(off + i, phys.fields[off + i].name.clone())),
+            )])
+        }
+        Logical::Filter { input, .. } => trace(input, e, layout, phys),
+        Logical::Project { input, exprs, .. } => {
+            let sub = e.map_columns(&|i, _| exprs[i].clone());
+            trace(input, &sub, layout, phys)
+        }
+        Logical::Union { inputs, .. } => {
+            let mut all = Vec::new();
+            for c in inputs {
+                all.extend(trace(c, e, layout, phys)?);
+            }
+            Some(all)
+        }
+        Logical::Lookup { input, .. } => {
+            let arity = input.schema().arity();
+            if e.columns().iter().all(|&c| c < arity) {
+                trace(input, e, layout, phys)
+            } else {
+                None
+            }
+        }
+        Logical::Aggregate { .. } | Logical::Join { .. } => None,
+    }
+}
+
+/// One route expression from per-input key expressions: `hash(k...)`, or a CASE on the
+/// input tag when inputs differ. None if one input would need two partitions.
+fn route_of(per_input: Vec<(usize, Vec<Expr>)>, layout: &Layout, float: &[bool]) -> Option<Expr> {
+    let mut merged: Vec<(usize, Vec<Expr>)> = Vec::new();
+    for (i, ks) in per_input {
+        match merged.iter().find(|(j, _)| *j == i) {
+            Some((_, prev)) if *prev != ks => return None,
+            Some(_) => {}
+            None => merged.push((i, ks)),
+        }
+    }
+    let hash = |ks: &[Expr]| {
+        let args = ks
+            .iter()
+            .zip(float)
+            .map(|(k, &f)| {
+                if f {
+                    Expr::Cast(Box::new(k.clone()), DataType::Float64)
+                } else {
+                    k.clone()
+                }
+            })
+            .collect();
+        Expr::Call(Func::Hash, args)
+    };
+    match (layout.tag, merged.as_slice()) {
+        (_, []) => None,
+        (_, [(_, ks)]) | (None, [(_, ks), ..]) => Some(hash(ks)),
+        (Some(tag), _) => {
+            let arms = merged
+                .iter()
+                .map(|(i, ks)| {
+                    let cond =
+                        Expr::Column(tag, "_stream".into()).eq(Expr::int(layout.inputs[*i].0));
+                    (cond, hash(ks))
+                })
+                .collect();
+            Some(Expr::Case(arms, None))
+        }
+    }
+}
+
+fn trace_keys(
+    l: &Logical,
+    keys: &[Expr],
+    layout: &Layout,
+    phys: &Schema,
+) -> Option<Vec<(usize, Vec<Expr>)>> {
+    let mut per: Vec<(usize, Vec<Expr>)> = Vec::new();
+    for k in keys {
+        let t = trace(l, k, layout, phys)?;
+        for (i, e) in t {
+            match per
+                .iter_mut()
+                .find(|(j, v)| *j == i && v.len() < keys.len())
+            {
+                Some((_, v)) => v.push(e),
+                None => per.push((i, vec![e])),
+            }
+        }
+    }
+    per.iter()
+        .all(|(_, v)| v.len() == keys.len())
+        .then_some(per)
+}
+
+/// Decides the partitioning of `root`.
+pub fn partitioning(root: &Logical, layout: &Layout, phys: &Schema) -> Partitioning {
+    let mut stateful = Vec::new();
+    collect_stateful(root, &mut stateful);
+    let Some(first) = stateful.first() else {
+        return Partitioning::RoundRobin;
+    };
+    let one = |l: &Logical| -> Partitioning {
+        match l {
+            Logical::Aggregate { keys, input, .. } => {
+                if keys.is_empty() {
+                    return Partitioning::Single(
+                        "an aggregate without GROUP BY keys sees every row".into(),
+                    );
+                }
+                let types: Vec<bool> = keys
+                    .iter()
+                    .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
+                    .collect();
+                match trace_keys(input, keys, layout, phys).and_then(|p| route_of(p, layout, &types)) {
+                    Some(route) => Partitioning::Hash {
+                        route,
+                        why: "group-by keys".into(),
+                    },
+                    None => Partitioning::Single(
+                        "the group-by keys are computed from a join, a table or another aggregate; multi-stage plans are not built yet".into(),
+                    ),
+                }
+            }
+            Logical::Join {
+                left,
+                right,
+                equi,
+                window,
+                ..
+            } => {
+                if let JoinWindow::Count { .. } = window {
+                    return Partitioning::Single(
+                        "count windows (LAST) hold each stream's last rows in arrival order".into(),
+                    );
+                }
+                let (li, ri) = (left.inputs(), right.inputs());
+                if li.iter().any(|i| ri.contains(i)) {
+                    return Partitioning::Single("a stream joined with itself".into());
+                }
+                if equi.is_empty() {
+                    return match (layout.tag, ri.as_slice()) {
+                        (Some(tag), [r]) => Partitioning::Broadcast {
+                            predicate: Expr::Column(tag, "_stream".into())
+                                .eq(Expr::int(layout.inputs[*r].0)),
+                            why: "a join without equality keys meets every right row in every partition".into(),
+                        },
+                        _ => Partitioning::Single("a join without keys whose right side reads several streams".into()),
+                    };
+                }
+                let lk: Vec<Expr> = equi.iter().map(|e| e.0.clone()).collect();
+                let rk: Vec<Expr> = equi.iter().map(|e| e.1.clone()).collect();
+                let float: Vec<bool> = equi
+                    .iter()
+                    .map(|(a, b)| {
+                        a.data_type(left.schema()) == Ok(DataType::Float64)
+                            || b.data_type(right.schema()) == Ok(DataType::Float64)
+                    })
+                    .collect();
+                let per = trace_keys(left, &lk, layout, phys).and_then(|mut l| {
+                    l.extend(trace_keys(right, &rk, layout, phys)?);
+                    Some(l)
+                });
+                match per.and_then(|p| route_of(p, layout, &float)) {
+                    Some(route) => Partitioning::Hash {
+                        route,
+                        why: "equi-join keys".into(),
+                    },
+                    None => Partitioning::Single(
+                        "the join keys are computed from state; multi-stage plans are not built yet".into(),
+                    ),
+                }
+            }
+            _ => Partitioning::RoundRobin,
+        }
+    };
+    let p = one(first);
+    for other in &stateful[1..] {
+        if one(other) != p || matches!(p, Partitioning::Broadcast { .. }) {
+            return Partitioning::Single(format!(
+                "{} stateful operators need different partitionings; multi-stage plans are not built yet",
+                stateful.len()
+            ));
+        }
+    }
+    p
+}
+
+fn collect_stateful<'a>(l: &'a Logical, out: &mut Vec<&'a Logical>) {
+    if l.is_stateful() {
+        out.push(l);
+    }
+    for c in l.children() {
+        collect_stateful(c, out);
+    }
+}
+
+/// Moves a filter that sits right above the (only) scan into the balancer: returns the
+/// predicate over the physical row and removes the filter from the plan.
+pub fn pull_scan_filter(l: &mut Logical, layout: &Layout, phys: &Schema) -> Option<Expr> {
+    match l {
+        Logical::Filter { input, predicate } => {
+            if let Logical::Scan { .. } = input.as_ref() {
+                let traced = trace(input, predicate, layout, phys)?;
+                let [(_, pred)] = traced.as_slice() else {
+                    return None;
+                };
+                let pred = pred.clone();
+                let scan = std::mem::replace(input.as_mut(), placeholder());
+                *l = scan;
+                return Some(pred);
+            }
+            pull_scan_filter(input, layout, phys)
+        }
+        Logical::Project { input, .. }
+        | Logical::Aggregate { input, .. }
+        | Logical::Lookup { input, .. } => pull_scan_filter(input, layout, phys),
+        _ => None,
+    }
+}
+
+fn placeholder() -> Logical {
+    Logical::Union {
+        inputs: vec![],
+        schema: Schema::default(),
+    }
+}
+
+/// The physical plan of an automatically parallelized query.
+pub fn plan(
+    source: Source,
+    part: &Partitioning,
+    when: Option<Expr>,
+    function: &str,
+    settings: &Settings,
+    sink: &SinkDef,
+) -> Plan {
+    let q = settings.partitions;
+    let (q, route, broadcast, strategy) = match part {
+        Partitioning::Single(_) => (
+            1,
+            Route::Expr {
+                expr: Expr::int(0),
+                when,
+            },
+            None,
+            Strategy::Fsplit,
+        ),
+        Partitioning::RoundRobin => (q, Route::RoundRobin, None, settings.strategy),
+        Partitioning::Hash { route, .. } => (
+            q,
+            Route::Expr {
+                expr: route.clone(),
+                when,
+            },
+            None,
+            settings.strategy,
+        ),
+        Partitioning::Broadcast { predicate, .. } => (
+            q,
+            Route::RoundRobin,
+            Some(predicate.clone()),
+            settings.strategy,
+        ),
+    };
+    let merge = match settings.merge {
+        MergeMode::Transparent => MergeKind::TimeOrdered,
+        MergeMode::BestEffort => MergeKind::Union,
+    };
+    let p = Plan::Source(source)
+        .split(q, route, broadcast, strategy)
+        .map(function)
+        .merge(merge);
+    Plan::Sink(Sink {
+        input: Box::new(p),
+        spec: sink.spec.clone(),
+        stamp_emit: sink.stamp_emit,
+    })
+}

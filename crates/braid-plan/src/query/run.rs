@@ -1,0 +1,926 @@
+//! Runs a [`Logical`] plan incrementally, as the stream function of one partition.
+//!
+//! The operator tree mirrors the logical plan. A row enters at the scan of its input
+//! stream and flows up; every node writes its output rows into a batch its parent reads
+//! (reused, so stateless chains allocate nothing per row). Stateful nodes keep windows
+//! and join state and emit when event time passes their end.
+//!
+//! Time is decided by epochs, never by what one partition happens to see, so results do
+//! not depend on the partitioning:
+//! - a row processed in epoch `e` is late if its event time is below
+//!   `e * epoch - lateness` (late rows are counted and, if asked, written to a file);
+//! - at the end of epoch `e` (every partition hears of every epoch, see
+//!   `StreamFunctionFactory::every_epoch`) windows ending at or before
+//!   `(e + 1) * epoch - lateness` are emitted.
+//!
+//! Output rows carry a lane that is a hash of their values, so the transparent merge
+//! orders them the same way whatever partition made them.
+
+use super::catalog::TableDef;
+use super::logical::{AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
+use crate::batch::{Batch, Row, RowKey, Scalar, Value};
+use crate::error::Result;
+use crate::expr::{stable_hash, Expr};
+use crate::function::{Emitter, StreamFunction, StreamFunctionFactory};
+use crate::types::Schema;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Where each input stream's columns sit in the physical row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    /// Column holding the input index (`_stream` of an interleaved source), if several.
+    pub tag: Option<usize>,
+    /// Per input stream: the value of the tag column and the first column.
+    pub inputs: Vec<(i64, usize)>,
+}
+
+impl Layout {
+    /// One input stream whose columns start at 0.
+    pub fn single() -> Layout {
+        Layout {
+            tag: None,
+            inputs: vec![(0, 0)],
+        }
+    }
+
+    fn input_of(&self, row: &Row<'_>) -> Option<usize> {
+        match self.tag {
+            None => Some(0),
+            Some(c) => {
+                let t = row.int(c)?;
+                self.inputs.iter().position(|(v, _)| *v == t)
+            }
+        }
+    }
+}
+
+/// Late rows of a query: counted, and written to a CSV file when one is given.
+#[derive(Debug, Default)]
+pub struct LateRows {
+    /// Rows that arrived after their window or join state had closed.
+    pub count: AtomicU64,
+    file: Option<Mutex<std::io::BufWriter<std::fs::File>>>,
+}
+
+impl LateRows {
+    /// Counting only, or also writing to `path`.
+    pub fn new(path: Option<&std::path::Path>) -> std::io::Result<LateRows> {
+        let file = match path {
+            Some(p) => Some(Mutex::new(std::io::BufWriter::new(std::fs::File::create(
+                p,
+            )?))),
+            None => None,
+        };
+        Ok(LateRows {
+            count: AtomicU64::new(0),
+            file,
+        })
+    }
+
+    fn add(&self, what: &str, row: &Row<'_>) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if let Some(f) = &self.file {
+            if let Ok(mut w) = f.lock() {
+                let vals: Vec<String> = (0..row.arity())
+                    .map(|c| row.get(c).to_scalar().to_string())
+                    .collect();
+                let _ = writeln!(w, "{what},{}", vals.join(","));
+            }
+        }
+    }
+
+    /// Flushes the file.
+    pub fn flush(&self) {
+        if let Some(f) = &self.file {
+            if let Ok(mut w) = f.lock() {
+                let _ = w.flush();
+            }
+        }
+    }
+}
+
+/// Makes the per-partition instances of a compiled query.
+pub struct QueryFactory {
+    root: Logical,
+    layout: Layout,
+    epoch: u64,
+    lateness: i64,
+    late: Arc<LateRows>,
+    tables: Vec<Arc<TableIndex>>,
+}
+
+impl QueryFactory {
+    /// A factory for `root` reading physical rows laid out as `layout`, with epochs of
+    /// `epoch` event-time units and `lateness` allowed.
+    pub fn new(
+        root: Logical,
+        layout: Layout,
+        epoch: u64,
+        lateness: i64,
+        late: Arc<LateRows>,
+    ) -> QueryFactory {
+        let mut tables = Vec::new();
+        collect_tables(&root, &mut tables);
+        QueryFactory {
+            root,
+            layout,
+            epoch: epoch.max(1),
+            lateness,
+            late,
+            tables,
+        }
+    }
+
+    /// The late-row counter.
+    pub fn late(&self) -> &Arc<LateRows> {
+        &self.late
+    }
+}
+
+fn collect_tables(l: &Logical, out: &mut Vec<Arc<TableIndex>>) {
+    if let Logical::Lookup { table, keys, .. } = l {
+        out.push(Arc::new(TableIndex::new(
+            table.clone(),
+            keys.iter().map(|k| k.1).collect(),
+        )));
+    }
+    for c in l.children() {
+        collect_tables(c, out);
+    }
+}
+
+impl StreamFunctionFactory for QueryFactory {
+    fn output_schema(&self, _input: &Schema) -> Result<Schema> {
+        Ok(self.root.schema().clone())
+    }
+
+    fn create(&self, _partition: u32, _partitions: u32) -> Box<dyn StreamFunction> {
+        let mut tables = self.tables.iter();
+        let root = Node::build(&self.root, &self.layout, &mut tables, &self.late);
+        Box::new(QueryFn {
+            root,
+            layout: self.layout.clone(),
+            epoch: self.epoch,
+            lateness: self.lateness,
+            buf: Batch::new(self.root.schema().arity()),
+        })
+    }
+
+    fn every_epoch(&self) -> bool {
+        true
+    }
+}
+
+struct QueryFn {
+    root: Node,
+    layout: Layout,
+    epoch: u64,
+    lateness: i64,
+    buf: Batch,
+}
+
+impl QueryFn {
+    fn flush(&mut self, out: &mut Emitter<'_>) {
+        for i in 0..self.buf.len() {
+            let row = self.buf.row(i);
+            out.emit_row_with_lane(row_hash(&row), row);
+        }
+        self.buf.clear();
+    }
+}
+
+/// A 63-bit hash of a row's values.
+pub fn row_hash(row: &Row<'_>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for c in 0..row.arity() {
+        h = (h ^ stable_hash(row.get(c)) as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h & !RowKey::BROADCAST
+}
+
+impl StreamFunction for QueryFn {
+    fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
+        let Some(input) = self.layout.input_of(&row) else {
+            return;
+        };
+        let cx = Cx {
+            wm: (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64
+                - self.lateness,
+        };
+        self.root.push(input, row, &cx, &mut self.buf);
+        self.flush(out);
+    }
+
+    fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        let end = (epoch.saturating_add(1))
+            .saturating_mul(self.epoch)
+            .min(i64::MAX as u64) as i64;
+        self.root.advance(end - self.lateness, &mut self.buf);
+        self.flush(out);
+    }
+
+    fn finish(&mut self, out: &mut Emitter<'_>) {
+        self.root.finish(&mut self.buf);
+        self.flush(out);
+    }
+}
+
+/// What every node needs to know about the row being processed.
+struct Cx {
+    /// Event times below this are late.
+    wm: i64,
+}
+
+struct Node {
+    op: Op,
+    kids: Vec<Node>,
+    bufs: Vec<Batch>,
+}
+
+enum Op {
+    Scan {
+        input: usize,
+        offset: usize,
+        arity: usize,
+    },
+    Filter(Expr),
+    Project(Vec<Expr>),
+    Agg(Box<AggState>),
+    Join(Box<JoinState>),
+    Lookup(Arc<TableIndex>, Vec<Expr>, Option<Expr>),
+    Union,
+}
+
+impl Node {
+    fn build(
+        l: &Logical,
+        layout: &Layout,
+        tables: &mut std::slice::Iter<'_, Arc<TableIndex>>,
+        late: &Arc<LateRows>,
+    ) -> Node {
+        let op = match l {
+            Logical::Scan { input, schema, .. } => Op::Scan {
+                input: *input,
+                offset: layout.inputs.get(*input).map_or(0, |i| i.1),
+                arity: schema.arity(),
+            },
+            Logical::Filter { predicate, .. } => Op::Filter(predicate.clone()),
+            Logical::Project { exprs, .. } => Op::Project(exprs.clone()),
+            Logical::Aggregate {
+                input,
+                window,
+                keys,
+                aggs,
+                ..
+            } => Op::Agg(Box::new(AggState {
+                window: window.clone(),
+                keys: keys.clone(),
+                aggs: aggs.clone(),
+                time: input.schema().event_time,
+                groups: BTreeMap::new(),
+                sessions: BTreeMap::new(),
+                counts: BTreeMap::new(),
+                late: late.clone(),
+            })),
+            Logical::Join {
+                left,
+                right,
+                equi,
+                residual,
+                window,
+                ..
+            } => Op::Join(Box::new(JoinState {
+                keys: [
+                    equi.iter().map(|e| e.0.clone()).collect(),
+                    equi.iter().map(|e| e.1.clone()).collect(),
+                ],
+                residual: residual.clone(),
+                window: window.clone(),
+                time: [left.schema().event_time, right.schema().event_time],
+                sides: [
+                    Side::new(left.schema().arity()),
+                    Side::new(right.schema().arity()),
+                ],
+                late: late.clone(),
+            })),
+            Logical::Lookup { keys, residual, .. } => {
+                let t = tables.next().cloned().expect("one index per lookup");
+                Op::Lookup(
+                    t,
+                    keys.iter().map(|k| k.0.clone()).collect(),
+                    residual.clone(),
+                )
+            }
+            Logical::Union { .. } => Op::Union,
+        };
+        let kids: Vec<Node> = l
+            .children()
+            .into_iter()
+            .map(|c| Node::build(c, layout, tables, late))
+            .collect();
+        let bufs = l
+            .children()
+            .iter()
+            .map(|c| Batch::new(c.schema().arity()))
+            .collect();
+        Node { op, kids, bufs }
+    }
+
+    fn push(&mut self, input: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+        let Node { op, kids, bufs } = self;
+        if let Op::Scan {
+            input: mine,
+            offset,
+            arity,
+        } = op
+        {
+            if *mine == input {
+                out.start_row(RowKey::default());
+                for c in *offset..*offset + *arity {
+                    out.push_value(row.get(c));
+                }
+            }
+            return;
+        }
+        for (k, kid) in kids.iter_mut().enumerate() {
+            kid.push(input, row, cx, &mut bufs[k]);
+            for i in 0..bufs[k].len() {
+                op.push(k, bufs[k].row(i), cx, out);
+            }
+            bufs[k].clear();
+        }
+    }
+
+    fn advance(&mut self, wm: i64, out: &mut Batch) {
+        let Node { op, kids, bufs } = self;
+        let cx = Cx { wm: i64::MIN };
+        for (k, kid) in kids.iter_mut().enumerate() {
+            kid.advance(wm, &mut bufs[k]);
+            for i in 0..bufs[k].len() {
+                op.push(k, bufs[k].row(i), &cx, out);
+            }
+            bufs[k].clear();
+        }
+        op.advance(wm, out);
+    }
+
+    fn finish(&mut self, out: &mut Batch) {
+        let Node { op, kids, bufs } = self;
+        let cx = Cx { wm: i64::MIN };
+        for (k, kid) in kids.iter_mut().enumerate() {
+            kid.finish(&mut bufs[k]);
+            for i in 0..bufs[k].len() {
+                op.push(k, bufs[k].row(i), &cx, out);
+            }
+            bufs[k].clear();
+        }
+        op.advance(i64::MAX, out);
+    }
+}
+
+impl Op {
+    fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+        match self {
+            Op::Scan { .. } => {}
+            Op::Filter(p) => {
+                if p.eval(&row).is_true() {
+                    let (b, i) = row.location();
+                    out.push_row_of(b, i, RowKey::default());
+                }
+            }
+            Op::Project(exprs) => {
+                out.start_row(RowKey::default());
+                for e in exprs.iter() {
+                    out.push_value(e.eval(&row));
+                }
+            }
+            Op::Union => {
+                let (b, i) = row.location();
+                out.push_row_of(b, i, RowKey::default());
+            }
+            Op::Agg(a) => a.push(row, cx, out),
+            Op::Join(j) => j.push(side, row, cx, out),
+            Op::Lookup(t, keys, residual) => {
+                let key: Vec<Scalar> = keys.iter().map(|k| k.eval(&row).to_scalar()).collect();
+                if key.iter().any(|k| matches!(k, Scalar::Null)) {
+                    return;
+                }
+                let Some(hits) = t.index.get(&key) else {
+                    return;
+                };
+                for &j in hits {
+                    out.start_row(RowKey::default());
+                    for c in 0..row.arity() {
+                        out.push_value(row.get(c));
+                    }
+                    let tr = t.table.rows.row(j as usize);
+                    for c in 0..tr.arity() {
+                        out.push_value(tr.get(c));
+                    }
+                    if let Some(r) = residual {
+                        if !r.eval(&out.row(out.len() - 1)).is_true() {
+                            out.abandon_row();
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn advance(&mut self, wm: i64, out: &mut Batch) {
+        match self {
+            Op::Agg(a) => a.advance(wm, out),
+            Op::Join(j) => j.advance(wm),
+            _ => {}
+        }
+    }
+}
+
+/// A table's rows indexed by key columns.
+struct TableIndex {
+    table: Arc<TableDef>,
+    index: BTreeMap<Vec<Scalar>, Vec<u32>>,
+}
+
+impl TableIndex {
+    fn new(table: Arc<TableDef>, cols: Vec<usize>) -> TableIndex {
+        let mut index: BTreeMap<Vec<Scalar>, Vec<u32>> = BTreeMap::new();
+        for j in 0..table.rows.len() {
+            let r = table.rows.row(j);
+            let key: Vec<Scalar> = cols.iter().map(|&c| r.get(c).to_scalar()).collect();
+            index.entry(key).or_default().push(j as u32);
+        }
+        TableIndex { table, index }
+    }
+}
+
+/// An aggregate's running state.
+#[derive(Clone, Debug)]
+enum Acc {
+    Count(i64),
+    Sum {
+        int: i64,
+        float: f64,
+        any: bool,
+        is_float: bool,
+    },
+    Avg {
+        sum: f64,
+        n: i64,
+    },
+    Min(Option<Scalar>),
+    Max(Option<Scalar>),
+    Distinct(BTreeSet<Scalar>),
+}
+
+impl Acc {
+    fn new(call: &AggCall) -> Acc {
+        match call.func {
+            AggFunc::CountStar | AggFunc::Count => Acc::Count(0),
+            AggFunc::CountDistinct => Acc::Distinct(BTreeSet::new()),
+            AggFunc::Sum => Acc::Sum {
+                int: 0,
+                float: 0.0,
+                any: false,
+                is_float: call.ty == crate::types::DataType::Float64,
+            },
+            AggFunc::Avg => Acc::Avg { sum: 0.0, n: 0 },
+            AggFunc::Min => Acc::Min(None),
+            AggFunc::Max => Acc::Max(None),
+        }
+    }
+
+    fn update(&mut self, call: &AggCall, row: &Row<'_>) {
+        let v = call.arg.as_ref().map(|a| a.eval(row));
+        if call.func == AggFunc::CountStar {
+            if let Acc::Count(n) = self {
+                *n += 1;
+            }
+            return;
+        }
+        let Some(v) = v else { return };
+        if matches!(v, Value::Null) {
+            return;
+        }
+        match self {
+            Acc::Count(n) => *n += 1,
+            Acc::Distinct(s) => {
+                s.insert(v.to_scalar());
+            }
+            Acc::Sum {
+                int, float, any, ..
+            } => {
+                *any = true;
+                match v {
+                    Value::Int(i) => *int = int.wrapping_add(i),
+                    Value::Float(f) => *float += f,
+                    _ => {}
+                }
+            }
+            Acc::Avg { sum, n } => {
+                *n += 1;
+                *sum += match v {
+                    Value::Int(i) => i as f64,
+                    Value::Float(f) => f,
+                    _ => 0.0,
+                };
+            }
+            Acc::Min(m) => {
+                let s = v.to_scalar();
+                if m.as_ref().is_none_or(|x| s < *x) {
+                    *m = Some(s);
+                }
+            }
+            Acc::Max(m) => {
+                let s = v.to_scalar();
+                if m.as_ref().is_none_or(|x| s > *x) {
+                    *m = Some(s);
+                }
+            }
+        }
+    }
+
+    fn merge(&mut self, other: Acc) {
+        match (self, other) {
+            (Acc::Count(a), Acc::Count(b)) => *a += b,
+            (Acc::Distinct(a), Acc::Distinct(b)) => a.extend(b),
+            (
+                Acc::Sum {
+                    int, float, any, ..
+                },
+                Acc::Sum {
+                    int: i2,
+                    float: f2,
+                    any: a2,
+                    ..
+                },
+            ) => {
+                *int = int.wrapping_add(i2);
+                *float += f2;
+                *any |= a2;
+            }
+            (Acc::Avg { sum, n }, Acc::Avg { sum: s2, n: n2 }) => {
+                *sum += s2;
+                *n += n2;
+            }
+            (Acc::Min(a), Acc::Min(Some(b))) if a.as_ref().is_none_or(|x| b < *x) => *a = Some(b),
+            (Acc::Max(a), Acc::Max(Some(b))) if a.as_ref().is_none_or(|x| b > *x) => *a = Some(b),
+            _ => {}
+        }
+    }
+
+    fn value(&self) -> Scalar {
+        match self {
+            Acc::Count(n) => Scalar::Int(*n),
+            Acc::Distinct(s) => Scalar::Int(s.len() as i64),
+            Acc::Sum { any: false, .. } => Scalar::Null,
+            Acc::Sum {
+                int,
+                float,
+                is_float,
+                ..
+            } => {
+                if *is_float {
+                    Scalar::Float(*float + *int as f64)
+                } else {
+                    Scalar::Int(*int)
+                }
+            }
+            Acc::Avg { n: 0, .. } => Scalar::Null,
+            Acc::Avg { sum, n } => Scalar::Float(sum / *n as f64),
+            Acc::Min(m) | Acc::Max(m) => m.clone().unwrap_or(Scalar::Null),
+        }
+    }
+}
+
+struct Session {
+    start: i64,
+    last: i64,
+    accs: Vec<Acc>,
+}
+
+struct AggState {
+    window: WindowSpec,
+    keys: Vec<Expr>,
+    aggs: Vec<AggCall>,
+    time: Option<usize>,
+    /// Time windows and the unbounded window: (end, start, key) -> accumulators.
+    groups: BTreeMap<(i64, i64, Vec<Scalar>), Vec<Acc>>,
+    sessions: BTreeMap<Vec<Scalar>, Vec<Session>>,
+    /// Count windows: key -> (window number, rows in it, accumulators).
+    counts: BTreeMap<Vec<Scalar>, (i64, u64, Vec<Acc>)>,
+    late: Arc<LateRows>,
+}
+
+impl AggState {
+    fn fresh(&self) -> Vec<Acc> {
+        self.aggs.iter().map(Acc::new).collect()
+    }
+
+    fn update(aggs: &[AggCall], accs: &mut [Acc], row: &Row<'_>) {
+        for (a, call) in accs.iter_mut().zip(aggs) {
+            a.update(call, row);
+        }
+    }
+
+    fn push(&mut self, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+        let key: Vec<Scalar> = self.keys.iter().map(|k| k.eval(&row).to_scalar()).collect();
+        let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);
+        match self.window {
+            WindowSpec::Tumble { size } => {
+                let start = t - t.rem_euclid(size);
+                if start + size <= cx.wm {
+                    self.late.add("aggregate", &row);
+                    return;
+                }
+                let fresh = self.fresh();
+                let accs = self
+                    .groups
+                    .entry((start + size, start, key))
+                    .or_insert(fresh);
+                Self::update(&self.aggs, accs, &row);
+            }
+            WindowSpec::Hop { size, slide } => {
+                // Windows [s, s + size) with s = k * slide and s <= t < s + size.
+                let last = t - t.rem_euclid(slide);
+                let mut s = last;
+                let mut any = false;
+                while s > t - size {
+                    if s + size > cx.wm {
+                        any = true;
+                        let fresh = self.fresh();
+                        let accs = self
+                            .groups
+                            .entry((s + size, s, key.clone()))
+                            .or_insert(fresh);
+                        Self::update(&self.aggs, accs, &row);
+                    }
+                    s -= slide;
+                }
+                if !any {
+                    self.late.add("aggregate", &row);
+                }
+            }
+            WindowSpec::Session { gap } => {
+                if t + gap <= cx.wm {
+                    self.late.add("aggregate", &row);
+                    return;
+                }
+                let mut accs = self.fresh();
+                Self::update(&self.aggs, &mut accs, &row);
+                let mut merged = Session {
+                    start: t,
+                    last: t,
+                    accs,
+                };
+                let list = self.sessions.entry(key).or_default();
+                let mut i = 0;
+                while i < list.len() {
+                    let s = &list[i];
+                    if t > s.start - gap && t < s.last + gap {
+                        let s = list.swap_remove(i);
+                        merged.start = merged.start.min(s.start);
+                        merged.last = merged.last.max(s.last);
+                        for (a, b) in merged.accs.iter_mut().zip(s.accs) {
+                            a.merge(b);
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+                list.push(merged);
+            }
+            WindowSpec::Count { rows } => {
+                let fresh = self.fresh();
+                let e = self.counts.entry(key.clone()).or_insert((0, 0, fresh));
+                Self::update(&self.aggs, &mut e.2, &row);
+                e.1 += 1;
+                if e.1 == rows {
+                    let n = rows as i64;
+                    let accs =
+                        std::mem::replace(&mut e.2, self.aggs.iter().map(Acc::new).collect());
+                    let w = e.0;
+                    e.0 += 1;
+                    e.1 = 0;
+                    emit(out, w * n, (w + 1) * n, &key, &accs);
+                }
+            }
+            WindowSpec::Unbounded => {
+                let fresh = self.fresh();
+                let accs = self
+                    .groups
+                    .entry((i64::MAX, i64::MIN, key))
+                    .or_insert(fresh);
+                Self::update(&self.aggs, accs, &row);
+            }
+        }
+    }
+
+    fn advance(&mut self, wm: i64, out: &mut Batch) {
+        while let Some(entry) = self.groups.first_entry() {
+            if entry.key().0 > wm {
+                break;
+            }
+            let ((end, start, key), accs) = entry.remove_entry();
+            let (s, e) = if end == i64::MAX {
+                (0, 0)
+            } else {
+                (start, end)
+            };
+            emit(out, s, e, &key, &accs);
+        }
+        if let WindowSpec::Session { gap } = self.window {
+            let mut done: Vec<(i64, i64, Vec<Scalar>, Vec<Acc>)> = Vec::new();
+            for (key, list) in self.sessions.iter_mut() {
+                let mut i = 0;
+                while i < list.len() {
+                    if list[i].last + gap <= wm {
+                        let s = list.swap_remove(i);
+                        done.push((s.last + gap, s.start, key.clone(), s.accs));
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+            self.sessions.retain(|_, l| !l.is_empty());
+            done.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
+            for (end, start, key, accs) in done {
+                emit(out, start, end, &key, &accs);
+            }
+        }
+        if wm == i64::MAX {
+            // End of input: partial count windows too.
+            for (key, (w, n, accs)) in std::mem::take(&mut self.counts) {
+                if n > 0 {
+                    if let WindowSpec::Count { rows } = self.window {
+                        let r = rows as i64;
+                        emit(out, w * r, w * r + n as i64, &key, &accs);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn emit(out: &mut Batch, start: i64, end: i64, key: &[Scalar], accs: &[Acc]) {
+    out.start_row(RowKey::default());
+    out.push_value(Value::Int(start));
+    out.push_value(Value::Int(end));
+    for k in key {
+        out.push_value(k.as_value());
+    }
+    for a in accs {
+        out.push_value(a.value().as_value());
+    }
+}
+
+/// Rows kept by one side of a join.
+struct Side {
+    rows: Batch,
+    times: Vec<i64>,
+    index: BTreeMap<Vec<Scalar>, Vec<u32>>,
+    /// First live row (count windows drop from the front).
+    start: usize,
+}
+
+impl Side {
+    fn new(arity: usize) -> Side {
+        Side {
+            rows: Batch::new(arity),
+            times: Vec::new(),
+            index: BTreeMap::new(),
+            start: 0,
+        }
+    }
+
+    fn insert(&mut self, row: &Row<'_>, t: i64, key: Vec<Scalar>, keyed: bool) {
+        let (b, i) = row.location();
+        let at = self.rows.len() as u32;
+        self.rows.push_row_of(b, i, RowKey::default());
+        self.times.push(t);
+        if keyed {
+            self.index.entry(key).or_default().push(at);
+        }
+    }
+
+    /// Keeps rows `i >= from` with `keep(time)`; rebuilds the index.
+    fn retain(&mut self, from: usize, keep: impl Fn(i64) -> bool, keys: &[Expr]) {
+        let live = (from..self.rows.len())
+            .filter(|&i| keep(self.times[i]))
+            .count();
+        if live == self.rows.len() {
+            return;
+        }
+        let mut rows = Batch::new(self.rows.arity());
+        let mut times = Vec::with_capacity(live);
+        for i in from..self.rows.len() {
+            if keep(self.times[i]) {
+                rows.push_row_of(&self.rows, i, RowKey::default());
+                times.push(self.times[i]);
+            }
+        }
+        self.rows = rows;
+        self.times = times;
+        self.start = 0;
+        self.index.clear();
+        if !keys.is_empty() {
+            for i in 0..self.rows.len() {
+                let r = self.rows.row(i);
+                let key: Vec<Scalar> = keys.iter().map(|k| k.eval(&r).to_scalar()).collect();
+                self.index.entry(key).or_default().push(i as u32);
+            }
+        }
+    }
+}
+
+struct JoinState {
+    keys: [Vec<Expr>; 2],
+    residual: Option<Expr>,
+    window: JoinWindow,
+    time: [Option<usize>; 2],
+    sides: [Side; 2],
+    late: Arc<LateRows>,
+}
+
+impl JoinState {
+    fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+        let t = self.time[side].and_then(|c| row.int(c)).unwrap_or(0);
+        let keyed = !self.keys[side].is_empty();
+        let key: Vec<Scalar> = self.keys[side]
+            .iter()
+            .map(|k| k.eval(&row).to_scalar())
+            .collect();
+        if let JoinWindow::Interval { .. } = self.window {
+            if t < cx.wm {
+                self.late.add("join", &row);
+                return;
+            }
+        }
+        let other = &self.sides[1 - side];
+        let null_key = key.iter().any(|k| matches!(k, Scalar::Null));
+        let mut matches = |j: usize| {
+            let ot = other.times[j];
+            if let JoinWindow::Interval { lo, hi } = self.window {
+                let d = if side == 0 { ot - t } else { t - ot };
+                if d < lo || d > hi {
+                    return;
+                }
+            }
+            let orow = other.rows.row(j);
+            let (l, r) = if side == 0 { (row, orow) } else { (orow, row) };
+            out.start_row(RowKey::default());
+            for c in 0..l.arity() {
+                out.push_value(l.get(c));
+            }
+            for c in 0..r.arity() {
+                out.push_value(r.get(c));
+            }
+            if let Some(p) = &self.residual {
+                if !p.eval(&out.row(out.len() - 1)).is_true() {
+                    out.abandon_row();
+                }
+            }
+        };
+        if keyed {
+            if !null_key {
+                if let Some(hits) = other.index.get(&key) {
+                    for &j in hits {
+                        matches(j as usize);
+                    }
+                }
+            }
+        } else {
+            for j in other.start..other.rows.len() {
+                matches(j);
+            }
+        }
+        if keyed && null_key {
+            return;
+        }
+        self.sides[side].insert(&row, t, key, keyed);
+        if let JoinWindow::Count { left, right } = self.window {
+            let n = if side == 0 { left } else { right } as usize;
+            let s = &mut self.sides[side];
+            if s.rows.len() - s.start > n {
+                s.start = s.rows.len() - n;
+            }
+            if s.start > n.max(1024) {
+                let from = s.start;
+                s.retain(from, |_| true, &[]);
+            }
+        }
+    }
+
+    fn advance(&mut self, wm: i64) {
+        if let JoinWindow::Interval { lo, hi } = self.window {
+            // A left row can still meet right rows with time >= wm if t + hi >= wm; a
+            // right row can meet left rows with time >= wm if t - lo >= wm.
+            let [l, r] = &mut self.sides;
+            l.retain(0, |t| t.saturating_add(hi) >= wm, &self.keys[0]);
+            r.retain(0, |t| t.saturating_sub(lo) >= wm, &self.keys[1]);
+        }
+    }
+}
