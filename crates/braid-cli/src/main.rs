@@ -1,9 +1,11 @@
 //! `braid`: run, explain and benchmark parallel continuous queries; Linear Road tools.
 
 mod bench;
+mod examples;
 mod lrb_rate;
 #[allow(dead_code)] // `Style::Points` is for the Linear Road response-time plots (issue 3)
 mod plot;
+mod sql_cmd;
 mod tune;
 
 use anyhow::{bail, Context, Result};
@@ -32,8 +34,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a split/map/merge query to the end of its input.
+    /// Run a query script (`braid run query.sql`), or a split/map/merge query given by
+    /// flags, to the end of its input.
     Run(QueryArgs),
+    /// Interactive shell: enter statements, results stream to the screen.
+    Shell(QueryArgs),
+    /// Write the input files of the query examples (examples/*.sql) into a directory.
+    ExamplesData {
+        /// Output directory.
+        dir: PathBuf,
+        /// Call records, StreamAPAS tuples per generator, samples; log lines in total.
+        #[arg(long, default_value_t = 400)]
+        rows: u64,
+        /// StreamAPAS generator rate in tuples per minute (sets the time column, ms).
+        #[arg(long, default_value_t = 1000.0)]
+        apas_rate: f64,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Show the physical plan (text, or Graphviz DOT with --dot).
     Explain {
         #[command(flatten)]
@@ -175,6 +194,10 @@ enum Lrb {
 /// A query given on the command line: source, split, stream function, merge, sink.
 #[derive(Args, Clone)]
 struct QueryArgs {
+    /// A script in Braid's query language (CREATE STREAM ..., INSERT INTO ... SELECT ...);
+    /// without it the query is built from the flags below.
+    #[arg(value_name = "QUERY.sql")]
+    script: Option<PathBuf>,
     /// Use the built-in generator with this many tuples (default source).
     #[arg(long, default_value_t = 1_000_000)]
     tuples: u64,
@@ -517,6 +540,28 @@ fn real_main() -> Result<()> {
     let cli = Cli::parse();
     let registry = Registry::with_builtins();
     match cli.command {
+        Command::Run(q) if q.script.is_some() => {
+            let cfg = run_config(&q)?;
+            let path = q.script.as_deref().context("script")?;
+            sql_cmd::run_file(path, &cfg, &registry)?;
+        }
+        Command::Explain { query, dot } if query.script.is_some() => {
+            let path = query.script.as_deref().context("script")?;
+            sql_cmd::explain_file(path, query.workers * query.processes, dot, &registry)?;
+        }
+        Command::ExamplesData {
+            dir,
+            rows,
+            apas_rate,
+            seed,
+        } => {
+            examples::write(&dir, rows, apas_rate, seed)?;
+            eprintln!("braid: wrote the example inputs into {}", dir.display());
+        }
+        Command::Shell(q) => {
+            let cfg = run_config(&q)?;
+            sql_cmd::shell(&cfg, &registry)?;
+        }
         Command::Run(q) => {
             let mut plan = build(&q)?;
             apply_rates(&mut plan, &q, &registry)?;

@@ -1,3 +1,4 @@
 //! Tests of the `braid` binary.
 
 mod cluster;
+mod golden;

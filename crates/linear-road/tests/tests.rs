@@ -161,3 +161,77 @@ fn third_party_data_validates_with_zero_mismatches() {
     assert_eq!(report.types[2].matching, 7_957, "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The parallel Linear Road plan written as one query text (examples/linear_road.sql)
+/// compiles to the plan `app::plan` builds and its answers validate.
+#[test]
+fn linear_road_is_one_query_text() {
+    use braid_plan::function::Registry;
+    use linear_road::app::{plan, register, OutputSink};
+    use linear_road::history::{SegmentHistory, TollHistory};
+    use std::sync::Arc;
+    let dir = scratch("sql");
+    let lrb = dir.join("lrb");
+    std::fs::create_dir_all(&lrb).expect("dir");
+    let cfg = GenConfig {
+        xways: 2,
+        minutes: 8,
+        profile: Profile::Steady,
+        seed: 5,
+        peak_vehicles_per_xway: 4000,
+    };
+    write_dir(&cfg, &lrb, &mut |_| {}).expect("generate");
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/linear_road.sql"),
+    )
+    .expect("example");
+    let out = dir.join("answers.csv");
+    let (tolls, _) = TollHistory::load(&lrb.join("toll-history.csv")).expect("tolls");
+    let (segs, _) = SegmentHistory::load(&lrb.join("segment-history.csv")).expect("segments");
+    let sink = Arc::new(OutputSink::create(Some(&out), None).expect("sink"));
+    let mut registry = Registry::with_builtins();
+    register(&mut registry, Arc::new(tolls), Arc::new(segs), sink.clone());
+    let script = braid_plan::query::compile_script(&text, &dir, &registry).expect("compiles");
+    let job = &script.jobs[0];
+    // The same physical plan as the Rust API builds.
+    let opts = LrOptions {
+        q: 8,
+        strategy: Strategy::Autosplit,
+        fanin: None,
+        speed: None,
+        window: 256,
+    };
+    let api = plan(
+        braid_plan::plan::SourceSpec::Csv {
+            path: lrb.join("input.csv"),
+            header: false,
+        },
+        &opts,
+    );
+    let show = |p: &braid_plan::plan::Plan| braid_plan::explain::text(p, &script.registry, 2);
+    assert_eq!(show(&job.plan), show(&api));
+    let report = braid_exec::runtime::run(
+        &job.plan,
+        &script.registry,
+        &RunConfig {
+            workers: 2,
+            ..RunConfig::default()
+        },
+    )
+    .expect("runs");
+    assert!(report.rows_in > 0);
+    braid_plan::function::SinkFn::flush(sink.as_ref()).expect("flush");
+    let vopts = Options {
+        check_deadlines: false,
+        ..Options::default()
+    };
+    let v = validate_files(
+        &lrb.join("input.csv"),
+        &lrb.join("toll-history.csv"),
+        Some(&lrb.join("segment-history.csv")),
+        &out,
+        &vopts,
+    )
+    .expect("validator runs");
+    assert!(v.passed(), "{v}");
+}

@@ -405,9 +405,14 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         ),
         "discard" => SinkSpec::Discard,
         "collect" => SinkSpec::Collect,
+        "native" => SinkSpec::Native(o.string("name")?.ok_or_else(|| {
+            Error::Plan(format!(
+                "sink `{name}` is native: give the registered sink's `name`"
+            ))
+        })?),
         other => {
             return Err(Error::Plan(format!(
-                "unknown sink `{other}`; sinks are stdout, csv, tcp, discard, collect"
+                "unknown sink `{other}`; sinks are stdout, csv, tcp, discard, collect, native"
             )))
         }
     };

@@ -357,6 +357,27 @@ impl Logical {
     }
 }
 
+impl Logical {
+    /// The tree as a Graphviz digraph named `name`.
+    pub fn dot(&self, name: &str) -> String {
+        fn walk(l: &Logical, out: &mut String, next: &mut usize) -> usize {
+            let me = *next;
+            *next += 1;
+            let label = l.describe().replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!("  l{me} [shape=box, label=\"{label}\"];\n"));
+            for c in l.children() {
+                let k = walk(c, out, next);
+                out.push_str(&format!("  l{k} -> l{me};\n"));
+            }
+            me
+        }
+        let mut out = format!("digraph {name} {{\n  rankdir=BT;\n");
+        walk(self, &mut out, &mut 0);
+        out.push_str("}\n");
+        out
+    }
+}
+
 impl fmt::Display for Logical {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = String::new();

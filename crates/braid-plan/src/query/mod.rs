@@ -41,7 +41,7 @@ use catalog::{Catalog, Options, SinkDef};
 use compile::Compiler;
 use logical::Logical;
 use physical::Partitioning;
-use run::{LateRows, Layout, QueryFactory};
+use run::{LateRows, QueryFactory};
 use sqlparser::ast::{self, Spanned};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -660,7 +660,9 @@ fn explicit(
             let name = format!("query{}", n + 1);
             let factory = QueryFactory::new(
                 l.clone(),
-                Layout::single(),
+                physical::input_source(&[&def])
+                    .map_err(|e| locate(text, sub.span(), e))?
+                    .1,
                 def.source.epoch,
                 def.lateness,
                 late.clone(),

@@ -1,0 +1,43 @@
+-- The parallel Linear Road plan as one query text: position reports routed by
+-- expressway, balance requests (type 2, no expressway) broadcast to every partition,
+-- the Linear Road stream function on each partition, notifications merged by union
+-- and partial balances combined by key. It needs Linear Road's functions registered
+-- (the `linear_road` stream function, the `lr_balance` combiner and the `lr_output`
+-- sink); the test `linear_road_is_one_query_text` runs it and validates the answers.
+CREATE STREAM lrb (type BIGINT NOT NULL, time BIGINT NOT NULL, vid BIGINT NOT NULL,
+                   spd BIGINT NOT NULL, xway BIGINT NOT NULL, lane BIGINT NOT NULL,
+                   dir BIGINT NOT NULL, seg BIGINT NOT NULL, pos BIGINT NOT NULL,
+                   qid BIGINT NOT NULL, sinit BIGINT NOT NULL, send BIGINT NOT NULL,
+                   dow BIGINT NOT NULL, tod BIGINT NOT NULL, day BIGINT NOT NULL)
+  WITH (path = 'lrb/input.csv', header = false, event_time = 'time', epoch = 1, window = 256);
+CREATE SINK answers WITH (sink = 'native', name = 'lr_output');
+
+INSERT INTO answers
+SELECT * FROM PARALLEL(lrb,
+  partitions => 8,
+  route => xway, route_when => type <> 2,
+  broadcast => type = 2,
+  strategy => 'autosplit',
+  apply => linear_road,
+  merge => 'keyed', merge_key => (type, time, vid, qid),
+  combine => lr_balance, merge_filter => type = 2);
+
+-- EXPECTED (regenerate: BRAID_BLESS=1 cargo test -p braid-cli --test tests golden)
+-- query 1
+-- == logical plan ==
+-- (explicit PARALLEL: the physical plan is as written)
+-- == optimized plan ==
+-- partitioning: explicit (PARALLEL)
+-- == physical plan ==
+-- Sink: Native("lr_output")
+--   Merge: keyed on columns [0, 1, 2, 3] where (type = 2) (other rows: union), combiner `lr_balance`, pre-combined per worker, then by key  -> (type int64, time int64, vid int64, qid int64, a int64, b int64, c int64)
+--     Map: linear_road on each of 8 partitions  -> (type int64, time int64, vid int64, qid int64, a int64, b int64, c int64)
+--       worker 0: partitions 0,2,4,6
+--       worker 1: partitions 1,3,5,7
+--       Split: q = 8, route xway when (type <> 2), broadcast (type = 2), strategy autosplit
+--         shape: tree, fanouts [2, 4] (8 leaves for q = 8)
+--         level 1: 1 node(s) x fanout 2, r = 0.9950, b = 0.0050, est. cost/node 2.005; workers 0
+--         level 2: 2 node(s) x fanout 4, r = 0.9900, b = 0.0100, est. cost/node 1.020; workers 1,0
+--         est. throughput 0.499 x emit capacity, total cost 4.045 per input tuple
+--         Source: lrb = csv lrb/input.csv  -> (type int64, time int64 EVENT TIME, vid int64, spd int64, xway int64, lane int64, dir int64, seg int64, pos int64, qid int64, sinit int64, send int64, dow int64, tod int64, day int64)
+--           epoch 1 event-time units, physical window W = 256 rows, as fast as possible
