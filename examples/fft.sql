@@ -23,7 +23,7 @@ SELECT * FROM PARALLEL(samples,
 -- query 1
 -- == logical plan ==
 -- Project window_start, __agg0 AS re, __agg1 AS im
---   Aggregate window=TUMBLE(8) keys=[] aggs=[sum((x * CASE WHEN ((idx % 8) = 0) THEN 1 WHEN ((idx % 8) = 1) THEN 0.7071 WHEN ((idx % 8) = 2) THEN 0 WHEN ((idx % 8) = 3) THEN (-0.7071) WHEN ((idx % 8) = 4) THEN (-1) WHEN ((idx % 8) = 5) THEN (-0.7071) WHEN ((idx % 8) = 6) THEN 0 ELSE 0.7071 END)), sum((x * CASE WHEN ((idx % 8) = 0) THEN 0 WHEN ((idx % 8) = 1) THEN (-0.7071) WHEN ((idx % 8) = 2) THEN (-1) WHEN ((idx % 8) = 3) THEN (-0.7071) WHEN ((idx % 8) = 4) THEN 0 WHEN ((idx % 8) = 5) THEN 0.7071 WHEN ((idx % 8) = 6) THEN 1 ELSE 0.7071 END))]
+--   Aggregate window=TUMBLE(8) keys=[] aggs=[sum((x * CASE WHEN ((idx % 8) = 0) THEN 1.0 WHEN ((idx % 8) = 1) THEN 0.7071 WHEN ((idx % 8) = 2) THEN 0.0 WHEN ((idx % 8) = 3) THEN -0.7071 WHEN ((idx % 8) = 4) THEN -1.0 WHEN ((idx % 8) = 5) THEN -0.7071 WHEN ((idx % 8) = 6) THEN 0.0 ELSE 0.7071 END)), sum((x * CASE WHEN ((idx % 8) = 0) THEN 0.0 WHEN ((idx % 8) = 1) THEN -0.7071 WHEN ((idx % 8) = 2) THEN -1.0 WHEN ((idx % 8) = 3) THEN -0.7071 WHEN ((idx % 8) = 4) THEN 0.0 WHEN ((idx % 8) = 5) THEN 0.7071 WHEN ((idx % 8) = 6) THEN 1.0 ELSE 0.7071 END))]
 --     Scan samples (idx int64, t int64 EVENT TIME, x float64?)
 -- == optimized plan ==
 -- partitioning: explicit (PARALLEL)

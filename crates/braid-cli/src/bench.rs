@@ -34,6 +34,8 @@ pub enum Which {
     Tune(TuneArgs),
     /// Raw CSV parse speed of a file: Braid's CSV reader alone, no dataflow.
     Parse(ParseArgs),
+    /// The query-language examples at scale and the StreamAPAS latencies.
+    Sql(crate::bench_sql::SqlArgs),
 }
 
 /// `braid bench parse`.
@@ -185,6 +187,7 @@ pub fn run(which: Which) -> Result<()> {
         Which::Split(a) => split(a),
         Which::Tune(a) => tune_cmd(a),
         Which::Parse(a) => parse_cmd(a),
+        Which::Sql(a) => crate::bench_sql::run_sql(a),
     }
 }
 

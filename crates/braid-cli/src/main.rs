@@ -1,6 +1,7 @@
 //! `braid`: run, explain and benchmark parallel continuous queries; Linear Road tools.
 
 mod bench;
+mod bench_sql;
 mod examples;
 mod lrb_rate;
 #[allow(dead_code)] // `Style::Points` is for the Linear Road response-time plots (issue 3)

@@ -351,3 +351,83 @@ fn sql_interval_join_matches_a_loop() {
     assert!(!want.is_empty());
     assert_eq!(got, want);
 }
+
+/// `capped(x, limit)`: a scalar UDF written in Rust.
+struct Capped;
+impl braid_plan::expr::ScalarUdf for Capped {
+    fn return_type(
+        &self,
+        args: &[braid_plan::types::DataType],
+    ) -> braid_plan::error::Result<braid_plan::types::DataType> {
+        use braid_plan::types::DataType::Int64;
+        match args {
+            [Int64, Int64] => Ok(Int64),
+            _ => Err(braid_plan::error::Error::Plan(format!(
+                "capped takes (int64, int64), found {args:?}"
+            ))),
+        }
+    }
+    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> Scalar {
+        match (args[0].as_int(), args[1].as_int()) {
+            (Some(x), Some(l)) => Scalar::Int(x.min(l)),
+            _ => Scalar::Null,
+        }
+    }
+}
+
+/// A registered scalar UDF is callable from SQL (also as a group key), in parallel.
+#[test]
+fn sql_scalar_udf() {
+    let calls: Vec<Call> = (0..300).map(|i| (i % 4, 0, i, (i * 53) % 600)).collect();
+    let dir = scratch("udf");
+    write_calls(&dir.0.join("calls.csv"), &calls);
+    write_calls(&dir.0.join("texts.csv"), &calls);
+    std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
+    let mut reg = Registry::with_builtins();
+    reg.add_scalar("capped", std::sync::Arc::new(Capped));
+    let text = format!(
+        "{HEADER}SET partitions = 4; INSERT INTO out SELECT capped(dur, 300) AS d, count(*) AS n FROM calls GROUP BY capped(dur, 300);"
+    );
+    let s = compile_script(&text, &dir.0, &reg).expect("compiles");
+    assert!(
+        s.jobs[0].partitioning.contains("capped(dur, 300)"),
+        "{}",
+        s.jobs[0].partitioning
+    );
+    let report = run(
+        &s.jobs[0].plan,
+        &s.registry,
+        &RunConfig {
+            workers: 2,
+            ..RunConfig::default()
+        },
+    )
+    .expect("run");
+    let mut got: Vec<Vec<Scalar>> = report.collected.iter().map(|r| r.values.clone()).collect();
+    got.sort();
+    let mut want: std::collections::BTreeMap<i64, i64> = Default::default();
+    for &(_, _, _, d) in &calls {
+        *want.entry(d.min(300)).or_default() += 1;
+    }
+    let want: Vec<Vec<Scalar>> = want
+        .into_iter()
+        .map(|(d, n)| vec![Scalar::Int(d), Scalar::Int(n)])
+        .collect();
+    assert_eq!(got, want);
+    // Wrong argument types are a plan error naming them; unknown functions list UDFs.
+    let bad = format!("{HEADER}SELECT capped(dur, 1.5) FROM calls;");
+    let e = compile_script(&bad, &dir.0, &reg)
+        .err()
+        .expect("type error")
+        .to_string();
+    assert!(e.contains("capped takes (int64, int64)"), "{e}");
+    let bad = format!("{HEADER}SELECT nope(dur) FROM calls;");
+    let e = compile_script(&bad, &dir.0, &reg)
+        .err()
+        .expect("unknown")
+        .to_string();
+    assert!(
+        e.contains("no function `nope`") && e.contains("capped"),
+        "{e}"
+    );
+}

@@ -124,8 +124,43 @@ impl Func {
     }
 }
 
+/// A scalar function written in Rust and registered by name
+/// ([`crate::function::Registry::add_scalar`]); callable from queries.
+pub trait ScalarUdf: Send + Sync {
+    /// The result type for these argument types (int64, float64 or bool), or an error
+    /// naming what it accepts.
+    fn return_type(&self, args: &[DataType]) -> Result<DataType>;
+    /// The result for these arguments (of the types `return_type` accepted; nulls
+    /// possible).
+    fn call(&self, args: &[Value<'_>]) -> Scalar;
+}
+
+/// A registered scalar function in an expression.
+#[derive(Clone)]
+pub struct Udf {
+    /// The registered name.
+    pub name: String,
+    /// The function.
+    pub f: std::sync::Arc<dyn ScalarUdf>,
+}
+
+impl fmt::Debug for Udf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Udf({})", self.name)
+    }
+}
+
+impl PartialEq for Udf {
+    fn eq(&self, other: &Udf) -> bool {
+        self.name == other.name && std::sync::Arc::ptr_eq(&self.f, &other.f)
+    }
+}
+
+/// Most arguments a UDF takes (they are evaluated into a stack array).
+pub const UDF_MAX_ARGS: usize = 8;
+
 /// A scalar expression. Columns are resolved to indexes when the expression is built.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// Column by index, with its name for display.
     Column(usize, String),
@@ -145,6 +180,8 @@ pub enum Expr {
     Cast(Box<Expr>, DataType),
     /// A built-in function call.
     Call(Func, Vec<Expr>),
+    /// A call of a registered scalar function.
+    Udf(Udf, Vec<Expr>),
 }
 
 impl Expr {
@@ -189,6 +226,9 @@ impl Expr {
             Expr::Call(func, args) => {
                 Expr::Call(*func, args.iter().map(|a| a.map_columns(f)).collect())
             }
+            Expr::Udf(u, args) => {
+                Expr::Udf(u.clone(), args.iter().map(|a| a.map_columns(f)).collect())
+            }
         }
     }
 
@@ -219,7 +259,9 @@ impl Expr {
                     d.collect_columns(out);
                 }
             }
-            Expr::Call(_, args) => args.iter().for_each(|a| a.collect_columns(out)),
+            Expr::Call(_, args) | Expr::Udf(_, args) => {
+                args.iter().for_each(|a| a.collect_columns(out))
+            }
         }
     }
 
@@ -296,6 +338,27 @@ impl Expr {
                 ty.unwrap_or(Int64)
             }
             Expr::Cast(_, t) => *t,
+            Expr::Udf(u, args) => {
+                if args.len() > UDF_MAX_ARGS {
+                    return Err(Error::Plan(format!(
+                        "{} takes at most {UDF_MAX_ARGS} arguments",
+                        u.name
+                    )));
+                }
+                let tys = args
+                    .iter()
+                    .map(|a| a.data_type(schema))
+                    .collect::<Result<Vec<_>>>()?;
+                match u.f.return_type(&tys)? {
+                    t @ (Int64 | Float64 | Bool) => t,
+                    t => {
+                        return Err(Error::NotSupported(format!(
+                            "scalar function {} returning {t}; UDFs return int64, float64 or bool",
+                            u.name
+                        )))
+                    }
+                }
+            }
             Expr::Call(f, args) => {
                 let tys = args
                     .iter()
@@ -391,6 +454,18 @@ impl Expr {
             }
             Expr::Cast(e, t) => cast(e.eval(row), *t),
             Expr::Call(f, args) => call(*f, args, row),
+            Expr::Udf(u, args) => {
+                let mut vals = [Value::Null; UDF_MAX_ARGS];
+                for (v, a) in vals.iter_mut().zip(args) {
+                    *v = a.eval(row);
+                }
+                match u.f.call(&vals[..args.len().min(UDF_MAX_ARGS)]) {
+                    Scalar::Int(i) => Value::Int(i),
+                    Scalar::Float(x) => Value::Float(x),
+                    Scalar::Bool(b) => Value::Bool(b),
+                    Scalar::Null | Scalar::Str(_) => Value::Null,
+                }
+            }
         }
     }
 }
@@ -613,10 +688,14 @@ impl fmt::Display for Expr {
             Expr::Column(_, name) => f.write_str(name),
             Expr::Literal(Scalar::Str(s)) => write!(f, "'{}'", s.replace('\'', "''")),
             Expr::Literal(Scalar::Null) => f.write_str("NULL"),
+            // A float keeps its decimal point, so the text parses back to a float.
+            Expr::Literal(Scalar::Float(x)) if x.is_finite() && x.fract() == 0.0 => {
+                write!(f, "{x:.1}")
+            }
             Expr::Literal(s) => write!(f, "{s}"),
             Expr::Binary(op, l, r) => write!(f, "({l} {} {r})", op.symbol()),
             Expr::Not(e) => write!(f, "(NOT {e})"),
-            Expr::Neg(e) => write!(f, "(-{e})"),
+            Expr::Neg(e) => write!(f, "(-({e}))"),
             Expr::IsNull(e, false) => write!(f, "({e} IS NULL)"),
             Expr::IsNull(e, true) => write!(f, "({e} IS NOT NULL)"),
             Expr::Case(arms, default) => {
@@ -630,8 +709,13 @@ impl fmt::Display for Expr {
                 f.write_str(" END")
             }
             Expr::Cast(e, t) => write!(f, "CAST({e} AS {t})"),
-            Expr::Call(func, args) => {
-                write!(f, "{}(", func.name())?;
+            Expr::Call(_, args) | Expr::Udf(_, args) => {
+                let name = match self {
+                    Expr::Call(func, _) => func.name(),
+                    Expr::Udf(u, _) => u.name.as_str(),
+                    _ => "",
+                };
+                write!(f, "{name}(")?;
                 for (i, a) in args.iter().enumerate() {
                     if i > 0 {
                         f.write_str(", ")?;

@@ -205,6 +205,7 @@ pub struct Registry {
     sources: BTreeMap<String, Arc<dyn SourceFactory>>,
     routes: BTreeMap<String, RouteFn>,
     combiners: BTreeMap<String, Arc<dyn Combiner>>,
+    scalars: BTreeMap<String, Arc<dyn crate::expr::ScalarUdf>>,
 }
 
 fn unknown(kind: &str, name: &str, names: impl Iterator<Item = String>) -> Error {
@@ -279,6 +280,22 @@ impl Registry {
         self.routes
             .get(&name.to_ascii_lowercase())
             .ok_or_else(|| unknown("routing function", name, self.routes.keys().cloned()))
+    }
+
+    /// Registers a scalar function (callable from queries by `name`).
+    pub fn add_scalar(&mut self, name: &str, f: Arc<dyn crate::expr::ScalarUdf>) -> &mut Self {
+        self.scalars.insert(name.to_ascii_lowercase(), f);
+        self
+    }
+
+    /// A scalar function by name, if registered.
+    pub fn scalar(&self, name: &str) -> Option<&Arc<dyn crate::expr::ScalarUdf>> {
+        self.scalars.get(&name.to_ascii_lowercase())
+    }
+
+    /// Names of the registered scalar functions.
+    pub fn scalar_names(&self) -> Vec<String> {
+        self.scalars.keys().cloned().collect()
     }
 
     /// A combiner by name.

@@ -107,6 +107,10 @@ pub fn locate(text: &str, span: Span, e: Error) -> Error {
 pub trait Resolve {
     /// The column named by `parts` (`x` or `alias.x`).
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr>;
+    /// User code callable by name (registered scalar functions), if any.
+    fn registry(&self) -> Option<&crate::function::Registry> {
+        None
+    }
 }
 
 impl Resolve for Schema {
@@ -149,7 +153,16 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         }
         E::UnaryOp { op, expr } => match op {
             ast::UnaryOperator::Not => Expr::Not(Box::new(sub(expr, r)?)),
-            ast::UnaryOperator::Minus => Expr::Neg(Box::new(sub(expr, r)?)),
+            ast::UnaryOperator::Minus => match sub(expr, r)? {
+                // A negative number is a literal, as EXPLAIN prints it.
+                Expr::Literal(Scalar::Int(i)) if !matches!(expr.as_ref(), E::Nested(_)) => {
+                    Expr::Literal(Scalar::Int(i.wrapping_neg()))
+                }
+                Expr::Literal(Scalar::Float(f)) if !matches!(expr.as_ref(), E::Nested(_)) => {
+                    Expr::Literal(Scalar::Float(-f))
+                }
+                x => Expr::Neg(Box::new(x)),
+            },
             ast::UnaryOperator::Plus => sub(expr, r)?,
             other => return Err(Error::NotSupported(format!("unary operator {other}"))),
         },
@@ -246,12 +259,17 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         }
         E::Function(f) => {
             let name = f.name.to_string();
-            let func = Func::by_name(&name).ok_or_else(|| {
-                Error::Plan(format!(
-                    "no function `{name}`; functions are {}",
-                    Func::NAMES
-                ))
-            })?;
+            let udf = r.registry().and_then(|reg| reg.scalar(&name)).cloned();
+            let func = Func::by_name(&name);
+            if func.is_none() && udf.is_none() {
+                let mut known = Func::NAMES.to_string();
+                for n in r.registry().map(|g| g.scalar_names()).unwrap_or_default() {
+                    known += &format!(", {n}");
+                }
+                return Err(Error::Plan(format!(
+                    "no function `{name}`; functions are {known}"
+                )));
+            }
             let mut args = Vec::new();
             if let ast::FunctionArguments::List(list) = &f.args {
                 if list.duplicate_treatment.is_some() {
@@ -268,7 +286,17 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
                     }
                 }
             }
-            Expr::Call(func, args)
+            match (func, udf) {
+                (Some(func), _) => Expr::Call(func, args),
+                (None, Some(f)) => Expr::Udf(
+                    crate::expr::Udf {
+                        name: name.to_ascii_lowercase(),
+                        f,
+                    },
+                    args,
+                ),
+                (None, None) => return Err(Error::Internal("function vanished".into())),
+            }
         }
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
     })

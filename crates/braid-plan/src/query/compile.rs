@@ -53,11 +53,16 @@ type Hint<'a> = dyn Fn(&str) -> Option<String> + 'a;
 /// Resolves identifiers against a scope.
 struct Names<'a> {
     scope: &'a Scope,
+    registry: Option<&'a crate::function::Registry>,
     /// Extra advice when a name is not found (e.g. GROUP BY hints).
     hint: Option<&'a Hint<'a>>,
 }
 
 impl Resolve for Names<'_> {
+    fn registry(&self) -> Option<&crate::function::Registry> {
+        self.registry
+    }
+
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {
         let (qual, name) = match parts {
             [n] => (None, n.value.as_str()),
@@ -121,6 +126,7 @@ enum Rel {
 /// Compiles queries against a catalog; collects the streams they read.
 pub(crate) struct Compiler<'a> {
     pub catalog: &'a Catalog,
+    pub registry: &'a crate::function::Registry,
     pub text: &'a str,
     /// Input streams in order of first use.
     pub inputs: Vec<String>,
@@ -131,9 +137,14 @@ fn with_pos(text: &str, node: &impl Spanned, r: Result<Expr>) -> Result<Expr> {
 }
 
 impl<'a> Compiler<'a> {
-    pub fn new(catalog: &'a Catalog, text: &'a str) -> Compiler<'a> {
+    pub fn new(
+        catalog: &'a Catalog,
+        registry: &'a crate::function::Registry,
+        text: &'a str,
+    ) -> Compiler<'a> {
         Compiler {
             catalog,
+            registry,
             text,
             inputs: Vec::new(),
         }
@@ -144,7 +155,11 @@ impl<'a> Compiler<'a> {
     }
 
     fn expr(&self, e: &ast::Expr, scope: &Scope, schema: &Schema) -> Result<Expr> {
-        let names = Names { scope, hint: None };
+        let names = Names {
+            scope,
+            registry: Some(self.registry),
+            hint: None,
+        };
         let x = with_pos(self.text, e, convert(e, &names))?;
         with_pos(self.text, e, x.data_type(schema).map(|_| x.clone()))
     }
@@ -424,16 +439,7 @@ impl<'a> Compiler<'a> {
                 Error::Plan("HAVING needs GROUP BY or an aggregate".into()),
             ));
         }
-        self.project(
-            s,
-            plan,
-            scope,
-            &Names {
-                scope: &Scope::default(),
-                hint: None,
-            },
-            false,
-        )
+        self.project(s, plan, scope, false)
     }
 
     /// SELECT list over `plan`; `post_agg` means names resolve in the aggregate's output.
@@ -442,7 +448,6 @@ impl<'a> Compiler<'a> {
         s: &ast::Select,
         plan: Logical,
         scope: Scope,
-        _unused: &Names<'_>,
         post_agg: bool,
     ) -> Result<(Logical, Scope)> {
         let schema = plan.schema().clone();
@@ -670,6 +675,7 @@ impl<'a> Compiler<'a> {
         };
         let names = Names {
             scope: &named_scope,
+            registry: Some(self.registry),
             hint: Some(&hint),
         };
         let mut plan = agg;

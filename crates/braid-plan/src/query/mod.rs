@@ -400,7 +400,7 @@ fn query_job(
         return explicit(script, text, q, par, sink, sql);
     }
     let n = script.jobs.len();
-    let mut c = Compiler::new(&script.catalog, text);
+    let mut c = Compiler::new(&script.catalog, &script.registry, text);
     let (logical, _) = c.query(q)?;
     let defs: Vec<&catalog::StreamDef> = c
         .inputs
@@ -645,7 +645,7 @@ fn explicit(
     let late = Arc::new(LateRows::default());
     let (function, logical) = match apply {
         ast::Expr::Subquery(sub) => {
-            let mut c = Compiler::new(&script.catalog, text);
+            let mut c = Compiler::new(&script.catalog, &script.registry, text);
             let (l, _) = c.query(sub)?;
             if c.inputs.len() != 1 || !c.inputs[0].eq_ignore_ascii_case(&def.name) {
                 return Err(locate(
