@@ -273,6 +273,22 @@ fn feed(
     };
     let counts_rows_itself = source::counts_rows_itself(&source.spec);
     let start = shared.start;
+    // Pacing: when event time `t` may be released.
+    let release = match source.pace {
+        Pace::EventTime {
+            units_per_second,
+            speed,
+        } => Some(move |t: u64| {
+            Duration::from_secs_f64(t as f64 / units_per_second / speed.max(1e-9))
+        }),
+        Pace::Max => None,
+    };
+    let wait_until = |worker: &mut timely::worker::Worker, at: Duration| {
+        while start.elapsed() < at {
+            let left = at.saturating_sub(start.elapsed());
+            worker.step_or_park(Some(left.min(Duration::from_millis(1))));
+        }
+    };
     let mut sent = 0u64;
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
@@ -300,27 +316,34 @@ fn feed(
                         input.flush();
                         worker.step_or_park(Some(Duration::from_millis(1)));
                     }
-                    // Close the earlier epochs first (lower latency), then wait for this
-                    // epoch's release time when pacing.
+                    // When pacing, the current epoch is complete once the clock has passed
+                    // the last event time it can hold; close it then (never earlier: that
+                    // would read ahead of the clock).
+                    if let Some(at) = release {
+                        let last = (input.time().saturating_add(1))
+                            .saturating_mul(source.epoch)
+                            .saturating_sub(1);
+                        input.flush();
+                        wait_until(worker, at(last));
+                    }
                     input.advance_to(epoch);
                     shared
                         .counters
                         .epoch_in
                         .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
-                    if let Pace::EventTime {
-                        units_per_second,
-                        speed,
-                    } = source.pace
-                    {
-                        let at = Duration::from_secs_f64(
-                            (epoch * source.epoch) as f64 / units_per_second / speed.max(1e-9),
-                        );
-                        input.flush();
-                        while start.elapsed() < at {
-                            let left = at.saturating_sub(start.elapsed());
-                            worker.step_or_park(Some(left.min(Duration::from_millis(1))));
-                        }
-                    }
+                }
+                // A row is released when the clock reaches its event time: the window
+                // goes when its latest row may.
+                if let Some(at) = release {
+                    let latest = match source.schema.event_time {
+                        Some(c) => (0..batch.len())
+                            .filter_map(|i| batch.row(i).int(c))
+                            .max()
+                            .map_or(epoch * source.epoch, |t| t.max(0) as u64),
+                        None => epoch * source.epoch,
+                    };
+                    input.flush();
+                    wait_until(worker, at(latest));
                 }
                 if !counts_rows_itself {
                     Counters::add(&shared.counters.rows_in, batch.len() as u64);

@@ -660,15 +660,23 @@ fn list(tys: &[DataType]) -> String {
 
 /// SQL `LIKE`: `%` matches any run of characters, `_` exactly one.
 pub fn like(s: &str, pattern: &str) -> bool {
+    if s.is_ascii() && pattern.is_ascii() {
+        return like_units(s.as_bytes(), pattern.as_bytes(), b'%', b'_');
+    }
     let (s, p): (Vec<char>, Vec<char>) = (s.chars().collect(), pattern.chars().collect());
+    like_units(&s, &p, '%', '_')
+}
+
+/// LIKE over code units (bytes of ASCII text, or chars): no allocation.
+fn like_units<T: PartialEq + Copy>(s: &[T], p: &[T], any: T, one: T) -> bool {
     // Greedy matching with backtracking to the last `%`.
     let (mut i, mut j) = (0, 0);
     let mut star: Option<(usize, usize)> = None;
     while i < s.len() {
-        if j < p.len() && (p[j] == '_' || (p[j] != '%' && p[j] == s[i])) {
+        if j < p.len() && (p[j] == one || (p[j] != any && p[j] == s[i])) {
             i += 1;
             j += 1;
-        } else if j < p.len() && p[j] == '%' {
+        } else if j < p.len() && p[j] == any {
             star = Some((j, i));
             j += 1;
         } else if let Some((sj, si)) = star {
@@ -679,7 +687,7 @@ pub fn like(s: &str, pattern: &str) -> bool {
             return false;
         }
     }
-    p[j..].iter().all(|&c| c == '%')
+    p[j..].iter().all(|&c| c == any)
 }
 
 impl fmt::Display for Expr {
@@ -725,5 +733,19 @@ impl fmt::Display for Expr {
                 f.write_str(")")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod like_tests {
+    use super::like;
+
+    #[test]
+    fn like_matches_sql() {
+        assert!(like("1-2 ERROR request", "% ERROR %"));
+        assert!(!like("1-2 INFO request", "% ERROR %"));
+        assert!(like("abc", "a_c") && like("abc", "%") && like("", "%"));
+        assert!(!like("abc", "a_") && !like("ab", "abc"));
+        assert!(like("aXbXc", "a%b%c") && like("ααβ", "_α%") && !like("αβ", "β%"));
     }
 }

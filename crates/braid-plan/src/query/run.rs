@@ -281,6 +281,7 @@ impl Node {
                 aggs: aggs.clone(),
                 time: input.schema().event_time,
                 groups: BTreeMap::new(),
+                key: Vec::new(),
                 sessions: BTreeMap::new(),
                 counts: BTreeMap::new(),
                 late: late.clone(),
@@ -607,8 +608,10 @@ struct AggState {
     keys: Vec<Expr>,
     aggs: Vec<AggCall>,
     time: Option<usize>,
-    /// Time windows and the unbounded window: (end, start, key) -> accumulators.
-    groups: BTreeMap<(i64, i64, Vec<Scalar>), Vec<Acc>>,
+    /// Time windows and the unbounded window: (end, start) -> key -> accumulators.
+    groups: BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>,
+    /// The current row's key (reused: no allocation per row once a group exists).
+    key: Vec<Scalar>,
     sessions: BTreeMap<Vec<Scalar>, Vec<Session>>,
     /// Count windows: key -> (window number, rows in it, accumulators).
     counts: BTreeMap<Vec<Scalar>, (i64, u64, Vec<Acc>)>,
@@ -626,8 +629,26 @@ impl AggState {
         }
     }
 
+    /// The accumulators of group `key` in window `(end, start)`, created if new.
+    fn group<'s>(
+        groups: &'s mut BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>,
+        aggs: &[AggCall],
+        end: i64,
+        start: i64,
+        key: &[Scalar],
+    ) -> &'s mut Vec<Acc> {
+        let inner = groups.entry((end, start)).or_default();
+        if !inner.contains_key(key) {
+            inner.insert(key.to_vec(), aggs.iter().map(Acc::new).collect());
+        }
+        inner.get_mut(key).expect("group just inserted")
+    }
+
     fn push(&mut self, row: Row<'_>, cx: &Cx, out: &mut Batch) {
-        let key: Vec<Scalar> = self.keys.iter().map(|k| k.eval(&row).to_scalar()).collect();
+        self.key.clear();
+        for k in &self.keys {
+            self.key.push(k.eval(&row).to_scalar());
+        }
         let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);
         match self.window {
             WindowSpec::Tumble { size } => {
@@ -636,11 +657,8 @@ impl AggState {
                     self.late.add("aggregate", &row);
                     return;
                 }
-                let fresh = self.fresh();
-                let accs = self
-                    .groups
-                    .entry((start + size, start, key))
-                    .or_insert(fresh);
+                let accs =
+                    Self::group(&mut self.groups, &self.aggs, start + size, start, &self.key);
                 Self::update(&self.aggs, accs, &row);
             }
             WindowSpec::Hop { size, slide } => {
@@ -651,11 +669,8 @@ impl AggState {
                 while s > t - size {
                     if s + size > cx.wm {
                         any = true;
-                        let fresh = self.fresh();
-                        let accs = self
-                            .groups
-                            .entry((s + size, s, key.clone()))
-                            .or_insert(fresh);
+                        let accs =
+                            Self::group(&mut self.groups, &self.aggs, s + size, s, &self.key);
                         Self::update(&self.aggs, accs, &row);
                     }
                     s -= slide;
@@ -676,7 +691,7 @@ impl AggState {
                     last: t,
                     accs,
                 };
-                let list = self.sessions.entry(key).or_default();
+                let list = self.sessions.entry(self.key.clone()).or_default();
                 let mut i = 0;
                 while i < list.len() {
                     let s = &list[i];
@@ -694,6 +709,7 @@ impl AggState {
                 list.push(merged);
             }
             WindowSpec::Count { rows } => {
+                let key = self.key.clone();
                 let fresh = self.fresh();
                 let e = self.counts.entry(key.clone()).or_insert((0, 0, fresh));
                 Self::update(&self.aggs, &mut e.2, &row);
@@ -709,11 +725,7 @@ impl AggState {
                 }
             }
             WindowSpec::Unbounded => {
-                let fresh = self.fresh();
-                let accs = self
-                    .groups
-                    .entry((i64::MAX, i64::MIN, key))
-                    .or_insert(fresh);
+                let accs = Self::group(&mut self.groups, &self.aggs, i64::MAX, i64::MIN, &self.key);
                 Self::update(&self.aggs, accs, &row);
             }
         }
@@ -724,13 +736,15 @@ impl AggState {
             if entry.key().0 > wm {
                 break;
             }
-            let ((end, start, key), accs) = entry.remove_entry();
+            let ((end, start), groups) = entry.remove_entry();
             let (s, e) = if end == i64::MAX {
                 (0, 0)
             } else {
                 (start, end)
             };
-            emit(out, s, e, &key, &accs);
+            for (key, accs) in groups {
+                emit(out, s, e, &key, &accs);
+            }
         }
         if let WindowSpec::Session { gap } = self.window {
             let mut done: Vec<(i64, i64, Vec<Scalar>, Vec<Acc>)> = Vec::new();
