@@ -2,7 +2,7 @@
 -- each half's contribution to DFT bin 1 over windows of 8 samples, and combine the
 -- halves (X = E + O) in a keyed merge, the butterfly.
 CREATE STREAM samples (idx BIGINT NOT NULL, t BIGINT NOT NULL, x DOUBLE)
-  WITH (path = 'data/samples.csv', event_time = 't', epoch = 8);
+  WITH (path = 'data/samples.csv', event_time = 't', epoch = 1024);
 CREATE SINK bins WITH (sink = 'stdout');
 
 INSERT INTO bins
@@ -36,4 +36,4 @@ SELECT * FROM PARALLEL(samples,
 --       Split: q = 2, route (idx % 2), broadcast none, strategy autosplit
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Source: samples = csv data/samples.csv (header)  -> (idx int64, t int64 EVENT TIME, x float64?)
---           epoch 8 event-time units, physical window W = 1024 rows, as fast as possible
+--           epoch 1024 event-time units, physical window W = 1024 rows, as fast as possible

@@ -33,7 +33,7 @@ SELECT * FROM PARALLEL(logs,
 --       Split: q = 4, route _stream, broadcast none, strategy fsplit
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Source: logs = interleave of 4 source(s) in (epoch, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, line string?)
---           epoch 1 event-time units, physical window W = 1024 rows, as fast as possible
+--           epoch 1024 event-time units, physical window W = 1024 rows, as fast as possible
 --           _stream 0: logs0 = csv data/logs/part-0.log  -> (line string?)
 --           _stream 1: logs1 = csv data/logs/part-1.log  -> (line string?)
 --           _stream 2: logs2 = csv data/logs/part-2.log  -> (line string?)

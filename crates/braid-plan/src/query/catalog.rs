@@ -260,8 +260,14 @@ pub fn stream(
     let path = o.string("path")?;
     let kind = kind.unwrap_or_else(|| if path.is_some() { "csv" } else { "" }.into());
     let event_time = o.string("event_time")?;
-    let epoch = o.int("epoch")?.unwrap_or(1);
     let window = o.int("window")?.unwrap_or(1024);
+    // Without an event time, epochs count rows: one per physical window by default.
+    let default_epoch = if event_time.is_some() || kind == "generator" {
+        1
+    } else {
+        window
+    };
+    let epoch = o.int("epoch")?.unwrap_or(default_epoch);
     let lateness = o.int("lateness")?.unwrap_or(0);
     let speed = o.float("speed")?;
     let units = o.float("units_per_second")?.unwrap_or(1.0);
