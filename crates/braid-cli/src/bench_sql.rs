@@ -196,8 +196,14 @@ medians of {rep} runs in one session; absolute numbers from other runs are not c
 Each example of `examples/` on generated inputs of {rows} rows (`braid examples-data`), \
 output discarded. *serial*: `SET parallel = 'off'` (one partition), 1 worker; *auto*: the \
 automatically parallelized plan (16 partitions; the explicit `PARALLEL` plans of grep and \
-fft as written) on 1 and 2 workers. Input rows per second.\n\n{md}\n\
+fft as written) on 1 and 2 workers; `SET parallel = 'off'` does not change an explicit \
+`PARALLEL` plan, so for grep and fft *serial* is that plan on 1 worker. Input rows per \
+second.\n\n{md}\n\
 Raw numbers: [sql-throughput.csv](sql-throughput.csv).\n\n\
+How to read it: the file-based examples (fraud, grep, fft) are parsed by a CSV reader \
+thread beside the workers, so with 2 workers on a 2-core machine the second worker \
+competes with the reader for a core; the generator-based lr_segments example reads on \
+every worker and is the one that shows the parallel speed-up.\n\n\
 StreamCloud's query-cluster vs operator-cluster vs subquery-cluster comparison needs plans \
 with several parallel stages, which Braid does not build yet (see \
 [../query-language.md](../query-language.md)); it has not been measured.\n\n\

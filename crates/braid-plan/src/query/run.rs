@@ -603,13 +603,16 @@ struct Session {
     accs: Vec<Acc>,
 }
 
+/// Windows by (end, start), then groups by key.
+type TimeGroups = BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>;
+
 struct AggState {
     window: WindowSpec,
     keys: Vec<Expr>,
     aggs: Vec<AggCall>,
     time: Option<usize>,
     /// Time windows and the unbounded window: (end, start) -> key -> accumulators.
-    groups: BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>,
+    groups: TimeGroups,
     /// The current row's key (reused: no allocation per row once a group exists).
     key: Vec<Scalar>,
     sessions: BTreeMap<Vec<Scalar>, Vec<Session>>,
@@ -631,7 +634,7 @@ impl AggState {
 
     /// The accumulators of group `key` in window `(end, start)`, created if new.
     fn group<'s>(
-        groups: &'s mut BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>,
+        groups: &'s mut TimeGroups,
         aggs: &[AggCall],
         end: i64,
         start: i64,
