@@ -28,7 +28,8 @@ fn file(dir: &Path, name: &str) -> Result<std::io::BufWriter<std::fs::File>> {
     Ok(std::io::BufWriter::new(f))
 }
 
-/// Writes every example's input into `dir`: `rows` call records, as many StreamAPAS
+/// Writes every example's input into `dir`: `rows` call records (and half as many text
+/// messages), as many StreamAPAS
 /// tuples per generator (`apas_rate` tuples per minute, times in ms), samples, and four
 /// log files of `rows / 4` lines.
 pub fn write(dir: &Path, rows: u64, apas_rate: f64, seed: u64) -> Result<()> {
@@ -49,6 +50,15 @@ pub fn write(dir: &Path, rows: u64, apas_rate: f64, seed: u64) -> Result<()> {
         let callee = rng.below(2000);
         let dur = (rng.below(60) * rng.below(60)) / 4 + rng.below(30);
         writeln!(w, "{caller},{callee},{t},{dur}")?;
+    }
+    w.flush()?;
+    // Text messages of the same subscribers over the same time span.
+    let mut w = file(dir, "texts.csv")?;
+    writeln!(w, "sender,receiver,start")?;
+    let mut t = 0u64;
+    for _ in 0..rows / 2 {
+        t += rng.below(5);
+        writeln!(w, "{},{},{t}", rng.below(2000), rng.below(2000))?;
     }
     w.flush()?;
     // The watch list: every 40th subscriber, with a risk score.

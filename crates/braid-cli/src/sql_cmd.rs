@@ -66,8 +66,8 @@ pub fn explain_file(path: &Path, workers: usize, dot: bool, registry: &Registry)
         if dot {
             let mut plan = job.plan.clone();
             braid_plan::optimize::resolve(&mut plan, braid_plan::optimize::Env { workers });
-            if let Some(l) = &job.optimized {
-                print!("{}", l.dot(&format!("query{}_logical", i + 1)));
+            for (k, (l, _)) in job.stages.iter().enumerate() {
+                print!("{}", l.dot(&format!("query{}_stage{}", i + 1, k + 1)));
             }
             print!(
                 "{}",

@@ -127,6 +127,14 @@ const QUERIES: &[(&str, &str)] = &[
         "SELECT a.caller, b.sender FROM LAST(calls, 5) AS a JOIN LAST(texts, 4) AS b ON a.dur < b.dur AND a.caller < 6",
     ),
     (
+        "join_then_aggregate",
+        "SELECT window_end, c.dur / 60 AS minutes, count(*) AS n, max(t.dur) AS longest FROM calls AS c JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(c.start, 50), c.dur / 60",
+    ),
+    (
+        "aggregate_then_aggregate",
+        "SELECT window_end, count(*) AS callers, sum(n) AS calls FROM (SELECT window_end AS we, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller) AS per GROUP BY TUMBLE(we, 100)",
+    ),
+    (
         "union",
         "SELECT window_start, who, count(*) AS n FROM (SELECT caller AS who, start FROM calls UNION ALL SELECT sender AS who, start FROM texts) AS u GROUP BY TUMBLE(start, 30), who",
     ),
@@ -172,20 +180,30 @@ fn check(calls: &[Call], texts: &[Call], watch: &[(i64, i64)]) -> Result<(), Tes
     }
     std::fs::write(dir.0.join("watch.csv"), w).expect("watch");
     for (name, q) in QUERIES {
-        let serial = script(&dir.0, "SET parallel = 'off';", q);
-        let job = &serial.jobs[0];
-        let input = reference_input(&job.plan, calls, texts);
-        let mut expected = reference::run(&job.plan, &serial.registry, &input)
-            .unwrap_or_else(|e| panic!("{name}: reference: {e}"));
-        expected.sort_by_key(|r| (r.epoch, r.key));
-        let expected = values(&expected);
-        for merge in ["transparent", "best_effort"] {
-            let par = script(
+        let configs: [(&str, &str, &[usize]); 3] = [
+            ("transparent", "subquery", &[1, 2, 4]),
+            ("best_effort", "subquery", &[1, 2, 4]),
+            ("transparent", "operator", &[2]),
+        ];
+        for (merge, stages, workers) in configs {
+            // The serial run of the same plan: the same stages, each in one partition.
+            let serial = script(
                 &dir.0,
-                &format!("SET partitions = 8; SET merge = '{merge}';"),
+                &format!("SET parallel = 'off'; SET stages = '{stages}';"),
                 q,
             );
-            for workers in [1, 2, 4] {
+            let job = &serial.jobs[0];
+            let input = reference_input(&job.plan, calls, texts);
+            let mut expected = reference::run(&job.plan, &serial.registry, &input)
+                .unwrap_or_else(|e| panic!("{name}: reference: {e}"));
+            expected.sort_by_key(|r| (r.epoch, r.key));
+            let expected = values(&expected);
+            let par = script(
+                &dir.0,
+                &format!("SET partitions = 8; SET merge = '{merge}'; SET stages = '{stages}';"),
+                q,
+            );
+            for &workers in workers {
                 let cfg = RunConfig {
                     workers,
                     ..RunConfig::default()
@@ -194,7 +212,7 @@ fn check(calls: &[Call], texts: &[Call], watch: &[(i64, i64)]) -> Result<(), Tes
                     .unwrap_or_else(|e| panic!("{name}: run: {e}"));
                 let mut got = values(&report.collected);
                 let what = format!(
-                    "{name}, {merge}, {workers} workers ({})",
+                    "{name}, {merge}, {stages} stages, {workers} workers ({})",
                     par.jobs[0].partitioning
                 );
                 if merge == "transparent" {

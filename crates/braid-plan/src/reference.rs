@@ -150,6 +150,45 @@ fn source_rows(source: &Source, input: &Batch) -> Vec<(u64, u64, usize)> {
         .collect()
 }
 
+/// The rows a split reads, in serial order: row `i` of `batch` has epoch `rows[i].0`
+/// and sequence number `rows[i].1` (its key's seq too).
+struct StageInput {
+    batch: Batch,
+    rows: Vec<(u64, u64)>,
+}
+
+/// What a split over `plan` reads: a source's rows, or the output of an earlier stage in
+/// serial order (epoch, key, then values), numbered again from 0 — as the engine does
+/// when a split reads a merge.
+fn stage_input(plan: &Plan, registry: &Registry, input: &Batch) -> Result<StageInput> {
+    if let Plan::Source(s) = plan {
+        let rows = source_rows(s, input)
+            .into_iter()
+            .map(|(e, seq, _)| (e, seq))
+            .collect();
+        return Ok(StageInput {
+            batch: input.clone(),
+            rows,
+        });
+    }
+    let mut out = eval(plan, registry, input)?;
+    out.sort_by(|a, b| (a.epoch, a.key, &a.values).cmp(&(b.epoch, b.key, &b.values)));
+    let mut batch = Batch::with_capacity(plan.schema(registry)?.arity(), out.len());
+    let mut rows = Vec::with_capacity(out.len());
+    for (i, r) in out.iter().enumerate() {
+        let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
+        batch.push(
+            RowKey {
+                seq: i as u64,
+                lane: 0,
+            },
+            &vals,
+        );
+        rows.push((r.epoch, i as u64));
+    }
+    Ok(StageInput { batch, rows })
+}
+
 fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> {
     match plan {
         Plan::Source(s) => Ok(source_rows(s, input)
@@ -161,10 +200,11 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
             })
             .collect()),
         Plan::Split(split) => {
-            let source = plan.leaf_source();
+            let stage = stage_input(&split.input, registry, input)?;
+            let input = &stage.batch;
             let router = Router::new(split, registry)?;
             let mut out = Vec::new();
-            for (epoch, seq, i) in source_rows(source, input) {
+            for (i, &(epoch, seq)) in stage.rows.iter().enumerate() {
                 for p in targets(router.dest(input, i), split.q) {
                     out.push(OutRow {
                         epoch,
@@ -184,7 +224,8 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                     "Map over a non-Split passed schema()".into(),
                 ));
             };
-            let source = plan.leaf_source();
+            let stage = stage_input(&split.input, registry, input)?;
+            let input = &stage.batch;
             let router = Router::new(split, registry)?;
             let factory = registry.function(&map.function)?.clone();
             let every_epoch = factory.every_epoch();
@@ -217,7 +258,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                 }
                 touched.clear();
             };
-            for (epoch, seq, i) in source_rows(source, input) {
+            for (i, &(epoch, seq)) in stage.rows.iter().enumerate() {
                 if current != Some(epoch) {
                     if let Some(e) = current {
                         flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);

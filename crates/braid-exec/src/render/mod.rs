@@ -87,7 +87,7 @@ fn node<'s>(
     Ok(match plan {
         Plan::Source(_) => scope.input_from(input),
         Plan::Split(s) => {
-            let upstream = node(scope, &s.input, registry, input, place, shared)?;
+            let upstream = split_input(scope, &s.input, registry, input, place, shared)?;
             split::render(upstream, s, registry, place)?
         }
         Plan::Map(m) => {
@@ -96,7 +96,7 @@ fn node<'s>(
             let (upstream, ticks) = match m.input.as_ref() {
                 // The function wants every epoch of the split's input: tick from there.
                 Plan::Split(s) if every_epoch => {
-                    let source = node(scope, &s.input, registry, input, place, shared)?;
+                    let source = split_input(scope, &s.input, registry, input, place, shared)?;
                     let ticks = map::ticks(source.clone(), place);
                     (split::render(source, s, registry, place)?, Some(ticks))
                 }
@@ -112,6 +112,82 @@ fn node<'s>(
         Plan::Sink(s) => {
             let upstream = node(scope, &s.input, registry, input, place, shared)?;
             sink::render(upstream, s, registry, place, shared.clone())?
+        }
+    })
+}
+
+/// What a split reads: the source, or an earlier stage's merged output put back in
+/// serial order on worker 0 and numbered again (see [`resequence`]).
+fn split_input<'s>(
+    scope: Scope<'s, u64>,
+    plan: &Plan,
+    registry: &Registry,
+    input: &mut Feeder,
+    place: Place,
+    shared: &std::sync::Arc<Shared>,
+) -> Result<Windows<'s>> {
+    let upstream = node(scope, plan, registry, input, place, shared)?;
+    Ok(match plan {
+        Plan::Source(_) => upstream,
+        _ => resequence(upstream),
+    })
+}
+
+/// Collects each complete epoch of a stage's output on worker 0, orders it serially (key,
+/// then values for equal keys) and gives the rows new sequence numbers counting on from
+/// the previous epoch: the next stage reads it like a source (the reference interpreter
+/// does the same).
+fn resequence(input: Windows<'_>) -> Windows<'_> {
+    use braid_plan::batch::RowKey;
+    use timely::dataflow::operators::generic::Operator;
+    input.unary_frontier::<WindowBuilder, _, _, _>(to_worker(0), "Resequence", |_, _| {
+        let mut stash: stash::EpochStash<Vec<Batch>> = stash::EpochStash::new();
+        let mut next = 0u64;
+        let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
+        move |(input, frontier), output| {
+            input.for_each(|cap, data| {
+                if let Some(batches) = stash.at(&cap, Vec::new) {
+                    batches.extend(data.drain(..).map(|w| w.batch));
+                }
+            });
+            while let Some((_, cap, batches)) = stash.pop_complete(frontier) {
+                let Some(arity) = batches.first().map(|b| b.arity()) else {
+                    continue;
+                };
+                order.clear();
+                for (b, batch) in batches.iter().enumerate() {
+                    order.extend(
+                        batch
+                            .keys()
+                            .iter()
+                            .enumerate()
+                            .map(|(i, k)| (*k, b as u32, i as u32)),
+                    );
+                }
+                order.sort_by(|x, y| {
+                    x.0.cmp(&y.0).then_with(|| {
+                        let rx = batches[x.1 as usize].row(x.2 as usize).to_scalars();
+                        let ry = batches[y.1 as usize].row(y.2 as usize).to_scalars();
+                        rx.cmp(&ry)
+                    })
+                });
+                let mut out = Batch::with_capacity(arity, order.len());
+                for &(_, b, i) in &order {
+                    out.push_row_of(
+                        &batches[b as usize],
+                        i as usize,
+                        RowKey { seq: next, lane: 0 },
+                    );
+                    next += 1;
+                }
+                if !out.is_empty() {
+                    output.session(&cap).give(Window {
+                        to: 0,
+                        node: 0,
+                        batch: out,
+                    });
+                }
+            }
         }
     })
 }

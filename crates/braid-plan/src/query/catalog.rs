@@ -64,6 +64,8 @@ pub struct Settings {
     pub late_path: Option<PathBuf>,
     /// Parallelize automatically (false: every query runs in one partition).
     pub auto: bool,
+    /// How queries are cut into stages.
+    pub stages: super::physical::Cut,
 }
 
 impl Default for Settings {
@@ -74,6 +76,7 @@ impl Default for Settings {
             strategy: Strategy::Autosplit,
             late_path: None,
             auto: true,
+            stages: super::physical::Cut::Subquery,
         }
     }
 }
@@ -529,6 +532,7 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         }
         "strategy" => settings.strategy = text.parse()?,
         "late_path" => settings.late_path = Some(PathBuf::from(text)),
+        "stages" => settings.stages = text.parse()?,
         "parallel" => {
             settings.auto = match text.to_ascii_lowercase().as_str() {
                 "auto" | "true" | "on" => true,
@@ -542,7 +546,7 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel"
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages"
             )))
         }
     }

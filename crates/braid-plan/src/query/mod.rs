@@ -56,8 +56,9 @@ pub struct Job {
     pub sql: String,
     /// The plan as written (None for an explicit PARALLEL).
     pub logical: Option<Logical>,
-    /// After optimization (filters moved into the balancer).
-    pub optimized: Option<Logical>,
+    /// The optimized stages, lowest first, each with its partitioning (filters moved
+    /// into the balancer; stage k + 1 reads `stagek`). Empty for an explicit PARALLEL.
+    pub stages: Vec<(Logical, String)>,
     /// How the input is partitioned, and why.
     pub partitioning: String,
     /// The physical plan.
@@ -410,39 +411,74 @@ fn query_job(
     let (source, layout, lateness) =
         physical::input_source(&defs).map_err(|e| locate(text, q.span(), e))?;
     let settings = script.catalog.settings.clone();
-    let mut optimized = logical.clone();
-    let mut part = if settings.auto {
-        physical::partitioning(&optimized, &layout, &source.schema)
-    } else {
-        Partitioning::Single("SET parallel = 'off'".into())
-    };
-    let mut when = None;
-    if matches!(part, Partitioning::Hash { .. } | Partitioning::Single(_)) && defs.len() == 1 {
-        when = physical::pull_scan_filter(&mut optimized, &layout, &source.schema);
-        if when.is_some() && settings.auto {
-            part = physical::partitioning(&optimized, &layout, &source.schema);
-        }
-    }
+    // The cut does not depend on `parallel`: a serial run has the same stages, each in
+    // one partition.
+    let mut stages = physical::cut(logical.clone(), settings.stages, &layout, &source.schema);
     let late = Arc::new(
         LateRows::new(settings.late_path.as_deref())
             .map_err(|e| Error::Plan(format!("cannot create the late-row file: {e}")))?,
     );
-    let function = format!("query{}", n + 1);
-    let factory = QueryFactory::new(
-        optimized.clone(),
-        layout,
-        source.epoch,
-        lateness,
-        late.clone(),
-    );
-    script.registry.add_function(&function, Arc::new(factory));
-    let plan = physical::plan(source, &part, when, &function, &settings, sink);
+    let epoch = source.epoch;
+    let n_stages = stages.len();
+    let mut plan = Plan::Source(source.clone());
+    let mut described = Vec::new();
+    let mut extra = 0;
+    for (k, stage) in stages.iter_mut().enumerate() {
+        // The first stage reads the source; later ones the previous stage's output.
+        let (layout_k, phys) = if k == 0 {
+            (layout.clone(), source.schema.clone())
+        } else {
+            (run::Layout::single(), plan.schema(&script.registry)?)
+        };
+        let mut part = if settings.auto {
+            physical::partitioning(stage, &layout_k, &phys)
+        } else {
+            Partitioning::Single("SET parallel = 'off'".into())
+        };
+        let mut when = None;
+        if k == 0
+            && matches!(part, Partitioning::Hash { .. } | Partitioning::Single(_))
+            && defs.len() == 1
+        {
+            when = physical::pull_scan_filter(stage, &layout_k, &phys);
+            if when.is_some() && settings.auto {
+                part = physical::partitioning(stage, &layout_k, &phys);
+            }
+        }
+        let function = if n_stages == 1 {
+            format!("query{}", n + 1)
+        } else {
+            format!("query{}_{}", n + 1, k + 1)
+        };
+        let factory = QueryFactory::new(
+            stage.clone(),
+            layout_k,
+            epoch,
+            lateness + extra,
+            late.clone(),
+        );
+        extra += physical::delay(stage);
+        script.registry.add_function(&function, Arc::new(factory));
+        plan = physical::stage(plan, &part, when, &function, &settings, k + 1 == n_stages);
+        described.push((stage.clone(), part.to_string()));
+    }
+    let plan = physical::sink(plan, sink);
     plan.schema(&script.registry)?;
+    let partitioning = if described.len() == 1 {
+        described[0].1.clone()
+    } else {
+        described
+            .iter()
+            .enumerate()
+            .map(|(k, (_, p))| format!("stage {}: {p}", k + 1))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     Ok(Job {
         sql: sql.to_string(),
         logical: Some(logical),
-        optimized: Some(optimized),
-        partitioning: part.to_string(),
+        stages: described,
+        partitioning,
         plan,
         late,
     })
@@ -865,7 +901,7 @@ fn explicit(
     Ok(Job {
         sql: sql.to_string(),
         logical,
-        optimized: None,
+        stages: Vec::new(),
         partitioning: "explicit (PARALLEL)".into(),
         plan,
         late,
@@ -882,9 +918,14 @@ pub fn explain(job: &Job, registry: &Registry, workers: usize) -> String {
         None => s.push_str("(explicit PARALLEL: the physical plan is as written)\n"),
     }
     s.push_str("== optimized plan ==\n");
-    s.push_str(&format!("partitioning: {}\n", job.partitioning));
-    if let Some(o) = &job.optimized {
-        s.push_str(&o.to_string());
+    if job.stages.len() <= 1 {
+        s.push_str(&format!("partitioning: {}\n", job.partitioning));
+    }
+    for (k, (l, part)) in job.stages.iter().enumerate() {
+        if job.stages.len() > 1 {
+            s.push_str(&format!("stage {}: {part}\n", k + 1));
+        }
+        s.push_str(&l.to_string());
     }
     s.push_str("== physical plan ==\n");
     let mut plan = job.plan.clone();

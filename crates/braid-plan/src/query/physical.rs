@@ -13,6 +13,7 @@
 use super::catalog::{MergeMode, Settings, SinkDef, StreamDef};
 use super::logical::{JoinWindow, Logical};
 use super::run::Layout;
+use crate::error::Result as PResult;
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Func};
 use crate::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strategy};
@@ -350,14 +351,203 @@ fn placeholder() -> Logical {
     }
 }
 
-/// The physical plan of an automatically parallelized query.
-pub fn plan(
-    source: Source,
+/// How a query is cut into stages (`SET stages = ...`), after StreamCloud's strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// One stage per subquery: a new stage starts at a stateful operator whose input
+    /// keeps state partitioned differently (adjacent compatible subqueries stay fused).
+    Subquery,
+    /// Every operator its own stage.
+    Operator,
+    /// The whole query in one stage.
+    Query,
+}
+
+impl std::str::FromStr for Cut {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> PResult<Cut> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "subquery" => Cut::Subquery,
+            "operator" => Cut::Operator,
+            "query" => Cut::Query,
+            other => {
+                return Err(Error::Plan(format!(
+                    "stages `{other}`; expected 'subquery', 'operator' or 'query'"
+                )))
+            }
+        })
+    }
+}
+
+/// The name of the stream stage `k` (from 1) reads: the previous stage's output.
+pub fn stage_stream(k: usize) -> String {
+    format!("stage{k}")
+}
+
+fn stage_scan(k: usize, schema: &Schema) -> Logical {
+    Logical::Scan {
+        stream: stage_stream(k),
+        input: 0,
+        schema: schema.clone(),
+    }
+}
+
+fn contains_stateful(l: &Logical) -> bool {
+    l.is_stateful() || l.children().iter().any(|c| contains_stateful(c))
+}
+
+/// Cuts `root` into stages, lowest first. Stage `k + 1` reads stage `k`'s output through
+/// a scan of [`stage_stream`]`(k)`; only single-input operators are cut below (a join
+/// keeps both inputs in its stage).
+pub fn cut(root: Logical, how: Cut, layout: &Layout, phys: &Schema) -> Vec<Logical> {
+    let mut stages = Vec::new();
+    let top = match how {
+        Cut::Query => root,
+        Cut::Operator => cut_every(root, &mut stages),
+        Cut::Subquery => {
+            let mut stateful = Vec::new();
+            collect_stateful(&root, &mut stateful);
+            let conflict = stateful.len() > 1
+                && matches!(partitioning(&root, layout, phys), Partitioning::Single(_));
+            if conflict {
+                cut_stateful(root, &mut stages)
+            } else {
+                root
+            }
+        }
+    };
+    stages.push(top);
+    stages
+}
+
+/// At each aggregate with state below it, the part below becomes a stage of its own.
+fn cut_stateful(l: Logical, stages: &mut Vec<Logical>) -> Logical {
+    match l {
+        Logical::Aggregate {
+            input,
+            window,
+            keys,
+            aggs,
+            schema,
+        } if contains_stateful(&input) => {
+            let below = cut_stateful(*input, stages);
+            let s = below.schema().clone();
+            stages.push(below);
+            Logical::Aggregate {
+                input: Box::new(stage_scan(stages.len(), &s)),
+                window,
+                keys,
+                aggs,
+                schema,
+            }
+        }
+        Logical::Filter { input, predicate } => Logical::Filter {
+            input: Box::new(cut_stateful(*input, stages)),
+            predicate,
+        },
+        Logical::Project {
+            input,
+            exprs,
+            schema,
+        } => Logical::Project {
+            input: Box::new(cut_stateful(*input, stages)),
+            exprs,
+            schema,
+        },
+        Logical::Lookup {
+            input,
+            table,
+            keys,
+            residual,
+            schema,
+        } => Logical::Lookup {
+            input: Box::new(cut_stateful(*input, stages)),
+            table,
+            keys,
+            residual,
+            schema,
+        },
+        other => other,
+    }
+}
+
+/// Every single-input operator becomes a stage of its own.
+fn cut_every(l: Logical, stages: &mut Vec<Logical>) -> Logical {
+    let below = |input: Box<Logical>, stages: &mut Vec<Logical>| -> Box<Logical> {
+        let inner = cut_every(*input, stages);
+        if matches!(inner, Logical::Scan { .. }) {
+            return Box::new(inner);
+        }
+        let s = inner.schema().clone();
+        stages.push(inner);
+        Box::new(stage_scan(stages.len(), &s))
+    };
+    match l {
+        Logical::Filter { input, predicate } => Logical::Filter {
+            input: below(input, stages),
+            predicate,
+        },
+        Logical::Project {
+            input,
+            exprs,
+            schema,
+        } => Logical::Project {
+            input: below(input, stages),
+            exprs,
+            schema,
+        },
+        Logical::Aggregate {
+            input,
+            window,
+            keys,
+            aggs,
+            schema,
+        } => Logical::Aggregate {
+            input: below(input, stages),
+            window,
+            keys,
+            aggs,
+            schema,
+        },
+        Logical::Lookup {
+            input,
+            table,
+            keys,
+            residual,
+            schema,
+        } => Logical::Lookup {
+            input: below(input, stages),
+            table,
+            keys,
+            residual,
+            schema,
+        },
+        other => other,
+    }
+}
+
+/// How much later than its event time a stage's output row can appear: an interval
+/// join emits a pair when its later row arrives.
+pub fn delay(l: &Logical) -> i64 {
+    let own = match l {
+        Logical::Join {
+            window: JoinWindow::Interval { lo, hi },
+            ..
+        } => hi.max(&0) - lo.min(&0),
+        _ => 0,
+    };
+    own + l.children().iter().map(|c| delay(c)).max().unwrap_or(0)
+}
+
+/// One stage: `input -> Split -> Map(function) -> Merge`. Between stages the merge is
+/// time-ordered (the next stage reads it in serial order); the last uses the setting.
+pub fn stage(
+    input: Plan,
     part: &Partitioning,
     when: Option<Expr>,
     function: &str,
     settings: &Settings,
-    sink: &SinkDef,
+    last: bool,
 ) -> Plan {
     let q = settings.partitions;
     let (q, route, broadcast, strategy) = match part {
@@ -388,15 +578,19 @@ pub fn plan(
         ),
     };
     let merge = match settings.merge {
-        MergeMode::Transparent => MergeKind::TimeOrdered,
-        MergeMode::BestEffort => MergeKind::Union,
+        MergeMode::BestEffort if last => MergeKind::Union,
+        _ => MergeKind::TimeOrdered,
     };
-    let p = Plan::Source(source)
+    input
         .split(q, route, broadcast, strategy)
         .map(function)
-        .merge(merge);
+        .merge(merge)
+}
+
+/// Writes `plan` to `sink`.
+pub fn sink(plan: Plan, sink: &SinkDef) -> Plan {
     Plan::Sink(Sink {
-        input: Box::new(p),
+        input: Box::new(plan),
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
     })

@@ -206,10 +206,13 @@ impl StreamFunction for QueryFn {
         let Some(input) = self.layout.input_of(&row) else {
             return;
         };
-        let cx = Cx {
-            wm: (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64
-                - self.lateness,
+        // Rows made when the input ended (an earlier stage's final results) are never late.
+        let wm = if out.epoch() == u64::MAX {
+            i64::MIN
+        } else {
+            (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64 - self.lateness
         };
+        let cx = Cx { wm };
         self.root.push(input, row, &cx, &mut self.buf);
         self.flush(out);
     }
