@@ -23,16 +23,15 @@ GROUP BY TUMBLE(start, 3600), dur / 60;
 -- partitioning: hash hash((dur / 60)) (group-by keys)
 -- Project window_end, __key0 AS minutes, __agg0 AS calls, __agg1 AS risk, __agg2 AS longest
 --   Aggregate window=TUMBLE(3600) keys=[(dur / 60)] aggs=[count(*), sum(risk), max(dur)]
---     Filter (dur > 0)
---       Lookup table watchlist (50 rows) on [calls.caller = watchlist.number]
---         Scan calls (caller int64, callee int64?, start int64 EVENT TIME, dur int64?)
+--     Lookup table watchlist (50 rows) on [calls.caller = watchlist.number]
+--       Scan calls (caller int64, callee int64?, start int64 EVENT TIME, dur int64?)
 -- == physical plan ==
 -- Sink: Stdout
 --   Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, minutes int64?, calls int64?, risk int64?, longest int64?)
 --     Map: query1 on each of 16 partitions  -> (window_end int64 EVENT TIME, minutes int64?, calls int64?, risk int64?, longest int64?)
 --       worker 0: partitions 0,2,4,6,8,10,12,14
 --       worker 1: partitions 1,3,5,7,9,11,13,15
---       Split: q = 16, route hash((dur / 60)), broadcast none, strategy autosplit
+--       Split: q = 16, route hash((dur / 60)) when (dur > 0), broadcast none, strategy autosplit
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Source: calls = csv data/calls.csv (header)  -> (caller int64, callee int64?, start int64 EVENT TIME, dur int64?)
 --           epoch 60 event-time units, physical window W = 1024 rows, as fast as possible

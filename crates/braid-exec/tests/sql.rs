@@ -112,7 +112,7 @@ const QUERIES: &[(&str, &str)] = &[
     ),
     (
         "lookup",
-        "SELECT window_end, dur / 100 AS bucket, count(*) AS n, sum(risk) AS risk FROM calls JOIN watch ON calls.caller = watch.number GROUP BY TUMBLE(start, 100), dur / 100",
+        "SELECT window_end, dur / 100 AS bucket, count(*) AS n, sum(risk) AS risk FROM calls JOIN watch ON calls.caller = watch.number WHERE dur > 50 AND risk > 1 GROUP BY TUMBLE(start, 100), dur / 100",
     ),
     (
         "interval_join",

@@ -413,7 +413,8 @@ fn query_job(
     let settings = script.catalog.settings.clone();
     // The cut does not depend on `parallel`: a serial run has the same stages, each in
     // one partition.
-    let mut stages = physical::cut(logical.clone(), settings.stages, &layout, &source.schema);
+    let pushed = physical::push_filters_down(logical.clone());
+    let mut stages = physical::cut(pushed, settings.stages, &layout, &source.schema);
     let late = Arc::new(
         LateRows::new(settings.late_path.as_deref())
             .map_err(|e| Error::Plan(format!("cannot create the late-row file: {e}")))?,

@@ -320,6 +320,124 @@ fn collect_stateful<'a>(l: &'a Logical, out: &mut Vec<&'a Logical>) {
     }
 }
 
+/// Moves filters down towards the scans: below a projection (rewritten over its input)
+/// and below a table lookup when they read only stream columns. A filter that reaches a
+/// scan can then move into the balancer ([`pull_scan_filter`]).
+pub fn push_filters_down(l: Logical) -> Logical {
+    match l {
+        Logical::Filter { input, predicate } => match *input {
+            Logical::Project {
+                input: inner,
+                exprs,
+                schema,
+            } => {
+                let p = predicate.map_columns(&|i, _| exprs[i].clone());
+                Logical::Project {
+                    input: Box::new(push_filters_down(Logical::Filter {
+                        input: inner,
+                        predicate: p,
+                    })),
+                    exprs,
+                    schema,
+                }
+            }
+            Logical::Lookup {
+                input: inner,
+                table,
+                keys,
+                residual,
+                schema,
+            } => {
+                // Conditions on stream columns go below the lookup; the rest stay above.
+                let arity = inner.schema().arity();
+                let (below, above): (Vec<Expr>, Vec<Expr>) = super::compile::conjuncts(predicate)
+                    .into_iter()
+                    .partition(|c| c.columns().iter().all(|&i| i < arity));
+                let inner = match super::compile::and_all(below) {
+                    Some(p) => push_filters_down(Logical::Filter {
+                        input: inner,
+                        predicate: p,
+                    }),
+                    None => push_filters_down(*inner),
+                };
+                let lookup = Logical::Lookup {
+                    input: Box::new(inner),
+                    table,
+                    keys,
+                    residual,
+                    schema,
+                };
+                match super::compile::and_all(above) {
+                    Some(p) => Logical::Filter {
+                        input: Box::new(lookup),
+                        predicate: p,
+                    },
+                    None => lookup,
+                }
+            }
+            other => Logical::Filter {
+                input: Box::new(push_filters_down(other)),
+                predicate,
+            },
+        },
+        Logical::Project {
+            input,
+            exprs,
+            schema,
+        } => Logical::Project {
+            input: Box::new(push_filters_down(*input)),
+            exprs,
+            schema,
+        },
+        Logical::Aggregate {
+            input,
+            window,
+            keys,
+            aggs,
+            schema,
+        } => Logical::Aggregate {
+            input: Box::new(push_filters_down(*input)),
+            window,
+            keys,
+            aggs,
+            schema,
+        },
+        Logical::Lookup {
+            input,
+            table,
+            keys,
+            residual,
+            schema,
+        } => Logical::Lookup {
+            input: Box::new(push_filters_down(*input)),
+            table,
+            keys,
+            residual,
+            schema,
+        },
+        Logical::Join {
+            left,
+            right,
+            equi,
+            residual,
+            window,
+            schema,
+        } => Logical::Join {
+            left: Box::new(push_filters_down(*left)),
+            right: Box::new(push_filters_down(*right)),
+            equi,
+            residual,
+            window,
+            schema,
+        },
+        Logical::Union { inputs, schema } => Logical::Union {
+            inputs: inputs.into_iter().map(push_filters_down).collect(),
+            schema,
+        },
+        scan @ Logical::Scan { .. } => scan,
+    }
+}
+
 /// Moves a filter that sits right above the (only) scan into the balancer: returns the
 /// predicate over the physical row and removes the filter from the plan.
 pub fn pull_scan_filter(l: &mut Logical, layout: &Layout, phys: &Schema) -> Option<Expr> {

@@ -1,0 +1,36 @@
+-- Filters move towards the scan: conditions on stream columns go below the projection
+-- and the table lookup, then into the balancer; conditions on table columns stay.
+CREATE STREAM calls (caller BIGINT, start BIGINT NOT NULL, dur BIGINT) WITH (path = 'c.csv', event_time = 'start');
+CREATE TABLE watch (number BIGINT, risk BIGINT) WITH (path = 'watch.csv');
+SELECT window_end, minutes, count(*) AS n
+FROM (SELECT start, dur / 60 AS minutes, risk FROM calls JOIN watch ON calls.caller = watch.number) AS x
+WHERE minutes > 1 AND risk > 1
+GROUP BY TUMBLE(start, 60), minutes;
+
+-- EXPECTED (regenerate: BRAID_BLESS=1 cargo test -p braid-cli --test tests golden)
+-- query 1
+-- == logical plan ==
+-- Project window_end, minutes, __agg0 AS n
+--   Aggregate window=TUMBLE(60) keys=[minutes] aggs=[count(*)]
+--     Filter ((minutes > 1) AND (risk > 1))
+--       Project start, (dur / 60) AS minutes, risk
+--         Lookup table watch (1 rows) on [calls.caller = watch.number]
+--           Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- == optimized plan ==
+-- partitioning: hash hash((dur / 60)) (group-by keys)
+-- Project window_end, minutes, __agg0 AS n
+--   Aggregate window=TUMBLE(60) keys=[minutes] aggs=[count(*)]
+--     Project start, (dur / 60) AS minutes, risk
+--       Filter (risk > 1)
+--         Lookup table watch (1 rows) on [calls.caller = watch.number]
+--           Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- == physical plan ==
+-- Sink: Stdout
+--   Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, minutes int64?, n int64?)
+--     Map: query1 on each of 16 partitions  -> (window_end int64 EVENT TIME, minutes int64?, n int64?)
+--       worker 0: partitions 0,2,4,6,8,10,12,14
+--       worker 1: partitions 1,3,5,7,9,11,13,15
+--       Split: q = 16, route hash((dur / 60)) when ((dur / 60) > 1), broadcast none, strategy autosplit
+--         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
+--           epoch 1 event-time units, physical window W = 1024 rows, as fast as possible
