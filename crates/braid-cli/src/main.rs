@@ -40,6 +40,15 @@ enum Command {
     Run(QueryArgs),
     /// Interactive shell: enter statements, results stream to the screen.
     Shell(QueryArgs),
+    /// Convert a CSV input (flags as for `run`: --csv, --schema, --header, --event-time,
+    /// --epoch, --window) to a Braid binary batch file.
+    Convert {
+        #[command(flatten)]
+        query: QueryArgs,
+        /// The binary file to write.
+        #[arg(long = "to")]
+        to: PathBuf,
+    },
     /// Write the input files of the query examples (examples/*.sql) into a directory.
     ExamplesData {
         /// Output directory.
@@ -93,6 +102,10 @@ enum Lrb {
         /// Output directory.
         #[arg(short = 'o', long)]
         out: PathBuf,
+        /// Also write the input as a Braid binary batch file (input.bin), which
+        /// `braid lrb run --input input.bin` replays without parsing.
+        #[arg(long)]
+        binary: bool,
     },
     /// Run Linear Road: replay the input by its Time field (real time by default), write
     /// the outputs with Emit stamped, report response times per type.
@@ -550,6 +563,27 @@ fn real_main() -> Result<()> {
             let path = query.script.as_deref().context("script")?;
             sql_cmd::explain_file(path, query.workers * query.processes, dot, &registry)?;
         }
+        Command::Convert { query, to } => {
+            if query.csv.is_none() {
+                bail!("convert reads CSV: give --csv FILE (and --schema)");
+            }
+            let plan = build(&query)?;
+            let t = std::time::Instant::now();
+            let (rows, rejects) = braid_exec::source::binary::convert(
+                plan.leaf_source(),
+                &to,
+                &run_config(&query)?.read,
+                &registry,
+            )?;
+            if rejects.count > 0 {
+                eprint!("{rejects}");
+            }
+            eprintln!(
+                "braid: wrote {rows} rows to {} in {:.2} s",
+                to.display(),
+                t.elapsed().as_secs_f64()
+            );
+        }
         Command::ExamplesData {
             dir,
             rows,
@@ -603,6 +637,7 @@ fn real_main() -> Result<()> {
                 profile,
                 seed,
                 out,
+                binary,
             } => {
                 let profile = profile.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
                 let cfg = linear_road::generate::GenConfig {
@@ -637,6 +672,32 @@ fn real_main() -> Result<()> {
                     secs,
                     stats.tuples as f64 / secs.max(1e-9)
                 );
+                if binary {
+                    let t = std::time::Instant::now();
+                    let mut plan = Plan::source(
+                        "lrb",
+                        SourceSpec::Csv {
+                            path: out.join("input.csv"),
+                            header: false,
+                        },
+                        linear_road::app::input_schema(),
+                    );
+                    plan.leaf_source_mut().window = 4096;
+                    let (rows, rejects) = braid_exec::source::binary::convert(
+                        plan.leaf_source(),
+                        &out.join("input.bin"),
+                        &ReadOptions::default(),
+                        &registry,
+                    )?;
+                    if rejects.count > 0 {
+                        eprint!("{rejects}");
+                    }
+                    eprintln!(
+                        "braid: wrote {rows} rows to {} in {:.2} s",
+                        out.join("input.bin").display(),
+                        t.elapsed().as_secs_f64()
+                    );
+                }
             }
             Lrb::Run {
                 input,

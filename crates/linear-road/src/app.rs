@@ -524,13 +524,18 @@ pub fn run_files(
         Arc::new(segments),
         sink.clone(),
     );
-    let plan = plan(
+    // A `.bin` input is a Braid binary batch file (`braid lrb generate --binary`).
+    let spec = if input.extension().is_some_and(|e| e == "bin") {
+        SourceSpec::Binary {
+            path: input.to_path_buf(),
+        }
+    } else {
         SourceSpec::Csv {
             path: input.to_path_buf(),
             header: false,
-        },
-        opts,
-    );
+        }
+    };
+    let plan = plan(spec, opts);
     let run_report = braid_exec::runtime::run(&plan, &registry, cfg)?;
     sink.flush()
         .map_err(|e| Error::io("flushing the output", e))?;

@@ -121,3 +121,30 @@ impl Feed for BinaryFeed {
         }
     }
 }
+
+/// Reads all of `source` (as worker 0 of 1) and writes it to a binary batch file at
+/// `out`, window by window. Returns the rows written and the malformed-record report.
+pub fn convert(
+    source: &Source,
+    out: &Path,
+    opts: &super::ReadOptions,
+    registry: &braid_plan::function::Registry,
+) -> Result<(u64, Rejects)> {
+    let counters = std::sync::Arc::new(super::Counters::default());
+    let mut feed = super::open(source, 0, 1, opts, counters, registry)?
+        .ok_or_else(|| Error::Internal("worker 0 reads every source".into()))?;
+    let mut writer = BinaryWriter::create(out, source.schema.arity())?;
+    let mut rows = 0u64;
+    loop {
+        match feed.next()? {
+            Next::Window(epoch, batch) => {
+                rows += batch.len() as u64;
+                writer.write(epoch, &batch)?;
+            }
+            Next::Wait => std::thread::sleep(std::time::Duration::from_micros(200)),
+            Next::Done => break,
+        }
+    }
+    writer.finish()?;
+    Ok((rows, feed.rejects()))
+}
