@@ -535,6 +535,17 @@ fn print_lr_run(run: &linear_road::app::LrRun, opts: &linear_road::app::LrOption
             print!("{r}");
         }
     }
+    let (ir, it) = (
+        run.ignored
+            .reports
+            .load(std::sync::atomic::Ordering::Relaxed),
+        run.ignored.types.load(std::sync::atomic::Ordering::Relaxed),
+    );
+    if ir + it > 0 {
+        println!(
+            "ignored: {ir} position report(s) with Lane, Dir or Seg out of range, {it} record(s) of unknown Type"
+        );
+    }
     let late: u64 = run.stats.late.iter().sum();
     if opts.speed.is_some() {
         println!("deadlines: {}", if late == 0 { "PASS" } else { "FAIL" });

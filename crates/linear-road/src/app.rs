@@ -55,6 +55,16 @@ pub fn output_schema() -> Schema {
 pub struct LinearRoad {
     tolls: Arc<TollHistory>,
     segments: Arc<SegmentHistory>,
+    ignored: Arc<Ignored>,
+}
+
+/// Records the partitions ignored, summed when each partition finishes.
+#[derive(Debug, Default)]
+pub struct Ignored {
+    /// Position reports with Lane, Dir or Seg out of range.
+    pub reports: std::sync::atomic::AtomicU64,
+    /// Records whose Type is not 0-4.
+    pub types: std::sync::atomic::AtomicU64,
 }
 
 impl StreamFunctionFactory for LinearRoad {
@@ -69,6 +79,7 @@ impl StreamFunctionFactory for LinearRoad {
 
     fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction> {
         Box::new(Adapter {
+            ignored: self.ignored.clone(),
             part: Partition::new(self.tolls.clone(), self.segments.clone()),
             buf: Vec::new(),
             partition: i64::from(partition),
@@ -78,6 +89,7 @@ impl StreamFunctionFactory for LinearRoad {
 }
 
 struct Adapter {
+    ignored: Arc<Ignored>,
     part: Partition,
     buf: Vec<Emitted>,
     partition: i64,
@@ -151,6 +163,10 @@ impl StreamFunction for Adapter {
     }
 
     fn finish(&mut self, out: &mut Emitter<'_>) {
+        let s = self.part.stats();
+        use std::sync::atomic::Ordering::Relaxed;
+        self.ignored.reports.fetch_add(s.ignored_reports, Relaxed);
+        self.ignored.types.fetch_add(s.ignored_types, Relaxed);
         self.part.finish(&mut self.buf);
         emit_all(&mut self.buf, out, self.partition, self.partitions);
     }
@@ -462,16 +478,26 @@ pub fn plan(input: SourceSpec, opts: &LrOptions) -> Plan {
         .sink(SinkSpec::Native(SINK.into()))
 }
 
-/// Registers the stream function, combiner and sink.
+/// Registers the stream function, combiner and sink; returns the counters of ignored
+/// records (read them after the run).
 pub fn register(
     registry: &mut Registry,
     tolls: Arc<TollHistory>,
     segments: Arc<SegmentHistory>,
     sink: Arc<OutputSink>,
-) {
-    registry.add_function(FUNCTION, Arc::new(LinearRoad { tolls, segments }));
+) -> Arc<Ignored> {
+    let ignored = Arc::new(Ignored::default());
+    registry.add_function(
+        FUNCTION,
+        Arc::new(LinearRoad {
+            tolls,
+            segments,
+            ignored: ignored.clone(),
+        }),
+    );
     registry.add_combiner(COMBINER, Arc::new(BalanceCombiner));
     registry.add_sink(SINK, sink);
+    ignored
 }
 
 /// What a Linear Road run did.
@@ -484,6 +510,8 @@ pub struct LrRun {
     pub load_seconds: f64,
     /// Toll-history rows loaded, and bad lines.
     pub history_rows: (u64, u64),
+    /// Records the stream function ignored (out-of-range reports, unknown types).
+    pub ignored: Arc<Ignored>,
 }
 
 /// Runs Linear Road on files: loads the histories, runs the plan, writes `output`.
@@ -518,7 +546,7 @@ pub fn run_files(
         )
     })?);
     let mut registry = Registry::with_builtins();
-    register(
+    let ignored = register(
         &mut registry,
         Arc::new(tolls),
         Arc::new(segments),
@@ -550,6 +578,7 @@ pub fn run_files(
         stats,
         load_seconds,
         history_rows: (report.rows, report.bad_lines),
+        ignored,
     })
 }
 

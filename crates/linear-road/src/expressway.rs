@@ -210,6 +210,8 @@ pub struct PartitionStats {
     pub pending_balances: usize,
     /// Position reports ignored because Lane, Dir or Seg was out of range.
     pub ignored_reports: u64,
+    /// Records ignored because their Type is not 0-4.
+    pub ignored_types: u64,
     /// Approximate heap bytes held by the partition (histories excluded).
     pub heap_bytes: usize,
 }
@@ -648,6 +650,7 @@ pub struct Partition {
     group_minute: i64,
     pending: Vec<BalanceRequest>,
     ignored: u64,
+    ignored_types: u64,
 }
 
 impl std::fmt::Debug for Partition {
@@ -673,6 +676,7 @@ impl Partition {
             group_minute: i64::MIN,
             pending: Vec::new(),
             ignored: 0,
+            ignored_types: 0,
         }
     }
 
@@ -713,7 +717,7 @@ impl Partition {
                     }));
                 }
             }
-            _ => {}
+            _ => self.ignored_types += 1,
         }
     }
 
@@ -756,6 +760,7 @@ impl Partition {
             minute_groups: self.groups.len(),
             pending_balances: self.pending.len(),
             ignored_reports: self.ignored,
+            ignored_types: self.ignored_types,
             heap_bytes,
         }
     }
@@ -940,6 +945,19 @@ fn travel_time(h: &SegmentHistory, t: &Input) -> Option<(i64, i64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_types_and_out_of_range_reports_are_counted() {
+        let mut p = partition();
+        let mut f = [0i64; 15];
+        f[0] = 7; // no such type
+        let mut out = Vec::new();
+        p.process(&Input::from_fields(f), &mut out);
+        p.process(&rep(30, 1, 50, 0, 9, 0, 10, 0), &mut out); // lane 9
+        let s = p.stats();
+        assert_eq!((s.ignored_types, s.ignored_reports), (1, 1));
+        assert!(out.is_empty());
+    }
 
     fn partition() -> Partition {
         Partition::new(
