@@ -206,6 +206,44 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
         };
         std::fs::write(a.out.join(&file), chart.to_svg(900, 420))?;
         let _ = writeln!(md, "\n![response times, L = {}]({file})", c.l);
+        if !c.load.is_empty() {
+            let tput = format!("lr-rating-throughput-L{}.svg", c.l);
+            let chart = Chart {
+                title: format!(
+                    "Linear Road, L = {}: input rows per second (real time)",
+                    c.l
+                ),
+                x_label: "wall time (s)".into(),
+                y_label: "input rows/s".into(),
+                series: vec![Series::line(
+                    "rows/s",
+                    c.load.iter().map(|&(t, r, _)| (t, r)).collect(),
+                )],
+                ..Chart::default()
+            };
+            std::fs::write(a.out.join(&tput), chart.to_svg(900, 360))?;
+            let cpu = format!("lr-rating-cpu-L{}.svg", c.l);
+            let chart = Chart {
+                title: format!(
+                    "Linear Road, L = {}: CPU cores used by Braid (of {} workers)",
+                    c.l, a.workers
+                ),
+                x_label: "wall time (s)".into(),
+                y_label: "cores".into(),
+                series: vec![Series::line(
+                    "cores",
+                    c.load.iter().map(|&(t, _, cpu)| (t, cpu)).collect(),
+                )],
+                hlines: vec![(a.workers as f64, format!("{} cores", a.workers))],
+                ..Chart::default()
+            };
+            std::fs::write(a.out.join(&cpu), chart.to_svg(900, 360))?;
+            let _ = writeln!(
+                md,
+                "\n![throughput, L = {l}]({tput})\n\n![CPU, L = {l}]({cpu})",
+                l = c.l
+            );
+        }
     }
     std::fs::write(a.out.join("linear-road-rating.md"), md)?;
     eprintln!(

@@ -89,6 +89,8 @@ pub struct Candidate {
     pub millis: [[u64; 3]; 5],
     /// Max response time (ms) per simulation second, per type.
     pub series: [Vec<(i64, u64)>; 5],
+    /// Per wall-clock second of the run: (seconds since start, input rows/s, CPU cores).
+    pub load: Vec<(f64, f64, f64)>,
     /// Validation of the sampled copies.
     pub validation: Vec<(u32, Report)>,
     /// Everything on time and every sampled copy valid.
@@ -100,6 +102,8 @@ struct Replicated {
     gen: GenConfig,
     copies: u32,
     window: usize,
+    /// Rows handed to the engine so far (for the throughput plot).
+    handed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl SourceFactory for Replicated {
@@ -157,18 +161,24 @@ impl SourceFactory for Replicated {
             );
             flush(&mut second, &mut stop);
         });
-        Some(Box::new(ChannelSource { rx }))
+        Some(Box::new(ChannelSource {
+            rx,
+            handed: self.handed.clone(),
+        }))
     }
 }
 
 struct ChannelSource {
     rx: Receiver<(u64, Batch)>,
+    handed: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl NativeSource for ChannelSource {
     fn next(&mut self, out: &mut Batch) -> std::io::Result<SourceNext> {
         match self.rx.try_recv() {
             Ok((epoch, b)) => {
+                self.handed
+                    .fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 *out = b;
                 Ok(SourceNext::Window(epoch))
             }
@@ -325,12 +335,14 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         Arc::new(segments),
         sink.clone(),
     );
+    let handed = Arc::new(std::sync::atomic::AtomicU64::new(0));
     registry.add_source(
         SOURCE,
         Arc::new(Replicated {
             gen: gen.clone(),
             copies,
             window: 1024,
+            handed: handed.clone(),
         }),
     );
     let opts = LrOptions {
@@ -346,7 +358,33 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         ..Default::default()
     };
     let cpu0 = braid_exec::host::process_cpu();
-    let report = braid_exec::runtime::run(&plan, &registry, &run_cfg)?;
+    // Once a second: input rows/s and CPU cores used, for the report's plots.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (stop, handed) = (stop.clone(), handed.clone());
+        std::thread::spawn(move || {
+            use std::sync::atomic::Ordering::Relaxed;
+            let start = std::time::Instant::now();
+            let (mut rows, mut cpu, mut at) = (0u64, braid_exec::host::process_cpu(), 0.0);
+            let mut load = Vec::new();
+            while !stop.load(Relaxed) {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                let (r, c, t) = (
+                    handed.load(Relaxed),
+                    braid_exec::host::process_cpu(),
+                    start.elapsed().as_secs_f64(),
+                );
+                let dt = (t - at).max(1e-9);
+                load.push((t, (r - rows) as f64 / dt, (c - cpu) / dt));
+                (rows, cpu, at) = (r, c, t);
+            }
+            load
+        })
+    };
+    let report = braid_exec::runtime::run(&plan, &registry, &run_cfg);
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let load = sampler.join().unwrap_or_default();
+    let report = report?;
     let cpu_seconds = braid_exec::host::process_cpu() - cpu0;
     let peak_rss_mb = braid_exec::host::peak_rss_mb();
     let stats = std::mem::take(
@@ -426,6 +464,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         late,
         millis,
         series: series.map(|m| m.into_iter().collect()),
+        load,
         validation,
         passed,
     })
