@@ -241,18 +241,15 @@ every worker and is the one that shows the parallel speed-up.\n\n\
 stateful operators need different partitionings), `'operator'` makes every operator a \
 stage, `'subquery'` (the default, StreamCloud's choice) starts a stage only at a \
 stateful operator whose input is partitioned differently. Each stage is a split, a map \
-and a time-ordered merge. Unlike StreamCloud's subclusters, every Braid stage runs on \
+and a merge. Unlike StreamCloud's subclusters, every Braid stage runs on \
 all workers, so this measures the cost of the extra exchange steps, not subcluster \
 sizing. fraud has one stateful operator (query and subquery cuts coincide); \
 calls_and_texts (`examples/calls_and_texts.sql`) has two, keyed differently.\n\n{cut_md}\n\
 Raw numbers: [sql-stages.csv](sql-stages.csv). fraud's query and subquery rows run the \
 same plan: their difference is this machine's run-to-run noise.\n\n\
-A stage boundary is built for exactness: the earlier stage's output goes through a \
-time-ordered merge and is numbered again on worker 0, so the next stage reads it in \
-serial order. Every row crossing a boundary therefore passes through one worker; with a \
-cheap join that funnel costs more than running the join in parallel saves, and \
-StreamCloud's advantage for the subquery cut does not show here. Boundaries that feed \
-order-insensitive operators (time-window aggregates) could skip the funnel.\n\n\
+Between stages rows are not collected anywhere: each is keyed by a hash of its values \
+where it is, and the next stage's split routes it on.\
+\n\n\
 ## StreamAPAS micro-benchmark latency\n\n\
 `examples/streamapas.sql` (two count windows of 500, join on value1 < value2, selection \
 value1 < 50) replayed in real time (`speed = 1`, epoch 100 ms), 1,000 tuples per generator \

@@ -582,6 +582,15 @@ pub fn stable_hash(v: Value<'_>) -> i64 {
     (h >> 1) as i64
 }
 
+/// A 63-bit hash of a row's values (the broadcast bit of a lane is never set).
+pub fn row_hash(row: &Row<'_>) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for c in 0..row.arity() {
+        h = (h ^ stable_hash(row.get(c)) as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h & !crate::batch::RowKey::BROADCAST
+}
+
 fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
     match f {
         Func::Abs => match args.first().map(|a| a.eval(row)) {

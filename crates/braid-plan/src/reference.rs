@@ -157,9 +157,10 @@ struct StageInput {
     rows: Vec<(u64, u64)>,
 }
 
-/// What a split over `plan` reads: a source's rows, or the output of an earlier stage in
-/// serial order (epoch, key, then values), numbered again from 0 — as the engine does
-/// when a split reads a merge.
+/// What a split over `plan` reads: a source's rows, or the output of an earlier stage
+/// keyed by a hash of its values and ordered by (epoch, hash, values) — as the engine
+/// does when a split reads a merge (no row's position depends on the worker that made
+/// it, so no worker has to put them in order).
 fn stage_input(plan: &Plan, registry: &Registry, input: &Batch) -> Result<StageInput> {
     if let Plan::Source(s) = plan {
         let rows = source_rows(s, input)
@@ -171,20 +172,23 @@ fn stage_input(plan: &Plan, registry: &Registry, input: &Batch) -> Result<StageI
             rows,
         });
     }
-    let mut out = eval(plan, registry, input)?;
-    out.sort_by(|a, b| (a.epoch, a.key, &a.values).cmp(&(b.epoch, b.key, &b.values)));
-    let mut batch = Batch::with_capacity(plan.schema(registry)?.arity(), out.len());
-    let mut rows = Vec::with_capacity(out.len());
-    for (i, r) in out.iter().enumerate() {
+    let out = eval(plan, registry, input)?;
+    let arity = plan.schema(registry)?.arity();
+    let mut tmp = Batch::new(arity);
+    let mut keyed: Vec<(u64, u64, &[Scalar])> = Vec::with_capacity(out.len());
+    for r in &out {
+        tmp.clear();
         let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
-        batch.push(
-            RowKey {
-                seq: i as u64,
-                lane: 0,
-            },
-            &vals,
-        );
-        rows.push((r.epoch, i as u64));
+        tmp.push(RowKey::default(), &vals);
+        keyed.push((r.epoch, crate::expr::row_hash(&tmp.row(0)), &r.values));
+    }
+    keyed.sort();
+    let mut batch = Batch::with_capacity(arity, keyed.len());
+    let mut rows = Vec::with_capacity(keyed.len());
+    for (epoch, h, values) in keyed {
+        let vals: Vec<Value<'_>> = values.iter().map(|s| s.as_value()).collect();
+        batch.push(RowKey { seq: h, lane: 0 }, &vals);
+        rows.push((epoch, h));
     }
     Ok(StageInput { batch, rows })
 }

@@ -116,8 +116,8 @@ fn node<'s>(
     })
 }
 
-/// What a split reads: the source, or an earlier stage's merged output put back in
-/// serial order on worker 0 and numbered again (see [`resequence`]).
+/// What a split reads: the source, or an earlier stage's merged output with each row
+/// keyed by a hash of its values (see [`rekey`]).
 fn split_input<'s>(
     scope: Scope<'s, u64>,
     plan: &Plan,
@@ -129,65 +129,30 @@ fn split_input<'s>(
     let upstream = node(scope, plan, registry, input, place, shared)?;
     Ok(match plan {
         Plan::Source(_) => upstream,
-        _ => resequence(upstream),
+        _ => rekey(upstream),
     })
 }
 
-/// Collects each complete epoch of a stage's output on worker 0, orders it serially (key,
-/// then values for equal keys) and gives the rows new sequence numbers counting on from
-/// the previous epoch: the next stage reads it like a source (the reference interpreter
-/// does the same).
-fn resequence(input: Windows<'_>) -> Windows<'_> {
+/// Keys every row of an earlier stage's output by a hash of its values, where it is:
+/// the next stage then processes an epoch's rows in hash order, the same whatever worker
+/// made them, so no worker has to collect and order them (the reference interpreter
+/// keys them alike).
+fn rekey(input: Windows<'_>) -> Windows<'_> {
     use braid_plan::batch::RowKey;
+    use timely::dataflow::channels::pact::Pipeline;
     use timely::dataflow::operators::generic::Operator;
-    input.unary_frontier::<WindowBuilder, _, _, _>(to_worker(0), "Resequence", |_, _| {
-        let mut stash: stash::EpochStash<Vec<Batch>> = stash::EpochStash::new();
-        let mut next = 0u64;
-        let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
-        move |(input, frontier), output| {
+    input.unary::<WindowBuilder, _, _, _>(Pipeline, "Rekey", |_, _| {
+        move |input, output| {
             input.for_each(|cap, data| {
-                if let Some(batches) = stash.at(&cap, Vec::new) {
-                    batches.extend(data.drain(..).map(|w| w.batch));
+                let mut session = output.session(&cap);
+                for mut w in data.drain(..) {
+                    for i in 0..w.batch.len() {
+                        let h = braid_plan::expr::row_hash(&w.batch.row(i));
+                        w.batch.keys_mut()[i] = RowKey { seq: h, lane: 0 };
+                    }
+                    session.give(w);
                 }
             });
-            while let Some((_, cap, batches)) = stash.pop_complete(frontier) {
-                let Some(arity) = batches.first().map(|b| b.arity()) else {
-                    continue;
-                };
-                order.clear();
-                for (b, batch) in batches.iter().enumerate() {
-                    order.extend(
-                        batch
-                            .keys()
-                            .iter()
-                            .enumerate()
-                            .map(|(i, k)| (*k, b as u32, i as u32)),
-                    );
-                }
-                order.sort_by(|x, y| {
-                    x.0.cmp(&y.0).then_with(|| {
-                        let rx = batches[x.1 as usize].row(x.2 as usize).to_scalars();
-                        let ry = batches[y.1 as usize].row(y.2 as usize).to_scalars();
-                        rx.cmp(&ry)
-                    })
-                });
-                let mut out = Batch::with_capacity(arity, order.len());
-                for &(_, b, i) in &order {
-                    out.push_row_of(
-                        &batches[b as usize],
-                        i as usize,
-                        RowKey { seq: next, lane: 0 },
-                    );
-                    next += 1;
-                }
-                if !out.is_empty() {
-                    output.session(&cap).give(Window {
-                        to: 0,
-                        node: 0,
-                        batch: out,
-                    });
-                }
-            }
         }
     })
 }

@@ -657,8 +657,9 @@ pub fn delay(l: &Logical) -> i64 {
     own + l.children().iter().map(|c| delay(c)).max().unwrap_or(0)
 }
 
-/// One stage: `input -> Split -> Map(function) -> Merge`. Between stages the merge is
-/// time-ordered (the next stage reads it in serial order); the last uses the setting.
+/// One stage: `input -> Split -> Map(function) -> Merge`. Between stages the merge is a
+/// union (the next stage keys rows by a hash of their values, so arrival order does not
+/// matter); the last stage's merge follows the setting.
 pub fn stage(
     input: Plan,
     part: &Partitioning,
@@ -696,8 +697,8 @@ pub fn stage(
         ),
     };
     let merge = match settings.merge {
-        MergeMode::BestEffort if last => MergeKind::Union,
-        _ => MergeKind::TimeOrdered,
+        MergeMode::Transparent if last => MergeKind::TimeOrdered,
+        _ => MergeKind::Union,
     };
     input
         .split(q, route, broadcast, strategy)

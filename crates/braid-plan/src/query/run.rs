@@ -20,7 +20,7 @@ use super::catalog::TableDef;
 use super::logical::{AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
 use crate::batch::{Batch, Row, RowKey, Scalar, Value};
 use crate::error::Result;
-use crate::expr::{stable_hash, Expr};
+use crate::expr::Expr;
 use crate::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use crate::types::Schema;
 use std::collections::{BTreeMap, BTreeSet};
@@ -192,14 +192,7 @@ impl QueryFn {
     }
 }
 
-/// A 63-bit hash of a row's values.
-pub fn row_hash(row: &Row<'_>) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for c in 0..row.arity() {
-        h = (h ^ stable_hash(row.get(c)) as u64).wrapping_mul(0x100_0000_01b3);
-    }
-    h & !RowKey::BROADCAST
-}
+pub use crate::expr::row_hash;
 
 impl StreamFunction for QueryFn {
     fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
