@@ -39,7 +39,7 @@ GROUP BY TUMBLE(c.start, 3600), c.dur / 60;
 --       worker 0: partitions 0,2,4,6,8,10,12,14
 --       worker 1: partitions 1,3,5,7,9,11,13,15
 --       Split: q = 16, route hash((dur / 60)), broadcast none, strategy autosplit
---         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Merge: union  -> (caller int64, callee int64?, start int64 EVENT TIME, dur int64?, sender int64, receiver int64?, start int64)
 --           Map: query1_1 on each of 16 partitions  -> (caller int64, callee int64?, start int64 EVENT TIME, dur int64?, sender int64, receiver int64?, start int64)
 --             worker 0: partitions 0,2,4,6,8,10,12,14

@@ -199,9 +199,14 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
         }
         Some(SplitShape::Fsplit) => {
             let est = crate::cost::fsplit_cost(s.q, mix, &costs);
+            let at = if matches!(s.input.as_ref(), Plan::Source(_)) {
+                format!("one splitter on worker {FSPLIT_WORKER}")
+            } else {
+                "one splitter on each worker, where the earlier stage's rows are".to_string()
+            };
             let _ = writeln!(
                 out,
-                "{pad}  shape: fsplit, one splitter on worker {FSPLIT_WORKER}; est. cost {est:.3} per input tuple (b = {b}, a = {})",
+                "{pad}  shape: fsplit, {at}; est. cost {est:.3} per input tuple (b = {b}, a = {})",
                 s.hints.cost_ratio
             );
         }

@@ -38,7 +38,7 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --       worker 0: partitions 0,2
 --       worker 1: partitions 1,3
 --       Split: q = 4, route hash((dur / 60)), broadcast none, strategy autosplit
---         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Merge: union  -> (caller int64?, start int64 EVENT TIME, dur int64?, sender int64?, start int64)
 --           Map: query1_1 on each of 4 partitions  -> (caller int64?, start int64 EVENT TIME, dur int64?, sender int64?, start int64)
 --             worker 0: partitions 0,2
@@ -72,13 +72,13 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --       worker 0: partitions 0,2
 --       worker 1: partitions 1,3
 --       Split: q = 4, route round robin, broadcast none, strategy autosplit
---         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Merge: union  -> (window_start int64, window_end int64 EVENT TIME, key1 int64?, __agg0 int64?)
 --           Map: query2_2 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, key1 int64?, __agg0 int64?)
 --             worker 0: partitions 0,2
 --             worker 1: partitions 1,3
 --             Split: q = 4, route hash((dur / 60)), broadcast none, strategy autosplit
---               shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--               shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --               Merge: union  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --                 Map: query2_1 on each of 4 partitions  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --                   worker 0: partitions 0,2

@@ -29,12 +29,16 @@ pub(crate) fn render<'s>(
         .clone()
         .ok_or_else(|| Error::Internal("split rendered before its shape was resolved".into()))?;
     let router = Router::new(split, registry)?;
+    // A later stage's rows are spread over the workers already: split them where they
+    // are instead of sending them all to one splitter.
+    let local = !matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(_));
     Ok(match shape {
-        SplitShape::Fsplit => splitter(input, router, place, Some(FSPLIT_WORKER), "Fsplit"),
+        SplitShape::Fsplit if local => splitter(input, router, place, At::Local, "Fsplit(local)"),
+        SplitShape::Fsplit => splitter(input, router, place, At::Worker(FSPLIT_WORKER), "Fsplit"),
         SplitShape::Tree(t) => tree(input, router, t, place),
         SplitShape::Parasplit { p, router_fanout } => {
             let routed = window_router(input, p, router_fanout, place);
-            splitter(routed, router, place, None, "WindowSplitter")
+            splitter(routed, router, place, At::Addressed, "WindowSplitter")
         }
     })
 }
@@ -72,7 +76,7 @@ fn route_rows(router: &Router, batch: &Batch, peers: usize, outs: &mut [Batch]) 
     }
 }
 
-fn send_per_worker(outs: &mut [Batch], arity: usize, mut give: impl FnMut(Window)) {
+fn send_per_worker(outs: &mut [Batch], arity: usize, give: &mut dyn FnMut(Window)) {
     for (w, out) in outs.iter_mut().enumerate() {
         if !out.is_empty() {
             let batch = std::mem::replace(out, Batch::new(arity));
@@ -85,42 +89,61 @@ fn send_per_worker(outs: &mut [Batch], arity: usize, mut give: impl FnMut(Window
     }
 }
 
-/// One splitter per window: fsplit (all windows to one worker) or parasplit's window
-/// splitters (windows arrive addressed).
+/// Where a splitter runs.
+enum At {
+    /// On one worker (fsplit over a source).
+    Worker(usize),
+    /// Where each window is addressed (parasplit's window splitters).
+    Addressed,
+    /// Where each window already is (fsplit over an earlier stage's output).
+    Local,
+}
+
+/// Routes one window's rows into per-worker batches and hands them on.
+fn split_window(
+    router: &Router,
+    peers: usize,
+    outs: &mut Vec<Batch>,
+    w: Window,
+    give: &mut dyn FnMut(Window),
+) {
+    let arity = w.batch.arity();
+    if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
+        *outs = (0..peers).map(|_| Batch::new(arity)).collect();
+    }
+    route_rows(router, &w.batch, peers, outs);
+    send_per_worker(outs, arity, give);
+}
+
+/// One splitter per window: fsplit (all windows to one worker, or each worker its own
+/// windows) or parasplit's window splitters (windows arrive addressed).
 fn splitter<'s>(
     input: Windows<'s>,
     router: Router,
     place: Place,
-    only: Option<usize>,
+    at: At,
     name: &str,
 ) -> Windows<'s> {
     let peers = place.peers;
-    let body = move |input: &mut timely::dataflow::operators::generic::InputHandleCore<
-        u64,
-        Vec<Window>,
-        _,
-    >,
-                     output: &mut timely::dataflow::operators::generic::OutputBuilderSession<
-        '_,
-        u64,
-        WindowBuilder,
-    >| {
-        let mut outs: Vec<Batch> = Vec::new();
-        input.for_each(|cap, data| {
-            let mut session = output.session(&cap);
-            for w in data.drain(..) {
-                let arity = w.batch.arity();
-                if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
-                    outs = (0..peers).map(|_| Batch::new(arity)).collect();
+    macro_rules! split_with {
+        ($pact:expr) => {
+            input.unary::<WindowBuilder, _, _, _>($pact, name, move |_, _| {
+                let mut outs: Vec<Batch> = Vec::new();
+                move |input, output| {
+                    input.for_each(|cap, data| {
+                        let mut session = output.session(&cap);
+                        for w in data.drain(..) {
+                            split_window(&router, peers, &mut outs, w, &mut |x| session.give(x));
+                        }
+                    });
                 }
-                route_rows(&router, &w.batch, peers, &mut outs);
-                send_per_worker(&mut outs, arity, |w| session.give(w));
-            }
-        });
-    };
-    match only {
-        Some(worker) => input.unary::<WindowBuilder, _, _, _>(to_worker(worker), name, |_, _| body),
-        None => input.unary::<WindowBuilder, _, _, _>(by_to(), name, |_, _| body),
+            })
+        };
+    }
+    match at {
+        At::Worker(worker) => split_with!(to_worker(worker)),
+        At::Addressed => split_with!(by_to()),
+        At::Local => split_with!(Pipeline),
     }
 }
 
