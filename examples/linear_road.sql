@@ -3,7 +3,10 @@
 -- the Linear Road stream function on each partition, notifications merged by union
 -- and partial balances combined by key. It needs Linear Road's functions registered
 -- (the `linear_road` stream function, the `lr_balance` combiner and the `lr_output`
--- sink); the test `linear_road_is_one_query_text` runs it and validates the answers.
+-- sink): with data from `braid lrb generate -o DIR/lrb`, next to a copy of this file,
+--   braid run DIR/linear_road.sql --workers 2 --lrb-history DIR/lrb --lrb-output DIR/out.csv
+-- and check the answers with `braid lrb validate`. The test
+-- `linear_road_is_one_query_text` does the same.
 CREATE STREAM lrb (type BIGINT NOT NULL, time BIGINT NOT NULL, vid BIGINT NOT NULL,
                    spd BIGINT NOT NULL, xway BIGINT NOT NULL, lane BIGINT NOT NULL,
                    dir BIGINT NOT NULL, seg BIGINT NOT NULL, pos BIGINT NOT NULL,

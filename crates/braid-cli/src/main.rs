@@ -212,6 +212,13 @@ struct QueryArgs {
     /// without it the query is built from the flags below.
     #[arg(value_name = "QUERY.sql")]
     script: Option<PathBuf>,
+    /// For scripts that name Linear Road's functions (examples/linear_road.sql): the
+    /// directory with toll-history.csv (and segment-history.csv, if present).
+    #[arg(long)]
+    lrb_history: Option<PathBuf>,
+    /// Where Linear Road's `lr_output` sink writes (default: standard output).
+    #[arg(long)]
+    lrb_output: Option<PathBuf>,
     /// Use the built-in generator with this many tuples (default source).
     #[arg(long, default_value_t = 1_000_000)]
     tuples: u64,
@@ -457,6 +464,37 @@ fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Result<()
     Ok(())
 }
 
+/// Registers Linear Road's stream function, combiner and sink for a script, loading the
+/// histories from `dir`.
+fn register_lrb(
+    registry: &mut Registry,
+    dir: &std::path::Path,
+    output: Option<&std::path::Path>,
+) -> Result<std::sync::Arc<linear_road::app::OutputSink>> {
+    use linear_road::history::{SegmentHistory, TollHistory};
+    let tolls_path = dir.join("toll-history.csv");
+    let (tolls, _) = TollHistory::load(&tolls_path)
+        .with_context(|| format!("loading {}", tolls_path.display()))?;
+    let seg_path = dir.join("segment-history.csv");
+    let segments = if seg_path.exists() {
+        SegmentHistory::load(&seg_path)
+            .with_context(|| format!("loading {}", seg_path.display()))?
+            .0
+    } else {
+        SegmentHistory::empty()
+    };
+    let sink = std::sync::Arc::new(
+        linear_road::app::OutputSink::create(output, None).context("creating the output")?,
+    );
+    linear_road::app::register(
+        registry,
+        std::sync::Arc::new(tolls),
+        std::sync::Arc::new(segments),
+        sink.clone(),
+    );
+    Ok(sink)
+}
+
 fn run_config(q: &QueryArgs) -> Result<RunConfig> {
     let hosts = match &q.hosts {
         Some(p) => std::fs::read_to_string(p)
@@ -568,7 +606,15 @@ fn real_main() -> Result<()> {
         Command::Run(q) if q.script.is_some() => {
             let cfg = run_config(&q)?;
             let path = q.script.as_deref().context("script")?;
+            let mut registry = registry;
+            let sink = match &q.lrb_history {
+                Some(dir) => Some(register_lrb(&mut registry, dir, q.lrb_output.as_deref())?),
+                None => None,
+            };
             sql_cmd::run_file(path, &cfg, &registry)?;
+            if let Some(sink) = sink {
+                braid_plan::function::SinkFn::flush(sink.as_ref())?;
+            }
         }
         Command::Explain { query, dot } if query.script.is_some() => {
             let path = query.script.as_deref().context("script")?;
