@@ -240,6 +240,87 @@ impl Logical {
         }
     }
 
+    /// Whether the node has exactly one input (Filter, Project, Aggregate, Lookup).
+    pub fn has_single_input(&self) -> bool {
+        matches!(
+            self,
+            Logical::Filter { .. }
+                | Logical::Project { .. }
+                | Logical::Aggregate { .. }
+                | Logical::Lookup { .. }
+        )
+    }
+
+    /// The node with each input replaced by `f(input)`, in order (a join's left, then
+    /// right; a union's inputs); a scan is returned as it is.
+    pub fn map_inputs(self, f: &mut dyn FnMut(Logical) -> Logical) -> Logical {
+        let mut one = |b: Box<Logical>| Box::new(f(*b));
+        match self {
+            scan @ Logical::Scan { .. } => scan,
+            Logical::Filter { input, predicate } => Logical::Filter {
+                input: one(input),
+                predicate,
+            },
+            Logical::Project {
+                input,
+                exprs,
+                schema,
+            } => Logical::Project {
+                input: one(input),
+                exprs,
+                schema,
+            },
+            Logical::Aggregate {
+                input,
+                window,
+                keys,
+                aggs,
+                schema,
+            } => Logical::Aggregate {
+                input: one(input),
+                window,
+                keys,
+                aggs,
+                schema,
+            },
+            Logical::Lookup {
+                input,
+                table,
+                keys,
+                residual,
+                schema,
+            } => Logical::Lookup {
+                input: one(input),
+                table,
+                keys,
+                residual,
+                schema,
+            },
+            Logical::Join {
+                left,
+                right,
+                equi,
+                residual,
+                window,
+                schema,
+            } => {
+                let left = one(left);
+                Logical::Join {
+                    left,
+                    right: one(right),
+                    equi,
+                    residual,
+                    window,
+                    schema,
+                }
+            }
+            Logical::Union { inputs, schema } => Logical::Union {
+                inputs: inputs.into_iter().map(f).collect(),
+                schema,
+            },
+        }
+    }
+
     /// The input streams this subtree reads (indexes), ascending, without repeats.
     pub fn inputs(&self) -> Vec<usize> {
         let mut v = Vec::new();

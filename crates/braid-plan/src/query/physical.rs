@@ -380,61 +380,7 @@ pub fn push_filters_down(l: Logical) -> Logical {
                 predicate,
             },
         },
-        Logical::Project {
-            input,
-            exprs,
-            schema,
-        } => Logical::Project {
-            input: Box::new(push_filters_down(*input)),
-            exprs,
-            schema,
-        },
-        Logical::Aggregate {
-            input,
-            window,
-            keys,
-            aggs,
-            schema,
-        } => Logical::Aggregate {
-            input: Box::new(push_filters_down(*input)),
-            window,
-            keys,
-            aggs,
-            schema,
-        },
-        Logical::Lookup {
-            input,
-            table,
-            keys,
-            residual,
-            schema,
-        } => Logical::Lookup {
-            input: Box::new(push_filters_down(*input)),
-            table,
-            keys,
-            residual,
-            schema,
-        },
-        Logical::Join {
-            left,
-            right,
-            equi,
-            residual,
-            window,
-            schema,
-        } => Logical::Join {
-            left: Box::new(push_filters_down(*left)),
-            right: Box::new(push_filters_down(*right)),
-            equi,
-            residual,
-            window,
-            schema,
-        },
-        Logical::Union { inputs, schema } => Logical::Union {
-            inputs: inputs.into_iter().map(push_filters_down).collect(),
-            schema,
-        },
-        scan @ Logical::Scan { .. } => scan,
+        other => other.map_inputs(&mut push_filters_down),
     }
 }
 
@@ -559,89 +505,26 @@ fn cut_stateful(l: Logical, stages: &mut Vec<Logical>) -> Logical {
                 schema,
             }
         }
-        Logical::Filter { input, predicate } => Logical::Filter {
-            input: Box::new(cut_stateful(*input, stages)),
-            predicate,
-        },
-        Logical::Project {
-            input,
-            exprs,
-            schema,
-        } => Logical::Project {
-            input: Box::new(cut_stateful(*input, stages)),
-            exprs,
-            schema,
-        },
-        Logical::Lookup {
-            input,
-            table,
-            keys,
-            residual,
-            schema,
-        } => Logical::Lookup {
-            input: Box::new(cut_stateful(*input, stages)),
-            table,
-            keys,
-            residual,
-            schema,
-        },
+        // A join keeps both its inputs in its stage.
+        other if other.has_single_input() => other.map_inputs(&mut |i| cut_stateful(i, stages)),
         other => other,
     }
 }
 
 /// Every single-input operator becomes a stage of its own.
 fn cut_every(l: Logical, stages: &mut Vec<Logical>) -> Logical {
-    let below = |input: Box<Logical>, stages: &mut Vec<Logical>| -> Box<Logical> {
-        let inner = cut_every(*input, stages);
+    if !l.has_single_input() {
+        return l;
+    }
+    l.map_inputs(&mut |input| {
+        let inner = cut_every(input, stages);
         if matches!(inner, Logical::Scan { .. }) {
-            return Box::new(inner);
+            return inner;
         }
         let s = inner.schema().clone();
         stages.push(inner);
-        Box::new(stage_scan(stages.len(), &s))
-    };
-    match l {
-        Logical::Filter { input, predicate } => Logical::Filter {
-            input: below(input, stages),
-            predicate,
-        },
-        Logical::Project {
-            input,
-            exprs,
-            schema,
-        } => Logical::Project {
-            input: below(input, stages),
-            exprs,
-            schema,
-        },
-        Logical::Aggregate {
-            input,
-            window,
-            keys,
-            aggs,
-            schema,
-        } => Logical::Aggregate {
-            input: below(input, stages),
-            window,
-            keys,
-            aggs,
-            schema,
-        },
-        Logical::Lookup {
-            input,
-            table,
-            keys,
-            residual,
-            schema,
-        } => Logical::Lookup {
-            input: below(input, stages),
-            table,
-            keys,
-            residual,
-            schema,
-        },
-        other => other,
-    }
+        stage_scan(stages.len(), &s)
+    })
 }
 
 /// How much later than its event time a stage's output row can appear: an interval
