@@ -53,12 +53,20 @@ fn scratch(tag: &str) -> Dir {
     Dir(d)
 }
 
-fn write_calls(path: &Path, calls: &[Call]) {
-    let mut s = String::from("caller,callee,start,dur\n");
-    for (a, b, t, d) in calls {
+fn write_rows(path: &Path, header: &str, rows: &[Call]) {
+    let mut s = format!("{header}\n");
+    for (a, b, t, d) in rows {
         s += &format!("{a},{b},{t},{d}\n");
     }
-    std::fs::write(path, s).expect("write calls");
+    std::fs::write(path, s).expect("write rows");
+}
+
+fn write_calls(path: &Path, calls: &[Call]) {
+    write_rows(path, "caller,callee,start,dur", calls);
+}
+
+fn write_texts(path: &Path, texts: &[Call]) {
+    write_rows(path, "sender,receiver,start,dur", texts);
 }
 
 fn batch_of(calls: &[Call]) -> Batch {
@@ -169,11 +177,7 @@ fn values(rows: &[OutRow]) -> Vec<Vec<Scalar>> {
 fn check(calls: &[Call], texts: &[Call], watch: &[(i64, i64)]) -> Result<(), TestCaseError> {
     let dir = scratch("oracle");
     write_calls(&dir.0.join("calls.csv"), calls);
-    let mut t = String::from("sender,receiver,start,dur\n");
-    for (a, b, s, d) in texts {
-        t += &format!("{a},{b},{s},{d}\n");
-    }
-    std::fs::write(dir.0.join("texts.csv"), t).expect("texts");
+    write_texts(&dir.0.join("texts.csv"), texts);
     let mut w = String::from("number,risk\n");
     for (n, r) in watch {
         w += &format!("{n},{r}\n");
@@ -335,11 +339,7 @@ fn sql_interval_join_matches_a_loop() {
     let texts: Vec<Call> = (0..150).map(|i| (i % 5, 0, i * 3 + 1, i)).collect();
     let dir = scratch("join");
     write_calls(&dir.0.join("calls.csv"), &calls);
-    let mut t = String::from("sender,receiver,start,dur\n");
-    for (a, b, s, d) in &texts {
-        t += &format!("{a},{b},{s},{d}\n");
-    }
-    std::fs::write(dir.0.join("texts.csv"), t).expect("texts");
+    write_texts(&dir.0.join("texts.csv"), &texts);
     std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
     let s = script(
         &dir.0,

@@ -237,15 +237,7 @@ proptest! {
         for strategy in STRATEGIES {
             for (merge, ordered) in [(MergeKind::Union, false), (MergeKind::TimeOrdered, true)] {
                 let p = plan(input.clone(), q, route, bcast, strategy, "running", merge, window);
-                let expected = reference::run(&p, &registry(), &input).expect("reference runs");
-                for workers in [1, 2, 4] {
-                    let got = parallel(&p, workers);
-                    if ordered {
-                        prop_assert_eq!(&got, &expected, "{:?} {} workers, time-ordered", strategy, workers);
-                    } else {
-                        prop_assert_eq!(sorted(got), sorted(expected.clone()), "{:?} {} workers, union", strategy, workers);
-                    }
-                }
+                matches_reference(&p, &input, ordered, &format!("{strategy:?}"))?;
             }
         }
     }
@@ -379,19 +371,41 @@ fn unordered_stream(rows: &[(u8, i64, i64, u8)]) -> Batch {
 
 /// Runs `p` on 1, 2 and 4 workers and compares with the reference: exactly when
 /// `ordered`, as multisets otherwise.
-fn assert_matches_reference(p: &Plan, input: &Batch, ordered: bool, what: &str) {
+/// Runs `p` on 1, 2 and 4 workers: the same sequence as the reference interpreter when
+/// `ordered`, the same multiset otherwise.
+fn matches_reference(
+    p: &Plan,
+    input: &Batch,
+    ordered: bool,
+    what: &str,
+) -> Result<(), TestCaseError> {
     let expected = reference::run(p, &registry(), input).expect("reference runs");
     for workers in [1, 2, 4] {
         let got = parallel(p, workers);
         if ordered {
-            assert_eq!(got, expected, "{what}, {workers} workers, time-ordered");
+            prop_assert_eq!(
+                &got,
+                &expected,
+                "{}, {} workers, time-ordered",
+                what,
+                workers
+            );
         } else {
-            assert_eq!(
+            prop_assert_eq!(
                 sorted(got),
                 sorted(expected.clone()),
-                "{what}, {workers} workers, union"
+                "{}, {} workers, union",
+                what,
+                workers
             );
         }
+    }
+    Ok(())
+}
+
+fn assert_matches_reference(p: &Plan, input: &Batch, ordered: bool, what: &str) {
+    if let Err(e) = matches_reference(p, input, ordered, what) {
+        panic!("{e}");
     }
 }
 
@@ -580,15 +594,7 @@ proptest! {
         for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
             for (merge, ordered) in [(MergeKind::Union, false), (MergeKind::TimeOrdered, true)] {
                 let p = plan(input.clone(), q, route, bcast, strategy, "every_epoch", merge, window);
-                let expected = reference::run(&p, &registry(), &input).expect("reference runs");
-                for workers in [1, 2, 4] {
-                    let got = parallel(&p, workers);
-                    if ordered {
-                        prop_assert_eq!(&got, &expected, "{:?} {} workers, time-ordered", strategy, workers);
-                    } else {
-                        prop_assert_eq!(sorted(got), sorted(expected.clone()), "{:?} {} workers, union", strategy, workers);
-                    }
-                }
+                matches_reference(&p, &input, ordered, &format!("{strategy:?}"))?;
             }
         }
     }
