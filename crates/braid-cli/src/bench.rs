@@ -137,6 +137,9 @@ pub struct SplitArgs {
     /// Only these broadcast fractions (0..1) for the sweep at q = 64.
     #[arg(long, value_delimiter = ',')]
     bs: Option<Vec<f64>>,
+    /// Only these strategies (comma separated: fsplit, maxtree, exptree, parasplit).
+    #[arg(long, value_delimiter = ',')]
+    strategies: Option<Vec<String>>,
 }
 
 /// `braid bench tune`.
@@ -398,6 +401,12 @@ fn split(a: SplitArgs) -> Result<()> {
     for &(q, b) in &pairs {
         for &w in &a.workers {
             for s in STRATEGIES {
+                if !a.strategies.as_ref().is_none_or(|only| {
+                    only.iter()
+                        .any(|o| o.eq_ignore_ascii_case(&format!("{s:?}")))
+                }) {
+                    continue;
+                }
                 let p = plan(gen_spec(min_n, a.rate, b), q, s, a.window)?;
                 let shape = tune::describe(&tune::resolved_shape(&p, &registry, w)?);
                 let m = tune::measure(&p, &registry, w)?;

@@ -179,6 +179,9 @@ pub struct RowKey {
 impl RowKey {
     /// Bit set in `lane` for a row to be copied to several partitions.
     pub const BROADCAST: u64 = 1 << 63;
+    /// Lane of a row a split left in its window for no partition of this worker (the
+    /// row was omitted, or copied to the batch of another worker): `Map` skips it.
+    pub const OMIT: u64 = !RowKey::BROADCAST;
     /// Sequence number of outputs made at the end of an epoch (after all its inputs).
     pub const END_OF_EPOCH: u64 = u64::MAX - 1;
     /// Sequence number of outputs made when the input has ended.

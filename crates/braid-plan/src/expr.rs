@@ -38,6 +38,29 @@ pub enum BinOp {
 }
 
 impl BinOp {
+    /// `=`, `<>`, `<`, `<=`, `>` or `>=`.
+    pub fn is_comparison(&self) -> bool {
+        matches!(
+            self,
+            BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq
+        )
+    }
+
+    /// A comparison's result for operands ordered `ord` (false for other operators).
+    #[inline]
+    pub fn compare(&self, ord: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            BinOp::Eq => ord == Equal,
+            BinOp::NotEq => ord != Equal,
+            BinOp::Lt => ord == Less,
+            BinOp::LtEq => ord != Greater,
+            BinOp::Gt => ord == Greater,
+            BinOp::GtEq => ord != Less,
+            _ => false,
+        }
+    }
+
     fn symbol(&self) -> &'static str {
         match self {
             BinOp::Add => "+",
@@ -519,15 +542,7 @@ fn binary<'a>(op: BinOp, a: Value<'a>, b: Value<'a>) -> Value<'a> {
                 (Str(x), Str(y)) => x.cmp(y),
                 _ => return Null,
             };
-            use std::cmp::Ordering::*;
-            Bool(match op {
-                BinOp::Eq => ord == Equal,
-                BinOp::NotEq => ord != Equal,
-                BinOp::Lt => ord == Less,
-                BinOp::LtEq => ord != Greater,
-                BinOp::Gt => ord == Greater,
-                _ => ord != Less,
-            })
+            Bool(op.compare(ord))
         }
     }
 }

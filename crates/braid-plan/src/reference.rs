@@ -13,7 +13,7 @@
 use crate::batch::{Batch, Datum, RowKey, Scalar, Value};
 use crate::combine::{Groups, KeyedMerge};
 use crate::error::{Error, Result};
-use crate::expr::Expr;
+use crate::expr::{BinOp, Expr};
 use crate::function::{Emitter, Registry, RouteFn, StreamFunction};
 use crate::plan::{MergeKind, Plan, Route, Source, Split};
 use std::collections::BTreeMap;
@@ -68,13 +68,61 @@ pub fn run(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow
 pub struct Router {
     q: u32,
     route: RouteImpl,
-    broadcast: Option<Expr>,
+    broadcast: Option<Compiled>,
 }
 
 enum RouteImpl {
-    Expr(Expr, Option<Expr>),
+    Expr(Compiled, Option<Compiled>),
     Native(RouteFn),
     RoundRobin,
+}
+
+/// A route or broadcast expression with the shapes splits use most (a column; a
+/// column compared with an integer) evaluated straight on the row's datums, which
+/// gives the same value as [`Expr::eval`] without walking the tree.
+enum Compiled {
+    Column(usize),
+    ColumnCmpInt(usize, BinOp, i64, Expr),
+    Expr(Expr),
+}
+
+impl Compiled {
+    fn new(e: &Expr) -> Compiled {
+        match e {
+            Expr::Column(c, _) => Compiled::Column(*c),
+            Expr::Binary(op, l, r) if op.is_comparison() => match (l.as_ref(), r.as_ref()) {
+                (Expr::Column(c, _), Expr::Literal(Scalar::Int(k))) => {
+                    Compiled::ColumnCmpInt(*c, *op, *k, e.clone())
+                }
+                _ => Compiled::Expr(e.clone()),
+            },
+            e => Compiled::Expr(e.clone()),
+        }
+    }
+
+    /// The value as a partition number source: an int, or None.
+    #[inline]
+    fn int(&self, row: &crate::batch::Row<'_>) -> Option<i64> {
+        match self {
+            Compiled::Column(c) => row.int(*c),
+            Compiled::ColumnCmpInt(..) => None,
+            Compiled::Expr(e) => e.eval(row).as_int(),
+        }
+    }
+
+    /// True only when the predicate is true (not null, not false).
+    #[inline]
+    fn holds(&self, row: &crate::batch::Row<'_>) -> bool {
+        match self {
+            Compiled::ColumnCmpInt(c, op, k, e) => match row.datums()[*c] {
+                Datum::Int(v) => op.compare(v.cmp(k)),
+                // Floats, nulls and other types compare as the interpreter does.
+                _ => e.eval(row).is_true(),
+            },
+            Compiled::Column(c) => row.get(*c).is_true(),
+            Compiled::Expr(e) => e.eval(row).is_true(),
+        }
+    }
 }
 
 /// Where a row goes.
@@ -92,14 +140,16 @@ impl Router {
     /// Resolves a split's routing.
     pub fn new(split: &Split, registry: &Registry) -> Result<Router> {
         let route = match &split.route {
-            Route::Expr { expr, when } => RouteImpl::Expr(expr.clone(), when.clone()),
+            Route::Expr { expr, when } => {
+                RouteImpl::Expr(Compiled::new(expr), when.as_ref().map(Compiled::new))
+            }
             Route::Native(name) => RouteImpl::Native(registry.route(name)?.clone()),
             Route::RoundRobin => RouteImpl::RoundRobin,
         };
         Ok(Router {
             q: split.q,
             route,
-            broadcast: split.broadcast.clone(),
+            broadcast: split.broadcast.as_ref().map(Compiled::new),
         })
     }
 
@@ -109,21 +159,18 @@ impl Router {
     pub fn dest(&self, batch: &Batch, i: usize) -> Dest {
         let row = batch.row(i);
         if let Some(b) = &self.broadcast {
-            if b.eval(&row).is_true() {
+            if b.holds(&row) {
                 return Dest::Broadcast;
             }
         }
         let p = match &self.route {
             RouteImpl::Expr(e, when) => {
                 if let Some(w) = when {
-                    if !w.eval(&row).is_true() {
+                    if !w.holds(&row) {
                         return Dest::Omit;
                     }
                 }
-                match e.eval(&row) {
-                    Value::Int(v) => Some(v.rem_euclid(self.q as i64) as u64),
-                    _ => None,
-                }
+                e.int(&row).map(|v| v.rem_euclid(self.q as i64) as u64)
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
@@ -367,5 +414,59 @@ fn targets(dest: Dest, q: u32) -> std::ops::Range<u32> {
         Dest::Omit => 0..0,
         Dest::Partition(p) => p..p + 1,
         Dest::Broadcast => 0..q,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::BinOp;
+
+    /// The compiled shapes give what the interpreter gives, for every datum type.
+    #[test]
+    fn compiled_routes_equal_the_interpreter() {
+        let mut b = Batch::new(2);
+        let rows = [
+            [Value::Int(2), Value::Int(-7)],
+            [Value::Int(3), Value::Null],
+            [Value::Float(2.0), Value::Float(1.5)],
+            [Value::Null, Value::Int(9)],
+            [Value::Str("2"), Value::Bool(true)],
+            [Value::Bool(true), Value::Int(i64::MIN)],
+        ];
+        for (i, r) in rows.iter().enumerate() {
+            b.push(
+                RowKey {
+                    seq: i as u64,
+                    lane: 0,
+                },
+                r,
+            );
+        }
+        let col = |c: usize| Expr::Column(c, format!("c{c}"));
+        let ops = [
+            BinOp::Eq,
+            BinOp::NotEq,
+            BinOp::Lt,
+            BinOp::LtEq,
+            BinOp::Gt,
+            BinOp::GtEq,
+        ];
+        for i in 0..b.len() {
+            let row = b.row(i);
+            for c in 0..2 {
+                for op in ops {
+                    for k in [-7, 2, 3] {
+                        let e = col(c).bin(op, Expr::int(k));
+                        let compiled = Compiled::new(&e);
+                        assert!(matches!(compiled, Compiled::ColumnCmpInt(..)));
+                        assert_eq!(compiled.holds(&row), e.eval(&row).is_true(), "{e} row {i}");
+                    }
+                }
+                let compiled = Compiled::new(&col(c));
+                assert_eq!(compiled.int(&row), col(c).eval(&row).as_int());
+                assert_eq!(compiled.holds(&row), col(c).eval(&row).is_true());
+            }
+        }
     }
 }

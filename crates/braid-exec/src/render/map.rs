@@ -90,23 +90,29 @@ pub(crate) fn render<'s>(
             // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
             let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
             let mut out = Batch::new(out_arity);
+            let mut targets = BroadcastTargets::default();
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
                     if let Some(batches) = stash.at(&cap, Vec::new) {
                         batches.extend(data.drain(..).map(|w| w.batch));
                     }
                 });
-                while let Some((epoch, cap, batches)) = stash.pop_complete(frontier) {
+                while let Some((epoch, cap, mut batches)) = stash.pop_complete(frontier) {
+                    // A splitter's batch holds rows of one source window in order, and
+                    // windows cover disjoint runs of sequence numbers: in the order of
+                    // their first rows, batches from different splitters usually give
+                    // every partition's rows already sorted (which the sort below then
+                    // only checks).
+                    batches.sort_unstable_by_key(|b| b.keys().first().map_or(0, |k| k.seq));
                     for (b, batch) in batches.iter().enumerate() {
                         for (i, key) in batch.keys().iter().enumerate() {
                             let entry = (key.seq, b as u32, i as u32);
                             match RowKey::broadcast_target(key.lane) {
+                                None if key.lane == RowKey::OMIT => {}
                                 None => rows[(key.lane as usize) / peers].push(entry),
-                                Some((modulus, residue)) => {
-                                    for (k, &p) in local.iter().enumerate() {
-                                        if p as u64 % modulus == residue {
-                                            rows[k].push(entry);
-                                        }
+                                Some(class) => {
+                                    for &k in targets.of(class, &local) {
+                                        rows[k as usize].push(entry);
                                     }
                                 }
                             }
@@ -155,6 +161,33 @@ pub(crate) fn render<'s>(
             }
         }),
     )
+}
+
+/// The local partitions a broadcast lane `(modulus, residue)` names, remembered per
+/// lane: a broadcast row then costs one push per partition it reaches, not a test of
+/// every local partition.
+#[derive(Default)]
+struct BroadcastTargets {
+    last: Option<((u64, u64), Vec<u32>)>,
+    seen: std::collections::HashMap<(u64, u64), Vec<u32>>,
+}
+
+impl BroadcastTargets {
+    /// Indexes into `local` of the partitions `p` with `p % modulus == residue`.
+    fn of(&mut self, class: (u64, u64), local: &[u32]) -> &[u32] {
+        if self.last.as_ref().is_none_or(|(c, _)| *c != class) {
+            let list = self.seen.remove(&class).unwrap_or_else(|| {
+                let (modulus, residue) = class;
+                (0..local.len() as u32)
+                    .filter(|&k| local[k as usize] as u64 % modulus.max(1) == residue)
+                    .collect()
+            });
+            if let Some((c, l)) = self.last.replace((class, list)) {
+                self.seen.insert(c, l);
+            }
+        }
+        self.last.as_ref().map_or(&[], |(_, l)| l)
+    }
 }
 
 /// Moves the rows in `out` into a window for this worker, if there are any.

@@ -43,43 +43,90 @@ pub(crate) fn render<'s>(
     })
 }
 
-/// Applies route and broadcast to every row of a window, appending to one batch per
-/// destination worker.
-fn route_rows(router: &Router, batch: &Batch, peers: usize, outs: &mut [Batch]) {
-    let q = router.q() as usize;
-    let hosts = peers.min(q);
-    for i in 0..batch.len() {
-        let seq = batch.key(i).seq;
-        match router.dest(batch, i) {
-            Dest::Omit => {}
-            Dest::Partition(p) => outs[partition_worker(p as u64, peers)].push_row_of(
-                batch,
-                i,
-                RowKey {
-                    seq,
-                    lane: p as u64,
-                },
-            ),
-            Dest::Broadcast => {
-                for out in outs.iter_mut().take(hosts) {
-                    out.push_row_of(
-                        batch,
-                        i,
-                        RowKey {
-                            seq,
-                            lane: RowKey::broadcast_lane(1, 0),
-                        },
-                    );
+/// A splitter's reusable buffers: one batch per destination worker and each row's lane.
+#[derive(Default)]
+struct Scratch {
+    outs: Vec<Batch>,
+    lanes: Vec<u64>,
+}
+
+/// Routes one window's rows and hands them on: rows for this worker (`me`) stay in the
+/// window with their lanes set (no copy; rows for no partition here get
+/// [`RowKey::OMIT`]) when at least a quarter of the rows are this worker's, else are
+/// copied too; rows for other workers are copied into one batch per worker.
+fn split_window(
+    router: &Router,
+    me: usize,
+    peers: usize,
+    scratch: &mut Scratch,
+    mut w: Window,
+    give: &mut dyn FnMut(Window),
+) {
+    let arity = w.batch.arity();
+    let Scratch { outs, lanes } = scratch;
+    if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
+        *outs = (0..peers).map(|_| Batch::new(arity)).collect();
+    }
+    let hosts = peers.min(router.q() as usize);
+    let broadcast = RowKey::broadcast_lane(1, 0);
+    // Pass 1: every row's lane, and how many rows reach this worker.
+    lanes.clear();
+    let mut mine = 0usize;
+    for i in 0..w.batch.len() {
+        let lane = match router.dest(&w.batch, i) {
+            Dest::Omit => RowKey::OMIT,
+            Dest::Partition(p) => p as u64,
+            Dest::Broadcast => broadcast,
+        };
+        mine += usize::from(match lane {
+            RowKey::OMIT => false,
+            l if l == broadcast => me < hosts,
+            p => partition_worker(p, peers) == me,
+        });
+        lanes.push(lane);
+    }
+    let in_place = mine * 4 >= w.batch.len();
+    // Pass 2: copy rows bound for other workers (and for this one unless in place).
+    for (i, &lane) in lanes.iter().enumerate() {
+        let key = RowKey {
+            seq: w.batch.key(i).seq,
+            lane,
+        };
+        if lane == RowKey::OMIT {
+            continue;
+        } else if lane == broadcast {
+            for (wk, out) in outs.iter_mut().enumerate().take(hosts) {
+                if !(in_place && wk == me) {
+                    out.push_row_of(&w.batch, i, key);
                 }
+            }
+        } else {
+            let wk = partition_worker(lane, peers);
+            if !(in_place && wk == me) {
+                outs[wk].push_row_of(&w.batch, i, key);
             }
         }
     }
+    if in_place && mine > 0 {
+        for (k, &lane) in w.batch.keys_mut().iter_mut().zip(lanes.iter()) {
+            k.lane = match lane {
+                RowKey::OMIT => RowKey::OMIT,
+                l if l == broadcast => l,
+                p if partition_worker(p, peers) == me => p,
+                _ => RowKey::OMIT,
+            };
+        }
+        w.to = me as u64;
+        w.node = 0;
+        give(w);
+    }
+    send_per_worker(outs, arity, give);
 }
 
 fn send_per_worker(outs: &mut [Batch], arity: usize, give: &mut dyn FnMut(Window)) {
     for (w, out) in outs.iter_mut().enumerate() {
         if !out.is_empty() {
-            let batch = std::mem::replace(out, Batch::new(arity));
+            let batch = std::mem::replace(out, Batch::with_capacity(arity, out.len()));
             give(Window {
                 to: w as u64,
                 node: 0,
@@ -99,22 +146,6 @@ enum At {
     Local,
 }
 
-/// Routes one window's rows into per-worker batches and hands them on.
-fn split_window(
-    router: &Router,
-    peers: usize,
-    outs: &mut Vec<Batch>,
-    w: Window,
-    give: &mut dyn FnMut(Window),
-) {
-    let arity = w.batch.arity();
-    if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
-        *outs = (0..peers).map(|_| Batch::new(arity)).collect();
-    }
-    route_rows(router, &w.batch, peers, outs);
-    send_per_worker(outs, arity, give);
-}
-
 /// One splitter per window: fsplit (all windows to one worker, or each worker its own
 /// windows) or parasplit's window splitters (windows arrive addressed).
 fn splitter<'s>(
@@ -124,16 +155,18 @@ fn splitter<'s>(
     at: At,
     name: &str,
 ) -> Windows<'s> {
-    let peers = place.peers;
+    let (me, peers) = (place.index, place.peers);
     macro_rules! split_with {
         ($pact:expr) => {
             input.unary::<WindowBuilder, _, _, _>($pact, name, move |_, _| {
-                let mut outs: Vec<Batch> = Vec::new();
+                let mut scratch = Scratch::default();
                 move |input, output| {
                     input.for_each(|cap, data| {
                         let mut session = output.session(&cap);
                         for w in data.drain(..) {
-                            split_window(&router, peers, &mut outs, w, &mut |x| session.give(x));
+                            split_window(&router, me, peers, &mut scratch, w, &mut |x| {
+                                session.give(x)
+                            });
                         }
                     });
                 }
@@ -241,8 +274,10 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
                         let node = w.node;
                         let arity = w.batch.arity();
                         let width = if last { peers } else { fanout as usize };
-                        outs.clear();
-                        outs.resize_with(width, || Batch::new(arity));
+                        if outs.len() != width || outs.first().is_some_and(|o| o.arity() != arity) {
+                            outs.clear();
+                            outs.resize_with(width, || Batch::new(arity));
+                        }
                         let b = &w.batch;
                         for i in 0..b.len() {
                             let key = b.key(i);
@@ -299,7 +334,8 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
                             if out.is_empty() {
                                 continue;
                             }
-                            let batch = std::mem::replace(out, Batch::new(arity));
+                            let batch =
+                                std::mem::replace(out, Batch::with_capacity(arity, out.len()));
                             if last {
                                 session.give(Window {
                                     to: c as u64,
