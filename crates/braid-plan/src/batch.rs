@@ -384,6 +384,50 @@ impl Batch {
             + self.data.capacity() * std::mem::size_of::<Datum>()
             + self.strings.capacity()
     }
+
+    /// All datums, row-major: `arity` per row (strings resolve through [`Batch::value`]).
+    pub fn data(&self) -> &[Datum] {
+        &self.data
+    }
+
+    /// A batch from its parts, checked: `data` holds `arity` datums per key and every
+    /// string datum lies inside `strings` on char boundaries. The error says which part
+    /// is wrong.
+    pub fn from_parts(
+        arity: usize,
+        keys: Vec<RowKey>,
+        data: Vec<Datum>,
+        strings: String,
+    ) -> Result<Batch, String> {
+        if keys.len().checked_mul(arity) != Some(data.len()) {
+            return Err(format!(
+                "{} datums for {} rows of arity {arity}",
+                data.len(),
+                keys.len()
+            ));
+        }
+        for (i, d) in data.iter().enumerate() {
+            if let Datum::Str(off, len) = *d {
+                let (start, end) = (off as usize, off as usize + len as usize);
+                if end > strings.len()
+                    || !strings.is_char_boundary(start)
+                    || !strings.is_char_boundary(end)
+                {
+                    return Err(format!(
+                        "string datum {i} (offset {off}, length {len}) is not on char \
+                         boundaries inside the {}-byte arena",
+                        strings.len()
+                    ));
+                }
+            }
+        }
+        Ok(Batch {
+            arity,
+            keys,
+            data,
+            strings,
+        })
+    }
 }
 
 /// A borrowed row of a batch.
