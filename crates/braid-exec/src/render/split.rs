@@ -37,7 +37,11 @@ pub(crate) fn render<'s>(
         SplitShape::Fsplit => splitter(input, router, place, At::Worker(FSPLIT_WORKER), "Fsplit"),
         SplitShape::Tree(t) => tree(input, router, t, place),
         SplitShape::Parasplit { p, router_fanout } => {
-            let routed = window_router(input, p, router_fanout, place);
+            let evenly = match split.input.as_ref() {
+                braid_plan::plan::Plan::Source(s) => crate::source::reads_evenly(&s.spec),
+                _ => false,
+            };
+            let routed = window_router(input, p, router_fanout, evenly, place);
             splitter(routed, router, place, At::Addressed, "WindowSplitter")
         }
     })
@@ -183,15 +187,23 @@ fn splitter<'s>(
 /// Parasplit's window router: deals whole windows uniformly at random (by a hash of the
 /// window's first sequence number, so runs are reproducible) to the `p` window
 /// splitters, through `router_fanout` sub-routers when set.
+///
+/// When every worker reads an even share of the source (`evenly`) and hosts a splitter
+/// (`p >= workers`), each worker's router deals its windows among the splitters on its
+/// own worker: the load per worker is the same as with dealing over all splitters, and
+/// no window crosses to another core before it is split.
 fn window_router<'s>(
     input: Windows<'s>,
     p: u32,
     router_fanout: Option<u32>,
+    evenly: bool,
     place: Place,
 ) -> Windows<'s> {
-    let peers = place.peers;
+    let (me, peers) = (place.index as u64, place.peers as u64);
     let p = p.max(1) as u64;
     let pick = |w: &Window, salt: u64| mix64(w.batch.keys().first().map_or(0, |k| k.seq) ^ salt);
+    // Splitters on this worker: me, me + peers, ... below p.
+    let local = (evenly && router_fanout.is_none() && p >= peers).then(|| (p - me).div_ceil(peers));
     let first = input.unary::<WindowBuilder, _, _, _>(Pipeline, "WindowRouter", move |_, _| {
         move |input, output| {
             input.for_each(|cap, data| {
@@ -201,11 +213,14 @@ fn window_router<'s>(
                     match router_fanout {
                         Some(f) => {
                             w.node = h % f as u64;
-                            w.to = w.node % peers as u64;
+                            w.to = w.node % peers;
                         }
                         None => {
-                            w.node = h % p;
-                            w.to = splitter_worker(w.node, peers) as u64;
+                            w.node = match local {
+                                Some(n) => me + peers * (h % n),
+                                None => h % p,
+                            };
+                            w.to = splitter_worker(w.node, peers as usize) as u64;
                         }
                     }
                     session.give(w);
@@ -227,7 +242,7 @@ fn window_router<'s>(
                             let count = if r < p { (p - r).div_ceil(f) } else { 1 };
                             let j = (r + f * (pick(&w, 0xfeed) % count)).min(p - 1);
                             w.node = j;
-                            w.to = splitter_worker(j, peers) as u64;
+                            w.to = splitter_worker(j, peers as usize) as u64;
                             session.give(w);
                         }
                     });
