@@ -293,6 +293,16 @@ fn split_window(router: &Router, w: &Batch, workers: usize) -> Vec<Batch> {
                     );
                 }
             }
+            Dest::Class(m, r) => {
+                let lane = RowKey::broadcast_lane(m, r);
+                let mut done = vec![false; workers];
+                for p in braid_plan::placement::class_members((m, r), router.q() as u64) {
+                    let wk = partition_worker(p, workers);
+                    if !std::mem::replace(&mut done[wk], true) {
+                        outs[wk].push_row_of(w, i, RowKey { seq, lane });
+                    }
+                }
+            }
         }
     }
     outs

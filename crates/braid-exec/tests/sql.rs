@@ -271,7 +271,7 @@ fn sql_partitioning_follows_state() {
         ("global", "single partition"),
         ("lookup", "hash hash((dur / 100))"),
         ("interval_join", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
-        ("theta_join", "round robin, broadcast where (_stream = 1)"),
+        ("theta_join", "grid, left rows where (_stream <> 1)"),
         ("count_join", "single partition"),
         ("union", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
     ];

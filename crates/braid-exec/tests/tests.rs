@@ -139,6 +139,8 @@ enum RouteKind {
     AllOmitted,
     Skewed,
     RoundRobin,
+    /// A `rows x cols` grid (q becomes rows * cols): kind < 2 is the left side.
+    Grid(u32, u32),
 }
 
 #[allow(clippy::too_many_arguments)] // a test helper naming every knob of a plan
@@ -174,6 +176,15 @@ fn plan(
             when: None,
         },
         RouteKind::RoundRobin => Route::RoundRobin,
+        RouteKind::Grid(rows, cols) => Route::Grid {
+            left: kind.clone().bin(BinOp::Lt, Expr::int(2)),
+            rows,
+            cols,
+        },
+    };
+    let q = match route {
+        Route::Grid { rows, cols, .. } => rows * cols,
+        _ => q,
     };
     // Broadcast: kind >= threshold (threshold 0: everything is broadcast).
     let broadcast = bcast.map(|t| kind.bin(BinOp::GtEq, Expr::int(t)));
@@ -218,7 +229,10 @@ fn route_kind() -> impl proptest::strategy::Strategy<Value = RouteKind> {
         Just(RouteKind::Native),
         Just(RouteKind::AllOmitted),
         Just(RouteKind::Skewed),
-        Just(RouteKind::RoundRobin)
+        Just(RouteKind::RoundRobin),
+        Just(RouteKind::Grid(2, 3)),
+        Just(RouteKind::Grid(5, 3)),
+        Just(RouteKind::Grid(1, 4))
     ]
 }
 

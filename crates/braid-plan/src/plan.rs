@@ -150,6 +150,20 @@ pub enum Route {
     /// Row with source sequence number `seq` goes to partition `seq % q` (the balancer of
     /// stateless subqueries).
     RoundRobin,
+    /// The `rows x cols` grid of a join without equality keys (q = rows * cols, the two
+    /// coprime): a row for which `left` holds goes to grid row `seq % rows`, the
+    /// partitions `p` with `p % rows == seq % rows`; any other row to grid column
+    /// `seq % cols`, the partitions with `p % cols == seq % cols`. Every left row meets
+    /// every right row in exactly one partition (the Chinese remainder theorem), and each
+    /// row is copied `cols` or `rows` times instead of q.
+    Grid {
+        /// Rows of the left input.
+        left: Expr,
+        /// Grid rows.
+        rows: u32,
+        /// Grid columns.
+        cols: u32,
+    },
 }
 
 /// The user's choice of split strategy.
@@ -490,6 +504,17 @@ impl Plan {
                         registry.route(name)?;
                     }
                     Route::RoundRobin => {}
+                    Route::Grid { left, rows, cols } => {
+                        expect_bool(left, &schema, "grid side")?;
+                        let (r, c) = (*rows as u64, *cols as u64);
+                        if r * c != s.q as u64 || crate::placement::gcd(r, c) != 1 {
+                            return Err(Error::Plan(format!(
+                                "a {rows} x {cols} grid needs coprime sides and q = {}, found q = {}",
+                                r * c,
+                                s.q
+                            )));
+                        }
+                    }
                 }
                 if let Some(b) = &s.broadcast {
                     expect_bool(b, &schema, "broadcast predicate")?;

@@ -75,6 +75,7 @@ enum RouteImpl {
     Expr(Compiled, Option<Compiled>),
     Native(RouteFn),
     RoundRobin,
+    Grid(Compiled, u64, u64),
 }
 
 /// A route or broadcast expression with the shapes splits use most (a column; a
@@ -134,6 +135,8 @@ pub enum Dest {
     Partition(u32),
     /// All partitions.
     Broadcast,
+    /// The partitions `p` with `p % modulus == residue` (a grid row or column).
+    Class(u64, u64),
 }
 
 impl Router {
@@ -145,6 +148,9 @@ impl Router {
             }
             Route::Native(name) => RouteImpl::Native(registry.route(name)?.clone()),
             Route::RoundRobin => RouteImpl::RoundRobin,
+            Route::Grid { left, rows, cols } => {
+                RouteImpl::Grid(Compiled::new(left), *rows as u64, *cols as u64)
+            }
         };
         Ok(Router {
             q: split.q,
@@ -174,6 +180,11 @@ impl Router {
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
+            RouteImpl::Grid(left, rows, cols) => {
+                let seq = batch.key(i).seq;
+                let side = if left.holds(&row) { *rows } else { *cols };
+                return Dest::Class(side, seq % side);
+            }
         };
         p.map_or(Dest::Omit, |p| Dest::Partition(p as u32))
     }
@@ -409,12 +420,14 @@ pub fn datums_to_scalars(d: &[Datum]) -> Vec<Scalar> {
         .collect()
 }
 
-fn targets(dest: Dest, q: u32) -> std::ops::Range<u32> {
-    match dest {
-        Dest::Omit => 0..0,
-        Dest::Partition(p) => p..p + 1,
-        Dest::Broadcast => 0..q,
-    }
+fn targets(dest: Dest, q: u32) -> impl Iterator<Item = u32> {
+    let class = match dest {
+        Dest::Omit => (1, q as u64),
+        Dest::Partition(p) => (q as u64 + 1, p as u64),
+        Dest::Broadcast => (1, 0),
+        Dest::Class(m, r) => (m, r),
+    };
+    crate::placement::class_members(class, q as u64).map(|p| p as u32)
 }
 
 #[cfg(test)]

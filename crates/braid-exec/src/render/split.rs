@@ -11,7 +11,9 @@ use crate::source::generator::mix64;
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::cost::TreeShape;
 use braid_plan::function::Registry;
-use braid_plan::placement::{partition_worker, splitter_worker, tree_node_worker, FSPLIT_WORKER};
+use braid_plan::placement::{
+    class_members, intersect, partition_worker, splitter_worker, tree_node_worker, FSPLIT_WORKER,
+};
 use braid_plan::plan::{Split, SplitShape};
 use braid_plan::reference::{Dest, Router};
 use std::collections::HashMap;
@@ -47,11 +49,50 @@ pub(crate) fn render<'s>(
     })
 }
 
-/// A splitter's reusable buffers: one batch per destination worker and each row's lane.
+/// A splitter's reusable buffers: one batch per destination worker, each row's lane,
+/// and the workers of the residue classes met so far.
 #[derive(Default)]
 struct Scratch {
     outs: Vec<Batch>,
     lanes: Vec<u64>,
+    hosts: ClassHosts,
+}
+
+/// The workers hosting a partition of a residue class (a broadcast lane), remembered
+/// per lane.
+#[derive(Default)]
+struct ClassHosts(HashMap<u64, Vec<usize>>);
+
+impl ClassHosts {
+    /// Workers, ascending, with a partition `p < q` in `class`.
+    fn of(&mut self, lane: u64, class: (u64, u64), q: u64, peers: usize) -> &[usize] {
+        self.0.entry(lane).or_insert_with(|| {
+            let mut seen = vec![false; peers];
+            let mut left = peers;
+            for p in class_members(class, q) {
+                let w = partition_worker(p, peers);
+                if !seen[w] {
+                    seen[w] = true;
+                    left -= 1;
+                    if left == 0 {
+                        break;
+                    }
+                }
+            }
+            (0..peers).filter(|&w| seen[w]).collect()
+        })
+    }
+}
+
+/// The lane of a destination: the partition, [`RowKey::OMIT`], or a broadcast lane
+/// naming the residue class of partitions (all of them for a broadcast).
+fn lane_of(dest: Dest) -> u64 {
+    match dest {
+        Dest::Omit => RowKey::OMIT,
+        Dest::Partition(p) => p as u64,
+        Dest::Broadcast => RowKey::broadcast_lane(1, 0),
+        Dest::Class(m, r) => RowKey::broadcast_lane(m, r % m.max(1)),
+    }
 }
 
 /// Routes one window's rows and hands them on: rows for this worker (`me`) stay in the
@@ -67,25 +108,19 @@ fn split_window(
     give: &mut dyn FnMut(Window),
 ) {
     let arity = w.batch.arity();
-    let Scratch { outs, lanes } = scratch;
+    let q = router.q() as u64;
+    let Scratch { outs, lanes, hosts } = scratch;
     if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
         *outs = (0..peers).map(|_| Batch::new(arity)).collect();
     }
-    let hosts = peers.min(router.q() as usize);
-    let broadcast = RowKey::broadcast_lane(1, 0);
     // Pass 1: every row's lane, and how many rows reach this worker.
     lanes.clear();
     let mut mine = 0usize;
     for i in 0..w.batch.len() {
-        let lane = match router.dest(&w.batch, i) {
-            Dest::Omit => RowKey::OMIT,
-            Dest::Partition(p) => p as u64,
-            Dest::Broadcast => broadcast,
-        };
-        mine += usize::from(match lane {
-            RowKey::OMIT => false,
-            l if l == broadcast => me < hosts,
-            p => partition_worker(p, peers) == me,
+        let lane = lane_of(router.dest(&w.batch, i));
+        mine += usize::from(match RowKey::broadcast_target(lane) {
+            None => lane != RowKey::OMIT && partition_worker(lane, peers) == me,
+            Some(class) => hosts.of(lane, class, q, peers).contains(&me),
         });
         lanes.push(lane);
     }
@@ -96,29 +131,30 @@ fn split_window(
             seq: w.batch.key(i).seq,
             lane,
         };
-        if lane == RowKey::OMIT {
-            continue;
-        } else if lane == broadcast {
-            for (wk, out) in outs.iter_mut().enumerate().take(hosts) {
+        match RowKey::broadcast_target(lane) {
+            None if lane == RowKey::OMIT => {}
+            None => {
+                let wk = partition_worker(lane, peers);
                 if !(in_place && wk == me) {
-                    out.push_row_of(&w.batch, i, key);
+                    outs[wk].push_row_of(&w.batch, i, key);
                 }
             }
-        } else {
-            let wk = partition_worker(lane, peers);
-            if !(in_place && wk == me) {
-                outs[wk].push_row_of(&w.batch, i, key);
+            Some(class) => {
+                for &wk in hosts.of(lane, class, q, peers) {
+                    if !(in_place && wk == me) {
+                        outs[wk].push_row_of(&w.batch, i, key);
+                    }
+                }
             }
         }
     }
     if in_place && mine > 0 {
         for (k, &lane) in w.batch.keys_mut().iter_mut().zip(lanes.iter()) {
-            k.lane = match lane {
-                RowKey::OMIT => RowKey::OMIT,
-                l if l == broadcast => l,
-                p if partition_worker(p, peers) == me => p,
-                _ => RowKey::OMIT,
+            let here = match RowKey::broadcast_target(lane) {
+                None => lane != RowKey::OMIT && partition_worker(lane, peers) == me,
+                Some(class) => hosts.of(lane, class, q, peers).contains(&me),
             };
+            k.lane = if here { lane } else { RowKey::OMIT };
         }
         w.to = me as u64;
         w.node = 0;
@@ -270,8 +306,7 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
             let lambda_prev = shape.lambda(level - 1);
             let lambda = shape.lambda(level);
             let last = level == depth;
-            // Workers that host partitions p with p % lambda_prev == node, per node.
-            let mut leaf_hosts: HashMap<u64, Vec<usize>> = HashMap::new();
+            let mut hosts = ClassHosts::default();
             let mut outs: Vec<Batch> = Vec::new();
             move |input: &mut timely::dataflow::operators::generic::InputHandleCore<
                 u64,
@@ -298,51 +333,53 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
                             let key = b.key(i);
                             // Level 1 decides each row's destination; deeper levels read it.
                             let lane = if level == 1 {
-                                match router.dest(b, i) {
-                                    Dest::Omit => continue,
-                                    Dest::Partition(p) => p as u64,
-                                    Dest::Broadcast => RowKey::BROADCAST,
-                                }
+                                lane_of(router.dest(b, i))
                             } else {
                                 key.lane
                             };
                             let seq = key.seq;
-                            if lane & RowKey::BROADCAST != 0 {
-                                if last {
-                                    let hosts = leaf_hosts.entry(node).or_insert_with(|| {
-                                        let mut ws: Vec<usize> = (node..q)
-                                            .step_by(lambda_prev as usize)
-                                            .map(|p| partition_worker(p, peers))
-                                            .collect();
-                                        ws.sort_unstable();
-                                        ws.dedup();
-                                        ws
-                                    });
-                                    let blane = RowKey::broadcast_lane(lambda_prev, node);
-                                    for &wk in hosts.iter() {
-                                        outs[wk].push_row_of(b, i, RowKey { seq, lane: blane });
-                                    }
-                                } else {
-                                    for out in outs.iter_mut() {
-                                        out.push_row_of(
-                                            b,
-                                            i,
-                                            RowKey {
-                                                seq,
-                                                lane: RowKey::BROADCAST,
-                                            },
-                                        );
+                            match RowKey::broadcast_target(lane) {
+                                None if lane == RowKey::OMIT => {}
+                                // A class of partitions: at the leaves it lies inside this
+                                // node's partitions already, and goes once to each worker
+                                // hosting one of them.
+                                Some(class) if last => {
+                                    for &wk in hosts.of(lane, class, q, peers) {
+                                        outs[wk].push_row_of(b, i, RowKey { seq, lane });
                                     }
                                 }
-                            } else if last {
-                                outs[partition_worker(lane, peers)].push_row_of(
+                                // Above the leaves, each child takes the part of the class
+                                // among its own partitions.
+                                Some(class) => {
+                                    for c in 0..fanout {
+                                        let child = node + c * lambda_prev;
+                                        let part = if lambda.is_multiple_of(class.0.max(1)) {
+                                            (child % class.0.max(1) == class.1)
+                                                .then_some((lambda, child))
+                                        } else {
+                                            intersect(class, (lambda, child))
+                                        };
+                                        if let Some((m, r)) = part.filter(|&(_, r)| r < q) {
+                                            outs[c as usize].push_row_of(
+                                                b,
+                                                i,
+                                                RowKey {
+                                                    seq,
+                                                    lane: RowKey::broadcast_lane(m, r),
+                                                },
+                                            );
+                                        }
+                                    }
+                                }
+                                None if last => outs[partition_worker(lane, peers)].push_row_of(
                                     b,
                                     i,
                                     RowKey { seq, lane },
-                                );
-                            } else {
-                                let child = (lane / lambda_prev) % fanout;
-                                outs[child as usize].push_row_of(b, i, RowKey { seq, lane });
+                                ),
+                                None => {
+                                    let child = (lane / lambda_prev) % fanout;
+                                    outs[child as usize].push_row_of(b, i, RowKey { seq, lane });
+                                }
                             }
                         }
                         for (c, out) in outs.iter_mut().enumerate() {

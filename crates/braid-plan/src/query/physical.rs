@@ -4,7 +4,7 @@
 //!
 //! The balancer follows the stateful operator: round robin when there is none, a hash
 //! of the group-by keys for an aggregate, a hash of the equi-join keys for a keyed
-//! stream join, and round robin plus a broadcast of one side for a join without keys.
+//! stream join, and a sqrt(N) x sqrt(N) grid of partitions for a join without keys.
 //! Queries whose state cannot be partitioned (aggregates without keys, count-window
 //! joins, several stateful operators keyed differently) run in one partition, and
 //! EXPLAIN says why. A filter right above the scan of a hashed query moves into the
@@ -33,13 +33,36 @@ pub enum Partitioning {
         /// Why these keys.
         why: String,
     },
-    /// Round robin, with one input stream copied to every partition.
-    Broadcast {
-        /// Broadcast predicate.
-        predicate: Expr,
+    /// A join without equality keys over a `rows x cols` grid of partitions (sides
+    /// chosen from q by [`grid_sides`]): left rows are dealt over the grid rows and
+    /// copied along theirs, right rows over the columns, so every pair meets in one
+    /// partition and each row is copied about sqrt(q) times, not q.
+    Grid {
+        /// Rows of the left input (the others are the right input's).
+        left: Expr,
         /// Why.
         why: String,
     },
+}
+
+/// The sides `(rows, cols)` of the grid over at most `q` partitions: coprime (so that
+/// residue classes address the cells) and with the fewest copies per cell,
+/// `1/rows + 1/cols` smallest; ties go to more partitions.
+pub fn grid_sides(q: u32) -> (u32, u32) {
+    let mut best = (1u32, q.max(1));
+    let score = |(r, c): (u32, u32)| (r + c) as f64 / (r as f64 * c as f64);
+    for r in 1..=q.max(1) {
+        for c in r..=q.max(1) / r {
+            if crate::placement::gcd(r as u64, c as u64) != 1 {
+                continue;
+            }
+            let (s, b) = (score((r, c)), score(best));
+            if s < b - 1e-12 || ((s - b).abs() <= 1e-12 && r * c > best.0 * best.1) {
+                best = (r, c);
+            }
+        }
+    }
+    best
 }
 
 impl std::fmt::Display for Partitioning {
@@ -48,8 +71,8 @@ impl std::fmt::Display for Partitioning {
             Partitioning::Single(why) => write!(f, "single partition: {why}"),
             Partitioning::RoundRobin => f.write_str("round robin (no operator keeps state)"),
             Partitioning::Hash { route, why } => write!(f, "hash {route} ({why})"),
-            Partitioning::Broadcast { predicate, why } => {
-                write!(f, "round robin, broadcast where {predicate} ({why})")
+            Partitioning::Grid { left, why } => {
+                write!(f, "grid, left rows where {left} ({why})")
             }
         }
     }
@@ -265,10 +288,10 @@ pub fn partitioning(root: &Logical, layout: &Layout, phys: &Schema) -> Partition
                 }
                 if equi.is_empty() {
                     return match (layout.tag, ri.as_slice()) {
-                        (Some(tag), [r]) => Partitioning::Broadcast {
-                            predicate: Expr::Column(tag, "_stream".into())
-                                .eq(Expr::int(layout.inputs[*r].0)),
-                            why: "a join without equality keys meets every right row in every partition".into(),
+                        (Some(tag), [r]) => Partitioning::Grid {
+                            left: Expr::Column(tag, "_stream".into())
+                                .bin(crate::expr::BinOp::NotEq, Expr::int(layout.inputs[*r].0)),
+                            why: "a join without equality keys must meet every pair of rows: sqrt(N) x sqrt(N) grid".into(),
                         },
                         _ => Partitioning::Single("a join without keys whose right side reads several streams".into()),
                     };
@@ -301,7 +324,7 @@ pub fn partitioning(root: &Logical, layout: &Layout, phys: &Schema) -> Partition
     };
     let p = one(first);
     for other in &stateful[1..] {
-        if one(other) != p || matches!(p, Partitioning::Broadcast { .. }) {
+        if one(other) != p || matches!(p, Partitioning::Grid { .. }) {
             return Partitioning::Single(format!(
                 "{} stateful operators need different partitionings; multi-stage plans are not built yet",
                 stateful.len()
@@ -572,12 +595,19 @@ pub fn stage(
             None,
             settings.strategy,
         ),
-        Partitioning::Broadcast { predicate, .. } => (
-            q,
-            Route::RoundRobin,
-            Some(predicate.clone()),
-            settings.strategy,
-        ),
+        Partitioning::Grid { left, .. } => {
+            let (rows, cols) = grid_sides(q);
+            (
+                rows * cols,
+                Route::Grid {
+                    left: left.clone(),
+                    rows,
+                    cols,
+                },
+                None,
+                settings.strategy,
+            )
+        }
     };
     let merge = match settings.merge {
         MergeMode::Transparent if last => MergeKind::TimeOrdered,
@@ -596,4 +626,25 @@ pub fn sink(plan: Plan, sink: &SinkDef) -> Plan {
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::grid_sides;
+
+    #[test]
+    fn grid_sides_are_coprime_and_near_square() {
+        assert_eq!(grid_sides(1), (1, 1));
+        assert_eq!(grid_sides(2), (1, 2));
+        assert_eq!(grid_sides(8), (2, 3));
+        assert_eq!(grid_sides(16), (3, 5));
+        assert_eq!(grid_sides(64), (7, 9));
+        for q in 1..200 {
+            let (r, c) = grid_sides(q);
+            assert!(
+                r * c <= q && crate::placement::gcd(r as u64, c as u64) == 1,
+                "{q}"
+            );
+        }
+    }
 }
