@@ -624,3 +624,45 @@ fn tcp_strict_mode_rejects_a_line_cut_by_a_disconnect() {
         Ok(r) => panic!("strict TCP run succeeded: {:?}", r.rejects),
     }
 }
+
+/// A strict run stopped by a bad line ends even though its client stays connected (and
+/// a second client never comes), and it lets go of the port.
+#[test]
+fn tcp_strict_stop_closes_the_listener_and_the_connection() {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let p = plan_over(SourceSpec::Tcp { addr: addr.clone() }, MergeKind::Union);
+    let cfg = config(2, true, None, 2);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(run(&p, &Registry::with_builtins(), &cfg));
+    });
+    let mut client = connect(&addr);
+    client
+        .write_all(b"0,1,10,a\n1,2,zz,b\n")
+        .expect("client sends");
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Err(Error::Input { line, .. })) => assert_eq!(line, 2),
+        Ok(other) => panic!("expected the strict error, got {other:?}"),
+        Err(_) => panic!("the strict TCP run did not end within 60 s"),
+    }
+    // The reader thread notices within its poll interval and drops the listener.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match std::net::TcpListener::bind(&addr) {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("port still held 10 s after the run ended: {e}"),
+        }
+    }
+    // And it closed the connection: the client reads end of stream.
+    client
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut buf = [0u8; 16];
+    let n = std::io::Read::read(&mut client, &mut buf).unwrap_or(0);
+    assert_eq!(n, 0, "connection still open");
+    drop(client);
+}

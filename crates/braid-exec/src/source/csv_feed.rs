@@ -12,6 +12,7 @@ use braid_plan::plan::Source;
 use braid_plan::reference::epoch_of;
 use braid_plan::types::{DataType, Schema};
 use std::io::{BufRead, BufReader, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 
@@ -25,6 +26,14 @@ pub(crate) struct CsvFeed {
     rx: Receiver<Msg>,
     log: Arc<Mutex<RejectLog>>,
     name: String,
+    /// Set when the feed is dropped: reader threads that wait on a socket stop.
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for CsvFeed {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Parses one field as `ty`. Empty text is null where allowed.
@@ -104,6 +113,7 @@ impl CsvFeed {
             rx,
             log,
             name: source.name.clone(),
+            stop: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -131,14 +141,33 @@ impl CsvFeed {
             opts,
             counters,
         )?;
+        // The thread polls (accept and reads time out) so that it notices when the
+        // feed is dropped (the run ended, say at a strict-mode error) and closes the
+        // listener and the connection instead of blocking on them.
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Error::io(format!("listening on {addr}"), e))?;
+        let stop = feed.stop.clone();
         std::thread::Builder::new()
             .name(format!("braid-tcp-{}", source.name))
             .spawn(move || {
                 for _ in 0..clients {
-                    let Ok((stream, _)) = listener.accept() else {
-                        break;
+                    let stream = loop {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        match listener.accept() {
+                            Ok((s, _)) => break s,
+                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                                std::thread::sleep(POLL)
+                            }
+                            Err(_) => return,
+                        }
                     };
-                    if !serve_client(stream, &chunk_tx) {
+                    let polled = stream
+                        .set_nonblocking(false)
+                        .and_then(|()| stream.set_read_timeout(Some(POLL)));
+                    if polled.is_err() || !serve_client(stream, &chunk_tx, &stop) {
                         return; // the parser has stopped
                     }
                 }
@@ -156,14 +185,18 @@ enum Chunk {
     Cut(Vec<u8>),
 }
 
+/// How often the TCP thread checks whether the feed is gone.
+const POLL: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// Reads one client's lines into chunks of whole lines. Lines are passed on as soon as
 /// no more input is waiting (so a slow client's lines are not held back), or every
-/// 64 KB. Returns false when the parser has gone away.
-fn serve_client(stream: std::net::TcpStream, tx: &SyncSender<Chunk>) -> bool {
+/// 64 KB. Returns false when the parser has gone away (or `stop` is set).
+fn serve_client(stream: std::net::TcpStream, tx: &SyncSender<Chunk>, stop: &AtomicBool) -> bool {
     let mut r = BufReader::with_capacity(1 << 16, stream);
     let mut chunk: Vec<u8> = Vec::with_capacity(1 << 16);
+    // Bytes after the last newline in `chunk`: the start of an unfinished line.
+    let line_start = |c: &[u8]| c.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     loop {
-        let before = chunk.len();
         match r.read_until(b'\n', &mut chunk) {
             Ok(0) => break,
             Ok(_) if chunk.last() == Some(&b'\n') => {
@@ -173,9 +206,26 @@ fn serve_client(stream: std::net::TcpStream, tx: &SyncSender<Chunk>) -> bool {
                     return false;
                 }
             }
+            // No input for a while (what was read stays in `chunk`): pass on the whole
+            // lines, and give up if the feed is gone.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Ordering::Relaxed) {
+                    return false;
+                }
+                let rest = chunk.split_off(line_start(&chunk));
+                if !chunk.is_empty() && tx.send(Chunk::Lines(std::mem::take(&mut chunk))).is_err() {
+                    return false;
+                }
+                chunk = rest;
+            }
             Ok(_) | Err(_) => {
                 // Connection closed (or broke) in the middle of a line.
-                let partial = chunk.split_off(before);
+                let partial = chunk.split_off(line_start(&chunk));
                 if !chunk.is_empty() && tx.send(Chunk::Lines(std::mem::take(&mut chunk))).is_err() {
                     return false;
                 }
