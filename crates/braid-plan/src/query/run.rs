@@ -246,7 +246,8 @@ enum Op {
     Project(Vec<Expr>),
     Agg(Box<AggState>),
     Join(Box<JoinState>),
-    Lookup(Arc<TableIndex>, Vec<Expr>, Option<Expr>),
+    /// Table, key expressions, residual predicate, the current row's key (reused).
+    Lookup(Arc<TableIndex>, Vec<Expr>, Option<Expr>, Vec<Scalar>),
     Union,
 }
 
@@ -309,6 +310,7 @@ impl Node {
                     t,
                     keys.iter().map(|k| k.0.clone()).collect(),
                     residual.clone(),
+                    Vec::new(),
                 )
             }
             Logical::Union { .. } => Op::Union,
@@ -400,12 +402,13 @@ impl Op {
             }
             Op::Agg(a) => a.push(row, cx, out),
             Op::Join(j) => j.push(side, row, cx, out),
-            Op::Lookup(t, keys, residual) => {
-                let key: Vec<Scalar> = keys.iter().map(|k| k.eval(&row).to_scalar()).collect();
+            Op::Lookup(t, keys, residual, key) => {
+                key.clear();
+                key.extend(keys.iter().map(|k| k.eval(&row).to_scalar()));
                 if key.iter().any(|k| matches!(k, Scalar::Null)) {
                     return;
                 }
-                let Some(hits) = t.index.get(&key) else {
+                let Some(hits) = t.index.get(key.as_slice()) else {
                     return;
                 };
                 for &j in hits {
@@ -683,34 +686,25 @@ impl AggState {
                     self.late.add("aggregate", &row);
                     return;
                 }
-                let mut accs = self.fresh();
-                Self::update(&self.aggs, &mut accs, &row);
-                let mut merged = Session {
-                    start: t,
-                    last: t,
-                    accs,
-                };
-                let list = self.sessions.entry(self.key.clone()).or_default();
-                let mut i = 0;
-                while i < list.len() {
-                    let s = &list[i];
-                    if t > s.start - gap && t < s.last + gap {
-                        let s = list.swap_remove(i);
-                        merged.start = merged.start.min(s.start);
-                        merged.last = merged.last.max(s.last);
-                        for (a, b) in merged.accs.iter_mut().zip(s.accs) {
-                            a.merge(b);
-                        }
-                    } else {
-                        i += 1;
+                match self.sessions.get_mut(self.key.as_slice()) {
+                    Some(list) => Self::add_to_sessions(list, &self.aggs, gap, t, &row),
+                    None => {
+                        let mut list = Vec::new();
+                        Self::add_to_sessions(&mut list, &self.aggs, gap, t, &row);
+                        self.sessions.insert(self.key.clone(), list);
                     }
                 }
-                list.push(merged);
             }
             WindowSpec::Count { rows } => {
-                let key = self.key.clone();
-                let fresh = self.fresh();
-                let e = self.counts.entry(key.clone()).or_insert((0, 0, fresh));
+                if !self.counts.contains_key(self.key.as_slice()) {
+                    let fresh = self.fresh();
+                    self.counts.insert(self.key.clone(), (0, 0, fresh));
+                }
+                let key = &self.key;
+                let e = self
+                    .counts
+                    .get_mut(key.as_slice())
+                    .expect("count window just made");
                 Self::update(&self.aggs, &mut e.2, &row);
                 e.1 += 1;
                 if e.1 == rows {
@@ -720,7 +714,7 @@ impl AggState {
                     let w = e.0;
                     e.0 += 1;
                     e.1 = 0;
-                    emit(out, w * n, (w + 1) * n, &key, &accs);
+                    emit(out, w * n, (w + 1) * n, key, &accs);
                 }
             }
             WindowSpec::Unbounded => {
@@ -728,6 +722,41 @@ impl AggState {
                 Self::update(&self.aggs, accs, &row);
             }
         }
+    }
+
+    /// Adds a row at time `t` to a key's sessions: into the one session it falls in
+    /// (in place), or as a new session merged with every session it touches.
+    fn add_to_sessions(list: &mut Vec<Session>, aggs: &[AggCall], gap: i64, t: i64, row: &Row<'_>) {
+        let touches = |s: &Session| t > s.start - gap && t < s.last + gap;
+        let mut hits = list.iter().enumerate().filter(|(_, s)| touches(s));
+        if let (Some((i, _)), None) = (hits.next(), hits.next()) {
+            let s = &mut list[i];
+            s.start = s.start.min(t);
+            s.last = s.last.max(t);
+            Self::update(aggs, &mut s.accs, row);
+            return;
+        }
+        let mut accs: Vec<Acc> = aggs.iter().map(Acc::new).collect();
+        Self::update(aggs, &mut accs, row);
+        let mut merged = Session {
+            start: t,
+            last: t,
+            accs,
+        };
+        let mut i = 0;
+        while i < list.len() {
+            if touches(&list[i]) {
+                let s = list.swap_remove(i);
+                merged.start = merged.start.min(s.start);
+                merged.last = merged.last.max(s.last);
+                for (a, b) in merged.accs.iter_mut().zip(s.accs) {
+                    a.merge(b);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        list.push(merged);
     }
 
     fn advance(&mut self, wm: i64, out: &mut Batch) {
