@@ -24,7 +24,6 @@ use crate::expr::Expr;
 use crate::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use crate::types::Schema;
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -62,16 +61,18 @@ impl Layout {
 pub struct LateRows {
     /// Rows that arrived after their window or join state had closed.
     pub count: AtomicU64,
-    file: Option<Mutex<std::io::BufWriter<std::fs::File>>>,
+    file: Option<Mutex<csv::Writer<std::fs::File>>>,
 }
 
 impl LateRows {
     /// Counting only, or also writing to `path`.
     pub fn new(path: Option<&std::path::Path>) -> std::io::Result<LateRows> {
         let file = match path {
-            Some(p) => Some(Mutex::new(std::io::BufWriter::new(std::fs::File::create(
-                p,
-            )?))),
+            Some(p) => Some(Mutex::new(
+                csv::WriterBuilder::new()
+                    .flexible(true)
+                    .from_writer(std::fs::File::create(p)?),
+            )),
             None => None,
         };
         Ok(LateRows {
@@ -84,10 +85,12 @@ impl LateRows {
         self.count.fetch_add(1, Ordering::Relaxed);
         if let Some(f) = &self.file {
             if let Ok(mut w) = f.lock() {
-                let vals: Vec<String> = (0..row.arity())
-                    .map(|c| row.get(c).to_scalar().to_string())
-                    .collect();
-                let _ = writeln!(w, "{what},{}", vals.join(","));
+                // Quoted as CSV needs (a string value may hold a comma or a quote).
+                let _ = w.write_field(what);
+                for c in 0..row.arity() {
+                    let _ = w.write_field(row.get(c).to_string());
+                }
+                let _ = w.write_record(None::<&[u8]>);
             }
         }
     }
@@ -964,5 +967,43 @@ impl JoinState {
             l.retain(0, |t| t.saturating_add(hi) >= wm, &self.keys[0]);
             r.retain(0, |t| t.saturating_sub(lo) >= wm, &self.keys[1]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The late-rows file is CSV a reader gets the values back from, even for strings
+    /// holding commas, quotes and newlines.
+    #[test]
+    fn late_rows_are_quoted_csv() {
+        let path = std::env::temp_dir().join(format!("braid-late-{}.csv", std::process::id()));
+        let late = LateRows::new(Some(&path)).expect("create");
+        let mut b = Batch::new(3);
+        b.push(
+            RowKey::default(),
+            &[Value::Int(7), Value::Str("a,\"b\"\nc"), Value::Null],
+        );
+        late.add("aggregate", &b.row(0));
+        late.add("join", &b.row(0));
+        late.flush();
+        let mut r = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_path(&path)
+            .expect("open");
+        let rows: Vec<Vec<String>> = r
+            .records()
+            .map(|rec| rec.expect("record").iter().map(String::from).collect())
+            .collect();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(late.count.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            rows,
+            vec![
+                vec!["aggregate", "7", "a,\"b\"\nc", ""],
+                vec!["join", "7", "a,\"b\"\nc", ""],
+            ]
+        );
     }
 }
