@@ -146,6 +146,18 @@ const QUERIES: &[(&str, &str)] = &[
         "union",
         "SELECT window_start, who, count(*) AS n FROM (SELECT caller AS who, start FROM calls UNION ALL SELECT sender AS who, start FROM texts) AS u GROUP BY TUMBLE(start, 30), who",
     ),
+    (
+        "join_then_aggregate_by_key",
+        "SELECT window_end, c.caller, count(*) AS n, sum(t.dur) AS d FROM calls AS c JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(c.start, 50), c.caller",
+    ),
+    (
+        "aggregate_twice_by_key",
+        "SELECT window_end, caller, max(n) AS busiest, count(*) AS windows FROM (SELECT window_end AS we, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 20), caller) AS w GROUP BY TUMBLE(we, 100), caller",
+    ),
+    (
+        "join_of_aggregates",
+        "SELECT a.caller, a.n, b.m FROM (SELECT window_end AS we, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller) AS a JOIN (SELECT window_end AS we, sender, sum(dur) AS m FROM texts GROUP BY TUMBLE(start, 50), sender) AS b ON a.caller = b.sender AND b.we BETWEEN a.we AND a.we",
+    ),
 ];
 
 fn script(dir: &Path, settings: &str, query: &str) -> Script {
@@ -274,6 +286,10 @@ fn sql_partitioning_follows_state() {
         ("theta_join", "grid, left rows where (_stream <> 1)"),
         ("count_join", "single partition"),
         ("union", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
+        ("join_then_aggregate_by_key", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
+        ("aggregate_twice_by_key", "hash hash(caller) (group-by keys)"),
+        ("join_of_aggregates", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
+        ("join_then_aggregate", "stage 1: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (equi-join keys); stage 2: hash hash((dur / 60))"),
     ];
     for (name, want) in expect {
         let q = QUERIES.iter().find(|(n, _)| *n == name).expect("query").1;

@@ -95,7 +95,7 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --       Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
 --       Scan texts (sender int64?, start int64 EVENT TIME)
 -- == optimized plan ==
--- partitioning: single partition: 2 stateful operators need different partitionings; multi-stage plans are not built yet
+-- partitioning: single partition: 2 stateful operators need different partitionings
 -- Project window_end, __key0 AS minutes, __agg0 AS n
 --   Aggregate window=TUMBLE(100) keys=[(dur / 60)] aggs=[count(*)]
 --     Join right.time - left.time in [-5, 5] on [c.caller = t.sender]

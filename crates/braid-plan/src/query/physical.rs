@@ -171,22 +171,66 @@ fn trace(l: &Logical, e: &Expr, layout: &Layout, phys: &Schema) -> Option<Vec<(u
                 None
             }
         }
-        Logical::Aggregate { .. } | Logical::Join { .. } => None,
+        // Rows of one group stay in one partition, and so do the aggregate's rows for
+        // it: an expression over group-key columns traces to the keys' inputs.
+        Logical::Aggregate { input, keys, .. } => {
+            let cols = e.columns();
+            if cols.is_empty() || !cols.iter().all(|&c| (2..2 + keys.len()).contains(&c)) {
+                return None;
+            }
+            trace(
+                input,
+                &e.map_columns(&|c, _| keys[c - 2].clone()),
+                layout,
+                phys,
+            )
+        }
+        // A keyed join's output rows live where their left (and right) rows do: an
+        // expression over one side's columns traces into that side. (A join without
+        // keys copies rows over a grid, so nothing traces through it; `partitioning`
+        // never combines a grid with another operator.)
+        Logical::Join {
+            left, right, equi, ..
+        } if !equi.is_empty() => {
+            let cols = e.columns();
+            let la = left.schema().arity();
+            if cols.is_empty() {
+                None
+            } else if cols.iter().all(|&c| c < la) {
+                trace(left, e, layout, phys)
+            } else if cols.iter().all(|&c| c >= la) {
+                let shifted = e.map_columns(&|c, _| {
+                    Expr::Column(c - la, right.schema().fields[c - la].name.clone())
+                });
+                trace(right, &shifted, layout, phys)
+            } else {
+                None
+            }
+        }
+        Logical::Join { .. } => None,
     }
 }
 
-/// One route expression from per-input key expressions: `hash(k...)`, or a CASE on the
-/// input tag when inputs differ. None if one input would need two partitions.
-fn route_of(per_input: Vec<(usize, Vec<Expr>)>, layout: &Layout, float: &[bool]) -> Option<Expr> {
-    let mut merged: Vec<(usize, Vec<Expr>)> = Vec::new();
-    for (i, ks) in per_input {
-        match merged.iter().find(|(j, _)| *j == i) {
-            Some((_, prev)) if *prev != ks => return None,
+/// Key expressions an input's rows must be hashed by, with which of them are floats.
+type Keys = (usize, Vec<Expr>, Vec<bool>);
+
+/// Per input, the one key requirement of all of `needs`; None if an input has two.
+fn merge_keys(needs: Vec<Keys>) -> Option<Vec<Keys>> {
+    let mut merged: Vec<Keys> = Vec::new();
+    for (i, ks, fl) in needs {
+        match merged.iter().find(|(j, _, _)| *j == i) {
+            Some((_, prev, pf)) if *prev != ks || *pf != fl => return None,
             Some(_) => {}
-            None => merged.push((i, ks)),
+            None => merged.push((i, ks, fl)),
         }
     }
-    let hash = |ks: &[Expr]| {
+    Some(merged)
+}
+
+/// One route expression from per-input key requirements: `hash(k...)`, or a CASE on
+/// the input tag when inputs differ.
+fn route_of_keys(merged: Vec<Keys>, layout: &Layout) -> Option<Expr> {
+    let hash = |ks: &[Expr], float: &[bool]| {
         let args = ks
             .iter()
             .zip(float)
@@ -202,14 +246,14 @@ fn route_of(per_input: Vec<(usize, Vec<Expr>)>, layout: &Layout, float: &[bool])
     };
     match (layout.tag, merged.as_slice()) {
         (_, []) => None,
-        (_, [(_, ks)]) | (None, [(_, ks), ..]) => Some(hash(ks)),
+        (_, [(_, ks, fl)]) | (None, [(_, ks, fl), ..]) => Some(hash(ks, fl)),
         (Some(tag), _) => {
             let arms = merged
                 .iter()
-                .map(|(i, ks)| {
+                .map(|(i, ks, fl)| {
                     let cond =
                         Expr::Column(tag, "_stream".into()).eq(Expr::int(layout.inputs[*i].0));
-                    (cond, hash(ks))
+                    (cond, hash(ks, fl))
                 })
                 .collect();
             Some(Expr::Case(arms, None))
@@ -241,97 +285,133 @@ fn trace_keys(
         .then_some(per)
 }
 
-/// Decides the partitioning of `root`.
+/// What one stateful operator needs of the balancer.
+enum Need {
+    /// Rows of each input hashed by these keys.
+    Keys(Vec<Keys>, &'static str),
+    /// A grid, or one partition: nothing else can be combined with it.
+    Only(Partitioning),
+}
+
+/// What stateful operator `l` needs.
+fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
+    let keyed = |per: Option<Vec<(usize, Vec<Expr>)>>, float: Vec<bool>| {
+        per.map(|p| {
+            p.into_iter()
+                .map(|(i, ks)| (i, ks, float.clone()))
+                .collect::<Vec<Keys>>()
+        })
+    };
+    match l {
+        Logical::Aggregate { keys, input, .. } => {
+            if keys.is_empty() {
+                return Need::Only(Partitioning::Single(
+                    "an aggregate without GROUP BY keys sees every row".into(),
+                ));
+            }
+            let float: Vec<bool> = keys
+                .iter()
+                .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
+                .collect();
+            match keyed(trace_keys(input, keys, layout, phys), float) {
+                Some(k) => Need::Keys(k, "group-by keys"),
+                None => Need::Only(Partitioning::Single(
+                    "the group-by keys are computed from a table, a join without keys or an aggregate's results".into(),
+                )),
+            }
+        }
+        Logical::Join {
+            left,
+            right,
+            equi,
+            window,
+            ..
+        } => {
+            if let JoinWindow::Count { .. } = window {
+                return Need::Only(Partitioning::Single(
+                    "count windows (LAST) hold each stream's last rows in arrival order".into(),
+                ));
+            }
+            let (li, ri) = (left.inputs(), right.inputs());
+            if li.iter().any(|i| ri.contains(i)) {
+                return Need::Only(Partitioning::Single("a stream joined with itself".into()));
+            }
+            if equi.is_empty() {
+                return Need::Only(match (layout.tag, ri.as_slice()) {
+                    (Some(tag), [r]) => Partitioning::Grid {
+                        left: Expr::Column(tag, "_stream".into())
+                            .bin(crate::expr::BinOp::NotEq, Expr::int(layout.inputs[*r].0)),
+                        why: "a join without equality keys must meet every pair of rows: sqrt(N) x sqrt(N) grid".into(),
+                    },
+                    _ => Partitioning::Single(
+                        "a join without keys whose right side reads several streams".into(),
+                    ),
+                });
+            }
+            let lk: Vec<Expr> = equi.iter().map(|e| e.0.clone()).collect();
+            let rk: Vec<Expr> = equi.iter().map(|e| e.1.clone()).collect();
+            let float: Vec<bool> = equi
+                .iter()
+                .map(|(a, b)| {
+                    a.data_type(left.schema()) == Ok(DataType::Float64)
+                        || b.data_type(right.schema()) == Ok(DataType::Float64)
+                })
+                .collect();
+            let per = trace_keys(left, &lk, layout, phys).and_then(|mut l| {
+                l.extend(trace_keys(right, &rk, layout, phys)?);
+                Some(l)
+            });
+            match keyed(per, float) {
+                Some(k) => Need::Keys(k, "equi-join keys"),
+                None => Need::Only(Partitioning::Single(
+                    "the join keys are computed from an aggregate's results or a join without keys"
+                        .into(),
+                )),
+            }
+        }
+        _ => Need::Only(Partitioning::RoundRobin),
+    }
+}
+
+/// Decides the partitioning of `root`: round robin without state; otherwise every
+/// stateful operator's key requirement per input stream, merged. Operators whose keys
+/// trace to the same input columns (an aggregate over a join by the join key, a join
+/// of aggregates on their group keys, two aggregates by one key) share one
+/// partitioning; when requirements conflict the query needs stages (see [`cut`]).
 pub fn partitioning(root: &Logical, layout: &Layout, phys: &Schema) -> Partitioning {
     let mut stateful = Vec::new();
     collect_stateful(root, &mut stateful);
-    let Some(first) = stateful.first() else {
+    if stateful.is_empty() {
         return Partitioning::RoundRobin;
+    }
+    let needs: Vec<Need> = stateful.iter().map(|l| need(l, layout, phys)).collect();
+    let conflict = || {
+        Partitioning::Single(format!(
+            "{} stateful operators need different partitionings",
+            stateful.len()
+        ))
     };
-    let one = |l: &Logical| -> Partitioning {
-        match l {
-            Logical::Aggregate { keys, input, .. } => {
-                if keys.is_empty() {
-                    return Partitioning::Single(
-                        "an aggregate without GROUP BY keys sees every row".into(),
-                    );
-                }
-                let types: Vec<bool> = keys
-                    .iter()
-                    .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
-                    .collect();
-                match trace_keys(input, keys, layout, phys).and_then(|p| route_of(p, layout, &types)) {
-                    Some(route) => Partitioning::Hash {
-                        route,
-                        why: "group-by keys".into(),
-                    },
-                    None => Partitioning::Single(
-                        "the group-by keys are computed from a join, a table or another aggregate; multi-stage plans are not built yet".into(),
-                    ),
+    let mut all = Vec::new();
+    let mut whys: Vec<&str> = Vec::new();
+    for n in needs {
+        match n {
+            Need::Only(p) if stateful.len() == 1 => return p,
+            Need::Only(_) => return conflict(),
+            Need::Keys(k, why) => {
+                all.extend(k);
+                if !whys.contains(&why) {
+                    whys.push(why);
                 }
             }
-            Logical::Join {
-                left,
-                right,
-                equi,
-                window,
-                ..
-            } => {
-                if let JoinWindow::Count { .. } = window {
-                    return Partitioning::Single(
-                        "count windows (LAST) hold each stream's last rows in arrival order".into(),
-                    );
-                }
-                let (li, ri) = (left.inputs(), right.inputs());
-                if li.iter().any(|i| ri.contains(i)) {
-                    return Partitioning::Single("a stream joined with itself".into());
-                }
-                if equi.is_empty() {
-                    return match (layout.tag, ri.as_slice()) {
-                        (Some(tag), [r]) => Partitioning::Grid {
-                            left: Expr::Column(tag, "_stream".into())
-                                .bin(crate::expr::BinOp::NotEq, Expr::int(layout.inputs[*r].0)),
-                            why: "a join without equality keys must meet every pair of rows: sqrt(N) x sqrt(N) grid".into(),
-                        },
-                        _ => Partitioning::Single("a join without keys whose right side reads several streams".into()),
-                    };
-                }
-                let lk: Vec<Expr> = equi.iter().map(|e| e.0.clone()).collect();
-                let rk: Vec<Expr> = equi.iter().map(|e| e.1.clone()).collect();
-                let float: Vec<bool> = equi
-                    .iter()
-                    .map(|(a, b)| {
-                        a.data_type(left.schema()) == Ok(DataType::Float64)
-                            || b.data_type(right.schema()) == Ok(DataType::Float64)
-                    })
-                    .collect();
-                let per = trace_keys(left, &lk, layout, phys).and_then(|mut l| {
-                    l.extend(trace_keys(right, &rk, layout, phys)?);
-                    Some(l)
-                });
-                match per.and_then(|p| route_of(p, layout, &float)) {
-                    Some(route) => Partitioning::Hash {
-                        route,
-                        why: "equi-join keys".into(),
-                    },
-                    None => Partitioning::Single(
-                        "the join keys are computed from state; multi-stage plans are not built yet".into(),
-                    ),
-                }
-            }
-            _ => Partitioning::RoundRobin,
-        }
-    };
-    let p = one(first);
-    for other in &stateful[1..] {
-        if one(other) != p || matches!(p, Partitioning::Grid { .. }) {
-            return Partitioning::Single(format!(
-                "{} stateful operators need different partitionings; multi-stage plans are not built yet",
-                stateful.len()
-            ));
         }
     }
-    p
+    match merge_keys(all).and_then(|m| route_of_keys(m, layout)) {
+        Some(route) => Partitioning::Hash {
+            route,
+            why: whys.join(", "),
+        },
+        None => conflict(),
+    }
 }
 
 fn collect_stateful<'a>(l: &'a Logical, out: &mut Vec<&'a Logical>) {
