@@ -450,6 +450,63 @@ fn sql_count_windows_match_a_loop() {
     assert_eq!(got, want);
 }
 
+/// A third stream that no stateful operator keys (a stateless branch of a union next
+/// to a keyed join) is spread over the partitions, not dropped: the union gives every
+/// joined pair and every row of the third stream, on 1, 2 and 4 workers.
+#[test]
+fn sql_unkeyed_stream_beside_a_keyed_join_is_kept() {
+    let dir = scratch("third");
+    let calls: Vec<Call> = (0..60).map(|i| (i % 6, 0, i, 0)).collect();
+    let texts: Vec<Call> = (0..60).map(|i| (i % 4, 0, i, 0)).collect();
+    write_calls(&dir.0.join("calls.csv"), &calls);
+    write_texts(&dir.0.join("texts.csv"), &texts);
+    std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
+    let mut sms = String::from("who,start\n");
+    for i in 0..40 {
+        sms.push_str(&format!("{},{}\n", 100 + i, i));
+    }
+    std::fs::write(dir.0.join("sms.csv"), sms).expect("sms");
+    let text = format!(
+        "{HEADER}CREATE STREAM sms (who BIGINT, start BIGINT) WITH (path = 'sms.csv', event_time = 'start', epoch = 10, window = 16, lateness = 20);
+SET partitions = 4;
+INSERT INTO out SELECT c.caller AS k, c.start AS a, t.start AS b FROM calls AS c JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 2 AND c.start + 2
+UNION ALL SELECT who AS k, start AS a, start AS b FROM sms;"
+    );
+    let s = compile_script(&text, &dir.0, &Registry::with_builtins()).expect("compile");
+    let mut want: Vec<Vec<i64>> = Vec::new();
+    for &(c, _, ct, _) in &calls {
+        for &(t, _, tt, _) in &texts {
+            if c == t && (ct - 2..=ct + 2).contains(&tt) {
+                want.push(vec![c, ct, tt]);
+            }
+        }
+    }
+    want.extend((0..40).map(|i| vec![100 + i, i, i]));
+    want.sort();
+    for workers in [1, 2, 4] {
+        let cfg = RunConfig {
+            workers,
+            ..RunConfig::default()
+        };
+        let report = run(&s.jobs[0].plan, &s.registry, &cfg).expect("run");
+        let mut got: Vec<Vec<i64>> = report
+            .collected
+            .iter()
+            .map(|r| {
+                r.values
+                    .iter()
+                    .map(|v| match v {
+                        Scalar::Int(v) => *v,
+                        other => panic!("int expected, got {other:?}"),
+                    })
+                    .collect()
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{workers} workers ({})", s.jobs[0].partitioning);
+    }
+}
+
 /// An interval join computed by a loop equals the query's answer.
 #[test]
 fn sql_interval_join_matches_a_loop() {

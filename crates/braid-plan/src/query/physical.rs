@@ -246,7 +246,8 @@ fn route_of_keys(merged: Vec<Keys>, layout: &Layout) -> Option<Expr> {
     };
     match (layout.tag, merged.as_slice()) {
         (_, []) => None,
-        (_, [(_, ks, fl)]) | (None, [(_, ks, fl), ..]) => Some(hash(ks, fl)),
+        (None, [(_, ks, fl), ..]) => Some(hash(ks, fl)),
+        (Some(_), [(_, ks, fl)]) if layout.inputs.len() == 1 => Some(hash(ks, fl)),
         (Some(tag), _) => {
             let arms = merged
                 .iter()
@@ -256,7 +257,17 @@ fn route_of_keys(merged: Vec<Keys>, layout: &Layout) -> Option<Expr> {
                     (cond, hash(ks, fl))
                 })
                 .collect();
-            Some(Expr::Case(arms, None))
+            // Rows of streams no stateful operator keys (a stateless branch of a union)
+            // may go anywhere: spread them by time. Without this arm the CASE is null
+            // for them and the split would omit them.
+            let spread = (merged.len() < layout.inputs.len()).then(|| {
+                let t = crate::interleave::TIME_COLUMN;
+                Box::new(Expr::Call(
+                    Func::Hash,
+                    vec![Expr::Column(t, "_time".into())],
+                ))
+            });
+            Some(Expr::Case(arms, spread))
         }
     }
 }
