@@ -398,15 +398,17 @@ fn spawn_progress(shared: Arc<Shared>) -> Arc<std::sync::atomic::AtomicBool> {
             std::thread::sleep(Duration::from_secs(1));
             let c = &shared.counters;
             let rows = c.rows_in.load(Relaxed);
+            let (ein, eout) = (c.epoch_in.load(Relaxed), c.epoch_out.load(Relaxed));
             eprintln!(
-                "[{:>6.1}s] in {} ({}/s) out {} malformed {} epoch in {} out {}",
+                "[{:>6.1}s] in {} ({}/s) out {} malformed {} epoch in {} out {} (lag {} epochs)",
                 shared.start.elapsed().as_secs_f64(),
                 rows,
                 rows - last,
                 c.rows_out.load(Relaxed),
                 c.malformed.load(Relaxed),
-                c.epoch_in.load(Relaxed),
-                c.epoch_out.load(Relaxed)
+                ein,
+                eout,
+                ein.saturating_sub(eout)
             );
             last = rows;
         }

@@ -46,16 +46,20 @@ pub(crate) fn render<'s>(
 ) -> Result<Windows<'s>> {
     let stamp = sink.stamp_emit;
     if sink.spec == SinkSpec::Discard {
-        return Ok(input.unary::<WindowBuilder, _, _, _>(
+        return Ok(input.unary_frontier::<WindowBuilder, _, _, _>(
             Pipeline,
             "Sink(discard)",
             move |_, _| {
-                move |input, _output| {
+                move |(input, frontier), _output| {
                     input.for_each(|_, data| {
                         let n: usize = data.iter().map(|w| w.batch.len()).sum();
                         Counters::add(&shared.counters.rows_out, n as u64);
                         data.clear();
                     });
+                    // The progress line's "epoch out" (and its lag) for discarded output.
+                    if let Some(t) = frontier.frontier().first() {
+                        shared.counters.epoch_out.fetch_max(*t, Ordering::Relaxed);
+                    }
                 }
             },
         ));
