@@ -249,8 +249,15 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
             let ws: Vec<u64> = (0..*p as u64)
                 .map(|j| splitter_worker(j, workers) as u64)
                 .collect();
+            let local = match s.input.as_ref() {
+                crate::plan::Plan::Source(src) => {
+                    crate::placement::deals_locally(&src.spec, *p, *router_fanout, workers)
+                }
+                _ => false,
+            };
             let routers = match router_fanout {
                 Some(f) => format!("two-level router tree with {f} sub-routers"),
+                None if local => "one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)".to_string(),
                 None => "one window router per source worker".to_string(),
             };
             let _ = writeln!(

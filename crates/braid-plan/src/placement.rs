@@ -75,6 +75,22 @@ pub fn class_members(class: (u64, u64), q: u64) -> impl Iterator<Item = u64> {
     (r..q).step_by(m.min(usize::MAX as u64) as usize)
 }
 
+/// Whether parasplit's window routers deal windows to the splitters on their own
+/// worker: when every worker reads an even share of the source (the generator deals
+/// window `k` to worker `k % workers`), there is one router level, and every worker
+/// hosts a splitter (`p >= workers`). Per worker the load is then the same as dealing
+/// over all splitters, and no window crosses to another core before it is split.
+pub fn deals_locally(
+    source: &crate::plan::SourceSpec,
+    p: u32,
+    router_fanout: Option<u32>,
+    workers: usize,
+) -> bool {
+    matches!(source, crate::plan::SourceSpec::Generator(_))
+        && router_fanout.is_none()
+        && p as usize >= workers
+}
+
 /// Worker of the single fsplit splitter.
 pub const FSPLIT_WORKER: usize = 0;
 
@@ -109,5 +125,28 @@ mod tests {
             class_members((3, 1), 11).collect::<Vec<_>>(),
             vec![1, 4, 7, 10]
         );
+    }
+
+    /// Only a source every worker reads evenly, one router level and a splitter on
+    /// every worker deal windows locally.
+    #[test]
+    fn local_dealing_needs_an_even_source() {
+        use crate::plan::{GeneratorSpec, SourceSpec};
+        let gen = SourceSpec::Generator(GeneratorSpec {
+            tuples: 10,
+            rate: 1.0,
+            keys: 4,
+            broadcast: 0.0,
+            seed: 1,
+        });
+        let stdin = SourceSpec::Stdin;
+        assert!(deals_locally(&gen, 2, None, 2));
+        assert!(deals_locally(&gen, 5, None, 4));
+        assert!(
+            !deals_locally(&gen, 1, None, 2),
+            "a worker without a splitter"
+        );
+        assert!(!deals_locally(&gen, 32, Some(6), 2), "a router tree");
+        assert!(!deals_locally(&stdin, 2, None, 2), "one reader");
     }
 }

@@ -39,11 +39,13 @@ pub(crate) fn render<'s>(
         SplitShape::Fsplit => splitter(input, router, place, At::Worker(FSPLIT_WORKER), "Fsplit"),
         SplitShape::Tree(t) => tree(input, router, t, place),
         SplitShape::Parasplit { p, router_fanout } => {
-            let evenly = match split.input.as_ref() {
-                braid_plan::plan::Plan::Source(s) => crate::source::reads_evenly(&s.spec),
+            let deal_local = match split.input.as_ref() {
+                braid_plan::plan::Plan::Source(s) => {
+                    braid_plan::placement::deals_locally(&s.spec, p, router_fanout, place.peers)
+                }
                 _ => false,
             };
-            let routed = window_router(input, p, router_fanout, evenly, place);
+            let routed = window_router(input, p, router_fanout, deal_local, place);
             splitter(routed, router, place, At::Addressed, "WindowSplitter")
         }
     })
@@ -224,22 +226,20 @@ fn splitter<'s>(
 /// window's first sequence number, so runs are reproducible) to the `p` window
 /// splitters, through `router_fanout` sub-routers when set.
 ///
-/// When every worker reads an even share of the source (`evenly`) and hosts a splitter
-/// (`p >= workers`), each worker's router deals its windows among the splitters on its
-/// own worker: the load per worker is the same as with dealing over all splitters, and
-/// no window crosses to another core before it is split.
+/// With `local` ([`braid_plan::placement::deals_locally`]), each worker's router deals
+/// its windows among the splitters on its own worker.
 fn window_router<'s>(
     input: Windows<'s>,
     p: u32,
     router_fanout: Option<u32>,
-    evenly: bool,
+    local: bool,
     place: Place,
 ) -> Windows<'s> {
     let (me, peers) = (place.index as u64, place.peers as u64);
     let p = p.max(1) as u64;
     let pick = |w: &Window, salt: u64| mix64(w.batch.keys().first().map_or(0, |k| k.seq) ^ salt);
     // Splitters on this worker: me, me + peers, ... below p.
-    let local = (evenly && router_fanout.is_none() && p >= peers).then(|| (p - me).div_ceil(peers));
+    let local = local.then(|| (p - me).div_ceil(peers));
     let first = input.unary::<WindowBuilder, _, _, _>(Pipeline, "WindowRouter", move |_, _| {
         move |input, output| {
             input.for_each(|cap, data| {

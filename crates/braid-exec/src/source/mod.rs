@@ -135,13 +135,6 @@ pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
     matches!(spec, SourceSpec::Generator(_) | SourceSpec::Native(_))
 }
 
-/// Whether every worker reads an even share of the source's windows (the generator
-/// deals window `k` to worker `k % workers`), so that work placed where the windows are
-/// is balanced.
-pub fn reads_evenly(spec: &SourceSpec) -> bool {
-    matches!(spec, SourceSpec::Generator(_))
-}
-
 /// Whether the source's feed adds its rows to [`Counters::rows_in`] itself (CSV parsers
 /// count as they parse; an interleave counts for its children that do not); the
 /// runtime counts the rows of the others as it sends them.
