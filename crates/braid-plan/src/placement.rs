@@ -41,6 +41,14 @@ pub fn intersect(a: (u64, u64), b: (u64, u64)) -> Option<(u64, u64)> {
     let ((m1, r1), (m2, r2)) = (a, b);
     let (m1, m2) = (m1.max(1), m2.max(1));
     let (r1, r2) = (r1 % m1, r2 % m2);
+    // One modulus a multiple of the other (a broadcast, or a tree level below a grid
+    // class): the finer class, if it lies in the coarser one.
+    if m2.is_multiple_of(m1) {
+        return (r2 % m1 == r1).then_some((m2, r2));
+    }
+    if m1.is_multiple_of(m2) {
+        return (r1 % m2 == r2).then_some((m1, r1));
+    }
     let g = gcd(m1, m2);
     if r1 % g != r2 % g {
         return None;

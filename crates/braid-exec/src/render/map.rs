@@ -12,7 +12,7 @@ use super::{by_to, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
-use braid_plan::placement::partition_worker;
+use braid_plan::placement::{class_members, partition_worker};
 use braid_plan::plan::{Map, Plan};
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -111,7 +111,7 @@ pub(crate) fn render<'s>(
                                 None if key.lane == RowKey::OMIT => {}
                                 None => rows[(key.lane as usize) / peers].push(entry),
                                 Some(class) => {
-                                    for &k in targets.of(class, &local) {
+                                    for &k in targets.of(class, q, me, peers) {
                                         rows[k as usize].push(entry);
                                     }
                                 }
@@ -167,26 +167,18 @@ pub(crate) fn render<'s>(
 /// lane: a broadcast row then costs one push per partition it reaches, not a test of
 /// every local partition.
 #[derive(Default)]
-struct BroadcastTargets {
-    last: Option<((u64, u64), Vec<u32>)>,
-    seen: std::collections::HashMap<(u64, u64), Vec<u32>>,
-}
+struct BroadcastTargets(std::collections::HashMap<(u64, u64), Vec<u32>>);
 
 impl BroadcastTargets {
-    /// Indexes into `local` of the partitions `p` with `p % modulus == residue`.
-    fn of(&mut self, class: (u64, u64), local: &[u32]) -> &[u32] {
-        if self.last.as_ref().is_none_or(|(c, _)| *c != class) {
-            let list = self.seen.remove(&class).unwrap_or_else(|| {
-                let (modulus, residue) = class;
-                (0..local.len() as u32)
-                    .filter(|&k| local[k as usize] as u64 % modulus.max(1) == residue)
-                    .collect()
-            });
-            if let Some((c, l)) = self.last.replace((class, list)) {
-                self.seen.insert(c, l);
-            }
-        }
-        self.last.as_ref().map_or(&[], |(_, l)| l)
+    /// Indexes into this worker's partitions (`p / peers`) of the partitions below `q`
+    /// in `class` that worker `me` hosts.
+    fn of(&mut self, class: (u64, u64), q: u32, me: usize, peers: usize) -> &[u32] {
+        self.0.entry(class).or_insert_with(|| {
+            class_members(class, q as u64)
+                .filter(|&p| partition_worker(p, peers) == me)
+                .map(|p| (p / peers as u64) as u32)
+                .collect()
+        })
     }
 }
 

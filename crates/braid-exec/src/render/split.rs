@@ -115,15 +115,18 @@ fn split_window(
     if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
         *outs = (0..peers).map(|_| Batch::new(arity)).collect();
     }
-    // Pass 1: every row's lane, and how many rows reach this worker.
+    // Pass 1: every row's lane, and how many rows reach this worker. The window's own
+    // keys get the lanes this worker keeps (used only if the window stays in place).
     lanes.clear();
     let mut mine = 0usize;
     for i in 0..w.batch.len() {
         let lane = lane_of(router.dest(&w.batch, i));
-        mine += usize::from(match RowKey::broadcast_target(lane) {
+        let here = match RowKey::broadcast_target(lane) {
             None => lane != RowKey::OMIT && partition_worker(lane, peers) == me,
             Some(class) => hosts.of(lane, class, q, peers).contains(&me),
-        });
+        };
+        mine += usize::from(here);
+        w.batch.keys_mut()[i].lane = if here { lane } else { RowKey::OMIT };
         lanes.push(lane);
     }
     let in_place = mine * 4 >= w.batch.len();
@@ -151,13 +154,6 @@ fn split_window(
         }
     }
     if in_place && mine > 0 {
-        for (k, &lane) in w.batch.keys_mut().iter_mut().zip(lanes.iter()) {
-            let here = match RowKey::broadcast_target(lane) {
-                None => lane != RowKey::OMIT && partition_worker(lane, peers) == me,
-                Some(class) => hosts.of(lane, class, q, peers).contains(&me),
-            };
-            k.lane = if here { lane } else { RowKey::OMIT };
-        }
         w.to = me as u64;
         w.node = 0;
         give(w);
@@ -353,12 +349,7 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
                                 Some(class) => {
                                     for c in 0..fanout {
                                         let child = node + c * lambda_prev;
-                                        let part = if lambda.is_multiple_of(class.0.max(1)) {
-                                            (child % class.0.max(1) == class.1)
-                                                .then_some((lambda, child))
-                                        } else {
-                                            intersect(class, (lambda, child))
-                                        };
+                                        let part = intersect(class, (lambda, child));
                                         if let Some((m, r)) = part.filter(|&(_, r)| r < q) {
                                             outs[c as usize].push_row_of(
                                                 b,
