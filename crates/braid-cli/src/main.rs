@@ -349,6 +349,27 @@ fn parse_schema(text: &str) -> Result<Schema> {
     Ok(Schema::new(fields))
 }
 
+/// Writes `source` to the binary batch file `to`, reporting malformed records and the
+/// rows written.
+fn convert(
+    source: &braid_plan::plan::Source,
+    to: &std::path::Path,
+    read: &ReadOptions,
+    registry: &Registry,
+) -> Result<()> {
+    let t = std::time::Instant::now();
+    let (rows, rejects) = braid_exec::source::binary::convert(source, to, read, registry)?;
+    if rejects.count > 0 {
+        eprint!("{rejects}");
+    }
+    eprintln!(
+        "braid: wrote {rows} rows to {} in {:.2} s",
+        to.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 fn build(q: &QueryArgs) -> Result<Plan> {
     let (spec, mut schema) = if let Some(path) = &q.csv {
         let schema = parse_schema(q.schema.as_deref().context("--csv needs --schema")?)?;
@@ -631,21 +652,12 @@ fn real_main() -> Result<()> {
                 bail!("convert reads CSV: give --csv FILE (and --schema)");
             }
             let plan = build(&query)?;
-            let t = std::time::Instant::now();
-            let (rows, rejects) = braid_exec::source::binary::convert(
+            convert(
                 plan.leaf_source(),
                 &to,
                 &run_config(&query)?.read,
                 &registry,
             )?;
-            if rejects.count > 0 {
-                eprint!("{rejects}");
-            }
-            eprintln!(
-                "braid: wrote {rows} rows to {} in {:.2} s",
-                to.display(),
-                t.elapsed().as_secs_f64()
-            );
         }
         Command::ExamplesData {
             dir,
@@ -736,7 +748,6 @@ fn real_main() -> Result<()> {
                     stats.tuples as f64 / secs.max(1e-9)
                 );
                 if binary {
-                    let t = std::time::Instant::now();
                     let mut plan = Plan::source(
                         "lrb",
                         SourceSpec::Csv {
@@ -746,20 +757,12 @@ fn real_main() -> Result<()> {
                         linear_road::app::input_schema(),
                     );
                     plan.leaf_source_mut().window = 4096;
-                    let (rows, rejects) = braid_exec::source::binary::convert(
+                    convert(
                         plan.leaf_source(),
                         &out.join("input.bin"),
                         &ReadOptions::default(),
                         &registry,
                     )?;
-                    if rejects.count > 0 {
-                        eprint!("{rejects}");
-                    }
-                    eprintln!(
-                        "braid: wrote {rows} rows to {} in {:.2} s",
-                        out.join("input.bin").display(),
-                        t.elapsed().as_secs_f64()
-                    );
                 }
             }
             Lrb::Run {

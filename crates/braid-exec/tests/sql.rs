@@ -361,8 +361,12 @@ fn int_rows(name: &str, calls: &[Call], query: &str) -> Vec<Vec<i64>> {
         ..RunConfig::default()
     };
     let report = run(&s.jobs[0].plan, &s.registry, &cfg).expect("run");
-    let mut got: Vec<Vec<i64>> = report
-        .collected
+    sorted_ints(&report.collected)
+}
+
+/// Rows whose values are all ints, as ints, sorted.
+fn sorted_ints(rows: &[OutRow]) -> Vec<Vec<i64>> {
+    let mut got: Vec<Vec<i64>> = rows
         .iter()
         .map(|r| {
             r.values
@@ -489,20 +493,7 @@ UNION ALL SELECT who AS k, start AS a, start AS b FROM sms;"
             ..RunConfig::default()
         };
         let report = run(&s.jobs[0].plan, &s.registry, &cfg).expect("run");
-        let mut got: Vec<Vec<i64>> = report
-            .collected
-            .iter()
-            .map(|r| {
-                r.values
-                    .iter()
-                    .map(|v| match v {
-                        Scalar::Int(v) => *v,
-                        other => panic!("int expected, got {other:?}"),
-                    })
-                    .collect()
-            })
-            .collect();
-        got.sort();
+        let got = sorted_ints(&report.collected);
         assert_eq!(got, want, "{workers} workers ({})", s.jobs[0].partitioning);
     }
 }

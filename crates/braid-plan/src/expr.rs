@@ -38,12 +38,19 @@ pub enum BinOp {
 }
 
 impl BinOp {
-    /// `=`, `<>`, `<`, `<=`, `>` or `>=`.
+    /// The comparisons: `=`, `<>`, `<`, `<=`, `>`, `>=`.
+    pub const COMPARISONS: [BinOp; 6] = [
+        BinOp::Eq,
+        BinOp::NotEq,
+        BinOp::Lt,
+        BinOp::LtEq,
+        BinOp::Gt,
+        BinOp::GtEq,
+    ];
+
+    /// One of [`BinOp::COMPARISONS`].
     pub fn is_comparison(&self) -> bool {
-        matches!(
-            self,
-            BinOp::Eq | BinOp::NotEq | BinOp::Lt | BinOp::LtEq | BinOp::Gt | BinOp::GtEq
-        )
+        BinOp::COMPARISONS.contains(self)
     }
 
     /// A comparison's result for operands ordered `ord` (false for other operators).

@@ -457,18 +457,10 @@ mod tests {
             );
         }
         let col = |c: usize| Expr::Column(c, format!("c{c}"));
-        let ops = [
-            BinOp::Eq,
-            BinOp::NotEq,
-            BinOp::Lt,
-            BinOp::LtEq,
-            BinOp::Gt,
-            BinOp::GtEq,
-        ];
         for i in 0..b.len() {
             let row = b.row(i);
             for c in 0..2 {
-                for op in ops {
+                for op in BinOp::COMPARISONS {
                     for k in [-7, 2, 3] {
                         let e = col(c).bin(op, Expr::int(k));
                         let compiled = Compiled::new(&e);

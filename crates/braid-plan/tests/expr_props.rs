@@ -44,14 +44,7 @@ fn int_expr() -> BoxedStrategy<Expr> {
 fn bool_leaf(ints: BoxedStrategy<Expr>) -> BoxedStrategy<Expr> {
     (ints.clone(), ints, 0..6u8)
         .prop_map(|(l, r, op)| {
-            let op = [
-                BinOp::Eq,
-                BinOp::NotEq,
-                BinOp::Lt,
-                BinOp::LtEq,
-                BinOp::Gt,
-                BinOp::GtEq,
-            ][op as usize];
+            let op = BinOp::COMPARISONS[op as usize];
             Expr::Binary(op, Box::new(l), Box::new(r))
         })
         .boxed()

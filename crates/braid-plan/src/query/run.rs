@@ -442,6 +442,19 @@ impl Op {
     }
 }
 
+/// The value of `key` in `map`, made by `make` (with a copy of the key) if absent: no
+/// allocation for a key that is already there.
+fn get_or_insert<'m, V>(
+    map: &'m mut BTreeMap<Vec<Scalar>, V>,
+    key: &[Scalar],
+    make: impl FnOnce() -> V,
+) -> &'m mut V {
+    if !map.contains_key(key) {
+        map.insert(key.to_vec(), make());
+    }
+    map.get_mut(key).expect("key just inserted")
+}
+
 /// A table's rows indexed by key columns.
 struct TableIndex {
     table: Arc<TableDef>,
@@ -624,8 +637,9 @@ struct AggState {
 }
 
 impl AggState {
-    fn fresh(&self) -> Vec<Acc> {
-        self.aggs.iter().map(Acc::new).collect()
+    /// New accumulators for `aggs`.
+    fn fresh(aggs: &[AggCall]) -> Vec<Acc> {
+        aggs.iter().map(Acc::new).collect()
     }
 
     fn update(aggs: &[AggCall], accs: &mut [Acc], row: &Row<'_>) {
@@ -643,10 +657,7 @@ impl AggState {
         key: &[Scalar],
     ) -> &'s mut Vec<Acc> {
         let inner = groups.entry((end, start)).or_default();
-        if !inner.contains_key(key) {
-            inner.insert(key.to_vec(), aggs.iter().map(Acc::new).collect());
-        }
-        inner.get_mut(key).expect("group just inserted")
+        get_or_insert(inner, key, || Self::fresh(aggs))
     }
 
     fn push(&mut self, row: Row<'_>, cx: &Cx, out: &mut Batch) {
@@ -699,21 +710,14 @@ impl AggState {
                 }
             }
             WindowSpec::Count { rows } => {
-                if !self.counts.contains_key(self.key.as_slice()) {
-                    let fresh = self.fresh();
-                    self.counts.insert(self.key.clone(), (0, 0, fresh));
-                }
+                let aggs = &self.aggs;
                 let key = &self.key;
-                let e = self
-                    .counts
-                    .get_mut(key.as_slice())
-                    .expect("count window just made");
+                let e = get_or_insert(&mut self.counts, key, || (0, 0, Self::fresh(aggs)));
                 Self::update(&self.aggs, &mut e.2, &row);
                 e.1 += 1;
                 if e.1 == rows {
                     let n = rows as i64;
-                    let accs =
-                        std::mem::replace(&mut e.2, self.aggs.iter().map(Acc::new).collect());
+                    let accs = std::mem::replace(&mut e.2, Self::fresh(&self.aggs));
                     let w = e.0;
                     e.0 += 1;
                     e.1 = 0;
@@ -739,7 +743,7 @@ impl AggState {
             Self::update(aggs, &mut s.accs, row);
             return;
         }
-        let mut accs: Vec<Acc> = aggs.iter().map(Acc::new).collect();
+        let mut accs = Self::fresh(aggs);
         Self::update(aggs, &mut accs, row);
         let mut merged = Session {
             start: t,
