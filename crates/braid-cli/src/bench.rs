@@ -36,6 +36,8 @@ pub enum Which {
     Parse(ParseArgs),
     /// The query-language examples at scale and the StreamAPAS latencies.
     Sql(crate::bench_sql::SqlArgs),
+    /// Partitions placed by measured cost (`--calibrate`) vs. `p % workers`.
+    Placement(crate::bench_placement::PlacementArgs),
 }
 
 /// `braid bench parse`.
@@ -191,6 +193,7 @@ pub fn run(which: Which) -> Result<()> {
         Which::Tune(a) => tune_cmd(a),
         Which::Parse(a) => parse_cmd(a),
         Which::Sql(a) => crate::bench_sql::run_sql(a),
+        Which::Placement(a) => crate::bench_placement::run_placement(a),
     }
 }
 

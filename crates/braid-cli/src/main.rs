@@ -1,6 +1,7 @@
 //! `braid`: run, explain and benchmark parallel continuous queries; Linear Road tools.
 
 mod bench;
+mod bench_placement;
 mod bench_sql;
 mod examples;
 mod lrb_rate;
@@ -326,6 +327,12 @@ struct QueryArgs {
     /// Tuples of the single-splitter measurement (generator input).
     #[arg(long, default_value_t = 500_000)]
     splitter_sample: u64,
+    /// Place partitions by measured cost: first run the query on this many input rows
+    /// (output discarded), measure each partition's stream-function time, and spread
+    /// the partitions of all stages so the workers' loads are even (see `braid explain
+    /// --calibrate`). Needs a file or generator input and one process.
+    #[arg(long, value_name = "ROWS")]
+    calibrate: Option<u64>,
 }
 
 fn parse_schema(text: &str) -> Result<Schema> {
@@ -638,14 +645,15 @@ fn real_main() -> Result<()> {
                 Some(dir) => Some(register_lrb(&mut registry, dir, q.lrb_output.as_deref())?),
                 None => None,
             };
-            sql_cmd::run_file(path, &cfg, &registry)?;
+            sql_cmd::run_file(path, &cfg, q.calibrate, &registry)?;
             if let Some(sink) = sink {
                 braid_plan::function::SinkFn::flush(sink.as_ref())?;
             }
         }
         Command::Explain { query, dot } if query.script.is_some() => {
             let path = query.script.as_deref().context("script")?;
-            sql_cmd::explain_file(path, query.workers * query.processes, dot, &registry)?;
+            let cfg = run_config(&query)?;
+            sql_cmd::explain_file(path, &cfg, query.calibrate, dot, &registry)?;
         }
         Command::Convert { query, to } => {
             if query.csv.is_none() {
@@ -676,6 +684,7 @@ fn real_main() -> Result<()> {
             let mut plan = build(&q)?;
             apply_rates(&mut plan, &q, &registry)?;
             let cfg = run_config(&q)?;
+            let plan = sql_cmd::calibrated(plan, &registry, &cfg, q.calibrate)?;
             let report = run(&plan, &registry, &cfg)?;
             let secs = report.elapsed.as_secs_f64();
             eprintln!(
@@ -696,6 +705,8 @@ fn real_main() -> Result<()> {
         Command::Explain { query, dot } => {
             let mut plan = build(&query)?;
             apply_rates(&mut plan, &query, &registry)?;
+            let cfg = run_config(&query)?;
+            let plan = sql_cmd::calibrated(plan, &registry, &cfg, query.calibrate)?;
             let plan = prepare(&plan, &registry, query.workers * query.processes)?;
             let workers = query.workers * query.processes;
             if dot {

@@ -4,6 +4,7 @@
 use anyhow::{anyhow, Context, Result};
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::function::Registry;
+use braid_plan::plan::Plan;
 use braid_plan::query::{self, add_statements, compile_script, Job, Script};
 use std::path::Path;
 
@@ -20,8 +21,52 @@ pub fn compile_file(path: &Path, registry: &Registry) -> Result<Script> {
     compile_script(&text, base_of(path), registry).map_err(|e| anyhow!("{}: {e}", path.display()))
 }
 
-/// Runs every query of a script in order, each to the end of its input.
-pub fn run_file(path: &Path, cfg: &RunConfig, registry: &Registry) -> Result<()> {
+/// `plan` with its partitions placed by measured cost when `calibrate` gives a number
+/// of rows (the measurement is printed to stderr), else `plan`.
+pub fn calibrated(
+    plan: Plan,
+    registry: &Registry,
+    cfg: &RunConfig,
+    calibrate: Option<u64>,
+) -> Result<Plan> {
+    let Some(rows) = calibrate else {
+        return Ok(plan);
+    };
+    let c = braid_exec::calibrate::calibrate(&plan, registry, cfg, rows)?;
+    eprint!("braid: {c}");
+    Ok(c.plan)
+}
+
+/// `job` with its plan placed by measured cost (see [`calibrated`]); the late rows of
+/// the calibration run are forgotten.
+fn calibrated_job(
+    job: &Job,
+    registry: &Registry,
+    cfg: &RunConfig,
+    calibrate: Option<u64>,
+) -> Result<Job> {
+    let plan = calibrated(job.plan.clone(), registry, cfg, calibrate)?;
+    job.late
+        .reset()
+        .context("emptying the late-row file after calibration")?;
+    Ok(Job {
+        sql: job.sql.clone(),
+        logical: job.logical.clone(),
+        stages: job.stages.clone(),
+        partitioning: job.partitioning.clone(),
+        plan,
+        late: job.late.clone(),
+    })
+}
+
+/// Runs every query of a script in order, each to the end of its input; with
+/// `calibrate`, each query's partitions are first placed by measured cost.
+pub fn run_file(
+    path: &Path,
+    cfg: &RunConfig,
+    calibrate: Option<u64>,
+    registry: &Registry,
+) -> Result<()> {
     let script = compile_file(path, registry)?;
     if script.jobs.is_empty() {
         eprintln!(
@@ -30,7 +75,14 @@ pub fn run_file(path: &Path, cfg: &RunConfig, registry: &Registry) -> Result<()>
         );
     }
     for job in &script.jobs {
-        run_job(job, &script.registry, cfg)?;
+        match calibrate {
+            Some(_) => run_job(
+                &calibrated_job(job, &script.registry, cfg, calibrate)?,
+                &script.registry,
+                cfg,
+            )?,
+            None => run_job(job, &script.registry, cfg)?,
+        }
     }
     Ok(())
 }
@@ -59,10 +111,26 @@ fn run_job(job: &Job, registry: &Registry, cfg: &RunConfig) -> Result<()> {
     Ok(())
 }
 
-/// Prints the logical, optimized and physical plans of every query.
-pub fn explain_file(path: &Path, workers: usize, dot: bool, registry: &Registry) -> Result<()> {
+/// Prints the logical, optimized and physical plans of every query (with `calibrate`,
+/// placed by measured cost: each query runs on that many rows first).
+pub fn explain_file(
+    path: &Path,
+    cfg: &RunConfig,
+    calibrate: Option<u64>,
+    dot: bool,
+    registry: &Registry,
+) -> Result<()> {
+    let workers = cfg.workers * cfg.processes;
     let script = compile_file(path, registry)?;
     for (i, job) in script.jobs.iter().enumerate() {
+        let placed;
+        let job = match calibrate {
+            Some(_) => {
+                placed = calibrated_job(job, &script.registry, cfg, calibrate)?;
+                &placed
+            }
+            None => job,
+        };
         if dot {
             let mut plan = job.plan.clone();
             braid_plan::optimize::resolve(&mut plan, braid_plan::optimize::Env { workers });

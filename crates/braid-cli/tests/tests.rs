@@ -1,5 +1,6 @@
 //! Tests of the `braid` binary.
 
+mod calibrate;
 mod cluster;
 mod golden;
 mod shell;

@@ -22,6 +22,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod calibrate;
 pub mod error;
 pub mod host;
 pub mod render;

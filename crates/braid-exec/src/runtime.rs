@@ -38,6 +38,9 @@ pub struct RunConfig {
     pub max_rows_in_flight: u64,
     /// Print a progress line to stderr every second.
     pub progress: bool,
+    /// Stop reading input once the sources have read this many rows (the run then
+    /// drains and ends as at the end of input).
+    pub max_rows: Option<u64>,
 }
 
 impl Default for RunConfig {
@@ -54,6 +57,7 @@ impl Default for RunConfig {
             max_epochs_ahead: 64,
             max_rows_in_flight: 262_144,
             progress: false,
+            max_rows: None,
         }
     }
 }
@@ -73,6 +77,23 @@ pub struct RunReport {
     pub collected: Vec<OutRow>,
     /// The plan as run (shapes resolved).
     pub plan: Option<Plan>,
+    /// Measured cost of every partition that had rows, by stage and partition.
+    pub costs: Vec<PartitionCost>,
+}
+
+/// The measured cost of one logical partition of one stage: the time its stream
+/// function took and the rows it processed, summed over the run. Stage `k` is the `Map`
+/// with `k` Maps below it (0 nearest the source).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionCost {
+    /// The stage (see the type's doc).
+    pub stage: usize,
+    /// The partition.
+    pub partition: u32,
+    /// Nanoseconds in the stream function (`process` and `end_of_epoch`).
+    pub nanos: u64,
+    /// Rows processed.
+    pub rows: u64,
 }
 
 /// State shared by the workers of one process.
@@ -83,6 +104,7 @@ pub struct Shared {
     pub start: Instant,
     /// Rows of a `Collect` sink.
     pub collected: Mutex<Vec<OutRow>>,
+    costs: Mutex<Vec<PartitionCost>>,
     errors: Mutex<Vec<String>>,
     rejects: Mutex<Vec<Rejects>>,
     fatal: Mutex<Option<Error>>,
@@ -94,6 +116,28 @@ impl Shared {
         if let Ok(mut v) = self.errors.lock() {
             v.push(e);
         }
+    }
+
+    /// Adds a Map's measured costs at the end of its input: `spent[k]` (nanoseconds,
+    /// rows) of partition `local[k]` of `stage`.
+    pub(crate) fn add_costs(&self, stage: usize, local: &[u32], spent: &[(u64, u64)]) {
+        if let Ok(mut c) = self.costs.lock() {
+            for (&partition, &(nanos, rows)) in local.iter().zip(spent) {
+                if rows > 0 || nanos > 0 {
+                    c.push(PartitionCost {
+                        stage,
+                        partition,
+                        nanos,
+                        rows,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Records a bug found while running (the run then ends with an internal error).
+    pub(crate) fn bug(&self, what: String) {
+        self.fatal(Error::Internal(what));
     }
 
     fn fatal(&self, e: Error) {
@@ -146,6 +190,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         counters: Arc::new(Counters::default()),
         start: Instant::now(),
         collected: Mutex::new(Vec::new()),
+        costs: Mutex::new(Vec::new()),
         errors: Mutex::new(Vec::new()),
         rejects: Mutex::new(Vec::new()),
         fatal: Mutex::new(None),
@@ -223,6 +268,12 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         .lock()
         .map(|mut c| std::mem::take(&mut *c))
         .unwrap_or_default();
+    let mut costs = shared
+        .costs
+        .lock()
+        .map(|mut c| std::mem::take(&mut *c))
+        .unwrap_or_default();
+    costs.sort_by_key(|c| (c.stage, c.partition));
     let c = &shared.counters;
     Ok(RunReport {
         rows_in: c.rows_in.load(std::sync::atomic::Ordering::Relaxed),
@@ -231,6 +282,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         elapsed: shared.start.elapsed(),
         collected,
         plan: Some(plan),
+        costs,
     })
 }
 
@@ -366,6 +418,16 @@ fn feed(
                 if sent.is_multiple_of(4) {
                     input.flush();
                     worker.step();
+                }
+                if let Some(n) = cfg.max_rows {
+                    if shared
+                        .counters
+                        .rows_in
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        >= n
+                    {
+                        break;
+                    }
                 }
                 let horizon = epoch.saturating_sub(cfg.max_epochs_ahead);
                 while probe.less_than(&horizon) {

@@ -209,6 +209,32 @@ fn parallel(plan: &Plan, workers: usize) -> Vec<OutRow> {
         .collected
 }
 
+/// `plan` with its split's partitions placed by a random table (worker numbers up to 4,
+/// so some name workers beyond a smaller run's and wrap around).
+fn with_placement(mut plan: Plan, seed: u64) -> Plan {
+    fn find(p: &mut Plan) -> Option<&mut braid_plan::plan::Split> {
+        match p {
+            Plan::Split(s) => Some(s),
+            Plan::Source(_) => None,
+            Plan::Map(m) => find(&mut m.input),
+            Plan::Merge(m) => find(&mut m.input),
+            Plan::Sink(s) => find(&mut s.input),
+        }
+    }
+    let split = find(&mut plan).expect("a split");
+    let mut x = seed | 1;
+    let table: Vec<u32> = (0..split.q)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % 5) as u32
+        })
+        .collect();
+    split.placement = Some(table.into());
+    plan
+}
+
 fn sorted(mut v: Vec<OutRow>) -> Vec<OutRow> {
     v.sort();
     v
@@ -246,12 +272,17 @@ proptest! {
         route in route_kind(),
         bcast in prop_oneof![Just(None), Just(Some(3i64)), Just(Some(2)), Just(Some(0))],
         window in 1usize..40,
+        table in proptest::option::of(any::<u64>()),
     ) {
         let input = stream(&rows);
         for strategy in STRATEGIES {
             for (merge, ordered) in [(MergeKind::Union, false), (MergeKind::TimeOrdered, true)] {
                 let p = plan(input.clone(), q, route, bcast, strategy, "running", merge, window);
-                matches_reference(&p, &input, ordered, &format!("{strategy:?}"))?;
+                let p = match table {
+                    Some(seed) => with_placement(p, seed),
+                    None => p,
+                };
+                matches_reference(&p, &input, ordered, &format!("{strategy:?}, table {table:?}"))?;
             }
         }
     }
@@ -751,4 +782,156 @@ fn interleave_counts_csv_rows_once_and_merges_rejects() {
         assert!(r.first[0].reason.starts_with("csvchild: "), "{r}");
     }
     let _ = std::fs::remove_file(&path);
+}
+
+/// `rounds` of a 64-bit mix per row, counted per partition: a stream function whose
+/// cost is its rows.
+struct Spin(u32);
+struct SpinState {
+    p: i64,
+    n: i64,
+    acc: u64,
+    rounds: u32,
+}
+impl StreamFunctionFactory for Spin {
+    fn output_schema(&self, _: &Schema) -> braid_plan::error::Result<Schema> {
+        Ok(Schema::ints(&["p", "n", "digest"]))
+    }
+    fn create(&self, p: u32, _: u32) -> Box<dyn StreamFunction> {
+        Box::new(SpinState {
+            p: p as i64,
+            n: 0,
+            acc: 0,
+            rounds: self.0,
+        })
+    }
+}
+impl StreamFunction for SpinState {
+    fn process(&mut self, row: Row<'_>, _: &mut Emitter<'_>) {
+        let mut x = row.int(2).unwrap_or(0) as u64 ^ self.acc;
+        for _ in 0..self.rounds {
+            x = braid_exec::source::generator::mix64(x);
+        }
+        self.acc = x;
+        self.n += 1;
+    }
+    fn finish(&mut self, out: &mut Emitter<'_>) {
+        out.emit_ints(&[self.p, self.n, (self.acc >> 1) as i64]);
+    }
+}
+
+/// Calibration measures the partitions and places the hot one alone on a worker, and
+/// the placed plan still gives the reference's output. Partition 0 gets 70% of the
+/// rows, each costing the same, so any timing noise short of a factor of ten leaves the
+/// decision unchanged.
+#[test]
+fn calibration_places_a_hot_partition_alone() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..6000i64)
+        .map(|i| {
+            let key = if i % 10 < 7 { 0 } else { 1 + i % 7 };
+            ((i % 3) as u8, key, i, 0)
+        })
+        .collect();
+    let input = stream(&rows);
+    let mut reg = registry();
+    reg.add_function("spin", Arc::new(Spin(2000)));
+    let p = plan(
+        input.clone(),
+        8,
+        RouteKind::ByKey,
+        None,
+        Strategy::Parasplit,
+        "spin",
+        MergeKind::Union,
+        64,
+    );
+    let cfg = RunConfig {
+        workers: 2,
+        ..RunConfig::default()
+    };
+    let cal = braid_exec::calibrate::calibrate(&p, &reg, &cfg, 3000).expect("calibration runs");
+    assert!(
+        cal.rows >= 3000 && cal.rows < 6000,
+        "read {} rows",
+        cal.rows
+    );
+    assert_eq!(cal.stages.len(), 1);
+    assert_eq!(cal.stages[0].busy, 8, "{cal}");
+    assert_eq!(cal.stages[0].rows, cal.rows, "{cal}");
+    assert!(cal.applied, "{cal}");
+    let (before, after) = cal.busiest_share();
+    assert!(before > 0.7 && after < before, "{cal}");
+    let Plan::Sink(sink) = &cal.plan else {
+        panic!("a sink on top")
+    };
+    let Plan::Merge(merge) = sink.input.as_ref() else {
+        panic!("a merge under the sink")
+    };
+    let Plan::Map(map) = merge.input.as_ref() else {
+        panic!("a map under the merge")
+    };
+    let Plan::Split(split) = map.input.as_ref() else {
+        panic!("a split under the map")
+    };
+    let table = split.placement.clone().expect("a placement table");
+    let hot = table[0];
+    assert!(
+        (1..8).all(|p| table[p] != hot),
+        "partition 0 shares its worker: {table:?}"
+    );
+    let expected = sorted(reference::run(&cal.plan, &reg, &input).expect("reference"));
+    for workers in [1, 2, 4] {
+        let got = run(
+            &cal.plan,
+            &reg,
+            &RunConfig {
+                workers,
+                ..RunConfig::default()
+            },
+        )
+        .expect("run")
+        .collected;
+        assert_eq!(sorted(got), expected, "{workers} workers");
+    }
+}
+
+/// Calibration reads its input twice, so a TCP or stdin source is refused with a
+/// reason; and so is a run over several processes.
+#[test]
+fn calibration_refuses_what_it_cannot_measure() {
+    let s = schema();
+    let p = Plan::source("in", SourceSpec::Stdin, s.clone())
+        .split(
+            4,
+            Route::Expr {
+                expr: Expr::col(&s, "key").expect("key"),
+                when: None,
+            },
+            None,
+            Strategy::Fsplit,
+        )
+        .map("count")
+        .merge(MergeKind::Union)
+        .sink(SinkSpec::Collect);
+    let e = braid_exec::calibrate::calibrate(&p, &registry(), &RunConfig::default(), 10)
+        .expect_err("stdin cannot be read twice");
+    assert!(e.to_string().contains("standard input"), "{e}");
+    let input = stream(&[(1, 1, 1, 0)]);
+    let p = plan(
+        input,
+        4,
+        RouteKind::ByKey,
+        None,
+        Strategy::Fsplit,
+        "count",
+        MergeKind::Union,
+        4,
+    );
+    let cfg = RunConfig {
+        processes: 2,
+        ..RunConfig::default()
+    };
+    let e =
+        braid_exec::calibrate::calibrate(&p, &registry(), &cfg, 10).expect_err("several processes");
+    assert!(e.to_string().contains("several processes"), "{e}");
 }

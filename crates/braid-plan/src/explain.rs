@@ -3,7 +3,7 @@
 
 use crate::cost::{tree_levels, tree_throughput, tree_total_cost, Mix, SplitCosts};
 use crate::function::Registry;
-use crate::placement::{partition_worker, splitter_worker, tree_node_worker, FSPLIT_WORKER};
+use crate::placement::{splitter_worker, tree_node_worker, Hosts, FSPLIT_WORKER};
 use crate::plan::{Combine, MergeKind, Pace, Plan, Route, SourceSpec, Split, SplitShape};
 use std::fmt::Write;
 
@@ -75,23 +75,7 @@ fn node_text(
             };
             let _ = writeln!(out, "{pad}Merge: {kind}  -> {schema}");
         }
-        Plan::Map(m) => {
-            let q = match m.input.as_ref() {
-                Plan::Split(s) => s.q,
-                _ => 0,
-            };
-            let _ = writeln!(
-                out,
-                "{pad}Map: {} on each of {q} partitions  -> {schema}",
-                m.function
-            );
-            for w in 0..workers {
-                let parts: Vec<u64> = (0..q as u64)
-                    .filter(|&p| partition_worker(p, workers) == w)
-                    .collect();
-                let _ = writeln!(out, "{pad}  worker {w}: partitions {}", list(&parts));
-            }
-        }
+        Plan::Map(m) => map_text(m, workers, &pad, &schema, out),
         Plan::Split(s) => split_text(s, workers, &pad, out),
         Plan::Source(s) => {
             let what = source_text(&s.spec);
@@ -112,6 +96,29 @@ fn node_text(
     }
     if let (true, Some(input)) = (recurse, plan.input()) {
         node_text(input, registry, workers, depth + 1, true, out);
+    }
+}
+
+fn map_text(m: &crate::plan::Map, workers: usize, pad: &str, schema: &str, out: &mut String) {
+    let Plan::Split(split) = m.input.as_ref() else {
+        let _ = writeln!(out, "{pad}Map: {} over a non-split input", m.function);
+        return;
+    };
+    let q = split.q;
+    let hosts = Hosts::of(split, workers);
+    let _ = writeln!(
+        out,
+        "{pad}Map: {} on each of {q} partitions{}  -> {schema}",
+        m.function,
+        if hosts.is_table() {
+            ", placed by measured cost"
+        } else {
+            ""
+        }
+    );
+    for w in 0..workers {
+        let parts: Vec<u64> = hosts.partitions(q, w).into_iter().map(u64::from).collect();
+        let _ = writeln!(out, "{pad}  worker {w}: partitions {}", list(&parts));
     }
 }
 

@@ -2,11 +2,100 @@
 //! what EXPLAIN shows is what runs.
 
 use crate::cost::TreeShape;
+use crate::plan::Split;
+use std::sync::Arc;
 
-/// Worker of logical partition `p`: `p % workers` (timely's exchange maps a hash `h`
-/// to worker `h % workers`).
+/// Worker of logical partition `p` when the split has no placement table: `p % workers`
+/// (timely's exchange maps a hash `h` to worker `h % workers`).
 pub fn partition_worker(p: u64, workers: usize) -> usize {
     (p % workers as u64) as usize
+}
+
+/// Which worker hosts each logical partition of one split: the split's placement table
+/// (set from measured costs, see [`balance`]) or, without one, [`partition_worker`].
+#[derive(Clone, Debug)]
+pub struct Hosts {
+    table: Option<Arc<[u32]>>,
+    workers: usize,
+}
+
+impl Hosts {
+    /// The hosts of `split`'s partitions among `workers` workers.
+    pub fn of(split: &Split, workers: usize) -> Hosts {
+        Hosts {
+            table: split.placement.clone(),
+            workers: workers.max(1),
+        }
+    }
+
+    /// Worker of partition `p` (a table entry beyond the workers wraps around, so a
+    /// table made for more workers still names a worker).
+    #[inline]
+    pub fn worker(&self, p: u64) -> usize {
+        match &self.table {
+            Some(t) => t[p as usize] as usize % self.workers,
+            None => partition_worker(p, self.workers),
+        }
+    }
+
+    /// The partitions below `q` on worker `w`, ascending.
+    pub fn partitions(&self, q: u32, w: usize) -> Vec<u32> {
+        (0..q).filter(|&p| self.worker(p as u64) == w).collect()
+    }
+
+    /// Number of workers.
+    pub fn workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Whether the partitions are placed by a table.
+    pub fn is_table(&self) -> bool {
+        self.table.is_some()
+    }
+}
+
+/// Partition placement from measured costs: `costs[s][p]` is the measured cost of
+/// partition `p` of split `s` (all splits of one plan share the workers). Partitions
+/// are taken in decreasing cost, each to the worker with the least load so far (the
+/// longest-processing-time rule: the busiest worker ends within 4/3 of the best
+/// possible). Partitions with no measured cost keep `p % workers`: nothing says where
+/// they should go, and that spreads them. Returns one table per split (the worker of
+/// each partition) and the expected load per worker.
+pub fn balance(costs: &[Vec<f64>], workers: usize) -> (Vec<Vec<u32>>, Vec<f64>) {
+    let workers = workers.max(1);
+    let mut tables: Vec<Vec<u32>> = costs
+        .iter()
+        .map(|c| (0..c.len()).map(|p| (p % workers) as u32).collect())
+        .collect();
+    let mut items: Vec<(f64, usize, usize)> = costs
+        .iter()
+        .enumerate()
+        .flat_map(|(s, c)| c.iter().enumerate().map(move |(p, &x)| (x, s, p)))
+        .filter(|&(x, _, _)| x > 0.0)
+        .collect();
+    // Decreasing cost; ties in (split, partition) order, so the result is reproducible.
+    items.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+    let mut load = vec![0.0f64; workers];
+    for (x, s, p) in items {
+        let w = (0..workers)
+            .min_by(|&a, &b| load[a].total_cmp(&load[b]).then(a.cmp(&b)))
+            .unwrap_or(0);
+        load[w] += x;
+        tables[s][p] = w as u32;
+    }
+    (tables, load)
+}
+
+/// The load per worker of placing `costs` (as in [`balance`]) by `p % workers`.
+pub fn modulo_load(costs: &[Vec<f64>], workers: usize) -> Vec<f64> {
+    let workers = workers.max(1);
+    let mut load = vec![0.0f64; workers];
+    for c in costs {
+        for (p, &x) in c.iter().enumerate() {
+            load[p % workers] += x;
+        }
+    }
+    load
 }
 
 /// Breadth-first number of node `node` of tree level `level` (1-based).
@@ -132,6 +221,64 @@ mod tests {
         assert_eq!(
             class_members((3, 1), 11).collect::<Vec<_>>(),
             vec![1, 4, 7, 10]
+        );
+    }
+
+    /// The longest-processing-time rule: every measured partition placed, the busiest
+    /// worker within 4/3 of the lower bound (the larger of the mean load and the
+    /// costliest partition), a hot partition alone, unmeasured partitions on
+    /// `p % workers`, and the same result every time.
+    #[test]
+    fn balance_spreads_measured_cost() {
+        let mut x = 12345u64;
+        for case in 0..200 {
+            let workers = 1 + case % 5;
+            let costs: Vec<Vec<f64>> = (0..1 + case % 3)
+                .map(|s| {
+                    (0..1 + (case * 7 + s) % 40)
+                        .map(|_| {
+                            x = x
+                                .wrapping_mul(6364136223846793005)
+                                .wrapping_add(1442695040888963407);
+                            if (x >> 60) < 3 {
+                                0.0
+                            } else {
+                                ((x >> 33) % 1000) as f64
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let (tables, load) = balance(&costs, workers);
+            assert_eq!(balance(&costs, workers), (tables.clone(), load.clone()));
+            let mut check = vec![0.0; workers];
+            for (c, t) in costs.iter().zip(&tables) {
+                assert_eq!(c.len(), t.len());
+                for (p, (&x, &w)) in c.iter().zip(t).enumerate() {
+                    assert!((w as usize) < workers);
+                    if x == 0.0 {
+                        assert_eq!(w as usize, p % workers, "unmeasured partition {p}");
+                    }
+                    check[w as usize] += x;
+                }
+            }
+            assert_eq!(check, load);
+            let total: f64 = load.iter().sum();
+            let biggest = costs.iter().flatten().cloned().fold(0.0, f64::max);
+            let bound = (total / workers as f64).max(biggest);
+            let busiest = load.iter().cloned().fold(0.0, f64::max);
+            assert!(busiest <= bound * 4.0 / 3.0 + 1e-9, "{busiest} vs {bound}");
+        }
+        // One hot partition: alone on its worker, the rest on the other.
+        let (t, load) = balance(
+            &[vec![10.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]],
+            2,
+        );
+        assert!((1..10).all(|p| t[0][p] != t[0][0]), "{t:?}");
+        assert_eq!(load.iter().cloned().fold(0.0, f64::max), 10.0);
+        assert_eq!(
+            modulo_load(&[vec![10.0, 1.0, 1.0, 1.0]], 2),
+            vec![11.0, 2.0]
         );
     }
 

@@ -269,6 +269,10 @@ pub struct Split {
     pub shape: Option<SplitShape>,
     /// Cost-model inputs.
     pub hints: SplitHints,
+    /// The worker of each partition (length q), set from measured costs (see
+    /// `braid_exec::calibrate` and [`crate::placement::balance`]). None: partition `p`
+    /// runs on worker `p % workers`.
+    pub placement: Option<Arc<[u32]>>,
 }
 
 /// `Map(stream function, partitions)`.
@@ -385,7 +389,20 @@ impl Plan {
             strategy,
             shape: None,
             hints: SplitHints::default(),
+            placement: None,
         })
+    }
+
+    /// Number of `Map` nodes in this plan (a stage's index counts the Maps below it).
+    pub fn maps(&self) -> usize {
+        let below = match self {
+            Plan::Source(_) => return 0,
+            Plan::Split(s) => &s.input,
+            Plan::Map(m) => &m.input,
+            Plan::Merge(m) => &m.input,
+            Plan::Sink(s) => &s.input,
+        };
+        usize::from(matches!(self, Plan::Map(_))) + below.maps()
     }
 
     /// Maps a stream function over the partitions of this split.
@@ -487,6 +504,15 @@ impl Plan {
                         "q = {} partitions; expected 1..=1048576",
                         s.q
                     )));
+                }
+                if let Some(t) = &s.placement {
+                    if t.len() != s.q as usize {
+                        return Err(Error::Plan(format!(
+                            "the placement table names {} partitions; the split has q = {}",
+                            t.len(),
+                            s.q
+                        )));
+                    }
                 }
                 match &s.route {
                     Route::Expr { expr, when } => {

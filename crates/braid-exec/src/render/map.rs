@@ -10,10 +10,13 @@
 use super::stash::EpochStash;
 use super::{by_to, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
+use crate::runtime::Shared;
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
-use braid_plan::placement::{class_members, partition_worker};
+use braid_plan::placement::{class_members, Hosts};
 use braid_plan::plan::{Map, Plan};
+use std::sync::Arc;
+use std::time::Instant;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Concat};
@@ -59,7 +62,10 @@ pub(crate) fn render<'s>(
     registry: &Registry,
     place: Place,
     out_arity: usize,
+    shared: Arc<Shared>,
 ) -> Result<Windows<'s>> {
+    // Stages are numbered from the source: the number of Maps below this one.
+    let stage = map.input.maps();
     let Plan::Split(split) = map.input.as_ref() else {
         return Err(braid_plan::error::Error::Internal(
             "Map over a non-Split passed schema()".into(),
@@ -69,11 +75,15 @@ pub(crate) fn render<'s>(
     let q = split.q;
     let factory = registry.function(&map.function)?.clone();
     let every_epoch = factory.every_epoch();
-    let (me, peers) = (place.index, place.peers);
-    // Local partitions: p = me + k * peers.
-    let local: Vec<u32> = (0..q)
-        .filter(|&p| partition_worker(p as u64, peers) == me)
-        .collect();
+    let me = place.index;
+    let hosts = Hosts::of(split, place.peers);
+    // This worker's partitions, and each partition's index among them (NOT_HERE if
+    // another worker hosts it).
+    let local: Vec<u32> = hosts.partitions(q, me);
+    let mut index = vec![NOT_HERE; q as usize];
+    for (k, &p) in local.iter().enumerate() {
+        index[p as usize] = k as u32;
+    }
     let name = format!("Map({})", map.function);
     // Ticks are empty windows: their only effect is to make the epoch known here.
     let input = match ticks {
@@ -91,6 +101,8 @@ pub(crate) fn render<'s>(
             let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
             let mut out = Batch::new(out_arity);
             let mut targets = BroadcastTargets::default();
+            // Per local partition: nanoseconds in its stream function, and rows.
+            let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
                     if let Some(batches) = stash.at(&cap, Vec::new) {
@@ -104,20 +116,33 @@ pub(crate) fn render<'s>(
                     // every partition's rows already sorted (which the sort below then
                     // only checks).
                     batches.sort_unstable_by_key(|b| b.keys().first().map_or(0, |k| k.seq));
+                    let mut misrouted = None;
                     for (b, batch) in batches.iter().enumerate() {
                         for (i, key) in batch.keys().iter().enumerate() {
                             let entry = (key.seq, b as u32, i as u32);
                             match RowKey::broadcast_target(key.lane) {
                                 None if key.lane == RowKey::OMIT => {}
-                                None => rows[(key.lane as usize) / peers].push(entry),
+                                None => match index.get(key.lane as usize) {
+                                    Some(&k) if k != NOT_HERE => rows[k as usize].push(entry),
+                                    _ => misrouted = Some(key.lane),
+                                },
                                 Some(class) => {
-                                    for &k in targets.of(class, q, me, peers) {
+                                    for &k in targets.of(class, q, &index) {
                                         rows[k as usize].push(entry);
                                     }
                                 }
                             }
                         }
                     }
+                    if let Some(lane) = misrouted {
+                        shared.bug(format!(
+                            "a row for partition {lane} of {q} reached worker {me}, which does \
+                             not host it"
+                        ));
+                    }
+                    // One clock reading per partition: each partition's time runs from
+                    // the previous reading.
+                    let mut last = Instant::now();
                     for (k, list) in rows.iter_mut().enumerate() {
                         // Partitions with rows, and with an every-epoch function, every
                         // partition created so far.
@@ -137,6 +162,10 @@ pub(crate) fn render<'s>(
                             epoch,
                             &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p).at_epoch(epoch),
                         );
+                        let now = Instant::now();
+                        spent[k].0 += (now - last).as_nanos() as u64;
+                        last = now;
+                        spent[k].1 += list.len() as u64;
                         list.clear();
                     }
                     if let Some(w) = take_window(&mut out, me) {
@@ -156,12 +185,16 @@ pub(crate) fn render<'s>(
                         if let Some(w) = take_window(&mut out, me) {
                             output.session(&cap).give(w);
                         }
+                        shared.add_costs(stage, &local, &spent);
                     }
                 }
             }
         }),
     )
 }
+
+/// Index of a partition another worker hosts.
+const NOT_HERE: u32 = u32::MAX;
 
 /// The local partitions a broadcast lane `(modulus, residue)` names, remembered per
 /// lane: a broadcast row then costs one push per partition it reaches, not a test of
@@ -170,13 +203,13 @@ pub(crate) fn render<'s>(
 struct BroadcastTargets(std::collections::HashMap<(u64, u64), Vec<u32>>);
 
 impl BroadcastTargets {
-    /// Indexes into this worker's partitions (`p / peers`) of the partitions below `q`
-    /// in `class` that worker `me` hosts.
-    fn of(&mut self, class: (u64, u64), q: u32, me: usize, peers: usize) -> &[u32] {
+    /// Indexes into this worker's partitions (`index`, by partition) of the partitions
+    /// below `q` in `class` that this worker hosts.
+    fn of(&mut self, class: (u64, u64), q: u32, index: &[u32]) -> &[u32] {
         self.0.entry(class).or_insert_with(|| {
             class_members(class, q as u64)
-                .filter(|&p| partition_worker(p, peers) == me)
-                .map(|p| (p / peers as u64) as u32)
+                .map(|p| index[p as usize])
+                .filter(|&k| k != NOT_HERE)
                 .collect()
         })
     }

@@ -102,7 +102,15 @@ fn node<'s>(
                 }
                 _ => (node(scope, &m.input, registry, input, place, shared)?, None),
             };
-            map::render(upstream, ticks, m, registry, place, out_schema.arity())?
+            map::render(
+                upstream,
+                ticks,
+                m,
+                registry,
+                place,
+                out_schema.arity(),
+                shared.clone(),
+            )?
         }
         Plan::Merge(m) => {
             let upstream = node(scope, &m.input, registry, input, place, shared)?;

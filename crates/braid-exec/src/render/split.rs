@@ -12,7 +12,7 @@ use braid_plan::batch::{Batch, RowKey};
 use braid_plan::cost::TreeShape;
 use braid_plan::function::Registry;
 use braid_plan::placement::{
-    class_members, intersect, partition_worker, splitter_worker, tree_node_worker, FSPLIT_WORKER,
+    class_members, intersect, splitter_worker, tree_node_worker, Hosts, FSPLIT_WORKER,
 };
 use braid_plan::plan::{Split, SplitShape};
 use braid_plan::reference::{Dest, Router};
@@ -31,13 +31,23 @@ pub(crate) fn render<'s>(
         .clone()
         .ok_or_else(|| Error::Internal("split rendered before its shape was resolved".into()))?;
     let router = Router::new(split, registry)?;
+    let hosts = Hosts::of(split, place.peers);
     // A later stage's rows are spread over the workers already: split them where they
     // are instead of sending them all to one splitter.
     let local = !matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(_));
     Ok(match shape {
-        SplitShape::Fsplit if local => splitter(input, router, place, At::Local, "Fsplit(local)"),
-        SplitShape::Fsplit => splitter(input, router, place, At::Worker(FSPLIT_WORKER), "Fsplit"),
-        SplitShape::Tree(t) => tree(input, router, t, place),
+        SplitShape::Fsplit if local => {
+            splitter(input, router, hosts, place, At::Local, "Fsplit(local)")
+        }
+        SplitShape::Fsplit => splitter(
+            input,
+            router,
+            hosts,
+            place,
+            At::Worker(FSPLIT_WORKER),
+            "Fsplit",
+        ),
+        SplitShape::Tree(t) => tree(input, router, hosts, t, place),
         SplitShape::Parasplit { p, router_fanout } => {
             let deal_local = match split.input.as_ref() {
                 braid_plan::plan::Plan::Source(s) => {
@@ -46,7 +56,14 @@ pub(crate) fn render<'s>(
                 _ => false,
             };
             let routed = window_router(input, p, router_fanout, deal_local, place);
-            splitter(routed, router, place, At::Addressed, "WindowSplitter")
+            splitter(
+                routed,
+                router,
+                hosts,
+                place,
+                At::Addressed,
+                "WindowSplitter",
+            )
         }
     })
 }
@@ -57,7 +74,7 @@ pub(crate) fn render<'s>(
 struct Scratch {
     outs: Vec<Batch>,
     lanes: Vec<u64>,
-    hosts: ClassHosts,
+    classes: ClassHosts,
 }
 
 /// The workers hosting a partition of a residue class (a broadcast lane), remembered
@@ -67,12 +84,13 @@ struct ClassHosts(HashMap<u64, Vec<usize>>);
 
 impl ClassHosts {
     /// Workers, ascending, with a partition `p < q` in `class`.
-    fn of(&mut self, lane: u64, class: (u64, u64), q: u64, peers: usize) -> &[usize] {
+    fn of(&mut self, lane: u64, class: (u64, u64), q: u64, hosts: &Hosts) -> &[usize] {
+        let peers = hosts.workers();
         self.0.entry(lane).or_insert_with(|| {
             let mut seen = vec![false; peers];
             let mut left = peers;
             for p in class_members(class, q) {
-                let w = partition_worker(p, peers);
+                let w = hosts.worker(p);
                 if !seen[w] {
                     seen[w] = true;
                     left -= 1;
@@ -103,15 +121,20 @@ fn lane_of(dest: Dest) -> u64 {
 /// copied too; rows for other workers are copied into one batch per worker.
 fn split_window(
     router: &Router,
+    hosts: &Hosts,
     me: usize,
-    peers: usize,
     scratch: &mut Scratch,
     mut w: Window,
     give: &mut dyn FnMut(Window),
 ) {
     let arity = w.batch.arity();
     let q = router.q() as u64;
-    let Scratch { outs, lanes, hosts } = scratch;
+    let peers = hosts.workers();
+    let Scratch {
+        outs,
+        lanes,
+        classes,
+    } = scratch;
     if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
         *outs = (0..peers).map(|_| Batch::new(arity)).collect();
     }
@@ -122,8 +145,8 @@ fn split_window(
     for i in 0..w.batch.len() {
         let lane = lane_of(router.dest(&w.batch, i));
         let here = match RowKey::broadcast_target(lane) {
-            None => lane != RowKey::OMIT && partition_worker(lane, peers) == me,
-            Some(class) => hosts.of(lane, class, q, peers).contains(&me),
+            None => lane != RowKey::OMIT && hosts.worker(lane) == me,
+            Some(class) => classes.of(lane, class, q, hosts).contains(&me),
         };
         mine += usize::from(here);
         w.batch.keys_mut()[i].lane = if here { lane } else { RowKey::OMIT };
@@ -139,13 +162,13 @@ fn split_window(
         match RowKey::broadcast_target(lane) {
             None if lane == RowKey::OMIT => {}
             None => {
-                let wk = partition_worker(lane, peers);
+                let wk = hosts.worker(lane);
                 if !(in_place && wk == me) {
                     outs[wk].push_row_of(&w.batch, i, key);
                 }
             }
             Some(class) => {
-                for &wk in hosts.of(lane, class, q, peers) {
+                for &wk in classes.of(lane, class, q, hosts) {
                     if !(in_place && wk == me) {
                         outs[wk].push_row_of(&w.batch, i, key);
                     }
@@ -189,11 +212,12 @@ enum At {
 fn splitter<'s>(
     input: Windows<'s>,
     router: Router,
+    hosts: Hosts,
     place: Place,
     at: At,
     name: &str,
 ) -> Windows<'s> {
-    let (me, peers) = (place.index, place.peers);
+    let me = place.index;
     macro_rules! split_with {
         ($pact:expr) => {
             input.unary::<WindowBuilder, _, _, _>($pact, name, move |_, _| {
@@ -202,7 +226,7 @@ fn splitter<'s>(
                     input.for_each(|cap, data| {
                         let mut session = output.session(&cap);
                         for w in data.drain(..) {
-                            split_window(&router, me, peers, &mut scratch, w, &mut |x| {
+                            split_window(&router, &hosts, me, &mut scratch, w, &mut |x| {
                                 session.give(x)
                             });
                         }
@@ -286,7 +310,13 @@ fn window_router<'s>(
 
 /// A splitstream tree: one operator per level; level 1 evaluates route and broadcast,
 /// deeper levels forward by the multi-level hash (Paper IV eq. 2).
-fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) -> Windows<'s> {
+fn tree<'s>(
+    input: Windows<'s>,
+    router: Router,
+    hosts: Hosts,
+    shape: TreeShape,
+    place: Place,
+) -> Windows<'s> {
     let peers = place.peers;
     let depth = shape.depth();
     let q = router.q() as u64;
@@ -296,13 +326,14 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
     for level in 1..=depth {
         let shape = shape.clone();
         let router = router.clone();
+        let hosts = hosts.clone();
         let name = format!("TreeLevel{level}");
         let logic = move |_: timely::dataflow::operators::Capability<u64>, _| {
             let fanout = shape.fanouts[level - 1] as u64;
             let lambda_prev = shape.lambda(level - 1);
             let lambda = shape.lambda(level);
             let last = level == depth;
-            let mut hosts = ClassHosts::default();
+            let mut classes = ClassHosts::default();
             let mut outs: Vec<Batch> = Vec::new();
             move |input: &mut timely::dataflow::operators::generic::InputHandleCore<
                 u64,
@@ -340,7 +371,7 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
                                 // node's partitions already, and goes once to each worker
                                 // hosting one of them.
                                 Some(class) if last => {
-                                    for &wk in hosts.of(lane, class, q, peers) {
+                                    for &wk in classes.of(lane, class, q, &hosts) {
                                         outs[wk].push_row_of(b, i, RowKey { seq, lane });
                                     }
                                 }
@@ -362,11 +393,9 @@ fn tree<'s>(input: Windows<'s>, router: Router, shape: TreeShape, place: Place) 
                                         }
                                     }
                                 }
-                                None if last => outs[partition_worker(lane, peers)].push_row_of(
-                                    b,
-                                    i,
-                                    RowKey { seq, lane },
-                                ),
+                                None if last => {
+                                    outs[hosts.worker(lane)].push_row_of(b, i, RowKey { seq, lane })
+                                }
                                 None => {
                                     let child = (lane / lambda_prev) % fanout;
                                     outs[child as usize].push_row_of(b, i, RowKey { seq, lane });

@@ -61,18 +61,14 @@ impl Layout {
 pub struct LateRows {
     /// Rows that arrived after their window or join state had closed.
     pub count: AtomicU64,
-    file: Option<Mutex<csv::Writer<std::fs::File>>>,
+    file: Option<(std::path::PathBuf, Mutex<csv::Writer<std::fs::File>>)>,
 }
 
 impl LateRows {
     /// Counting only, or also writing to `path`.
     pub fn new(path: Option<&std::path::Path>) -> std::io::Result<LateRows> {
         let file = match path {
-            Some(p) => Some(Mutex::new(
-                csv::WriterBuilder::new()
-                    .flexible(true)
-                    .from_writer(std::fs::File::create(p)?),
-            )),
+            Some(p) => Some((p.to_path_buf(), Mutex::new(Self::create(p)?))),
             None => None,
         };
         Ok(LateRows {
@@ -81,9 +77,15 @@ impl LateRows {
         })
     }
 
+    fn create(path: &std::path::Path) -> std::io::Result<csv::Writer<std::fs::File>> {
+        Ok(csv::WriterBuilder::new()
+            .flexible(true)
+            .from_writer(std::fs::File::create(path)?))
+    }
+
     fn add(&self, what: &str, row: &Row<'_>) {
         self.count.fetch_add(1, Ordering::Relaxed);
-        if let Some(f) = &self.file {
+        if let Some((_, f)) = &self.file {
             if let Ok(mut w) = f.lock() {
                 // Quoted as CSV needs (a string value may hold a comma or a quote).
                 let _ = w.write_field(what);
@@ -95,9 +97,24 @@ impl LateRows {
         }
     }
 
+    /// Forgets the rows seen so far: zeroes the count and empties the file (after a
+    /// calibration run on a prefix of the input, before the real run).
+    pub fn reset(&self) -> std::io::Result<()> {
+        self.count.store(0, Ordering::Relaxed);
+        if let Some((path, f)) = &self.file {
+            let mut w = f
+                .lock()
+                .map_err(|_| std::io::Error::other("late-row file lock poisoned"))?;
+            // Flushed first: dropping the old writer must not write into the new file.
+            w.flush()?;
+            *w = Self::create(path)?;
+        }
+        Ok(())
+    }
+
     /// Flushes the file.
     pub fn flush(&self) {
-        if let Some(f) = &self.file {
+        if let Some((_, f)) = &self.file {
             if let Ok(mut w) = f.lock() {
                 let _ = w.flush();
             }
