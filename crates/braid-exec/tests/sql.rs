@@ -158,6 +158,10 @@ const QUERIES: &[(&str, &str)] = &[
         "join_of_aggregates",
         "SELECT a.caller, a.n, b.m FROM (SELECT window_end AS we, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller) AS a JOIN (SELECT window_end AS we, sender, sum(dur) AS m FROM texts GROUP BY TUMBLE(start, 50), sender) AS b ON a.caller = b.sender AND b.we BETWEEN a.we AND a.we",
     ),
+    (
+        "join_of_aggregates_on_counts",
+        "SELECT a.we, a.caller, b.sender, a.n FROM (SELECT window_end AS we, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller) AS a JOIN (SELECT window_end AS we, sender, count(*) AS n FROM texts GROUP BY TUMBLE(start, 50), sender) AS b ON a.n = b.n AND b.we BETWEEN a.we AND a.we",
+    ),
 ];
 
 fn script(dir: &Path, settings: &str, query: &str) -> Script {
@@ -289,6 +293,7 @@ fn sql_partitioning_follows_state() {
         ("join_then_aggregate_by_key", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
         ("aggregate_twice_by_key", "hash hash(caller) (group-by keys)"),
         ("join_of_aggregates", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
+        ("join_of_aggregates_on_counts", "stage 1: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys); stage 2: hash CASE WHEN (_stream = 0) THEN hash(left.n) WHEN (_stream = 1) THEN hash(right.n) END (equi-join keys)"),
         ("join_then_aggregate", "stage 1: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (equi-join keys); stage 2: hash hash((dur / 60))"),
     ];
     for (name, want) in expect {
@@ -614,4 +619,55 @@ fn sql_scalar_udf() {
         e.contains("no function `nope`") && e.contains("capped"),
         "{e}"
     );
+}
+
+/// A join of two aggregates on their counts runs in two stages (both aggregates hashed
+/// by their group keys, then the join hashed by the counts) and gives what one stage in
+/// one partition, which cuts nothing, gives, on 1, 2 and 4 workers.
+#[test]
+fn sql_join_on_aggregate_results_equals_the_uncut_query() {
+    // Calls and texts by the same few numbers at the same times, so many windows hold a
+    // caller and a sender with equal counts.
+    let calls: Vec<Call> = (0..400).map(|i| (i % 7, i % 5, i * 2, i % 50)).collect();
+    let texts: Vec<Call> = (0..300)
+        .map(|i| ((i * 3) % 7, i % 4, i * 3, i % 40))
+        .collect();
+    let dir = scratch("join-counts");
+    write_calls(&dir.0.join("calls.csv"), &calls);
+    write_texts(&dir.0.join("texts.csv"), &texts);
+    std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
+    let q = QUERIES
+        .iter()
+        .find(|(n, _)| *n == "join_of_aggregates_on_counts")
+        .expect("query")
+        .1;
+    let whole = script(&dir.0, "SET parallel = 'off'; SET stages = 'query';", q);
+    assert!(whole.jobs[0].partitioning.starts_with("single partition"));
+    let input = reference_input(&whole.jobs[0].plan, &calls, &texts);
+    let mut expected =
+        values(&reference::run(&whole.jobs[0].plan, &whole.registry, &input).expect("reference"));
+    expected.sort();
+    assert!(
+        expected.len() > 20,
+        "too few matches to check: {expected:?}"
+    );
+    let cut = script(&dir.0, "SET partitions = 8;", q);
+    assert!(
+        cut.jobs[0].partitioning.starts_with("stage 1: hash"),
+        "{}",
+        cut.jobs[0].partitioning
+    );
+    for workers in [1, 2, 4] {
+        let cfg = RunConfig {
+            workers,
+            ..RunConfig::default()
+        };
+        let mut got = values(
+            &run(&cut.jobs[0].plan, &cut.registry, &cfg)
+                .expect("run")
+                .collected,
+        );
+        got.sort();
+        assert_eq!(got, expected, "{workers} workers");
+    }
 }

@@ -429,7 +429,10 @@ fn query_job(
         let (layout_k, phys) = if k == 0 {
             (layout.clone(), source.schema.clone())
         } else {
-            (run::Layout::single(), plan.schema(&script.registry)?)
+            (
+                physical::stage_layout(stage),
+                plan.schema(&script.registry)?,
+            )
         };
         let mut part = if settings.auto {
             physical::partitioning(stage, &layout_k, &phys)

@@ -13,11 +13,12 @@
 use super::catalog::{MergeMode, Settings, SinkDef, StreamDef};
 use super::logical::{JoinWindow, Logical};
 use super::run::Layout;
+use crate::batch::Scalar;
 use crate::error::Result as PResult;
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Func};
 use crate::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strategy};
-use crate::types::{DataType, Schema};
+use crate::types::{DataType, Field, Schema};
 
 /// How the input of a query is spread over partitions.
 #[derive(Clone, Debug, PartialEq)]
@@ -588,7 +589,7 @@ pub fn cut(root: Logical, how: Cut, layout: &Layout, phys: &Schema) -> Vec<Logic
             let conflict = stateful.len() > 1
                 && matches!(partitioning(&root, layout, phys), Partitioning::Single(_));
             if conflict {
-                cut_stateful(root, &mut stages)
+                cut_stateful(root, &mut stages, layout, phys)
             } else {
                 root
             }
@@ -599,7 +600,11 @@ pub fn cut(root: Logical, how: Cut, layout: &Layout, phys: &Schema) -> Vec<Logic
 }
 
 /// At each aggregate with state below it, the part below becomes a stage of its own.
-fn cut_stateful(l: Logical, stages: &mut Vec<Logical>) -> Logical {
+/// A join with state in its inputs whose keys cannot share their partitioning (a join
+/// of two aggregates on their counts) gets its inputs computed in a stage of their own
+/// ([`wide_union`]), then joins them in the next. `layout` and `phys` describe the
+/// source (the first stage's input).
+fn cut_stateful(l: Logical, stages: &mut Vec<Logical>, layout: &Layout, phys: &Schema) -> Logical {
     match l {
         Logical::Aggregate {
             input,
@@ -608,7 +613,7 @@ fn cut_stateful(l: Logical, stages: &mut Vec<Logical>) -> Logical {
             aggs,
             schema,
         } if contains_stateful(&input) => {
-            let below = cut_stateful(*input, stages);
+            let below = cut_stateful(*input, stages, layout, phys);
             let s = below.schema().clone();
             stages.push(below);
             Logical::Aggregate {
@@ -619,9 +624,153 @@ fn cut_stateful(l: Logical, stages: &mut Vec<Logical>) -> Logical {
                 schema,
             }
         }
-        // A join keeps both its inputs in its stage.
-        other if other.has_single_input() => other.map_inputs(&mut |i| cut_stateful(i, stages)),
+        Logical::Join { .. } if stages.is_empty() => match cut_join(&l, layout, phys) {
+            Some((below, join)) => {
+                stages.push(below);
+                join(stages.len())
+            }
+            None => l,
+        },
+        // Any other join keeps both its inputs in its stage.
+        other if other.has_single_input() => {
+            other.map_inputs(&mut |i| cut_stateful(i, stages, layout, phys))
+        }
         other => other,
+    }
+}
+
+/// A join stage over the two stage inputs, given the stage number it reads.
+type JoinOver = Box<dyn FnOnce(usize) -> Logical>;
+
+/// For a join whose inputs hold state its keys cannot share a partitioning with: the
+/// stage computing both inputs ([`wide_union`]) and the join over that stage's output.
+/// None when the join needs no cut (its subtree partitions as one stage), has no keys,
+/// an input has no event time, or the inputs cannot be one stage either.
+fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, JoinOver)> {
+    let fits = |x: &Logical| !matches!(partitioning(x, layout, phys), Partitioning::Single(_));
+    let Logical::Join {
+        left,
+        right,
+        equi,
+        residual,
+        window,
+        schema,
+    } = l
+    else {
+        return None;
+    };
+    if equi.is_empty() || !(contains_stateful(left) || contains_stateful(right)) || fits(l) {
+        return None;
+    }
+    let below = wide_union(left, right).filter(|b| fits(b))?;
+    let (ls, rs) = (left.schema().clone(), right.schema().clone());
+    let (equi, residual, window, schema) = (
+        equi.clone(),
+        residual.clone(),
+        window.clone(),
+        schema.clone(),
+    );
+    let join: JoinOver = Box::new(move |k| {
+        let scan = |input, schema: &Schema| {
+            Box::new(Logical::Scan {
+                stream: stage_stream(k),
+                input,
+                schema: schema.clone(),
+            })
+        };
+        Logical::Join {
+            left: scan(0, &ls),
+            right: scan(1, &rs),
+            equi,
+            residual,
+            window,
+            schema,
+        }
+    });
+    Some((below, join))
+}
+
+/// Both inputs of a join as one stream, tagged like an interleave of two sources (see
+/// `crate::interleave`): `_stream` (0 left, 1 right), `_time` (the row's event time),
+/// the left columns, then the right columns, the other side's null. The next stage
+/// reads it with [`stage_layout`]. None if an input has no event time.
+fn wide_union(left: &Logical, right: &Logical) -> Option<Logical> {
+    let (ls, rs) = (left.schema(), right.schema());
+    let (lt, rt) = (ls.event_time?, rs.event_time?);
+    let mut fields = vec![
+        Field::new("_stream", DataType::Int64),
+        Field::new("_time", DataType::Int64),
+    ];
+    for (side, s) in [("left", ls), ("right", rs)] {
+        for f in &s.fields {
+            fields.push(Field::nullable(&format!("{side}.{}", f.name), f.ty));
+        }
+    }
+    let wide = Schema {
+        fields,
+        event_time: Some(crate::interleave::TIME_COLUMN),
+    };
+    let null = |ty| Expr::Cast(Box::new(Expr::Literal(Scalar::Null)), ty);
+    let side = |input: &Logical, tag: i64, time: usize, before: &Schema, after: &Schema| {
+        let own = input.schema();
+        let mut exprs = vec![
+            Expr::int(tag),
+            Expr::Column(time, own.fields[time].name.clone()),
+        ];
+        exprs.extend(before.fields.iter().map(|f| null(f.ty)));
+        exprs.extend(
+            own.fields
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Expr::Column(i, f.name.clone())),
+        );
+        exprs.extend(after.fields.iter().map(|f| null(f.ty)));
+        Logical::Project {
+            input: Box::new(input.clone()),
+            exprs,
+            schema: wide.clone(),
+        }
+    };
+    let empty = Schema::new(Vec::new());
+    Some(Logical::Union {
+        inputs: vec![
+            side(left, 0, lt, &empty, rs),
+            side(right, 1, rt, ls, &empty),
+        ],
+        schema: wide.clone(),
+    })
+}
+
+/// How stage `stage` reads the previous stage's output: one stream, or, when it scans
+/// several inputs of it (a join over a [`wide_union`]), the tagged wide stream.
+pub fn stage_layout(stage: &Logical) -> Layout {
+    fn scans(l: &Logical, out: &mut Vec<(usize, usize)>) {
+        if let Logical::Scan { input, schema, .. } = l {
+            out.push((*input, schema.arity()));
+        }
+        for c in l.children() {
+            scans(c, out);
+        }
+    }
+    let mut seen = Vec::new();
+    scans(stage, &mut seen);
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() < 2 {
+        return Layout::single();
+    }
+    let mut next = 2;
+    let inputs = seen
+        .iter()
+        .map(|&(i, arity)| {
+            let at = next;
+            next += arity;
+            (i as i64, at)
+        })
+        .collect();
+    Layout {
+        tag: Some(crate::interleave::STREAM_COLUMN),
+        inputs,
     }
 }
 
