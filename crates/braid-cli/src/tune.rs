@@ -7,17 +7,15 @@
 
 use anyhow::{bail, Context, Result};
 use braid_exec::host;
+use braid_exec::render::{Window, WindowSplitter};
 use braid_exec::runtime::{prepare, run, RunConfig};
 use braid_exec::source::generator::GeneratorFeed;
 use braid_exec::source::{Feed, Next};
-use braid_plan::batch::{Batch, RowKey};
 use braid_plan::cost::window_size_by_doubling;
 use braid_plan::function::Registry;
-use braid_plan::placement::partition_worker;
 use braid_plan::plan::{
     GeneratorSpec, MergeKind, Pace, Plan, SinkSpec, SourceSpec, Split, SplitShape, Strategy,
 };
-use braid_plan::reference::{Dest, Router};
 use std::time::Instant;
 
 /// The (first) split of a plan.
@@ -207,7 +205,9 @@ pub fn window_by_doubling(
 /// Per-tuple costs of Braid's own pieces without the engine, in seconds (wall time of
 /// this one thread; the kernel's per-thread CPU counters advance in scheduler ticks,
 /// too coarse here): making the generator's windows as the engine's source does, and
-/// one splitter's work on them for each worker count in `workers`. Every window is
+/// one splitter's work on them for each worker count in `workers` (the engine's own
+/// `WindowSplitter`, as worker 0: its rows stay in the window, others are copied out,
+/// exactly as in a run). Every window is
 /// split right after it is made, while it is in cache, as in the engine; the split's cost
 /// is the time of a generate-and-split pass minus that of a generate-only pass. The
 /// least of `reps` passes (the least disturbed) is kept.
@@ -219,7 +219,11 @@ pub fn probe_costs(
     workers: &[usize],
     reps: usize,
 ) -> Result<(f64, Vec<f64>)> {
-    let router = Router::new(split, registry)?;
+    // The engine's own splitter, as worker 0 of each worker count.
+    let mut splitters = workers
+        .iter()
+        .map(|&w| Ok((w, WindowSplitter::new(split, registry, w, 0)?)))
+        .collect::<Result<std::collections::HashMap<usize, WindowSplitter>>>()?;
     let mut source = match Plan::source("gen", SourceSpec::Generator(spec), GeneratorSpec::schema())
     {
         Plan::Source(s) => s,
@@ -229,18 +233,23 @@ pub fn probe_costs(
     let n = spec.tuples.max(1) as f64;
     // One pass only generates; one pass per worker count generates and splits each
     // window at once; the split's cost is the difference (no per-window timers).
-    let pass = |split_for: Option<usize>| -> Result<f64> {
+    let mut pass = |split_for: Option<usize>| -> Result<f64> {
         let mut feed = GeneratorFeed::new(spec, &source, 0, 1);
         let mut keep = Vec::new();
         let t = Instant::now();
         loop {
             match feed.next()? {
-                Next::Window(_, b) => {
-                    if let Some(w) = split_for {
-                        keep.push(split_window(&router, &b, w));
-                    }
-                    keep.push(vec![b]);
-                }
+                Next::Window(_, batch) => match split_for.and_then(|w| splitters.get_mut(&w)) {
+                    Some(s) => s.split(
+                        Window {
+                            to: 0,
+                            node: 0,
+                            batch,
+                        },
+                        &mut |w| keep.push(w.batch),
+                    ),
+                    None => keep.push(batch),
+                },
                 Next::Wait => {}
                 Next::Done => break,
             }
@@ -259,51 +268,4 @@ pub fn probe_costs(
     }
     let best_split = best_total.iter().map(|t| (t - best_gen).max(0.0)).collect();
     Ok((best_gen, best_split))
-}
-
-/// One splitter's work on one window, the way one `fsplit` or window splitter of the
-/// engine does it: evaluate route and broadcast once per row, copy each routed row into
-/// the batch of its partition's worker and each broadcast row into the batch of every
-/// worker that hosts a partition, and hand the batches off.
-fn split_window(router: &Router, w: &Batch, workers: usize) -> Vec<Batch> {
-    let hosts = workers.min(router.q() as usize).max(1);
-    let arity = w.arity();
-    let mut outs: Vec<Batch> = (0..workers).map(|_| Batch::new(arity)).collect();
-    for i in 0..w.len() {
-        let seq = w.key(i).seq;
-        match router.dest(w, i) {
-            Dest::Omit => {}
-            Dest::Partition(p) => outs[partition_worker(u64::from(p), workers)].push_row_of(
-                w,
-                i,
-                RowKey {
-                    seq,
-                    lane: u64::from(p),
-                },
-            ),
-            Dest::Broadcast => {
-                for out in outs.iter_mut().take(hosts) {
-                    out.push_row_of(
-                        w,
-                        i,
-                        RowKey {
-                            seq,
-                            lane: RowKey::broadcast_lane(1, 0),
-                        },
-                    );
-                }
-            }
-            Dest::Class(m, r) => {
-                let lane = RowKey::broadcast_lane(m, r);
-                let mut done = vec![false; workers];
-                for p in braid_plan::placement::class_members((m, r), router.q() as u64) {
-                    let wk = partition_worker(p, workers);
-                    if !std::mem::replace(&mut done[wk], true) {
-                        outs[wk].push_row_of(w, i, RowKey { seq, lane });
-                    }
-                }
-            }
-        }
-    }
-    outs
 }

@@ -11,6 +11,8 @@ mod sink;
 mod split;
 mod stash;
 
+pub use split::WindowSplitter;
+
 use crate::error::Result;
 use crate::runtime::Shared;
 use braid_plan::batch::Batch;

@@ -68,6 +68,41 @@ pub(crate) fn render<'s>(
     })
 }
 
+/// One window splitter's work outside a dataflow: the code every fsplit and parasplit
+/// splitter runs on each window, for measuring it alone (`braid bench tune`'s probe of
+/// the split cost behind the efficiency eta).
+pub struct WindowSplitter {
+    router: Router,
+    hosts: Hosts,
+    me: usize,
+    scratch: Scratch,
+}
+
+impl WindowSplitter {
+    /// The splitter of `split` on worker `me` of `workers`.
+    pub fn new(split: &Split, registry: &Registry, workers: usize, me: usize) -> Result<Self> {
+        Ok(WindowSplitter {
+            router: Router::new(split, registry)?,
+            hosts: Hosts::of(split, workers),
+            me,
+            scratch: Scratch::default(),
+        })
+    }
+
+    /// Splits one window: `give` receives the window itself (its rows for this worker,
+    /// lanes set in place) and one batch per other worker with rows for it.
+    pub fn split(&mut self, w: Window, give: &mut dyn FnMut(Window)) {
+        split_window(
+            &self.router,
+            &self.hosts,
+            self.me,
+            &mut self.scratch,
+            w,
+            give,
+        );
+    }
+}
+
 /// A splitter's reusable buffers: one batch per destination worker, each row's lane,
 /// and the workers of the residue classes met so far.
 #[derive(Default)]
