@@ -122,6 +122,12 @@ fn map_text(m: &crate::plan::Map, workers: usize, pad: &str, schema: &str, out: 
     }
 }
 
+/// A fraction with at most 4 decimals and no trailing zeros (`0`, `0.005`, `0.2143`).
+fn fraction(x: f64) -> String {
+    let s = format!("{x:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn source_text(spec: &SourceSpec) -> String {
     match spec {
         SourceSpec::Csv { path, header } => format!(
@@ -192,11 +198,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
         route_text(s),
         s.strategy
     );
-    let b = if s.broadcast.is_some() {
-        s.hints.broadcast_fraction
-    } else {
-        0.0
-    };
+    let b = s.broadcast_share();
     let mix = Mix { r: 1.0 - b, b };
     let costs = SplitCosts {
         cc: s.hints.cost_ratio,
@@ -216,7 +218,8 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
             };
             let _ = writeln!(
                 out,
-                "{pad}  shape: fsplit, {at}; est. cost {est:.3} per input tuple (b = {b}, a = {})",
+                "{pad}  shape: fsplit, {at}; est. cost {est:.3} per input tuple (b = {}, a = {})",
+                fraction(b),
                 s.hints.cost_ratio
             );
         }

@@ -36,11 +36,7 @@ pub fn parasplit(p: u32) -> SplitShape {
 }
 
 fn shape_for(s: &Split, env: Env) -> SplitShape {
-    let b = if s.broadcast.is_some() {
-        s.hints.broadcast_fraction
-    } else {
-        0.0
-    };
+    let b = s.broadcast_share();
     let mix = Mix { r: 1.0 - b, b };
     let parasplit_default = || {
         let p = match (s.hints.desired_rate, s.hints.splitter_rate) {

@@ -275,6 +275,30 @@ pub struct Split {
     pub placement: Option<Arc<[u32]>>,
 }
 
+impl Split {
+    /// The cost model's broadcast fraction b: the hinted share of broadcast rows (0
+    /// without a broadcast), with a grid's copies counted as the broadcast share that
+    /// makes as many copies. A grid row goes to `cols` (left) or `rows` (right)
+    /// partitions; with as many left as right rows that is `(rows + cols) / 2` copies on
+    /// average, and copies `1 + b (q - 1)` give `b`.
+    pub fn broadcast_share(&self) -> f64 {
+        let b = if self.broadcast.is_some() {
+            self.hints.broadcast_fraction
+        } else {
+            0.0
+        };
+        match &self.route {
+            Route::Grid { rows, cols, .. } if self.q > 1 => {
+                let q = f64::from(self.q);
+                let grid = (f64::from(*rows) + f64::from(*cols)) / 2.0;
+                let copies = b * q + (1.0 - b) * grid;
+                ((copies - 1.0) / (q - 1.0)).clamp(0.0, 1.0)
+            }
+            _ => b,
+        }
+    }
+}
+
 /// `Map(stream function, partitions)`.
 #[derive(Clone, Debug)]
 pub struct Map {
@@ -656,4 +680,51 @@ fn agg_field(a: &Agg, input: &Schema) -> Result<Field> {
             Field::new(&format!("{prefix}_{}", f.name), f.ty)
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A grid's copies count as the broadcast share making as many copies; a plain
+    /// split's share is its hint, and 0 without a broadcast.
+    #[test]
+    fn broadcast_share_counts_grid_copies() {
+        let schema = GeneratorSpec::schema();
+        let source = Plan::source(
+            "g",
+            SourceSpec::Generator(GeneratorSpec {
+                tuples: 1,
+                rate: 1.0,
+                keys: 1,
+                broadcast: 0.0,
+                seed: 1,
+            }),
+            schema,
+        );
+        let split = |route: Route, broadcast: Option<Expr>| match source.clone().split(
+            15,
+            route,
+            broadcast,
+            Strategy::Fsplit,
+        ) {
+            Plan::Split(s) => s,
+            _ => unreachable!("split makes a split"),
+        };
+        let grid = Route::Grid {
+            left: Expr::int(1).eq(Expr::int(1)),
+            rows: 3,
+            cols: 5,
+        };
+        // (3 + 5) / 2 = 4 copies = 1 + b * 14.
+        assert!((split(grid.clone(), None).broadcast_share() - 3.0 / 14.0).abs() < 1e-12);
+        // Half the rows broadcast (15 copies), half on the grid (4): 9.5 = 1 + b * 14.
+        let mut s = split(grid, Some(Expr::int(1).eq(Expr::int(1))));
+        s.hints.broadcast_fraction = 0.5;
+        assert!((s.broadcast_share() - 8.5 / 14.0).abs() < 1e-12);
+        assert_eq!(split(Route::RoundRobin, None).broadcast_share(), 0.0);
+        let mut s = split(Route::RoundRobin, Some(Expr::int(1).eq(Expr::int(1))));
+        s.hints.broadcast_fraction = 0.1;
+        assert_eq!(s.broadcast_share(), 0.1);
+    }
 }
