@@ -30,6 +30,16 @@ pub enum Error {
     /// timely could not start (e.g. a cluster peer did not connect).
     #[error("could not start workers: {0}")]
     Startup(String),
+    /// A stream function (user code) panicked.
+    #[error("stream function `{function}` panicked on partition {partition}: {message}")]
+    Function {
+        /// The registered name.
+        function: String,
+        /// The partition whose instance panicked.
+        partition: u32,
+        /// The panic message.
+        message: String,
+    },
     /// A bug in Braid.
     #[error("internal error (a bug in Braid, please report it): {0}")]
     Internal(String),

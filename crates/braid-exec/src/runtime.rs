@@ -108,6 +108,7 @@ pub struct Shared {
     errors: Mutex<Vec<String>>,
     rejects: Mutex<Vec<Rejects>>,
     fatal: Mutex<Option<Error>>,
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -135,12 +136,39 @@ impl Shared {
         }
     }
 
+    /// Records that stream function `function` panicked on `partition` (the run then
+    /// stops reading and ends with the error).
+    pub(crate) fn function_panicked(
+        &self,
+        function: &str,
+        partition: u32,
+        payload: &(dyn std::any::Any + Send),
+    ) {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        self.fatal(Error::Function {
+            function: function.to_string(),
+            partition,
+            message,
+        });
+    }
+
+    /// Whether the run has failed (sources stop reading).
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Records a bug found while running (the run then ends with an internal error).
     pub(crate) fn bug(&self, what: String) {
         self.fatal(Error::Internal(what));
     }
 
     fn fatal(&self, e: Error) {
+        self.failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         if let Ok(mut f) = self.fatal.lock() {
             f.get_or_insert(e);
         }
@@ -194,6 +222,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         errors: Mutex::new(Vec::new()),
         rejects: Mutex::new(Vec::new()),
         fatal: Mutex::new(None),
+        failed: std::sync::atomic::AtomicBool::new(false),
     });
     let progress = cfg.progress.then(|| spawn_progress(shared.clone()));
     let (plan_w, registry_w, shared_w, cfg_w) =
@@ -349,6 +378,9 @@ fn feed(
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
     let mut in_flight_rows = 0u64;
     loop {
+        if shared.failed() {
+            break;
+        }
         match feed.next() {
             Ok(Next::Window(epoch, batch)) => {
                 // Input time cannot go back: a window of an earlier epoch than the

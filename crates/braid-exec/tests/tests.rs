@@ -935,3 +935,66 @@ fn calibration_refuses_what_it_cannot_measure() {
         braid_exec::calibrate::calibrate(&p, &registry(), &cfg, 10).expect_err("several processes");
     assert!(e.to_string().contains("several processes"), "{e}");
 }
+
+/// Panics on the first row of partition 1: user code with a bug.
+struct Panics;
+struct PanicsState(u32);
+impl StreamFunctionFactory for Panics {
+    fn output_schema(&self, _: &Schema) -> braid_plan::error::Result<Schema> {
+        Ok(Schema::ints(&["p"]))
+    }
+    fn create(&self, p: u32, _: u32) -> Box<dyn StreamFunction> {
+        Box::new(PanicsState(p))
+    }
+}
+impl StreamFunction for PanicsState {
+    fn process(&mut self, _: Row<'_>, out: &mut Emitter<'_>) {
+        if self.0 == 1 {
+            panic!("a bug in a stream function");
+        }
+        out.emit_ints(&[self.0 as i64]);
+    }
+}
+
+/// A stream function that panics ends the run with an error naming it, on every worker
+/// count; the other workers do not wait forever for the one that failed.
+#[test]
+fn a_panicking_stream_function_fails_the_run() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..2000i64).map(|i| (1, i % 4, i, 0)).collect();
+    let input = stream(&rows);
+    let mut reg = registry();
+    reg.add_function("panics", Arc::new(Panics));
+    for workers in [1, 2, 4] {
+        let p = plan(
+            input.clone(),
+            4,
+            RouteKind::ByKey,
+            None,
+            Strategy::Fsplit,
+            "panics",
+            MergeKind::Union,
+            16,
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reg = reg.clone();
+        std::thread::spawn(move || {
+            let r = run(
+                &p,
+                &reg,
+                &RunConfig {
+                    workers,
+                    ..RunConfig::default()
+                },
+            );
+            let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+        });
+        let got = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{workers} workers: the run hangs"));
+        let e = got.expect_err("the run fails");
+        assert!(
+            e.contains("panics") && e.contains("a bug in a stream function"),
+            "{workers} workers: {e}"
+        );
+    }
+}

@@ -15,6 +15,7 @@ use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
 use braid_plan::placement::{class_members, Hosts};
 use braid_plan::plan::{Map, Plan};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 use timely::dataflow::channels::pact::Pipeline;
@@ -85,6 +86,7 @@ pub(crate) fn render<'s>(
         index[p as usize] = k as u32;
     }
     let name = format!("Map({})", map.function);
+    let function = map.function.clone();
     // Ticks are empty windows: their only effect is to make the epoch known here.
     let input = match ticks {
         Some(ticks) => input.concat(ticks),
@@ -101,6 +103,8 @@ pub(crate) fn render<'s>(
             let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
             let mut out = Batch::new(out_arity);
             let mut targets = BroadcastTargets::default();
+            // Partitions whose function panicked: their rows are dropped (the run fails).
+            let mut failed = vec![false; local.len()];
             // Per local partition: nanoseconds in its stream function, and rows.
             let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
             move |(input, frontier), output| {
@@ -146,22 +150,37 @@ pub(crate) fn render<'s>(
                     for (k, list) in rows.iter_mut().enumerate() {
                         // Partitions with rows, and with an every-epoch function, every
                         // partition created so far.
+                        if failed[k] {
+                            list.clear();
+                            continue;
+                        }
                         if list.is_empty() && !(every_epoch && instances[k].is_some()) {
                             continue;
                         }
                         list.sort_unstable();
                         let p = local[k];
-                        let f = instances[k].get_or_insert_with(|| factory.create(p, q));
-                        for &(seq, b, i) in list.iter() {
-                            f.process(
-                                batches[b as usize].row(i as usize),
-                                &mut Emitter::new(&mut out, seq, p).at_epoch(epoch),
+                        // User code: a panic fails the run with an error naming the
+                        // function, instead of taking the worker down (the other workers
+                        // would wait for it forever).
+                        let ran = catch_unwind(AssertUnwindSafe(|| {
+                            let f = instances[k].get_or_insert_with(|| factory.create(p, q));
+                            for &(seq, b, i) in list.iter() {
+                                f.process(
+                                    batches[b as usize].row(i as usize),
+                                    &mut Emitter::new(&mut out, seq, p).at_epoch(epoch),
+                                );
+                            }
+                            f.end_of_epoch(
+                                epoch,
+                                &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p)
+                                    .at_epoch(epoch),
                             );
+                        }));
+                        if let Err(payload) = ran {
+                            failed[k] = true;
+                            instances[k] = None;
+                            shared.function_panicked(&function, p, payload.as_ref());
                         }
-                        f.end_of_epoch(
-                            epoch,
-                            &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p).at_epoch(epoch),
-                        );
                         let now = Instant::now();
                         spent[k].0 += (now - last).as_nanos() as u64;
                         last = now;
@@ -176,10 +195,16 @@ pub(crate) fn render<'s>(
                     if let Some(cap) = end_cap.take() {
                         for (k, f) in instances.iter_mut().enumerate() {
                             if let Some(f) = f {
-                                f.finish(
-                                    &mut Emitter::new(&mut out, RowKey::FINISH, local[k])
-                                        .at_epoch(END_EPOCH),
-                                );
+                                let p = local[k];
+                                let ran = catch_unwind(AssertUnwindSafe(|| {
+                                    f.finish(
+                                        &mut Emitter::new(&mut out, RowKey::FINISH, p)
+                                            .at_epoch(END_EPOCH),
+                                    )
+                                }));
+                                if let Err(payload) = ran {
+                                    shared.function_panicked(&function, p, payload.as_ref());
+                                }
                             }
                         }
                         if let Some(w) = take_window(&mut out, me) {
