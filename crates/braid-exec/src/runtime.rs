@@ -109,6 +109,7 @@ pub struct Shared {
     rejects: Mutex<Vec<Rejects>>,
     fatal: Mutex<Option<Error>>,
     failed: std::sync::atomic::AtomicBool,
+    died: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
@@ -144,21 +145,21 @@ impl Shared {
         partition: u32,
         payload: &(dyn std::any::Any + Send),
     ) {
-        let message = payload
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "(no message)".into());
         self.fatal(Error::Function {
             function: function.to_string(),
             partition,
-            message,
+            message: panic_message(payload),
         });
     }
 
-    /// Whether the run has failed (sources stop reading).
+    /// Whether the run has failed: sources stop reading, and what was read drains.
     pub(crate) fn failed(&self) -> bool {
         self.failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a worker died: the others stop waiting for the dataflows to drain.
+    fn worker_died(&self) -> bool {
+        self.died.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Records a bug found while running (the run then ends with an internal error).
@@ -223,6 +224,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         rejects: Mutex::new(Vec::new()),
         fatal: Mutex::new(None),
         failed: std::sync::atomic::AtomicBool::new(false),
+        died: std::sync::atomic::AtomicBool::new(false),
     });
     let progress = cfg.progress.then(|| spawn_progress(shared.clone()));
     let (plan_w, registry_w, shared_w, cfg_w) =
@@ -248,9 +250,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         if let Err(e) = built {
             shared_w.fatal(e);
             drop(input);
-            while worker.has_dataflows() {
-                worker.step_or_park(None);
-            }
+            drain(worker, &shared_w);
             return;
         }
         let ctx = FeedCtx {
@@ -260,9 +260,23 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             cfg: &cfg_w,
             shared: &shared_w,
         };
-        feed(worker, input, &probe, &ctx);
-        while worker.has_dataflows() {
-            worker.step_or_park(None);
+        // A panic here (a bug, or user code other than a stream function, which `Map`
+        // guards itself) fails the run; the other workers see the failure and stop
+        // instead of waiting for this one forever.
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            feed(worker, input, &probe, &ctx);
+            drain(worker, &shared_w);
+        }));
+        if let Err(payload) = ran {
+            shared_w.fatal(Error::Internal(format!(
+                "worker {} panicked: {}",
+                place.index,
+                panic_message(payload.as_ref())
+            )));
+            shared_w
+                .died
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            abandon(worker);
         }
     })
     .map_err(Error::Startup)?;
@@ -313,6 +327,36 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         plan: Some(plan),
         costs,
     })
+}
+
+/// Steps `worker` until its dataflows are done, or until a worker died (it would never
+/// let them finish).
+fn drain(worker: &mut timely::worker::Worker, shared: &Shared) {
+    while worker.has_dataflows() {
+        if shared.worker_died() {
+            abandon(worker);
+            return;
+        }
+        worker.step_or_park(Some(Duration::from_millis(50)));
+    }
+}
+
+/// Drops the worker's dataflows unfinished: timely steps a worker's dataflows until
+/// they are done after its closure returns, which after a panic would run the failed
+/// operator again or wait forever for a dead peer.
+fn abandon(worker: &mut timely::worker::Worker) {
+    for id in worker.installed_dataflows() {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.drop_dataflow(id)));
+    }
+}
+
+/// The message of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// The worker's source loop: sends windows, advances time, paces, and holds back when
@@ -397,7 +441,10 @@ fn feed(
                             in_flight.pop_front();
                             in_flight_rows -= n;
                         }
-                        if in_flight_rows <= cfg.max_rows_in_flight || in_flight.len() <= 1 {
+                        if in_flight_rows <= cfg.max_rows_in_flight
+                            || in_flight.len() <= 1
+                            || shared.worker_died()
+                        {
                             break;
                         }
                         input.flush();
@@ -462,7 +509,7 @@ fn feed(
                     }
                 }
                 let horizon = epoch.saturating_sub(cfg.max_epochs_ahead);
-                while probe.less_than(&horizon) {
+                while probe.less_than(&horizon) && !shared.worker_died() {
                     worker.step_or_park(Some(Duration::from_millis(1)));
                 }
             }

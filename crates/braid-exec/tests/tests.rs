@@ -998,3 +998,56 @@ fn a_panicking_stream_function_fails_the_run() {
         );
     }
 }
+
+/// A panic outside a stream function (here a registered routing function) fails the
+/// run with an internal error on every worker count, instead of hanging the workers
+/// that did not panic.
+#[test]
+fn a_panic_in_a_route_fails_the_run() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
+    let input = stream(&rows);
+    let mut reg = registry();
+    reg.add_route(
+        "by_key",
+        Arc::new(|row: Row<'_>| {
+            let k = row.int(1)?;
+            assert!(row.int(2)? < 3000, "a bug in a routing function");
+            Some(k as u64)
+        }),
+    );
+    for workers in [1, 2, 4] {
+        for strategy in [Strategy::Fsplit, Strategy::Parasplit] {
+            let p = plan(
+                input.clone(),
+                4,
+                RouteKind::Native,
+                None,
+                strategy,
+                "count",
+                MergeKind::Union,
+                16,
+            );
+            let (tx, rx) = std::sync::mpsc::channel();
+            let reg = reg.clone();
+            std::thread::spawn(move || {
+                let r = run(
+                    &p,
+                    &reg,
+                    &RunConfig {
+                        workers,
+                        ..RunConfig::default()
+                    },
+                );
+                let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
+            });
+            let got = rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{workers} workers, {strategy:?}: the run hangs"));
+            let e = got.expect_err("the run fails");
+            assert!(
+                e.contains("panicked") && e.contains("a bug in a routing function"),
+                "{workers} workers, {strategy:?}: {e}"
+            );
+        }
+    }
+}
