@@ -6,12 +6,10 @@ use crate::tune::{measure, median, Measured};
 use anyhow::Result;
 use braid_exec::calibrate::calibrate;
 use braid_exec::runtime::RunConfig;
-use braid_plan::batch::Row;
 use braid_plan::expr::Expr;
-use braid_plan::function::{Emitter, Registry, StreamFunction, StreamFunctionFactory};
+use braid_plan::function::{Registry, Spin};
 use braid_plan::plan::{GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, Strategy};
 use braid_plan::sql::parse_expr;
-use braid_plan::types::Schema;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,48 +35,6 @@ pub struct PlacementArgs {
     /// Where the report goes.
     #[arg(long, default_value = "docs/benchmarks")]
     out: PathBuf,
-}
-
-/// A stand-in for an expensive continuous query: `rounds` rounds of a 64-bit mix per
-/// row, counted per epoch (so the output stays small).
-struct Spin(u32);
-
-struct SpinState {
-    rounds: u32,
-    partition: i64,
-    n: i64,
-    acc: u64,
-}
-
-impl StreamFunctionFactory for Spin {
-    fn output_schema(&self, _: &Schema) -> braid_plan::error::Result<Schema> {
-        Ok(Schema::ints(&["partition", "epoch", "count", "digest"]))
-    }
-    fn create(&self, partition: u32, _: u32) -> Box<dyn StreamFunction> {
-        Box::new(SpinState {
-            rounds: self.0,
-            partition: i64::from(partition),
-            n: 0,
-            acc: 0,
-        })
-    }
-}
-
-impl StreamFunction for SpinState {
-    fn process(&mut self, row: Row<'_>, _: &mut Emitter<'_>) {
-        let mut x = row.int(2).unwrap_or(0) as u64 ^ self.acc;
-        for _ in 0..self.rounds {
-            x = braid_exec::source::generator::mix64(x);
-        }
-        self.acc = x;
-        self.n += 1;
-    }
-    fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
-        out.emit_ints(&[self.partition, epoch as i64, self.n, (self.acc >> 1) as i64]);
-    }
-    fn finish(&mut self, out: &mut Emitter<'_>) {
-        out.emit_ints(&[self.partition, -1, self.n, (self.acc >> 1) as i64]);
-    }
 }
 
 /// The routings measured: name, route expression over the generator's columns (64

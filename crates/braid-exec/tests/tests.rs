@@ -784,42 +784,6 @@ fn interleave_counts_csv_rows_once_and_merges_rejects() {
     let _ = std::fs::remove_file(&path);
 }
 
-/// `rounds` of a 64-bit mix per row, counted per partition: a stream function whose
-/// cost is its rows.
-struct Spin(u32);
-struct SpinState {
-    p: i64,
-    n: i64,
-    acc: u64,
-    rounds: u32,
-}
-impl StreamFunctionFactory for Spin {
-    fn output_schema(&self, _: &Schema) -> braid_plan::error::Result<Schema> {
-        Ok(Schema::ints(&["p", "n", "digest"]))
-    }
-    fn create(&self, p: u32, _: u32) -> Box<dyn StreamFunction> {
-        Box::new(SpinState {
-            p: p as i64,
-            n: 0,
-            acc: 0,
-            rounds: self.0,
-        })
-    }
-}
-impl StreamFunction for SpinState {
-    fn process(&mut self, row: Row<'_>, _: &mut Emitter<'_>) {
-        let mut x = row.int(2).unwrap_or(0) as u64 ^ self.acc;
-        for _ in 0..self.rounds {
-            x = braid_exec::source::generator::mix64(x);
-        }
-        self.acc = x;
-        self.n += 1;
-    }
-    fn finish(&mut self, out: &mut Emitter<'_>) {
-        out.emit_ints(&[self.p, self.n, (self.acc >> 1) as i64]);
-    }
-}
-
 /// Calibration measures the partitions and places the hot one alone on a worker, and
 /// the placed plan still gives the reference's output. Partition 0 gets 70% of the
 /// rows, each costing the same, so any timing noise short of a factor of ten leaves the
@@ -834,7 +798,7 @@ fn calibration_places_a_hot_partition_alone() {
         .collect();
     let input = stream(&rows);
     let mut reg = registry();
-    reg.add_function("spin", Arc::new(Spin(2000)));
+    reg.add_function("spin", Arc::new(braid_plan::function::Spin(2000)));
     let p = plan(
         input.clone(),
         8,
@@ -936,6 +900,27 @@ fn calibration_refuses_what_it_cannot_measure() {
     assert!(e.to_string().contains("several processes"), "{e}");
 }
 
+/// Runs `plan` on a thread and returns its error; fails the test if the run succeeds or
+/// has not ended within a minute (a hang).
+fn run_expecting_failure(plan: &Plan, reg: &Registry, workers: usize) -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (plan, reg) = (plan.clone(), reg.clone());
+    std::thread::spawn(move || {
+        let cfg = RunConfig {
+            workers,
+            ..RunConfig::default()
+        };
+        let _ = tx.send(
+            run(&plan, &reg, &cfg)
+                .map(|_| ())
+                .map_err(|e| e.to_string()),
+        );
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{workers} workers: the run hangs"))
+        .expect_err("the run fails")
+}
+
 /// Panics on the first row of partition 1: user code with a bug.
 struct Panics;
 struct PanicsState(u32);
@@ -975,23 +960,7 @@ fn a_panicking_stream_function_fails_the_run() {
             MergeKind::Union,
             16,
         );
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reg = reg.clone();
-        std::thread::spawn(move || {
-            let r = run(
-                &p,
-                &reg,
-                &RunConfig {
-                    workers,
-                    ..RunConfig::default()
-                },
-            );
-            let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
-        });
-        let got = rx
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("{workers} workers: the run hangs"));
-        let e = got.expect_err("the run fails");
+        let e = run_expecting_failure(&p, &reg, workers);
         assert!(
             e.contains("panics") && e.contains("a bug in a stream function"),
             "{workers} workers: {e}"
@@ -1027,23 +996,7 @@ fn a_panic_in_a_route_fails_the_run() {
                 MergeKind::Union,
                 16,
             );
-            let (tx, rx) = std::sync::mpsc::channel();
-            let reg = reg.clone();
-            std::thread::spawn(move || {
-                let r = run(
-                    &p,
-                    &reg,
-                    &RunConfig {
-                        workers,
-                        ..RunConfig::default()
-                    },
-                );
-                let _ = tx.send(r.map(|_| ()).map_err(|e| e.to_string()));
-            });
-            let got = rx
-                .recv_timeout(std::time::Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("{workers} workers, {strategy:?}: the run hangs"));
-            let e = got.expect_err("the run fails");
+            let e = run_expecting_failure(&p, &reg, workers);
             assert!(
                 e.contains("panicked") && e.contains("a bug in a routing function"),
                 "{workers} workers, {strategy:?}: {e}"

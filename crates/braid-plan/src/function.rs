@@ -324,6 +324,54 @@ impl StreamFunction for Identity {
     }
 }
 
+/// A stand-in for an expensive continuous query, for benchmarks and tests (not
+/// registered by default; register it with the rounds wanted): `rounds` rounds of a
+/// 64-bit mix per row, seeded by column 2 when it is an int64. Emits
+/// `(partition, epoch, rows so far, digest)` at each epoch's end and
+/// `(partition, -1, total, digest)` when input ends.
+pub struct Spin(pub u32);
+
+struct SpinState {
+    rounds: u32,
+    partition: i64,
+    n: i64,
+    acc: u64,
+}
+
+impl StreamFunctionFactory for Spin {
+    fn output_schema(&self, _: &Schema) -> Result<Schema> {
+        Ok(Schema::ints(&["partition", "epoch", "count", "digest"]))
+    }
+    fn create(&self, partition: u32, _: u32) -> Box<dyn StreamFunction> {
+        Box::new(SpinState {
+            rounds: self.0,
+            partition: i64::from(partition),
+            n: 0,
+            acc: 0,
+        })
+    }
+}
+
+impl StreamFunction for SpinState {
+    fn process(&mut self, row: Row<'_>, _: &mut Emitter<'_>) {
+        let mut x = row.int(2).unwrap_or(0) as u64 ^ self.acc;
+        for _ in 0..self.rounds {
+            // splitmix64's finalizer.
+            x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            x ^= x >> 31;
+        }
+        self.acc = x;
+        self.n += 1;
+    }
+    fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        out.emit_ints(&[self.partition, epoch as i64, self.n, (self.acc >> 1) as i64]);
+    }
+    fn finish(&mut self, out: &mut Emitter<'_>) {
+        out.emit_ints(&[self.partition, -1, self.n, (self.acc >> 1) as i64]);
+    }
+}
+
 /// Stream function `count`: counts its partition's rows; at each epoch's end emits
 /// `(partition, epoch, rows so far)`, and `(partition, -1, total)` when input ends.
 pub struct Count;
