@@ -40,6 +40,14 @@ pub enum Error {
         /// The panic message.
         message: String,
     },
+    /// Other user code (a registered routing function) panicked.
+    #[error("{what} panicked: {message}")]
+    UserCode {
+        /// What it was, with its registered name.
+        what: String,
+        /// The panic message.
+        message: String,
+    },
     /// A bug in Braid.
     #[error("internal error (a bug in Braid, please report it): {0}")]
     Internal(String),

@@ -152,6 +152,15 @@ impl Shared {
         });
     }
 
+    /// Records that user code (`what`, e.g. "routing function `f`") panicked (the run
+    /// then stops reading and ends with the error).
+    pub(crate) fn user_code_panicked(&self, what: &str, payload: &(dyn std::any::Any + Send)) {
+        self.fatal(Error::UserCode {
+            what: what.to_string(),
+            message: panic_message(payload),
+        });
+    }
+
     /// Whether the run has failed: sources stop reading, and what was read drains.
     pub(crate) fn failed(&self) -> bool {
         self.failed.load(std::sync::atomic::Ordering::Relaxed)

@@ -968,9 +968,9 @@ fn a_panicking_stream_function_fails_the_run() {
     }
 }
 
-/// A panic outside a stream function (here a registered routing function) fails the
-/// run with an internal error on every worker count, instead of hanging the workers
-/// that did not panic.
+/// A registered routing function that panics fails the run with an error naming it,
+/// under every split shape and worker count, instead of hanging the workers that did
+/// not panic.
 #[test]
 fn a_panic_in_a_route_fails_the_run() {
     let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
@@ -985,7 +985,7 @@ fn a_panic_in_a_route_fails_the_run() {
         }),
     );
     for workers in [1, 2, 4] {
-        for strategy in [Strategy::Fsplit, Strategy::Parasplit] {
+        for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
             let p = plan(
                 input.clone(),
                 4,
@@ -998,9 +998,59 @@ fn a_panic_in_a_route_fails_the_run() {
             );
             let e = run_expecting_failure(&p, &reg, workers);
             assert!(
-                e.contains("panicked") && e.contains("a bug in a routing function"),
+                e.contains("routing function `by_key` panicked")
+                    && e.contains("a bug in a routing function"),
                 "{workers} workers, {strategy:?}: {e}"
             );
         }
+    }
+}
+
+/// A combiner that panics on its first partial row.
+struct PanickingCombiner;
+impl braid_plan::function::Combiner for PanickingCombiner {
+    fn output_schema(&self, input: &Schema) -> braid_plan::error::Result<Schema> {
+        Ok(input.clone())
+    }
+    fn combine(&self, _: &mut [braid_plan::batch::Datum], _: &[braid_plan::batch::Datum]) {
+        panic!("a bug in a combiner");
+    }
+    fn finish(&self, acc: &[braid_plan::batch::Datum], out: &mut Vec<braid_plan::batch::Datum>) {
+        out.extend_from_slice(acc);
+    }
+}
+
+/// A panic no operator catches itself (here in a keyed merge's registered combiner,
+/// which runs on one worker) fails the run through the worker-level catch, as an
+/// internal error carrying the message, and the other workers stop instead of waiting
+/// for the dead one.
+#[test]
+fn a_panic_anywhere_on_a_worker_fails_the_run() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
+    let input = stream(&rows);
+    let mut reg = registry();
+    reg.add_combiner("explodes", Arc::new(PanickingCombiner));
+    let merge = MergeKind::Keyed {
+        key: vec![1],
+        combine: Combine::Native("explodes".into()),
+        fanin: None,
+        filter: None,
+    };
+    for workers in [1, 2, 4] {
+        let p = plan(
+            input.clone(),
+            4,
+            RouteKind::ByKey,
+            None,
+            Strategy::Fsplit,
+            "count",
+            merge.clone(),
+            16,
+        );
+        let e = run_expecting_failure(&p, &reg, workers);
+        assert!(
+            e.contains("panicked") && e.contains("a bug in a combiner"),
+            "{workers} workers: {e}"
+        );
     }
 }

@@ -90,7 +90,7 @@ fn node<'s>(
         Plan::Source(_) => scope.input_from(input),
         Plan::Split(s) => {
             let upstream = split_input(scope, &s.input, registry, input, place, shared)?;
-            split::render(upstream, s, registry, place)?
+            split::render(upstream, s, registry, place, shared)?
         }
         Plan::Map(m) => {
             let out_schema = plan.schema(registry)?;
@@ -100,7 +100,10 @@ fn node<'s>(
                 Plan::Split(s) if every_epoch => {
                     let source = split_input(scope, &s.input, registry, input, place, shared)?;
                     let ticks = map::ticks(source.clone(), place);
-                    (split::render(source, s, registry, place)?, Some(ticks))
+                    (
+                        split::render(source, s, registry, place, shared)?,
+                        Some(ticks),
+                    )
                 }
                 _ => (node(scope, &m.input, registry, input, place, shared)?, None),
             };

@@ -7,6 +7,7 @@
 
 use super::{by_to, to_worker, Place, Window, WindowBuilder, Windows};
 use crate::error::{Error, Result};
+use crate::runtime::Shared;
 use crate::source::generator::mix64;
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::cost::TreeShape;
@@ -17,6 +18,8 @@ use braid_plan::placement::{
 use braid_plan::plan::{Split, SplitShape};
 use braid_plan::reference::{Dest, Router};
 use std::collections::HashMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 
@@ -25,7 +28,16 @@ pub(crate) fn render<'s>(
     split: &Split,
     registry: &Registry,
     place: Place,
+    shared: &Arc<Shared>,
 ) -> Result<Windows<'s>> {
+    // A registered routing function is user code: its panic fails the run as such.
+    let guard = match &split.route {
+        braid_plan::plan::Route::Native(name) => Some(Guard {
+            what: format!("routing function `{name}`"),
+            shared: shared.clone(),
+        }),
+        _ => None,
+    };
     let shape = split
         .shape
         .clone()
@@ -36,9 +48,15 @@ pub(crate) fn render<'s>(
     // are instead of sending them all to one splitter.
     let local = !matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(_));
     Ok(match shape {
-        SplitShape::Fsplit if local => {
-            splitter(input, router, hosts, place, At::Local, "Fsplit(local)")
-        }
+        SplitShape::Fsplit if local => splitter(
+            input,
+            router,
+            hosts,
+            place,
+            At::Local,
+            "Fsplit(local)",
+            guard,
+        ),
         SplitShape::Fsplit => splitter(
             input,
             router,
@@ -46,8 +64,9 @@ pub(crate) fn render<'s>(
             place,
             At::Worker(FSPLIT_WORKER),
             "Fsplit",
+            guard,
         ),
-        SplitShape::Tree(t) => tree(input, router, hosts, t, place),
+        SplitShape::Tree(t) => tree(input, router, hosts, t, place, guard),
         SplitShape::Parasplit { p, router_fanout } => {
             let deal_local = match split.input.as_ref() {
                 braid_plan::plan::Plan::Source(s) => {
@@ -63,9 +82,30 @@ pub(crate) fn render<'s>(
                 place,
                 At::Addressed,
                 "WindowSplitter",
+                guard,
             )
         }
     })
+}
+
+/// Catches a panic of user code run by a splitter (a registered routing function) and
+/// fails the run with an error naming it.
+#[derive(Clone)]
+struct Guard {
+    what: String,
+    shared: Arc<Shared>,
+}
+
+/// Runs `f`, under `guard` when there is one.
+fn guarded(guard: Option<&Guard>, f: impl FnOnce()) {
+    match guard {
+        None => f(),
+        Some(g) => {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
+                g.shared.user_code_panicked(&g.what, payload.as_ref());
+            }
+        }
+    }
 }
 
 /// One window splitter's work outside a dataflow: the code every fsplit and parasplit
@@ -244,6 +284,7 @@ enum At {
 
 /// One splitter per window: fsplit (all windows to one worker, or each worker its own
 /// windows) or parasplit's window splitters (windows arrive addressed).
+#[allow(clippy::too_many_arguments)] // one splitter, named by every knob it has
 fn splitter<'s>(
     input: Windows<'s>,
     router: Router,
@@ -251,6 +292,7 @@ fn splitter<'s>(
     place: Place,
     at: At,
     name: &str,
+    guard: Option<Guard>,
 ) -> Windows<'s> {
     let me = place.index;
     macro_rules! split_with {
@@ -261,8 +303,10 @@ fn splitter<'s>(
                     input.for_each(|cap, data| {
                         let mut session = output.session(&cap);
                         for w in data.drain(..) {
-                            split_window(&router, &hosts, me, &mut scratch, w, &mut |x| {
-                                session.give(x)
+                            guarded(guard.as_ref(), || {
+                                split_window(&router, &hosts, me, &mut scratch, w, &mut |x| {
+                                    session.give(x)
+                                })
                             });
                         }
                     });
@@ -351,6 +395,7 @@ fn tree<'s>(
     hosts: Hosts,
     shape: TreeShape,
     place: Place,
+    guard: Option<Guard>,
 ) -> Windows<'s> {
     let peers = place.peers;
     let depth = shape.depth();
@@ -362,6 +407,8 @@ fn tree<'s>(
         let shape = shape.clone();
         let router = router.clone();
         let hosts = hosts.clone();
+        // Only level 1 calls the routing function.
+        let guard = if level == 1 { guard.clone() } else { None };
         let name = format!("TreeLevel{level}");
         let logic = move |_: timely::dataflow::operators::Capability<u64>, _| {
             let fanout = shape.fanouts[level - 1] as u64;
@@ -383,83 +430,94 @@ fn tree<'s>(
                 input.for_each(|cap, data| {
                     let mut session = output.session(&cap);
                     for w in data.drain(..) {
-                        let node = w.node;
-                        let arity = w.batch.arity();
-                        let width = if last { peers } else { fanout as usize };
-                        if outs.len() != width || outs.first().is_some_and(|o| o.arity() != arity) {
-                            outs.clear();
-                            outs.resize_with(width, || Batch::new(arity));
-                        }
-                        let b = &w.batch;
-                        for i in 0..b.len() {
-                            let key = b.key(i);
-                            // Level 1 decides each row's destination; deeper levels read it.
-                            let lane = if level == 1 {
-                                lane_of(router.dest(b, i))
-                            } else {
-                                key.lane
-                            };
-                            let seq = key.seq;
-                            match RowKey::broadcast_target(lane) {
-                                None if lane == RowKey::OMIT => {}
-                                // A class of partitions: at the leaves it lies inside this
-                                // node's partitions already, and goes once to each worker
-                                // hosting one of them.
-                                Some(class) if last => {
-                                    for &wk in classes.of(lane, class, q, &hosts) {
-                                        outs[wk].push_row_of(b, i, RowKey { seq, lane });
-                                    }
-                                }
-                                // Above the leaves, each child takes the part of the class
-                                // among its own partitions.
-                                Some(class) => {
-                                    for c in 0..fanout {
-                                        let child = node + c * lambda_prev;
-                                        let part = intersect(class, (lambda, child));
-                                        if let Some((m, r)) = part.filter(|&(_, r)| r < q) {
-                                            outs[c as usize].push_row_of(
-                                                b,
-                                                i,
-                                                RowKey {
-                                                    seq,
-                                                    lane: RowKey::broadcast_lane(m, r),
-                                                },
-                                            );
+                        guarded(guard.as_ref(), || {
+                            let node = w.node;
+                            let arity = w.batch.arity();
+                            let width = if last { peers } else { fanout as usize };
+                            if outs.len() != width
+                                || outs.first().is_some_and(|o| o.arity() != arity)
+                            {
+                                outs.clear();
+                                outs.resize_with(width, || Batch::new(arity));
+                            }
+                            let b = &w.batch;
+                            for i in 0..b.len() {
+                                let key = b.key(i);
+                                // Level 1 decides each row's destination; deeper levels read it.
+                                let lane = if level == 1 {
+                                    lane_of(router.dest(b, i))
+                                } else {
+                                    key.lane
+                                };
+                                let seq = key.seq;
+                                match RowKey::broadcast_target(lane) {
+                                    None if lane == RowKey::OMIT => {}
+                                    // A class of partitions: at the leaves it lies inside this
+                                    // node's partitions already, and goes once to each worker
+                                    // hosting one of them.
+                                    Some(class) if last => {
+                                        for &wk in classes.of(lane, class, q, &hosts) {
+                                            outs[wk].push_row_of(b, i, RowKey { seq, lane });
                                         }
                                     }
-                                }
-                                None if last => {
-                                    outs[hosts.worker(lane)].push_row_of(b, i, RowKey { seq, lane })
-                                }
-                                None => {
-                                    let child = (lane / lambda_prev) % fanout;
-                                    outs[child as usize].push_row_of(b, i, RowKey { seq, lane });
+                                    // Above the leaves, each child takes the part of the class
+                                    // among its own partitions.
+                                    Some(class) => {
+                                        for c in 0..fanout {
+                                            let child = node + c * lambda_prev;
+                                            let part = intersect(class, (lambda, child));
+                                            if let Some((m, r)) = part.filter(|&(_, r)| r < q) {
+                                                outs[c as usize].push_row_of(
+                                                    b,
+                                                    i,
+                                                    RowKey {
+                                                        seq,
+                                                        lane: RowKey::broadcast_lane(m, r),
+                                                    },
+                                                );
+                                            }
+                                        }
+                                    }
+                                    None if last => outs[hosts.worker(lane)].push_row_of(
+                                        b,
+                                        i,
+                                        RowKey { seq, lane },
+                                    ),
+                                    None => {
+                                        let child = (lane / lambda_prev) % fanout;
+                                        outs[child as usize].push_row_of(
+                                            b,
+                                            i,
+                                            RowKey { seq, lane },
+                                        );
+                                    }
                                 }
                             }
-                        }
-                        for (c, out) in outs.iter_mut().enumerate() {
-                            if out.is_empty() {
-                                continue;
+                            for (c, out) in outs.iter_mut().enumerate() {
+                                if out.is_empty() {
+                                    continue;
+                                }
+                                let batch =
+                                    std::mem::replace(out, Batch::with_capacity(arity, out.len()));
+                                if last {
+                                    session.give(Window {
+                                        to: c as u64,
+                                        node: 0,
+                                        batch,
+                                    });
+                                } else {
+                                    let child = node + c as u64 * lambda_prev;
+                                    debug_assert!(child < lambda);
+                                    let to =
+                                        tree_node_worker(&shape, level + 1, child, peers) as u64;
+                                    session.give(Window {
+                                        to,
+                                        node: child,
+                                        batch,
+                                    });
+                                }
                             }
-                            let batch =
-                                std::mem::replace(out, Batch::with_capacity(arity, out.len()));
-                            if last {
-                                session.give(Window {
-                                    to: c as u64,
-                                    node: 0,
-                                    batch,
-                                });
-                            } else {
-                                let child = node + c as u64 * lambda_prev;
-                                debug_assert!(child < lambda);
-                                let to = tree_node_worker(&shape, level + 1, child, peers) as u64;
-                                session.give(Window {
-                                    to,
-                                    node: child,
-                                    batch,
-                                });
-                            }
-                        }
+                        });
                     }
                 });
             }
