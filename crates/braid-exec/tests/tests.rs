@@ -1020,12 +1020,10 @@ impl braid_plan::function::Combiner for PanickingCombiner {
     }
 }
 
-/// A panic no operator catches itself (here in a keyed merge's registered combiner,
-/// which runs on one worker) fails the run through the worker-level catch, as an
-/// internal error carrying the message, and the other workers stop instead of waiting
-/// for the dead one.
+/// A registered combiner that panics fails the run with an error naming it, instead of
+/// hanging the workers that did not panic.
 #[test]
-fn a_panic_anywhere_on_a_worker_fails_the_run() {
+fn a_panic_in_a_combiner_fails_the_run() {
     let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
     let input = stream(&rows);
     let mut reg = registry();
@@ -1049,7 +1047,53 @@ fn a_panic_anywhere_on_a_worker_fails_the_run() {
         );
         let e = run_expecting_failure(&p, &reg, workers);
         assert!(
-            e.contains("panicked") && e.contains("a bug in a combiner"),
+            e.contains("combiner `explodes` panicked") && e.contains("a bug in a combiner"),
+            "{workers} workers: {e}"
+        );
+    }
+}
+
+/// A sink that panics on its first batch.
+struct PanickingSink;
+impl braid_plan::function::SinkFn for PanickingSink {
+    fn write(&self, _: &Batch, _: std::time::Duration, _: u64) -> std::io::Result<()> {
+        panic!("a bug in a sink");
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A panic no operator catches itself (here in a registered sink, which runs on
+/// worker 0) fails the run through the worker-level catch, as an internal error
+/// carrying the message, and the other workers stop instead of waiting for the dead
+/// one.
+#[test]
+fn a_panic_anywhere_on_a_worker_fails_the_run() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
+    let input = stream(&rows);
+    let mut reg = registry();
+    reg.add_sink("explodes", Arc::new(PanickingSink));
+    for workers in [1, 2, 4] {
+        let p = match plan(
+            input.clone(),
+            4,
+            RouteKind::ByKey,
+            None,
+            Strategy::Fsplit,
+            "count",
+            MergeKind::Union,
+            16,
+        ) {
+            Plan::Sink(mut s) => {
+                s.spec = SinkSpec::Native("explodes".into());
+                Plan::Sink(s)
+            }
+            _ => panic!("a sink on top"),
+        };
+        let e = run_expecting_failure(&p, &reg, workers);
+        assert!(
+            e.contains("internal error") && e.contains("a bug in a sink"),
             "{workers} workers: {e}"
         );
     }

@@ -2,7 +2,7 @@
 //! key, pre-combined per worker or through a tree of fan-in k).
 
 use super::stash::EpochStash;
-use super::{by_to, to_worker, Place, Window, WindowBuilder, Windows};
+use super::{by_to, guarded, to_worker, Guard, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use braid_plan::batch::{Batch, Datum, RowKey};
 use braid_plan::combine::{Groups, KeyedMerge};
@@ -28,6 +28,7 @@ pub(crate) fn render<'s>(
     in_schema: &Schema,
     registry: &Registry,
     place: Place,
+    shared: &std::sync::Arc<crate::runtime::Shared>,
 ) -> Result<Windows<'s>> {
     Ok(match &merge.kind {
         MergeKind::Union => input,
@@ -39,6 +40,13 @@ pub(crate) fn render<'s>(
             filter,
         } => {
             let km = Rc::new(KeyedMerge::new(key, combine, in_schema, registry)?);
+            // A registered combiner is user code: its panic fails the run as such.
+            let guard = match combine {
+                braid_plan::plan::Combine::Native(name) => {
+                    Some(Guard::new(format!("combiner `{name}`"), shared))
+                }
+                _ => None,
+            };
             let q = match merge.input.as_ref() {
                 braid_plan::plan::Plan::Map(m) => match m.input.as_ref() {
                     braid_plan::plan::Plan::Split(s) => s.q as u64,
@@ -47,11 +55,11 @@ pub(crate) fn render<'s>(
                 _ => 1,
             };
             match filter {
-                None => keyed(input, km, *fanin, q, place),
+                None => keyed(input, km, *fanin, q, place, guard),
                 Some(f) => {
                     let combined = select(input.clone(), f.clone(), true, "Merge(keyed rows)");
                     let others = select(input, f.clone(), false, "Merge(union rows)");
-                    keyed(combined, km, *fanin, q, place).concat(others)
+                    keyed(combined, km, *fanin, q, place, guard).concat(others)
                 }
             }
         }
@@ -147,6 +155,7 @@ fn keyed(
     fanin: Option<u32>,
     q: u64,
     place: Place,
+    guard: Option<Guard>,
 ) -> Windows<'_> {
     // Group divisor per stage: stage i groups partitions p by p / divisor[i].
     let divisors: Vec<u64> = match fanin {
@@ -183,6 +192,7 @@ fn keyed(
                 first,
                 last,
                 peers,
+                guard.clone(),
             )
         } else {
             keyed_stage(
@@ -194,6 +204,7 @@ fn keyed(
                 first,
                 last,
                 peers,
+                guard.clone(),
             )
         };
     }
@@ -210,6 +221,7 @@ fn keyed_stage<'s, P>(
     first: bool,
     last: bool,
     peers: u64,
+    guard: Option<Guard>,
 ) -> Windows<'s>
 where
     P: timely::dataflow::channels::pact::ParallelizationContract<u64, Vec<Window>>,
@@ -223,58 +235,63 @@ where
                     return;
                 };
                 for w in data.drain(..) {
-                    let b = &w.batch;
-                    for i in 0..b.len() {
-                        let key = b.key(i);
-                        entry.1 = entry.1.min(key.seq);
-                        let part = key.lane >> 32;
-                        let group = if div == u64::MAX { 0 } else { part / div };
-                        let acc = if first {
-                            km.lift(&b.row(i))
-                        } else {
-                            b.row(i).datums().to_vec()
-                        };
-                        entry.0.entry(group).or_default().add(&km, acc);
-                    }
+                    guarded(guard.as_ref(), || {
+                        let b = &w.batch;
+                        for i in 0..b.len() {
+                            let key = b.key(i);
+                            entry.1 = entry.1.min(key.seq);
+                            let part = key.lane >> 32;
+                            let group = if div == u64::MAX { 0 } else { part / div };
+                            let acc = if first {
+                                km.lift(&b.row(i))
+                            } else {
+                                b.row(i).datums().to_vec()
+                            };
+                            entry.0.entry(group).or_default().add(&km, acc);
+                        }
+                    });
                 }
             });
             while let Some((_, cap, (mut groups, min_seq))) = stash.pop_complete(frontier) {
                 let mut session = output.session(&cap);
                 let mut by_dest: HashMap<u64, Batch> = HashMap::new();
-                for (group, mut g) in groups.drain() {
-                    for acc in g.drain() {
-                        if last {
-                            km.finish(&acc, &mut row);
-                            let b = by_dest
-                                .entry(MERGE_WORKER as u64)
-                                .or_insert_with(|| Batch::new(row.len()));
-                            b.push_datums(
-                                RowKey {
-                                    seq: min_seq,
-                                    lane: 0,
-                                },
-                                &row,
-                            );
-                        } else {
-                            // The next stage's worker: by key and the next group.
-                            let next_group = if next_div == u64::MAX {
-                                0
+                guarded(guard.as_ref(), || {
+                    for (group, mut g) in groups.drain() {
+                        for acc in g.drain() {
+                            if last {
+                                km.finish(&acc, &mut row);
+                                let b = by_dest
+                                    .entry(MERGE_WORKER as u64)
+                                    .or_insert_with(|| Batch::new(row.len()));
+                                b.push_datums(
+                                    RowKey {
+                                        seq: min_seq,
+                                        lane: 0,
+                                    },
+                                    &row,
+                                );
                             } else {
-                                group * div / next_div
-                            };
-                            let h = key_hash(&km.key_of_acc(&acc), next_group);
-                            let dest = h % peers;
-                            let b = by_dest.entry(dest).or_insert_with(|| Batch::new(acc.len()));
-                            b.push_datums(
-                                RowKey {
-                                    seq: min_seq,
-                                    lane: (group * div) << 32,
-                                },
-                                &acc,
-                            );
+                                // The next stage's worker: by key and the next group.
+                                let next_group = if next_div == u64::MAX {
+                                    0
+                                } else {
+                                    group * div / next_div
+                                };
+                                let h = key_hash(&km.key_of_acc(&acc), next_group);
+                                let dest = h % peers;
+                                let b =
+                                    by_dest.entry(dest).or_insert_with(|| Batch::new(acc.len()));
+                                b.push_datums(
+                                    RowKey {
+                                        seq: min_seq,
+                                        lane: (group * div) << 32,
+                                    },
+                                    &acc,
+                                );
+                            }
                         }
                     }
-                }
+                });
                 for (to, batch) in by_dest {
                     session.give(Window { to, node: 0, batch });
                 }

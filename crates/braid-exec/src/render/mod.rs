@@ -56,6 +56,37 @@ pub(crate) fn to_worker(
     timely::dataflow::channels::pact::Exchange::new(move |_: &Window| w as u64)
 }
 
+/// Catches a panic of user code an operator runs (a registered routing function or
+/// combiner) and fails the run with an error naming it.
+#[derive(Clone)]
+pub(crate) struct Guard {
+    what: String,
+    shared: std::sync::Arc<Shared>,
+}
+
+impl Guard {
+    /// A guard for user code described as `what` (e.g. "routing function `f`").
+    pub(crate) fn new(what: String, shared: &std::sync::Arc<Shared>) -> Guard {
+        Guard {
+            what,
+            shared: shared.clone(),
+        }
+    }
+}
+
+/// Runs `f`, under `guard` when there is one.
+pub(crate) fn guarded(guard: Option<&Guard>, f: impl FnOnce()) {
+    match guard {
+        None => f(),
+        Some(g) => {
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+            if let Err(payload) = ran {
+                g.shared.user_code_panicked(&g.what, payload.as_ref());
+            }
+        }
+    }
+}
+
 /// What rendering needs to know about the worker.
 #[derive(Clone, Copy)]
 pub(crate) struct Place {
@@ -120,7 +151,7 @@ fn node<'s>(
         Plan::Merge(m) => {
             let upstream = node(scope, &m.input, registry, input, place, shared)?;
             let in_schema = m.input.schema(registry)?;
-            merge::render(upstream, m, &in_schema, registry, place)?
+            merge::render(upstream, m, &in_schema, registry, place, shared)?
         }
         Plan::Sink(s) => {
             let upstream = node(scope, &s.input, registry, input, place, shared)?;

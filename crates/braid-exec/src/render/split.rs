@@ -5,7 +5,7 @@
 //! is for once, with a broadcast lane naming those partitions: copies per partition
 //! are made by `Map` on the worker, not sent over channels.
 
-use super::{by_to, to_worker, Place, Window, WindowBuilder, Windows};
+use super::{by_to, guarded, to_worker, Guard, Place, Window, WindowBuilder, Windows};
 use crate::error::{Error, Result};
 use crate::runtime::Shared;
 use crate::source::generator::mix64;
@@ -18,7 +18,6 @@ use braid_plan::placement::{
 use braid_plan::plan::{Split, SplitShape};
 use braid_plan::reference::{Dest, Router};
 use std::collections::HashMap;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -32,10 +31,9 @@ pub(crate) fn render<'s>(
 ) -> Result<Windows<'s>> {
     // A registered routing function is user code: its panic fails the run as such.
     let guard = match &split.route {
-        braid_plan::plan::Route::Native(name) => Some(Guard {
-            what: format!("routing function `{name}`"),
-            shared: shared.clone(),
-        }),
+        braid_plan::plan::Route::Native(name) => {
+            Some(Guard::new(format!("routing function `{name}`"), shared))
+        }
         _ => None,
     };
     let shape = split
@@ -86,26 +84,6 @@ pub(crate) fn render<'s>(
             )
         }
     })
-}
-
-/// Catches a panic of user code run by a splitter (a registered routing function) and
-/// fails the run with an error naming it.
-#[derive(Clone)]
-struct Guard {
-    what: String,
-    shared: Arc<Shared>,
-}
-
-/// Runs `f`, under `guard` when there is one.
-fn guarded(guard: Option<&Guard>, f: impl FnOnce()) {
-    match guard {
-        None => f(),
-        Some(g) => {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(f)) {
-                g.shared.user_code_panicked(&g.what, payload.as_ref());
-            }
-        }
-    }
 }
 
 /// One window splitter's work outside a dataflow: the code every fsplit and parasplit
