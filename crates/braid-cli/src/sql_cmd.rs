@@ -50,12 +50,8 @@ fn calibrated_job(
         .reset()
         .context("emptying the late-row file after calibration")?;
     Ok(Job {
-        sql: job.sql.clone(),
-        logical: job.logical.clone(),
-        stages: job.stages.clone(),
-        partitioning: job.partitioning.clone(),
         plan,
-        late: job.late.clone(),
+        ..job.clone()
     })
 }
 

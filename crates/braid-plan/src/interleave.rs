@@ -43,24 +43,24 @@ pub fn schema(children: &[Source]) -> Result<Schema> {
             "an interleave needs at least one source".into(),
         ));
     }
-    let mut fields = vec![
-        Field::new("_stream", DataType::Int64),
-        Field::new("_time", DataType::Int64),
-    ];
     if shared(children) {
+        let mut fields = vec![
+            Field::new("_stream", DataType::Int64),
+            Field::new("_time", DataType::Int64),
+        ];
         fields.extend(children[0].schema.fields.iter().cloned());
         return Ok(Schema {
             fields,
             event_time: Some(TIME_COLUMN),
         });
     }
-    for child in children {
-        for f in &child.schema.fields {
-            fields.push(Field::nullable(&format!("{}.{}", child.name, f.name), f.ty));
-        }
-    }
+    let parts: Vec<(&str, &Schema)> = children
+        .iter()
+        .map(|c| (c.name.as_str(), &c.schema))
+        .collect();
+    let schema = wide(&parts);
     let mut seen = HashSet::new();
-    for f in &fields {
+    for f in &schema.fields {
         if !seen.insert(f.name.to_ascii_lowercase()) {
             return Err(Error::Plan(format!(
                 "interleaved sources make the column `{}` twice; give the sources distinct names",
@@ -68,10 +68,26 @@ pub fn schema(children: &[Source]) -> Result<Schema> {
             )));
         }
     }
-    Ok(Schema {
+    Ok(schema)
+}
+
+/// The wide schema of several tagged streams, unchecked: `_stream`, `_time` (the event
+/// time), then each part's columns as nullable `{name}.{column}`. Interleaved sources
+/// and the tagged stream a query stage makes of a join's two inputs share it.
+pub fn wide(parts: &[(&str, &Schema)]) -> Schema {
+    let mut fields = vec![
+        Field::new("_stream", DataType::Int64),
+        Field::new("_time", DataType::Int64),
+    ];
+    for (name, schema) in parts {
+        for f in &schema.fields {
+            fields.push(Field::nullable(&format!("{name}.{}", f.name), f.ty));
+        }
+    }
+    Schema {
         fields,
         event_time: Some(TIME_COLUMN),
-    })
+    }
 }
 
 /// The `_time` of row `index` (within its child) of `child`: its event time, or the

@@ -65,7 +65,11 @@ pub fn balance(costs: &[Vec<f64>], workers: usize) -> (Vec<Vec<u32>>, Vec<f64>) 
     let workers = workers.max(1);
     let mut tables: Vec<Vec<u32>> = costs
         .iter()
-        .map(|c| (0..c.len()).map(|p| (p % workers) as u32).collect())
+        .map(|c| {
+            (0..c.len() as u64)
+                .map(|p| partition_worker(p, workers) as u32)
+                .collect()
+        })
         .collect();
     let mut items: Vec<(f64, usize, usize)> = costs
         .iter()
@@ -92,7 +96,7 @@ pub fn modulo_load(costs: &[Vec<f64>], workers: usize) -> Vec<f64> {
     let mut load = vec![0.0f64; workers];
     for c in costs {
         for (p, &x) in c.iter().enumerate() {
-            load[p % workers] += x;
+            load[partition_worker(p as u64, workers)] += x;
         }
     }
     load

@@ -40,31 +40,29 @@ pub(crate) fn render<'s>(
         .shape
         .clone()
         .ok_or_else(|| Error::Internal("split rendered before its shape was resolved".into()))?;
-    let router = Router::new(split, registry)?;
-    let hosts = Hosts::of(split, place.peers);
+    let window_splitter = || WindowSplitter::new(split, registry, place.peers, place.index);
     // A later stage's rows are spread over the workers already: split them where they
     // are instead of sending them all to one splitter.
     let local = !matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(_));
     Ok(match shape {
-        SplitShape::Fsplit if local => splitter(
-            input,
-            router,
-            hosts,
-            place,
-            At::Local,
-            "Fsplit(local)",
-            guard,
-        ),
+        SplitShape::Fsplit if local => {
+            splitter(input, window_splitter()?, At::Local, "Fsplit(local)", guard)
+        }
         SplitShape::Fsplit => splitter(
             input,
-            router,
-            hosts,
-            place,
+            window_splitter()?,
             At::Worker(FSPLIT_WORKER),
             "Fsplit",
             guard,
         ),
-        SplitShape::Tree(t) => tree(input, router, hosts, t, place, guard),
+        SplitShape::Tree(t) => tree(
+            input,
+            Router::new(split, registry)?,
+            Hosts::of(split, place.peers),
+            t,
+            place,
+            guard,
+        ),
         SplitShape::Parasplit { p, router_fanout } => {
             let deal_local = match split.input.as_ref() {
                 braid_plan::plan::Plan::Source(s) => {
@@ -75,9 +73,7 @@ pub(crate) fn render<'s>(
             let routed = window_router(input, p, router_fanout, deal_local, place);
             splitter(
                 routed,
-                router,
-                hosts,
-                place,
+                window_splitter()?,
                 At::Addressed,
                 "WindowSplitter",
                 guard,
@@ -86,9 +82,9 @@ pub(crate) fn render<'s>(
     })
 }
 
-/// One window splitter's work outside a dataflow: the code every fsplit and parasplit
-/// splitter runs on each window, for measuring it alone (`braid bench tune`'s probe of
-/// the split cost behind the efficiency eta).
+/// One window splitter's work: what every fsplit and parasplit splitter operator runs
+/// on each window, also usable outside a dataflow (`braid bench tune`'s probe of the
+/// split cost behind the efficiency eta).
 pub struct WindowSplitter {
     router: Router,
     hosts: Hosts,
@@ -262,29 +258,22 @@ enum At {
 
 /// One splitter per window: fsplit (all windows to one worker, or each worker its own
 /// windows) or parasplit's window splitters (windows arrive addressed).
-#[allow(clippy::too_many_arguments)] // one splitter, named by every knob it has
 fn splitter<'s>(
     input: Windows<'s>,
-    router: Router,
-    hosts: Hosts,
-    place: Place,
+    mut splitter: WindowSplitter,
     at: At,
     name: &str,
     guard: Option<Guard>,
 ) -> Windows<'s> {
-    let me = place.index;
     macro_rules! split_with {
         ($pact:expr) => {
             input.unary::<WindowBuilder, _, _, _>($pact, name, move |_, _| {
-                let mut scratch = Scratch::default();
                 move |input, output| {
                     input.for_each(|cap, data| {
                         let mut session = output.session(&cap);
                         for w in data.drain(..) {
                             guarded(guard.as_ref(), || {
-                                split_window(&router, &hosts, me, &mut scratch, w, &mut |x| {
-                                    session.give(x)
-                                })
+                                splitter.split(w, &mut |x| session.give(x))
                             });
                         }
                     });

@@ -51,6 +51,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// A compiled query, ready to run.
+#[derive(Clone)]
 pub struct Job {
     /// The statement's text.
     pub sql: String,

@@ -18,7 +18,7 @@ use crate::error::Result as PResult;
 use crate::error::{Error, Result};
 use crate::expr::{Expr, Func};
 use crate::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strategy};
-use crate::types::{DataType, Field, Schema};
+use crate::types::{DataType, Schema};
 
 /// How the input of a query is spread over partitions.
 #[derive(Clone, Debug, PartialEq)]
@@ -697,19 +697,7 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
 fn wide_union(left: &Logical, right: &Logical) -> Option<Logical> {
     let (ls, rs) = (left.schema(), right.schema());
     let (lt, rt) = (ls.event_time?, rs.event_time?);
-    let mut fields = vec![
-        Field::new("_stream", DataType::Int64),
-        Field::new("_time", DataType::Int64),
-    ];
-    for (side, s) in [("left", ls), ("right", rs)] {
-        for f in &s.fields {
-            fields.push(Field::nullable(&format!("{side}.{}", f.name), f.ty));
-        }
-    }
-    let wide = Schema {
-        fields,
-        event_time: Some(crate::interleave::TIME_COLUMN),
-    };
+    let wide = crate::interleave::wide(&[("left", ls), ("right", rs)]);
     let null = |ty| Expr::Cast(Box::new(Expr::Literal(Scalar::Null)), ty);
     let side = |input: &Logical, tag: i64, time: usize, before: &Schema, after: &Schema| {
         let own = input.schema();
