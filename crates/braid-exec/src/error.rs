@@ -30,20 +30,10 @@ pub enum Error {
     /// timely could not start (e.g. a cluster peer did not connect).
     #[error("could not start workers: {0}")]
     Startup(String),
-    /// A stream function (user code) panicked.
-    #[error("stream function `{function}` panicked on partition {partition}: {message}")]
-    Function {
-        /// The registered name.
-        function: String,
-        /// The partition whose instance panicked.
-        partition: u32,
-        /// The panic message.
-        message: String,
-    },
-    /// Other user code (a registered routing function) panicked.
+    /// User code panicked: a stream function, routing function or combiner.
     #[error("{what} panicked: {message}")]
     UserCode {
-        /// What it was, with its registered name.
+        /// What it was, with its registered name (and a stream function's partition).
         what: String,
         /// The panic message.
         message: String,

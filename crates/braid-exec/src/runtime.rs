@@ -137,21 +137,6 @@ impl Shared {
         }
     }
 
-    /// Records that stream function `function` panicked on `partition` (the run then
-    /// stops reading and ends with the error).
-    pub(crate) fn function_panicked(
-        &self,
-        function: &str,
-        partition: u32,
-        payload: &(dyn std::any::Any + Send),
-    ) {
-        self.fatal(Error::Function {
-            function: function.to_string(),
-            partition,
-            message: panic_message(payload),
-        });
-    }
-
     /// Records that user code (`what`, e.g. "routing function `f`") panicked (the run
     /// then stops reading and ends with the error).
     pub(crate) fn user_code_panicked(&self, what: &str, payload: &(dyn std::any::Any + Send)) {
@@ -269,9 +254,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             cfg: &cfg_w,
             shared: &shared_w,
         };
-        // A panic here (a bug, or user code other than a stream function, which `Map`
-        // guards itself) fails the run; the other workers see the failure and stop
-        // instead of waiting for this one forever.
+        // A panic here (a bug, or user code no operator guards itself: a native sink or
+        // source) fails the run; the other workers see the failure and stop instead of
+        // waiting for this one forever.
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             feed(worker, input, &probe, &ctx);
             drain(worker, &shared_w);

@@ -900,6 +900,24 @@ fn calibration_refuses_what_it_cannot_measure() {
     assert!(e.to_string().contains("several processes"), "{e}");
 }
 
+/// `plan` fails on 1, 2 and 4 workers with an error holding every one of `needles`,
+/// and never hangs.
+fn fails_on_every_worker_count(plan: &Plan, reg: &Registry, needles: &[&str]) {
+    for workers in [1, 2, 4] {
+        let e = run_expecting_failure(plan, reg, workers);
+        assert!(
+            needles.iter().all(|n| e.contains(n)),
+            "{workers} workers: {e} (expected {needles:?})"
+        );
+    }
+}
+
+/// Rows `(time 1.., key i % 4, v i, kind 0)` for `i` below `n`.
+fn four_keys(n: i64) -> Batch {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..n).map(|i| (1, i % 4, i, 0)).collect();
+    stream(&rows)
+}
+
 /// Runs `plan` on a thread and returns its error; fails the test if the run succeeds or
 /// has not ended within a minute (a hang).
 fn run_expecting_failure(plan: &Plan, reg: &Registry, workers: usize) -> String {
@@ -945,27 +963,19 @@ impl StreamFunction for PanicsState {
 /// count; the other workers do not wait forever for the one that failed.
 #[test]
 fn a_panicking_stream_function_fails_the_run() {
-    let rows: Vec<(u8, i64, i64, u8)> = (0..2000i64).map(|i| (1, i % 4, i, 0)).collect();
-    let input = stream(&rows);
     let mut reg = registry();
     reg.add_function("panics", Arc::new(Panics));
-    for workers in [1, 2, 4] {
-        let p = plan(
-            input.clone(),
-            4,
-            RouteKind::ByKey,
-            None,
-            Strategy::Fsplit,
-            "panics",
-            MergeKind::Union,
-            16,
-        );
-        let e = run_expecting_failure(&p, &reg, workers);
-        assert!(
-            e.contains("panics") && e.contains("a bug in a stream function"),
-            "{workers} workers: {e}"
-        );
-    }
+    let p = plan(
+        four_keys(2000),
+        4,
+        RouteKind::ByKey,
+        None,
+        Strategy::Fsplit,
+        "panics",
+        MergeKind::Union,
+        16,
+    );
+    fails_on_every_worker_count(&p, &reg, &["panics", "a bug in a stream function"]);
 }
 
 /// A registered routing function that panics fails the run with an error naming it,
@@ -973,8 +983,6 @@ fn a_panicking_stream_function_fails_the_run() {
 /// not panic.
 #[test]
 fn a_panic_in_a_route_fails_the_run() {
-    let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
-    let input = stream(&rows);
     let mut reg = registry();
     reg.add_route(
         "by_key",
@@ -984,25 +992,25 @@ fn a_panic_in_a_route_fails_the_run() {
             Some(k as u64)
         }),
     );
-    for workers in [1, 2, 4] {
-        for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
-            let p = plan(
-                input.clone(),
-                4,
-                RouteKind::Native,
-                None,
-                strategy,
-                "count",
-                MergeKind::Union,
-                16,
-            );
-            let e = run_expecting_failure(&p, &reg, workers);
-            assert!(
-                e.contains("routing function `by_key` panicked")
-                    && e.contains("a bug in a routing function"),
-                "{workers} workers, {strategy:?}: {e}"
-            );
-        }
+    for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
+        let p = plan(
+            four_keys(4000),
+            4,
+            RouteKind::Native,
+            None,
+            strategy,
+            "count",
+            MergeKind::Union,
+            16,
+        );
+        fails_on_every_worker_count(
+            &p,
+            &reg,
+            &[
+                "routing function `by_key` panicked",
+                "a bug in a routing function",
+            ],
+        );
     }
 }
 
@@ -1024,8 +1032,6 @@ impl braid_plan::function::Combiner for PanickingCombiner {
 /// hanging the workers that did not panic.
 #[test]
 fn a_panic_in_a_combiner_fails_the_run() {
-    let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
-    let input = stream(&rows);
     let mut reg = registry();
     reg.add_combiner("explodes", Arc::new(PanickingCombiner));
     let merge = MergeKind::Keyed {
@@ -1034,23 +1040,21 @@ fn a_panic_in_a_combiner_fails_the_run() {
         fanin: None,
         filter: None,
     };
-    for workers in [1, 2, 4] {
-        let p = plan(
-            input.clone(),
-            4,
-            RouteKind::ByKey,
-            None,
-            Strategy::Fsplit,
-            "count",
-            merge.clone(),
-            16,
-        );
-        let e = run_expecting_failure(&p, &reg, workers);
-        assert!(
-            e.contains("combiner `explodes` panicked") && e.contains("a bug in a combiner"),
-            "{workers} workers: {e}"
-        );
-    }
+    let p = plan(
+        four_keys(4000),
+        4,
+        RouteKind::ByKey,
+        None,
+        Strategy::Fsplit,
+        "count",
+        merge,
+        16,
+    );
+    fails_on_every_worker_count(
+        &p,
+        &reg,
+        &["combiner `explodes` panicked", "a bug in a combiner"],
+    );
 }
 
 /// A sink that panics on its first batch.
@@ -1070,31 +1074,23 @@ impl braid_plan::function::SinkFn for PanickingSink {
 /// one.
 #[test]
 fn a_panic_anywhere_on_a_worker_fails_the_run() {
-    let rows: Vec<(u8, i64, i64, u8)> = (0..4000i64).map(|i| (1, i % 4, i, 0)).collect();
-    let input = stream(&rows);
     let mut reg = registry();
     reg.add_sink("explodes", Arc::new(PanickingSink));
-    for workers in [1, 2, 4] {
-        let p = match plan(
-            input.clone(),
-            4,
-            RouteKind::ByKey,
-            None,
-            Strategy::Fsplit,
-            "count",
-            MergeKind::Union,
-            16,
-        ) {
-            Plan::Sink(mut s) => {
-                s.spec = SinkSpec::Native("explodes".into());
-                Plan::Sink(s)
-            }
-            _ => panic!("a sink on top"),
-        };
-        let e = run_expecting_failure(&p, &reg, workers);
-        assert!(
-            e.contains("internal error") && e.contains("a bug in a sink"),
-            "{workers} workers: {e}"
-        );
-    }
+    let p = match plan(
+        four_keys(4000),
+        4,
+        RouteKind::ByKey,
+        None,
+        Strategy::Fsplit,
+        "count",
+        MergeKind::Union,
+        16,
+    ) {
+        Plan::Sink(mut s) => {
+            s.spec = SinkSpec::Native("explodes".into());
+            Plan::Sink(s)
+        }
+        _ => panic!("a sink on top"),
+    };
+    fails_on_every_worker_count(&p, &reg, &["internal error", "a bug in a sink"]);
 }

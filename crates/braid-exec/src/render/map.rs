@@ -179,7 +179,10 @@ pub(crate) fn render<'s>(
                         if let Err(payload) = ran {
                             failed[k] = true;
                             instances[k] = None;
-                            shared.function_panicked(&function, p, payload.as_ref());
+                            shared.user_code_panicked(
+                                &format!("stream function `{function}` on partition {p}"),
+                                payload.as_ref(),
+                            );
                         }
                         let now = Instant::now();
                         spent[k].0 += (now - last).as_nanos() as u64;
@@ -203,7 +206,10 @@ pub(crate) fn render<'s>(
                                     )
                                 }));
                                 if let Err(payload) = ran {
-                                    shared.function_panicked(&function, p, payload.as_ref());
+                                    shared.user_code_panicked(
+                                        &format!("stream function `{function}` on partition {p}"),
+                                        payload.as_ref(),
+                                    );
                                 }
                             }
                         }
