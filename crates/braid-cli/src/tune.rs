@@ -26,6 +26,7 @@ pub fn split_ref(plan: &Plan) -> Option<&Split> {
         Plan::Map(m) => split_ref(&m.input),
         Plan::Merge(m) => split_ref(&m.input),
         Plan::Sink(s) => split_ref(&s.input),
+        Plan::Together(plans) => plans.first().and_then(split_ref),
     }
 }
 
@@ -37,6 +38,7 @@ pub fn split_mut(plan: &mut Plan) -> Option<&mut Split> {
         Plan::Map(m) => split_mut(&mut m.input),
         Plan::Merge(m) => split_mut(&mut m.input),
         Plan::Sink(s) => split_mut(&mut s.input),
+        Plan::Together(plans) => plans.first_mut().and_then(split_mut),
     }
 }
 
@@ -53,6 +55,7 @@ pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
         | SourceSpec::Binary { .. }
         | SourceSpec::Memory(_)
         | SourceSpec::Interleave(_) => {}
+        SourceSpec::Late { .. } => bail!("a plan's first source cannot be late rows"),
         SourceSpec::Stdin | SourceSpec::Tcp { .. } | SourceSpec::Native(_) => bail!(
             "measuring the single-splitter rate needs a generator or file source; \
              give --splitter-rate for stdin or TCP input"

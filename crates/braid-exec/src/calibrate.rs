@@ -114,7 +114,7 @@ fn replayable(spec: &SourceSpec) -> std::result::Result<(), String> {
 }
 
 /// Calls `f` on every split of `plan`, nearest the source first (the split of stage
-/// `k` is the `k`-th).
+/// `k` is the `k`-th; the plans of a `Together` in order).
 fn for_each_split(plan: &mut Plan, f: &mut dyn FnMut(&mut Split)) {
     match plan {
         Plan::Source(_) => {}
@@ -125,6 +125,19 @@ fn for_each_split(plan: &mut Plan, f: &mut dyn FnMut(&mut Split)) {
         Plan::Map(m) => for_each_split(&mut m.input, f),
         Plan::Merge(m) => for_each_split(&mut m.input, f),
         Plan::Sink(s) => for_each_split(&mut s.input, f),
+        Plan::Together(plans) => plans.iter_mut().for_each(|p| for_each_split(p, f)),
+    }
+}
+
+/// Sets every sink of `plan` to discard its rows.
+fn discard_output(plan: &mut Plan) {
+    match plan {
+        Plan::Together(plans) => plans.iter_mut().for_each(discard_output),
+        Plan::Sink(s) => {
+            s.spec = SinkSpec::Discard;
+            s.stamp_emit = false;
+        }
+        _ => {}
     }
 }
 
@@ -154,10 +167,7 @@ pub fn calibrate(
         .into());
     }
     let mut pilot = plan.clone();
-    if let Plan::Sink(s) = &mut pilot {
-        s.spec = SinkSpec::Discard;
-        s.stamp_emit = false;
-    }
+    discard_output(&mut pilot);
     let pilot_cfg = RunConfig {
         max_rows: Some(rows),
         progress: false,

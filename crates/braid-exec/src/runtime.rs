@@ -73,8 +73,11 @@ pub struct RunReport {
     pub rejects: Vec<Rejects>,
     /// Wall time.
     pub elapsed: Duration,
-    /// Rows of a `Collect` sink (in arrival order).
+    /// Rows of a `Collect` sink (in arrival order); of the first plan of a `Together`.
     pub collected: Vec<OutRow>,
+    /// Rows of the `Collect` sinks of the later plans of a `Together`, by plan (the
+    /// first is plan 1).
+    pub collected_late: Vec<Vec<OutRow>>,
     /// The plan as run (shapes resolved).
     pub plan: Option<Plan>,
     /// Measured cost of every partition that had rows, by stage and partition.
@@ -102,8 +105,8 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     /// When the run started.
     pub start: Instant,
-    /// Rows of a `Collect` sink.
-    pub collected: Mutex<Vec<OutRow>>,
+    /// Rows of the `Collect` sinks, by plan of a `Together` (0 for other plans).
+    pub collected: Mutex<Vec<Vec<OutRow>>>,
     costs: Mutex<Vec<PartitionCost>>,
     errors: Mutex<Vec<String>>,
     rejects: Mutex<Vec<Rejects>>,
@@ -300,11 +303,18 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             None => rejects.push(r),
         }
     }
-    let collected = shared
+    let mut collected = shared
         .collected
         .lock()
         .map(|mut c| std::mem::take(&mut *c))
         .unwrap_or_default();
+    let plans = match &plan {
+        Plan::Together(p) => p.len(),
+        _ => 1,
+    };
+    collected.resize_with(plans.max(collected.len()), Vec::new);
+    let collected_late = collected.split_off(1);
+    let collected = collected.pop().unwrap_or_default();
     let mut costs = shared
         .costs
         .lock()
@@ -318,6 +328,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         rejects,
         elapsed: shared.start.elapsed(),
         collected,
+        collected_late,
         plan: Some(plan),
         costs,
     })

@@ -671,3 +671,165 @@ fn sql_join_on_aggregate_results_equals_the_uncut_query() {
         assert_eq!(got, expected, "{workers} workers");
     }
 }
+
+/// The queries of [`QUERIES`] whose operators refuse late rows.
+const LATE_QUERIES: &[&str] = &[
+    "tumble",
+    "hop",
+    "session",
+    "interval_join",
+    "join_then_aggregate",
+    "aggregate_then_aggregate",
+];
+
+/// `query` writing to `out`, and two queries over its late rows: all of them, and a
+/// count per window of refusal time.
+fn late_script(dir: &Path, settings: &str, query: &str) -> Script {
+    let text = format!(
+        "{HEADER}CREATE SINK late_rows WITH (sink = 'collect');\n\
+         CREATE SINK late_counts WITH (sink = 'collect');\n{settings}\n\
+         INSERT INTO out {query};\n\
+         INSERT INTO late_rows SELECT * FROM LATE(out);\n\
+         INSERT INTO late_counts SELECT window_end, _operator, count(*) AS n, max(_refused_at) AS last \
+           FROM LATE(out) GROUP BY TUMBLE(_refused_at, 30), _operator;"
+    );
+    compile_script(&text, dir, &Registry::with_builtins())
+        .unwrap_or_else(|e| panic!("compile {query}: {e}"))
+}
+
+fn check_late(calls: &[Call], texts: &[Call]) -> Result<(), TestCaseError> {
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = scratch("late");
+    write_calls(&dir.0.join("calls.csv"), calls);
+    write_texts(&dir.0.join("texts.csv"), texts);
+    std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
+    for name in LATE_QUERIES {
+        let q = QUERIES
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, q)| *q)
+            .expect("a query of QUERIES");
+        let serial = late_script(&dir.0, "SET parallel = 'off';", q);
+        let runs_in: Vec<_> = serial.jobs.iter().map(|j| j.runs_in).collect();
+        prop_assert_eq!(runs_in, vec![None, Some((0, 1)), Some((0, 2))]);
+        let job = &serial.jobs[0];
+        let input = reference_input(&job.plan, calls, texts);
+        let expected: Vec<Vec<Vec<Scalar>>> =
+            reference::run_all(&job.plan, &serial.registry, &input)
+                .unwrap_or_else(|e| panic!("{name}: reference: {e}"))
+                .into_iter()
+                .map(|mut rows| {
+                    rows.sort_by_key(|r| (r.epoch, r.key));
+                    values(&rows)
+                })
+                .collect();
+        // Nothing refused vanishes: the late stream holds every row counted late.
+        prop_assert_eq!(
+            expected[1].len() as u64,
+            job.late.count.load(Relaxed),
+            "{}",
+            name
+        );
+        let par = late_script(&dir.0, "SET partitions = 8;", q);
+        for workers in [1, 2, 4] {
+            let cfg = RunConfig {
+                workers,
+                ..RunConfig::default()
+            };
+            let before = par.jobs[0].late.count.load(Relaxed);
+            let report = run(&par.jobs[0].plan, &par.registry, &cfg)
+                .unwrap_or_else(|e| panic!("{name}: run: {e}"));
+            let refused = par.jobs[0].late.count.load(Relaxed) - before;
+            prop_assert_eq!(report.collected_late.len(), 2);
+            let got = [
+                values(&report.collected),
+                values(&report.collected_late[0]),
+                values(&report.collected_late[1]),
+            ];
+            for (k, what) in ["output", "late rows", "late counts"].iter().enumerate() {
+                prop_assert_eq!(
+                    &got[k],
+                    &expected[k],
+                    "{}: {}, {} workers",
+                    name,
+                    what,
+                    workers
+                );
+            }
+            prop_assert_eq!(
+                got[1].len() as u64,
+                refused,
+                "{}: {} workers",
+                name,
+                workers
+            );
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4, ..ProptestConfig::default() })]
+
+    /// Queries over `LATE(out)` run in the dataflow of the query writing to `out`; on
+    /// 1, 2 and 4 workers over 8 partitions they give exactly what the serial run gives,
+    /// and the late stream holds every row the query counted as late.
+    #[test]
+    fn sql_late_rows_as_a_stream_equal_serial(
+        calls in calls_strategy(),
+        texts in calls_strategy(),
+    ) {
+        check_late(&calls, &texts)?;
+    }
+}
+
+/// The late stream of a tumbling aggregate holds exactly the rows a loop finds late:
+/// a row processed in epoch `e` (the largest `start / 10` so far) whose window ends at
+/// or before `e * 10 - 20`, refused at `e * 10`.
+#[test]
+fn sql_late_rows_match_a_loop() {
+    let mut calls: Vec<Call> = Vec::new();
+    let mut t = 0;
+    for i in 0..400i64 {
+        t += i % 4;
+        let start = if i % 9 == 4 { (t - 90).max(0) } else { t };
+        calls.push((i % 7, i % 5, start, i % 40));
+    }
+    let dir = scratch("late-loop");
+    write_calls(&dir.0.join("calls.csv"), &calls);
+    write_texts(&dir.0.join("texts.csv"), &[]);
+    std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
+    let mut expected: Vec<Vec<Scalar>> = Vec::new();
+    let mut epoch = 0;
+    for &(caller, callee, start, dur) in &calls {
+        epoch = epoch.max(start / 10);
+        let end = start - start % 50 + 50;
+        if dur > 10 && end <= epoch * 10 - 20 {
+            expected.push(vec![
+                Scalar::Str("aggregate".into()),
+                Scalar::Int(epoch * 10),
+                Scalar::Int(caller),
+                Scalar::Int(callee),
+                Scalar::Int(start),
+                Scalar::Int(dur),
+            ]);
+        }
+    }
+    assert!(expected.len() > 10, "too few late rows to check");
+    expected.sort();
+    let script = late_script(
+        &dir.0,
+        "SET partitions = 4;",
+        "SELECT window_start, caller, count(*) AS n FROM calls WHERE dur > 10 GROUP BY TUMBLE(start, 50), caller",
+    );
+    for workers in [1, 2, 4] {
+        let cfg = RunConfig {
+            workers,
+            ..RunConfig::default()
+        };
+        let report = run(&script.jobs[0].plan, &script.registry, &cfg).expect("run");
+        let mut got = values(&report.collected_late[0]);
+        got.sort();
+        assert_eq!(got, expected, "{workers} workers");
+    }
+}

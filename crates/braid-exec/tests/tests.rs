@@ -219,6 +219,7 @@ fn with_placement(mut plan: Plan, seed: u64) -> Plan {
             Plan::Map(m) => find(&mut m.input),
             Plan::Merge(m) => find(&mut m.input),
             Plan::Sink(s) => find(&mut s.input),
+            Plan::Together(plans) => plans.first_mut().and_then(find),
         }
     }
     let split = find(&mut plan).expect("a split");

@@ -37,6 +37,18 @@ fn node_text(
         .map(|s| s.to_string())
         .unwrap_or_else(|e| format!("<{e}>"));
     match plan {
+        Plan::Together(plans) => {
+            let _ = writeln!(
+                out,
+                "{pad}Together: {} plans in one dataflow  -> {schema}",
+                plans.len()
+            );
+            for (i, p) in plans.iter().enumerate() {
+                let _ = writeln!(out, "{pad}  plan {i}:");
+                node_text(p, registry, workers, depth + 2, recurse, out);
+            }
+            return;
+        }
         Plan::Sink(s) => {
             let _ = writeln!(
                 out,
@@ -136,6 +148,7 @@ fn source_text(spec: &SourceSpec) -> String {
             if *header { " (header)" } else { "" }
         ),
         SourceSpec::Binary { path } => format!("binary {}", path.display()),
+        SourceSpec::Late { of } => format!("the late rows of plan {of}"),
         SourceSpec::Stdin => "stdin (csv)".to_string(),
         SourceSpec::Tcp { addr } => format!("tcp {addr} (csv lines)"),
         SourceSpec::Generator(g) => format!(

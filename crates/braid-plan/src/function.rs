@@ -14,6 +14,7 @@ use std::sync::Arc;
 /// and the lane `partition << 32 | n`, `n` counting this call's outputs.
 pub struct Emitter<'a> {
     out: &'a mut Batch,
+    late: Option<&'a mut Batch>,
     seq: u64,
     partition: u32,
     sub: u32,
@@ -25,11 +26,25 @@ impl<'a> Emitter<'a> {
     pub fn new(out: &'a mut Batch, seq: u64, partition: u32) -> Emitter<'a> {
         Emitter {
             out,
+            late: None,
             seq,
             partition,
             sub: 0,
             epoch: 0,
         }
+    }
+
+    /// Also takes the function's late rows (see [`StreamFunctionFactory::late_schema`])
+    /// into `late`, when a plan reads them.
+    pub fn with_late(mut self, late: Option<&'a mut Batch>) -> Emitter<'a> {
+        self.late = late;
+        self
+    }
+
+    /// Where late rows go (rows of [`StreamFunctionFactory::late_schema`]), if a plan
+    /// reads them; None when nobody does.
+    pub fn late_rows(&mut self) -> Option<&mut Batch> {
+        self.late.as_deref_mut()
     }
 
     /// Sets the epoch being processed (see [`Emitter::epoch`]).
@@ -135,6 +150,13 @@ pub trait StreamFunctionFactory: Send + Sync {
     /// partitioning.
     fn every_epoch(&self) -> bool {
         false
+    }
+
+    /// The schema of the rows the function refuses as late, when it can refuse any
+    /// (SQL queries with windows or stream joins). A plan can read them as a stream
+    /// (`SourceSpec::Late`); the function writes them to [`Emitter::late_rows`].
+    fn late_schema(&self) -> Option<Schema> {
+        None
     }
 }
 

@@ -24,6 +24,7 @@ pub fn resolve(plan: &mut Plan, env: Env) {
         Plan::Map(m) => resolve(&mut m.input, env),
         Plan::Merge(m) => resolve(&mut m.input, env),
         Plan::Sink(s) => resolve(&mut s.input, env),
+        Plan::Together(plans) => plans.iter_mut().for_each(|p| resolve(p, env)),
     }
 }
 

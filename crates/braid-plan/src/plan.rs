@@ -6,7 +6,9 @@
 //! ```
 //! `Split` cuts a stream into `q` logical partitions by a routing expression and a
 //! broadcast predicate; `Map` runs one stream-function instance per partition; `Merge`
-//! brings the partitions' outputs back together.
+//! brings the partitions' outputs back together. `Together` runs several such chains in
+//! one dataflow: the first reads the input, the others the late rows of earlier ones
+//! (`SourceSpec::Late`).
 
 use crate::batch::Batch;
 use crate::cost::TreeShape;
@@ -31,6 +33,10 @@ pub enum Plan {
     Merge(Merge),
     /// Writes the stream out.
     Sink(Sink),
+    /// Plans run in one dataflow (only at the root): the first reads the input, each
+    /// later one the late rows of an earlier one (its leaf is a [`SourceSpec::Late`]
+    /// source). Its schema is the first plan's.
+    Together(Vec<Plan>),
 }
 
 /// Where a stream comes from, how it is cut into epochs and physical windows.
@@ -103,6 +109,14 @@ pub enum SourceSpec {
     /// (epoch, source index, source order) order, each child's epochs clamped to never go
     /// back. The node's schema must be [`crate::interleave::schema`] of the children.
     Interleave(Vec<Source>),
+    /// The rows that the stream functions of plan `of` of the enclosing
+    /// [`Plan::Together`] refused as late (see
+    /// [`crate::function::StreamFunctionFactory::late_schema`]), each in the epoch in
+    /// which it was refused. Read where they are made: no input to open.
+    Late {
+        /// Index of the plan whose late rows these are (lower than the reader's).
+        of: usize,
+    },
 }
 
 /// The synthetic generator: LRB-shaped 15-field tuples (see [`GeneratorSpec::schema`]).
@@ -421,6 +435,7 @@ impl Plan {
     pub fn maps(&self) -> usize {
         let below = match self {
             Plan::Source(_) => return 0,
+            Plan::Together(plans) => return plans.iter().map(Plan::maps).sum(),
             Plan::Split(s) => &s.input,
             Plan::Map(m) => &m.input,
             Plan::Merge(m) => &m.input,
@@ -462,6 +477,7 @@ impl Plan {
             Plan::Map(_) => "Map",
             Plan::Merge(_) => "Merge",
             Plan::Sink(_) => "Sink",
+            Plan::Together(_) => "Together",
         }
     }
 
@@ -473,6 +489,7 @@ impl Plan {
             Plan::Map(m) => Some(&m.input),
             Plan::Merge(m) => Some(&m.input),
             Plan::Sink(s) => Some(&s.input),
+            Plan::Together(plans) => plans.first(),
         }
     }
 
@@ -484,6 +501,7 @@ impl Plan {
             Plan::Map(m) => m.input.leaf_source(),
             Plan::Merge(m) => m.input.leaf_source(),
             Plan::Sink(s) => s.input.leaf_source(),
+            Plan::Together(plans) => plans[0].leaf_source(),
         }
     }
 
@@ -495,13 +513,92 @@ impl Plan {
             Plan::Map(m) => m.input.leaf_source_mut(),
             Plan::Merge(m) => m.input.leaf_source_mut(),
             Plan::Sink(s) => s.input.leaf_source_mut(),
+            Plan::Together(plans) => plans[0].leaf_source_mut(),
         }
+    }
+
+    /// The schema of the late rows this plan's stream functions refuse, if any of them
+    /// can refuse rows (they must agree on it).
+    pub fn late_schema(&self, registry: &Registry) -> Result<Option<Schema>> {
+        let mut found: Option<Schema> = None;
+        let mut node = Some(self);
+        while let Some(p) = node {
+            if let Plan::Map(m) = p {
+                if let Some(s) = registry.function(&m.function)?.late_schema() {
+                    match &found {
+                        Some(f) if *f != s => {
+                            return Err(Error::Plan(format!(
+                                "the late rows of one plan must have one schema; found {f} and {s}"
+                            )))
+                        }
+                        _ => found = Some(s),
+                    }
+                }
+            }
+            node = match p {
+                Plan::Together(_) => None,
+                other => other.input(),
+            };
+        }
+        Ok(found)
     }
 
     /// Checks the plan and returns its output schema. Errors say what would be valid.
     pub fn schema(&self, registry: &Registry) -> Result<Schema> {
+        self.check(registry, false)
+    }
+
+    /// [`Plan::schema`], `within` a [`Plan::Together`] or not.
+    fn check(&self, registry: &Registry, within: bool) -> Result<Schema> {
         match self {
+            Plan::Together(plans) => {
+                if within {
+                    return Err(Error::Plan("a Together inside a Together".into()));
+                }
+                let Some(first) = plans.first() else {
+                    return Err(Error::Plan("a Together of no plans".into()));
+                };
+                for (i, p) in plans.iter().enumerate() {
+                    let leaf = p.leaf_source();
+                    match (&leaf.spec, i) {
+                        (SourceSpec::Late { .. }, 0) => {
+                            return Err(Error::Plan(
+                                "the first plan of a Together reads the input, not late rows"
+                                    .into(),
+                            ))
+                        }
+                        (SourceSpec::Late { of }, _) if *of >= i => {
+                            return Err(Error::Plan(format!(
+                                "plan {i} of a Together reads the late rows of plan {of}; it can read only an earlier plan's"
+                            )))
+                        }
+                        (SourceSpec::Late { of }, _) => {
+                            let Some(late) = plans[*of].late_schema(registry)? else {
+                                return Err(Error::Plan(format!(
+                                    "plan {i} of a Together reads the late rows of plan {of}, whose stream functions refuse none"
+                                )));
+                            };
+                            let types = |s: &Schema| s.fields.iter().map(|f| f.ty).collect::<Vec<_>>();
+                            if types(&late) != types(&leaf.schema) {
+                                return Err(Error::Plan(format!(
+                                    "plan {i} reads late rows as {}, but plan {of} refuses rows {late}",
+                                    leaf.schema
+                                )));
+                            }
+                        }
+                        (_, 0) => {}
+                        _ => {
+                            return Err(Error::Plan(format!(
+                                "plan {i} of a Together must read late rows (a Late source)"
+                            )))
+                        }
+                    }
+                    p.check(registry, true)?;
+                }
+                first.check(registry, true)
+            }
             Plan::Source(s) => {
+                // A Late source's schema is checked where it is read: in a Together.
                 if let SourceSpec::Native(name) = &s.spec {
                     let native = registry.source(name)?.schema();
                     if native.arity() != s.schema.arity() {
@@ -522,7 +619,7 @@ impl Plan {
                 Ok(s.schema.clone())
             }
             Plan::Split(s) => {
-                let schema = s.input.schema(registry)?;
+                let schema = s.input.check(registry, within)?;
                 if s.q == 0 || s.q > 1 << 20 {
                     return Err(Error::Plan(format!(
                         "q = {} partitions; expected 1..=1048576",
@@ -579,7 +676,7 @@ impl Plan {
                         m.input.name()
                     )));
                 };
-                let input = m.input.schema(registry)?;
+                let input = m.input.check(registry, within)?;
                 registry.function(&m.function)?.output_schema(&input)
             }
             Plan::Merge(m) => {
@@ -589,7 +686,7 @@ impl Plan {
                         m.input.name()
                     )));
                 };
-                let input = m.input.schema(registry)?;
+                let input = m.input.check(registry, within)?;
                 match &m.kind {
                     MergeKind::Union | MergeKind::TimeOrdered => Ok(input),
                     MergeKind::Keyed {
@@ -639,7 +736,7 @@ impl Plan {
                 if let SinkSpec::Native(name) = &s.spec {
                     registry.sink(name)?;
                 }
-                s.input.schema(registry)
+                s.input.check(registry, within)
             }
         }
     }

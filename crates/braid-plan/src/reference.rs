@@ -15,7 +15,7 @@ use crate::combine::{Groups, KeyedMerge};
 use crate::error::{Error, Result};
 use crate::expr::{BinOp, Expr};
 use crate::function::{Emitter, Registry, RouteFn, StreamFunction};
-use crate::plan::{MergeKind, Plan, Route, Source, Split};
+use crate::plan::{MergeKind, Plan, Route, Source, SourceSpec, Split};
 use std::collections::BTreeMap;
 
 /// One row of a result: its epoch, key (serial position) and values.
@@ -49,6 +49,11 @@ pub fn epoch_at(epoch_len: u64, time: Option<i64>, seq: u64) -> u64 {
 /// For a plan whose leaf source is [`crate::plan::SourceSpec::Interleave`], `input` is
 /// the already interleaved stream, [`crate::interleave::rows`] of the children's rows.
 pub fn run(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> {
+    Ok(run_all(plan, registry, input)?.swap_remove(0))
+}
+
+/// Like [`run`], the output of every plan of a [`Plan::Together`] (one for other plans).
+pub fn run_all(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<Vec<OutRow>>> {
     plan.schema(registry)?;
     let mut keyed = Batch::with_capacity(input.arity(), input.len());
     for i in 0..input.len() {
@@ -61,7 +66,32 @@ pub fn run(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow
             },
         );
     }
-    eval(plan, registry, &keyed)
+    let plans = match plan {
+        Plan::Together(plans) => plans.as_slice(),
+        one => std::slice::from_ref(one),
+    };
+    let mut cx = EvalCx::default();
+    let mut outputs = Vec::new();
+    for (i, p) in plans.iter().enumerate() {
+        cx.collect_late = plans
+            .iter()
+            .any(|r| matches!(r.leaf_source().spec, SourceSpec::Late { of } if of == i));
+        outputs.push(eval(p, registry, &keyed, &mut cx)?);
+        let late = std::mem::take(&mut cx.late);
+        cx.inputs.push(late);
+    }
+    Ok(outputs)
+}
+
+/// What evaluating one plan of a [`Plan::Together`] shares with the others.
+#[derive(Default)]
+struct EvalCx {
+    /// Collect the late rows of the plan being evaluated (a later plan reads them).
+    collect_late: bool,
+    /// The late rows of the plan being evaluated, in the order refused.
+    late: Vec<OutRow>,
+    /// The late rows of every plan evaluated so far.
+    inputs: Vec<Vec<OutRow>>,
 }
 
 /// Routing as one closure: destination partitions of a row, in ascending order.
@@ -219,19 +249,32 @@ struct StageInput {
 /// keyed by a hash of its values and ordered by (epoch, hash, values) — as the engine
 /// does when a split reads a merge (no row's position depends on the worker that made
 /// it, so no worker has to put them in order).
-fn stage_input(plan: &Plan, registry: &Registry, input: &Batch) -> Result<StageInput> {
+fn stage_input(
+    plan: &Plan,
+    registry: &Registry,
+    input: &Batch,
+    cx: &mut EvalCx,
+) -> Result<StageInput> {
     if let Plan::Source(s) = plan {
-        let rows = source_rows(s, input)
-            .into_iter()
-            .map(|(e, seq, _)| (e, seq))
-            .collect();
-        return Ok(StageInput {
-            batch: input.clone(),
-            rows,
-        });
+        if !matches!(s.spec, SourceSpec::Late { .. }) {
+            let rows = source_rows(s, input)
+                .into_iter()
+                .map(|(e, seq, _)| (e, seq))
+                .collect();
+            return Ok(StageInput {
+                batch: input.clone(),
+                rows,
+            });
+        }
     }
-    let out = eval(plan, registry, input)?;
-    let arity = plan.schema(registry)?.arity();
+    // Late rows are keyed like an earlier stage's output: where they are made.
+    let (out, arity) = match plan {
+        Plan::Source(s) => (eval(plan, registry, input, cx)?, s.schema.arity()),
+        _ => (
+            eval(plan, registry, input, cx)?,
+            plan.schema(registry)?.arity(),
+        ),
+    };
     let mut tmp = Batch::new(arity);
     let mut keyed: Vec<(u64, u64, &[Scalar])> = Vec::with_capacity(out.len());
     for r in &out {
@@ -251,8 +294,17 @@ fn stage_input(plan: &Plan, registry: &Registry, input: &Batch) -> Result<StageI
     Ok(StageInput { batch, rows })
 }
 
-fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> {
+fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Result<Vec<OutRow>> {
     match plan {
+        Plan::Together(_) => Err(Error::Internal("a Together below the root".into())),
+        Plan::Source(Source {
+            spec: SourceSpec::Late { of },
+            ..
+        }) => {
+            cx.inputs.get(*of).cloned().ok_or_else(|| {
+                Error::Internal(format!("late rows of plan {of} read before it ran"))
+            })
+        }
         Plan::Source(s) => Ok(source_rows(s, input)
             .into_iter()
             .map(|(epoch, seq, i)| OutRow {
@@ -262,7 +314,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
             })
             .collect()),
         Plan::Split(split) => {
-            let stage = stage_input(&split.input, registry, input)?;
+            let stage = stage_input(&split.input, registry, input, cx)?;
             let input = &stage.batch;
             let router = Router::new(split, registry)?;
             let mut out = Vec::new();
@@ -286,7 +338,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                     "Map over a non-Split passed schema()".into(),
                 ));
             };
-            let stage = stage_input(&split.input, registry, input)?;
+            let stage = stage_input(&split.input, registry, input, cx)?;
             let input = &stage.batch;
             let router = Router::new(split, registry)?;
             let factory = registry.function(&map.function)?.clone();
@@ -294,6 +346,10 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
             let out_arity = plan.schema(registry)?.arity();
             let mut instances: BTreeMap<u32, Box<dyn StreamFunction>> = BTreeMap::new();
             let mut out = Batch::new(out_arity);
+            // Late rows, when a later plan reads them, with the epoch of each.
+            let late_schema = factory.late_schema().filter(|_| cx.collect_late);
+            let mut late = late_schema.as_ref().map(|s| Batch::new(s.arity()));
+            let mut late_epochs: Vec<u64> = Vec::new();
             let mut epochs: Vec<u64> = Vec::new(); // epoch of each output row
             let mut touched: Vec<u32> = Vec::new();
             let mut current: Option<u64> = None;
@@ -333,9 +389,14 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                         .or_insert_with(|| factory.create(p, split.q));
                     f.process(
                         input.row(i),
-                        &mut Emitter::new(&mut out, seq, p).at_epoch(epoch),
+                        &mut Emitter::new(&mut out, seq, p)
+                            .at_epoch(epoch)
+                            .with_late(late.as_mut()),
                     );
                     epochs.resize(out.len(), epoch);
+                    if let Some(l) = &late {
+                        late_epochs.resize(l.len(), epoch);
+                    }
                     touched.push(p);
                 }
             }
@@ -346,6 +407,13 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                 f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, p).at_epoch(u64::MAX));
             }
             epochs.resize(out.len(), u64::MAX);
+            if let Some(l) = &late {
+                cx.late.extend((0..l.len()).map(|i| OutRow {
+                    epoch: late_epochs[i],
+                    key: l.key(i),
+                    values: l.row(i).to_scalars(),
+                }));
+            }
             Ok((0..out.len())
                 .map(|i| OutRow {
                     epoch: epochs[i],
@@ -355,7 +423,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                 .collect())
         }
         Plan::Merge(merge) => {
-            let mut rows = eval(&merge.input, registry, input)?;
+            let mut rows = eval(&merge.input, registry, input, cx)?;
             match &merge.kind {
                 MergeKind::Union => Ok(rows),
                 MergeKind::TimeOrdered => {
@@ -404,7 +472,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> 
                 }
             }
         }
-        Plan::Sink(s) => eval(&s.input, registry, input),
+        Plan::Sink(s) => eval(&s.input, registry, input, cx),
     }
 }
 

@@ -19,6 +19,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
 use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::core::OkErr;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::{Capability, Concat};
 
@@ -54,19 +55,38 @@ pub(crate) fn ticks(source: Windows<'_>, place: Place) -> Windows<'_> {
     })
 }
 
+/// Where a Map sits and what it writes.
+pub(crate) struct Layout {
+    pub place: Place,
+    /// The stage (numbered from the source: the Maps below this one, and in the plans
+    /// of a `Together` before this one's).
+    pub stage: usize,
+    /// Columns of the output rows.
+    pub out_arity: usize,
+    /// Columns of the late rows, when a plan reads them.
+    pub late_arity: Option<usize>,
+}
+
+/// Tags a window of late rows in the Map's output (split off right after it).
+const LATE_NODE: u64 = u64::MAX;
+
 /// Renders `map` over the split's output `input`; `ticks` (from [`ticks`]) when the
-/// function wants `end_of_epoch` in every epoch of the source.
+/// function wants `end_of_epoch` in every epoch of the source. Returns the output and,
+/// when `layout.late_arity` is set, the late rows the function refused.
 pub(crate) fn render<'s>(
     input: Windows<'s>,
     ticks: Option<Windows<'s>>,
     map: &Map,
     registry: &Registry,
-    place: Place,
-    out_arity: usize,
+    layout: Layout,
     shared: Arc<Shared>,
-) -> Result<Windows<'s>> {
-    // Stages are numbered from the source: the number of Maps below this one.
-    let stage = map.input.maps();
+) -> Result<(Windows<'s>, Option<Windows<'s>>)> {
+    let Layout {
+        place,
+        stage,
+        out_arity,
+        late_arity,
+    } = layout;
     let Plan::Split(split) = map.input.as_ref() else {
         return Err(braid_plan::error::Error::Internal(
             "Map over a non-Split passed schema()".into(),
@@ -92,136 +112,153 @@ pub(crate) fn render<'s>(
         Some(ticks) => input.concat(ticks),
         None => input,
     };
-    Ok(
-        input.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, move |cap, _| {
-            let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
-            drop(cap);
-            let mut instances: Vec<Option<Box<dyn StreamFunction>>> =
-                (0..local.len()).map(|_| None).collect();
-            let mut stash: EpochStash<Vec<Batch>> = EpochStash::new();
-            // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
-            let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
-            let mut out = Batch::new(out_arity);
-            let mut targets = BroadcastTargets::default();
-            // Partitions whose function panicked: their rows are dropped (the run fails).
-            let mut failed = vec![false; local.len()];
-            // Per local partition: nanoseconds in its stream function, and rows.
-            let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
-            move |(input, frontier), output| {
-                input.for_each(|cap, data| {
-                    if let Some(batches) = stash.at(&cap, Vec::new) {
-                        batches.extend(data.drain(..).map(|w| w.batch));
-                    }
-                });
-                while let Some((epoch, cap, mut batches)) = stash.pop_complete(frontier) {
-                    // A splitter's batch holds rows of one source window in order, and
-                    // windows cover disjoint runs of sequence numbers: in the order of
-                    // their first rows, batches from different splitters usually give
-                    // every partition's rows already sorted (which the sort below then
-                    // only checks).
-                    batches.sort_unstable_by_key(|b| b.keys().first().map_or(0, |k| k.seq));
-                    let mut misrouted = None;
-                    for (b, batch) in batches.iter().enumerate() {
-                        for (i, key) in batch.keys().iter().enumerate() {
-                            let entry = (key.seq, b as u32, i as u32);
-                            match RowKey::broadcast_target(key.lane) {
-                                None if key.lane == RowKey::OMIT => {}
-                                None => match index.get(key.lane as usize) {
-                                    Some(&k) if k != NOT_HERE => rows[k as usize].push(entry),
-                                    _ => misrouted = Some(key.lane),
-                                },
-                                Some(class) => {
-                                    for &k in targets.of(class, q, &index) {
-                                        rows[k as usize].push(entry);
-                                    }
+    let out = input.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, move |cap, _| {
+        let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
+        drop(cap);
+        let mut instances: Vec<Option<Box<dyn StreamFunction>>> =
+            (0..local.len()).map(|_| None).collect();
+        let mut stash: EpochStash<Vec<Batch>> = EpochStash::new();
+        // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
+        let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
+        let mut out = Batch::new(out_arity);
+        let mut late = late_arity.map(Batch::new);
+        let mut targets = BroadcastTargets::default();
+        // Partitions whose function panicked: their rows are dropped (the run fails).
+        let mut failed = vec![false; local.len()];
+        // Per local partition: nanoseconds in its stream function, and rows.
+        let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
+        move |(input, frontier), output| {
+            input.for_each(|cap, data| {
+                if let Some(batches) = stash.at(&cap, Vec::new) {
+                    batches.extend(data.drain(..).map(|w| w.batch));
+                }
+            });
+            while let Some((epoch, cap, mut batches)) = stash.pop_complete(frontier) {
+                // A splitter's batch holds rows of one source window in order, and
+                // windows cover disjoint runs of sequence numbers: in the order of
+                // their first rows, batches from different splitters usually give
+                // every partition's rows already sorted (which the sort below then
+                // only checks).
+                batches.sort_unstable_by_key(|b| b.keys().first().map_or(0, |k| k.seq));
+                let mut misrouted = None;
+                for (b, batch) in batches.iter().enumerate() {
+                    for (i, key) in batch.keys().iter().enumerate() {
+                        let entry = (key.seq, b as u32, i as u32);
+                        match RowKey::broadcast_target(key.lane) {
+                            None if key.lane == RowKey::OMIT => {}
+                            None => match index.get(key.lane as usize) {
+                                Some(&k) if k != NOT_HERE => rows[k as usize].push(entry),
+                                _ => misrouted = Some(key.lane),
+                            },
+                            Some(class) => {
+                                for &k in targets.of(class, q, &index) {
+                                    rows[k as usize].push(entry);
                                 }
                             }
                         }
                     }
-                    if let Some(lane) = misrouted {
-                        shared.bug(format!(
-                            "a row for partition {lane} of {q} reached worker {me}, which does \
+                }
+                if let Some(lane) = misrouted {
+                    shared.bug(format!(
+                        "a row for partition {lane} of {q} reached worker {me}, which does \
                              not host it"
-                        ));
+                    ));
+                }
+                // One clock reading per partition: each partition's time runs from
+                // the previous reading.
+                let mut last = Instant::now();
+                for (k, list) in rows.iter_mut().enumerate() {
+                    // Partitions with rows, and with an every-epoch function, every
+                    // partition created so far.
+                    if failed[k] {
+                        list.clear();
+                        continue;
                     }
-                    // One clock reading per partition: each partition's time runs from
-                    // the previous reading.
-                    let mut last = Instant::now();
-                    for (k, list) in rows.iter_mut().enumerate() {
-                        // Partitions with rows, and with an every-epoch function, every
-                        // partition created so far.
-                        if failed[k] {
-                            list.clear();
-                            continue;
+                    if list.is_empty() && !(every_epoch && instances[k].is_some()) {
+                        continue;
+                    }
+                    list.sort_unstable();
+                    let p = local[k];
+                    // User code: a panic fails the run with an error naming the
+                    // function, instead of taking the worker down (the other workers
+                    // would wait for it forever).
+                    let ran = catch_unwind(AssertUnwindSafe(|| {
+                        let f = instances[k].get_or_insert_with(|| factory.create(p, q));
+                        for &(seq, b, i) in list.iter() {
+                            f.process(
+                                batches[b as usize].row(i as usize),
+                                &mut Emitter::new(&mut out, seq, p)
+                                    .at_epoch(epoch)
+                                    .with_late(late.as_mut()),
+                            );
                         }
-                        if list.is_empty() && !(every_epoch && instances[k].is_some()) {
-                            continue;
-                        }
-                        list.sort_unstable();
-                        let p = local[k];
-                        // User code: a panic fails the run with an error naming the
-                        // function, instead of taking the worker down (the other workers
-                        // would wait for it forever).
-                        let ran = catch_unwind(AssertUnwindSafe(|| {
-                            let f = instances[k].get_or_insert_with(|| factory.create(p, q));
-                            for &(seq, b, i) in list.iter() {
-                                f.process(
-                                    batches[b as usize].row(i as usize),
-                                    &mut Emitter::new(&mut out, seq, p).at_epoch(epoch),
+                        f.end_of_epoch(
+                            epoch,
+                            &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p).at_epoch(epoch),
+                        );
+                    }));
+                    if let Err(payload) = ran {
+                        failed[k] = true;
+                        instances[k] = None;
+                        shared.user_code_panicked(
+                            &format!("stream function `{function}` on partition {p}"),
+                            payload.as_ref(),
+                        );
+                    }
+                    let now = Instant::now();
+                    spent[k].0 += (now - last).as_nanos() as u64;
+                    last = now;
+                    spent[k].1 += list.len() as u64;
+                    list.clear();
+                }
+                if let Some(w) = take_window(&mut out, me) {
+                    output.session(&cap).give(w);
+                }
+                if let Some(mut w) = late.as_mut().and_then(|l| take_window(l, me)) {
+                    w.node = LATE_NODE;
+                    output.session(&cap).give(w);
+                }
+            }
+            if frontier.is_empty() {
+                if let Some(cap) = end_cap.take() {
+                    for (k, f) in instances.iter_mut().enumerate() {
+                        if let Some(f) = f {
+                            let p = local[k];
+                            let ran = catch_unwind(AssertUnwindSafe(|| {
+                                f.finish(
+                                    &mut Emitter::new(&mut out, RowKey::FINISH, p)
+                                        .at_epoch(END_EPOCH),
+                                )
+                            }));
+                            if let Err(payload) = ran {
+                                shared.user_code_panicked(
+                                    &format!("stream function `{function}` on partition {p}"),
+                                    payload.as_ref(),
                                 );
                             }
-                            f.end_of_epoch(
-                                epoch,
-                                &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p)
-                                    .at_epoch(epoch),
-                            );
-                        }));
-                        if let Err(payload) = ran {
-                            failed[k] = true;
-                            instances[k] = None;
-                            shared.user_code_panicked(
-                                &format!("stream function `{function}` on partition {p}"),
-                                payload.as_ref(),
-                            );
                         }
-                        let now = Instant::now();
-                        spent[k].0 += (now - last).as_nanos() as u64;
-                        last = now;
-                        spent[k].1 += list.len() as u64;
-                        list.clear();
                     }
                     if let Some(w) = take_window(&mut out, me) {
                         output.session(&cap).give(w);
                     }
-                }
-                if frontier.is_empty() {
-                    if let Some(cap) = end_cap.take() {
-                        for (k, f) in instances.iter_mut().enumerate() {
-                            if let Some(f) = f {
-                                let p = local[k];
-                                let ran = catch_unwind(AssertUnwindSafe(|| {
-                                    f.finish(
-                                        &mut Emitter::new(&mut out, RowKey::FINISH, p)
-                                            .at_epoch(END_EPOCH),
-                                    )
-                                }));
-                                if let Err(payload) = ran {
-                                    shared.user_code_panicked(
-                                        &format!("stream function `{function}` on partition {p}"),
-                                        payload.as_ref(),
-                                    );
-                                }
-                            }
-                        }
-                        if let Some(w) = take_window(&mut out, me) {
-                            output.session(&cap).give(w);
-                        }
-                        shared.add_costs(stage, &local, &spent);
-                    }
+                    shared.add_costs(stage, &local, &spent);
                 }
             }
-        }),
-    )
+        }
+    });
+    Ok(match late_arity {
+        None => (out, None),
+        Some(_) => {
+            let (out, late) = out.ok_err::<Vec<Window>, _, Vec<Window>, _, _>(|w| {
+                if w.node == LATE_NODE {
+                    Err(Window { node: 0, ..w })
+                } else {
+                    Ok(w)
+                }
+            });
+            (out, Some(late))
+        }
+    })
 }
 
 /// Index of a partition another worker hosts.

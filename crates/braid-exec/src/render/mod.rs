@@ -17,10 +17,10 @@ use crate::error::Result;
 use crate::runtime::Shared;
 use braid_plan::batch::Batch;
 use braid_plan::function::Registry;
-use braid_plan::plan::Plan;
+use braid_plan::plan::{Plan, Source, SourceSpec};
 use serde::{Deserialize, Serialize};
 use timely::container::CapacityContainerBuilder;
-use timely::dataflow::operators::{Input, Probe};
+use timely::dataflow::operators::{Concatenate, Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle, Scope, Stream};
 
 /// A batch of rows addressed to a worker and a logical node on it.
@@ -104,23 +104,77 @@ pub(crate) fn render<'s>(
     place: Place,
     shared: &std::sync::Arc<Shared>,
 ) -> Result<()> {
-    let out = node(scope, plan, registry, input, place, shared)?;
-    out.probe_with(probe);
+    let plans = match plan {
+        Plan::Together(plans) => plans.as_slice(),
+        one => std::slice::from_ref(one),
+    };
+    let mut cx = Cx {
+        scope,
+        registry,
+        input,
+        place,
+        shared,
+        plan: 0,
+        late_read: false,
+        stage_base: 0,
+        lates: Vec::new(),
+    };
+    let mut outs = Vec::new();
+    for (i, p) in plans.iter().enumerate() {
+        cx.plan = i;
+        cx.late_read = plans
+            .iter()
+            .any(|r| matches!(r.leaf_source().spec, SourceSpec::Late { of } if of == i));
+        cx.lates.push(Vec::new());
+        outs.push(node(&mut cx, p)?);
+        cx.stage_base += p.maps();
+    }
+    match outs.len() {
+        1 => outs.remove(0).probe_with(probe),
+        _ => scope.concatenate(outs).probe_with(probe),
+    };
     Ok(())
 }
 
-fn node<'s>(
+/// What rendering one plan of a dataflow needs.
+struct Cx<'a, 's> {
     scope: Scope<'s, u64>,
-    plan: &Plan,
-    registry: &Registry,
-    input: &mut Feeder,
+    registry: &'a Registry,
+    input: &'a mut Feeder,
     place: Place,
-    shared: &std::sync::Arc<Shared>,
-) -> Result<Windows<'s>> {
+    shared: &'a std::sync::Arc<Shared>,
+    /// Which plan of a [`Plan::Together`] is being rendered (0 for other plans).
+    plan: usize,
+    /// A later plan reads this plan's late rows.
+    late_read: bool,
+    /// Maps in the plans rendered before this one (stage numbers count on from them).
+    stage_base: usize,
+    /// Per plan rendered so far, the late rows of its Maps.
+    lates: Vec<Vec<Windows<'s>>>,
+}
+
+fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
+    let (registry, place, shared) = (cx.registry, cx.place, cx.shared);
     Ok(match plan {
-        Plan::Source(_) => scope.input_from(input),
+        Plan::Together(_) => {
+            return Err(braid_plan::error::Error::Plan("a Together below the root".into()).into())
+        }
+        Plan::Source(Source {
+            spec: SourceSpec::Late { of },
+            ..
+        }) => {
+            let Some(streams) = cx.lates.get(*of).filter(|l| !l.is_empty()) else {
+                return Err(braid_plan::error::Error::Plan(format!(
+                    "a Late source reads plan {of}, which has no late rows to read"
+                ))
+                .into());
+            };
+            // Late rows are keyed where they are made, like an earlier stage's output.
+            rekey(cx.scope.concatenate(streams.clone()))
+        }
+        Plan::Source(_) => cx.scope.input_from(cx.input),
         Plan::Split(s) => {
-            let upstream = split_input(scope, &s.input, registry, input, place, shared)?;
+            let upstream = split_input(cx, &s.input)?;
             split::render(upstream, s, registry, place, shared)?
         }
         Plan::Map(m) => {
@@ -129,48 +183,53 @@ fn node<'s>(
             let (upstream, ticks) = match m.input.as_ref() {
                 // The function wants every epoch of the split's input: tick from there.
                 Plan::Split(s) if every_epoch => {
-                    let source = split_input(scope, &s.input, registry, input, place, shared)?;
+                    let source = split_input(cx, &s.input)?;
                     let ticks = map::ticks(source.clone(), place);
                     (
                         split::render(source, s, registry, place, shared)?,
                         Some(ticks),
                     )
                 }
-                _ => (node(scope, &m.input, registry, input, place, shared)?, None),
+                _ => (node(cx, &m.input)?, None),
             };
-            map::render(
+            let late = match cx.late_read {
+                true => registry.function(&m.function)?.late_schema(),
+                false => None,
+            };
+            let (out, late) = map::render(
                 upstream,
                 ticks,
                 m,
                 registry,
-                place,
-                out_schema.arity(),
+                map::Layout {
+                    place,
+                    stage: cx.stage_base + m.input.maps(),
+                    out_arity: out_schema.arity(),
+                    late_arity: late.map(|s| s.arity()),
+                },
                 shared.clone(),
-            )?
+            )?;
+            if let Some(late) = late {
+                cx.lates[cx.plan].push(late);
+            }
+            out
         }
         Plan::Merge(m) => {
-            let upstream = node(scope, &m.input, registry, input, place, shared)?;
+            let upstream = node(cx, &m.input)?;
             let in_schema = m.input.schema(registry)?;
             merge::render(upstream, m, &in_schema, registry, place, shared)?
         }
         Plan::Sink(s) => {
-            let upstream = node(scope, &s.input, registry, input, place, shared)?;
-            sink::render(upstream, s, registry, place, shared.clone())?
+            let upstream = node(cx, &s.input)?;
+            sink::render(upstream, s, registry, place, cx.plan, shared.clone())?
         }
     })
 }
 
 /// What a split reads: the source, or an earlier stage's merged output with each row
 /// keyed by a hash of its values (see [`rekey`]).
-fn split_input<'s>(
-    scope: Scope<'s, u64>,
-    plan: &Plan,
-    registry: &Registry,
-    input: &mut Feeder,
-    place: Place,
-    shared: &std::sync::Arc<Shared>,
-) -> Result<Windows<'s>> {
-    let upstream = node(scope, plan, registry, input, place, shared)?;
+fn split_input<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
+    let upstream = node(cx, plan)?;
     Ok(match plan {
         Plan::Source(_) => upstream,
         _ => rekey(upstream),

@@ -42,6 +42,7 @@ pub(crate) fn render<'s>(
     sink: &Sink,
     registry: &braid_plan::function::Registry,
     place: Place,
+    output: usize,
     shared: Arc<Shared>,
 ) -> Result<Windows<'s>> {
     let stamp = sink.stamp_emit;
@@ -107,7 +108,10 @@ pub(crate) fn render<'s>(
                             wrote = true;
                         } else if collect {
                             if let Ok(mut c) = shared.collected.lock() {
-                                c.extend(b.rows().map(|r| OutRow {
+                                if c.len() <= output {
+                                    c.resize_with(output + 1, Vec::new);
+                                }
+                                c[output].extend(b.rows().map(|r| OutRow {
                                     epoch,
                                     key: r.key(),
                                     values: r.to_scalars(),

@@ -162,6 +162,8 @@ pub fn open(
         return Ok(None);
     }
     let feed: Box<dyn Feed> = match &source.spec {
+        // Made inside the dataflow: there is nothing to read.
+        SourceSpec::Late { .. } => return Ok(None),
         SourceSpec::Native(name) => match registry.source(name)?.open(index, peers) {
             Some(reader) => Box::new(NativeFeed {
                 reader,

@@ -92,6 +92,23 @@ pub struct Catalog {
     pub sinks: BTreeMap<String, SinkDef>,
     /// Settings.
     pub settings: Settings,
+    /// Late-row streams by lower-case sink name: `LATE(sink)` reads the rows that the
+    /// query writing to `sink` refused as late.
+    pub late: BTreeMap<String, LateStream>,
+}
+
+/// The late rows of a query, as a stream another query reads in the same dataflow.
+#[derive(Clone, Debug)]
+pub struct LateStream {
+    /// The stream (its source is a [`SourceSpec::Late`]).
+    pub def: StreamDef,
+    /// The job whose dataflow makes the rows.
+    pub job: usize,
+    /// Which plan of that job's [`crate::plan::Plan::Together`] refuses them (0: the
+    /// job's own query).
+    pub plan: usize,
+    /// Several queries write to the sink, so `LATE(sink)` would not name one.
+    pub ambiguous: bool,
 }
 
 impl Catalog {
@@ -100,6 +117,9 @@ impl Catalog {
         let key = name.to_ascii_lowercase();
         if let Some(s) = self.streams.get(&key) {
             return Ok(s);
+        }
+        if let Some(sink) = key.strip_prefix("late(").and_then(|k| k.strip_suffix(')')) {
+            return self.late_stream(sink).map(|l| &l.def);
         }
         if self.tables.contains_key(&key) {
             return Err(Error::Plan(format!(
@@ -110,6 +130,33 @@ impl Catalog {
             "no stream `{name}`; streams are {}",
             list(self.streams.keys())
         )))
+    }
+
+    /// The late rows of the query writing to `sink`, for `LATE(sink)`.
+    pub fn late_stream(&self, sink: &str) -> Result<&LateStream> {
+        let key = sink.to_ascii_lowercase();
+        match self.late.get(&key) {
+            Some(l) if l.ambiguous => Err(Error::Plan(format!(
+                "LATE({sink}): several queries write to sink `{sink}`; give the one whose late rows you want a sink of its own"
+            ))),
+            Some(l) => Ok(l),
+            None if self.sinks.contains_key(&key) => Err(Error::Plan(format!(
+                "LATE({sink}): no earlier query writing to sink `{sink}` can refuse a row as late (only time windows and stream joins do){}",
+                if self.late.is_empty() {
+                    String::new()
+                } else {
+                    format!("; queries with late rows write to {}", list(self.late.keys()))
+                }
+            ))),
+            None => Err(Error::Plan(format!(
+                "LATE({sink}): no sink `{sink}`; LATE names the sink of an earlier INSERT INTO query{}",
+                if self.late.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", list(self.late.keys()))
+                }
+            ))),
+        }
     }
 
     /// A sink by name.

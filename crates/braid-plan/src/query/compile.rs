@@ -259,11 +259,31 @@ impl<'a> Compiler<'a> {
                 let n = name.to_string();
                 let alias_name = alias.as_ref().map(|a| a.name.value.clone());
                 if let Some(args) = args {
+                    if n.eq_ignore_ascii_case("late") {
+                        let [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(
+                            ast::Expr::Identifier(sink),
+                        ))] = args.args.as_slice()
+                        else {
+                            return Err(self.err_at(
+                                f,
+                                Error::Plan(
+                                    "LATE takes the sink of an earlier query: LATE(alerts)".into(),
+                                ),
+                            ));
+                        };
+                        let name = format!("late({})", sink.value);
+                        let (plan, scope) = self.scan(&name, alias_name.as_deref(), f)?;
+                        return Ok(Rel::Stream {
+                            plan,
+                            scope,
+                            last: None,
+                        });
+                    }
                     if !n.eq_ignore_ascii_case("last") {
                         let what = if n.eq_ignore_ascii_case("parallel") {
                             "PARALLEL(...) as part of a query; write it alone: SELECT * FROM PARALLEL(...)".to_string()
                         } else {
-                            format!("table function `{n}`; FROM takes a stream, LAST(stream, n) or PARALLEL(...)")
+                            format!("table function `{n}`; FROM takes a stream, LAST(stream, n), LATE(sink) or PARALLEL(...)")
                         };
                         return Err(self.err_at(f, Error::NotSupported(what)));
                     }

@@ -34,14 +34,14 @@ use crate::batch::Scalar;
 use crate::error::{Error, Result};
 use crate::expr::Expr;
 use crate::function::Registry;
-use crate::plan::{Combine, MergeKind, Plan, Route, Sink, Strategy};
+use crate::plan::{Combine, MergeKind, Pace, Plan, Route, Sink, Source, SourceSpec, Strategy};
 use crate::sql::{convert, locate, parse_error, Resolve};
 use crate::types::{DataType, Field, Schema};
 use catalog::{Catalog, Options, SinkDef};
 use compile::Compiler;
 use logical::Logical;
 use physical::Partitioning;
-use run::{LateRows, QueryFactory};
+use run::{LateLayout, LateRows, QueryFactory};
 use sqlparser::ast::{self, Spanned};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -66,6 +66,12 @@ pub struct Job {
     pub plan: Plan,
     /// Late rows of the query.
     pub late: Arc<LateRows>,
+    /// The stream of the query's late rows, when it can refuse any: a source reading
+    /// them from plan 0 of a `Together`.
+    pub late_source: Option<Source>,
+    /// Set for a query over `LATE(sink)`: it runs in the dataflow of that job, as this
+    /// plan of its `Together`.
+    pub runs_in: Option<(usize, usize)>,
 }
 
 /// A compiled script: its declarations and its queries in order.
@@ -367,8 +373,7 @@ fn statement(
                 return Err(at(Error::NotSupported("INSERT without a query".into())));
             };
             let job = query_job(script, text, src, &sink, &st.to_string())?;
-            script.jobs.push(job);
-            Ok(())
+            add_job(script, job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
             let sink = SinkDef {
@@ -377,14 +382,67 @@ fn statement(
                 stamp_emit: false,
             };
             let job = query_job(script, text, q, &sink, &st.to_string())?;
-            script.jobs.push(job);
-            Ok(())
+            add_job(script, job, None).map_err(at)
         }
         other => Err(at(Error::NotSupported(format!(
             "statement `{}`; Braid runs CREATE STREAM/TABLE/SINK, SET, INSERT INTO ... SELECT and SELECT",
             first_words(&other.to_string())
         )))),
     }
+}
+
+/// Adds a compiled query to the script. A query over `LATE(x)` joins the dataflow of
+/// the job making those rows, as a later plan of its `Together`. A query with late rows
+/// that writes to `sink` makes `LATE(sink)` readable by later queries.
+fn add_job(script: &mut Script, mut job: Job, sink: Option<&str>) -> Result<()> {
+    let leaf = job.plan.leaf_source().clone();
+    let index = script.jobs.len();
+    let (owner, plan) = match &leaf.spec {
+        SourceSpec::Late { .. } => {
+            let of = leaf
+                .name
+                .strip_prefix("late(")
+                .and_then(|n| n.strip_suffix(')'))
+                .ok_or_else(|| Error::Internal(format!("late source named {}", leaf.name)))?;
+            let owner = script.catalog.late_stream(of)?.job;
+            let together = &mut script.jobs[owner].plan;
+            let mut plans = match std::mem::replace(together, Plan::Together(Vec::new())) {
+                Plan::Together(p) => p,
+                one => vec![one],
+            };
+            plans.push(job.plan.clone());
+            let plan = plans.len() - 1;
+            *together = Plan::Together(plans);
+            together.schema(&script.registry)?;
+            job.runs_in = Some((owner, plan));
+            (owner, plan)
+        }
+        _ => (index, 0),
+    };
+    if let (Some(sink), Some(source)) = (sink, &job.late_source) {
+        let key = sink.to_ascii_lowercase();
+        let name = format!("late({key})");
+        let ambiguous = script.catalog.late.contains_key(&key);
+        script.catalog.late.insert(
+            key,
+            catalog::LateStream {
+                def: catalog::StreamDef {
+                    name: name.clone(),
+                    source: Source {
+                        name,
+                        spec: SourceSpec::Late { of: plan },
+                        ..source.clone()
+                    },
+                    lateness: 0,
+                },
+                job: owner,
+                plan,
+                ambiguous,
+            },
+        );
+    }
+    script.jobs.push(job);
+    Ok(())
 }
 
 fn first_words(s: &str) -> String {
@@ -409,6 +467,20 @@ fn query_job(
         .iter()
         .map(|s| script.catalog.stream(s))
         .collect::<Result<_>>()?;
+    if defs.len() > 1
+        && defs
+            .iter()
+            .any(|d| matches!(d.source.spec, SourceSpec::Late { .. }))
+    {
+        return Err(locate(
+            text,
+            q.span(),
+            Error::NotSupported(
+                "a query over LATE(sink) that also reads another stream; read the late rows alone"
+                    .into(),
+            ),
+        ));
+    }
     let (source, layout, lateness) =
         physical::input_source(&defs).map_err(|e| locate(text, q.span(), e))?;
     let settings = script.catalog.settings.clone();
@@ -422,6 +494,7 @@ fn query_job(
     );
     let epoch = source.epoch;
     let n_stages = stages.len();
+    let late_layout = LateLayout::of(&stages.iter().collect::<Vec<_>>());
     let mut plan = Plan::Source(source.clone());
     let mut described = Vec::new();
     let mut extra = 0;
@@ -455,13 +528,16 @@ fn query_job(
         } else {
             format!("query{}_{}", n + 1, k + 1)
         };
-        let factory = QueryFactory::new(
+        let mut factory = QueryFactory::new(
             stage.clone(),
             layout_k,
             epoch,
             lateness + extra,
             late.clone(),
         );
+        if let Some(l) = &late_layout {
+            factory = factory.with_late_stream(l, k);
+        }
         extra += physical::delay(stage);
         script.registry.add_function(&function, Arc::new(factory));
         plan = physical::stage(plan, &part, when, &function, &settings, k + 1 == n_stages);
@@ -479,6 +555,15 @@ fn query_job(
             .collect::<Vec<_>>()
             .join("; ")
     };
+    let late_source = late_layout.map(|l| Source {
+        name: "late".into(),
+        spec: SourceSpec::Late { of: 0 },
+        schema: l.schema,
+        epoch,
+        window: source.window,
+        pace: Pace::Max,
+        out_of_order: true,
+    });
     Ok(Job {
         sql: sql.to_string(),
         logical: Some(logical),
@@ -486,6 +571,8 @@ fn query_job(
         partitioning,
         plan,
         late,
+        late_source,
+        runs_in: None,
     })
 }
 
@@ -910,12 +997,24 @@ fn explicit(
         partitioning: "explicit (PARALLEL)".into(),
         plan,
         late,
+        late_source: None,
+        runs_in: None,
     })
 }
 
 /// EXPLAIN of a job: the logical plan, the optimized plan with its partitioning, and
 /// the physical plan resolved for `workers` workers.
 pub fn explain(job: &Job, registry: &Registry, workers: usize) -> String {
+    let mut s = explain_stages(job);
+    s.push_str("== physical plan ==\n");
+    let mut plan = job.plan.clone();
+    crate::optimize::resolve(&mut plan, crate::optimize::Env { workers });
+    s.push_str(&crate::explain::text(&plan, registry, workers));
+    s
+}
+
+/// The logical and optimized plans of a job (EXPLAIN without the physical plan).
+pub fn explain_stages(job: &Job) -> String {
     let mut s = String::new();
     s.push_str("== logical plan ==\n");
     match &job.logical {
@@ -932,9 +1031,5 @@ pub fn explain(job: &Job, registry: &Registry, workers: usize) -> String {
         }
         s.push_str(&l.to_string());
     }
-    s.push_str("== physical plan ==\n");
-    let mut plan = job.plan.clone();
-    crate::optimize::resolve(&mut plan, crate::optimize::Env { workers });
-    s.push_str(&crate::explain::text(&plan, registry, workers));
     s
 }

@@ -8,7 +8,8 @@
 //! Time is decided by epochs, never by what one partition happens to see, so results do
 //! not depend on the partitioning:
 //! - a row processed in epoch `e` is late if its event time is below
-//!   `e * epoch - lateness` (late rows are counted and, if asked, written to a file);
+//!   `e * epoch - lateness` (late rows are counted, written to a file if asked, and
+//!   written to the late stream when a later query reads `LATE(sink)`, see [`LateLayout`]);
 //! - at the end of epoch `e` (every partition hears of every epoch, see
 //!   `StreamFunctionFactory::every_epoch`) windows ending at or before
 //!   `(e + 1) * epoch - lateness` are emitted.
@@ -22,8 +23,10 @@ use crate::batch::{Batch, Row, RowKey, Scalar, Value};
 use crate::error::Result;
 use crate::expr::Expr;
 use crate::function::{Emitter, StreamFunction, StreamFunctionFactory};
-use crate::types::Schema;
+use crate::types::{DataType, Field, Schema};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -112,12 +115,220 @@ impl LateRows {
         Ok(())
     }
 
+    /// The file late rows are written to, if any.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        self.file.as_ref().map(|(p, _)| p.as_path())
+    }
+
     /// Flushes the file.
     pub fn flush(&self) {
         if let Some((_, f)) = &self.file {
             if let Ok(mut w) = f.lock() {
                 let _ = w.flush();
             }
+        }
+    }
+}
+
+/// The stream of a query's late rows (`LATE(sink)` in SQL): its columns, and how the
+/// rows each refusing operator sees map onto them.
+///
+/// Columns: `_operator` (`aggregate` or `join`: what refused the row), `_refused_at`
+/// (the start of the epoch in which it was refused, `epoch * epoch length`: the
+/// stream's event time, so windows over late rows close as epochs pass), then the
+/// refusing operators' input columns united by name: a name repeated within one
+/// operator's row becomes `name_2`, `name_3`...; a name another operator gives another
+/// type gets the type appended (`start_string`). A column an operator's rows lack is
+/// null in them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LateLayout {
+    /// The stream's columns (event time: `_refused_at`).
+    pub schema: Schema,
+    /// Per stage, per refusing operator in pre-order (a join: left side, then right):
+    /// for every column after the first two, the operator's input column holding it.
+    stages: Vec<Vec<LateColumns>>,
+}
+
+/// What a stage's operators need to write the late stream (see [`LateLayout`]).
+#[derive(Clone, Debug)]
+pub struct LateStage {
+    arity: usize,
+    ops: Vec<LateColumns>,
+}
+
+impl LateLayout {
+    /// The late stream of a query cut into `stages`; None when no operator of it can
+    /// refuse a row (no time window, no stream join).
+    pub fn of(stages: &[&Logical]) -> Option<LateLayout> {
+        let per_stage: Vec<Vec<&Schema>> = stages
+            .iter()
+            .map(|l| {
+                let mut v = Vec::new();
+                refusing_inputs(l, &mut v);
+                v
+            })
+            .collect();
+        if per_stage.iter().all(|v| v.is_empty()) {
+            return None;
+        }
+        let mut fields = vec![
+            Field::new("_operator", DataType::String),
+            Field::new("_refused_at", DataType::Int64),
+        ];
+        let mut stages_out = Vec::new();
+        for schemas in &per_stage {
+            let mut ops = Vec::new();
+            for input in schemas {
+                let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+                let mut at = Vec::new();
+                for f in &input.fields {
+                    let n = seen.entry(f.name.as_str()).or_insert(0);
+                    *n += 1;
+                    let base = if *n == 1 {
+                        f.name.clone()
+                    } else {
+                        format!("{}_{}", f.name, n)
+                    };
+                    let typed = format!("{base}_{}", f.ty);
+                    // Never the first two: a late query's own late rows keep theirs apart.
+                    let found = fields
+                        .iter()
+                        .skip(2)
+                        .position(|x| (x.name == base || x.name == typed) && x.ty == f.ty)
+                        .map(|j| j + 2);
+                    let j = match found {
+                        Some(j) => j,
+                        None => {
+                            let taken = fields.iter().any(|x| x.name == base);
+                            let name = if taken { typed } else { base };
+                            fields.push(Field::nullable(&name, f.ty));
+                            fields.len() - 1
+                        }
+                    };
+                    at.push(j);
+                }
+                ops.push(at);
+            }
+            stages_out.push(ops);
+        }
+        // Every united column may be null (an operator lacking it, or a nullable input).
+        let width = fields.len() - 2;
+        let stages = stages_out
+            .into_iter()
+            .map(|ops| {
+                ops.into_iter()
+                    .map(|at| {
+                        let mut by_col = vec![None; width];
+                        for (c, j) in at.into_iter().enumerate() {
+                            by_col[j - 2] = Some(c);
+                        }
+                        by_col
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut schema = Schema::new(fields);
+        schema.event_time = Some(1);
+        Some(LateLayout { schema, stages })
+    }
+
+    /// What stage `k`'s operators need.
+    pub fn stage(&self, k: usize) -> LateStage {
+        LateStage {
+            arity: self.schema.arity(),
+            ops: self.stages.get(k).cloned().unwrap_or_default(),
+        }
+    }
+}
+
+/// The input schemas of the operators of `l` that refuse late rows, in pre-order.
+fn refusing_inputs<'l>(l: &'l Logical, out: &mut Vec<&'l Schema>) {
+    match l {
+        Logical::Aggregate { input, window, .. } if window_refuses(window) => {
+            out.push(input.schema())
+        }
+        Logical::Join {
+            left,
+            right,
+            window: JoinWindow::Interval { .. },
+            ..
+        } => {
+            out.push(left.schema());
+            out.push(right.schema());
+        }
+        _ => {}
+    }
+    for c in l.children() {
+        refusing_inputs(c, out);
+    }
+}
+
+/// Whether an aggregate over `w` refuses late rows (time windows do; count windows and
+/// the unbounded window take every row).
+fn window_refuses(w: &WindowSpec) -> bool {
+    matches!(
+        w,
+        WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } | WindowSpec::Session { .. }
+    )
+}
+
+/// A partition instance's late rows in the late stream's layout, written by its refusing
+/// operators and handed on by [`QueryFn`] after each input row.
+type LateBuf = Rc<RefCell<Batch>>;
+
+/// For every late-stream column after the first two, the refusing operator's input
+/// column holding it (None: null).
+type LateColumns = Vec<Option<usize>>;
+
+/// Where one operator puts the rows it refuses: the query's counter and file, and the
+/// instance's late stream when the query has one.
+struct LateOut {
+    rows: Arc<LateRows>,
+    what: &'static str,
+    stream: Option<(LateBuf, LateColumns)>,
+}
+
+impl LateOut {
+    fn refuse(&self, row: &Row<'_>, cx: &Cx) {
+        self.rows.add(self.what, row);
+        if let Some((buf, cols)) = &self.stream {
+            let mut b = buf.borrow_mut();
+            b.start_row(RowKey::default());
+            b.push_value(Value::Str(self.what));
+            b.push_value(Value::Int(cx.at));
+            for c in cols {
+                b.push_value(c.map_or(Value::Null, |c| row.get(c)));
+            }
+        }
+    }
+}
+
+impl LateOut {
+    /// For an operator that never refuses rows.
+    fn count_only(rows: &Arc<LateRows>) -> LateOut {
+        LateOut {
+            rows: rows.clone(),
+            what: "join",
+            stream: None,
+        }
+    }
+}
+
+/// What building a partition's operator tree needs for late rows.
+struct LateBuild<'a> {
+    rows: &'a Arc<LateRows>,
+    stream: Option<(&'a LateBuf, std::slice::Iter<'a, LateColumns>)>,
+}
+
+impl LateBuild<'_> {
+    fn out(&mut self, what: &'static str) -> LateOut {
+        LateOut {
+            rows: self.rows.clone(),
+            what,
+            stream: self.stream.as_mut().map(|(buf, ops)| {
+                let cols = ops.next().cloned().unwrap_or_default();
+                (Rc::clone(buf), cols)
+            }),
         }
     }
 }
@@ -129,6 +340,7 @@ pub struct QueryFactory {
     epoch: u64,
     lateness: i64,
     late: Arc<LateRows>,
+    late_stage: Option<(Schema, LateStage)>,
     tables: Vec<Arc<TableIndex>>,
 }
 
@@ -150,8 +362,16 @@ impl QueryFactory {
             epoch: epoch.max(1),
             lateness,
             late,
+            late_stage: None,
             tables,
         }
+    }
+
+    /// Also writes the rows this stage refuses to the query's late stream, laid out as
+    /// `layout` says for stage `k`.
+    pub fn with_late_stream(mut self, layout: &LateLayout, k: usize) -> QueryFactory {
+        self.late_stage = Some((layout.schema.clone(), layout.stage(k)));
+        self
     }
 
     /// The late-row counter.
@@ -179,18 +399,34 @@ impl StreamFunctionFactory for QueryFactory {
 
     fn create(&self, _partition: u32, _partitions: u32) -> Box<dyn StreamFunction> {
         let mut tables = self.tables.iter();
-        let root = Node::build(&self.root, &self.layout, &mut tables, &self.late);
+        let late_buf = self
+            .late_stage
+            .as_ref()
+            .map(|(_, st)| Rc::new(RefCell::new(Batch::new(st.arity))));
+        let mut late = LateBuild {
+            rows: &self.late,
+            stream: late_buf
+                .as_ref()
+                .zip(self.late_stage.as_ref())
+                .map(|(buf, (_, st))| (buf, st.ops.iter())),
+        };
+        let root = Node::build(&self.root, &self.layout, &mut tables, &mut late);
         Box::new(QueryFn {
             root,
             layout: self.layout.clone(),
             epoch: self.epoch,
             lateness: self.lateness,
             buf: Batch::new(self.root.schema().arity()),
+            late_buf,
         })
     }
 
     fn every_epoch(&self) -> bool {
         true
+    }
+
+    fn late_schema(&self) -> Option<Schema> {
+        self.late_stage.as_ref().map(|(schema, _)| schema.clone())
     }
 }
 
@@ -200,6 +436,8 @@ struct QueryFn {
     epoch: u64,
     lateness: i64,
     buf: Batch,
+    /// Rows the operators refused, in the late stream's layout (when it has one).
+    late_buf: Option<LateBuf>,
 }
 
 impl QueryFn {
@@ -209,6 +447,15 @@ impl QueryFn {
             out.emit_row_with_lane(row_hash(&row), row);
         }
         self.buf.clear();
+        if let Some(buf) = &self.late_buf {
+            let mut late = buf.borrow_mut();
+            if let Some(to) = out.late_rows() {
+                for i in 0..late.len() {
+                    to.push_row_of(&late, i, RowKey::default());
+                }
+            }
+            late.clear();
+        }
     }
 }
 
@@ -220,12 +467,13 @@ impl StreamFunction for QueryFn {
             return;
         };
         // Rows made when the input ended (an earlier stage's final results) are never late.
-        let wm = if out.epoch() == u64::MAX {
-            i64::MIN
+        let (wm, at) = if out.epoch() == u64::MAX {
+            (i64::MIN, i64::MAX)
         } else {
-            (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64 - self.lateness
+            let at = (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64;
+            (at - self.lateness, at)
         };
-        let cx = Cx { wm };
+        let cx = Cx { wm, at };
         self.root.push(input, row, &cx, &mut self.buf);
         self.flush(out);
     }
@@ -248,6 +496,8 @@ impl StreamFunction for QueryFn {
 struct Cx {
     /// Event times below this are late.
     wm: i64,
+    /// The start of the epoch being processed (a late row's `_refused_at`).
+    at: i64,
 }
 
 struct Node {
@@ -276,7 +526,7 @@ impl Node {
         l: &Logical,
         layout: &Layout,
         tables: &mut std::slice::Iter<'_, Arc<TableIndex>>,
-        late: &Arc<LateRows>,
+        late: &mut LateBuild<'_>,
     ) -> Node {
         let op = match l {
             Logical::Scan { input, schema, .. } => Op::Scan {
@@ -301,7 +551,7 @@ impl Node {
                 key: Vec::new(),
                 sessions: BTreeMap::new(),
                 counts: BTreeMap::new(),
-                late: late.clone(),
+                late: late.out("aggregate"),
             })),
             Logical::Join {
                 left,
@@ -322,7 +572,13 @@ impl Node {
                     Side::new(left.schema().arity()),
                     Side::new(right.schema().arity()),
                 ],
-                late: late.clone(),
+                late: match window {
+                    JoinWindow::Interval { .. } => [late.out("join"), late.out("join")],
+                    _ => [
+                        LateOut::count_only(late.rows),
+                        LateOut::count_only(late.rows),
+                    ],
+                },
             })),
             Logical::Lookup { keys, residual, .. } => {
                 let t = tables.next().cloned().expect("one index per lookup");
@@ -375,7 +631,10 @@ impl Node {
 
     fn advance(&mut self, wm: i64, out: &mut Batch) {
         let Node { op, kids, bufs } = self;
-        let cx = Cx { wm: i64::MIN };
+        let cx = Cx {
+            wm: i64::MIN,
+            at: i64::MIN,
+        };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.advance(wm, &mut bufs[k]);
             for i in 0..bufs[k].len() {
@@ -388,7 +647,10 @@ impl Node {
 
     fn finish(&mut self, out: &mut Batch) {
         let Node { op, kids, bufs } = self;
-        let cx = Cx { wm: i64::MIN };
+        let cx = Cx {
+            wm: i64::MIN,
+            at: i64::MAX,
+        };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.finish(&mut bufs[k]);
             for i in 0..bufs[k].len() {
@@ -650,7 +912,7 @@ struct AggState {
     sessions: BTreeMap<Vec<Scalar>, Vec<Session>>,
     /// Count windows: key -> (window number, rows in it, accumulators).
     counts: BTreeMap<Vec<Scalar>, (i64, u64, Vec<Acc>)>,
-    late: Arc<LateRows>,
+    late: LateOut,
 }
 
 impl AggState {
@@ -687,7 +949,7 @@ impl AggState {
             WindowSpec::Tumble { size } => {
                 let start = t - t.rem_euclid(size);
                 if start + size <= cx.wm {
-                    self.late.add("aggregate", &row);
+                    self.late.refuse(&row, cx);
                     return;
                 }
                 let accs =
@@ -709,12 +971,12 @@ impl AggState {
                     s -= slide;
                 }
                 if !any {
-                    self.late.add("aggregate", &row);
+                    self.late.refuse(&row, cx);
                 }
             }
             WindowSpec::Session { gap } => {
                 if t + gap <= cx.wm {
-                    self.late.add("aggregate", &row);
+                    self.late.refuse(&row, cx);
                     return;
                 }
                 match self.sessions.get_mut(self.key.as_slice()) {
@@ -908,7 +1170,8 @@ struct JoinState {
     window: JoinWindow,
     time: [Option<usize>; 2],
     sides: [Side; 2],
-    late: Arc<LateRows>,
+    /// Per side.
+    late: [LateOut; 2],
 }
 
 impl JoinState {
@@ -921,7 +1184,7 @@ impl JoinState {
             .collect();
         if let JoinWindow::Interval { .. } = self.window {
             if t < cx.wm {
-                self.late.add("join", &row);
+                self.late[side].refuse(&row, cx);
                 return;
             }
         }
