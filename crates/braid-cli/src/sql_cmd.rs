@@ -40,15 +40,19 @@ pub fn calibrated(
 /// `job` with its plan placed by measured cost (see [`calibrated`]); the late rows of
 /// the calibration run are forgotten.
 fn calibrated_job(
+    index: usize,
     job: &Job,
+    jobs: &[Job],
     registry: &Registry,
     cfg: &RunConfig,
     calibrate: Option<u64>,
 ) -> Result<Job> {
     let plan = calibrated(job.plan.clone(), registry, cfg, calibrate)?;
-    job.late
-        .reset()
-        .context("emptying the late-row file after calibration")?;
+    for (_, j) in together(index, job, jobs) {
+        j.late
+            .reset()
+            .context("emptying the late-row file after calibration")?;
+    }
     Ok(Job {
         plan,
         ..job.clone()
@@ -70,22 +74,45 @@ pub fn run_file(
             path.display()
         );
     }
-    for job in &script.jobs {
+    for (i, job) in script.jobs.iter().enumerate() {
+        if job.runs_in.is_some() {
+            continue; // it runs in the dataflow of the query whose late rows it reads
+        }
+        let (jobs, registry) = (&script.jobs, &script.registry);
         match calibrate {
             Some(_) => run_job(
-                &calibrated_job(job, &script.registry, cfg, calibrate)?,
-                &script.registry,
+                i,
+                &calibrated_job(i, job, jobs, registry, cfg, calibrate)?,
+                jobs,
+                registry,
                 cfg,
             )?,
-            None => run_job(job, &script.registry, cfg)?,
+            None => run_job(i, job, jobs, registry, cfg)?,
         }
     }
     Ok(())
 }
 
-fn run_job(job: &Job, registry: &Registry, cfg: &RunConfig) -> Result<()> {
+/// The jobs that run in the dataflow of `job`, query `index` of `jobs`: `job` itself, then the queries over its late
+/// rows (and theirs), by their number in the script.
+fn together<'a>(index: usize, job: &'a Job, jobs: &'a [Job]) -> Vec<(usize, &'a Job)> {
+    let mut all = vec![(index, job)];
+    all.extend(
+        jobs.iter()
+            .enumerate()
+            .filter(|(_, j)| j.runs_in.map(|(o, _)| o) == Some(index)),
+    );
+    all
+}
+
+fn run_job(
+    index: usize,
+    job: &Job,
+    jobs: &[Job],
+    registry: &Registry,
+    cfg: &RunConfig,
+) -> Result<()> {
     let report = run(&job.plan, registry, cfg)?;
-    job.late.flush();
     let secs = report.elapsed.as_secs_f64();
     eprintln!(
         "braid: {} rows in, {} rows out in {:.3} s ({:.0} rows/s); partitioning: {}",
@@ -95,9 +122,31 @@ fn run_job(job: &Job, registry: &Registry, cfg: &RunConfig) -> Result<()> {
         report.rows_in as f64 / secs.max(1e-9),
         job.partitioning
     );
-    let late = job.late.count.load(std::sync::atomic::Ordering::Relaxed);
-    if late > 0 {
-        eprintln!("braid: {late} late row(s) went to the late side output");
+    let members = together(index, job, jobs);
+    for &(i, j) in &members {
+        j.late.flush();
+        let late = j.late.count.load(std::sync::atomic::Ordering::Relaxed);
+        if late == 0 {
+            continue;
+        }
+        let query = match members.len() {
+            1 => String::new(),
+            _ => format!(" of query {}", i + 1),
+        };
+        let read = match jobs
+            .iter()
+            .position(|r| r.runs_in.map(|(o, _)| o) == Some(i))
+        {
+            Some(_) if members.len() > 1 => " (read by LATE(...))",
+            _ => "",
+        };
+        match j.late.path() {
+            Some(p) => eprintln!(
+                "braid: {late} late row(s){query}{read}, written to {}",
+                p.display()
+            ),
+            None => eprintln!("braid: {late} late row(s){query}{read}"),
+        }
     }
     for r in &report.rejects {
         if r.count > 0 {
@@ -119,10 +168,24 @@ pub fn explain_file(
     let workers = cfg.workers * cfg.processes;
     let script = compile_file(path, registry)?;
     for (i, job) in script.jobs.iter().enumerate() {
+        if let Some((owner, plan)) = job.runs_in {
+            let at = format!(
+                "runs in the dataflow of query {}, as plan {plan} of its Together",
+                owner + 1
+            );
+            if dot {
+                println!("// query {}: {at}", i + 1);
+            } else {
+                println!("-- query {}: {}", i + 1, job.sql);
+                print!("{}", query::explain_stages(job));
+                println!("== physical plan ==\n{at}");
+            }
+            continue;
+        }
         let placed;
         let job = match calibrate {
             Some(_) => {
-                placed = calibrated_job(job, &script.registry, cfg, calibrate)?;
+                placed = calibrated_job(i, job, &script.jobs, &script.registry, cfg, calibrate)?;
                 &placed
             }
             None => job,
@@ -186,20 +249,47 @@ pub fn shell(cfg: &RunConfig, registry: &Registry) -> Result<()> {
         let explain = trimmed.len() > 8 && trimmed[..8].eq_ignore_ascii_case("explain ");
         let stmt = if explain { &trimmed[8..] } else { &text[..] };
         let before = script.jobs.len();
+        // A query over LATE(x) joins the plan of the query writing to x: kept to undo
+        // that for EXPLAIN, or when that query has already run.
+        let saved = (
+            script.catalog.late.clone(),
+            script
+                .jobs
+                .iter()
+                .map(|j| j.plan.clone())
+                .collect::<Vec<_>>(),
+        );
         match add_statements(&mut script, stmt, Path::new(".")) {
             Err(e) => eprintln!("{e}"),
             Ok(_) => {
-                let new: Vec<usize> = (before..script.jobs.len()).collect();
-                for i in new {
-                    let job = &script.jobs[i];
-                    if explain {
-                        print!("{}", query::explain(job, &script.registry, cfg.workers));
-                    } else if let Err(e) = run_job(job, &script.registry, cfg) {
-                        eprintln!("braid: {e:#}");
-                    }
+                let ran = script.jobs[before..]
+                    .iter()
+                    .find_map(|j| j.runs_in.filter(|(owner, _)| *owner < before));
+                if let (false, Some((owner, _))) = (explain, ran) {
+                    eprintln!(
+                        "braid: query {} has already run, so its late rows cannot be read any more; \
+                         enter a query over its LATE(...) together with it, on one line",
+                        owner + 1
+                    );
                 }
-                if explain {
+                if !explain && ran.is_none() {
+                    for (i, job) in script.jobs.iter().enumerate().skip(before) {
+                        if job.runs_in.is_some() {
+                            continue; // it runs in the dataflow of the query it reads
+                        }
+                        if let Err(e) = run_job(i, job, &script.jobs, &script.registry, cfg) {
+                            eprintln!("braid: {e:#}");
+                        }
+                    }
+                } else {
+                    for job in script.jobs[before..].iter().filter(|_| explain) {
+                        print!("{}", query::explain(job, &script.registry, cfg.workers));
+                    }
                     script.jobs.truncate(before);
+                    script.catalog.late = saved.0;
+                    for (job, plan) in script.jobs.iter_mut().zip(saved.1) {
+                        job.plan = plan;
+                    }
                 }
             }
         }

@@ -3,4 +3,5 @@
 mod calibrate;
 mod cluster;
 mod golden;
+mod late;
 mod shell;

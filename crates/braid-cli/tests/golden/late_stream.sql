@@ -1,0 +1,123 @@
+-- Late rows as a stream: the second query counts, per 10 minutes of refusal time, the
+-- calls the first query's window refused; the third keeps the refused rows of the
+-- join. Both run in the dataflow of the query whose late rows they read (one Together).
+CREATE STREAM calls (caller BIGINT, start BIGINT NOT NULL, dur BIGINT) WITH (path = 'c.csv', event_time = 'start', epoch = 10, lateness = 20);
+CREATE STREAM texts (sender BIGINT, start BIGINT NOT NULL) WITH (path = 't.csv', event_time = 'start', epoch = 10, lateness = 20);
+CREATE SINK counts WITH (sink = 'stdout');
+CREATE SINK pairs WITH (sink = 'stdout');
+CREATE SINK stragglers WITH (sink = 'csv', path = 'stragglers.csv');
+SET partitions = 4;
+INSERT INTO counts SELECT window_end, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 100), caller;
+INSERT INTO stragglers SELECT window_end, count(*) AS late, min(start) AS oldest FROM LATE(counts) GROUP BY TUMBLE(_refused_at, 600);
+INSERT INTO pairs SELECT c.caller, t.start FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 5;
+SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
+
+-- EXPECTED (regenerate: BRAID_BLESS=1 cargo test -p braid-cli --test tests golden)
+-- query 1
+-- == logical plan ==
+-- Project window_end, caller, __agg0 AS n
+--   Aggregate window=TUMBLE(100) keys=[caller] aggs=[count(*)]
+--     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- == optimized plan ==
+-- partitioning: hash hash(caller) (group-by keys)
+-- Project window_end, caller, __agg0 AS n
+--   Aggregate window=TUMBLE(100) keys=[caller] aggs=[count(*)]
+--     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- == physical plan ==
+-- Together: 2 plans in one dataflow  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
+--   plan 0:
+--     Sink: Stdout
+--       Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
+--         Map: query1 on each of 4 partitions  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
+--           worker 0: partitions 0,2
+--           worker 1: partitions 1,3
+--           Split: q = 4, route hash(caller), broadcast none, strategy autosplit
+--             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--             Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
+--               epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+--   plan 1:
+--     Sink: File("stragglers.csv")
+--       Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
+--         Map: query2 on each of 1 partitions  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
+--           worker 0: partitions 0
+--           worker 1: partitions 
+--           Split: q = 1, route 0, broadcast none, strategy fsplit
+--             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--             Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+--               epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+-- query 2
+-- == logical plan ==
+-- Project window_end, __agg0 AS late, __agg1 AS oldest
+--   Aggregate window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
+--     Scan late(counts) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+-- == optimized plan ==
+-- partitioning: single partition: an aggregate without GROUP BY keys sees every row
+-- Project window_end, __agg0 AS late, __agg1 AS oldest
+--   Aggregate window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
+--     Scan late(counts) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+-- == physical plan ==
+-- Sink: File("stragglers.csv")
+--   Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
+--     Map: query2 on each of 1 partitions  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
+--       worker 0: partitions 0
+--       worker 1: partitions 
+--       Split: q = 1, route 0, broadcast none, strategy fsplit
+--         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+--           epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+-- query 3
+-- == logical plan ==
+-- Project c.caller AS caller, t.start AS start
+--   Join right.time - left.time in [-5, 5] on [c.caller = t.sender]
+--     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+--     Scan texts (sender int64?, start int64 EVENT TIME)
+-- == optimized plan ==
+-- partitioning: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (equi-join keys)
+-- Project c.caller AS caller, t.start AS start
+--   Join right.time - left.time in [-5, 5] on [c.caller = t.sender]
+--     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+--     Scan texts (sender int64?, start int64 EVENT TIME)
+-- == physical plan ==
+-- Together: 2 plans in one dataflow  -> (caller int64?, start int64?)
+--   plan 0:
+--     Sink: Stdout
+--       Merge: time-ordered (serial order, on worker 0)  -> (caller int64?, start int64?)
+--         Map: query3 on each of 4 partitions  -> (caller int64?, start int64?)
+--           worker 0: partitions 0,2
+--           worker 1: partitions 1,3
+--           Split: q = 4, route CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END, broadcast none, strategy autosplit
+--             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--             Source: calls+texts = interleave of 2 source(s) in (epoch, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, calls.caller int64?, calls.start int64?, calls.dur int64?, texts.sender int64?, texts.start int64?)
+--               epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+--               _stream 0: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
+--               _stream 1: texts = csv t.csv (header)  -> (sender int64?, start int64 EVENT TIME)
+--   plan 1:
+--     Sink: Stdout
+--       Merge: time-ordered (serial order, on worker 0)  -> (_operator string?, caller int64?, sender int64?, start int64?)
+--         Map: query4 on each of 4 partitions  -> (_operator string?, caller int64?, sender int64?, start int64?)
+--           worker 0: partitions 0,2
+--           worker 1: partitions 1,3
+--           Split: q = 4, route round robin, broadcast none, strategy autosplit
+--             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--             Source: late(pairs) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)
+--               epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+-- query 4
+-- == logical plan ==
+-- Project _operator, caller, sender, start
+--   Filter (start > 100)
+--     Scan late(pairs) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)
+-- == optimized plan ==
+-- partitioning: round robin (no operator keeps state)
+-- Project _operator, caller, sender, start
+--   Filter (start > 100)
+--     Scan late(pairs) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)
+-- == physical plan ==
+-- Sink: Stdout
+--   Merge: time-ordered (serial order, on worker 0)  -> (_operator string?, caller int64?, sender int64?, start int64?)
+--     Map: query4 on each of 4 partitions  -> (_operator string?, caller int64?, sender int64?, start int64?)
+--       worker 0: partitions 0,2
+--       worker 1: partitions 1,3
+--       Split: q = 4, route round robin, broadcast none, strategy autosplit
+--         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         Source: late(pairs) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)
+--           epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
