@@ -209,7 +209,8 @@ pub fn window_by_doubling(
 /// this one thread; the kernel's per-thread CPU counters advance in scheduler ticks,
 /// too coarse here): making the generator's windows as the engine's source does, and
 /// one splitter's work on them for each worker count in `workers` (the engine's own
-/// `WindowSplitter`, as worker 0: its rows stay in the window, others are copied out,
+/// `WindowSplitter`, as worker 0 of a process holding all workers: the window is
+/// shared with the workers that have enough rows in it, the others get copies,
 /// exactly as in a run). Every window is
 /// split right after it is made, while it is in cache, as in the engine; the split's cost
 /// is the time of a generate-and-split pass minus that of a generate-only pass. The
@@ -225,7 +226,7 @@ pub fn probe_costs(
     // The engine's own splitter, as worker 0 of each worker count.
     let mut splitters = workers
         .iter()
-        .map(|&w| Ok((w, WindowSplitter::new(split, registry, w, 0)?)))
+        .map(|&w| Ok((w, WindowSplitter::new(split, registry, w, 0..w)?)))
         .collect::<Result<std::collections::HashMap<usize, WindowSplitter>>>()?;
     let mut source = match Plan::source("gen", SourceSpec::Generator(spec), GeneratorSpec::schema())
     {
@@ -243,15 +244,8 @@ pub fn probe_costs(
         loop {
             match feed.next()? {
                 Next::Window(_, batch) => match split_for.and_then(|w| splitters.get_mut(&w)) {
-                    Some(s) => s.split(
-                        Window {
-                            to: 0,
-                            node: 0,
-                            batch,
-                        },
-                        &mut |w| keep.push(w.batch),
-                    ),
-                    None => keep.push(batch),
+                    Some(s) => s.split(Window::new(0, 0, batch), &mut |w| keep.push(w)),
+                    None => keep.push(Window::new(0, 0, batch)),
                 },
                 Next::Wait => {}
                 Next::Done => break,

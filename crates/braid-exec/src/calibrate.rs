@@ -171,6 +171,7 @@ pub fn calibrate(
     let pilot_cfg = RunConfig {
         max_rows: Some(rows),
         progress: false,
+        measure_costs: true,
         ..cfg.clone()
     };
     let report = run(&pilot, registry, &pilot_cfg)?;

@@ -41,6 +41,10 @@ pub struct RunConfig {
     /// Stop reading input once the sources have read this many rows (the run then
     /// drains and ends as at the end of input).
     pub max_rows: Option<u64>,
+    /// Measure every partition's stream-function time ([`RunReport::costs`]; what
+    /// `--calibrate` places partitions by). Off, `Map` hands rows that arrive in serial
+    /// order to their partitions as they come, without per-partition lists and clocks.
+    pub measure_costs: bool,
 }
 
 impl Default for RunConfig {
@@ -58,6 +62,7 @@ impl Default for RunConfig {
             max_rows_in_flight: 262_144,
             progress: false,
             max_rows: None,
+            measure_costs: false,
         }
     }
 }
@@ -80,7 +85,8 @@ pub struct RunReport {
     pub collected_late: Vec<Vec<OutRow>>,
     /// The plan as run (shapes resolved).
     pub plan: Option<Plan>,
-    /// Measured cost of every partition that had rows, by stage and partition.
+    /// Measured cost of every partition that had rows, by stage and partition (with
+    /// [`RunConfig::measure_costs`]; empty without).
     pub costs: Vec<PartitionCost>,
 }
 
@@ -108,6 +114,8 @@ pub struct Shared {
     /// Rows of the `Collect` sinks, by plan of a `Together` (0 for other plans).
     pub collected: Mutex<Vec<Vec<OutRow>>>,
     costs: Mutex<Vec<PartitionCost>>,
+    /// [`RunConfig::measure_costs`].
+    pub(crate) measure_costs: bool,
     errors: Mutex<Vec<String>>,
     rejects: Mutex<Vec<Rejects>>,
     fatal: Mutex<Option<Error>>,
@@ -217,6 +225,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         start: Instant::now(),
         collected: Mutex::new(Vec::new()),
         costs: Mutex::new(Vec::new()),
+        measure_costs: cfg.measure_costs,
         errors: Mutex::new(Vec::new()),
         rejects: Mutex::new(Vec::new()),
         fatal: Mutex::new(None),
@@ -230,6 +239,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         let place = Place {
             index: worker.index(),
             peers: worker.peers(),
+            threads: cfg_w.workers.max(1),
         };
         let mut input = Feeder::new();
         let probe = ProbeHandle::new();
@@ -493,11 +503,7 @@ fn feed(
                     _ => in_flight.push_back((epoch, rows)),
                 }
                 in_flight_rows += rows;
-                input.send(Window {
-                    to: place.index as u64,
-                    node: 0,
-                    batch,
-                });
+                input.send(Window::new(place.index as u64, 0, batch));
                 sent += 1;
                 if sent.is_multiple_of(4) {
                     input.flush();

@@ -426,23 +426,32 @@ fn matches_reference(
     what: &str,
 ) -> Result<(), TestCaseError> {
     let expected = reference::run(p, &registry(), input).expect("reference runs");
-    for workers in [1, 2, 4] {
-        let got = parallel(p, workers);
+    // Measuring costs makes `Map` collect each partition's rows before running its
+    // function; without, rows in serial order go straight to their partitions.
+    for (workers, measure_costs) in [(1, false), (2, false), (2, true), (4, false)] {
+        let cfg = RunConfig {
+            workers,
+            measure_costs,
+            ..RunConfig::default()
+        };
+        let got = run(p, &registry(), &cfg).expect("run succeeds").collected;
         if ordered {
             prop_assert_eq!(
                 &got,
                 &expected,
-                "{}, {} workers, time-ordered",
+                "{}, {} workers (costs measured: {}), time-ordered",
                 what,
-                workers
+                workers,
+                measure_costs
             );
         } else {
             prop_assert_eq!(
                 sorted(got),
                 sorted(expected.clone()),
-                "{}, {} workers, union",
+                "{}, {} workers (costs measured: {}), union",
                 what,
-                workers
+                workers,
+                measure_costs
             );
         }
     }

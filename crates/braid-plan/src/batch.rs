@@ -45,6 +45,7 @@ pub enum Value<'a> {
 
 impl<'a> Value<'a> {
     /// The integer, if this is an int64.
+    #[inline]
     pub fn as_int(&self) -> Option<i64> {
         match *self {
             Value::Int(i) => Some(i),
@@ -53,6 +54,7 @@ impl<'a> Value<'a> {
     }
 
     /// True only for a true bool (null and false are not true).
+    #[inline]
     pub fn is_true(&self) -> bool {
         matches!(self, Value::Bool(true))
     }
@@ -188,17 +190,20 @@ impl RowKey {
     pub const FINISH: u64 = u64::MAX;
 
     /// A broadcast lane: the row goes to every partition `p` with `p % modulus == residue`.
+    #[inline]
     pub fn broadcast_lane(modulus: u64, residue: u64) -> u64 {
         debug_assert!(modulus < (1 << 31) && residue < (1 << 32));
         RowKey::BROADCAST | (modulus << 32) | residue
     }
 
     /// For a broadcast lane, `(modulus, residue)`.
+    #[inline]
     pub fn broadcast_target(lane: u64) -> Option<(u64, u64)> {
         (lane & RowKey::BROADCAST != 0).then_some(((lane >> 32) & 0x7fff_ffff, lane & 0xffff_ffff))
     }
 
     /// The lane of output `sub` of partition `part`.
+    #[inline]
     pub fn output_lane(part: u32, sub: u32) -> u64 {
         ((part as u64) << 32) | sub as u64
     }
@@ -233,16 +238,19 @@ impl Batch {
     }
 
     /// Columns per row.
+    #[inline]
     pub fn arity(&self) -> usize {
         self.arity
     }
 
     /// Number of rows.
+    #[inline]
     pub fn len(&self) -> usize {
         self.keys.len()
     }
 
     /// No rows.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
@@ -265,6 +273,7 @@ impl Batch {
     }
 
     /// Appends a row of int64 values.
+    #[inline]
     pub fn push_ints(&mut self, key: RowKey, values: &[i64]) {
         debug_assert_eq!(values.len(), self.arity, "row arity");
         self.keys.push(key);
@@ -284,11 +293,13 @@ impl Batch {
 
     /// Starts a row to be filled with [`Batch::push_value`]; the caller pushes exactly
     /// `arity` values.
+    #[inline]
     pub fn start_row(&mut self, key: RowKey) {
         self.keys.push(key);
     }
 
     /// Appends one value of the row started with [`Batch::start_row`].
+    #[inline]
     pub fn push_value(&mut self, v: Value<'_>) {
         let d = self.datum_of(&v);
         self.data.push(d);
@@ -302,6 +313,7 @@ impl Batch {
         }
     }
 
+    #[inline]
     fn datum_of(&mut self, v: &Value<'_>) -> Datum {
         match *v {
             Value::Null => Datum::Null,
@@ -317,6 +329,7 @@ impl Batch {
     }
 
     /// Appends row `i` of `other` with a new key.
+    #[inline]
     pub fn push_row_of(&mut self, other: &Batch, i: usize, key: RowKey) {
         debug_assert_eq!(other.arity, self.arity, "row arity");
         self.keys.push(key);
@@ -340,21 +353,25 @@ impl Batch {
     }
 
     /// The key of row `i`.
+    #[inline]
     pub fn key(&self, i: usize) -> RowKey {
         self.keys[i]
     }
 
     /// All row keys.
+    #[inline]
     pub fn keys(&self) -> &[RowKey] {
         &self.keys
     }
 
     /// Row keys, mutable (to set lanes in place).
+    #[inline]
     pub fn keys_mut(&mut self) -> &mut [RowKey] {
         &mut self.keys
     }
 
     /// Row `i`.
+    #[inline]
     pub fn row(&self, i: usize) -> Row<'_> {
         Row {
             batch: self,
@@ -368,6 +385,7 @@ impl Batch {
     }
 
     /// Resolves a datum of this batch.
+    #[inline]
     pub fn value(&self, d: Datum) -> Value<'_> {
         match d {
             Datum::Null => Value::Null,
@@ -386,6 +404,7 @@ impl Batch {
     }
 
     /// All datums, row-major: `arity` per row (strings resolve through [`Batch::value`]).
+    #[inline]
     pub fn data(&self) -> &[Datum] {
         &self.data
     }
@@ -455,21 +474,25 @@ impl<'a> Row<'a> {
     }
 
     /// The row's key.
+    #[inline]
     pub fn key(&self) -> RowKey {
         self.batch.keys[self.index]
     }
 
     /// The raw datums (strings resolve through [`Row::get`]).
+    #[inline]
     pub fn datums(&self) -> &'a [Datum] {
         &self.batch.data[self.index * self.batch.arity..(self.index + 1) * self.batch.arity]
     }
 
     /// Number of columns.
+    #[inline]
     pub fn arity(&self) -> usize {
         self.batch.arity
     }
 
     /// The batch and index this row lives at.
+    #[inline]
     pub fn location(&self) -> (&'a Batch, usize) {
         (self.batch, self.index)
     }

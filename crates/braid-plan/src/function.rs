@@ -34,6 +34,15 @@ impl<'a> Emitter<'a> {
         }
     }
 
+    /// Moves on to the outputs of input `seq` of `partition` (an engine's one emitter
+    /// then serves many rows).
+    #[inline]
+    pub fn restart(&mut self, seq: u64, partition: u32) {
+        self.seq = seq;
+        self.partition = partition;
+        self.sub = 0;
+    }
+
     /// Also takes the function's late rows (see [`StreamFunctionFactory::late_schema`])
     /// into `late`, when a plan reads them.
     pub fn with_late(mut self, late: Option<&'a mut Batch>) -> Emitter<'a> {

@@ -97,8 +97,35 @@ struct EvalCx {
 /// Routing as one closure: destination partitions of a row, in ascending order.
 pub struct Router {
     q: u32,
+    modulo: Modulo,
     route: RouteImpl,
     broadcast: Option<Compiled>,
+}
+
+/// `v.rem_euclid(q)` for a fixed `q > 0`: a mask when `q` is a power of two (two's
+/// complement makes that right for negative `v` too), else a division.
+#[derive(Clone, Copy)]
+struct Modulo {
+    q: i64,
+    mask: Option<i64>,
+}
+
+impl Modulo {
+    fn new(q: u32) -> Modulo {
+        let q = i64::from(q.max(1));
+        Modulo {
+            q,
+            mask: (q.count_ones() == 1).then_some(q - 1),
+        }
+    }
+
+    #[inline]
+    fn of(self, v: i64) -> u32 {
+        match self.mask {
+            Some(m) => (v & m) as u32,
+            None => v.rem_euclid(self.q) as u32,
+        }
+    }
 }
 
 enum RouteImpl {
@@ -184,6 +211,7 @@ impl Router {
         };
         Ok(Router {
             q: split.q,
+            modulo: Modulo::new(split.q),
             route,
             broadcast: split.broadcast.as_ref().map(Compiled::new),
         })
@@ -206,7 +234,7 @@ impl Router {
                         return Dest::Omit;
                     }
                 }
-                e.int(&row).map(|v| v.rem_euclid(self.q as i64) as u64)
+                e.int(&row).map(|v| u64::from(self.modulo.of(v)))
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
@@ -219,7 +247,72 @@ impl Router {
         p.map_or(Dest::Omit, |p| Dest::Partition(p as u32))
     }
 
+    /// Calls `f(i, dest)` for every row `i` of `batch` in order, with what
+    /// [`Router::dest`] gives. The common shapes (route by a column, broadcast when a
+    /// column compares with an integer) are matched once per batch, not per row.
+    #[inline]
+    pub fn each_dest(&self, batch: &Batch, mut f: impl FnMut(usize, Dest)) {
+        let modulo = self.modulo;
+        match &self.route {
+            RouteImpl::Expr(Compiled::Column(c), None) => {
+                let c = *c;
+                self.each_broadcast_or(batch, &mut f, |row| match row.datums()[c] {
+                    Datum::Int(v) => Dest::Partition(modulo.of(v)),
+                    _ => Dest::Omit,
+                })
+            }
+            _ => {
+                for i in 0..batch.len() {
+                    f(i, self.dest(batch, i));
+                }
+            }
+        }
+    }
+
+    /// [`Router::each_dest`] for a route given by `route`, with the broadcast test
+    /// matched once per batch.
+    #[inline]
+    fn each_broadcast_or(
+        &self,
+        batch: &Batch,
+        f: &mut impl FnMut(usize, Dest),
+        route: impl Fn(&crate::batch::Row<'_>) -> Dest,
+    ) {
+        match &self.broadcast {
+            None => {
+                for i in 0..batch.len() {
+                    f(i, route(&batch.row(i)));
+                }
+            }
+            Some(Compiled::ColumnCmpInt(c, op, k, e)) => {
+                let (c, op, k) = (*c, *op, *k);
+                for i in 0..batch.len() {
+                    let row = batch.row(i);
+                    let all = match row.datums()[c] {
+                        Datum::Int(v) => op.compare(v.cmp(&k)),
+                        _ => e.eval(&row).is_true(),
+                    };
+                    f(i, if all { Dest::Broadcast } else { route(&row) });
+                }
+            }
+            Some(b) => {
+                for i in 0..batch.len() {
+                    let row = batch.row(i);
+                    f(
+                        i,
+                        if b.holds(&row) {
+                            Dest::Broadcast
+                        } else {
+                            route(&row)
+                        },
+                    );
+                }
+            }
+        }
+    }
+
     /// Number of partitions.
+    #[inline]
     pub fn q(&self) -> u32 {
         self.q
     }
@@ -539,6 +632,87 @@ mod tests {
                 let compiled = Compiled::new(&col(c));
                 assert_eq!(compiled.int(&row), col(c).eval(&row).as_int());
                 assert_eq!(compiled.holds(&row), col(c).eval(&row).is_true());
+            }
+        }
+    }
+
+    /// Routing a whole batch gives, row by row, what `dest` gives (and `dest` routes by
+    /// `rem_euclid`), for every route and broadcast shape, powers of two and others.
+    #[test]
+    fn each_dest_equals_dest() {
+        use crate::plan::{Route, Strategy};
+        use crate::types::Schema;
+        let mut b = Batch::new(2);
+        let values = [
+            Value::Int(2),
+            Value::Int(-7),
+            Value::Int(i64::MIN),
+            Value::Int(i64::MAX),
+            Value::Null,
+            Value::Float(2.0),
+            Value::Int(513),
+        ];
+        for (i, x) in values.iter().enumerate() {
+            for (j, y) in values.iter().enumerate() {
+                b.push(
+                    RowKey {
+                        seq: (i * values.len() + j) as u64,
+                        lane: 0,
+                    },
+                    &[*x, *y],
+                );
+            }
+        }
+        let col = |c: usize| Expr::Column(c, format!("c{c}"));
+        let routes = [
+            Route::Expr {
+                expr: col(0),
+                when: None,
+            },
+            Route::Expr {
+                expr: col(1),
+                when: Some(col(0).bin(BinOp::Gt, Expr::int(0))),
+            },
+            Route::Expr {
+                expr: col(0).bin(BinOp::Add, col(1)),
+                when: None,
+            },
+            Route::RoundRobin,
+        ];
+        let broadcasts = [
+            None,
+            Some(col(1).bin(BinOp::Eq, Expr::int(2))),
+            Some(col(0).bin(BinOp::Lt, col(1))),
+        ];
+        let schema = Schema::ints(&["c0", "c1"]);
+        let registry = Registry::new();
+        for q in [1, 3, 7, 8, 512, 1000] {
+            for route in &routes {
+                for broadcast in &broadcasts {
+                    let Plan::Split(split) =
+                        Plan::source("s", crate::plan::SourceSpec::Stdin, schema.clone()).split(
+                            q,
+                            route.clone(),
+                            broadcast.clone(),
+                            Strategy::Fsplit,
+                        )
+                    else {
+                        panic!("split() makes a Split");
+                    };
+                    let router = Router::new(&split, &registry).expect("router");
+                    let mut got = Vec::new();
+                    router.each_dest(&b, |i, d| got.push((i, d)));
+                    let want: Vec<_> = (0..b.len()).map(|i| (i, router.dest(&b, i))).collect();
+                    assert_eq!(got, want, "q = {q}, {route:?}, {broadcast:?}");
+                    for (i, d) in want {
+                        if let (Route::Expr { expr, when: None }, None, Dest::Partition(p)) =
+                            (route, broadcast, d)
+                        {
+                            let v = expr.eval(&b.row(i)).as_int().expect("an int routes");
+                            assert_eq!(i64::from(p), v.rem_euclid(i64::from(q)));
+                        }
+                    }
+                }
             }
         }
     }

@@ -11,7 +11,7 @@ use super::stash::EpochStash;
 use super::{by_to, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use crate::runtime::Shared;
-use braid_plan::batch::{Batch, RowKey};
+use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
 use braid_plan::placement::{class_members, Hosts};
 use braid_plan::plan::{Map, Plan};
@@ -44,11 +44,7 @@ pub(crate) fn ticks(source: Windows<'_>, place: Place) -> Windows<'_> {
                 last = Some(epoch);
                 let mut session = output.session(&cap);
                 for w in 0..peers {
-                    session.give(Window {
-                        to: w as u64,
-                        node: 0,
-                        batch: Batch::new(0),
-                    });
+                    session.give(Window::new(w as u64, 0, Batch::new(0)));
                 }
             });
         }
@@ -107,6 +103,7 @@ pub(crate) fn render<'s>(
     }
     let name = format!("Map({})", map.function);
     let function = map.function.clone();
+    let timed = shared.measure_costs;
     // Ticks are empty windows: their only effect is to make the epoch known here.
     let input = match ticks {
         Some(ticks) => input.concat(ticks),
@@ -115,22 +112,33 @@ pub(crate) fn render<'s>(
     let out = input.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, move |cap, _| {
         let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
         drop(cap);
-        let mut instances: Vec<Option<Box<dyn StreamFunction>>> =
-            (0..local.len()).map(|_| None).collect();
-        let mut stash: EpochStash<Vec<Batch>> = EpochStash::new();
+        let mut parts = Partitions {
+            slots: local
+                .iter()
+                .map(|&partition| Slot {
+                    f: None,
+                    partition,
+                    failed: false,
+                    touched: false,
+                })
+                .collect(),
+            factory,
+            q,
+            function,
+            shared: shared.clone(),
+        };
+        let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
         // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
         let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
         let mut out = Batch::new(out_arity);
         let mut late = late_arity.map(Batch::new);
         let mut targets = BroadcastTargets::default();
-        // Partitions whose function panicked: their rows are dropped (the run fails).
-        let mut failed = vec![false; local.len()];
         // Per local partition: nanoseconds in its stream function, and rows.
         let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
         move |(input, frontier), output| {
             input.for_each(|cap, data| {
-                if let Some(batches) = stash.at(&cap, Vec::new) {
-                    batches.extend(data.drain(..).map(|w| w.batch));
+                if let Some(windows) = stash.at(&cap, Vec::new) {
+                    windows.append(data);
                 }
             });
             while let Some((epoch, cap, mut batches)) = stash.pop_complete(frontier) {
@@ -139,24 +147,46 @@ pub(crate) fn render<'s>(
                 // their first rows, batches from different splitters usually give
                 // every partition's rows already sorted (which the sort below then
                 // only checks).
-                batches.sort_unstable_by_key(|b| b.keys().first().map_or(0, |k| k.seq));
+                batches.sort_unstable_by_key(|w| w.batch.keys().first().map_or(0, |k| k.seq));
+                // Usually the rows now come in serial order, and then every partition's
+                // rows do: unless costs are measured per partition, each row goes to its
+                // partition's function as it comes, in one pass, instead of through
+                // per-partition lists.
+                let direct = !timed && in_serial_order(&batches);
                 let mut misrouted = None;
-                for (b, batch) in batches.iter().enumerate() {
-                    for (i, key) in batch.keys().iter().enumerate() {
-                        let entry = (key.seq, b as u32, i as u32);
-                        match RowKey::broadcast_target(key.lane) {
-                            None if key.lane == RowKey::OMIT => {}
-                            None => match index.get(key.lane as usize) {
-                                Some(&k) if k != NOT_HERE => rows[k as usize].push(entry),
-                                _ => misrouted = Some(key.lane),
-                            },
-                            Some(class) => {
-                                for &k in targets.of(class, q, &index) {
-                                    rows[k as usize].push(entry);
+                if direct {
+                    let mut current = 0u32;
+                    let mut emit = Emitter::new(&mut out, 0, 0)
+                        .at_epoch(epoch)
+                        .with_late(late.as_mut());
+                    let ran = catch_unwind(AssertUnwindSafe(|| {
+                        each_row(
+                            &batches,
+                            &index,
+                            &mut targets,
+                            q,
+                            &mut misrouted,
+                            |k, seq, row, _, _| {
+                                if let Some((f, p)) = parts.live(k as usize) {
+                                    current = k;
+                                    emit.restart(seq, p);
+                                    f.process(row, &mut emit);
                                 }
-                            }
-                        }
+                            },
+                        )
+                    }));
+                    if let Err(payload) = ran {
+                        parts.fail(current as usize, payload.as_ref());
                     }
+                } else {
+                    each_row(
+                        &batches,
+                        &index,
+                        &mut targets,
+                        q,
+                        &mut misrouted,
+                        |k, seq, _, b, i| rows[k as usize].push((seq, b as u32, i as u32)),
+                    );
                 }
                 if let Some(lane) = misrouted {
                     shared.bug(format!(
@@ -170,23 +200,24 @@ pub(crate) fn render<'s>(
                 for (k, list) in rows.iter_mut().enumerate() {
                     // Partitions with rows, and with an every-epoch function, every
                     // partition created so far.
-                    if failed[k] {
+                    let touched = std::mem::take(&mut parts.slots[k].touched);
+                    if parts.slots[k].failed {
                         list.clear();
                         continue;
                     }
-                    if list.is_empty() && !(every_epoch && instances[k].is_some()) {
+                    if list.is_empty() && !touched && !(every_epoch && parts.created(k)) {
                         continue;
                     }
                     list.sort_unstable();
-                    let p = local[k];
                     // User code: a panic fails the run with an error naming the
                     // function, instead of taking the worker down (the other workers
                     // would wait for it forever).
                     let ran = catch_unwind(AssertUnwindSafe(|| {
-                        let f = instances[k].get_or_insert_with(|| factory.create(p, q));
+                        let p = local[k];
+                        let f = parts.get(k);
                         for &(seq, b, i) in list.iter() {
                             f.process(
-                                batches[b as usize].row(i as usize),
+                                batches[b as usize].batch.row(i as usize),
                                 &mut Emitter::new(&mut out, seq, p)
                                     .at_epoch(epoch)
                                     .with_late(late.as_mut()),
@@ -198,17 +229,14 @@ pub(crate) fn render<'s>(
                         );
                     }));
                     if let Err(payload) = ran {
-                        failed[k] = true;
-                        instances[k] = None;
-                        shared.user_code_panicked(
-                            &format!("stream function `{function}` on partition {p}"),
-                            payload.as_ref(),
-                        );
+                        parts.fail(k, payload.as_ref());
                     }
-                    let now = Instant::now();
-                    spent[k].0 += (now - last).as_nanos() as u64;
-                    last = now;
-                    spent[k].1 += list.len() as u64;
+                    if timed {
+                        let now = Instant::now();
+                        spent[k].0 += (now - last).as_nanos() as u64;
+                        last = now;
+                        spent[k].1 += list.len() as u64;
+                    }
                     list.clear();
                 }
                 if let Some(w) = take_window(&mut out, me) {
@@ -221,21 +249,17 @@ pub(crate) fn render<'s>(
             }
             if frontier.is_empty() {
                 if let Some(cap) = end_cap.take() {
-                    for (k, f) in instances.iter_mut().enumerate() {
-                        if let Some(f) = f {
-                            let p = local[k];
-                            let ran = catch_unwind(AssertUnwindSafe(|| {
-                                f.finish(
-                                    &mut Emitter::new(&mut out, RowKey::FINISH, p)
-                                        .at_epoch(END_EPOCH),
-                                )
-                            }));
-                            if let Err(payload) = ran {
-                                shared.user_code_panicked(
-                                    &format!("stream function `{function}` on partition {p}"),
-                                    payload.as_ref(),
-                                );
-                            }
+                    for (k, &p) in local.iter().enumerate() {
+                        if !parts.created(k) {
+                            continue;
+                        }
+                        let ran = catch_unwind(AssertUnwindSafe(|| {
+                            parts.get(k).finish(
+                                &mut Emitter::new(&mut out, RowKey::FINISH, p).at_epoch(END_EPOCH),
+                            )
+                        }));
+                        if let Err(payload) = ran {
+                            parts.fail(k, payload.as_ref());
                         }
                     }
                     if let Some(w) = take_window(&mut out, me) {
@@ -264,6 +288,111 @@ pub(crate) fn render<'s>(
 /// Index of a partition another worker hosts.
 const NOT_HERE: u32 = u32::MAX;
 
+/// The stream-function instances of a worker's partitions (indexed by their place among
+/// the worker's partitions), made on first use.
+struct Partitions {
+    slots: Vec<Slot>,
+    factory: Arc<dyn braid_plan::function::StreamFunctionFactory>,
+    q: u32,
+    function: String,
+    shared: Arc<Shared>,
+}
+
+/// One partition of a worker.
+struct Slot {
+    f: Option<Box<dyn StreamFunction>>,
+    partition: u32,
+    /// Its function panicked: its rows are dropped (the run fails).
+    failed: bool,
+    /// It had rows in the epoch being processed row by row.
+    touched: bool,
+}
+
+impl Partitions {
+    /// The instance of local partition `k`, made now if need be.
+    #[inline]
+    fn get(&mut self, k: usize) -> &mut Box<dyn StreamFunction> {
+        let (factory, q) = (&self.factory, self.q);
+        let slot = &mut self.slots[k];
+        let p = slot.partition;
+        slot.f.get_or_insert_with(|| factory.create(p, q))
+    }
+
+    /// The instance and partition of local partition `k` for a row of the epoch being
+    /// processed row by row (noted as touched), or None if its function has failed.
+    #[inline]
+    fn live(&mut self, k: usize) -> Option<(&mut Box<dyn StreamFunction>, u32)> {
+        let (factory, q) = (&self.factory, self.q);
+        let slot = &mut self.slots[k];
+        if slot.failed {
+            return None;
+        }
+        slot.touched = true;
+        let p = slot.partition;
+        Some((slot.f.get_or_insert_with(|| factory.create(p, q)), p))
+    }
+
+    fn created(&self, k: usize) -> bool {
+        self.slots[k].f.is_some()
+    }
+
+    /// Local partition `k`'s function panicked: it is dropped and the run fails with an
+    /// error naming it.
+    fn fail(&mut self, k: usize, payload: &(dyn std::any::Any + Send)) {
+        let slot = &mut self.slots[k];
+        slot.failed = true;
+        slot.f = None;
+        let p = slot.partition;
+        self.shared.user_code_panicked(
+            &format!("stream function `{}` on partition {p}", self.function),
+            payload,
+        );
+    }
+}
+
+/// Calls `at(k, seq, row, window, row index)` for every row of `windows` in order, once
+/// for each of this worker's partitions it is for (`k` its index among them, by
+/// `index`); a row for a partition this worker does not host is noted in `misrouted`.
+#[inline]
+fn each_row<'w>(
+    windows: &'w [Window],
+    index: &[u32],
+    targets: &mut BroadcastTargets,
+    q: u32,
+    misrouted: &mut Option<u64>,
+    mut at: impl FnMut(u32, u64, Row<'w>, usize, usize),
+) {
+    for (b, window) in windows.iter().enumerate() {
+        let batch: &'w Batch = &window.batch;
+        window.for_each_row(|i, key| match RowKey::broadcast_target(key.lane) {
+            None if key.lane == RowKey::OMIT => {}
+            None => match index.get(key.lane as usize) {
+                Some(&k) if k != NOT_HERE => at(k, key.seq, batch.row(i), b, i),
+                _ => *misrouted = Some(key.lane),
+            },
+            Some(class) => {
+                let row = batch.row(i);
+                for &k in targets.of(class, q, index) {
+                    at(k, key.seq, row, b, i);
+                }
+            }
+        });
+    }
+}
+
+/// Whether the rows of `windows`, in this order, come in serial order.
+fn in_serial_order(windows: &[Window]) -> bool {
+    let mut last = 0u64;
+    let mut sorted = true;
+    for w in windows {
+        w.for_each_row(|_, key| {
+            sorted &= key.seq >= last;
+            last = key.seq;
+        });
+    }
+    sorted
+}
+
 /// The local partitions a broadcast lane `(modulus, residue)` names, remembered per
 /// lane: a broadcast row then costs one push per partition it reaches, not a test of
 /// every local partition.
@@ -289,9 +418,5 @@ fn take_window(out: &mut Batch, me: usize) -> Option<Window> {
         return None;
     }
     let batch = std::mem::replace(out, Batch::new(out.arity()));
-    Some(Window {
-        to: me as u64,
-        node: 0,
-        batch,
-    })
+    Some(Window::new(me as u64, 0, batch))
 }

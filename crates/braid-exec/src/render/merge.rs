@@ -12,6 +12,7 @@ use braid_plan::plan::{Merge, MergeKind};
 use braid_plan::types::Schema;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Concat;
@@ -81,11 +82,7 @@ fn select<'s>(input: Windows<'s>, filter: Expr, keep: bool, name: &str) -> Windo
                         }
                     }
                     if !out.is_empty() {
-                        session.give(Window {
-                            to: w.to,
-                            node: w.node,
-                            batch: out,
-                        });
+                        session.give(Window::new(w.to, w.node, out));
                     }
                 }
             });
@@ -99,7 +96,7 @@ fn time_ordered(input: Windows<'_>) -> Windows<'_> {
         to_worker(MERGE_WORKER),
         "Merge(time-ordered)",
         |_, _| {
-            let mut stash: EpochStash<Vec<Batch>> = EpochStash::new();
+            let mut stash: EpochStash<Vec<Arc<Batch>>> = EpochStash::new();
             let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
@@ -126,11 +123,9 @@ fn time_ordered(input: Windows<'_>) -> Windows<'_> {
                     for &(key, b, i) in &order {
                         out.push_row_of(&batches[b as usize], i as usize, key);
                     }
-                    output.session(&cap).give(Window {
-                        to: MERGE_WORKER as u64,
-                        node: 0,
-                        batch: out,
-                    });
+                    output
+                        .session(&cap)
+                        .give(Window::new(MERGE_WORKER as u64, 0, out));
                 }
             }
         },
@@ -293,7 +288,7 @@ where
                     }
                 });
                 for (to, batch) in by_dest {
-                    session.give(Window { to, node: 0, batch });
+                    session.give(Window::new(to, 0, batch));
                 }
             }
         }

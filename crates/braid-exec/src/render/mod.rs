@@ -19,11 +19,16 @@ use braid_plan::batch::Batch;
 use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, Source, SourceSpec};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::{Concatenate, Input, Probe};
 use timely::dataflow::{InputHandle, ProbeHandle, Scope, Stream};
 
 /// A batch of rows addressed to a worker and a logical node on it.
+///
+/// The rows are immutable once given, and shared: a splitter hands one window to every
+/// worker of its process that has enough rows in it, each with the list of its own
+/// rows, instead of copying those rows out. Between processes a window is serialized.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Window {
     /// Destination worker (the exchange hash).
@@ -31,7 +36,37 @@ pub struct Window {
     /// Destination logical node (tree node, window splitter); 0 where unused.
     pub node: u64,
     /// The rows.
-    pub batch: Batch,
+    pub batch: Arc<Batch>,
+    /// The rows of `batch` this window is for, ascending (a window several workers
+    /// share); all of them when None.
+    pub rows: Option<Vec<u32>>,
+}
+
+impl Window {
+    /// A window of all of `batch`, for `node` on worker `to`.
+    pub fn new(to: u64, node: u64, batch: Batch) -> Window {
+        Window {
+            to,
+            node,
+            batch: Arc::new(batch),
+            rows: None,
+        }
+    }
+
+    /// Calls `f` with the index and key of every row this window is for, in order.
+    #[inline]
+    pub fn for_each_row(&self, mut f: impl FnMut(usize, &braid_plan::batch::RowKey)) {
+        let keys = self.batch.keys();
+        match &self.rows {
+            None => keys.iter().enumerate().for_each(|(i, k)| f(i, k)),
+            Some(rows) => rows.iter().for_each(|&i| f(i as usize, &keys[i as usize])),
+        }
+    }
+
+    /// The rows, to change: in place when no one else holds them, else a copy.
+    pub fn batch_mut(&mut self) -> &mut Batch {
+        Arc::make_mut(&mut self.batch)
+    }
 }
 
 /// The container builder of every Braid stream.
@@ -92,6 +127,16 @@ pub(crate) fn guarded(guard: Option<&Guard>, f: impl FnOnce()) {
 pub(crate) struct Place {
     pub index: usize,
     pub peers: usize,
+    /// Workers per process.
+    pub threads: usize,
+}
+
+impl Place {
+    /// The workers of this worker's process.
+    pub fn process(&self) -> std::ops::Range<usize> {
+        let first = self.index - self.index % self.threads.max(1);
+        first..(first + self.threads.max(1)).min(self.peers)
+    }
 }
 
 /// Builds the dataflow of `plan` in `scope`, fed by `input`, observed by `probe`.
@@ -249,9 +294,10 @@ fn rekey(input: Windows<'_>) -> Windows<'_> {
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
                 for mut w in data.drain(..) {
-                    for i in 0..w.batch.len() {
-                        let h = braid_plan::expr::row_hash(&w.batch.row(i));
-                        w.batch.keys_mut()[i] = RowKey { seq: h, lane: 0 };
+                    let batch = w.batch_mut();
+                    for i in 0..batch.len() {
+                        let h = braid_plan::expr::row_hash(&batch.row(i));
+                        batch.keys_mut()[i] = RowKey { seq: h, lane: 0 };
                     }
                     session.give(w);
                 }

@@ -40,7 +40,7 @@ pub(crate) fn render<'s>(
         .shape
         .clone()
         .ok_or_else(|| Error::Internal("split rendered before its shape was resolved".into()))?;
-    let window_splitter = || WindowSplitter::new(split, registry, place.peers, place.index);
+    let window_splitter = || WindowSplitter::new(split, registry, place.peers, place.process());
     // A later stage's rows are spread over the workers already: split them where they
     // are instead of sending them all to one splitter.
     let local = !matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(_));
@@ -88,28 +88,36 @@ pub(crate) fn render<'s>(
 pub struct WindowSplitter {
     router: Router,
     hosts: Hosts,
-    me: usize,
+    /// The workers of this splitter's process (a window is shared only among them).
+    local: std::ops::Range<usize>,
     scratch: Scratch,
 }
 
 impl WindowSplitter {
-    /// The splitter of `split` on worker `me` of `workers`.
-    pub fn new(split: &Split, registry: &Registry, workers: usize, me: usize) -> Result<Self> {
+    /// The splitter of `split` on a worker of a process whose workers are `local`, of
+    /// `workers` in all.
+    pub fn new(
+        split: &Split,
+        registry: &Registry,
+        workers: usize,
+        local: std::ops::Range<usize>,
+    ) -> Result<Self> {
         Ok(WindowSplitter {
             router: Router::new(split, registry)?,
             hosts: Hosts::of(split, workers),
-            me,
+            local,
             scratch: Scratch::default(),
         })
     }
 
-    /// Splits one window: `give` receives the window itself (its rows for this worker,
-    /// lanes set in place) and one batch per other worker with rows for it.
+    /// Splits one window: every row gets its lane in place; `give` receives the window
+    /// itself once for every worker of this process it is shared with, and for every
+    /// other worker with rows a batch of copies of them.
     pub fn split(&mut self, w: Window, give: &mut dyn FnMut(Window)) {
         split_window(
             &self.router,
             &self.hosts,
-            self.me,
+            &self.local,
             &mut self.scratch,
             w,
             give,
@@ -117,11 +125,13 @@ impl WindowSplitter {
     }
 }
 
-/// A splitter's reusable buffers: one batch per destination worker, each row's lane,
-/// and the workers of the residue classes met so far.
+/// A splitter's reusable buffers: one batch per destination worker, the rows of the
+/// window being split for each worker, their lanes, and the workers of the residue
+/// classes met so far.
 #[derive(Default)]
 struct Scratch {
     outs: Vec<Batch>,
+    rows: Vec<Vec<u32>>,
     lanes: Vec<u64>,
     classes: ClassHosts,
 }
@@ -164,71 +174,75 @@ fn lane_of(dest: Dest) -> u64 {
     }
 }
 
-/// Routes one window's rows and hands them on: rows for this worker (`me`) stay in the
-/// window with their lanes set (no copy; rows for no partition here get
-/// [`RowKey::OMIT`]) when at least a quarter of the rows are this worker's, else are
-/// copied too; rows for other workers are copied into one batch per worker.
+/// A worker of the splitter's process shares a window when at least 1 in this many of
+/// its rows are for it (else its rows are copied): it then reads its rows where they
+/// are, through its list of them, instead of a copy.
+const SHARE_AT: usize = 8;
+
+/// Routes one window's rows and hands them on. Every row gets its lane in place. The
+/// window itself goes to each worker of this process with enough rows in it, with the
+/// list of those rows, so they are never copied; rows for any other worker are copied
+/// into one batch per worker.
 fn split_window(
     router: &Router,
     hosts: &Hosts,
-    me: usize,
+    local: &std::ops::Range<usize>,
     scratch: &mut Scratch,
     mut w: Window,
     give: &mut dyn FnMut(Window),
 ) {
-    let arity = w.batch.arity();
     let q = router.q() as u64;
     let peers = hosts.workers();
     let Scratch {
         outs,
+        rows,
         lanes,
         classes,
     } = scratch;
+    let batch = w.batch_mut();
+    let arity = batch.arity();
     if outs.len() != peers || outs.first().is_some_and(|b| b.arity() != arity) {
         *outs = (0..peers).map(|_| Batch::new(arity)).collect();
     }
-    // Pass 1: every row's lane, and how many rows reach this worker. The window's own
-    // keys get the lanes this worker keeps (used only if the window stays in place).
+    rows.resize_with(peers, Vec::new);
+    // Every row's lane, and the rows of each worker.
     lanes.clear();
-    let mut mine = 0usize;
-    for i in 0..w.batch.len() {
-        let lane = lane_of(router.dest(&w.batch, i));
-        let here = match RowKey::broadcast_target(lane) {
-            None => lane != RowKey::OMIT && hosts.worker(lane) == me,
-            Some(class) => classes.of(lane, class, q, hosts).contains(&me),
-        };
-        mine += usize::from(here);
-        w.batch.keys_mut()[i].lane = if here { lane } else { RowKey::OMIT };
+    router.each_dest(batch, |i, dest| {
+        let lane = lane_of(dest);
         lanes.push(lane);
-    }
-    let in_place = mine * 4 >= w.batch.len();
-    // Pass 2: copy rows bound for other workers (and for this one unless in place).
-    for (i, &lane) in lanes.iter().enumerate() {
-        let key = RowKey {
-            seq: w.batch.key(i).seq,
-            lane,
-        };
         match RowKey::broadcast_target(lane) {
             None if lane == RowKey::OMIT => {}
-            None => {
-                let wk = hosts.worker(lane);
-                if !(in_place && wk == me) {
-                    outs[wk].push_row_of(&w.batch, i, key);
-                }
-            }
+            None => rows[hosts.worker(lane)].push(i as u32),
             Some(class) => {
                 for &wk in classes.of(lane, class, q, hosts) {
-                    if !(in_place && wk == me) {
-                        outs[wk].push_row_of(&w.batch, i, key);
-                    }
+                    rows[wk].push(i as u32);
                 }
             }
         }
+    });
+    for (key, &lane) in batch.keys_mut().iter_mut().zip(lanes.iter()) {
+        key.lane = lane;
     }
-    if in_place && mine > 0 {
-        w.to = me as u64;
-        w.node = 0;
-        give(w);
+    let len = batch.len();
+    for (wk, mine) in rows.iter_mut().enumerate() {
+        if mine.is_empty() {
+            continue;
+        }
+        if local.contains(&wk) && mine.len() * SHARE_AT >= len {
+            let mine = std::mem::replace(mine, Vec::with_capacity(mine.capacity()));
+            give(Window {
+                to: wk as u64,
+                node: 0,
+                batch: w.batch.clone(),
+                rows: (mine.len() < len).then_some(mine),
+            });
+        } else {
+            let batch = &w.batch;
+            for &i in mine.iter() {
+                outs[wk].push_row_of(batch, i as usize, batch.key(i as usize));
+            }
+            mine.clear();
+        }
     }
     send_per_worker(outs, arity, give);
 }
@@ -237,11 +251,7 @@ fn send_per_worker(outs: &mut [Batch], arity: usize, give: &mut dyn FnMut(Window
     for (w, out) in outs.iter_mut().enumerate() {
         if !out.is_empty() {
             let batch = std::mem::replace(out, Batch::with_capacity(arity, out.len()));
-            give(Window {
-                to: w as u64,
-                node: 0,
-                batch,
-            });
+            give(Window::new(w as u64, 0, batch));
         }
     }
 }
@@ -467,21 +477,13 @@ fn tree<'s>(
                                 let batch =
                                     std::mem::replace(out, Batch::with_capacity(arity, out.len()));
                                 if last {
-                                    session.give(Window {
-                                        to: c as u64,
-                                        node: 0,
-                                        batch,
-                                    });
+                                    session.give(Window::new(c as u64, 0, batch));
                                 } else {
                                     let child = node + c as u64 * lambda_prev;
                                     debug_assert!(child < lambda);
                                     let to =
                                         tree_node_worker(&shape, level + 1, child, peers) as u64;
-                                    session.give(Window {
-                                        to,
-                                        node: child,
-                                        batch,
-                                    });
+                                    session.give(Window::new(to, child, batch));
                                 }
                             }
                         });

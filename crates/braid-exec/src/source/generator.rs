@@ -98,10 +98,12 @@ impl Feed for GeneratorFeed {
         let mut f = [0i64; 15];
         tuple(&self.spec, self.i, &mut f);
         let epoch = f[1] as u64 / self.epoch_len;
+        // Times of this epoch lie in [start, next): compared, not divided, per row.
+        let (start, next) = (epoch * self.epoch_len, (epoch + 1) * self.epoch_len);
         let mut out = Batch::with_capacity(15, (end - self.i) as usize);
         while self.i < end {
             tuple(&self.spec, self.i, &mut f);
-            if f[1] as u64 / self.epoch_len != epoch {
+            if !(start..next).contains(&(f[1] as u64)) {
                 break;
             }
             out.push_ints(
