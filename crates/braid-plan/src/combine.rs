@@ -66,8 +66,7 @@ impl KeyedMerge {
 
     /// The key of a partial row.
     pub fn key_of(&self, row: &Row<'_>) -> Key {
-        let d = row.datums();
-        self.key.iter().map(|&k| key_part(&d[k])).collect()
+        self.key.iter().map(|&k| key_part(&row.datum(k))).collect()
     }
 
     /// The key of an accumulator.
@@ -80,14 +79,17 @@ impl KeyedMerge {
 
     /// Turns a partial row into an accumulator.
     pub fn lift(&self, row: &Row<'_>) -> Vec<Datum> {
-        let d = row.datums();
         match &self.how {
-            How::Native(_) => d.to_vec(),
+            How::Native(_) => {
+                let mut acc = Vec::with_capacity(row.arity());
+                row.datums_into(&mut acc);
+                acc
+            }
             How::Aggregates(aggs) => {
-                let mut acc: Vec<Datum> = self.key.iter().map(|&k| d[k]).collect();
+                let mut acc: Vec<Datum> = self.key.iter().map(|&k| row.datum(k)).collect();
                 acc.extend(aggs.iter().map(|a| match *a {
                     Agg::Count => Datum::Int(1),
-                    Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => d[c],
+                    Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => row.datum(c),
                 }));
                 acc
             }

@@ -11,31 +11,66 @@ pub fn partition_worker(p: u64, workers: usize) -> usize {
     (p % workers as u64) as usize
 }
 
+/// `a % d` for a fixed 32-bit `d > 0` without a division: a mask for a power of two,
+/// else two multiplications (Lemire, Kaser and Kurz, "Faster remainder by direct
+/// computation", 2019).
+#[derive(Clone, Copy, Debug)]
+struct FastMod {
+    d: u64,
+    m: u64,
+    mask: Option<u32>,
+}
+
+impl FastMod {
+    fn new(d: u32) -> FastMod {
+        let d = d.max(1);
+        FastMod {
+            d: u64::from(d),
+            m: (u64::MAX / u64::from(d)).wrapping_add(1),
+            mask: d.is_power_of_two().then_some(d - 1),
+        }
+    }
+
+    #[inline]
+    fn rem(self, a: u32) -> u32 {
+        if let Some(mask) = self.mask {
+            return a & mask;
+        }
+        let low = self.m.wrapping_mul(u64::from(a));
+        ((u128::from(low) * u128::from(self.d)) >> 64) as u32
+    }
+}
+
 /// Which worker hosts each logical partition of one split: the split's placement table
 /// (set from measured costs, see [`balance`]) or, without one, [`partition_worker`].
 #[derive(Clone, Debug)]
 pub struct Hosts {
     table: Option<Arc<[u32]>>,
     workers: usize,
+    modulo: FastMod,
 }
 
 impl Hosts {
     /// The hosts of `split`'s partitions among `workers` workers.
     pub fn of(split: &Split, workers: usize) -> Hosts {
+        let workers = workers.max(1);
         Hosts {
             table: split.placement.clone(),
-            workers: workers.max(1),
+            workers,
+            modulo: FastMod::new(workers as u32),
         }
     }
 
     /// Worker of partition `p` (a table entry beyond the workers wraps around, so a
-    /// table made for more workers still names a worker).
+    /// table made for more workers still names a worker): [`partition_worker`] without
+    /// a table. Called for every row a split routes, so it divides by multiplying.
     #[inline]
     pub fn worker(&self, p: u64) -> usize {
-        match &self.table {
-            Some(t) => t[p as usize] as usize % self.workers,
-            None => partition_worker(p, self.workers),
-        }
+        let p = match &self.table {
+            Some(t) => t[p as usize],
+            None => p as u32,
+        };
+        self.modulo.rem(p) as usize
     }
 
     /// The partitions below `q` on worker `w`, ascending.
@@ -197,6 +232,25 @@ pub const FSPLIT_WORKER: usize = 0;
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn fast_remainder_equals_the_remainder() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for d in (1..=300u32).chain([1 << 20, (1 << 31) - 1, 1 << 31, u32::MAX]) {
+            let m = FastMod::new(d);
+            for a in [0, 1, d - 1, d, d.wrapping_add(1), u32::MAX, u32::MAX - 1] {
+                assert_eq!(m.rem(a), a % d, "{a} % {d}");
+            }
+            for _ in 0..200 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let a = x as u32;
+                assert_eq!(m.rem(a), a % d, "{a} % {d}");
+            }
+        }
+    }
+
     use super::*;
 
     /// `intersect` agrees with a search over the integers below the moduli's product.

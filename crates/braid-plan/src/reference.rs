@@ -172,7 +172,7 @@ impl Compiled {
     #[inline]
     fn holds(&self, row: &crate::batch::Row<'_>) -> bool {
         match self {
-            Compiled::ColumnCmpInt(c, op, k, e) => match row.datums()[*c] {
+            Compiled::ColumnCmpInt(c, op, k, e) => match row.datum(*c) {
                 Datum::Int(v) => op.compare(v.cmp(k)),
                 // Floats, nulls and other types compare as the interpreter does.
                 _ => e.eval(row).is_true(),
@@ -256,7 +256,7 @@ impl Router {
         match &self.route {
             RouteImpl::Expr(Compiled::Column(c), None) => {
                 let c = *c;
-                self.each_broadcast_or(batch, &mut f, |row| match row.datums()[c] {
+                self.each_broadcast_or(batch, &mut f, |row| match row.datum(c) {
                     Datum::Int(v) => Dest::Partition(modulo.of(v)),
                     _ => Dest::Omit,
                 })
@@ -284,15 +284,17 @@ impl Router {
                     f(i, route(&batch.row(i)));
                 }
             }
+            // One loop per comparison: the test per row is then one instruction.
             Some(Compiled::ColumnCmpInt(c, op, k, e)) => {
-                let (c, op, k) = (*c, *op, *k);
-                for i in 0..batch.len() {
-                    let row = batch.row(i);
-                    let all = match row.datums()[c] {
-                        Datum::Int(v) => op.compare(v.cmp(&k)),
-                        _ => e.eval(&row).is_true(),
-                    };
-                    f(i, if all { Dest::Broadcast } else { route(&row) });
+                let (c, k) = (*c, *k);
+                match op {
+                    BinOp::Eq => each_compared(batch, f, &route, c, e, |v| v == k),
+                    BinOp::NotEq => each_compared(batch, f, &route, c, e, |v| v != k),
+                    BinOp::Lt => each_compared(batch, f, &route, c, e, |v| v < k),
+                    BinOp::LtEq => each_compared(batch, f, &route, c, e, |v| v <= k),
+                    BinOp::Gt => each_compared(batch, f, &route, c, e, |v| v > k),
+                    BinOp::GtEq => each_compared(batch, f, &route, c, e, |v| v >= k),
+                    op => each_compared(batch, f, &route, c, e, |v| op.compare(v.cmp(&k))),
                 }
             }
             Some(b) => {
@@ -315,6 +317,27 @@ impl Router {
     #[inline]
     pub fn q(&self) -> u32 {
         self.q
+    }
+}
+
+/// [`Router::each_dest`] with the broadcast test `test` on an int in column `c` (other
+/// values: `e` evaluated).
+#[inline]
+fn each_compared(
+    batch: &Batch,
+    f: &mut impl FnMut(usize, Dest),
+    route: &impl Fn(&crate::batch::Row<'_>) -> Dest,
+    c: usize,
+    e: &Expr,
+    test: impl Fn(i64) -> bool,
+) {
+    for i in 0..batch.len() {
+        let row = batch.row(i);
+        let all = match row.datum(c) {
+            Datum::Int(v) => test(v),
+            _ => e.eval(&row).is_true(),
+        };
+        f(i, if all { Dest::Broadcast } else { route(&row) });
     }
 }
 

@@ -155,7 +155,6 @@ pub(crate) fn render<'s>(
                 let direct = !timed && in_serial_order(&batches);
                 let mut misrouted = None;
                 if direct {
-                    let mut current = 0u32;
                     let mut emit = Emitter::new(&mut out, 0, 0)
                         .at_epoch(epoch)
                         .with_late(late.as_mut());
@@ -167,16 +166,16 @@ pub(crate) fn render<'s>(
                             q,
                             &mut misrouted,
                             |k, seq, row, _, _| {
-                                if let Some((f, p)) = parts.live(k as usize) {
-                                    current = k;
-                                    emit.restart(seq, p);
-                                    f.process(row, &mut emit);
-                                }
+                                let (f, p) = parts.live(k as usize);
+                                emit.restart(seq, p);
+                                f.process(row, &mut emit);
                             },
                         )
                     }));
                     if let Err(payload) = ran {
-                        parts.fail(current as usize, payload.as_ref());
+                        // The emitter was last restarted for the failing call.
+                        let k = index[emit.partition() as usize];
+                        parts.fail(k as usize, payload.as_ref());
                     }
                 } else {
                     each_row(
@@ -319,17 +318,15 @@ impl Partitions {
     }
 
     /// The instance and partition of local partition `k` for a row of the epoch being
-    /// processed row by row (noted as touched), or None if its function has failed.
+    /// processed row by row (noted as touched; a failed partition's instance drops its
+    /// rows).
     #[inline]
-    fn live(&mut self, k: usize) -> Option<(&mut Box<dyn StreamFunction>, u32)> {
+    fn live(&mut self, k: usize) -> (&mut Box<dyn StreamFunction>, u32) {
         let (factory, q) = (&self.factory, self.q);
         let slot = &mut self.slots[k];
-        if slot.failed {
-            return None;
-        }
         slot.touched = true;
         let p = slot.partition;
-        Some((slot.f.get_or_insert_with(|| factory.create(p, q)), p))
+        (slot.f.get_or_insert_with(|| factory.create(p, q)), p)
     }
 
     fn created(&self, k: usize) -> bool {
@@ -341,13 +338,23 @@ impl Partitions {
     fn fail(&mut self, k: usize, payload: &(dyn std::any::Any + Send)) {
         let slot = &mut self.slots[k];
         slot.failed = true;
-        slot.f = None;
+        // Its rows are dropped from now on, without a test per row.
+        slot.f = Some(Box::new(Dropped));
         let p = slot.partition;
         self.shared.user_code_panicked(
             &format!("stream function `{}` on partition {p}", self.function),
             payload,
         );
     }
+}
+
+/// What a partition whose function panicked runs instead: nothing.
+struct Dropped;
+
+impl StreamFunction for Dropped {
+    fn process(&mut self, _: Row<'_>, _: &mut Emitter<'_>) {}
+    fn end_of_epoch(&mut self, _: u64, _: &mut Emitter<'_>) {}
+    fn finish(&mut self, _: &mut Emitter<'_>) {}
 }
 
 /// Calls `at(k, seq, row, window, row index)` for every row of `windows` in order, once

@@ -240,7 +240,9 @@ where
                             let acc = if first {
                                 km.lift(&b.row(i))
                             } else {
-                                b.row(i).datums().to_vec()
+                                let mut acc = Vec::with_capacity(b.arity());
+                                b.row(i).datums_into(&mut acc);
+                                acc
                             };
                             entry.0.entry(group).or_default().add(&km, acc);
                         }

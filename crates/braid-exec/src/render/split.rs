@@ -207,9 +207,22 @@ fn split_window(
     rows.resize_with(peers, Vec::new);
     // Every row's lane, and the rows of each worker.
     lanes.clear();
-    router.each_dest(batch, |i, dest| {
-        let lane = lane_of(dest);
-        lanes.push(lane);
+    router.each_dest(batch, |_, dest| lanes.push(lane_of(dest)));
+    if peers == 1 {
+        // One worker: the whole window is its.
+        for (key, &lane) in batch.keys_mut().iter_mut().zip(lanes.iter()) {
+            key.lane = lane;
+        }
+        give(Window {
+            to: 0,
+            node: 0,
+            rows: None,
+            ..w
+        });
+        return;
+    }
+    for (i, (key, &lane)) in batch.keys_mut().iter_mut().zip(lanes.iter()).enumerate() {
+        key.lane = lane;
         match RowKey::broadcast_target(lane) {
             None if lane == RowKey::OMIT => {}
             None => rows[hosts.worker(lane)].push(i as u32),
@@ -219,9 +232,6 @@ fn split_window(
                 }
             }
         }
-    });
-    for (key, &lane) in batch.keys_mut().iter_mut().zip(lanes.iter()) {
-        key.lane = lane;
     }
     let len = batch.len();
     for (wk, mine) in rows.iter_mut().enumerate() {

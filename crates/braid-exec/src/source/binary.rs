@@ -360,12 +360,12 @@ fn encode(batch: &Batch, out: &mut Vec<u8>) {
 
 fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
     let rows = batch.len();
-    let column = || batch.data().iter().skip(c).step_by(batch.arity());
+    let column = || batch.column(c);
     // Which types occur, how many nulls, and the int encodings' sizes.
     let (mut ints, mut floats, mut bools, mut strs, mut nulls) = (0, 0, 0, 0, 0);
     let (mut plain, mut delta, mut prev) = (0usize, 0usize, 0i64);
     for d in column() {
-        match *d {
+        match d {
             Datum::Null => nulls += 1,
             Datum::Int(i) => {
                 ints += 1;
@@ -402,7 +402,7 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
         let start = out.len();
         out.resize(start + rows.div_ceil(8), 0);
         for (r, d) in column().enumerate() {
-            if *d == Datum::Null {
+            if d == Datum::Null {
                 set_bit(out, start, r);
             }
         }
@@ -410,7 +410,7 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
     match tag {
         INT => {
             for d in column() {
-                if let Datum::Int(i) = *d {
+                if let Datum::Int(i) = d {
                     put_varint(out, zigzag(i));
                 }
             }
@@ -418,7 +418,7 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
         INT_DELTA => {
             let mut prev = 0i64;
             for d in column() {
-                if let Datum::Int(i) = *d {
+                if let Datum::Int(i) = d {
                     put_varint(out, zigzag(i.wrapping_sub(prev)));
                     prev = i;
                 }
@@ -426,7 +426,7 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
         }
         FLOAT => {
             for d in column() {
-                if let Datum::Float(f) = *d {
+                if let Datum::Float(f) = d {
                     out.extend_from_slice(&f.to_bits().to_le_bytes());
                 }
             }
@@ -434,7 +434,7 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
         BOOL => {
             let start = out.len();
             out.resize(start + bools.div_ceil(8), 0);
-            let values = column().filter_map(|d| match *d {
+            let values = column().filter_map(|d| match d {
                 Datum::Bool(b) => Some(b),
                 _ => None,
             });
@@ -447,13 +447,13 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
         STR => {
             for d in column() {
                 if let Datum::Str(..) = d {
-                    put_str(out, batch, *d);
+                    put_str(out, batch, d);
                 }
             }
         }
         MIXED => {
             for d in column() {
-                match *d {
+                match d {
                     Datum::Null => out.push(M_NULL),
                     Datum::Int(i) => {
                         out.push(M_INT);
@@ -466,7 +466,7 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
                     Datum::Bool(b) => out.push(if b { M_TRUE } else { M_FALSE }),
                     Datum::Str(..) => {
                         out.push(M_STR);
-                        put_str(out, batch, *d);
+                        put_str(out, batch, d);
                     }
                 }
             }

@@ -532,13 +532,13 @@ fn query_job(
             stage.clone(),
             layout_k,
             epoch,
-            lateness + extra,
+            lateness.saturating_add(extra),
             late.clone(),
         );
         if let Some(l) = &late_layout {
             factory = factory.with_late_stream(l, k);
         }
-        extra += physical::delay(stage);
+        extra = extra.saturating_add(physical::delay(stage));
         script.registry.add_function(&function, Arc::new(factory));
         plan = physical::stage(plan, &part, when, &function, &settings, k + 1 == n_stages);
         described.push((stage.clone(), part.to_string()));

@@ -785,10 +785,10 @@ pub fn delay(l: &Logical) -> i64 {
         Logical::Join {
             window: JoinWindow::Interval { lo, hi },
             ..
-        } => hi.max(&0) - lo.min(&0),
+        } => (*hi.max(&0)).saturating_sub(*lo.min(&0)),
         _ => 0,
     };
-    own + l.children().iter().map(|c| delay(c)).max().unwrap_or(0)
+    own.saturating_add(l.children().iter().map(|c| delay(c)).max().unwrap_or(0))
 }
 
 /// One stage: `input -> Split -> Map(function) -> Merge`. Between stages the merge is a
