@@ -104,8 +104,9 @@ fn parse_cmd(a: ParseArgs) -> Result<()> {
 #[derive(clap::Args)]
 pub struct SplitArgs {
     /// Most tuples per measurement. Each point runs about --target-secs, with at least
-    /// --min-tuples and at most this many tuples (a pilot run sets the count).
-    #[arg(long, default_value_t = 2_000_000)]
+    /// --min-tuples and at most this many tuples (a pilot run sets the count); the
+    /// baseline loop runs this many.
+    #[arg(long, default_value_t = 20_000_000)]
     tuples: u64,
     /// Fewest tuples per measurement.
     #[arg(long, default_value_t = 100_000)]
