@@ -271,6 +271,22 @@ fn sql_edge_cases() {
         .map(|i| (i % 5, i, if i % 2 == 0 { 500 + i } else { i }, 600 - i))
         .collect();
     check(&late, &late, &[(0, 1), (1, 2)]).expect("late rows");
+    // Event times at the ends of i64: window ends, session gaps and join distances
+    // saturate instead of overflowing.
+    let extreme: Vec<Call> = [
+        0,
+        7,
+        i64::MAX - 30,
+        i64::MAX - 3,
+        i64::MAX,
+        i64::MIN,
+        i64::MIN + 9,
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, &t)| (i as i64 % 3, i as i64, t, 20 + i as i64))
+    .collect();
+    check(&extreme, &extreme, &[(0, 1)]).expect("extreme times");
 }
 
 /// Partitioning chosen for each query, as EXPLAIN states it.

@@ -947,35 +947,39 @@ impl AggState {
         let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);
         match self.window {
             WindowSpec::Tumble { size } => {
-                let start = t - t.rem_euclid(size);
-                if start + size <= cx.wm {
+                // Saturating: event times are data, and may lie at the ends of i64.
+                let start = t.saturating_sub(t.rem_euclid(size));
+                let end = start.saturating_add(size);
+                if end <= cx.wm {
                     self.late.refuse(&row, cx);
                     return;
                 }
-                let accs =
-                    Self::group(&mut self.groups, &self.aggs, start + size, start, &self.key);
+                let accs = Self::group(&mut self.groups, &self.aggs, end, start, &self.key);
                 Self::update(&self.aggs, accs, &row);
             }
             WindowSpec::Hop { size, slide } => {
                 // Windows [s, s + size) with s = k * slide and s <= t < s + size.
-                let last = t - t.rem_euclid(slide);
+                let last = t.saturating_sub(t.rem_euclid(slide));
                 let mut s = last;
                 let mut any = false;
-                while s > t - size {
-                    if s + size > cx.wm {
+                while s > t.saturating_sub(size) {
+                    let end = s.saturating_add(size);
+                    if end > cx.wm {
                         any = true;
-                        let accs =
-                            Self::group(&mut self.groups, &self.aggs, s + size, s, &self.key);
+                        let accs = Self::group(&mut self.groups, &self.aggs, end, s, &self.key);
                         Self::update(&self.aggs, accs, &row);
                     }
-                    s -= slide;
+                    if s == i64::MIN {
+                        break;
+                    }
+                    s = s.saturating_sub(slide);
                 }
                 if !any {
                     self.late.refuse(&row, cx);
                 }
             }
             WindowSpec::Session { gap } => {
-                if t + gap <= cx.wm {
+                if t.saturating_add(gap) <= cx.wm {
                     self.late.refuse(&row, cx);
                     return;
                 }
@@ -1013,7 +1017,8 @@ impl AggState {
     /// Adds a row at time `t` to a key's sessions: into the one session it falls in
     /// (in place), or as a new session merged with every session it touches.
     fn add_to_sessions(list: &mut Vec<Session>, aggs: &[AggCall], gap: i64, t: i64, row: &Row<'_>) {
-        let touches = |s: &Session| t > s.start - gap && t < s.last + gap;
+        let touches =
+            |s: &Session| t > s.start.saturating_sub(gap) && t < s.last.saturating_add(gap);
         let mut hits = list.iter().enumerate().filter(|(_, s)| touches(s));
         if let (Some((i, _)), None) = (hits.next(), hits.next()) {
             let s = &mut list[i];
@@ -1065,9 +1070,9 @@ impl AggState {
             for (key, list) in self.sessions.iter_mut() {
                 let mut i = 0;
                 while i < list.len() {
-                    if list[i].last + gap <= wm {
+                    if list[i].last.saturating_add(gap) <= wm {
                         let s = list.swap_remove(i);
-                        done.push((s.last + gap, s.start, key.clone(), s.accs));
+                        done.push((s.last.saturating_add(gap), s.start, key.clone(), s.accs));
                     } else {
                         i += 1;
                     }
@@ -1193,8 +1198,12 @@ impl JoinState {
         let mut matches = |j: usize| {
             let ot = other.times[j];
             if let JoinWindow::Interval { lo, hi } = self.window {
-                let d = if side == 0 { ot - t } else { t - ot };
-                if d < lo || d > hi {
+                let d = if side == 0 {
+                    i128::from(ot) - i128::from(t)
+                } else {
+                    i128::from(t) - i128::from(ot)
+                };
+                if d < i128::from(lo) || d > i128::from(hi) {
                     return;
                 }
             }
