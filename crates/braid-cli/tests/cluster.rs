@@ -207,46 +207,56 @@ fn two_processes_write_what_one_writes_time_ordered() {
 }
 
 /// Two workers per process, union merge of per-partition counts (order may differ, so
-/// the sorted lines are compared).
+/// the sorted lines are compared), for a tree (autosplit with a broadcast), parasplit and
+/// fsplit: windows are shared between the workers of a process and copied between
+/// processes.
 #[test]
 fn two_processes_two_workers_each_union() {
-    let dir = TempDir::new("union");
-    let (one, two, errs) = one_and_two(
-        &dir,
-        "union",
-        &[
-            "run",
-            "--tuples",
-            "20000",
-            "--parts",
-            "8",
-            "--route",
-            "xway",
-            "--when",
-            "type = 0",
-            "--broadcast",
-            "type = 2",
-            "--function",
-            "count",
-            "--merge",
+    for strategy in ["autosplit", "parasplit", "fsplit"] {
+        let dir = TempDir::new("union");
+        let (one, two, errs) = one_and_two(
+            &dir,
             "union",
-            "--workers",
-            "2",
-        ],
-    );
-    assert!(!one.is_empty());
-    assert_eq!(sorted_lines(&one), sorted_lines(&two), "union output");
-    // The generator's windows are dealt to all 4 workers: both processes read some.
-    let rows_in = |e: &str| -> u64 {
-        e.lines()
-            .find_map(|l| l.strip_prefix("braid: "))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no summary line in {e:?}"))
-    };
-    let (a, b) = (rows_in(&errs[0]), rows_in(&errs[1]));
-    assert!(a > 0 && b > 0, "both processes read: {a} + {b}");
-    assert_eq!(a + b, 20000, "every tuple read once");
+            &[
+                "run",
+                "--tuples",
+                "20000",
+                "--parts",
+                "8",
+                "--route",
+                "xway",
+                "--when",
+                "type = 0",
+                "--broadcast",
+                "type = 2",
+                "--function",
+                "count",
+                "--merge",
+                "union",
+                "--workers",
+                "2",
+                "--strategy",
+                strategy,
+            ],
+        );
+        assert!(!one.is_empty());
+        assert_eq!(
+            sorted_lines(&one),
+            sorted_lines(&two),
+            "union output, {strategy}"
+        );
+        // The generator's windows are dealt to all 4 workers: both processes read some.
+        let rows_in = |e: &str| -> u64 {
+            e.lines()
+                .find_map(|l| l.strip_prefix("braid: "))
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no summary line in {e:?}"))
+        };
+        let (a, b) = (rows_in(&errs[0]), rows_in(&errs[1]));
+        assert!(a > 0 && b > 0, "both processes read: {a} + {b}");
+        assert_eq!(a + b, 20000, "every tuple read once");
+    }
 }
 
 /// CSV input is read on global worker 0 only (process 0); a malformed line is reported

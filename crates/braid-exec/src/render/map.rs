@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::runtime::Shared;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
-use braid_plan::placement::{class_members, Hosts};
+use braid_plan::placement::{class_members, intersect, Hosts};
 use braid_plan::plan::{Map, Plan};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -378,8 +378,13 @@ fn each_row<'w>(
                 _ => *misrouted = Some(key.lane),
             },
             Some(class) => {
+                // A tree leaf's window carries broadcast rows for its partitions only.
+                let class = match window.narrow {
+                    None => Some(class),
+                    Some(share) => intersect(class, share).filter(|&(_, r)| r < u64::from(q)),
+                };
                 let row = batch.row(i);
-                for &k in targets.of(class, q, index) {
+                for &k in class.map_or(&[][..], |c| targets.of(c, q, index)) {
                     at(k, key.seq, row, b, i);
                 }
             }
@@ -387,24 +392,28 @@ fn each_row<'w>(
     }
 }
 
-/// Whether the rows of `windows`, in this order, come in serial order.
+/// Whether every partition's rows come in serial order when `windows` are read in this
+/// order: the rows of windows with the same [`Window::narrow`] come in serial order.
+/// (A split tree's leaves serve disjoint sets of partitions, so windows of different
+/// leaves, which often share a batch, need not be in order among each other.)
 fn in_serial_order(windows: &[Window]) -> bool {
-    let mut last = 0u64;
-    let mut sorted = true;
-    for w in windows {
+    let mut last: std::collections::HashMap<Option<(u64, u64)>, u64> = Default::default();
+    windows.iter().all(|w| {
+        let last = last.entry(w.narrow).or_insert(0);
+        let mut sorted = true;
         w.for_each_row(|_, key| {
-            sorted &= key.seq >= last;
-            last = key.seq;
+            sorted &= key.seq >= *last;
+            *last = key.seq;
         });
-    }
-    sorted
+        sorted
+    })
 }
 
 /// The local partitions a broadcast lane `(modulus, residue)` names, remembered per
 /// lane: a broadcast row then costs one push per partition it reaches, not a test of
 /// every local partition.
 #[derive(Default)]
-struct BroadcastTargets(std::collections::HashMap<(u64, u64), Vec<u32>>);
+struct BroadcastTargets(rustc_hash::FxHashMap<(u64, u64), Vec<u32>>);
 
 impl BroadcastTargets {
     /// Indexes into this worker's partitions (`index`, by partition) of the partitions

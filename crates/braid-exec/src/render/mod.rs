@@ -40,6 +40,9 @@ pub struct Window {
     /// The rows of `batch` this window is for, ascending (a window several workers
     /// share); all of them when None.
     pub rows: Option<Vec<u32>>,
+    /// For a split tree's leaf: the residue class of its partitions. A broadcast row
+    /// of this window is for the partitions of its lane's class within this class.
+    pub narrow: Option<(u64, u64)>,
 }
 
 impl Window {
@@ -50,6 +53,7 @@ impl Window {
             node,
             batch: Arc::new(batch),
             rows: None,
+            narrow: None,
         }
     }
 

@@ -17,7 +17,6 @@ use braid_plan::placement::{
 };
 use braid_plan::plan::{Split, SplitShape};
 use braid_plan::reference::{Dest, Router};
-use std::collections::HashMap;
 use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -139,7 +138,7 @@ struct Scratch {
 /// The workers hosting a partition of a residue class (a broadcast lane), remembered
 /// per lane.
 #[derive(Default)]
-struct ClassHosts(HashMap<u64, Vec<usize>>);
+struct ClassHosts(rustc_hash::FxHashMap<u64, Vec<usize>>);
 
 impl ClassHosts {
     /// Workers, ascending, with a partition `p < q` in `class`.
@@ -245,6 +244,7 @@ fn split_window(
                 node: 0,
                 batch: w.batch.clone(),
                 rows: (mine.len() < len).then_some(mine),
+                narrow: None,
             });
         } else {
             let batch = &w.batch;
@@ -374,8 +374,14 @@ fn window_router<'s>(
     }
 }
 
-/// A splitstream tree: one operator per level; level 1 evaluates route and broadcast,
-/// deeper levels forward by the multi-level hash (Paper IV eq. 2).
+/// A splitstream tree: one operator per level; level 1 evaluates route and broadcast
+/// and writes each row's lane in place, deeper levels forward by the multi-level hash
+/// (Paper IV eq. 2). No level copies rows for a node in its own process: a node hands
+/// each child the window it read with the list of the child's rows. A broadcast row
+/// keeps its whole residue class in its lane; a node's share of it is the class
+/// intersected with the node's own partitions, computed where needed, and a leaf tells
+/// `Map` its share through [`Window::narrow`]. Rows for a node in another process are
+/// copied, so that only they cross.
 fn tree<'s>(
     input: Windows<'s>,
     router: Router,
@@ -385,6 +391,7 @@ fn tree<'s>(
     guard: Option<Guard>,
 ) -> Windows<'s> {
     let peers = place.peers;
+    let local = place.process();
     let depth = shape.depth();
     let q = router.q() as u64;
     let root = tree_node_worker(&shape, 1, 0, peers);
@@ -394,6 +401,7 @@ fn tree<'s>(
         let shape = shape.clone();
         let router = router.clone();
         let hosts = hosts.clone();
+        let local = local.clone();
         // Only level 1 calls the routing function.
         let guard = if level == 1 { guard.clone() } else { None };
         let name = format!("TreeLevel{level}");
@@ -403,7 +411,9 @@ fn tree<'s>(
             let lambda = shape.lambda(level);
             let last = level == depth;
             let mut classes = ClassHosts::default();
-            let mut outs: Vec<Batch> = Vec::new();
+            let mut lanes: Vec<u64> = Vec::new();
+            // Per destination (child, or worker at the leaves): its rows.
+            let mut rows: Vec<Vec<u32>> = Vec::new();
             move |input: &mut timely::dataflow::operators::generic::InputHandleCore<
                 u64,
                 Vec<Window>,
@@ -416,84 +426,95 @@ fn tree<'s>(
             >| {
                 input.for_each(|cap, data| {
                     let mut session = output.session(&cap);
-                    for w in data.drain(..) {
+                    for mut w in data.drain(..) {
                         guarded(guard.as_ref(), || {
                             let node = w.node;
-                            let arity = w.batch.arity();
-                            let width = if last { peers } else { fanout as usize };
-                            if outs.len() != width
-                                || outs.first().is_some_and(|o| o.arity() != arity)
-                            {
-                                outs.clear();
-                                outs.resize_with(width, || Batch::new(arity));
+                            if level == 1 {
+                                // Every row's lane, in place.
+                                let batch = w.batch_mut();
+                                lanes.clear();
+                                router.each_dest(batch, |_, dest| lanes.push(lane_of(dest)));
+                                for (key, &lane) in batch.keys_mut().iter_mut().zip(&lanes) {
+                                    key.lane = lane;
+                                }
                             }
-                            let b = &w.batch;
-                            for i in 0..b.len() {
-                                let key = b.key(i);
-                                // Level 1 decides each row's destination; deeper levels read it.
-                                let lane = if level == 1 {
-                                    lane_of(router.dest(b, i))
-                                } else {
-                                    key.lane
-                                };
-                                let seq = key.seq;
+                            let width = if last { peers } else { fanout as usize };
+                            rows.resize_with(width, Vec::new);
+                            let keys = w.batch.keys();
+                            let mut route_row = |i: usize| {
+                                let lane = keys[i].lane;
+                                let i = i as u32;
                                 match RowKey::broadcast_target(lane) {
                                     None if lane == RowKey::OMIT => {}
-                                    // A class of partitions: at the leaves it lies inside this
-                                    // node's partitions already, and goes once to each worker
-                                    // hosting one of them.
+                                    None if last => rows[hosts.worker(lane)].push(i),
+                                    None => rows[((lane / lambda_prev) % fanout) as usize].push(i),
+                                    // A class of partitions: at the leaves, this node's share
+                                    // goes once to each worker hosting one of them.
                                     Some(class) if last => {
-                                        for &wk in classes.of(lane, class, q, &hosts) {
-                                            outs[wk].push_row_of(b, i, RowKey { seq, lane });
-                                        }
-                                    }
-                                    // Above the leaves, each child takes the part of the class
-                                    // among its own partitions.
-                                    Some(class) => {
-                                        for c in 0..fanout {
-                                            let child = node + c * lambda_prev;
-                                            let part = intersect(class, (lambda, child));
-                                            if let Some((m, r)) = part.filter(|&(_, r)| r < q) {
-                                                outs[c as usize].push_row_of(
-                                                    b,
-                                                    i,
-                                                    RowKey {
-                                                        seq,
-                                                        lane: RowKey::broadcast_lane(m, r),
-                                                    },
-                                                );
+                                        let share = intersect(class, (lambda_prev, node))
+                                            .filter(|&(_, r)| r < q);
+                                        if let Some(share) = share {
+                                            let lane = RowKey::broadcast_lane(share.0, share.1);
+                                            for &wk in classes.of(lane, share, q, &hosts) {
+                                                rows[wk].push(i);
                                             }
                                         }
                                     }
-                                    None if last => outs[hosts.worker(lane)].push_row_of(
-                                        b,
-                                        i,
-                                        RowKey { seq, lane },
-                                    ),
-                                    None => {
-                                        let child = (lane / lambda_prev) % fanout;
-                                        outs[child as usize].push_row_of(
-                                            b,
-                                            i,
-                                            RowKey { seq, lane },
-                                        );
+                                    // Above the leaves, each child whose partitions meet the
+                                    // class.
+                                    Some(class) => {
+                                        for c in 0..fanout {
+                                            let child = node + c * lambda_prev;
+                                            if intersect(class, (lambda, child))
+                                                .is_some_and(|(_, r)| r < q)
+                                            {
+                                                rows[c as usize].push(i);
+                                            }
+                                        }
                                     }
                                 }
+                            };
+                            match &w.rows {
+                                None => (0..keys.len()).for_each(&mut route_row),
+                                Some(mine) => mine.iter().for_each(|&i| route_row(i as usize)),
                             }
-                            for (c, out) in outs.iter_mut().enumerate() {
-                                if out.is_empty() {
+                            for (c, mine) in rows.iter_mut().enumerate() {
+                                if mine.is_empty() {
                                     continue;
                                 }
-                                let batch =
-                                    std::mem::replace(out, Batch::with_capacity(arity, out.len()));
-                                if last {
-                                    session.give(Window::new(c as u64, 0, batch));
+                                let (to, child) = if last {
+                                    (c, 0)
                                 } else {
                                     let child = node + c as u64 * lambda_prev;
                                     debug_assert!(child < lambda);
-                                    let to =
-                                        tree_node_worker(&shape, level + 1, child, peers) as u64;
-                                    session.give(Window::new(to, child, batch));
+                                    (tree_node_worker(&shape, level + 1, child, peers), child)
+                                };
+                                // A leaf's broadcast rows reach only its own partitions.
+                                let narrow = last.then_some((lambda_prev, node));
+                                if local.contains(&to) {
+                                    let list = std::mem::replace(
+                                        mine,
+                                        Vec::with_capacity(mine.capacity()),
+                                    );
+                                    let all = list.len() == keys.len();
+                                    session.give(Window {
+                                        to: to as u64,
+                                        node: child,
+                                        batch: w.batch.clone(),
+                                        rows: (!all).then_some(list),
+                                        narrow,
+                                    });
+                                } else {
+                                    let mut copy =
+                                        Batch::with_capacity(w.batch.arity(), mine.len());
+                                    for &i in mine.iter() {
+                                        copy.push_row_of(&w.batch, i as usize, keys[i as usize]);
+                                    }
+                                    mine.clear();
+                                    session.give(Window {
+                                        narrow,
+                                        ..Window::new(to as u64, child, copy)
+                                    });
                                 }
                             }
                         });
