@@ -25,7 +25,9 @@ fn write_calls(path: &std::path::Path) {
     std::fs::write(path, text).expect("write calls");
 }
 
-fn run(dir: &std::path::Path, extra: &[&str]) -> (String, String, String) {
+/// Runs `braid run q.sql --workers 2` in `dir` with `extra` flags: its standard output,
+/// the late-row file `late.csv` and its standard error.
+pub(crate) fn run(dir: &std::path::Path, extra: &[&str]) -> (String, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_braid"))
         .arg("run")
         .arg(dir.join("q.sql"))

@@ -3,9 +3,7 @@
 //! rows that query counts and writes to `late_path`, with or without `--calibrate`.
 //! The shell refuses a query over the late rows of a query that has already run.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 fn temp_dir(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("braid-cli-late-{tag}-{}", std::process::id()));
@@ -55,15 +53,7 @@ fn late_rows_read_as_a_stream_are_the_rows_counted_late() {
     std::fs::write(dir.join("q.sql"), SCRIPT).expect("write script");
     let mut seen = Vec::new();
     for extra in [&[][..], &["--calibrate", "1500"][..]] {
-        let out = Command::new(env!("CARGO_BIN_EXE_braid"))
-            .arg("run")
-            .arg(dir.join("q.sql"))
-            .args(["--workers", "2"])
-            .args(extra)
-            .output()
-            .expect("braid runs");
-        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-        assert!(out.status.success(), "braid failed: {stderr}");
+        let (stdout, _, stderr) = crate::calibrate::run(&dir, extra);
         // One dataflow: one run report for the three queries.
         assert_eq!(stderr.matches("rows in").count(), 1, "{stderr}");
         let late = lines(&dir.join("late.csv"));
@@ -76,7 +66,6 @@ fn late_rows_read_as_a_stream_are_the_rows_counted_late() {
             assert_eq!(*a, b);
         }
         // The count over the same stream, printed to stdout.
-        let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(stdout.trim(), late.len().to_string(), "{stderr}");
         assert!(
             stderr.contains(&format!(
@@ -95,15 +84,6 @@ fn late_rows_read_as_a_stream_are_the_rows_counted_late() {
 fn shell_refuses_late_rows_of_a_query_that_has_run() {
     let dir = temp_dir("shell");
     write_calls(&dir.join("calls.csv"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .args(["shell", "--workers", "2"])
-        .current_dir(&dir)
-        .env("HOME", &dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("braid shell starts");
     let input = "CREATE STREAM calls (caller BIGINT, start BIGINT, dur BIGINT)\n\
                  WITH (path = 'calls.csv', event_time = 'start', epoch = 10, lateness = 20);\n\
                  CREATE SINK a WITH (sink = 'discard');\n\
@@ -114,13 +94,7 @@ fn shell_refuses_late_rows_of_a_query_that_has_run() {
                  INSERT INTO b SELECT window_end, count(*) AS n FROM calls GROUP BY TUMBLE(start, 100); \
                  SELECT count(*) AS second FROM LATE(b);\n\
                  \\q\n";
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("shell ends");
+    let out = crate::shell::run_shell(&dir, &dir, input);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");

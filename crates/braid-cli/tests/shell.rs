@@ -3,38 +3,44 @@
 //! and what, and the shell goes on after an error.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 fn examples() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
 
-#[test]
-fn shell_runs_statements_and_reports_errors() {
-    let home = std::env::temp_dir().join(format!("braid-shell-{}", std::process::id()));
-    std::fs::create_dir_all(&home).expect("home");
+/// Runs `braid shell --workers 2` in `dir` with `HOME` at `home`, typing `input`.
+pub(crate) fn run_shell(dir: &Path, home: &Path, input: &str) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["shell", "--workers", "2"])
-        .current_dir(examples())
-        .env("HOME", &home)
+        .current_dir(dir)
+        .env("HOME", home)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("braid shell starts");
-    let input = "CREATE STREAM calls (caller BIGINT, callee BIGINT, start BIGINT, dur BIGINT)\n\
-                 WITH (path = 'data/calls.csv', event_time = 'start', epoch = 60);\n\
-                 SELECT nope FROM calls;\n\
-                 SELECT count(*) AS n\n  FROM calls GROUP BY TUMBLE(start, 100000);\n\
-                 EXPLAIN SELECT caller FROM calls WHERE dur > 100;\n\
-                 \\q\n";
     child
         .stdin
         .take()
         .expect("stdin")
         .write_all(input.as_bytes())
         .expect("write");
-    let out = child.wait_with_output().expect("shell ends");
+    child.wait_with_output().expect("shell ends")
+}
+
+#[test]
+fn shell_runs_statements_and_reports_errors() {
+    let home = std::env::temp_dir().join(format!("braid-shell-{}", std::process::id()));
+    std::fs::create_dir_all(&home).expect("home");
+    let input = "CREATE STREAM calls (caller BIGINT, callee BIGINT, start BIGINT, dur BIGINT)\n\
+                 WITH (path = 'data/calls.csv', event_time = 'start', epoch = 60);\n\
+                 SELECT nope FROM calls;\n\
+                 SELECT count(*) AS n\n  FROM calls GROUP BY TUMBLE(start, 100000);\n\
+                 EXPLAIN SELECT caller FROM calls WHERE dur > 100;\n\
+                 \\q\n";
+    let out = run_shell(&examples(), &home, input);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
