@@ -214,13 +214,12 @@ pub(crate) fn render<'s>(
                     let ran = catch_unwind(AssertUnwindSafe(|| {
                         let p = local[k];
                         let f = parts.get(k);
+                        let mut emit = Emitter::new(&mut out, 0, p)
+                            .at_epoch(epoch)
+                            .with_late(late.as_mut());
                         for &(seq, b, i) in list.iter() {
-                            f.process(
-                                batches[b as usize].batch.row(i as usize),
-                                &mut Emitter::new(&mut out, seq, p)
-                                    .at_epoch(epoch)
-                                    .with_late(late.as_mut()),
-                            );
+                            emit.restart(seq, p);
+                            f.process(batches[b as usize].batch.row(i as usize), &mut emit);
                         }
                         f.end_of_epoch(
                             epoch,
@@ -322,11 +321,9 @@ impl Partitions {
     /// rows).
     #[inline]
     fn live(&mut self, k: usize) -> (&mut Box<dyn StreamFunction>, u32) {
-        let (factory, q) = (&self.factory, self.q);
-        let slot = &mut self.slots[k];
-        slot.touched = true;
-        let p = slot.partition;
-        (slot.f.get_or_insert_with(|| factory.create(p, q)), p)
+        self.slots[k].touched = true;
+        let p = self.slots[k].partition;
+        (self.get(k), p)
     }
 
     fn created(&self, k: usize) -> bool {
