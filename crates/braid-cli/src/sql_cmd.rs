@@ -4,7 +4,7 @@
 use anyhow::{anyhow, Context, Result};
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::function::Registry;
-use braid_plan::plan::Plan;
+use braid_plan::plan::{Plan, SourceSpec};
 use braid_plan::query::{self, add_statements, compile_script, Job, Script};
 use std::path::Path;
 
@@ -133,12 +133,13 @@ fn run_job(
             1 => String::new(),
             _ => format!(" of query {}", i + 1),
         };
-        let read = match jobs
-            .iter()
-            .position(|r| r.runs_in.map(|(o, _)| o) == Some(i))
-        {
-            Some(_) if members.len() > 1 => " (read by LATE(...))",
-            _ => "",
+        // Its plan in the dataflow, and whether another member reads that plan's rows.
+        let plan = j.runs_in.map_or(0, |(_, p)| p);
+        let read = match members.iter().any(
+            |(_, r)| matches!(r.plan.leaf_source().spec, SourceSpec::Late { of } if of == plan),
+        ) {
+            true => " (read by LATE(...))",
+            false => "",
         };
         match j.late.path() {
             Some(p) => eprintln!(

@@ -102,11 +102,9 @@ pub struct Catalog {
 pub struct LateStream {
     /// The stream (its source is a [`SourceSpec::Late`]).
     pub def: StreamDef,
-    /// The job whose dataflow makes the rows.
+    /// The job whose dataflow makes the rows (which of its plans: the source's
+    /// [`crate::plan::SourceSpec::Late`]).
     pub job: usize,
-    /// Which plan of that job's [`crate::plan::Plan::Together`] refuses them (0: the
-    /// job's own query).
-    pub plan: usize,
     /// Several queries write to the sink, so `LATE(sink)` would not name one.
     pub ambiguous: bool,
 }

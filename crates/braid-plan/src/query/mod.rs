@@ -405,15 +405,16 @@ fn add_job(script: &mut Script, mut job: Job, sink: Option<&str>) -> Result<()> 
                 .and_then(|n| n.strip_suffix(')'))
                 .ok_or_else(|| Error::Internal(format!("late source named {}", leaf.name)))?;
             let owner = script.catalog.late_stream(of)?.job;
-            let together = &mut script.jobs[owner].plan;
-            let mut plans = match std::mem::replace(together, Plan::Together(Vec::new())) {
-                Plan::Together(p) => p,
-                one => vec![one],
+            let mut plans = match &script.jobs[owner].plan {
+                Plan::Together(p) => p.clone(),
+                one => vec![one.clone()],
             };
             plans.push(job.plan.clone());
             let plan = plans.len() - 1;
-            *together = Plan::Together(plans);
+            // Checked before it replaces the owner's plan: a refused query leaves it be.
+            let together = Plan::Together(plans);
             together.schema(&script.registry)?;
+            script.jobs[owner].plan = together;
             job.runs_in = Some((owner, plan));
             (owner, plan)
         }
@@ -436,7 +437,6 @@ fn add_job(script: &mut Script, mut job: Job, sink: Option<&str>) -> Result<()> 
                     lateness: 0,
                 },
                 job: owner,
-                plan,
                 ambiguous,
             },
         );

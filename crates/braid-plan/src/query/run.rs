@@ -301,9 +301,7 @@ impl LateOut {
             }
         }
     }
-}
 
-impl LateOut {
     /// For an operator that never refuses rows.
     fn count_only(rows: &Arc<LateRows>) -> LateOut {
         LateOut {
