@@ -19,7 +19,7 @@ use braid_plan::function::Registry;
 use braid_plan::plan::{
     GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, SplitShape, Strategy,
 };
-use braid_plan::sql::parse_expr;
+use braid_sql::expr::parse_expr;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;

@@ -9,7 +9,7 @@ use braid_exec::runtime::RunConfig;
 use braid_plan::expr::Expr;
 use braid_plan::function::{Registry, Spin};
 use braid_plan::plan::{GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, Strategy};
-use braid_plan::sql::parse_expr;
+use braid_sql::expr::parse_expr;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;

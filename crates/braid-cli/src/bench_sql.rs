@@ -7,7 +7,7 @@ use crate::plot::{Chart, Series};
 use anyhow::{Context, Result};
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::function::Registry;
-use braid_plan::query::compile_script;
+use braid_sql::compile_script;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

@@ -18,8 +18,8 @@ use braid_plan::function::Registry;
 use braid_plan::plan::{
     GeneratorSpec, MergeKind, Pace, Plan, Route, SinkSpec, SourceSpec, Strategy,
 };
-use braid_plan::sql::parse_expr;
 use braid_plan::types::{DataType, Field, Schema};
+use braid_sql::expr::parse_expr;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 

@@ -1,11 +1,11 @@
 //! `braid run query.sql`, `braid explain query.sql` and `braid shell`: scripts in
-//! Braid's query language (see `braid_plan::query`).
+//! Braid's query language (see `braid_sql`).
 
 use anyhow::{anyhow, Context, Result};
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, SourceSpec};
-use braid_plan::query::{self, add_statements, compile_script, Job, Script};
+use braid_sql::{add_statements, compile_script, Job, Script};
 use std::path::Path;
 
 fn base_of(path: &Path) -> &Path {
@@ -178,7 +178,7 @@ pub fn explain_file(
                 println!("// query {}: {at}", i + 1);
             } else {
                 println!("-- query {}: {}", i + 1, job.sql);
-                print!("{}", query::explain_stages(job));
+                print!("{}", braid_sql::explain_stages(job));
                 println!("== physical plan ==\n{at}");
             }
             continue;
@@ -203,7 +203,7 @@ pub fn explain_file(
             );
         } else {
             println!("-- query {}: {}", i + 1, job.sql);
-            print!("{}", query::explain(job, &script.registry, workers));
+            print!("{}", braid_sql::explain(job, &script.registry, workers));
         }
     }
     Ok(())
@@ -284,7 +284,7 @@ pub fn shell(cfg: &RunConfig, registry: &Registry) -> Result<()> {
                     }
                 } else {
                     for job in script.jobs[before..].iter().filter(|_| explain) {
-                        print!("{}", query::explain(job, &script.registry, cfg.workers));
+                        print!("{}", braid_sql::explain(job, &script.registry, cfg.workers));
                     }
                     script.jobs.truncate(before);
                     script.catalog.late = saved.0;

@@ -7,7 +7,7 @@
 //! ```
 
 use braid_plan::function::Registry;
-use braid_plan::query::{compile_script, explain};
+use braid_sql::{compile_script, explain};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 

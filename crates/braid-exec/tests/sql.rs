@@ -10,8 +10,8 @@ use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::function::Registry;
 use braid_plan::interleave;
 use braid_plan::plan::{Plan, SourceSpec};
-use braid_plan::query::{compile_script, Script};
 use braid_plan::reference::{self, OutRow};
+use braid_sql::{compile_script, Script};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 

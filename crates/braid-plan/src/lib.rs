@@ -35,7 +35,5 @@ pub mod interleave;
 pub mod optimize;
 pub mod placement;
 pub mod plan;
-pub mod query;
 pub mod reference;
-pub mod sql;
 pub mod types;

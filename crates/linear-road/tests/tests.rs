@@ -191,7 +191,7 @@ fn linear_road_is_one_query_text() {
     let sink = Arc::new(OutputSink::create(Some(&out), None).expect("sink"));
     let mut registry = Registry::with_builtins();
     register(&mut registry, Arc::new(tolls), Arc::new(segs), sink.clone());
-    let script = braid_plan::query::compile_script(&text, &dir, &registry).expect("compiles");
+    let script = braid_sql::compile_script(&text, &dir, &registry).expect("compiles");
     let job = &script.jobs[0];
     // The same physical plan as the Rust API builds.
     let opts = LrOptions {

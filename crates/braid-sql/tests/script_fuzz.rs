@@ -4,7 +4,7 @@
 //! that compiles can be explained. Errors must name a position inside the text.
 
 use braid_plan::function::Registry;
-use braid_plan::query::{compile_script, explain};
+use braid_sql::{compile_script, explain};
 use proptest::prelude::*;
 use std::path::PathBuf;
 

@@ -1,12 +1,12 @@
 //! The logical plan of a continuous query: what the query computes, before Braid
 //! decides how to partition it.
 
-use crate::expr::Expr;
-use crate::types::{DataType, Field, Schema};
+use braid_plan::expr::Expr;
+use braid_plan::types::{DataType, Field, Schema};
 use std::fmt;
 use std::sync::Arc;
 
-use super::catalog::TableDef;
+use crate::catalog::TableDef;
 
 /// A window of a grouped aggregate.
 #[derive(Clone, Debug, PartialEq)]

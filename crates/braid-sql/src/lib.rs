@@ -26,17 +26,18 @@
 
 pub mod catalog;
 mod compile;
+pub mod expr;
 pub mod logical;
 pub mod physical;
 pub mod run;
 
-use crate::batch::Scalar;
-use crate::error::{Error, Result};
-use crate::expr::Expr;
-use crate::function::Registry;
-use crate::plan::{Combine, MergeKind, Pace, Plan, Route, Sink, Source, SourceSpec, Strategy};
-use crate::sql::{convert, locate, parse_error, Resolve};
-use crate::types::{DataType, Field, Schema};
+use crate::expr::{convert, locate, parse_error, Resolve};
+use braid_plan::batch::Scalar;
+use braid_plan::error::{Error, Result};
+use braid_plan::expr::Expr;
+use braid_plan::function::Registry;
+use braid_plan::plan::{Combine, MergeKind, Pace, Plan, Route, Sink, Source, SourceSpec, Strategy};
+use braid_plan::types::{DataType, Field, Schema};
 use catalog::{Catalog, Options, SinkDef};
 use compile::Compiler;
 use logical::Logical;
@@ -378,7 +379,7 @@ fn statement(
         ast::Statement::Query(q) => {
             let sink = SinkDef {
                 name: "stdout".into(),
-                spec: crate::plan::SinkSpec::Stdout,
+                spec: braid_plan::plan::SinkSpec::Stdout,
                 stamp_emit: false,
             };
             let job = query_job(script, text, q, &sink, &st.to_string())?;
@@ -875,10 +876,10 @@ fn explicit(
                         None => None,
                     };
                     let agg = match (fname.as_str(), idx) {
-                        ("sum", Some(i)) => crate::plan::Agg::Sum(i),
-                        ("min", Some(i)) => crate::plan::Agg::Min(i),
-                        ("max", Some(i)) => crate::plan::Agg::Max(i),
-                        ("count", _) => crate::plan::Agg::Count,
+                        ("sum", Some(i)) => braid_plan::plan::Agg::Sum(i),
+                        ("min", Some(i)) => braid_plan::plan::Agg::Min(i),
+                        ("max", Some(i)) => braid_plan::plan::Agg::Max(i),
+                        ("count", _) => braid_plan::plan::Agg::Count,
                         _ => {
                             return Err(locate(text, f.span(), Error::Plan("combine takes sum(col), min(col), max(col), count(*) or a registered combiner name".into())))
                         }
@@ -913,10 +914,10 @@ fn explicit(
                             _ => None,
                         };
                         aggs.push(match (fname.as_str(), col) {
-                            ("sum", Some(i)) => crate::plan::Agg::Sum(i),
-                            ("min", Some(i)) => crate::plan::Agg::Min(i),
-                            ("max", Some(i)) => crate::plan::Agg::Max(i),
-                            ("count", _) => crate::plan::Agg::Count,
+                            ("sum", Some(i)) => braid_plan::plan::Agg::Sum(i),
+                            ("min", Some(i)) => braid_plan::plan::Agg::Min(i),
+                            ("max", Some(i)) => braid_plan::plan::Agg::Max(i),
+                            ("count", _) => braid_plan::plan::Agg::Count,
                             _ => {
                                 return Err(locate(
                                     text,
@@ -1008,8 +1009,8 @@ pub fn explain(job: &Job, registry: &Registry, workers: usize) -> String {
     let mut s = explain_stages(job);
     s.push_str("== physical plan ==\n");
     let mut plan = job.plan.clone();
-    crate::optimize::resolve(&mut plan, crate::optimize::Env { workers });
-    s.push_str(&crate::explain::text(&plan, registry, workers));
+    braid_plan::optimize::resolve(&mut plan, braid_plan::optimize::Env { workers });
+    s.push_str(&braid_plan::explain::text(&plan, registry, workers));
     s
 }
 

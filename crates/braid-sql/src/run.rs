@@ -17,13 +17,13 @@
 //! Output rows carry a lane that is a hash of their values, so the transparent merge
 //! orders them the same way whatever partition made them.
 
-use super::catalog::TableDef;
-use super::logical::{AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
-use crate::batch::{Batch, Row, RowKey, Scalar, Value};
-use crate::error::Result;
-use crate::expr::Expr;
-use crate::function::{Emitter, StreamFunction, StreamFunctionFactory};
-use crate::types::{DataType, Field, Schema};
+use crate::catalog::TableDef;
+use crate::logical::{AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
+use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
+use braid_plan::error::Result;
+use braid_plan::expr::Expr;
+use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
+use braid_plan::types::{DataType, Field, Schema};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
@@ -457,7 +457,7 @@ impl QueryFn {
     }
 }
 
-pub use crate::expr::row_hash;
+pub use braid_plan::expr::row_hash;
 
 impl StreamFunction for QueryFn {
     fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
@@ -778,7 +778,7 @@ impl Acc {
                 int: 0,
                 float: 0.0,
                 any: false,
-                is_float: call.ty == crate::types::DataType::Float64,
+                is_float: call.ty == braid_plan::types::DataType::Float64,
             },
             AggFunc::Avg => Acc::Avg { sum: 0.0, n: 0 },
             AggFunc::Min => Acc::Min(None),

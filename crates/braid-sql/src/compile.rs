@@ -1,13 +1,13 @@
 //! From sqlparser's syntax tree to a [`Logical`] plan: names resolved, types checked,
 //! aggregates and windows recognised, join conditions analysed.
 
-use super::catalog::{Catalog, TableDef};
-use super::logical::{aggregate_schema, AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
-use crate::batch::Scalar;
-use crate::error::{Error, Result};
-use crate::expr::{BinOp, Expr};
-use crate::sql::{convert, locate, Resolve};
-use crate::types::{DataType, Field, Schema};
+use crate::catalog::{Catalog, TableDef};
+use crate::expr::{convert, locate, Resolve};
+use crate::logical::{aggregate_schema, AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
+use braid_plan::batch::Scalar;
+use braid_plan::error::{Error, Result};
+use braid_plan::expr::{BinOp, Expr};
+use braid_plan::types::{DataType, Field, Schema};
 use sqlparser::ast::{self, Spanned};
 use std::sync::Arc;
 
@@ -53,13 +53,13 @@ type Hint<'a> = dyn Fn(&str) -> Option<String> + 'a;
 /// Resolves identifiers against a scope.
 struct Names<'a> {
     scope: &'a Scope,
-    registry: Option<&'a crate::function::Registry>,
+    registry: Option<&'a braid_plan::function::Registry>,
     /// Extra advice when a name is not found (e.g. GROUP BY hints).
     hint: Option<&'a Hint<'a>>,
 }
 
 impl Resolve for Names<'_> {
-    fn registry(&self) -> Option<&crate::function::Registry> {
+    fn registry(&self) -> Option<&braid_plan::function::Registry> {
         self.registry
     }
 
@@ -126,7 +126,7 @@ enum Rel {
 /// Compiles queries against a catalog; collects the streams they read.
 pub(crate) struct Compiler<'a> {
     pub catalog: &'a Catalog,
-    pub registry: &'a crate::function::Registry,
+    pub registry: &'a braid_plan::function::Registry,
     pub text: &'a str,
     /// Input streams in order of first use.
     pub inputs: Vec<String>,
@@ -139,7 +139,7 @@ fn with_pos(text: &str, node: &impl Spanned, r: Result<Expr>) -> Result<Expr> {
 impl<'a> Compiler<'a> {
     pub fn new(
         catalog: &'a Catalog,
-        registry: &'a crate::function::Registry,
+        registry: &'a braid_plan::function::Registry,
         text: &'a str,
     ) -> Compiler<'a> {
         Compiler {
@@ -1101,9 +1101,11 @@ fn join_kind(op: &ast::JoinOperator) -> &'static str {
 
 /// The stream's columns as SQL sees them (an interleaved multi-file stream shows the
 /// files' common columns).
-pub(crate) fn plain_schema(source: &crate::plan::Source) -> Schema {
+pub(crate) fn plain_schema(source: &braid_plan::plan::Source) -> Schema {
     match &source.spec {
-        crate::plan::SourceSpec::Interleave(kids) if !kids.is_empty() => kids[0].schema.clone(),
+        braid_plan::plan::SourceSpec::Interleave(kids) if !kids.is_empty() => {
+            kids[0].schema.clone()
+        }
         _ => source.schema.clone(),
     }
 }

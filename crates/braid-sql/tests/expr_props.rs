@@ -4,8 +4,8 @@
 
 use braid_plan::batch::{Batch, RowKey, Scalar, Value};
 use braid_plan::expr::{BinOp, Expr};
-use braid_plan::sql::parse_expr;
 use braid_plan::types::{DataType, Field, Schema};
+use braid_sql::expr::parse_expr;
 use proptest::prelude::*;
 
 fn schema() -> Schema {

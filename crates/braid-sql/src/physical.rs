@@ -10,15 +10,15 @@
 //! EXPLAIN says why. A filter right above the scan of a hashed query moves into the
 //! balancer (rows it rejects never leave the splitter).
 
-use super::catalog::{MergeMode, Settings, SinkDef, StreamDef};
-use super::logical::{JoinWindow, Logical};
-use super::run::Layout;
-use crate::batch::Scalar;
-use crate::error::Result as PResult;
-use crate::error::{Error, Result};
-use crate::expr::{Expr, Func};
-use crate::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strategy};
-use crate::types::{DataType, Schema};
+use crate::catalog::{MergeMode, Settings, SinkDef, StreamDef};
+use crate::logical::{JoinWindow, Logical};
+use crate::run::Layout;
+use braid_plan::batch::Scalar;
+use braid_plan::error::Result as PResult;
+use braid_plan::error::{Error, Result};
+use braid_plan::expr::{Expr, Func};
+use braid_plan::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strategy};
+use braid_plan::types::{DataType, Schema};
 
 /// How the input of a query is spread over partitions.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +54,7 @@ pub fn grid_sides(q: u32) -> (u32, u32) {
     let score = |(r, c): (u32, u32)| (r + c) as f64 / (r as f64 * c as f64);
     for r in 1..=q.max(1) {
         for c in r..=q.max(1) / r {
-            if crate::placement::gcd(r as u64, c as u64) != 1 {
+            if braid_plan::placement::gcd(r as u64, c as u64) != 1 {
                 continue;
             }
             let (s, b) = (score((r, c)), score(best));
@@ -87,7 +87,7 @@ pub(crate) fn input_source(defs: &[&StreamDef]) -> Result<(Source, Layout, i64)>
             // A stream of several files: the shared columns follow `_stream, _time`.
             SourceSpec::Interleave(_) => Layout {
                 tag: None,
-                inputs: vec![(0, crate::interleave::TIME_COLUMN + 1)],
+                inputs: vec![(0, braid_plan::interleave::TIME_COLUMN + 1)],
             },
             _ => Layout::single(),
         };
@@ -112,7 +112,7 @@ pub(crate) fn input_source(defs: &[&StreamDef]) -> Result<(Source, Layout, i64)>
         s.name = d.name.clone();
         kids.push(s);
     }
-    let schema = crate::interleave::schema(&kids)?;
+    let schema = braid_plan::interleave::schema(&kids)?;
     let inputs = defs
         .iter()
         .enumerate()
@@ -120,7 +120,7 @@ pub(crate) fn input_source(defs: &[&StreamDef]) -> Result<(Source, Layout, i64)>
             let first_col = &d.source.schema.fields[0].name;
             let at = schema
                 .index_of(&format!("{}.{first_col}", d.name))
-                .unwrap_or(crate::interleave::TIME_COLUMN + 1);
+                .unwrap_or(braid_plan::interleave::TIME_COLUMN + 1);
             (i as i64, at)
         })
         .collect();
@@ -135,7 +135,7 @@ pub(crate) fn input_source(defs: &[&StreamDef]) -> Result<(Source, Layout, i64)>
         out_of_order: defs.iter().any(|d| d.source.out_of_order),
     };
     let layout = Layout {
-        tag: Some(crate::interleave::STREAM_COLUMN),
+        tag: Some(braid_plan::interleave::STREAM_COLUMN),
         inputs,
     };
     Ok((source, layout, lateness))
@@ -262,7 +262,7 @@ fn route_of_keys(merged: Vec<Keys>, layout: &Layout) -> Option<Expr> {
             // may go anywhere: spread them by time. Without this arm the CASE is null
             // for them and the split would omit them.
             let spread = (merged.len() < layout.inputs.len()).then(|| {
-                let t = crate::interleave::TIME_COLUMN;
+                let t = braid_plan::interleave::TIME_COLUMN;
                 Box::new(Expr::Call(
                     Func::Hash,
                     vec![Expr::Column(t, "_time".into())],
@@ -352,7 +352,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
                 return Need::Only(match (layout.tag, ri.as_slice()) {
                     (Some(tag), [r]) => Partitioning::Grid {
                         left: Expr::Column(tag, "_stream".into())
-                            .bin(crate::expr::BinOp::NotEq, Expr::int(layout.inputs[*r].0)),
+                            .bin(braid_plan::expr::BinOp::NotEq, Expr::int(layout.inputs[*r].0)),
                         why: "a join without equality keys must meet every pair of rows: sqrt(N) x sqrt(N) grid".into(),
                     },
                     _ => Partitioning::Single(
@@ -465,10 +465,10 @@ pub fn push_filters_down(l: Logical) -> Logical {
             } => {
                 // Conditions on stream columns go below the lookup; the rest stay above.
                 let arity = inner.schema().arity();
-                let (below, above): (Vec<Expr>, Vec<Expr>) = super::compile::conjuncts(predicate)
+                let (below, above): (Vec<Expr>, Vec<Expr>) = crate::compile::conjuncts(predicate)
                     .into_iter()
                     .partition(|c| c.columns().iter().all(|&i| i < arity));
-                let inner = match super::compile::and_all(below) {
+                let inner = match crate::compile::and_all(below) {
                     Some(p) => push_filters_down(Logical::Filter {
                         input: inner,
                         predicate: p,
@@ -482,7 +482,7 @@ pub fn push_filters_down(l: Logical) -> Logical {
                     residual,
                     schema,
                 };
-                match super::compile::and_all(above) {
+                match crate::compile::and_all(above) {
                     Some(p) => Logical::Filter {
                         input: Box::new(lookup),
                         predicate: p,
@@ -543,7 +543,7 @@ pub enum Cut {
 }
 
 impl std::str::FromStr for Cut {
-    type Err = crate::error::Error;
+    type Err = braid_plan::error::Error;
     fn from_str(s: &str) -> PResult<Cut> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "subquery" => Cut::Subquery,
@@ -691,13 +691,13 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
 }
 
 /// Both inputs of a join as one stream, tagged like an interleave of two sources (see
-/// `crate::interleave`): `_stream` (0 left, 1 right), `_time` (the row's event time),
+/// `braid_plan::interleave`): `_stream` (0 left, 1 right), `_time` (the row's event time),
 /// the left columns, then the right columns, the other side's null. The next stage
 /// reads it with [`stage_layout`]. None if an input has no event time.
 fn wide_union(left: &Logical, right: &Logical) -> Option<Logical> {
     let (ls, rs) = (left.schema(), right.schema());
     let (lt, rt) = (ls.event_time?, rs.event_time?);
-    let wide = crate::interleave::wide(&[("left", ls), ("right", rs)]);
+    let wide = braid_plan::interleave::wide(&[("left", ls), ("right", rs)]);
     let null = |ty| Expr::Cast(Box::new(Expr::Literal(Scalar::Null)), ty);
     let side = |input: &Logical, tag: i64, time: usize, before: &Schema, after: &Schema| {
         let own = input.schema();
@@ -757,7 +757,7 @@ pub fn stage_layout(stage: &Logical) -> Layout {
         })
         .collect();
     Layout {
-        tag: Some(crate::interleave::STREAM_COLUMN),
+        tag: Some(braid_plan::interleave::STREAM_COLUMN),
         inputs,
     }
 }
@@ -870,7 +870,7 @@ mod tests {
         for q in 1..200 {
             let (r, c) = grid_sides(q);
             assert!(
-                r * c <= q && crate::placement::gcd(r as u64, c as u64) == 1,
+                r * c <= q && braid_plan::placement::gcd(r as u64, c as u64) == 1,
                 "{q}"
             );
         }

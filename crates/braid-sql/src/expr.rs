@@ -1,10 +1,10 @@
 //! Scalar expressions from SQL text, parsed with `sqlparser` and resolved against a
 //! schema. (The full query language builds on this.)
 
-use crate::batch::Scalar;
-use crate::error::{Error, Pos, Result};
-use crate::expr::{BinOp, Expr, Func};
-use crate::types::{DataType, Schema};
+use braid_plan::batch::Scalar;
+use braid_plan::error::{Error, Pos, Result};
+use braid_plan::expr::{BinOp, Expr, Func};
+use braid_plan::types::{DataType, Schema};
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
 use sqlparser::dialect::GenericDialect;
@@ -108,7 +108,7 @@ pub trait Resolve {
     /// The column named by `parts` (`x` or `alias.x`).
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr>;
     /// User code callable by name (registered scalar functions), if any.
-    fn registry(&self) -> Option<&crate::function::Registry> {
+    fn registry(&self) -> Option<&braid_plan::function::Registry> {
         None
     }
 }
@@ -289,7 +289,7 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             match (func, udf) {
                 (Some(func), _) => Expr::Call(func, args),
                 (None, Some(f)) => Expr::Udf(
-                    crate::expr::Udf {
+                    braid_plan::expr::Udf {
                         name: name.to_ascii_lowercase(),
                         f,
                     },

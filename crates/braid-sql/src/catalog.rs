@@ -1,10 +1,10 @@
 //! What a script declares: streams (`CREATE STREAM`), tables (`CREATE TABLE`), sinks
 //! (`CREATE SINK`) and settings (`SET`).
 
-use crate::batch::{Batch, RowKey, Scalar};
-use crate::error::{Error, Result};
-use crate::plan::{GeneratorSpec, Pace, SinkSpec, Source, SourceSpec, Strategy};
-use crate::types::{DataType, Field, Schema};
+use braid_plan::batch::{Batch, RowKey, Scalar};
+use braid_plan::error::{Error, Result};
+use braid_plan::plan::{GeneratorSpec, Pace, SinkSpec, Source, SourceSpec, Strategy};
+use braid_plan::types::{DataType, Field, Schema};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -65,7 +65,7 @@ pub struct Settings {
     /// Parallelize automatically (false: every query runs in one partition).
     pub auto: bool,
     /// How queries are cut into stages.
-    pub stages: super::physical::Cut,
+    pub stages: crate::physical::Cut,
 }
 
 impl Default for Settings {
@@ -76,7 +76,7 @@ impl Default for Settings {
             strategy: Strategy::Autosplit,
             late_path: None,
             auto: true,
-            stages: super::physical::Cut::Subquery,
+            stages: crate::physical::Cut::Subquery,
         }
     }
 }
@@ -103,7 +103,7 @@ pub struct LateStream {
     /// The stream (its source is a [`SourceSpec::Late`]).
     pub def: StreamDef,
     /// The job whose dataflow makes the rows (which of its plans: the source's
-    /// [`crate::plan::SourceSpec::Late`]).
+    /// [`braid_plan::plan::SourceSpec::Late`]).
     pub job: usize,
     /// Several queries write to the sink, so `LATE(sink)` would not name one.
     pub ambiguous: bool,
@@ -286,7 +286,7 @@ fn expand(path: &Path) -> Result<Vec<PathBuf>> {
         .map_err(|e| Error::Plan(format!("cannot list {}: {e}", dir.display())))?;
     for e in entries.flatten() {
         let n = e.file_name().to_string_lossy().to_string();
-        if crate::expr::like(&n, &pattern) {
+        if braid_plan::expr::like(&n, &pattern) {
             out.push(e.path());
         }
     }
@@ -431,7 +431,7 @@ pub fn stream(
                     )
                 })
                 .collect();
-            let wide = crate::interleave::schema(&kids)?;
+            let wide = braid_plan::interleave::schema(&kids)?;
             make(SourceSpec::Interleave(kids), wide, name)
         }
     };

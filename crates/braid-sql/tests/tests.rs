@@ -1,0 +1,4 @@
+//! braid-sql's integration tests, one binary (link time dominates on 2 cores).
+
+mod expr_props;
+mod script_fuzz;
