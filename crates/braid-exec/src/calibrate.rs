@@ -170,7 +170,7 @@ pub fn calibrate(
     discard_output(&mut pilot);
     let pilot_cfg = RunConfig {
         max_rows: Some(rows),
-        progress: false,
+        counters: None,
         measure_costs: true,
         ..cfg.clone()
     };

@@ -6,6 +6,14 @@ pub enum Error {
     /// The plan is wrong or not supported (from `braid-plan`).
     #[error(transparent)]
     Plan(#[from] braid_plan::error::Error),
+    /// A script file is wrong (the plan error, located in the file's text).
+    #[error("{}: {error}", path.display())]
+    Script {
+        /// The script file.
+        path: std::path::PathBuf,
+        /// What is wrong, with line and column.
+        error: braid_plan::error::Error,
+    },
     /// Input could not be read as declared; only in strict mode, otherwise such records
     /// are counted and reported.
     #[error("{source_name}: line {line}, column {column}: {message}")]

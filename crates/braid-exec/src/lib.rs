@@ -27,4 +27,5 @@ pub mod error;
 pub mod host;
 pub mod render;
 pub mod runtime;
+pub mod session;
 pub mod source;

@@ -36,8 +36,9 @@ pub struct RunConfig {
     /// window of a fast source landed on memory fresh from the kernel, and zeroing it
     /// cost a quarter of the CPU of a 2-worker split benchmark.
     pub max_rows_in_flight: u64,
-    /// Print a progress line to stderr every second.
-    pub progress: bool,
+    /// Live counters the caller reads while the run goes on (the CLI draws its progress
+    /// line from them; the library prints nothing). A fresh set when `None`.
+    pub counters: Option<Arc<Counters>>,
     /// Stop reading input once the sources have read this many rows (the run then
     /// drains and ends as at the end of input).
     pub max_rows: Option<u64>,
@@ -60,7 +61,7 @@ impl Default for RunConfig {
             },
             max_epochs_ahead: 64,
             max_rows_in_flight: 262_144,
-            progress: false,
+            counters: None,
             max_rows: None,
             measure_costs: false,
         }
@@ -116,7 +117,7 @@ pub struct Shared {
     costs: Mutex<Vec<PartitionCost>>,
     /// [`RunConfig::measure_costs`].
     pub(crate) measure_costs: bool,
-    errors: Mutex<Vec<String>>,
+    errors: Mutex<Vec<Error>>,
     rejects: Mutex<Vec<Rejects>>,
     fatal: Mutex<Option<Error>>,
     failed: std::sync::atomic::AtomicBool,
@@ -126,8 +127,13 @@ pub struct Shared {
 impl Shared {
     /// Records a non-fatal error to report at the end.
     pub fn error(&self, e: String) {
+        self.io_error(e, std::io::Error::other("output failed"));
+    }
+
+    /// Records a failed write of the output, to fail the run with at the end.
+    pub fn io_error(&self, context: String, e: std::io::Error) {
         if let Ok(mut v) = self.errors.lock() {
-            v.push(e);
+            v.push(Error::Io { context, error: e });
         }
     }
 
@@ -221,7 +227,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
     let plan = prepare(plan, registry, total_workers)?;
     let shared = Arc::new(Shared {
-        counters: Arc::new(Counters::default()),
+        counters: cfg.counters.clone().unwrap_or_default(),
         start: Instant::now(),
         collected: Mutex::new(Vec::new()),
         costs: Mutex::new(Vec::new()),
@@ -232,7 +238,6 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         failed: std::sync::atomic::AtomicBool::new(false),
         died: std::sync::atomic::AtomicBool::new(false),
     });
-    let progress = cfg.progress.then(|| spawn_progress(shared.clone()));
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
     let guards = timely::execute(timely_config(cfg), move |worker| {
@@ -293,18 +298,16 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             return Err(Error::Internal(format!("a worker failed: {e}")));
         }
     }
-    if let Some(stop) = progress {
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    }
     if let Some(e) = shared.fatal.lock().ok().and_then(|mut f| f.take()) {
         return Err(e);
     }
-    let errors = shared.errors.lock().map(|e| e.clone()).unwrap_or_default();
-    if let Some(e) = errors.first() {
-        return Err(Error::Io {
-            context: e.clone(),
-            error: std::io::Error::other("output failed"),
-        });
+    let errors = shared
+        .errors
+        .lock()
+        .map(|mut e| std::mem::take(&mut *e))
+        .unwrap_or_default();
+    if let Some(e) = errors.into_iter().next() {
+        return Err(e);
     }
     let mut rejects: Vec<Rejects> = Vec::new();
     for r in shared.rejects.lock().map(|r| r.clone()).unwrap_or_default() {
@@ -538,32 +541,4 @@ fn feed(
     if let Ok(mut r) = shared.rejects.lock() {
         r.push(feed.rejects());
     }
-}
-
-fn spawn_progress(shared: Arc<Shared>) -> Arc<std::sync::atomic::AtomicBool> {
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    std::thread::spawn(move || {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut last = 0u64;
-        while !flag.load(Relaxed) {
-            std::thread::sleep(Duration::from_secs(1));
-            let c = &shared.counters;
-            let rows = c.rows_in.load(Relaxed);
-            let (ein, eout) = (c.epoch_in.load(Relaxed), c.epoch_out.load(Relaxed));
-            eprintln!(
-                "[{:>6.1}s] in {} ({}/s) out {} malformed {} epoch in {} out {} (lag {} epochs)",
-                shared.start.elapsed().as_secs_f64(),
-                rows,
-                rows - last,
-                c.rows_out.load(Relaxed),
-                c.malformed.load(Relaxed),
-                ein,
-                eout,
-                ein.saturating_sub(eout)
-            );
-            last = rows;
-        }
-    });
-    stop
 }

@@ -120,7 +120,7 @@ pub(crate) fn render<'s>(
                         } else if let Some(wr) = writer.as_mut() {
                             for r in b.rows() {
                                 if let Err(e) = write_csv_row(wr, &r, emit_ms) {
-                                    shared.error(format!("writing output: {e}"));
+                                    shared.io_error("writing output".into(), e);
                                     writer = None;
                                     break;
                                 }
@@ -130,8 +130,9 @@ pub(crate) fn render<'s>(
                     }
                 });
                 if wrote {
-                    if let Some(wr) = writer.as_mut() {
-                        let _ = wr.flush();
+                    if let Some(Err(e)) = writer.as_mut().map(|wr| wr.flush()) {
+                        shared.io_error("writing output".into(), e);
+                        writer = None;
                     }
                 }
                 if let Some(t) = frontier.frontier().first() {

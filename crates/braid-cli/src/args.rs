@@ -1,0 +1,481 @@
+//! The flags shared by `run`, `explain`, `shell` and `convert`, the plan built from them,
+//! and the check that every flag given applies to what is run.
+
+use crate::Usage;
+use anyhow::{bail, Context, Result};
+use braid_exec::runtime::RunConfig;
+use braid_exec::source::ReadOptions;
+use braid_plan::plan::{
+    GeneratorSpec, MergeKind, Pace, Plan, Route, SinkSpec, SourceSpec, Strategy,
+};
+use braid_plan::types::{DataType, Field, Schema};
+use braid_sql::expr::parse_expr;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args};
+use std::path::PathBuf;
+
+/// A query given on the command line: source, split, stream function, merge, sink; or
+/// a script in Braid's query language.
+#[derive(Args, Clone)]
+pub struct QueryArgs {
+    /// A script in Braid's query language (CREATE STREAM ..., INSERT INTO ... SELECT ...);
+    /// without it the query is built from the flags below.
+    #[arg(value_name = "QUERY.sql")]
+    pub script: Option<PathBuf>,
+    /// For scripts that name Linear Road's functions (examples/linear_road.sql): the
+    /// directory with toll-history.csv (and segment-history.csv, if present).
+    #[arg(long)]
+    pub lrb_history: Option<PathBuf>,
+    /// Where Linear Road's `lr_output` sink writes (default: standard output).
+    #[arg(long)]
+    pub lrb_output: Option<PathBuf>,
+    /// Use the built-in generator with this many tuples (default source).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub tuples: u64,
+    /// Generator: keys (expressways).
+    #[arg(long, default_value_t = 64)]
+    pub keys: u32,
+    /// Generator: fraction of broadcast (type 2) tuples.
+    #[arg(long, default_value_t = 0.005)]
+    pub broadcast_fraction: f64,
+    /// Generator: tuples per event-time second.
+    #[arg(long, default_value_t = 100_000.0)]
+    pub rate: f64,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Read CSV from this file ("-" for stdin) instead of the generator.
+    #[arg(long)]
+    pub csv: Option<String>,
+    /// Listen for line-delimited CSV on this address (e.g. 127.0.0.1:7000).
+    #[arg(long)]
+    pub tcp: Option<String>,
+    /// Read a Braid binary batch file.
+    #[arg(long)]
+    pub binary: Option<PathBuf>,
+    /// Schema of CSV input: "name type, ..." (types int64, float64, bool, string; `?` = nullable).
+    #[arg(long)]
+    pub schema: Option<String>,
+    /// The CSV input starts with a header line.
+    #[arg(long)]
+    pub header: bool,
+    /// Event-time column of CSV input.
+    #[arg(long)]
+    pub event_time: Option<String>,
+    /// Epoch length in event-time units.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub epoch: u64,
+    /// Physical window size W (rows per batch).
+    #[arg(long, default_value_t = 1024, value_parser = positive_usize)]
+    pub window: usize,
+    /// Replay by event time at this speed factor (default: as fast as possible).
+    #[arg(long)]
+    pub speed: Option<f64>,
+    /// Number of logical partitions q.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    pub parts: u32,
+    /// Routing expression (int64, taken modulo q).
+    #[arg(long, default_value = "xway")]
+    pub route: String,
+    /// Route only rows where this holds.
+    #[arg(long)]
+    pub when: Option<String>,
+    /// Broadcast rows where this holds.
+    #[arg(long)]
+    pub broadcast: Option<String>,
+    /// Split strategy: fsplit, maxtree, exptree, parasplit, autosplit.
+    #[arg(long, default_value = "autosplit")]
+    pub strategy: String,
+    /// Stream function run on every partition (built-ins: count, identity).
+    #[arg(long, default_value = "count")]
+    pub function: String,
+    /// Merge: union or ordered.
+    #[arg(long, default_value = "union")]
+    pub merge: String,
+    /// Output: a file, "-" for stdout, "tcp:HOST:PORT", or "discard".
+    #[arg(long, default_value = "-")]
+    pub output: String,
+    /// Append each output line's emit time (ms since start).
+    #[arg(long)]
+    pub stamp: bool,
+    /// Worker threads per process.
+    #[arg(long, default_value_t = 1, value_parser = positive_usize)]
+    pub workers: usize,
+    /// Processes (timely cluster mode).
+    #[arg(long, default_value_t = 1, value_parser = positive_usize)]
+    pub processes: usize,
+    /// This process's index.
+    #[arg(long, default_value_t = 0)]
+    pub process_index: usize,
+    /// File with one host:port per process.
+    #[arg(long)]
+    pub hosts: Option<PathBuf>,
+    /// Stop at the first malformed record.
+    #[arg(long)]
+    pub strict: bool,
+    /// Write malformed records to this file.
+    #[arg(long)]
+    pub rejects: Option<PathBuf>,
+    /// Draw a progress line (rows in and out, rates, epochs) while queries run.
+    #[arg(long)]
+    pub progress: bool,
+    /// Desired input rate in rows/s (Paper V's Phi_D): the single-splitter rate is
+    /// measured (or taken from --splitter-rate) and parasplit/autosplit choose p by eq. 6.
+    #[arg(long)]
+    pub desired_rate: Option<f64>,
+    /// Rows/s of one splitter (fsplit, q = 1, 1 worker), instead of measuring it;
+    /// required with --desired-rate for stdin/TCP input and for several processes.
+    #[arg(long)]
+    pub splitter_rate: Option<f64>,
+    /// Tuples of the single-splitter measurement (generator input).
+    #[arg(long, default_value_t = 500_000)]
+    pub splitter_sample: u64,
+    /// Place partitions by measured cost: first run the query on this many input rows
+    /// (output discarded), measure each partition's stream-function time, and spread
+    /// the partitions of all stages so the workers' loads are even (see `braid explain
+    /// --calibrate`). Needs a file or generator input and one process.
+    #[arg(long, value_name = "ROWS")]
+    pub calibrate: Option<u64>,
+}
+
+fn positive_usize(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// Flags that describe a query built from flags: its input, split, function, merge and
+/// output. A script declares all of that in SQL.
+const QUERY_FLAGS: &[&str] = &[
+    "tuples",
+    "keys",
+    "broadcast_fraction",
+    "rate",
+    "seed",
+    "csv",
+    "tcp",
+    "binary",
+    "schema",
+    "header",
+    "event_time",
+    "epoch",
+    "window",
+    "speed",
+    "parts",
+    "route",
+    "when",
+    "broadcast",
+    "strategy",
+    "function",
+    "merge",
+    "output",
+    "stamp",
+    "desired_rate",
+    "splitter_rate",
+    "splitter_sample",
+];
+
+/// Flags of how queries run: workers, processes, input errors, progress, placement.
+const RUN_FLAGS: &[&str] = &[
+    "workers",
+    "processes",
+    "process_index",
+    "hosts",
+    "strict",
+    "rejects",
+    "progress",
+    "calibrate",
+];
+
+/// Flags for scripts that name Linear Road's functions.
+const LRB_FLAGS: &[&str] = &["lrb_history", "lrb_output"];
+
+/// What the flags are used for; each says which flags apply.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// `braid run script.sql`.
+    RunScript,
+    /// `braid run` with a query built from flags.
+    RunFlags,
+    /// `braid explain script.sql`.
+    ExplainScript,
+    /// `braid explain` of a query built from flags.
+    ExplainFlags,
+    /// `braid shell`.
+    Shell,
+    /// `braid convert`.
+    Convert,
+}
+
+impl Use {
+    /// Whether flag `id` applies, and if not, why.
+    fn why_not(self, id: &str) -> Option<&'static str> {
+        let query = QUERY_FLAGS.contains(&id);
+        let run = RUN_FLAGS.contains(&id);
+        let lrb = LRB_FLAGS.contains(&id);
+        const SQL: &str = "a script declares its input, split, merge and sinks in SQL \
+                           (CREATE STREAM, CREATE SINK, SET, PARALLEL(...))";
+        const NO_LRB: &str =
+            "it registers Linear Road's functions for a script that names them; give a script";
+        match self {
+            Use::RunScript | Use::Shell if query => Some(SQL),
+            Use::RunFlags if lrb => Some(NO_LRB),
+            Use::ExplainScript if query => Some(SQL),
+            Use::ExplainScript | Use::ExplainFlags if id == "progress" => {
+                Some("explain runs no query (a calibration run reports its own numbers)")
+            }
+            Use::ExplainFlags if lrb => Some(NO_LRB),
+            Use::Convert
+                if !matches!(
+                    id,
+                    "csv" | "schema" | "header" | "event_time" | "epoch" | "window" | "strict"
+                        | "rejects"
+                ) && (query || run || lrb) =>
+            {
+                Some("convert reads a CSV file (--csv, --schema, --header, --event-time, --epoch, --window, --strict, --rejects) and writes a binary batch file")
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Refuses every flag given in `matches` that does not apply to `what`, naming it and
+/// saying why.
+pub fn check(matches: &ArgMatches, what: Use) -> Result<()> {
+    let given = |id: &str| matches.value_source(id) == Some(ValueSource::CommandLine);
+    let refuse = |id: &str, why: &str| -> Result<()> {
+        let flag = format!("--{}", id.replace('_', "-"));
+        Err(Usage(format!("{flag} does not apply here: {why}")).into())
+    };
+    for id in matches.ids() {
+        let id = id.as_str();
+        if !given(id) {
+            continue;
+        }
+        if let Some(why) = what.why_not(id) {
+            return refuse(id, why);
+        }
+    }
+    if matches!(what, Use::RunFlags | Use::ExplainFlags) {
+        let input = ["csv", "tcp", "binary"].into_iter().find(|i| given(i));
+        for id in ["tuples", "keys", "rate", "seed"] {
+            if let (true, Some(input)) = (given(id), input) {
+                let why = format!("it sets up the built-in generator, and the input is --{input}");
+                return refuse(id, &why);
+            }
+        }
+        for id in ["splitter_rate", "splitter_sample"] {
+            if given(id) && !given("desired_rate") {
+                return refuse(id, "it serves --desired-rate, which is not given");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Parses `--schema`: `name type, ...` with types int64, float64, bool, string (`?`
+/// after the type: nullable).
+pub fn parse_schema(text: &str) -> Result<Schema> {
+    let mut fields = Vec::new();
+    for part in text.split(',') {
+        let mut words = part.split_whitespace();
+        let (Some(name), Some(ty)) = (words.next(), words.next()) else {
+            bail!(Usage(format!(
+                "--schema entry {part:?}: expected `name type`"
+            )));
+        };
+        if let Some(extra) = words.next() {
+            bail!(Usage(format!(
+                "--schema entry {:?}: expected `name type`, found `{extra}` after the type \
+                 (separate columns with commas)",
+                part.trim()
+            )));
+        }
+        let (ty, nullable) = match ty.strip_suffix('?') {
+            Some(t) => (t, true),
+            None => (ty, false),
+        };
+        let ty: DataType = ty.parse()?;
+        fields.push(Field {
+            name: name.to_string(),
+            ty,
+            nullable,
+        });
+    }
+    Ok(Schema::new(fields))
+}
+
+impl QueryArgs {
+    /// The run configuration of these flags.
+    pub fn run_config(&self) -> Result<RunConfig> {
+        let hosts = match &self.hosts {
+            Some(p) => std::fs::read_to_string(p)
+                .with_context(|| format!("reading hosts file {}", p.display()))?
+                .lines()
+                .map(|l| l.trim().to_string())
+                .filter(|l| !l.is_empty())
+                .collect(),
+            None => Vec::new(),
+        };
+        if self.process_index >= self.processes {
+            bail!(Usage(format!(
+                "--process-index {} is not below --processes {}",
+                self.process_index, self.processes
+            )));
+        }
+        Ok(RunConfig {
+            workers: self.workers,
+            processes: self.processes,
+            process: self.process_index,
+            hosts,
+            read: ReadOptions {
+                strict: self.strict,
+                reject_file: self.rejects.clone(),
+                tcp_clients: 1,
+            },
+            ..RunConfig::default()
+        })
+    }
+
+    /// The total number of workers over all processes.
+    pub fn total_workers(&self) -> usize {
+        self.workers * self.processes
+    }
+
+    /// The input these flags describe, as a plan of one source (epoch, window, pace and
+    /// event time set).
+    pub fn source_plan(&self) -> Result<Plan> {
+        let (spec, mut schema) = self.source()?;
+        if let Some(t) = &self.event_time {
+            schema = schema.with_event_time(t)?;
+        }
+        let mut plan = Plan::source("input", spec, schema);
+        let source = plan.leaf_source_mut();
+        source.epoch = self.epoch;
+        source.window = self.window;
+        if let Some(speed) = self.speed {
+            source.pace = Pace::EventTime {
+                units_per_second: 1.0,
+                speed,
+            };
+        }
+        Ok(plan)
+    }
+
+    /// The split/map/merge query these flags describe.
+    pub fn plan(&self) -> Result<Plan> {
+        let plan = self.source_plan()?;
+        let schema = plan.leaf_source().schema.clone();
+        let route = Route::Expr {
+            expr: parse_expr(&self.route, &schema).context("--route")?,
+            when: self
+                .when
+                .as_deref()
+                .map(|w| parse_expr(w, &schema).context("--when"))
+                .transpose()?,
+        };
+        let broadcast = self
+            .broadcast
+            .as_deref()
+            .map(|b| parse_expr(b, &schema).context("--broadcast"))
+            .transpose()?;
+        let strategy: Strategy = self.strategy.parse().map_err(|e| Usage(format!("{e}")))?;
+        let merge = match self.merge.as_str() {
+            "union" => MergeKind::Union,
+            "ordered" | "time-ordered" => MergeKind::TimeOrdered,
+            other => bail!(Usage(format!(
+                "unknown merge `{other}`; merges are union, ordered"
+            ))),
+        };
+        let sink = match self.output.as_str() {
+            "-" => SinkSpec::Stdout,
+            "discard" => SinkSpec::Discard,
+            o if o.starts_with("tcp:") => SinkSpec::Tcp(o["tcp:".len()..].to_string()),
+            path => SinkSpec::File(path.into()),
+        };
+        let mut plan = plan
+            .split(self.parts, route, broadcast, strategy)
+            .map(&self.function)
+            .merge(merge)
+            .sink(sink);
+        if let Plan::Sink(s) = &mut plan {
+            s.stamp_emit = self.stamp;
+            if let Plan::Merge(m) = s.input.as_mut() {
+                if let Plan::Map(mp) = m.input.as_mut() {
+                    if let Plan::Split(sp) = mp.input.as_mut() {
+                        sp.hints.broadcast_fraction = self.broadcast_fraction;
+                    }
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// The source of a query built from flags, and its schema.
+    fn source(&self) -> Result<(SourceSpec, Schema)> {
+        let given = [
+            self.csv.is_some(),
+            self.tcp.is_some(),
+            self.binary.is_some(),
+        ];
+        if given.iter().filter(|g| **g).count() > 1 {
+            bail!(Usage(
+                "give one input: --csv, --tcp or --binary (or none for the generator)".into()
+            ));
+        }
+        if let Some(path) = &self.csv {
+            let schema = parse_schema(
+                self.schema
+                    .as_deref()
+                    .ok_or_else(|| Usage("--csv needs --schema".into()))?,
+            )?;
+            let spec = match path.as_str() {
+                "-" if self.header => bail!(Usage(
+                    "--header: standard input is read as CSV without a header line".into()
+                )),
+                "-" => SourceSpec::Stdin,
+                _ => SourceSpec::Csv {
+                    path: path.into(),
+                    header: self.header,
+                },
+            };
+            return Ok((spec, schema));
+        }
+        if self.header {
+            bail!(Usage(
+                "--header applies to CSV files (--csv FILE) only".into()
+            ));
+        }
+        if let Some(addr) = &self.tcp {
+            let schema = parse_schema(
+                self.schema
+                    .as_deref()
+                    .ok_or_else(|| Usage("--tcp needs --schema".into()))?,
+            )?;
+            return Ok((SourceSpec::Tcp { addr: addr.clone() }, schema));
+        }
+        if let Some(path) = &self.binary {
+            let schema = match &self.schema {
+                Some(s) => parse_schema(s)?,
+                None => GeneratorSpec::schema(),
+            };
+            return Ok((SourceSpec::Binary { path: path.clone() }, schema));
+        }
+        if self.schema.is_some() {
+            bail!(Usage(
+                "--schema describes --csv, --tcp or --binary input; the generator has its own"
+                    .into()
+            ));
+        }
+        let g = GeneratorSpec {
+            tuples: self.tuples,
+            rate: self.rate,
+            keys: self.keys,
+            broadcast: self.broadcast_fraction,
+            seed: self.seed,
+        };
+        Ok((SourceSpec::Generator(g), GeneratorSpec::schema()))
+    }
+}

@@ -1,0 +1,53 @@
+//! What the CLI says on standard error after a run: the library returns reports as data,
+//! and these functions word them.
+
+use braid_exec::calibrate::Calibration;
+use braid_exec::runtime::RunReport;
+use braid_exec::session::QueryReport;
+
+/// A calibration's measurement and placement.
+pub fn calibration(c: Option<&Calibration>) {
+    if let Some(c) = c {
+        eprint!("braid: {c}");
+    }
+}
+
+/// Malformed records of every source that had any.
+pub fn rejects(report: &RunReport) {
+    for r in report.rejects.iter().filter(|r| r.count > 0) {
+        eprint!("{r}");
+    }
+}
+
+/// One job of a script: rows, time, partitioning, late rows, malformed records.
+pub fn query(r: &QueryReport) {
+    calibration(r.calibration.as_ref());
+    let secs = r.run.elapsed.as_secs_f64();
+    eprintln!(
+        "braid: {} rows in, {} rows out in {:.3} s ({:.0} rows/s); partitioning: {}",
+        r.run.rows_in,
+        r.run.rows_out,
+        secs,
+        r.run.rows_in as f64 / secs.max(1e-9),
+        r.partitioning
+    );
+    for l in &r.late {
+        let query = match l.shared_job {
+            true => format!(" of query {}", l.query + 1),
+            false => String::new(),
+        };
+        let read = match l.read_as_stream {
+            true => " (read by LATE(...))",
+            false => "",
+        };
+        match &l.path {
+            Some(p) => eprintln!(
+                "braid: {} late row(s){query}{read}, written to {}",
+                l.rows,
+                p.display()
+            ),
+            None => eprintln!("braid: {} late row(s){query}{read}", l.rows),
+        }
+    }
+    rejects(&r.run);
+}

@@ -1,0 +1,117 @@
+//! `braid run`: a script to the end of its input, query by query, or a split/map/merge
+//! query built from flags.
+
+use crate::args::{check, QueryArgs, Use};
+use crate::progress::Progress;
+use crate::{lrb, report};
+use anyhow::Result;
+use braid_exec::runtime::RunConfig;
+use braid_exec::session::Session;
+use braid_plan::function::Registry;
+use braid_plan::plan::Plan;
+use clap::ArgMatches;
+use std::path::Path;
+
+/// Runs what `q` says.
+pub fn run(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
+    match &q.script {
+        Some(path) => {
+            check(matches, Use::RunScript)?;
+            script(q, path)
+        }
+        None => {
+            check(matches, Use::RunFlags)?;
+            flags(q)
+        }
+    }
+}
+
+/// Runs every query of the script at `path` in order, each to the end of its input,
+/// reporting each on standard error as it ends.
+fn script(q: &QueryArgs, path: &Path) -> Result<()> {
+    let mut registry = Registry::with_builtins();
+    let lr_sink = lrb::register_for_script(&mut registry, q)?;
+    let mut session = Session::new(&registry, q.run_config()?);
+    session.set_calibration(q.calibrate);
+    if session.compile_file(path)?.is_empty() {
+        eprintln!(
+            "braid: {} declares no query (INSERT INTO ... SELECT or SELECT)",
+            path.display()
+        );
+    }
+    loop {
+        let (counters, progress) = Progress::maybe(q.progress);
+        session.set_counters(counters);
+        let Some(next) = session.run_next() else {
+            break;
+        };
+        drop(progress);
+        report::query(&next?);
+    }
+    if let Some(sink) = lr_sink {
+        braid_plan::function::SinkFn::flush(sink.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Runs the split/map/merge query the flags describe.
+fn flags(q: &QueryArgs) -> Result<()> {
+    let registry = Registry::with_builtins();
+    let mut plan = q.plan()?;
+    apply_rates(&mut plan, q, &registry)?;
+    let (counters, progress) = Progress::maybe(q.progress);
+    let mut session = Session::new(
+        &registry,
+        RunConfig {
+            counters,
+            ..q.run_config()?
+        },
+    );
+    session.set_calibration(q.calibrate);
+    let (report, calibration) = session.run_plan(&plan)?;
+    drop(progress);
+    report::calibration(calibration.as_ref());
+    let secs = report.elapsed.as_secs_f64();
+    eprintln!(
+        "braid: {} rows in, {} rows out in {:.3} s ({:.0} rows/s) with {} worker(s) x {} process(es)",
+        report.rows_in,
+        report.rows_out,
+        secs,
+        report.rows_in as f64 / secs.max(1e-9),
+        q.workers,
+        q.processes
+    );
+    report::rejects(&report);
+    Ok(())
+}
+
+/// With --desired-rate: puts the desired and the single-splitter rate (measured, or
+/// --splitter-rate) into the split's hints, so that eq. 6 picks p.
+pub fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Result<()> {
+    let Some(desired) = q.desired_rate else {
+        return Ok(());
+    };
+    let one = match q.splitter_rate {
+        Some(r) => r,
+        None => {
+            if q.processes > 1 {
+                anyhow::bail!(crate::Usage(
+                    "with --processes > 1 give --splitter-rate too, so that every process picks the same p".into()
+                ));
+            }
+            let r = crate::tune::single_splitter_rate(plan, registry, q.splitter_sample, 3)?;
+            eprintln!(
+                "braid: single-splitter rate {r:.0} rows/s (fsplit, q = 1, 1 worker, median of 3 runs on up to {} rows)",
+                q.splitter_sample
+            );
+            r
+        }
+    };
+    crate::tune::set_rates(plan, desired, one)?;
+    let shape = crate::tune::resolved_shape(plan, registry, q.total_workers())?;
+    eprintln!(
+        "braid: desired {desired:.0} rows/s, one splitter {one:.0} rows/s -> split shape {}",
+        crate::tune::describe(&shape)
+    );
+    Ok(())
+}

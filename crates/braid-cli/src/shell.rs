@@ -1,0 +1,99 @@
+//! `braid shell`: statements typed one after another into one session. A query runs as
+//! soon as its statement is complete and its rows stream to the screen; `EXPLAIN
+//! <query>;` shows plans without running; `\q` quits. History is kept in
+//! `~/.braid_history`.
+
+use crate::args::{check, QueryArgs, Use};
+use crate::progress::Progress;
+use crate::{lrb, report};
+use anyhow::Result;
+use braid_exec::session::Session;
+use braid_plan::function::Registry;
+use clap::ArgMatches;
+use rustyline::error::ReadlineError;
+use std::path::Path;
+
+/// Runs the shell until `\q` or the end of input.
+pub fn shell(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
+    check(matches, Use::Shell)?;
+    let mut registry = Registry::with_builtins();
+    let lr_sink = lrb::register_for_script(&mut registry, q)?;
+    let mut session = Session::new(&registry, q.run_config()?);
+    session.set_calibration(q.calibrate);
+    let mut ed = rustyline::DefaultEditor::new()?;
+    let history = std::env::var_os("HOME").map(|h| Path::new(&h).join(".braid_history"));
+    if let Some(h) = &history {
+        let _ = ed.load_history(h);
+    }
+    let mut pending = String::new();
+    eprintln!("Braid shell: end statements with `;`, `EXPLAIN <query>;` for plans, `\\q` to quit.");
+    loop {
+        let prompt = match pending.is_empty() {
+            true => "braid> ",
+            false => "   ... ",
+        };
+        let line = match ed.readline(prompt) {
+            Ok(l) => l,
+            Err(ReadlineError::Interrupted) => {
+                pending.clear();
+                continue;
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        };
+        if pending.is_empty() && line.trim() == "\\q" {
+            break;
+        }
+        pending.push_str(&line);
+        pending.push('\n');
+        if !line.trim_end().ends_with(';') {
+            continue;
+        }
+        let text = std::mem::take(&mut pending);
+        let _ = ed.add_history_entry(text.trim());
+        statement(&mut session, &text, q.progress)?;
+    }
+    if let Some(h) = &history {
+        let _ = ed.save_history(h);
+    }
+    if let Some(sink) = lr_sink {
+        braid_plan::function::SinkFn::flush(sink.as_ref())?;
+    }
+    Ok(())
+}
+
+/// Handles one complete statement: an error is reported and the shell goes on; only a
+/// closed standard output ends it.
+fn statement(session: &mut Session, text: &str, progress: bool) -> Result<()> {
+    let trimmed = text.trim_start();
+    let explain = trimmed.len() > 8 && trimmed[..8].eq_ignore_ascii_case("explain ");
+    if explain {
+        match session.explain_statements(&trimmed[8..], Path::new("."), false) {
+            Ok(plans) => out!("{plans}")?,
+            Err(e) => eprintln!("{e}"),
+        }
+        return Ok(());
+    }
+    if let Err(e) = session.compile(text, Path::new(".")) {
+        eprintln!("{e}");
+        return Ok(());
+    }
+    loop {
+        let (counters, bar) = Progress::maybe(progress);
+        session.set_counters(counters);
+        let Some(next) = session.run_next() else {
+            return Ok(());
+        };
+        drop(bar);
+        match next {
+            Ok(r) => report::query(&r),
+            Err(e) => {
+                let e = anyhow::Error::from(e);
+                if crate::closed_pipe(&e) {
+                    return Err(e);
+                }
+                eprintln!("braid: {e:#}");
+            }
+        }
+    }
+}
