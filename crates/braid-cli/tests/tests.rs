@@ -5,3 +5,4 @@ mod cluster;
 mod golden;
 mod late;
 mod shell;
+mod usage;
