@@ -28,4 +28,5 @@ pub mod host;
 pub mod render;
 pub mod runtime;
 pub mod session;
+pub mod shared;
 pub mod source;

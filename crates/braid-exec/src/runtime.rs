@@ -4,6 +4,8 @@
 
 use crate::error::{Error, Result};
 use crate::render::{self, Feeder, Place, Window};
+pub use crate::shared::PartitionCost;
+use crate::shared::{panic_message, Shared};
 use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;
 use braid_plan::optimize::{resolve, Env};
@@ -89,102 +91,6 @@ pub struct RunReport {
     /// Measured cost of every partition that had rows, by stage and partition (with
     /// [`RunConfig::measure_costs`]; empty without).
     pub costs: Vec<PartitionCost>,
-}
-
-/// The measured cost of one logical partition of one stage: the time its stream
-/// function took and the rows it processed, summed over the run. Stage `k` is the `Map`
-/// with `k` Maps below it (0 nearest the source).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PartitionCost {
-    /// The stage (see the type's doc).
-    pub stage: usize,
-    /// The partition.
-    pub partition: u32,
-    /// Nanoseconds in the stream function (`process` and `end_of_epoch`).
-    pub nanos: u64,
-    /// Rows processed.
-    pub rows: u64,
-}
-
-/// State shared by the workers of one process.
-pub struct Shared {
-    /// Live counters.
-    pub counters: Arc<Counters>,
-    /// When the run started.
-    pub start: Instant,
-    /// Rows of the `Collect` sinks, by plan of a `Together` (0 for other plans).
-    pub collected: Mutex<Vec<Vec<OutRow>>>,
-    costs: Mutex<Vec<PartitionCost>>,
-    /// [`RunConfig::measure_costs`].
-    pub(crate) measure_costs: bool,
-    errors: Mutex<Vec<Error>>,
-    rejects: Mutex<Vec<Rejects>>,
-    fatal: Mutex<Option<Error>>,
-    failed: std::sync::atomic::AtomicBool,
-    died: std::sync::atomic::AtomicBool,
-}
-
-impl Shared {
-    /// Records a non-fatal error to report at the end.
-    pub fn error(&self, e: String) {
-        self.io_error(e, std::io::Error::other("output failed"));
-    }
-
-    /// Records a failed write of the output, to fail the run with at the end.
-    pub fn io_error(&self, context: String, e: std::io::Error) {
-        if let Ok(mut v) = self.errors.lock() {
-            v.push(Error::Io { context, error: e });
-        }
-    }
-
-    /// Adds a Map's measured costs at the end of its input: `spent[k]` (nanoseconds,
-    /// rows) of partition `local[k]` of `stage`.
-    pub(crate) fn add_costs(&self, stage: usize, local: &[u32], spent: &[(u64, u64)]) {
-        if let Ok(mut c) = self.costs.lock() {
-            for (&partition, &(nanos, rows)) in local.iter().zip(spent) {
-                if rows > 0 || nanos > 0 {
-                    c.push(PartitionCost {
-                        stage,
-                        partition,
-                        nanos,
-                        rows,
-                    });
-                }
-            }
-        }
-    }
-
-    /// Records that user code (`what`, e.g. "routing function `f`") panicked (the run
-    /// then stops reading and ends with the error).
-    pub(crate) fn user_code_panicked(&self, what: &str, payload: &(dyn std::any::Any + Send)) {
-        self.fatal(Error::UserCode {
-            what: what.to_string(),
-            message: panic_message(payload),
-        });
-    }
-
-    /// Whether the run has failed: sources stop reading, and what was read drains.
-    pub(crate) fn failed(&self) -> bool {
-        self.failed.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Whether a worker died: the others stop waiting for the dataflows to drain.
-    fn worker_died(&self) -> bool {
-        self.died.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// Records a bug found while running (the run then ends with an internal error).
-    pub(crate) fn bug(&self, what: String) {
-        self.fatal(Error::Internal(what));
-    }
-
-    fn fatal(&self, e: Error) {
-        self.failed
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Ok(mut f) = self.fatal.lock() {
-            f.get_or_insert(e);
-        }
-    }
 }
 
 fn timely_config(cfg: &RunConfig) -> timely::Config {
@@ -366,15 +272,6 @@ fn abandon(worker: &mut timely::worker::Worker) {
     for id in worker.installed_dataflows() {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker.drop_dataflow(id)));
     }
-}
-
-/// The message of a panic payload.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into())
 }
 
 /// The worker's source loop: sends windows, advances time, paces, and holds back when

@@ -25,6 +25,7 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+pub mod classes;
 pub mod combine;
 pub mod cost;
 pub mod error;

@@ -654,7 +654,7 @@ impl Plan {
                     Route::Grid { left, rows, cols } => {
                         expect_bool(left, &schema, "grid side")?;
                         let (r, c) = (*rows as u64, *cols as u64);
-                        if r * c != s.q as u64 || crate::placement::gcd(r, c) != 1 {
+                        if r * c != s.q as u64 || crate::classes::gcd(r, c) != 1 {
                             return Err(Error::Plan(format!(
                                 "a {rows} x {cols} grid needs coprime sides and q = {}, found q = {}",
                                 r * c,

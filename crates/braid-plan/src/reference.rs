@@ -611,7 +611,7 @@ fn targets(dest: Dest, q: u32) -> impl Iterator<Item = u32> {
         Dest::Broadcast => (1, 0),
         Dest::Class(m, r) => (m, r),
     };
-    crate::placement::class_members(class, q as u64).map(|p| p as u32)
+    crate::classes::class_members(class, q as u64).map(|p| p as u32)
 }
 
 #[cfg(test)]

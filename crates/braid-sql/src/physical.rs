@@ -54,7 +54,7 @@ pub fn grid_sides(q: u32) -> (u32, u32) {
     let score = |(r, c): (u32, u32)| (r + c) as f64 / (r as f64 * c as f64);
     for r in 1..=q.max(1) {
         for c in r..=q.max(1) / r {
-            if braid_plan::placement::gcd(r as u64, c as u64) != 1 {
+            if braid_plan::classes::gcd(r as u64, c as u64) != 1 {
                 continue;
             }
             let (s, b) = (score((r, c)), score(best));
@@ -870,7 +870,7 @@ mod tests {
         for q in 1..200 {
             let (r, c) = grid_sides(q);
             assert!(
-                r * c <= q && braid_plan::placement::gcd(r as u64, c as u64) == 1,
+                r * c <= q && braid_plan::classes::gcd(r as u64, c as u64) == 1,
                 "{q}"
             );
         }

@@ -10,7 +10,7 @@
 use super::stash::EpochStash;
 use super::{by_to, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction};
 use braid_plan::placement::{class_members, intersect, Hosts};

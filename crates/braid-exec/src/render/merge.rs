@@ -29,7 +29,7 @@ pub(crate) fn render<'s>(
     in_schema: &Schema,
     registry: &Registry,
     place: Place,
-    shared: &std::sync::Arc<crate::runtime::Shared>,
+    shared: &std::sync::Arc<crate::shared::Shared>,
 ) -> Result<Windows<'s>> {
     Ok(match &merge.kind {
         MergeKind::Union => input,

@@ -14,7 +14,7 @@ mod stash;
 pub use split::WindowSplitter;
 
 use crate::error::Result;
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use braid_plan::batch::Batch;
 use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, Source, SourceSpec};

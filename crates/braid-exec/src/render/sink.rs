@@ -3,7 +3,7 @@
 
 use super::{to_worker, Place, Window, WindowBuilder, Windows};
 use crate::error::{Error, Result};
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use crate::source::Counters;
 use braid_plan::batch::{Batch, Row};
 use braid_plan::plan::{Sink, SinkSpec};

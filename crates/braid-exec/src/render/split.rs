@@ -7,7 +7,7 @@
 
 use super::{by_to, guarded, to_worker, Guard, Place, Window, WindowBuilder, Windows};
 use crate::error::{Error, Result};
-use crate::runtime::Shared;
+use crate::shared::Shared;
 use crate::source::generator::mix64;
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::cost::TreeShape;

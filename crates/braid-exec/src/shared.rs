@@ -1,0 +1,114 @@
+//! State shared by the workers of one process during a run: live counters, collected
+//! rows, measured costs, and the errors the run ends with. The operators (`render`)
+//! write it; the runtime reads it into the run's report.
+
+use crate::error::Error;
+use crate::source::{Counters, Rejects};
+use braid_plan::reference::OutRow;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// The measured cost of one logical partition of one stage: the time its stream
+/// function took and the rows it processed, summed over the run. Stage `k` is the `Map`
+/// with `k` Maps below it (0 nearest the source).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionCost {
+    /// The stage (see the type's doc).
+    pub stage: usize,
+    /// The partition.
+    pub partition: u32,
+    /// Nanoseconds in the stream function (`process` and `end_of_epoch`).
+    pub nanos: u64,
+    /// Rows processed.
+    pub rows: u64,
+}
+
+/// State shared by the workers of one process.
+pub struct Shared {
+    /// Live counters.
+    pub counters: Arc<Counters>,
+    /// When the run started.
+    pub start: Instant,
+    /// Rows of the `Collect` sinks, by plan of a `Together` (0 for other plans).
+    pub collected: Mutex<Vec<Vec<OutRow>>>,
+    pub(crate) costs: Mutex<Vec<PartitionCost>>,
+    /// [`RunConfig::measure_costs`].
+    pub(crate) measure_costs: bool,
+    pub(crate) errors: Mutex<Vec<Error>>,
+    pub(crate) rejects: Mutex<Vec<Rejects>>,
+    pub(crate) fatal: Mutex<Option<Error>>,
+    pub(crate) failed: std::sync::atomic::AtomicBool,
+    pub(crate) died: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    /// Records a non-fatal error to report at the end.
+    pub fn error(&self, e: String) {
+        self.io_error(e, std::io::Error::other("output failed"));
+    }
+
+    /// Records a failed write of the output, to fail the run with at the end.
+    pub fn io_error(&self, context: String, e: std::io::Error) {
+        if let Ok(mut v) = self.errors.lock() {
+            v.push(Error::Io { context, error: e });
+        }
+    }
+
+    /// Adds a Map's measured costs at the end of its input: `spent[k]` (nanoseconds,
+    /// rows) of partition `local[k]` of `stage`.
+    pub(crate) fn add_costs(&self, stage: usize, local: &[u32], spent: &[(u64, u64)]) {
+        if let Ok(mut c) = self.costs.lock() {
+            for (&partition, &(nanos, rows)) in local.iter().zip(spent) {
+                if rows > 0 || nanos > 0 {
+                    c.push(PartitionCost {
+                        stage,
+                        partition,
+                        nanos,
+                        rows,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Records that user code (`what`, e.g. "routing function `f`") panicked (the run
+    /// then stops reading and ends with the error).
+    pub(crate) fn user_code_panicked(&self, what: &str, payload: &(dyn std::any::Any + Send)) {
+        self.fatal(Error::UserCode {
+            what: what.to_string(),
+            message: panic_message(payload),
+        });
+    }
+
+    /// Whether the run has failed: sources stop reading, and what was read drains.
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether a worker died: the others stop waiting for the dataflows to drain.
+    pub(crate) fn worker_died(&self) -> bool {
+        self.died.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records a bug found while running (the run then ends with an internal error).
+    pub(crate) fn bug(&self, what: String) {
+        self.fatal(Error::Internal(what));
+    }
+
+    pub(crate) fn fatal(&self, e: Error) {
+        self.failed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Ok(mut f) = self.fatal.lock() {
+            f.get_or_insert(e);
+        }
+    }
+}
+
+/// The message of a panic payload.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into())
+}
