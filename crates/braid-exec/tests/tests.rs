@@ -11,6 +11,7 @@
 //! stream functions see every epoch of the source on every partition, idle or not.
 
 mod bad_input;
+mod session;
 mod sql;
 
 use braid_exec::runtime::{run, RunConfig};

@@ -1,0 +1,150 @@
+//! The library session as an embedding program uses it: statements compiled as they
+//! come, queries run in order, a query over `LATE(sink)` run inside the job of the query
+//! writing to `sink`, reports returned as data, and refusals that leave the session as
+//! it was.
+
+use braid_exec::runtime::RunConfig;
+use braid_exec::session::Session;
+use braid_plan::batch::Scalar;
+use braid_plan::function::Registry;
+use std::path::{Path, PathBuf};
+
+struct Dir(PathBuf);
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Calls at start 0, 10, ..., 190 (caller = start / 10 % 3), then two calls at start 5,
+/// far behind the lateness of 20: a tumbling window refuses both.
+fn calls(tag: &str) -> Dir {
+    let dir = std::env::temp_dir().join(format!("braid-session-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let mut text = String::from("caller,start,dur\n");
+    for i in 0..20 {
+        text += &format!("{},{},{}\n", i % 3, i * 10, i);
+    }
+    text += "7,5,100\n8,5,200\n";
+    std::fs::write(dir.join("calls.csv"), text).expect("calls");
+    Dir(dir)
+}
+
+const DECLARE: &str = "
+CREATE STREAM calls (caller BIGINT, start BIGINT, dur BIGINT)
+  WITH (path = 'calls.csv', header = true, event_time = 'start', epoch = 10, lateness = 20);
+CREATE SINK counts WITH (sink = 'collect');
+CREATE SINK refused WITH (sink = 'collect');
+SET partitions = 4;
+";
+
+const COUNTS: &str =
+    "INSERT INTO counts SELECT window_end, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50);";
+
+fn session(workers: usize) -> Session {
+    Session::new(
+        &Registry::with_builtins(),
+        RunConfig {
+            workers,
+            ..RunConfig::default()
+        },
+    )
+}
+
+fn ints(rows: &[braid_plan::reference::OutRow]) -> Vec<Vec<i64>> {
+    let mut v: Vec<Vec<i64>> = rows
+        .iter()
+        .map(|r| {
+            r.values
+                .iter()
+                .map(|s| match s {
+                    Scalar::Int(i) => *i,
+                    other => panic!("an int, found {other:?}"),
+                })
+                .collect()
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_session_runs_queries_and_their_late_readers_in_one_job() {
+    let dir = calls("late");
+    for workers in [1, 2, 4] {
+        let mut s = session(workers);
+        s.compile(DECLARE, &dir.0).expect("declarations");
+        let added = s
+            .compile(
+                &format!("{COUNTS}\nINSERT INTO refused SELECT caller, dur FROM LATE(counts);"),
+                &dir.0,
+            )
+            .expect("queries");
+        assert_eq!(added, vec![0, 1]);
+        let reports = s.run_pending().expect("runs");
+        // One job: the reader ran in the dataflow of the query it reads.
+        assert_eq!(reports.len(), 1, "{workers} workers");
+        let r = &reports[0];
+        assert_eq!(r.query, 0);
+        assert_eq!(r.run.rows_in, 22);
+        // Windows [0, 50) .. [150, 200): 5 calls each; the two calls at 5 are late.
+        assert_eq!(
+            ints(&r.run.collected),
+            vec![vec![50, 5], vec![100, 5], vec![150, 5], vec![200, 5]]
+        );
+        assert_eq!(
+            ints(&r.run.collected_late[0]),
+            vec![vec![7, 100], vec![8, 200]]
+        );
+        assert_eq!(r.late.len(), 1);
+        assert_eq!(r.late[0].query, 0);
+        assert_eq!(r.late[0].rows, 2);
+        assert!(r.late[0].read_as_stream && r.late[0].shared_job);
+        assert!(s.run_pending().expect("nothing left").is_empty());
+    }
+}
+
+#[test]
+fn a_late_reader_after_its_query_ran_is_refused_and_nothing_changes() {
+    let dir = calls("refused");
+    let mut s = session(2);
+    s.compile(DECLARE, &dir.0).expect("declarations");
+    s.compile(COUNTS, &dir.0).expect("query");
+    assert_eq!(s.run_pending().expect("runs").len(), 1);
+    let plan_before = format!("{:?}", s.script().jobs[0].plan);
+    let e = s
+        .compile("INSERT INTO refused SELECT * FROM LATE(counts);", &dir.0)
+        .expect_err("its late rows are gone");
+    assert!(e.to_string().contains("query 1 has already run"), "{e}");
+    assert_eq!(s.script().jobs.len(), 1);
+    assert_eq!(format!("{:?}", s.script().jobs[0].plan), plan_before);
+    assert!(s.run_pending().expect("nothing to run").is_empty());
+}
+
+#[test]
+fn explain_keeps_no_query_and_a_file_error_names_the_file() {
+    let dir = calls("explain");
+    let mut s = session(2);
+    s.compile(DECLARE, &dir.0).expect("declarations");
+    let text = s
+        .explain_statements(COUNTS, &dir.0, false)
+        .expect("explains");
+    assert!(text.contains("== physical plan =="), "{text}");
+    assert!(text.contains("Aggregate window=TUMBLE(50)"), "{text}");
+    assert!(s.script().jobs.is_empty());
+    assert!(s.run_pending().expect("nothing to run").is_empty());
+    let bad = dir.0.join("bad.sql");
+    std::fs::write(
+        &bad,
+        "CREATE STREAM s (a BIGINT) WITH (path = 'x.csv');\nSELECT nope FROM s;\n",
+    )
+    .expect("script");
+    let e = s.compile_file(&bad).expect_err("no column nope");
+    let text = e.to_string();
+    assert!(text.starts_with(&format!("{}: ", bad.display())), "{text}");
+    assert!(
+        text.contains("line 2") && text.contains("no column `nope`"),
+        "{text}"
+    );
+    let _ = Path::new(&dir.0);
+}
