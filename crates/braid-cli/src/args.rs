@@ -138,7 +138,7 @@ pub struct QueryArgs {
     pub calibrate: Option<u64>,
 }
 
-fn positive_usize(s: &str) -> Result<usize, String> {
+pub(crate) fn positive_usize(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {
         Ok(0) => Err("must be at least 1".into()),
         Ok(n) => Ok(n),

@@ -51,13 +51,13 @@ pub enum Lrb {
         #[arg(long)]
         output: Option<PathBuf>,
         /// Replay speed factor (1 = real time).
-        #[arg(long, default_value_t = 1.0)]
+        #[arg(long, default_value_t = 1.0, conflicts_with = "max_speed")]
         speed: f64,
         /// Replay as fast as possible (Emit is then the input clock).
         #[arg(long)]
         max_speed: bool,
         /// Worker threads.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = crate::args::positive_usize)]
         workers: usize,
         /// Logical partitions (expressway x goes to x mod q).
         #[arg(long, default_value_t = 64)]
@@ -84,7 +84,7 @@ pub enum Lrb {
         #[arg(long)]
         fanin: Option<u32>,
         /// Workers in all.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = crate::args::positive_usize)]
         workers: usize,
         /// Print Graphviz DOT instead of text.
         #[arg(long)]
@@ -101,7 +101,7 @@ pub enum Lrb {
         #[arg(long, default_value_t = 10)]
         minutes: u32,
         /// Worker threads.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 2, value_parser = crate::args::positive_usize)]
         workers: usize,
         /// Replay speed factor (default: as fast as possible).
         #[arg(long)]
