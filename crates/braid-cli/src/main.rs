@@ -1,14 +1,6 @@
-//! `braid`: run, explain and benchmark parallel continuous queries; Linear Road tools.
+//! `braid`: run and explain parallel continuous queries; Linear Road tools.
 
-mod bench;
-mod bench_placement;
-mod bench_sql;
-mod examples;
-mod lrb_rate;
-#[allow(dead_code)] // `Style::Points` is for the Linear Road response-time plots (issue 3)
-mod plot;
 mod sql_cmd;
-mod tune;
 
 use anyhow::{bail, Context, Result};
 use braid_exec::runtime::{prepare, run, RunConfig};
@@ -77,11 +69,6 @@ enum Command {
         /// Print Graphviz DOT instead of text.
         #[arg(long)]
         dot: bool,
-    },
-    /// Benchmarks (write CSV and SVG plots under docs/benchmarks/).
-    Bench {
-        #[command(subcommand)]
-        which: bench::Which,
     },
     /// Linear Road: generate data, validate outputs.
     Lrb {
@@ -169,8 +156,6 @@ enum Lrb {
         #[arg(long)]
         dot: bool,
     },
-    /// Sustained-peak rating: candidate L values at peak load in real time.
-    Rate(lrb_rate::RateArgs),
     /// The main job end to end: generate data, run the parallel plan, validate.
     Demo {
         /// Expressways.
@@ -481,7 +466,7 @@ fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Result<()
             if q.processes > 1 {
                 bail!("with --processes > 1 give --splitter-rate too, so that every process picks the same p");
             }
-            let r = tune::single_splitter_rate(plan, registry, q.splitter_sample, 3)?;
+            let r = braid_exec::tune::single_splitter_rate(plan, registry, q.splitter_sample, 3)?;
             eprintln!(
                 "braid: single-splitter rate {r:.0} rows/s (fsplit, q = 1, 1 worker, median of 3 runs on up to {} rows)",
                 q.splitter_sample
@@ -489,11 +474,11 @@ fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Result<()
             r
         }
     };
-    tune::set_rates(plan, desired, one)?;
-    let shape = tune::resolved_shape(plan, registry, q.workers * q.processes)?;
+    braid_exec::tune::set_rates(plan, desired, one)?;
+    let shape = braid_exec::tune::resolved_shape(plan, registry, q.workers * q.processes)?;
     eprintln!(
         "braid: desired {desired:.0} rows/s, one splitter {one:.0} rows/s -> split shape {}",
-        tune::describe(&shape)
+        braid_exec::tune::describe(&shape)
     );
     Ok(())
 }
@@ -673,7 +658,7 @@ fn real_main() -> Result<()> {
             apas_rate,
             seed,
         } => {
-            examples::write(&dir, rows, apas_rate, seed)?;
+            braid_sql::examples::write(&dir, rows, apas_rate, seed)?;
             eprintln!("braid: wrote the example inputs into {}", dir.display());
         }
         Command::Shell(q) => {
@@ -715,7 +700,6 @@ fn real_main() -> Result<()> {
                 print!("{}", explain::text(&plan, &registry, workers));
             }
         }
-        Command::Bench { which } => bench::run(which)?,
         Command::Lrb { which } => match which {
             Lrb::Generate {
                 xways,
@@ -814,7 +798,6 @@ fn real_main() -> Result<()> {
                     std::process::exit(2);
                 }
             }
-            Lrb::Rate(args) => lrb_rate::run(args)?,
             Lrb::Explain {
                 parts,
                 strategy,

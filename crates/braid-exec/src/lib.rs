@@ -24,7 +24,7 @@
 
 pub mod calibrate;
 pub mod error;
-pub mod host;
 pub mod render;
 pub mod runtime;
 pub mod source;
+pub mod tune;
