@@ -131,17 +131,24 @@ impl Chart {
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (w, h)).into_drawing_area();
+            root.fill(&WHITE)
+                .map_err(|e| anyhow!("drawing the chart: {e}"))?;
+            // The legend goes to the right of the plot, where it hides no data.
+            let longest = lines.iter().map(|l| l.0.chars().count()).max();
+            let legend_w = longest.map_or(0, |n| (40 + 7 * n as u32).min(w / 3));
+            let (plot, legend) = root.split_horizontally(w - legend_w);
             match (self.log_x, self.log_y) {
-                (false, false) => self.draw(&root, &lines, x.clone(), y.clone()),
-                (true, false) => self.draw(&root, &lines, x.clone().log_scale().base(2.0), y),
-                (false, true) => self.draw(&root, &lines, x.clone(), y.log_scale()),
+                (false, false) => self.draw(&plot, &lines, x.clone(), y.clone()),
+                (true, false) => self.draw(&plot, &lines, x.clone().log_scale().base(2.0), y),
+                (false, true) => self.draw(&plot, &lines, x.clone(), y.log_scale()),
                 (true, true) => self.draw(
-                    &root,
+                    &plot,
                     &lines,
                     x.clone().log_scale().base(2.0),
                     y.log_scale(),
                 ),
             }?;
+            draw_legend(&legend, &lines)?;
             root.present()
                 .map_err(|e| anyhow!("drawing the chart: {e}"))?;
         }
@@ -169,7 +176,6 @@ impl Chart {
         Y::CoordDescType: ValueFormatter<f64>,
     {
         let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the chart: {e}");
-        root.fill(&WHITE).map_err(err)?;
         let mut chart = ChartBuilder::on(root)
             .caption(&self.title, ("sans-serif", 16).into_font())
             .margin(12)
@@ -204,23 +210,17 @@ impl Chart {
             let r = chart.x_range();
             (r.start, r.end)
         };
-        for (i, (name, pts)) in lines.iter().enumerate() {
-            let colour = PALETTE[i % PALETTE.len()];
+        for (i, (_, pts)) in lines.iter().enumerate() {
+            let (colour, dashed) = line_style(i);
             let style = colour.stroke_width(2);
-            let legend: Box<dyn Fn((i32, i32)) -> PathElement<(i32, i32)>> =
-                Box::new(move |(px, py)| PathElement::new(vec![(px, py), (px + 20, py)], style));
-            if i < PALETTE.len() {
-                chart
-                    .draw_series(LineSeries::new(pts.iter().copied(), style))
-                    .map_err(err)?
-                    .label(name)
-                    .legend(legend);
-            } else {
+            if dashed {
                 chart
                     .draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 3, style))
-                    .map_err(err)?
-                    .label(name)
-                    .legend(legend);
+                    .map_err(err)?;
+            } else {
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), style))
+                    .map_err(err)?;
             }
             if pts.len() <= MARKED {
                 chart
@@ -247,18 +247,49 @@ impl Chart {
                 .draw_series(std::iter::once(Text::new(label.clone(), (x1, *y), text)))
                 .map_err(err)?;
         }
-        if !lines.is_empty() {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .background_style(WHITE.mix(0.85))
-                .border_style(RGBColor(0x99, 0x99, 0x99))
-                .label_font(("sans-serif", 12))
-                .draw()
-                .map_err(err)?;
-        }
         Ok(())
     }
+}
+
+/// The colour of the `i`-th series and whether it is dashed.
+fn line_style(i: usize) -> (RGBColor, bool) {
+    (PALETTE[i % PALETTE.len()], i >= PALETTE.len())
+}
+
+/// One legend line per series, top down from the plot's top, as far as there is room.
+fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    lines: &[(String, Vec<(f64, f64)>)],
+) -> Result<()> {
+    let err = |e: DrawingAreaErrorKind<_>| anyhow!("drawing the legend: {e}");
+    let (_, height) = area.dim_in_pixel();
+    let font = ("sans-serif", 12).into_font().color(&BLACK);
+    for (i, (name, _)) in lines.iter().enumerate() {
+        let y = 50 + 18 * i as i32;
+        if y + 18 > height as i32 {
+            break;
+        }
+        let (colour, dashed) = line_style(i);
+        let pieces: &[(i32, i32)] = if dashed {
+            &[(2, 8), (11, 17), (20, 24)]
+        } else {
+            &[(2, 24)]
+        };
+        for &(x0, x1) in pieces {
+            area.draw(&PathElement::new(
+                vec![(x0, y), (x1, y)],
+                colour.stroke_width(2),
+            ))
+            .map_err(err)?;
+        }
+        area.draw(&Text::new(
+            name.clone(),
+            (30, y),
+            font.clone().pos(Pos::new(HPos::Left, VPos::Center)),
+        ))
+        .map_err(err)?;
+    }
+    Ok(())
 }
 
 /// The axis range of `values`: on a logarithmic axis widened to whole powers of `base`,
