@@ -1,5 +1,6 @@
 //! `braid lrb`: Linear Road (../shared/docs/linear-road.md): generate data, run the
-//! parallel plan, validate every answer, explain the plan, rate the sustained peak.
+//! parallel plan, validate every answer, explain the plan. (The sustained-peak rating
+//! is a benchmark: `cargo run --release -p braid-bench -- rate`.)
 
 use crate::args::QueryArgs;
 use anyhow::{Context, Result};
@@ -90,8 +91,6 @@ pub enum Lrb {
         #[arg(long)]
         dot: bool,
     },
-    /// Sustained-peak rating: candidate L values at peak load in real time.
-    Rate(crate::lrb_rate::RateArgs),
     /// The main job end to end: generate data, run the parallel plan, validate.
     Demo {
         /// Expressways.
@@ -354,7 +353,6 @@ pub fn run(which: Lrb) -> Result<()> {
                 return Err(crate::Failed.into());
             }
         }
-        Lrb::Rate(args) => crate::lrb_rate::run(args)?,
         Lrb::Explain {
             parts,
             strategy,

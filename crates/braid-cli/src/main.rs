@@ -25,23 +25,13 @@ macro_rules! out {
 }
 
 mod args;
-mod bench;
-mod bench_placement;
-mod bench_sql;
 mod convert;
-mod examples;
 mod explain;
 mod lrb;
-mod lrb_rate;
-#[allow(dead_code)] // `Style::Points` is for the Linear Road response-time plots (issue 3)
-mod plot;
 mod progress;
 mod report;
 mod run;
 mod shell;
-mod tune;
-
-pub(crate) use args::parse_schema;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
@@ -102,12 +92,7 @@ enum Command {
         #[arg(long)]
         dot: bool,
     },
-    /// Benchmarks (write CSV and SVG plots under docs/benchmarks/).
-    Bench {
-        #[command(subcommand)]
-        which: bench::Which,
-    },
-    /// Linear Road: generate data, run, validate, rate.
+    /// Linear Road: generate data, run, explain, validate.
     Lrb {
         #[command(subcommand)]
         which: lrb::Lrb,
@@ -185,11 +170,10 @@ fn run() -> anyhow::Result<()> {
             apas_rate,
             seed,
         } => {
-            examples::write(&dir, rows, apas_rate, seed)?;
+            braid_sql::examples::write(&dir, rows, apas_rate, seed)?;
             eprintln!("braid: wrote the example inputs into {}", dir.display());
             Ok(())
         }
-        Command::Bench { which } => bench::run(which),
         Command::Lrb { which } => lrb::run(which),
     }
 }

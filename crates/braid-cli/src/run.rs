@@ -99,7 +99,7 @@ pub fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Resul
                     "with --processes > 1 give --splitter-rate too, so that every process picks the same p".into()
                 ));
             }
-            let r = crate::tune::single_splitter_rate(plan, registry, q.splitter_sample, 3)?;
+            let r = braid_exec::tune::single_splitter_rate(plan, registry, q.splitter_sample, 3)?;
             eprintln!(
                 "braid: single-splitter rate {r:.0} rows/s (fsplit, q = 1, 1 worker, median of 3 runs on up to {} rows)",
                 q.splitter_sample
@@ -107,11 +107,11 @@ pub fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Resul
             r
         }
     };
-    crate::tune::set_rates(plan, desired, one)?;
-    let shape = crate::tune::resolved_shape(plan, registry, q.total_workers())?;
+    braid_exec::tune::set_rates(plan, desired, one)?;
+    let shape = braid_exec::tune::resolved_shape(plan, registry, q.total_workers())?;
     eprintln!(
         "braid: desired {desired:.0} rows/s, one splitter {one:.0} rows/s -> split shape {}",
-        crate::tune::describe(&shape)
+        braid_exec::tune::describe(&shape)
     );
     Ok(())
 }

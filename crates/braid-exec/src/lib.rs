@@ -24,9 +24,9 @@
 
 pub mod calibrate;
 pub mod error;
-pub mod host;
 pub mod render;
 pub mod runtime;
 pub mod session;
 pub mod shared;
 pub mod source;
+pub mod tune;

@@ -26,6 +26,7 @@
 
 pub mod catalog;
 mod compile;
+pub mod examples;
 pub mod expr;
 pub mod logical;
 pub mod physical;

@@ -50,6 +50,10 @@ pub struct RateConfig {
     pub sample_copies: u32,
     /// Replay speed (1 = real time; other values only for trying the harness out).
     pub speed: f64,
+    /// Reads this process's CPU seconds (all threads), for [`Candidate::cpu_seconds`]
+    /// and the cores in [`Candidate::load`]. The harness reads no operating-system
+    /// counters itself; the default reads 0.
+    pub process_cpu: fn() -> f64,
 }
 
 impl Default for RateConfig {
@@ -64,6 +68,7 @@ impl Default for RateConfig {
             fanin: None,
             sample_copies: 2,
             speed: 1.0,
+            process_cpu: || 0.0,
         }
     }
 }
@@ -79,8 +84,6 @@ pub struct Candidate {
     pub seconds: f64,
     /// Process CPU seconds during the run.
     pub cpu_seconds: f64,
-    /// Peak resident memory of the process so far (MB), from /proc.
-    pub peak_rss_mb: f64,
     /// Outputs per type (all, warm-up included).
     pub counts: [u64; 5],
     /// Scored outputs later than their deadline, per type.
@@ -357,7 +360,8 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         workers: cfg.workers,
         ..Default::default()
     };
-    let cpu0 = braid_exec::host::process_cpu();
+    let process_cpu = cfg.process_cpu;
+    let cpu0 = process_cpu();
     // Once a second: input rows/s and CPU cores used, for the report's plots.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let sampler = {
@@ -365,13 +369,13 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         std::thread::spawn(move || {
             use std::sync::atomic::Ordering::Relaxed;
             let start = std::time::Instant::now();
-            let (mut rows, mut cpu, mut at) = (0u64, braid_exec::host::process_cpu(), 0.0);
+            let (mut rows, mut cpu, mut at) = (0u64, process_cpu(), 0.0);
             let mut load = Vec::new();
             while !stop.load(Relaxed) {
                 std::thread::sleep(std::time::Duration::from_secs(1));
                 let (r, c, t) = (
                     handed.load(Relaxed),
-                    braid_exec::host::process_cpu(),
+                    process_cpu(),
                     start.elapsed().as_secs_f64(),
                 );
                 let dt = (t - at).max(1e-9);
@@ -385,8 +389,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let load = sampler.join().unwrap_or_default();
     let report = report?;
-    let cpu_seconds = braid_exec::host::process_cpu() - cpu0;
-    let peak_rss_mb = braid_exec::host::peak_rss_mb();
+    let cpu_seconds = process_cpu() - cpu0;
     let stats = std::mem::take(
         &mut *sink
             .stats
@@ -459,7 +462,6 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         rows_in: report.rows_in,
         seconds: report.elapsed.as_secs_f64(),
         cpu_seconds,
-        peak_rss_mb,
         counts: stats.counts,
         late,
         millis,

@@ -82,7 +82,7 @@ pub(crate) fn render<'s>(
 }
 
 /// One window splitter's work: what every fsplit and parasplit splitter operator runs
-/// on each window, also usable outside a dataflow (`braid bench tune`'s probe of the
+/// on each window, also usable outside a dataflow (`braid-bench split`'s probe of the
 /// split cost behind the efficiency eta).
 pub struct WindowSplitter {
     router: Router,

@@ -1,8 +1,14 @@
-//! `braid bench placement`: partitions placed by measured cost (`--calibrate`) against
+//! `braid-bench placement`: partitions placed by measured cost (`--calibrate`) against
 //! `p % workers`, on an expensive stream function over a skewed and a uniform routing.
 //! Writes `placement.md` and `placement.csv`.
+//!
+//! ```text
+//! cargo run --release -p braid-bench -- placement --tuples 200000 --reps 1
+//! ```
 
-use crate::tune::{measure, median, Measured};
+use crate::host;
+use crate::measure::{measure, median, Measured};
+use crate::report::{markdown_table, round, write_csv, Align};
 use anyhow::Result;
 use braid_exec::calibrate::calibrate;
 use braid_exec::runtime::RunConfig;
@@ -10,11 +16,12 @@ use braid_plan::expr::Expr;
 use braid_plan::function::{Registry, Spin};
 use braid_plan::plan::{GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, Strategy};
 use braid_sql::expr::parse_expr;
+use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// `braid bench placement`.
+/// Options of `braid-bench placement`.
 #[derive(clap::Args)]
 pub struct PlacementArgs {
     /// Generator tuples per run.
@@ -52,6 +59,19 @@ const ROUTES: [(&str, &str, &str); 2] = [
     ),
 ];
 
+/// A line of `placement.csv`.
+#[derive(Serialize)]
+struct CsvRow<'a> {
+    route: &'a str,
+    config: &'a str,
+    workers: usize,
+    rows_per_s: u64,
+    cpu_s: f64,
+    other_cores: f64,
+    busiest_share_modulo: f64,
+    busiest_share_measured: f64,
+}
+
 fn plan(a: &PlacementArgs, route: &str) -> Result<Plan> {
     let schema = GeneratorSpec::schema();
     let spec = GeneratorSpec {
@@ -75,24 +95,15 @@ fn plan(a: &PlacementArgs, route: &str) -> Result<Plan> {
 }
 
 /// Runs the benchmark and writes the report.
-pub fn run_placement(a: PlacementArgs) -> Result<()> {
+pub fn run(a: PlacementArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out)?;
     let mut registry = Registry::with_builtins();
     registry.add_function("spin", Arc::new(Spin(a.rounds)));
-    let load0 = braid_exec::host::loadavg();
-    let mut md = String::new();
-    let mut csv = String::from(
-        "route,config,workers,rows_per_s,cpu_s,other_cores,busiest_share_modulo,busiest_share_measured\n",
-    );
-    writeln!(
-        md,
-        "| routing | 1 worker (rows/s) | 2 workers, p % workers | 2 workers, measured placement | measured / p % workers | busiest worker's share of the measured work: p % workers → measured | placement changed |"
-    )?;
-    writeln!(md, "|---|---|---|---|---|---|---|")?;
+    let load0 = host::loadavg();
+    let mut md_rows = Vec::new();
+    let mut csv_rows = Vec::new();
     let mut unchanged = Vec::new();
-    let mut each_run = String::from(
-        "| routing | configuration | every run in order (M rows/s) |\n|---|---|---|\n",
-    );
+    let mut each_run = Vec::new();
     for (name, route, _) in ROUTES {
         let p = plan(&a, route)?;
         let cfg = RunConfig {
@@ -130,41 +141,44 @@ pub fn run_placement(a: PlacementArgs) -> Result<()> {
                 .map(|m| format!("{:.2}", m.rate / 1e6))
                 .collect();
             eprintln!("{name} {label}: runs {} M rows/s", each.join(" "));
-            writeln!(each_run, "| {name} | {label} | {} |", each.join(", "))?;
+            each_run.push(vec![name.to_string(), label.to_string(), each.join(", ")]);
             let cpu = median(runs[k].iter().map(|m| m.cpu).collect());
             let others = median(runs[k].iter().map(|m| m.others).collect());
             eprintln!(
                 "{name} {label} ({workers}w): {:.0} rows/s, {cpu:.2} CPU-s, other processes {others:.2} cores",
                 rate(k)
             );
-            writeln!(
-                csv,
-                "{name},{label},{workers},{:.0},{cpu:.3},{others:.2},{before:.3},{after:.3}",
-                rate(k)
-            )?;
+            csv_rows.push(CsvRow {
+                route: name,
+                config: label,
+                workers: *workers,
+                rows_per_s: rate(k) as u64,
+                cpu_s: round(cpu, 3),
+                other_cores: round(others, 2),
+                busiest_share_modulo: round(before, 3),
+                busiest_share_measured: round(after, 3),
+            });
         }
-        writeln!(
-            md,
-            "| {name} | {:.0} | {:.0} | {:.0} | **{:.2}** | {:.0}% → {:.0}% | {} |",
-            rate(0),
-            rate(1),
-            rate(2),
-            rate(2) / rate(1).max(1e-9),
-            100.0 * before,
-            100.0 * after,
-            if cal.applied { "yes" } else { "no" }
-        )?;
+        md_rows.push(vec![
+            name.to_string(),
+            format!("{:.0}", rate(0)),
+            format!("{:.0}", rate(1)),
+            format!("{:.0}", rate(2)),
+            format!("**{:.2}**", rate(2) / rate(1).max(1e-9)),
+            format!("{:.0}% → {:.0}%", 100.0 * before, 100.0 * after),
+            if cal.applied { "yes" } else { "no" }.to_string(),
+        ]);
         if !cal.applied {
             unchanged.push(name);
         }
     }
-    let load1 = braid_exec::host::loadavg();
+    let load1 = host::loadavg();
     let mut doc = String::new();
     writeln!(
         doc,
         "# Placing partitions by measured cost\n\n\
 Command (one run, every ratio below from it):\n\n\
-```\ncargo run --release -p braid-cli -- bench placement --tuples {} --q {} --rounds {} --calibrate-rows {} --reps {}\n```\n\n\
+```\ncargo run --release -p braid-bench -- placement --tuples {} --q {} --rounds {} --calibrate-rows {} --reps {}\n```\n\n\
 A generator stream (64 expressways) is split into q = {} partitions by parasplit (each worker splits its own windows); each \
 partition runs `spin`, a stand-in for an expensive query ({} rounds of a 64-bit mix per \
 row). \"Measured placement\" is what `braid run --calibrate {}` does: run the plan on \
@@ -180,7 +194,21 @@ then the two 2-worker configurations in rounds, each round starting with the oth
         writeln!(doc, "- **{name}**: route `{route}`; {what}.")?;
     }
     writeln!(doc)?;
-    doc.push_str(&md);
+    doc.push_str(&markdown_table(
+        &[
+            ("routing", Align::Left),
+            ("1 worker (rows/s)", Align::Right),
+            ("2 workers, p % workers", Align::Right),
+            ("2 workers, measured placement", Align::Right),
+            ("measured / p % workers", Align::Right),
+            (
+                "busiest worker's share of the measured work: p % workers → measured",
+                Align::Left,
+            ),
+            ("placement changed", Align::Left),
+        ],
+        md_rows,
+    ));
     if !unchanged.is_empty() {
         writeln!(
             doc,
@@ -195,9 +223,16 @@ columns ran the same plan, so their ratio is the run-to-run noise of this machin
         doc,
         "\nEvery run of each configuration, in the order made, to judge the spread:\n"
     )?;
-    doc.push_str(&each_run);
+    doc.push_str(&markdown_table(
+        &[
+            ("routing", Align::Left),
+            ("configuration", Align::Left),
+            ("every run in order (M rows/s)", Align::Left),
+        ],
+        each_run,
+    ));
     std::fs::write(a.out.join("placement.md"), doc)?;
-    std::fs::write(a.out.join("placement.csv"), csv)?;
+    write_csv(&a.out.join("placement.csv"), csv_rows)?;
     eprintln!(
         "bench placement: wrote {} and placement.csv",
         a.out.join("placement.md").display()

@@ -1,17 +1,25 @@
-//! `braid bench sql`: the query-language examples at scale (serial, automatic
-//! parallelization on 1 and 2 workers) and the StreamAPAS micro-benchmark's result
-//! latencies at 1,000-30,000 tuples per minute. Writes `sql.md`, `sql-throughput.csv`,
+//! `braid-bench sql`: the query-language examples at scale (serial, automatic
+//! parallelization on 1 and 2 workers), StreamCloud's three ways to cut a query into
+//! stages, and the StreamAPAS micro-benchmark's result latencies at 1,000-30,000
+//! tuples per minute. Writes `sql.md`, `sql-throughput.csv`, `sql-stages.csv`,
 //! `sql-apas-latency.csv` and `sql-apas-latency.svg`.
+//!
+//! ```text
+//! cargo run --release -p braid-bench -- sql --rows 20000 --repeat 1 --rates 1000
+//! ```
 
+use crate::measure::median;
 use crate::plot::{Chart, Series};
+use crate::report::{markdown_table, write_csv, Align};
 use anyhow::{Context, Result};
-use braid_exec::runtime::{run, RunConfig};
+use braid_exec::runtime::{self, RunConfig};
 use braid_plan::function::Registry;
 use braid_sql::compile_script;
-use std::fmt::Write as _;
+use braid_sql::examples;
+use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// `braid bench sql`.
+/// Options of `braid-bench sql`.
 #[derive(clap::Args)]
 pub struct SqlArgs {
     /// Rows of each example's input (calls, samples, log lines, generator tuples).
@@ -60,20 +68,64 @@ fn rate(dir: &Path, text: &str, workers: usize) -> Result<(f64, u64)> {
         workers,
         ..RunConfig::default()
     };
-    let r = run(&job.plan, &script.registry, &cfg)?;
+    let r = runtime::run(&job.plan, &script.registry, &cfg)?;
     Ok((
         r.rows_in as f64 / r.elapsed.as_secs_f64().max(1e-9),
         r.rows_out,
     ))
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
+/// A line of `sql-throughput.csv`.
+#[derive(Serialize)]
+struct ThroughputRow<'a> {
+    example: &'a str,
+    config: &'a str,
+    workers: usize,
+    rows_per_s: u64,
+    rows_out: u64,
+}
+
+/// A line of `sql-stages.csv`.
+#[derive(Serialize)]
+struct StagesRow<'a> {
+    example: &'a str,
+    stages_setting: &'a str,
+    stages: usize,
+    rows_per_s: u64,
+}
+
+/// A line of `sql-apas-latency.csv`.
+#[derive(Serialize)]
+struct LatencyRow {
+    tuples_per_minute: f64,
+    results: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+}
+
+/// Latencies in ms of the StreamAPAS results in the CSV file `out`: emit time minus the
+/// later of the two input tuples' times (columns a.time, value1, time2, value2, emit).
+fn apas_latencies(out: &Path) -> Result<Vec<f64>> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .trim(csv::Trim::All)
+        .from_path(out)
+        .with_context(|| format!("reading {}", out.display()))?;
+    let mut lat = Vec::new();
+    for record in reader.records() {
+        let record = record.with_context(|| format!("reading {}", out.display()))?;
+        let v: Vec<f64> = record.iter().filter_map(|x| x.parse().ok()).collect();
+        if v.len() == 5 {
+            lat.push(v[4] - v[0].max(v[2]));
+        }
+    }
+    Ok(lat)
 }
 
 /// Runs the benchmark and writes the report.
-pub fn run_sql(a: SqlArgs) -> Result<()> {
+pub fn run(a: SqlArgs) -> Result<()> {
     std::fs::create_dir_all(&a.out)?;
     let data = a.scratch.join("data");
     eprintln!(
@@ -81,11 +133,9 @@ pub fn run_sql(a: SqlArgs) -> Result<()> {
         a.rows,
         data.display()
     );
-    crate::examples::write(&data, a.rows, 1000.0, 1)?;
-    let mut md = String::new();
-    let mut csv = String::from("example,config,workers,rows_per_s,rows_out\n");
-    writeln!(md, "| example | partitioning | serial, 1 worker (rows/s) | auto, 1 worker | auto, 2 workers | 2 workers / serial |")?;
-    writeln!(md, "|---|---|---:|---:|---:|---:|")?;
+    examples::write(&data, a.rows, 1000.0, 1)?;
+    let mut md_rows = Vec::new();
+    let mut csv_rows = Vec::new();
     for name in EXAMPLES {
         let text = example(name, "sink = 'discard'")?
             .replace("tuples = 200000", &format!("tuples = {}", a.rows));
@@ -110,27 +160,39 @@ pub fn run_sql(a: SqlArgs) -> Result<()> {
             }
             let m = median(runs);
             eprintln!("{name} {label} {workers}w: {m:.0} rows/s ({out} rows out)");
-            writeln!(csv, "{name},{label},{workers},{m:.0},{out}")?;
+            csv_rows.push(ThroughputRow {
+                example: name,
+                config: label,
+                workers: *workers,
+                rows_per_s: m as u64,
+                rows_out: out,
+            });
             rates.push(m);
         }
-        writeln!(
-            md,
-            "| {name} | {part} | {:.0} | {:.0} | {:.0} | {:.2} |",
-            rates[0],
-            rates[1],
-            rates[2],
-            rates[2] / rates[0]
-        )?;
+        md_rows.push(vec![
+            name.to_string(),
+            part.to_string(),
+            format!("{:.0}", rates[0]),
+            format!("{:.0}", rates[1]),
+            format!("{:.0}", rates[2]),
+            format!("{:.2}", rates[2] / rates[0]),
+        ]);
     }
-    std::fs::write(a.out.join("sql-throughput.csv"), &csv)?;
+    write_csv(&a.out.join("sql-throughput.csv"), csv_rows)?;
+    let md = markdown_table(
+        &[
+            ("example", Align::Left),
+            ("partitioning", Align::Left),
+            ("serial, 1 worker (rows/s)", Align::Right),
+            ("auto, 1 worker", Align::Right),
+            ("auto, 2 workers", Align::Right),
+            ("2 workers / serial", Align::Right),
+        ],
+        md_rows,
+    );
     // StreamCloud's three ways to cut a query, as Braid stages (2 workers).
-    let mut cut_md = String::new();
-    let mut cut_csv = String::from("example,stages_setting,stages,rows_per_s\n");
-    writeln!(
-        cut_md,
-        "| example | `SET stages` | stages | rows/s (2 workers) | vs subquery |"
-    )?;
-    writeln!(cut_md, "|---|---|---:|---:|---:|")?;
+    let mut cut_md_rows = Vec::new();
+    let mut cut_csv = Vec::new();
     for name in ["fraud", "calls_and_texts"] {
         let text = example(name, "sink = 'discard'")?;
         let mut results = Vec::new();
@@ -146,27 +208,43 @@ pub fn run_sql(a: SqlArgs) -> Result<()> {
             }
             let m = median(runs);
             eprintln!("{name} stages={cut} ({n} stages): {m:.0} rows/s");
-            writeln!(cut_csv, "{name},{cut},{n},{m:.0}")?;
+            cut_csv.push(StagesRow {
+                example: name,
+                stages_setting: cut,
+                stages: n,
+                rows_per_s: m as u64,
+            });
             results.push((cut, n, m));
         }
         let sub = results[2].2;
         for (cut, n, m) in results {
-            writeln!(cut_md, "| {name} | {cut} | {n} | {m:.0} | {:.2} |", m / sub)?;
+            cut_md_rows.push(vec![
+                name.to_string(),
+                cut.to_string(),
+                n.to_string(),
+                format!("{m:.0}"),
+                format!("{:.2}", m / sub),
+            ]);
         }
     }
-    std::fs::write(a.out.join("sql-stages.csv"), &cut_csv)?;
+    write_csv(&a.out.join("sql-stages.csv"), cut_csv)?;
+    let cut_md = markdown_table(
+        &[
+            ("example", Align::Left),
+            ("`SET stages`", Align::Left),
+            ("stages", Align::Right),
+            ("rows/s (2 workers)", Align::Right),
+            ("vs subquery", Align::Right),
+        ],
+        cut_md_rows,
+    );
     // StreamAPAS latencies.
-    let mut lat_csv = String::from("tuples_per_minute,results,p50_ms,p99_ms,max_ms\n");
-    let mut lat_md = String::new();
-    writeln!(
-        lat_md,
-        "| tuples/min per generator | results | p50 (ms) | p99 (ms) | max (ms) |"
-    )?;
-    writeln!(lat_md, "|---:|---:|---:|---:|---:|")?;
+    let mut lat_csv = Vec::new();
+    let mut lat_md_rows = Vec::new();
     let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
     for &r in &a.rates {
         let dir = a.scratch.join(format!("apas-{r}"));
-        crate::examples::write(&dir.join("data"), 1000, r, 1)?;
+        examples::write(&dir.join("data"), 1000, r, 1)?;
         let out = dir.join("out.csv");
         let text = example(
             "streamapas",
@@ -178,16 +256,8 @@ pub fn run_sql(a: SqlArgs) -> Result<()> {
         );
         let script = compile_script(&text, &dir, &Registry::with_builtins())?;
         let job = script.jobs.first().context("no query")?;
-        run(&job.plan, &script.registry, &RunConfig::default())?;
-        let body = std::fs::read_to_string(&out)?;
-        // Columns: a.time, value1, time2, value2, emit (ms since start).
-        let mut lat: Vec<f64> = body
-            .lines()
-            .filter_map(|l| {
-                let v: Vec<f64> = l.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-                (v.len() == 5).then(|| v[4] - v[0].max(v[2]))
-            })
-            .collect();
+        runtime::run(&job.plan, &script.registry, &RunConfig::default())?;
+        let mut lat = apas_latencies(&out)?;
         lat.sort_by(|a, b| a.total_cmp(b));
         let q = |p: f64| {
             lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
@@ -199,16 +269,34 @@ pub fn run_sql(a: SqlArgs) -> Result<()> {
             "streamapas {r}/min: {} results, p50 {p50} ms, p99 {p99} ms, max {max} ms",
             lat.len()
         );
-        writeln!(lat_csv, "{r},{},{p50},{p99},{max}", lat.len())?;
-        writeln!(
-            lat_md,
-            "| {r} | {} | {p50:.0} | {p99:.0} | {max:.0} |",
-            lat.len()
-        )?;
+        lat_csv.push(LatencyRow {
+            tuples_per_minute: r,
+            results: lat.len(),
+            p50_ms: p50,
+            p99_ms: p99,
+            max_ms: max,
+        });
+        lat_md_rows.push(vec![
+            r.to_string(),
+            lat.len().to_string(),
+            format!("{p50:.0}"),
+            format!("{p99:.0}"),
+            format!("{max:.0}"),
+        ]);
         p50s.push((r, p50.max(0.5)));
         p99s.push((r, p99.max(0.5)));
     }
-    std::fs::write(a.out.join("sql-apas-latency.csv"), &lat_csv)?;
+    write_csv(&a.out.join("sql-apas-latency.csv"), lat_csv)?;
+    let lat_md = markdown_table(
+        &[
+            ("tuples/min per generator", Align::Right),
+            ("results", Align::Right),
+            ("p50 (ms)", Align::Right),
+            ("p99 (ms)", Align::Right),
+            ("max (ms)", Align::Right),
+        ],
+        lat_md_rows,
+    );
     let chart = Chart {
         title: "StreamAPAS micro-benchmark: result latency vs input rate (epoch 100 ms)".into(),
         x_label: "tuples per minute per generator".into(),
@@ -218,11 +306,11 @@ pub fn run_sql(a: SqlArgs) -> Result<()> {
         series: vec![Series::line("p50", p50s), Series::line("p99", p99s)],
         ..Chart::default()
     };
-    std::fs::write(a.out.join("sql-apas-latency.svg"), chart.to_svg(800, 450))?;
+    chart.write_svg(&a.out.join("sql-apas-latency.svg"), 800, 450)?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let report = format!(
         "# Query-language benchmarks\n\n\
-Made by `braid bench sql --rows {rows} --repeat {rep}` (release build, {cores} cores; \
+Made by `cargo run --release -p braid-bench -- sql --rows {rows} --repeat {rep}` (release build, {cores} cores; \
 medians of {rep} runs in one session; absolute numbers from other runs are not comparable).\n\n\
 ## Throughput: automatic parallelization vs one worker\n\n\
 Each example of `examples/` on generated inputs of {rows} rows (`braid examples-data`), \

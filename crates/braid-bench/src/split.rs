@@ -1,106 +1,37 @@
-//! `braid bench split` and `braid bench tune`: the thesis's split experiments on this
-//! machine, and Paper V's heuristics (`p` by eq. 6, `W` by doubling).
+//! `braid-bench split`: the thesis's split experiments on this machine.
 //!
-//! `split` measures throughput and process CPU seconds of every split strategy on the
-//! built-in generator with the counting stream function (nearly free, so the split and
-//! the engine dominate: "routing only"), for q = 2..512 at b = 0.5 % and for b = 0..100 %
+//! Measures throughput and process CPU seconds of every split strategy on the built-in
+//! generator with the counting stream function (nearly free, so the split and the
+//! engine dominate: "routing only"), for q = 2..512 at b = 0.5 % and for b = 0..100 %
 //! at q = 64 (plus q = 512 at b = 10 %), on 1 and 2 workers, next to a single-threaded
 //! baseline loop that generates the same tuples and routes them to per-partition
-//! counters with no engine. It reports medians, the efficiency `η` of eq. 7 (measured
-//! from CPU time), the target ratios of the spec, and the load seen, and writes CSV,
-//! a markdown summary and SVG plots.
+//! counters with no engine. Reports medians, the efficiency `η` of eq. 7 (measured from
+//! CPU time), the target ratios of the spec and the load seen, and writes `split.csv`,
+//! `split-targets.csv`, `split-results.md` and the SVG plots `split-q.svg`,
+//! `split-q-1w.svg`, `split-cpu-q.svg` and `split-b.svg`.
+//!
+//! ```text
+//! cargo run --release -p braid-bench -- split --quick
+//! ```
 
+use crate::host;
+use crate::measure::{measure, median, Measured};
 use crate::plot::{Chart, Series};
-use crate::tune::{self, median, Measured};
+use crate::probe::probe_costs;
+use crate::query::{gen_spec, pct, plan, KEYS};
+use crate::report::{markdown_table, round, write_csv, Align};
 use anyhow::{Context, Result};
-use braid_exec::host;
 use braid_exec::source::generator::tuple;
+use braid_exec::tune::{describe, resolved_shape, split_ref};
 use braid_plan::function::Registry;
-use braid_plan::plan::{
-    GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, SplitShape, Strategy,
-};
-use braid_sql::expr::parse_expr;
+use braid_plan::plan::{GeneratorSpec, Strategy};
+use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Which benchmark.
-#[derive(clap::Subcommand)]
-pub enum Which {
-    /// Split strategies vs. q and broadcast fraction, 1 and 2 workers, vs. a baseline loop.
-    Split(SplitArgs),
-    /// Paper V heuristics: W by doubling, the single-splitter rate and p (eq. 6).
-    Tune(TuneArgs),
-    /// Raw CSV parse speed of a file: Braid's CSV reader alone, no dataflow.
-    Parse(ParseArgs),
-    /// The query-language examples at scale and the StreamAPAS latencies.
-    Sql(crate::bench_sql::SqlArgs),
-    /// Partitions placed by measured cost (`--calibrate`) vs. `p % workers`.
-    Placement(crate::bench_placement::PlacementArgs),
-}
-
-/// `braid bench parse`.
-#[derive(clap::Args)]
-pub struct ParseArgs {
-    /// The CSV file.
-    #[arg(long)]
-    input: PathBuf,
-    /// Columns "name type, ..." (default: the 15 int64 Linear Road fields).
-    #[arg(long)]
-    schema: Option<String>,
-}
-
-/// Reads the whole file through the CSV source's parser thread and counts rows.
-fn parse_cmd(a: ParseArgs) -> Result<()> {
-    use braid_exec::source::{open, Counters, Next, ReadOptions};
-    use braid_plan::plan::SourceSpec;
-    let schema = match &a.schema {
-        Some(s) => crate::parse_schema(s)?,
-        None => linear_road::app::input_schema(),
-    };
-    let mut plan = Plan::source(
-        "parse",
-        SourceSpec::Csv {
-            path: a.input.clone(),
-            header: false,
-        },
-        schema,
-    );
-    plan.leaf_source_mut().window = 1024;
-    let counters = std::sync::Arc::new(Counters::default());
-    let registry = Registry::with_builtins();
-    let start = Instant::now();
-    let mut feed = open(
-        plan.leaf_source(),
-        0,
-        1,
-        &ReadOptions::default(),
-        counters,
-        &registry,
-    )?
-    .context("worker 0 reads the file")?;
-    let mut rows = 0u64;
-    loop {
-        match feed.next()? {
-            Next::Window(_, b) => rows += b.len() as u64,
-            Next::Wait => std::thread::yield_now(),
-            Next::Done => break,
-        }
-    }
-    let secs = start.elapsed().as_secs_f64();
-    println!(
-        "{rows} rows in {secs:.2} s: {:.0} rows/s (one parser thread)",
-        rows as f64 / secs.max(1e-9)
-    );
-    let rejects = feed.rejects();
-    if rejects.count > 0 {
-        print!("{rejects}");
-    }
-    Ok(())
-}
-
-/// `braid bench split`.
+/// Options of `braid-bench split`.
 #[derive(clap::Args)]
 pub struct SplitArgs {
     /// Most tuples per measurement. Each point runs about --target-secs, with at least
@@ -145,59 +76,6 @@ pub struct SplitArgs {
     strategies: Option<Vec<String>>,
 }
 
-/// `braid bench tune`.
-#[derive(clap::Args)]
-pub struct TuneArgs {
-    /// Logical partitions q.
-    #[arg(long, default_value_t = 64)]
-    parts: u32,
-    /// Generator broadcast fraction b (rows with type = 2 are broadcast).
-    #[arg(long, default_value_t = 0.005)]
-    broadcast_fraction: f64,
-    /// Split strategy whose throughput W is tuned for.
-    #[arg(long, default_value = "parasplit")]
-    strategy: String,
-    /// Worker threads.
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
-    /// Tuples per measurement of the W search.
-    #[arg(long, default_value_t = 1_000_000)]
-    tuples: u64,
-    /// Tuples of the single-splitter measurement.
-    #[arg(long, default_value_t = 500_000)]
-    sample: u64,
-    /// Desired input rate Φ_D (rows/s); without it p is shown for 1, 2, 4 and 8 times
-    /// the single-splitter rate.
-    #[arg(long)]
-    desired_rate: Option<f64>,
-    /// Repetitions per measurement (median).
-    #[arg(long, default_value_t = 3)]
-    reps: usize,
-    /// First W of the doubling.
-    #[arg(long, default_value_t = 64)]
-    start_window: usize,
-    /// Largest W tried.
-    #[arg(long, default_value_t = 65_536)]
-    max_window: usize,
-    /// Generator tuples per event-time second (= per epoch).
-    #[arg(long, default_value_t = 20_000.0)]
-    rate: f64,
-    /// Also write the W measurements as CSV to this file.
-    #[arg(long)]
-    csv: Option<PathBuf>,
-}
-
-/// Runs a benchmark.
-pub fn run(which: Which) -> Result<()> {
-    match which {
-        Which::Split(a) => split(a),
-        Which::Tune(a) => tune_cmd(a),
-        Which::Parse(a) => parse_cmd(a),
-        Which::Sql(a) => crate::bench_sql::run_sql(a),
-        Which::Placement(a) => crate::bench_placement::run_placement(a),
-    }
-}
-
 const STRATEGIES: [Strategy; 4] = [
     Strategy::Fsplit,
     Strategy::Maxtree,
@@ -206,44 +84,11 @@ const STRATEGIES: [Strategy; 4] = [
 ];
 /// Tuples of the no-engine probes (generation, one splitter) behind η.
 const PROBE_TUPLES: u64 = 200_000;
-/// Keys (expressways) of the generator: every partition up to q = 512 gets rows.
-const KEYS: u32 = 512;
-
-fn gen_spec(tuples: u64, rate: f64, b: f64) -> GeneratorSpec {
-    GeneratorSpec {
-        tuples,
-        rate,
-        keys: KEYS,
-        broadcast: b,
-        seed: 1,
-    }
-}
-
-/// The benchmark query: generator -> split(q, route xway, broadcast type = 2) ->
-/// count -> union -> discard.
-fn plan(spec: GeneratorSpec, q: u32, strategy: Strategy, window: usize) -> Result<Plan> {
-    let schema = GeneratorSpec::schema();
-    let route = Route::Expr {
-        expr: parse_expr("xway", &schema)?,
-        when: None,
-    };
-    let broadcast = Some(parse_expr("type = 2", &schema)?);
-    let mut plan = Plan::source("gen", SourceSpec::Generator(spec), schema)
-        .split(q, route, broadcast, strategy)
-        .map("count")
-        .merge(MergeKind::Union)
-        .sink(SinkSpec::Discard);
-    plan.leaf_source_mut().window = window;
-    if let Some(s) = tune::split_mut(&mut plan) {
-        s.hints.broadcast_fraction = spec.broadcast;
-    }
-    Ok(plan)
-}
 
 /// Generation of whole tuples plus hand-written routing to per-partition counters (a
 /// broadcast row counts on every partition, as `count` does), one thread, no engine:
-/// the reference for overhead.
-/// Returns rows/s and seconds per tuple (one thread: CPU = wall time).
+/// the reference for overhead. Returns rows/s and seconds per tuple (one thread: CPU =
+/// wall time).
 fn baseline(spec: &GeneratorSpec, q: u32) -> (f64, f64) {
     let t = Instant::now();
     let mut counts = vec![0u64; q as usize];
@@ -301,16 +146,42 @@ impl Point {
     }
 }
 
+/// A line of `split.csv`: a measured point, a baseline loop or the no-engine components.
+#[derive(Serialize)]
+struct CsvRow {
+    experiment: String,
+    strategy: String,
+    shape: String,
+    q: u32,
+    b: f64,
+    workers: usize,
+    tuples: u64,
+    reps: usize,
+    rows_per_s: u64,
+    cpu_s: Option<f64>,
+    cpu_s_per_mtuple: f64,
+    eta: Option<f64>,
+    baseline_rows_per_s: u64,
+    ratio_to_baseline: f64,
+    other_cores: Option<f64>,
+}
+
+/// A line of `split-targets.csv`.
+#[derive(Serialize)]
+struct TargetRow {
+    target: String,
+    value: f64,
+    threshold: f64,
+    met: &'static str,
+    detail: String,
+}
+
 /// Key of a (q, b) pair (b in units of 0.1 %).
 fn qb(q: u32, b: f64) -> (u32, u32) {
     (q, (b * 1000.0).round() as u32)
 }
 
-fn pct(b: f64) -> String {
-    let s = format!("{:.1}", b * 100.0);
-    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
-}
-
+/// Rows/s in millions, two decimals; `-` when not measured.
 fn mrows(r: f64) -> String {
     if r.is_finite() {
         format!("{:.2}", r / 1e6)
@@ -319,7 +190,13 @@ fn mrows(r: f64) -> String {
     }
 }
 
-fn split(a: SplitArgs) -> Result<()> {
+/// `Some(v)` rounded when finite.
+fn finite(v: f64, digits: i32) -> Option<f64> {
+    v.is_finite().then(|| round(v, digits))
+}
+
+/// Runs the benchmark and writes its files.
+pub fn run(a: SplitArgs) -> Result<()> {
     let (qs, bs, reps, max_n, min_n, target, out): (Vec<u32>, Vec<f64>, _, _, _, _, _) = if a.quick
     {
         (
@@ -386,8 +263,8 @@ fn split(a: SplitArgs) -> Result<()> {
             &registry,
             1,
         )?;
-        let s = tune::split_ref(&p).context("split")?;
-        let (g, per_w) = tune::probe_costs(probe_spec, a.window, s, &registry, &a.workers, reps)?;
+        let s = split_ref(&p).context("split")?;
+        let (g, per_w) = probe_costs(probe_spec, a.window, s, &registry, &a.workers, reps)?;
         let gs = gen_cost.entry(key_b).or_insert(g);
         *gs = gs.min(g);
         for (&w, c) in a.workers.iter().zip(per_w) {
@@ -412,8 +289,8 @@ fn split(a: SplitArgs) -> Result<()> {
                     continue;
                 }
                 let p = plan(gen_spec(min_n, a.rate, b), q, s, a.window)?;
-                let shape = tune::describe(&tune::resolved_shape(&p, &registry, w)?);
-                let m = tune::measure(&p, &registry, w)?;
+                let shape = describe(&resolved_shape(&p, &registry, w)?);
+                let m = measure(&p, &registry, w)?;
                 let n = ((m.rate * target) as u64).clamp(min_n, max_n.max(min_n));
                 let runs = if n == min_n { vec![m] } else { Vec::new() };
                 points.push(Point {
@@ -444,7 +321,7 @@ fn split(a: SplitArgs) -> Result<()> {
                 continue;
             }
             let p = plan(gen_spec(pt.n, a.rate, pt.b), pt.q, pt.strategy, a.window)?;
-            pt.runs.push(tune::measure(&p, &registry, pt.workers)?);
+            pt.runs.push(measure(&p, &registry, pt.workers)?);
         }
         eprintln!(
             "bench split: round {}/{reps} done at {:.0} s (load {})",
@@ -491,9 +368,6 @@ fn split(a: SplitArgs) -> Result<()> {
     };
 
     // CSV of every point and the baselines.
-    let mut csv = String::from(
-        "experiment,strategy,shape,q,b,workers,tuples,reps,rows_per_s,cpu_s,cpu_s_per_mtuple,eta,baseline_rows_per_s,ratio_to_baseline,other_cores\n",
-    );
     let experiments = |p: &Point| -> Vec<&'static str> {
         let mut e = Vec::new();
         if qb(0, p.b) == qb(0, 0.005) && qs.contains(&p.q) {
@@ -507,60 +381,74 @@ fn split(a: SplitArgs) -> Result<()> {
         }
         e
     };
+    let mut rows = Vec::new();
     for &(q, b) in &pairs {
         let (br, bc) = base[&qb(q, b)];
-        let _ = writeln!(
-            csv,
-            "baseline,baseline loop,hand-written,{q},{b},1,{max_n},{reps},{br:.0},{:.3},{:.3},,{br:.0},1.000,",
-            bc * max_n as f64,
-            bc * 1e6
-        );
+        rows.push(CsvRow {
+            experiment: "baseline".into(),
+            strategy: "baseline loop".into(),
+            shape: "hand-written".into(),
+            q,
+            b,
+            workers: 1,
+            tuples: max_n,
+            reps,
+            rows_per_s: br as u64,
+            cpu_s: Some(round(bc * max_n as f64, 3)),
+            cpu_s_per_mtuple: round(bc * 1e6, 3),
+            eta: None,
+            baseline_rows_per_s: br as u64,
+            ratio_to_baseline: 1.0,
+            other_cores: None,
+        });
         let kb = qb(0, b).1;
         if let (Some(g), Some(sc)) = (gen_cost.get(&kb), split_cost.get(&(q, kb, 1))) {
             let c = components(q, b);
-            let _ = writeln!(
-                csv,
-                "components,generate+split (no engine),gen {:.1} ns + split {:.1} ns per row,{q},{b},1,{},{reps},{c:.0},,{:.3},,{br:.0},{:.3},",
-                g * 1e9,
-                sc * 1e9,
-                max_n.min(PROBE_TUPLES),
-                (g + sc) * 1e6,
-                c / br
-            );
+            rows.push(CsvRow {
+                experiment: "components".into(),
+                strategy: "generate+split (no engine)".into(),
+                shape: format!("gen {:.1} ns + split {:.1} ns per row", g * 1e9, sc * 1e9),
+                q,
+                b,
+                workers: 1,
+                tuples: max_n.min(PROBE_TUPLES),
+                reps,
+                rows_per_s: c as u64,
+                cpu_s: None,
+                cpu_s_per_mtuple: round((g + sc) * 1e6, 3),
+                eta: None,
+                baseline_rows_per_s: br as u64,
+                ratio_to_baseline: round(c / br, 3),
+                other_cores: None,
+            });
         }
     }
     for p in &points {
         let (br, _) = base[&qb(p.q, p.b)];
-        let e = eta(p);
         for ex in experiments(p) {
-            let _ = writeln!(
-                csv,
-                "{ex},{},{},{},{},{},{},{},{:.0},{:.3},{:.3},{},{br:.0},{:.3},{:.2}",
-                p.strategy,
-                p.shape.replace(',', ";"),
-                p.q,
-                p.b,
-                p.workers,
-                p.n,
-                p.runs.len(),
-                p.rate(),
-                p.cpu(),
-                p.cpu_per_m(),
-                if e.is_finite() {
-                    format!("{e:.3}")
-                } else {
-                    String::new()
-                },
-                p.rate() / br,
-                p.others()
-            );
+            rows.push(CsvRow {
+                experiment: ex.into(),
+                strategy: p.strategy.to_string(),
+                shape: p.shape.clone(),
+                q: p.q,
+                b: p.b,
+                workers: p.workers,
+                tuples: p.n,
+                reps: p.runs.len(),
+                rows_per_s: p.rate() as u64,
+                cpu_s: Some(round(p.cpu(), 3)),
+                cpu_s_per_mtuple: round(p.cpu_per_m(), 3),
+                eta: finite(eta(p), 3),
+                baseline_rows_per_s: br as u64,
+                ratio_to_baseline: round(p.rate() / br, 3),
+                other_cores: Some(round(p.others(), 2)),
+            });
         }
     }
-    std::fs::write(out.join("split.csv"), &csv)?;
+    write_csv(&out.join("split.csv"), rows)?;
 
     // Targets, measured in this run.
-    let mut targets = String::from("target,value,threshold,met,detail\n");
-    let mut md = String::new();
+    let mut targets: Vec<TargetRow> = Vec::new();
     let best = |q: u32, b: f64, ws: &[usize], ss: &[Strategy]| -> Option<&Point> {
         points
             .iter()
@@ -568,16 +456,16 @@ fn split(a: SplitArgs) -> Result<()> {
             .filter(|p| ss.contains(&p.strategy))
             .max_by(|x, y| x.rate().total_cmp(&y.rate()))
     };
-    let _ = writeln!(md, "| target | measured | threshold | met | detail |");
-    let _ = writeln!(md, "|---|---|---|---|---|");
     let mut add_target = |name: &str, value: f64, threshold: f64, detail: String| {
         let met = if value >= threshold { "yes" } else { "no" };
-        let _ = writeln!(targets, "{name},{value:.3},{threshold},{met},\"{detail}\"");
-        let _ = writeln!(
-            md,
-            "| {name} | {value:.3} | >= {threshold} | {met} | {detail} |"
-        );
         eprintln!("target {name}: {value:.3} (>= {threshold}: {met}) {detail}");
+        targets.push(TargetRow {
+            target: name.into(),
+            value: round(value, 3),
+            threshold,
+            met,
+            detail,
+        });
     };
     if let Some(p) = best(512, 0.005, &a.workers, &STRATEGIES) {
         let (br, _) = base[&qb(512, 0.005)];
@@ -635,13 +523,34 @@ fn split(a: SplitArgs) -> Result<()> {
             }
         }
     }
-    std::fs::write(out.join("split-targets.csv"), &targets)?;
+    let targets_md = markdown_table(
+        &[
+            ("target", Align::Left),
+            ("measured", Align::Right),
+            ("threshold", Align::Left),
+            ("met", Align::Left),
+            ("detail", Align::Left),
+        ],
+        targets
+            .iter()
+            .map(|t| {
+                vec![
+                    t.target.clone(),
+                    format!("{:.3}", t.value),
+                    format!(">= {}", t.threshold),
+                    t.met.into(),
+                    t.detail.clone(),
+                ]
+            })
+            .collect(),
+    );
+    write_csv(&out.join("split-targets.csv"), &targets)?;
 
     // Markdown summary of this run.
     let mut sum = String::new();
     let _ = writeln!(
         sum,
-        "<!-- generated by `braid bench split`; do not edit -->"
+        "<!-- generated by `cargo run --release -p braid-bench -- split`; do not edit -->"
     );
     let _ = writeln!(
         sum,
@@ -659,71 +568,79 @@ fn split(a: SplitArgs) -> Result<()> {
         "Load average before: {load_before}; after: {load_after}. Other processes used \
          {others_all:.2} of 2 cores on average during the run (system busy time minus Braid's).\n"
     );
-    let _ = writeln!(sum, "### Targets\n\n{md}");
-    let strat_header = |sum: &mut String, first: &str, extra: &str| {
-        let _ = write!(sum, "| {first} |");
-        for s in STRATEGIES {
-            let _ = write!(sum, " {s} |");
-        }
-        let _ = writeln!(sum, "{extra}");
-        let _ = write!(sum, "|---|");
-        for _ in STRATEGIES {
-            let _ = write!(sum, "---|");
-        }
-        let _ = writeln!(sum, "{}", "---|".repeat(extra.matches('|').count()));
+    let _ = writeln!(sum, "### Targets\n\n{targets_md}");
+    let strategy_columns = |first: &str, extra: &[&str]| {
+        let mut c = vec![(first.to_string(), Align::Left)];
+        c.extend(STRATEGIES.iter().map(|s| (s.to_string(), Align::Right)));
+        c.extend(extra.iter().map(|e| (e.to_string(), Align::Right)));
+        c
     };
     let mut section = |title: &str, rows: &[(u32, f64)], label: &dyn Fn(u32, f64) -> String| {
         for &w in &a.workers {
             let _ = writeln!(sum, "### {title}, {w} worker(s): M rows/s (median)\n");
-            strat_header(
-                &mut sum,
-                "point",
-                " baseline loop | generate+split, no engine |",
-            );
-            for &(q, b) in rows {
-                let _ = write!(sum, "| {} |", label(q, b));
-                for s in STRATEGIES {
-                    let r = find(q, b, w, s).map_or(f64::NAN, Point::rate);
-                    let _ = write!(sum, " {} |", mrows(r));
-                }
-                let _ = writeln!(
-                    sum,
-                    " {} | {} |",
-                    mrows(base[&qb(q, b)].0),
-                    mrows(components(q, b))
-                );
-            }
+            let table = rows
+                .iter()
+                .map(|&(q, b)| {
+                    let mut r = vec![label(q, b)];
+                    r.extend(
+                        STRATEGIES
+                            .iter()
+                            .map(|&s| mrows(find(q, b, w, s).map_or(f64::NAN, Point::rate))),
+                    );
+                    r.push(mrows(base[&qb(q, b)].0));
+                    r.push(mrows(components(q, b)));
+                    r
+                })
+                .collect();
+            sum.push_str(&markdown_table(
+                &strategy_columns("point", &["baseline loop", "generate+split, no engine"]),
+                table,
+            ));
             let _ = writeln!(
                 sum,
                 "\n### {title}, {w} worker(s): CPU seconds per million tuples (median)\n"
             );
-            strat_header(&mut sum, "point", " baseline loop |");
-            for &(q, b) in rows {
-                let _ = write!(sum, "| {} |", label(q, b));
-                for s in STRATEGIES {
-                    let c = find(q, b, w, s).map_or(f64::NAN, Point::cpu_per_m);
-                    let _ = write!(sum, " {c:.3} |");
-                }
-                let _ = writeln!(sum, " {:.3} |", base[&qb(q, b)].1 * 1e6);
-            }
+            let table = rows
+                .iter()
+                .map(|&(q, b)| {
+                    let mut r = vec![label(q, b)];
+                    r.extend(STRATEGIES.iter().map(|&s| {
+                        format!("{:.3}", find(q, b, w, s).map_or(f64::NAN, Point::cpu_per_m))
+                    }));
+                    r.push(format!("{:.3}", base[&qb(q, b)].1 * 1e6));
+                    r
+                })
+                .collect();
+            sum.push_str(&markdown_table(
+                &strategy_columns("point", &["baseline loop"]),
+                table,
+            ));
             let _ = writeln!(
                 sum,
                 "\n### {title}, {w} worker(s): efficiency η (fsplit, parasplit)\n"
             );
-            let _ = writeln!(sum, "| point | fsplit | parasplit | parasplit shape |");
-            let _ = writeln!(sum, "|---|---|---|---|");
-            for &(q, b) in rows {
-                let e = |s| find(q, b, w, s).map_or(f64::NAN, eta);
-                let shape =
-                    find(q, b, w, Strategy::Parasplit).map_or(String::new(), |p| p.shape.clone());
-                let _ = writeln!(
-                    sum,
-                    "| {} | {:.2} | {:.2} | {shape} |",
-                    label(q, b),
-                    e(Strategy::Fsplit),
-                    e(Strategy::Parasplit)
-                );
-            }
+            let table = rows
+                .iter()
+                .map(|&(q, b)| {
+                    let e = |s| find(q, b, w, s).map_or(f64::NAN, eta);
+                    vec![
+                        label(q, b),
+                        format!("{:.2}", e(Strategy::Fsplit)),
+                        format!("{:.2}", e(Strategy::Parasplit)),
+                        find(q, b, w, Strategy::Parasplit)
+                            .map_or(String::new(), |p| p.shape.clone()),
+                    ]
+                })
+                .collect();
+            sum.push_str(&markdown_table(
+                &[
+                    ("point", Align::Left),
+                    ("fsplit", Align::Right),
+                    ("parasplit", Align::Right),
+                    ("parasplit shape", Align::Left),
+                ],
+                table,
+            ));
             let _ = writeln!(sum);
         }
     };
@@ -741,21 +658,31 @@ fn split(a: SplitArgs) -> Result<()> {
         });
     }
     let _ = writeln!(sum, "### Shapes chosen by the optimizer\n");
-    let _ = writeln!(sum, "| q | b | workers | maxtree | exptree | parasplit |");
-    let _ = writeln!(sum, "|---|---|---|---|---|---|");
+    let mut shapes = Vec::new();
     for &(q, b) in &pairs {
         for &w in &a.workers {
             let sh = |s| find(q, b, w, s).map_or(String::new(), |p| p.shape.clone());
-            let _ = writeln!(
-                sum,
-                "| {q} | {}% | {w} | {} | {} | {} |",
-                pct(b),
+            shapes.push(vec![
+                q.to_string(),
+                format!("{}%", pct(b)),
+                w.to_string(),
                 sh(Strategy::Maxtree),
                 sh(Strategy::Exptree),
-                sh(Strategy::Parasplit)
-            );
+                sh(Strategy::Parasplit),
+            ]);
         }
     }
+    sum.push_str(&markdown_table(
+        &[
+            ("q", Align::Right),
+            ("b", Align::Right),
+            ("workers", Align::Right),
+            ("maxtree", Align::Left),
+            ("exptree", Align::Left),
+            ("parasplit", Align::Left),
+        ],
+        shapes,
+    ));
     std::fs::write(out.join("split-results.md"), &sum)?;
 
     // Plots.
@@ -807,7 +734,7 @@ fn split(a: SplitArgs) -> Result<()> {
         } else {
             format!("split-q-{w}w.svg")
         };
-        std::fs::write(out.join(name), chart.to_svg(800, 450))?;
+        chart.write_svg(&out.join(name), 800, 450)?;
     }
     let mut s = series_vs(wmax, &q_rows, &xq, &cpu);
     if a.workers.len() > 1 {
@@ -824,7 +751,7 @@ fn split(a: SplitArgs) -> Result<()> {
         series: s,
         ..Chart::default()
     };
-    std::fs::write(out.join("split-cpu-q.svg"), chart.to_svg(800, 450))?;
+    chart.write_svg(&out.join("split-cpu-q.svg"), 800, 450)?;
     let mut s = series_vs(wmax, &b_rows, &xb, &rate);
     s.push(base_series(&b_rows, &xb, false));
     let chart = Chart {
@@ -838,81 +765,10 @@ fn split(a: SplitArgs) -> Result<()> {
         series: s,
         ..Chart::default()
     };
-    std::fs::write(out.join("split-b.svg"), chart.to_svg(800, 450))?;
+    chart.write_svg(&out.join("split-b.svg"), 800, 450)?;
     eprintln!(
         "bench split: {elapsed:.0} s; load before {load_before}, after {load_after}; other processes {others_all:.2} cores; wrote {}/split.csv, split-targets.csv, split-results.md and SVGs",
         out.display()
     );
-    Ok(())
-}
-
-fn tune_cmd(a: TuneArgs) -> Result<()> {
-    let registry = Registry::with_builtins();
-    let strategy: Strategy = a.strategy.parse()?;
-    eprintln!("bench tune: load average {}", host::loadavg());
-    let spec = gen_spec(a.tuples, a.rate, a.broadcast_fraction);
-    let mut p = plan(spec, a.parts, strategy, 1024)?;
-    // p first (W = 1024), so that the W search runs the plan as it will run.
-    let one = tune::single_splitter_rate(&p, &registry, a.sample, a.reps)?;
-    println!(
-        "single-splitter rate Φ_PS^(1) = {one:.0} rows/s (fsplit, q = 1, 1 worker, {} tuples, W = 1024)",
-        a.sample.min(a.tuples)
-    );
-    let desired: Vec<f64> = match a.desired_rate {
-        Some(d) => vec![d],
-        None => [1.0, 2.0, 4.0, 8.0].iter().map(|k| k * one).collect(),
-    };
-    for &d in &desired {
-        let mut q = p.clone();
-        tune::set_rates(&mut q, d, one)?;
-        let shape = tune::resolved_shape(&q, &registry, a.workers)?;
-        println!(
-            "desired Φ_D = {d:.0} rows/s -> eq. 6: p = {} (resolved shape for {strategy}: {})",
-            braid_plan::cost::parasplit_p(d, one, a.parts, a.broadcast_fraction.max(0.01)),
-            tune::describe(&shape)
-        );
-    }
-    if let Some(d) = a.desired_rate {
-        tune::set_rates(&mut p, d, one)?;
-    }
-    eprintln!(
-        "W by doubling for {strategy}, q = {}, b = {}%, {} worker(s), {} tuples, median of {}:",
-        a.parts,
-        pct(a.broadcast_fraction),
-        a.workers,
-        a.tuples,
-        a.reps
-    );
-    let (w, log) = tune::window_by_doubling(
-        &p,
-        &registry,
-        a.workers,
-        a.reps,
-        a.start_window,
-        a.max_window,
-    )?;
-    for (i, &(ww, r)) in log.iter().enumerate() {
-        let gain = if i == 0 {
-            String::new()
-        } else {
-            format!("{:+.2}%", (r / log[i - 1].1 - 1.0) * 100.0)
-        };
-        println!("W = {ww:>6}: {r:>12.0} rows/s {gain}");
-    }
-    println!(
-        "chosen W = {w} (last doubling with a gain of at least {:.2}%)",
-        braid_plan::cost::WINDOW_GAIN_THRESHOLD * 100.0
-    );
-    if let SplitShape::Parasplit { p: n, .. } = tune::resolved_shape(&p, &registry, a.workers)? {
-        println!("chosen p = {n}");
-    }
-    if let Some(path) = &a.csv {
-        let mut csv = String::from("window,rows_per_s\n");
-        for (ww, r) in &log {
-            let _ = writeln!(csv, "{ww},{r:.0}");
-        }
-        std::fs::write(path, csv).with_context(|| format!("writing {}", path.display()))?;
-    }
-    eprintln!("bench tune: load average after {}", host::loadavg());
     Ok(())
 }

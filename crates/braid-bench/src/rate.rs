@@ -1,13 +1,21 @@
-//! `braid lrb rate`: the sustained-peak rating search and its report.
+//! `braid-bench rate`: the Linear Road sustained-peak rating search
+//! (`linear_road::rate`) and its report, `linear-road-rating.md` with response-time,
+//! throughput and CPU plots per candidate L.
+//!
+//! ```text
+//! cargo run --release -p braid-bench -- rate --candidates 4 --minutes 1 --warmup 0 --speed 10 --out target/rate-trial
+//! ```
 
+use crate::host;
 use crate::plot::{Chart, Series};
+use crate::report::{markdown_table, Align};
 use anyhow::{Context, Result};
 use linear_road::rate::{run_candidate, Candidate, RateConfig};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Options of `braid lrb rate`.
+/// Options of `braid-bench rate`.
 #[derive(clap::Args)]
 pub struct RateArgs {
     /// Candidate L values, tried in increasing order until one fails.
@@ -49,6 +57,15 @@ pub struct RateArgs {
     out: PathBuf,
 }
 
+/// One candidate's result with the readings around it.
+struct Rated {
+    candidate: Candidate,
+    /// Load average before the candidate started.
+    load_before: String,
+    /// Peak resident memory of the process after the candidate (MB).
+    peak_rss_mb: f64,
+}
+
 /// Runs the search and writes the report.
 pub fn run(a: RateArgs) -> Result<()> {
     let cfg = RateConfig {
@@ -60,48 +77,54 @@ pub fn run(a: RateArgs) -> Result<()> {
         fanin: a.fanin,
         sample_copies: a.sample_copies,
         speed: a.speed,
+        process_cpu: host::process_cpu,
         ..RateConfig::default()
     };
     let start = Instant::now();
     let per_run = f64::from(a.warmup + a.minutes) / a.speed.max(1e-9);
     let mut candidates = a.candidates.clone();
     candidates.sort_unstable();
-    let mut results: Vec<(Candidate, String)> = Vec::new();
+    let mut results: Vec<Rated> = Vec::new();
     for l in candidates {
         let spent = start.elapsed().as_secs_f64() / 60.0;
         if spent + per_run > a.budget_minutes {
             eprintln!(
-                "braid: time budget reached ({spent:.1} of {} min); not trying L = {l}",
+                "braid-bench: time budget reached ({spent:.1} of {} min); not trying L = {l}",
                 a.budget_minutes
             );
             break;
         }
-        let load_before = braid_exec::host::loadavg();
+        let load_before = host::loadavg();
         eprintln!(
-            "braid: L = {l}: {} + {} min at speed {} (load {load_before})",
+            "braid-bench: L = {l}: {} + {} min at speed {} (load {load_before})",
             a.warmup, a.minutes, a.speed
         );
         let c = run_candidate(&cfg, l).with_context(|| format!("running L = {l}"))?;
+        let peak_rss_mb = host::peak_rss_mb();
         eprintln!(
-            "braid: L = {}: {} rows in {:.0} s, late {:?}, sampled copies {}, peak RSS {:.0} MB -> {}",
+            "braid-bench: L = {}: {} rows in {:.0} s, late {:?}, sampled copies {}, peak RSS {:.0} MB -> {}",
             c.l,
             c.rows_in,
             c.seconds,
             c.late,
             c.validation.iter().map(|(k, r)| format!("{k}:{}", if r.passed() { "ok" } else { "FAIL" })).collect::<Vec<_>>().join(" "),
-            c.peak_rss_mb,
+            peak_rss_mb,
             if c.passed { "PASS" } else { "FAIL" }
         );
         let passed = c.passed;
-        results.push((c, load_before));
+        results.push(Rated {
+            candidate: c,
+            load_before,
+            peak_rss_mb,
+        });
         if !passed {
             break;
         }
     }
     let best = results
         .iter()
-        .filter(|(c, _)| c.passed)
-        .map(|(c, _)| c.l)
+        .filter(|r| r.candidate.passed)
+        .map(|r| r.candidate.l)
         .max();
     write_report(&a, &results, best)?;
     match best {
@@ -117,13 +140,13 @@ pub fn run(a: RateArgs) -> Result<()> {
     Ok(())
 }
 
-fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>) -> Result<()> {
+fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let mut md = String::new();
     let _ = writeln!(md, "# Linear Road: sustained-peak rating\n");
     let _ = writeln!(
         md,
-        "Written by `braid lrb rate` (see `crates/braid-cli/src/lrb_rate.rs`); rerun with:\n\n```\ncargo run --release -p braid-cli -- lrb rate --candidates {} --minutes {} --warmup {} --workers {} --base-xways {} --sample-copies {} --speed {} --strategy {}{} --budget-minutes {}\n```\n",
+        "Written by `braid-bench rate` (see `crates/braid-bench/src/rate.rs`); rerun with:\n\n```\ncargo run --release -p braid-bench -- rate --candidates {} --minutes {} --warmup {} --workers {} --base-xways {} --sample-copies {} --speed {} --strategy {}{} --budget-minutes {}\n```\n",
         a.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
         a.minutes,
         a.warmup,
@@ -149,9 +172,9 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
         "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only.\n",
         a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE, a.warmup, a.minutes, a.workers, a.warmup
     );
-    let _ = writeln!(md, "| L | input rows | rows/s | CPU s | peak RSS MB | MB per xway | late (0..4) | p99 ms toll / bal | max ms | sampled copies valid | result | load before |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|---|");
-    for (c, load) in results {
+    let mut rows = Vec::new();
+    for r in results {
+        let c = &r.candidate;
         let valid = c
             .validation
             .iter()
@@ -159,25 +182,39 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
             .collect::<Vec<_>>()
             .join(" ");
         let max = c.millis.iter().map(|m| m[2]).max().unwrap_or(0);
-        let _ = writeln!(
-            md,
-            "| {} | {} | {:.0} | {:.1} | {:.0} | {:.2} | {:?} | {} / {} | {} | {} | {} | {} |",
-            c.l,
-            c.rows_in,
-            c.rows_in as f64 / c.seconds.max(1e-9),
-            c.cpu_seconds,
-            c.peak_rss_mb,
-            c.peak_rss_mb / f64::from(c.l.max(1)),
-            c.late,
-            c.millis[0][1],
-            c.millis[2][1],
-            max,
+        rows.push(vec![
+            c.l.to_string(),
+            c.rows_in.to_string(),
+            format!("{:.0}", c.rows_in as f64 / c.seconds.max(1e-9)),
+            format!("{:.1}", c.cpu_seconds),
+            format!("{:.0}", r.peak_rss_mb),
+            format!("{:.2}", r.peak_rss_mb / f64::from(c.l.max(1))),
+            format!("{:?}", c.late),
+            format!("{} / {}", c.millis[0][1], c.millis[2][1]),
+            max.to_string(),
             valid,
-            if c.passed { "PASS" } else { "FAIL" },
-            load
-        );
+            if c.passed { "PASS" } else { "FAIL" }.to_string(),
+            r.load_before.clone(),
+        ]);
     }
-    for (c, _) in results {
+    md.push_str(&markdown_table(
+        &[
+            ("L", Align::Right),
+            ("input rows", Align::Right),
+            ("rows/s", Align::Right),
+            ("CPU s", Align::Right),
+            ("peak RSS MB", Align::Right),
+            ("MB per xway", Align::Right),
+            ("late (0..4)", Align::Left),
+            ("p99 ms toll / bal", Align::Right),
+            ("max ms", Align::Right),
+            ("sampled copies valid", Align::Left),
+            ("result", Align::Left),
+            ("load before", Align::Left),
+        ],
+        rows,
+    ));
+    for c in results.iter().map(|r| &r.candidate) {
         let file = format!("lr-rating-response-L{}.svg", c.l);
         let names = ["toll", "accident", "balance", "daily", "travel time"];
         let series = (0..5)
@@ -204,7 +241,7 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
             hlines: vec![(5000.0, "5 s deadline".into())],
             ..Chart::default()
         };
-        std::fs::write(a.out.join(&file), chart.to_svg(900, 420))?;
+        chart.write_svg(&a.out.join(&file), 900, 420)?;
         let _ = writeln!(md, "\n![response times, L = {}]({file})", c.l);
         if !c.load.is_empty() {
             let tput = format!("lr-rating-throughput-L{}.svg", c.l);
@@ -221,7 +258,7 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
                 )],
                 ..Chart::default()
             };
-            std::fs::write(a.out.join(&tput), chart.to_svg(900, 360))?;
+            chart.write_svg(&a.out.join(&tput), 900, 360)?;
             let cpu = format!("lr-rating-cpu-L{}.svg", c.l);
             let chart = Chart {
                 title: format!(
@@ -237,7 +274,7 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
                 hlines: vec![(a.workers as f64, format!("{} cores", a.workers))],
                 ..Chart::default()
             };
-            std::fs::write(a.out.join(&cpu), chart.to_svg(900, 360))?;
+            chart.write_svg(&a.out.join(&cpu), 900, 360)?;
             let _ = writeln!(
                 md,
                 "\n![throughput, L = {l}]({tput})\n\n![CPU, L = {l}]({cpu})",
@@ -247,7 +284,7 @@ fn write_report(a: &RateArgs, results: &[(Candidate, String)], best: Option<u32>
     }
     std::fs::write(a.out.join("linear-road-rating.md"), md)?;
     eprintln!(
-        "braid: wrote {}",
+        "braid-bench: wrote {}",
         a.out.join("linear-road-rating.md").display()
     );
     Ok(())

@@ -1,4 +1,4 @@
-//! Readings of this process and machine from /proc, for benchmark reports: CPU time,
+//! Readings of this process and machine from /proc for the benchmark reports: CPU time,
 //! peak memory, machine load. Linux only; elsewhere they read 0 or "".
 
 /// CPU seconds of this process, all threads (utime + stime from /proc, 1/100 s ticks).

@@ -1,9 +1,8 @@
-//! `braid examples-data DIR`: the input files of the query examples in `examples/`,
+//! The input files of the query examples in `examples/` (`braid examples-data DIR`),
 //! deterministic for a seed, at any size (the small set in `examples/data` is made by
-//! this with `--rows 400`).
+//! this with `--rows 400`; the query-language benchmark makes larger ones).
 
-use anyhow::{Context, Result};
-use std::io::Write;
+use std::io::{Result, Write};
 use std::path::Path;
 
 /// A small deterministic generator (SplitMix64).
@@ -24,8 +23,13 @@ impl Rng {
 
 fn file(dir: &Path, name: &str) -> Result<std::io::BufWriter<std::fs::File>> {
     let p = dir.join(name);
-    let f = std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?;
+    let f = std::fs::File::create(&p).map_err(|e| in_context(e, "creating", &p))?;
     Ok(std::io::BufWriter::new(f))
+}
+
+/// `error` with what was being done to which path.
+fn in_context(error: std::io::Error, doing: &str, path: &Path) -> std::io::Error {
+    std::io::Error::new(error.kind(), format!("{doing} {}: {error}", path.display()))
 }
 
 /// Writes every example's input into `dir`: `rows` call records (and half as many text
@@ -33,8 +37,7 @@ fn file(dir: &Path, name: &str) -> Result<std::io::BufWriter<std::fs::File>> {
 /// tuples per generator (`apas_rate` tuples per minute, times in ms), samples, and four
 /// log files of `rows / 4` lines.
 pub fn write(dir: &Path, rows: u64, apas_rate: f64, seed: u64) -> Result<()> {
-    std::fs::create_dir_all(dir.join("logs"))
-        .with_context(|| format!("creating {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join("logs")).map_err(|e| in_context(e, "creating", dir))?;
     let mut rng = Rng(seed);
     // Call detail records: 2,000 subscribers, a few very active; durations skewed.
     let mut w = file(dir, "calls.csv")?;

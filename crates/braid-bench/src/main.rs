@@ -1,0 +1,59 @@
+//! `braid-bench`: Braid's benchmarks (see the library's documentation for each one).
+//!
+//! ```text
+//! cargo run --release -p braid-bench -- split --quick
+//! ```
+
+use anyhow::Result;
+use braid_bench::{parse, placement, rate, split, sql, tune};
+use clap::{Parser, Subcommand};
+
+/// mimalloc, as in the `braid` binary, so that the numbers are those of the shipped
+/// allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(
+    name = "braid-bench",
+    version,
+    about = "Braid's benchmarks: write CSV, markdown and SVG plots under docs/benchmarks/"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Split strategies vs. q and broadcast fraction, 1 and 2 workers, vs. a baseline loop.
+    Split(split::SplitArgs),
+    /// The query-language examples at scale and the StreamAPAS latencies.
+    Sql(sql::SqlArgs),
+    /// Partitions placed by measured cost (`--calibrate`) vs. `p % workers`.
+    Placement(placement::PlacementArgs),
+    /// Paper V heuristics: W by doubling, the single-splitter rate and p (eq. 6).
+    Tune(tune::TuneArgs),
+    /// Linear Road sustained-peak rating: candidate L values at peak load in real time.
+    Rate(rate::RateArgs),
+    /// Raw CSV parse speed of a file: Braid's CSV reader alone, no dataflow.
+    Parse(parse::ParseArgs),
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("braid-bench: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    match Cli::parse().command {
+        Command::Split(a) => split::run(a),
+        Command::Sql(a) => sql::run(a),
+        Command::Placement(a) => placement::run(a),
+        Command::Tune(a) => tune::run(a),
+        Command::Rate(a) => rate::run(a),
+        Command::Parse(a) => parse::run(a),
+    }
+}

@@ -1,0 +1,153 @@
+//! Paper V's run-time tuning of a split (`braid run --desired-rate`): measure the rate
+//! `Φ_PS^(1)` of one splitter with the engine, put it and the desired rate `Φ_D` into
+//! the split's hints, and let `braid_plan::optimize` choose the number of window
+//! splitters `p` by eq. 6 when the plan is resolved.
+//!
+//! ```
+//! use braid_exec::tune::{describe, resolved_shape, set_rates, single_splitter_rate};
+//! use braid_plan::expr::Expr;
+//! use braid_plan::function::Registry;
+//! use braid_plan::plan::{GeneratorSpec, MergeKind, Plan, Route, SinkSpec, SourceSpec, Strategy};
+//!
+//! let schema = GeneratorSpec::schema();
+//! let spec = GeneratorSpec { tuples: 20_000, rate: 1000.0, keys: 8, broadcast: 0.0, seed: 1 };
+//! let mut plan = Plan::source("gen", SourceSpec::Generator(spec), schema.clone())
+//!     .split(8, Route::Expr { expr: Expr::col(&schema, "xway")?, when: None },
+//!            None, Strategy::Parasplit)
+//!     .map("count")
+//!     .merge(MergeKind::Union)
+//!     .sink(SinkSpec::Discard);
+//! let registry = Registry::with_builtins();
+//! let one = single_splitter_rate(&plan, &registry, 10_000, 1)?;
+//! set_rates(&mut plan, 3.0 * one, one)?;
+//! let shape = resolved_shape(&plan, &registry, 2)?;
+//! assert!(describe(&shape).starts_with("parasplit"));
+//! # Ok::<(), braid_exec::error::Error>(())
+//! ```
+
+use crate::error::{Error, Result};
+use crate::runtime::{prepare, run, RunConfig};
+use braid_plan::error::Error as PlanError;
+use braid_plan::function::Registry;
+use braid_plan::plan::{MergeKind, Pace, Plan, SinkSpec, SourceSpec, Split, SplitShape, Strategy};
+use std::time::Instant;
+
+/// The (first) split of a plan.
+pub fn split_ref(plan: &Plan) -> Option<&Split> {
+    match plan {
+        Plan::Source(_) => None,
+        Plan::Split(s) => Some(s),
+        Plan::Map(m) => split_ref(&m.input),
+        Plan::Merge(m) => split_ref(&m.input),
+        Plan::Sink(s) => split_ref(&s.input),
+        Plan::Together(plans) => plans.first().and_then(split_ref),
+    }
+}
+
+/// The (first) split of a plan, mutable.
+pub fn split_mut(plan: &mut Plan) -> Option<&mut Split> {
+    match plan {
+        Plan::Source(_) => None,
+        Plan::Split(s) => Some(s),
+        Plan::Map(m) => split_mut(&mut m.input),
+        Plan::Merge(m) => split_mut(&mut m.input),
+        Plan::Sink(s) => split_mut(&mut s.input),
+        Plan::Together(plans) => plans.first_mut().and_then(split_mut),
+    }
+}
+
+fn no_split() -> Error {
+    Error::Plan(PlanError::Plan("the plan has no split".into()))
+}
+
+/// The plan that measures one splitter: the plan's source (a generator cut to `sample`
+/// tuples, unpaced) and its route and broadcast, split by one `fsplit` into `q = 1`
+/// partition, counted and discarded. The query's own stream function is replaced by
+/// `count` so that the split, not the query, is measured.
+pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
+    let split = split_ref(plan).ok_or_else(no_split)?;
+    let mut source = plan.leaf_source().clone();
+    match &mut source.spec {
+        SourceSpec::Generator(g) => g.tuples = g.tuples.min(sample.max(1)),
+        SourceSpec::Csv { .. }
+        | SourceSpec::Binary { .. }
+        | SourceSpec::Memory(_)
+        | SourceSpec::Interleave(_) => {}
+        SourceSpec::Late { .. } => {
+            return Err(Error::Plan(PlanError::Plan(
+                "a plan's first source cannot be late rows".into(),
+            )))
+        }
+        SourceSpec::Stdin | SourceSpec::Tcp { .. } | SourceSpec::Native(_) => {
+            return Err(Error::Plan(PlanError::NotSupported(
+                "measuring the single-splitter rate needs a generator or file source; \
+                 give --splitter-rate for stdin or TCP input"
+                    .into(),
+            )))
+        }
+    }
+    source.pace = Pace::Max;
+    let mut probe = Plan::Source(source)
+        .split(
+            1,
+            split.route.clone(),
+            split.broadcast.clone(),
+            Strategy::Fsplit,
+        )
+        .map("count")
+        .merge(MergeKind::Union)
+        .sink(SinkSpec::Discard);
+    if let Some(s) = split_mut(&mut probe) {
+        s.hints = split.hints;
+    }
+    Ok(probe)
+}
+
+/// `Φ_PS^(1)`: rows/s of one `fsplit` with `q = 1` on one worker (the median of `reps`
+/// runs of [`splitter_probe`]; the upper median for an even count).
+pub fn single_splitter_rate(
+    plan: &Plan,
+    registry: &Registry,
+    sample: u64,
+    reps: usize,
+) -> Result<f64> {
+    let probe = splitter_probe(plan, sample)?;
+    let cfg = RunConfig::default();
+    let mut rates = Vec::new();
+    for _ in 0..reps.max(1) {
+        let t = Instant::now();
+        let report = run(&probe, registry, &cfg)?;
+        rates.push(report.rows_in as f64 / t.elapsed().as_secs_f64().max(1e-9));
+    }
+    rates.sort_by(|a, b| a.total_cmp(b));
+    Ok(rates[rates.len() / 2])
+}
+
+/// Puts the desired and measured rates into the split's hints, so that `parasplit` and
+/// `autosplit` choose `p` by Paper V eq. 6 when the plan is resolved.
+pub fn set_rates(plan: &mut Plan, desired: f64, splitter: f64) -> Result<()> {
+    let split = split_mut(plan).ok_or_else(no_split)?;
+    split.hints.desired_rate = Some(desired);
+    split.hints.splitter_rate = Some(splitter);
+    Ok(())
+}
+
+/// The shape the optimizer picks for the plan's split on `workers` workers.
+pub fn resolved_shape(plan: &Plan, registry: &Registry, workers: usize) -> Result<SplitShape> {
+    let plan = prepare(plan, registry, workers)?;
+    split_ref(&plan)
+        .and_then(|s| s.shape.clone())
+        .ok_or_else(no_split)
+}
+
+/// One line describing a resolved shape, e.g. `parasplit, p = 4`.
+pub fn describe(shape: &SplitShape) -> String {
+    match shape {
+        SplitShape::Fsplit => "fsplit".into(),
+        SplitShape::Tree(t) => format!("tree {:?}", t.fanouts),
+        SplitShape::Parasplit { p, router_fanout } => match router_fanout {
+            Some(f) => format!("parasplit, p = {p} ({f} sub-routers)"),
+            None => format!("parasplit, p = {p}"),
+        },
+    }
+}
