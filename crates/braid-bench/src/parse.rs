@@ -5,11 +5,11 @@
 //! cargo run --release -p braid-bench -- parse --input scratch/lrb/input.csv
 //! ```
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use braid_exec::source::{open, Counters, Next, ReadOptions};
 use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, SourceSpec};
-use braid_plan::types::{DataType, Field, Schema};
+use braid_plan::types::Schema;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,33 +25,10 @@ pub struct ParseArgs {
     schema: Option<String>,
 }
 
-/// A schema written as `name type, ...` (types int64, float64, bool, string; a `?`
-/// after the type makes the column nullable), as `braid run --schema` takes it.
-fn parse_schema(text: &str) -> Result<Schema> {
-    let mut fields = Vec::new();
-    for part in text.split(',') {
-        let mut words = part.split_whitespace();
-        let (Some(name), Some(ty)) = (words.next(), words.next()) else {
-            bail!("schema entry {part:?}: expected `name type`");
-        };
-        let (ty, nullable) = match ty.strip_suffix('?') {
-            Some(t) => (t, true),
-            None => (ty, false),
-        };
-        let ty: DataType = ty.parse()?;
-        fields.push(Field {
-            name: name.to_string(),
-            ty,
-            nullable,
-        });
-    }
-    Ok(Schema::new(fields))
-}
-
 /// Reads the whole file through the CSV source's parser thread and counts rows.
 pub fn run(a: ParseArgs) -> Result<()> {
     let schema = match &a.schema {
-        Some(s) => parse_schema(s)?,
+        Some(s) => s.parse::<Schema>()?,
         None => linear_road::app::input_schema(),
     };
     let mut plan = Plan::source(

@@ -8,7 +8,7 @@ use braid_exec::source::ReadOptions;
 use braid_plan::plan::{
     GeneratorSpec, MergeKind, Pace, Plan, Route, SinkSpec, SourceSpec, Strategy,
 };
-use braid_plan::types::{DataType, Field, Schema};
+use braid_plan::types::Schema;
 use braid_sql::expr::parse_expr;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args};
@@ -275,36 +275,10 @@ pub fn check(matches: &ArgMatches, what: Use) -> Result<()> {
     Ok(())
 }
 
-/// Parses `--schema`: `name type, ...` with types int64, float64, bool, string (`?`
-/// after the type: nullable).
+/// Parses `--schema` (see `Schema`'s `FromStr`); a wrong schema is a usage error.
 pub fn parse_schema(text: &str) -> Result<Schema> {
-    let mut fields = Vec::new();
-    for part in text.split(',') {
-        let mut words = part.split_whitespace();
-        let (Some(name), Some(ty)) = (words.next(), words.next()) else {
-            bail!(Usage(format!(
-                "--schema entry {part:?}: expected `name type`"
-            )));
-        };
-        if let Some(extra) = words.next() {
-            bail!(Usage(format!(
-                "--schema entry {:?}: expected `name type`, found `{extra}` after the type \
-                 (separate columns with commas)",
-                part.trim()
-            )));
-        }
-        let (ty, nullable) = match ty.strip_suffix('?') {
-            Some(t) => (t, true),
-            None => (ty, false),
-        };
-        let ty: DataType = ty.parse()?;
-        fields.push(Field {
-            name: name.to_string(),
-            ty,
-            nullable,
-        });
-    }
-    Ok(Schema::new(fields))
+    text.parse()
+        .map_err(|e| Usage(format!("--schema: {e}")).into())
 }
 
 impl QueryArgs {

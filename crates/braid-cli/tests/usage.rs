@@ -43,7 +43,7 @@ fn flags_that_do_not_apply_are_refused_by_name() {
         (&["shell", "--route", "a"], "--route does not apply here"),
         (&["run", "--workers", "0"], "invalid value '0' for '--workers"),
         (&["run", "--parts", "0"], "invalid value '0' for '--parts"),
-        (&["run", "--csv", "x", "--schema", "a int64 b int64"], "found `b` after the type"),
+        (&["run", "--csv", "x", "--schema", "a int64 b int64"], "expected `name type` (columns separated by commas)"),
         (&["run", "--csv", "-", "--header", "--schema", "a int64"], "--header: standard input"),
     ];
     for (args, says) in cases {

@@ -43,6 +43,43 @@ impl std::str::FromStr for DataType {
     }
 }
 
+/// A schema written as text, `name type, ...` (the command line's `--schema`): types
+/// as [`DataType`] parses them, `?` after a type for a nullable column.
+///
+/// ```
+/// use braid_plan::types::{DataType, Schema};
+/// let s: Schema = "a int64, b float64?".parse()?;
+/// assert_eq!(s.column_list(), "a, b");
+/// assert!(s.fields[1].nullable && s.fields[1].ty == DataType::Float64);
+/// assert!("a int64 b int64".parse::<Schema>().is_err()); // a comma is missing
+/// # Ok::<(), braid_plan::error::Error>(())
+/// ```
+impl std::str::FromStr for Schema {
+    type Err = Error;
+    fn from_str(text: &str) -> Result<Schema> {
+        let mut fields = Vec::new();
+        for part in text.split(',') {
+            let mut words = part.split_whitespace();
+            let (Some(name), Some(ty), None) = (words.next(), words.next(), words.next()) else {
+                return Err(Error::Plan(format!(
+                    "schema entry {:?}: expected `name type` (columns separated by commas)",
+                    part.trim()
+                )));
+            };
+            let (ty, nullable) = match ty.strip_suffix('?') {
+                Some(t) => (t, true),
+                None => (ty, false),
+            };
+            fields.push(Field {
+                name: name.to_string(),
+                ty: ty.parse()?,
+                nullable,
+            });
+        }
+        Ok(Schema::new(fields))
+    }
+}
+
 /// A named, typed column.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Field {
