@@ -2,7 +2,7 @@
 //! aggregates and windows recognised, join conditions analysed.
 
 use crate::catalog::{Catalog, TableDef};
-use crate::expr::{convert, locate, Resolve};
+use crate::expr::{and_all, conjuncts, convert, locate, Resolve};
 use crate::logical::{aggregate_schema, AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
@@ -1245,23 +1245,6 @@ fn rewrite(e: &ast::Expr, f: &mut dyn FnMut(&ast::Expr) -> Option<ast::Expr>) ->
         }
         other => other.clone(),
     }
-}
-
-/// Splits a condition at its top-level ANDs.
-pub(crate) fn conjuncts(e: Expr) -> Vec<Expr> {
-    match e {
-        Expr::Binary(BinOp::And, a, b) => {
-            let mut v = conjuncts(*a);
-            v.extend(conjuncts(*b));
-            v
-        }
-        other => vec![other],
-    }
-}
-
-/// ANDs conditions together.
-pub(crate) fn and_all(v: Vec<Expr>) -> Option<Expr> {
-    v.into_iter().reduce(|a, b| a.bin(BinOp::And, b))
 }
 
 /// `side ± constant` for a time column: (is_right, constant).

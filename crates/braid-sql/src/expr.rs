@@ -1,15 +1,17 @@
 //! Scalar expressions from SQL text, parsed with `sqlparser` and resolved against a
 //! schema. (The full query language builds on this.)
 
+use crate::located::{mark, parse_error, At};
 use braid_plan::batch::Scalar;
-use braid_plan::error::{Error, Pos, Result};
+use braid_plan::error::{Error, Result};
 use braid_plan::expr::{BinOp, Expr, Func};
 use braid_plan::types::{DataType, Schema};
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::Span;
+
+pub use crate::located::locate;
 
 /// Parses `text` as a scalar expression over `schema` and type-checks it.
 pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
@@ -22,85 +24,9 @@ pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
             Ok(e)
         })
         .map_err(|e| parse_error(text, &e.to_string()))?;
-    let e = convert(&parsed, schema).map_err(|e| locate(text, parsed.span(), e))?;
-    e.data_type(schema)
-        .map_err(|err| locate(text, parsed.span(), err))?;
+    let e = convert(&parsed, schema).at(text, parsed.span())?;
+    e.data_type(schema).at(text, parsed.span())?;
     Ok(e)
-}
-
-/// Turns a sqlparser message ("... at Line: 1, Column: 5") into a positioned error.
-pub(crate) fn parse_error(text: &str, msg: &str) -> Error {
-    let num_after = |key: &str| -> Option<u64> {
-        let i = msg.find(key)? + key.len();
-        msg[i..]
-            .trim_start()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
-    let pos = Pos {
-        line: num_after("Line:").unwrap_or(1),
-        column: num_after("Column:").unwrap_or(1),
-    };
-    let message = msg
-        .split(" at Line:")
-        .next()
-        .unwrap_or(msg)
-        .trim_start_matches("sql parser error: ")
-        .to_string();
-    Error::Parse {
-        pos,
-        message: format!("{message}\n{}", caret(text, pos)),
-    }
-}
-
-/// The line at `pos` with a caret under the column.
-pub(crate) fn caret(text: &str, pos: Pos) -> String {
-    let line = text
-        .lines()
-        .nth(pos.line.saturating_sub(1) as usize)
-        .unwrap_or("");
-    let pad = " ".repeat(pos.column.saturating_sub(1) as usize);
-    format!("  {line}\n  {pad}^")
-}
-
-/// Adds the position of `span` in `text` (with a caret) to a plan or not-supported
-/// error that has none yet.
-pub fn locate(text: &str, span: Span, e: Error) -> Error {
-    let with = |m: String| {
-        if m.starts_with("at line ") {
-            return m;
-        }
-        // A position recorded deeper down (see `mark`) wins over `span`.
-        let (pos, m) = match m.strip_prefix("@@").and_then(|r| r.split_once("@@")) {
-            Some((lc, rest)) => {
-                let (l, c) = lc.split_once(':').unwrap_or(("0", "0"));
-                let pos = Pos {
-                    line: l.parse().unwrap_or(0),
-                    column: c.parse().unwrap_or(0),
-                };
-                (pos, rest.to_string())
-            }
-            None => (
-                Pos {
-                    line: span.start.line,
-                    column: span.start.column,
-                },
-                m,
-            ),
-        };
-        if pos.line == 0 {
-            m
-        } else {
-            format!("at {pos}: {m}\n{}", caret(text, pos))
-        }
-    };
-    match e {
-        Error::Plan(m) => Error::Plan(with(m)),
-        Error::NotSupported(m) => Error::NotSupported(with(m)),
-        other => other,
-    }
 }
 
 /// How identifiers in an expression find their columns.
@@ -308,20 +234,21 @@ fn sub(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
     convert(e, r).map_err(|err| mark(e.span(), err))
 }
 
-/// Records `span` in an error that has no position yet (resolved to text by [`locate`]).
-pub(crate) fn mark(span: Span, e: Error) -> Error {
-    let tag = |m: String| {
-        if m.starts_with("@@") || m.starts_with("at line ") || span.start.line == 0 {
-            m
-        } else {
-            format!("@@{}:{}@@{m}", span.start.line, span.start.column)
-        }
-    };
+/// Splits a condition at its top-level ANDs.
+pub fn conjuncts(e: Expr) -> Vec<Expr> {
     match e {
-        Error::Plan(m) => Error::Plan(tag(m)),
-        Error::NotSupported(m) => Error::NotSupported(tag(m)),
-        other => other,
+        Expr::Binary(BinOp::And, a, b) => {
+            let mut v = conjuncts(*a);
+            v.extend(conjuncts(*b));
+            v
+        }
+        other => vec![other],
     }
+}
+
+/// ANDs conditions together.
+pub fn and_all(v: Vec<Expr>) -> Option<Expr> {
+    v.into_iter().reduce(|a, b| a.bin(BinOp::And, b))
 }
 
 fn literal(v: &ast::Value) -> Result<Scalar> {

@@ -27,11 +27,13 @@
 pub mod catalog;
 mod compile;
 pub mod expr;
+mod located;
 pub mod logical;
 pub mod physical;
 pub mod run;
 
-use crate::expr::{convert, locate, parse_error, Resolve};
+use crate::expr::{convert, locate, Resolve};
+use crate::located::parse_error;
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;

@@ -10,11 +10,10 @@
 //! EXPLAIN says why. A filter right above the scan of a hashed query moves into the
 //! balancer (rows it rejects never leave the splitter).
 
-use crate::catalog::{MergeMode, Settings, SinkDef, StreamDef};
+use crate::catalog::{Cut, MergeMode, Settings, SinkDef, StreamDef};
 use crate::logical::{JoinWindow, Logical};
 use crate::run::Layout;
 use braid_plan::batch::Scalar;
-use braid_plan::error::Result as PResult;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::{Expr, Func};
 use braid_plan::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strategy};
@@ -465,10 +464,10 @@ pub fn push_filters_down(l: Logical) -> Logical {
             } => {
                 // Conditions on stream columns go below the lookup; the rest stay above.
                 let arity = inner.schema().arity();
-                let (below, above): (Vec<Expr>, Vec<Expr>) = crate::compile::conjuncts(predicate)
+                let (below, above): (Vec<Expr>, Vec<Expr>) = crate::expr::conjuncts(predicate)
                     .into_iter()
                     .partition(|c| c.columns().iter().all(|&i| i < arity));
-                let inner = match crate::compile::and_all(below) {
+                let inner = match crate::expr::and_all(below) {
                     Some(p) => push_filters_down(Logical::Filter {
                         input: inner,
                         predicate: p,
@@ -482,7 +481,7 @@ pub fn push_filters_down(l: Logical) -> Logical {
                     residual,
                     schema,
                 };
-                match crate::compile::and_all(above) {
+                match crate::expr::and_all(above) {
                     Some(p) => Logical::Filter {
                         input: Box::new(lookup),
                         predicate: p,
@@ -527,34 +526,6 @@ fn placeholder() -> Logical {
     Logical::Union {
         inputs: vec![],
         schema: Schema::default(),
-    }
-}
-
-/// How a query is cut into stages (`SET stages = ...`), after StreamCloud's strategies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cut {
-    /// One stage per subquery: a new stage starts at a stateful operator whose input
-    /// keeps state partitioned differently (adjacent compatible subqueries stay fused).
-    Subquery,
-    /// Every operator its own stage.
-    Operator,
-    /// The whole query in one stage.
-    Query,
-}
-
-impl std::str::FromStr for Cut {
-    type Err = braid_plan::error::Error;
-    fn from_str(s: &str) -> PResult<Cut> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "subquery" => Cut::Subquery,
-            "operator" => Cut::Operator,
-            "query" => Cut::Query,
-            other => {
-                return Err(Error::Plan(format!(
-                    "stages `{other}`; expected 'subquery', 'operator' or 'query'"
-                )))
-            }
-        })
     }
 }
 
