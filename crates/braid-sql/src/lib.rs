@@ -29,6 +29,7 @@ mod compile;
 pub mod expr;
 mod located;
 pub mod logical;
+mod optimizer;
 pub mod physical;
 pub mod run;
 
@@ -489,8 +490,8 @@ fn query_job(
     let settings = script.catalog.settings.clone();
     // The cut does not depend on `parallel`: a serial run has the same stages, each in
     // one partition.
-    let pushed = physical::push_filters_down(logical.clone());
-    let mut stages = physical::cut(pushed, settings.stages, &layout, &source.schema);
+    let pushed = optimizer::push_filters_down(logical.clone());
+    let mut stages = optimizer::cut(pushed, settings.stages, &layout, &source.schema);
     let late = Arc::new(
         LateRows::new(settings.late_path.as_deref())
             .map_err(|e| Error::Plan(format!("cannot create the late-row file: {e}")))?,
@@ -512,7 +513,7 @@ fn query_job(
             )
         };
         let mut part = if settings.auto {
-            physical::partitioning(stage, &layout_k, &phys)
+            optimizer::partitioning(stage, &layout_k, &phys)
         } else {
             Partitioning::Single("SET parallel = 'off'".into())
         };
@@ -521,9 +522,9 @@ fn query_job(
             && matches!(part, Partitioning::Hash { .. } | Partitioning::Single(_))
             && defs.len() == 1
         {
-            when = physical::pull_scan_filter(stage, &layout_k, &phys);
+            when = optimizer::pull_scan_filter(stage, &layout_k, &phys);
             if when.is_some() && settings.auto {
-                part = physical::partitioning(stage, &layout_k, &phys);
+                part = optimizer::partitioning(stage, &layout_k, &phys);
             }
         }
         let function = if n_stages == 1 {
