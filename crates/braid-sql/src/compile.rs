@@ -2,7 +2,8 @@
 //! aggregates and windows recognised, join conditions analysed.
 
 use crate::catalog::{Catalog, TableDef};
-use crate::expr::{and_all, conjuncts, convert, locate, Resolve};
+use crate::expr::{and_all, conjuncts, convert, Resolve};
+use crate::located::At;
 use crate::logical::{aggregate_schema, AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
@@ -132,10 +133,6 @@ pub(crate) struct Compiler<'a> {
     pub inputs: Vec<String>,
 }
 
-fn with_pos(text: &str, node: &impl Spanned, r: Result<Expr>) -> Result<Expr> {
-    r.map_err(|e| locate(text, node.span(), e))
-}
-
 impl<'a> Compiler<'a> {
     pub fn new(
         catalog: &'a Catalog,
@@ -150,47 +147,42 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    fn err_at(&self, node: &impl Spanned, e: Error) -> Error {
-        locate(self.text, node.span(), e)
-    }
-
     fn expr(&self, e: &ast::Expr, scope: &Scope, schema: &Schema) -> Result<Expr> {
         let names = Names {
             scope,
             registry: Some(self.registry),
             hint: None,
         };
-        let x = with_pos(self.text, e, convert(e, &names))?;
-        with_pos(self.text, e, x.data_type(schema).map(|_| x.clone()))
+        let x = convert(e, &names).at(self.text, e.span())?;
+        x.data_type(schema)
+            .map(|_| x.clone())
+            .at(self.text, e.span())
     }
 
     fn bool_expr(&self, e: &ast::Expr, scope: &Scope, schema: &Schema, what: &str) -> Result<Expr> {
         let x = self.expr(e, scope, schema)?;
         match x.data_type(schema)? {
             DataType::Bool => Ok(x),
-            t => Err(self.err_at(
-                e,
-                Error::Plan(format!("{what} must be a bool condition, found {t}")),
-            )),
+            t => Err(
+                Error::Plan(format!("{what} must be a bool condition, found {t}"))
+                    .at(self.text, e.span()),
+            ),
         }
     }
 
     /// Compiles a query (SELECT or UNION ALL of SELECTs).
     pub fn query(&mut self, q: &ast::Query) -> Result<(Logical, Scope)> {
         if let Some(ob) = &q.order_by {
-            return Err(self.err_at(
-                ob,
-                Error::NotSupported(
-                    "ORDER BY on a stream; `SET merge = 'transparent'` gives event-time order"
-                        .into(),
-                ),
-            ));
+            return Err(Error::NotSupported(
+                "ORDER BY on a stream; `SET merge = 'transparent'` gives event-time order".into(),
+            )
+            .at(self.text, ob.span()));
         }
         if q.limit_clause.is_some() || q.with.is_some() || q.fetch.is_some() {
-            return Err(self.err_at(
-                q,
-                Error::NotSupported("WITH, LIMIT and FETCH on a stream".into()),
-            ));
+            return Err(
+                Error::NotSupported("WITH, LIMIT and FETCH on a stream".into())
+                    .at(self.text, q.span()),
+            );
         }
         self.set_expr(&q.body)
     }
@@ -210,12 +202,10 @@ impl<'a> Compiler<'a> {
                 let (lt, rt) = (l.schema(), r.schema());
                 let types = |s: &Schema| s.fields.iter().map(|f| f.ty).collect::<Vec<_>>();
                 if types(lt) != types(rt) {
-                    return Err(self.err_at(
-                        body,
-                        Error::Plan(format!(
-                            "UNION ALL needs the same column types on both sides: {lt} vs {rt}"
-                        )),
-                    ));
+                    return Err(Error::Plan(format!(
+                        "UNION ALL needs the same column types on both sides: {lt} vs {rt}"
+                    ))
+                    .at(self.text, body.span()));
                 }
                 let mut schema = lt.clone();
                 for f in &mut schema.fields {
@@ -233,10 +223,10 @@ impl<'a> Compiler<'a> {
                 }
                 Ok((Logical::Union { inputs, schema }, ls))
             }
-            other => Err(self.err_at(
-                other,
-                Error::NotSupported("this set operation; streams combine with UNION ALL".into()),
-            )),
+            other => Err(Error::NotSupported(
+                "this set operation; streams combine with UNION ALL".into(),
+            )
+            .at(self.text, other.span())),
         }
     }
 
@@ -264,12 +254,10 @@ impl<'a> Compiler<'a> {
                             ast::Expr::Identifier(sink),
                         ))] = args.args.as_slice()
                         else {
-                            return Err(self.err_at(
-                                f,
-                                Error::Plan(
-                                    "LATE takes the sink of an earlier query: LATE(alerts)".into(),
-                                ),
-                            ));
+                            return Err(Error::Plan(
+                                "LATE takes the sink of an earlier query: LATE(alerts)".into(),
+                            )
+                            .at(self.text, f.span()));
                         };
                         let name = format!("late({})", sink.value);
                         let (plan, scope) = self.scan(&name, alias_name.as_deref(), f)?;
@@ -285,7 +273,7 @@ impl<'a> Compiler<'a> {
                         } else {
                             format!("table function `{n}`; FROM takes a stream, LAST(stream, n), LATE(sink) or PARALLEL(...)")
                         };
-                        return Err(self.err_at(f, Error::NotSupported(what)));
+                        return Err(Error::NotSupported(what).at(self.text, f.span()));
                     }
                     let (stream, rows) = match args.args.as_slice() {
                         [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(
@@ -296,12 +284,10 @@ impl<'a> Compiler<'a> {
                         _ => (String::new(), None),
                     };
                     let Some(rows) = rows else {
-                        return Err(self.err_at(
-                            f,
-                            Error::Plan(
-                                "LAST takes a stream and a positive row count: LAST(s, 500)".into(),
-                            ),
-                        ));
+                        return Err(Error::Plan(
+                            "LAST takes a stream and a positive row count: LAST(s, 500)".into(),
+                        )
+                        .at(self.text, f.span()));
                     };
                     let (plan, scope) = self.scan(&stream, alias_name.as_deref(), f)?;
                     return Ok(Rel::Stream {
@@ -332,7 +318,9 @@ impl<'a> Compiler<'a> {
                     last: None,
                 })
             }
-            other => Err(self.err_at(other, Error::NotSupported(format!("`{other}` in FROM")))),
+            other => {
+                Err(Error::NotSupported(format!("`{other}` in FROM")).at(self.text, other.span()))
+            }
         }
     }
 
@@ -342,10 +330,7 @@ impl<'a> Compiler<'a> {
         alias: Option<&str>,
         at: &impl Spanned,
     ) -> Result<(Logical, Scope)> {
-        let def = self
-            .catalog
-            .stream(stream)
-            .map_err(|e| self.err_at(at, e))?;
+        let def = self.catalog.stream(stream).at(self.text, at.span())?;
         let schema = plain_schema(&def.source);
         let input = self.input_index(&def.name);
         let scope = Scope::of(&schema, Some(alias.unwrap_or(&def.name)));
@@ -361,18 +346,16 @@ impl<'a> Compiler<'a> {
 
     fn select(&mut self, s: &ast::Select) -> Result<(Logical, Scope)> {
         if s.distinct.is_some() {
-            return Err(self.err_at(
-                s,
-                Error::NotSupported(
-                    "SELECT DISTINCT on a stream; use GROUP BY with a window".into(),
-                ),
-            ));
+            return Err(Error::NotSupported(
+                "SELECT DISTINCT on a stream; use GROUP BY with a window".into(),
+            )
+            .at(self.text, s.span()));
         }
         let [from] = s.from.as_slice() else {
-            return Err(self.err_at(
-                s,
-                Error::NotSupported("FROM with several relations; use JOIN ... ON".into()),
-            ));
+            return Err(
+                Error::NotSupported("FROM with several relations; use JOIN ... ON".into())
+                    .at(self.text, s.span()),
+            );
         };
         let (mut plan, mut scope) = match self.factor(&from.relation)? {
             Rel::Stream {
@@ -386,32 +369,27 @@ impl<'a> Compiler<'a> {
                 scope,
             } => {
                 let Some(j) = from.joins.first() else {
-                    return Err(self.err_at(
-                        &from.relation,
-                        Error::Plan(
-                            "LAST(stream, n) is a join window; join it with another LAST(...)"
-                                .into(),
-                        ),
-                    ));
+                    return Err(Error::Plan(
+                        "LAST(stream, n) is a join window; join it with another LAST(...)".into(),
+                    )
+                    .at(self.text, from.relation.span()));
                 };
                 let right = self.factor(&j.relation)?;
                 let r = self.join((plan, scope, Some(n)), right, j)?;
                 if from.joins.len() > 1 {
-                    return Err(self.err_at(
-                        &from.joins[1].relation,
-                        Error::NotSupported("more than one join after LAST(...)".into()),
-                    ));
+                    return Err(
+                        Error::NotSupported("more than one join after LAST(...)".into())
+                            .at(self.text, from.joins[1].relation.span()),
+                    );
                 }
                 (r.0, r.1)
             }
             Rel::Table(t, _) => {
-                return Err(self.err_at(
-                    &from.relation,
-                    Error::Plan(format!(
-                        "`{}` is a table; a query reads a stream (FROM stream JOIN {} ON ...)",
-                        t.name, t.name
-                    )),
+                return Err(Error::Plan(format!(
+                    "`{}` is a table; a query reads a stream (FROM stream JOIN {} ON ...)",
+                    t.name, t.name
                 ))
+                .at(self.text, from.relation.span()))
             }
         };
         if !matches!(
@@ -437,7 +415,9 @@ impl<'a> Compiler<'a> {
         }
         let group: Vec<ast::Expr> = match &s.group_by {
             ast::GroupByExpr::Expressions(exprs, mods) if mods.is_empty() => exprs.clone(),
-            other => return Err(self.err_at(s, Error::NotSupported(format!("GROUP BY {other}")))),
+            other => {
+                return Err(Error::NotSupported(format!("GROUP BY {other}")).at(self.text, s.span()))
+            }
         };
         let mut has_aggs = false;
         for item in &s.projection {
@@ -454,10 +434,9 @@ impl<'a> Compiler<'a> {
             return self.aggregate(s, plan, scope, &group);
         }
         if s.having.is_some() {
-            return Err(self.err_at(
-                s,
-                Error::Plan("HAVING needs GROUP BY or an aggregate".into()),
-            ));
+            return Err(
+                Error::Plan("HAVING needs GROUP BY or an aggregate".into()).at(self.text, s.span())
+            );
         }
         self.project(s, plan, scope, false)
     }
@@ -499,20 +478,16 @@ impl<'a> Compiler<'a> {
                         }
                     }
                     if exprs.len() == before {
-                        return Err(self.err_at(
-                            item,
-                            Error::Plan(format!(
-                                "no relation `{q}` in FROM; columns are {}",
-                                scope.names()
-                            )),
-                        ));
+                        return Err(Error::Plan(format!(
+                            "no relation `{q}` in FROM; columns are {}",
+                            scope.names()
+                        ))
+                        .at(self.text, item.span()));
                     }
                 }
                 ast::SelectItem::ExprWithAliases { .. } => {
-                    return Err(self.err_at(
-                        item,
-                        Error::NotSupported("several aliases for one column".into()),
-                    ))
+                    return Err(Error::NotSupported("several aliases for one column".into())
+                        .at(self.text, item.span()))
                 }
                 ast::SelectItem::UnnamedExpr(e)
                 | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
@@ -576,7 +551,9 @@ impl<'a> Compiler<'a> {
         for g in group {
             if let Some(w) = self.window(g, &scope, &in_schema)? {
                 if window != WindowSpec::Unbounded {
-                    return Err(self.err_at(g, Error::Plan("GROUP BY has two windows".into())));
+                    return Err(
+                        Error::Plan("GROUP BY has two windows".into()).at(self.text, g.span())
+                    );
                 }
                 window = w;
                 continue;
@@ -621,7 +598,7 @@ impl<'a> Compiler<'a> {
                     Some(ident(&format!("__agg{}", aggs.len() - 1)))
                 }
                 Err(err) => {
-                    rewrite_err.get_or_insert(self.err_at(e, err));
+                    rewrite_err.get_or_insert(err.at(self.text, e.span()));
                     Some(ident("__error"))
                 }
             }
@@ -700,14 +677,14 @@ impl<'a> Compiler<'a> {
         };
         let mut plan = agg;
         if let Some(h) = &having {
-            let x = with_pos(self.text, h, convert(h, &names))?;
+            let x = convert(h, &names).at(self.text, h.span())?;
             match x.data_type(&schema)? {
                 DataType::Bool => {}
                 t => {
-                    return Err(self.err_at(
-                        h,
-                        Error::Plan(format!("HAVING must be a bool condition, found {t}")),
-                    ))
+                    return Err(
+                        Error::Plan(format!("HAVING must be a bool condition, found {t}"))
+                            .at(self.text, h.span()),
+                    )
                 }
             }
             plan = Logical::Filter {
@@ -722,8 +699,11 @@ impl<'a> Compiler<'a> {
         for item in &projection {
             match item {
                 ast::SelectItem::ExprWithAlias { expr, alias } => {
-                    let x = with_pos(self.text, expr, convert(expr, &names))?;
-                    let ty = with_pos(self.text, expr, x.data_type(&schema).map(|_| x.clone()))?
+                    let x = convert(expr, &names).at(self.text, expr.span())?;
+                    let ty = x
+                        .data_type(&schema)
+                        .map(|_| x.clone())
+                        .at(self.text, expr.span())?
                         .data_type(&schema)?;
                     fields.push(Field::nullable(&alias.value, ty));
                     scope_out.cols.push((None, alias.value.clone()));
@@ -740,10 +720,10 @@ impl<'a> Compiler<'a> {
                     }
                 }
                 other => {
-                    return Err(self.err_at(
-                        other,
-                        Error::NotSupported(format!("`{other}` in an aggregate query")),
-                    ))
+                    return Err(
+                        Error::NotSupported(format!("`{other}` in an aggregate query"))
+                            .at(self.text, other.span()),
+                    )
                 }
             }
         }
@@ -848,7 +828,7 @@ impl<'a> Compiler<'a> {
             "session" => "SESSION(time, gap)",
             _ => "ROWS(n)",
         };
-        let bad = |why: &str| self.err_at(g, Error::Plan(format!("{why}; write {usage}")));
+        let bad = |why: &str| Error::Plan(format!("{why}; write {usage}")).at(self.text, g.span());
         if name == "rows" {
             let n = args.first().and_then(|a| const_int(a)).filter(|n| *n > 0);
             return match (n, args.len()) {
@@ -866,12 +846,10 @@ impl<'a> Compiler<'a> {
                 .event_time
                 .map(|i| format!("`{}`", schema.fields[i].name))
                 .unwrap_or_else(|| "none (declare event_time in CREATE STREAM)".into());
-            return Err(self.err_at(
-                *time,
-                Error::Plan(format!(
-                    "windows are over the stream's event time; its event-time column is {et}"
-                )),
-            ));
+            return Err(Error::Plan(format!(
+                "windows are over the stream's event time; its event-time column is {et}"
+            ))
+            .at(self.text, time.span()));
         }
         let nums: Vec<Option<i64>> = args[1..].iter().map(|a| const_int(a)).collect();
         let pos = |v: &Option<i64>| v.filter(|n| *n > 0);
@@ -904,22 +882,20 @@ impl<'a> Compiler<'a> {
             ast::JoinOperator::Join(ast::JoinConstraint::On(e))
             | ast::JoinOperator::Inner(ast::JoinConstraint::On(e)) => e,
             other => {
-                return Err(self.err_at(
-                    &j.relation,
-                    Error::NotSupported(format!(
-                        "{}; Braid joins streams with [INNER] JOIN ... ON",
-                        join_kind(other)
-                    )),
+                return Err(Error::NotSupported(format!(
+                    "{}; Braid joins streams with [INNER] JOIN ... ON",
+                    join_kind(other)
                 ))
+                .at(self.text, j.relation.span()))
             }
         };
         match right {
             Rel::Table(table, alias) => {
                 if llast.is_some() {
-                    return Err(self.err_at(
-                        &j.relation,
-                        Error::Plan("LAST(...) joins another LAST(...), not a table".into()),
-                    ));
+                    return Err(Error::Plan(
+                        "LAST(...) joins another LAST(...), not a table".into(),
+                    )
+                    .at(self.text, j.relation.span()));
                 }
                 let tscope = Scope::of(&table.schema, Some(&alias));
                 let scope = lscope.concat(&tscope);
@@ -958,13 +934,10 @@ impl<'a> Compiler<'a> {
                     rest.push(c);
                 }
                 if keys.is_empty() {
-                    return Err(self.err_at(
-                        on,
-                        Error::Plan(format!(
+                    return Err(Error::Plan(format!(
                             "a join with table `{}` needs an equality between a stream expression and a table column",
                             table.name
-                        )),
-                    ));
+                        )).at(self.text, on.span()));
                 }
                 let mut schema = schema;
                 for f in &mut schema.fields[la..] {
@@ -1049,22 +1022,16 @@ impl<'a> Compiler<'a> {
                     (None, None) => match (lo, hi) {
                         (Some(lo), Some(hi)) if lo <= hi => JoinWindow::Interval { lo, hi },
                         (Some(_), Some(_)) => {
-                            return Err(self.err_at(on, Error::Plan("the join's time bounds admit no pair (lower bound above upper bound)".into())))
+                            return Err(Error::Plan("the join's time bounds admit no pair (lower bound above upper bound)".into()).at(self.text, on.span()))
                         }
                         _ => {
-                            return Err(self.err_at(
-                                on,
-                                Error::Plan(
+                            return Err(Error::Plan(
                                     "a join of two streams needs a window: bound the time difference both ways (`b.t BETWEEN a.t - 10 AND a.t + 10`) or join count windows LAST(a, n) JOIN LAST(b, m)".into(),
-                                ),
-                            ))
+                                ).at(self.text, on.span()))
                         }
                     },
                     _ => {
-                        return Err(self.err_at(
-                            &j.relation,
-                            Error::Plan("LAST(...) must be used on both sides of the join".into()),
-                        ))
+                        return Err(Error::Plan("LAST(...) must be used on both sides of the join".into()).at(self.text, j.relation.span()))
                     }
                 };
                 let mut schema = schema;

@@ -33,8 +33,8 @@ mod optimizer;
 pub mod physical;
 pub mod run;
 
-use crate::expr::{convert, locate, Resolve};
-use crate::located::parse_error;
+use crate::expr::{convert, Resolve};
+use crate::located::{parse_error, At};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
@@ -228,20 +228,16 @@ fn options(list: &ast::CreateTableOptions, text: &str) -> Result<BTreeMap<String
                     _ => None,
                 };
                 let v = v.ok_or_else(|| {
-                    locate(
-                        text,
-                        value.span(),
-                        Error::Plan(format!("option `{}` needs a literal value", key.value)),
-                    )
+                    Error::Plan(format!("option `{}` needs a literal value", key.value))
+                        .at(text, value.span())
                 })?;
                 out.insert(key.value.to_ascii_lowercase(), v);
             }
             other => {
-                return Err(locate(
-                    text,
-                    other.span(),
-                    Error::NotSupported(format!("option `{other}`; write key = value")),
-                ))
+                return Err(
+                    Error::NotSupported(format!("option `{other}`; write key = value"))
+                        .at(text, other.span()),
+                )
             }
         }
     }
@@ -277,14 +273,11 @@ fn columns(cols: &[ast::ColumnDef], text: &str) -> Result<Schema> {
             "BOOL" | "BOOLEAN" => DataType::Bool,
             "TEXT" | "VARCHAR" | "STRING" | "CHAR" | "CHARACTER VARYING" => DataType::String,
             _ => {
-                return Err(locate(
-                    text,
-                    c.name.span,
-                    Error::Plan(format!(
-                        "column `{}` has type {name}; types are BIGINT, DOUBLE, BOOLEAN, TEXT",
-                        c.name.value
-                    )),
+                return Err(Error::Plan(format!(
+                    "column `{}` has type {name}; types are BIGINT, DOUBLE, BOOLEAN, TEXT",
+                    c.name.value
                 ))
+                .at(text, c.name.span))
             }
         };
         let not_null = c
@@ -307,7 +300,7 @@ fn statement(
     st: &ast::Statement,
     word: Option<Word>,
 ) -> Result<()> {
-    let at = |e: Error| locate(text, st.span(), e);
+    let at = |e: Error| e.at(text, st.span());
     match st {
         ast::Statement::CreateTable(ct) => {
             let name = ct.name.to_string();
@@ -476,17 +469,13 @@ fn query_job(
             .iter()
             .any(|d| matches!(d.source.spec, SourceSpec::Late { .. }))
     {
-        return Err(locate(
-            text,
-            q.span(),
-            Error::NotSupported(
-                "a query over LATE(sink) that also reads another stream; read the late rows alone"
-                    .into(),
-            ),
-        ));
+        return Err(Error::NotSupported(
+            "a query over LATE(sink) that also reads another stream; read the late rows alone"
+                .into(),
+        )
+        .at(text, q.span()));
     }
-    let (source, layout, lateness) =
-        physical::input_source(&defs).map_err(|e| locate(text, q.span(), e))?;
+    let (source, layout, lateness) = physical::input_source(&defs).at(text, q.span())?;
     let settings = script.catalog.settings.clone();
     // The cut does not depend on `parallel`: a serial run has the same stages, each in
     // one partition.
@@ -616,13 +605,10 @@ fn explicit(
         return Err(Error::Internal("PARALLEL outside SELECT".into()));
     };
     if !matches!(s.projection.as_slice(), [ast::SelectItem::Wildcard(_)]) || s.selection.is_some() {
-        return Err(locate(
-            text,
-            s.span(),
-            Error::NotSupported(
-                "a SELECT list or WHERE around PARALLEL(...); put them in its `apply` query".into(),
-            ),
-        ));
+        return Err(Error::NotSupported(
+            "a SELECT list or WHERE around PARALLEL(...); put them in its `apply` query".into(),
+        )
+        .at(text, s.span()));
     }
     let mut stream: Option<String> = None;
     let mut named: BTreeMap<String, &ast::Expr> = BTreeMap::new();
@@ -641,20 +627,16 @@ fn explicit(
                 named.insert(name.value.to_ascii_lowercase(), e);
             }
             other => {
-                return Err(locate(
-                    text,
-                    other.span(),
-                    Error::Plan("PARALLEL takes a stream, then name => value arguments".into()),
-                ))
+                return Err(Error::Plan(
+                    "PARALLEL takes a stream, then name => value arguments".into(),
+                )
+                .at(text, other.span()))
             }
         }
     }
     let stream = stream.ok_or_else(|| {
-        locate(
-            text,
-            q.span(),
-            Error::Plan("PARALLEL needs the stream to split as its first argument".into()),
-        )
+        Error::Plan("PARALLEL needs the stream to split as its first argument".into())
+            .at(text, q.span())
     })?;
     const KNOWN: &[&str] = &[
         "partitions",
@@ -670,32 +652,21 @@ fn explicit(
         "fanin",
     ];
     if let Some((k, e)) = named.iter().find(|(k, _)| !KNOWN.contains(&k.as_str())) {
-        return Err(locate(
-            text,
-            e.span(),
-            Error::Plan(format!(
-                "unknown PARALLEL argument `{k}`; arguments are {}",
-                KNOWN.join(", ")
-            )),
-        ));
+        return Err(Error::Plan(format!(
+            "unknown PARALLEL argument `{k}`; arguments are {}",
+            KNOWN.join(", ")
+        ))
+        .at(text, e.span()));
     }
-    let def = script
-        .catalog
-        .stream(&stream)
-        .map_err(|e| locate(text, q.span(), e))?
-        .clone();
+    let def = script.catalog.stream(&stream).at(text, q.span())?.clone();
     let schema = def.source.schema.clone();
     let scope_expr = |key: &str, e: &ast::Expr, want: DataType| -> Result<Expr> {
-        let x = convert(e, &schema as &dyn Resolve).map_err(|er| locate(text, e.span(), er))?;
-        let t = x
-            .data_type(&schema)
-            .map_err(|er| locate(text, e.span(), er))?;
+        let x = convert(e, &schema as &dyn Resolve).at(text, e.span())?;
+        let t = x.data_type(&schema).at(text, e.span())?;
         if t != want {
-            return Err(locate(
-                text,
-                e.span(),
-                Error::Plan(format!("`{key}` must be {want}, found {t}")),
-            ));
+            return Err(
+                Error::Plan(format!("`{key}` must be {want}, found {t}")).at(text, e.span())
+            );
         }
         Ok(x)
     };
@@ -704,23 +675,11 @@ fn explicit(
             None => Ok(None),
             Some(ast::Expr::Value(v)) => match &v.value {
                 ast::Value::Number(n, _) => n.parse().map(Some).map_err(|_| {
-                    locate(
-                        text,
-                        v.span(),
-                        Error::Plan(format!("`{key}` must be an integer")),
-                    )
+                    Error::Plan(format!("`{key}` must be an integer")).at(text, v.span())
                 }),
-                _ => Err(locate(
-                    text,
-                    v.span(),
-                    Error::Plan(format!("`{key}` must be an integer")),
-                )),
+                _ => Err(Error::Plan(format!("`{key}` must be an integer")).at(text, v.span())),
             },
-            Some(e) => Err(locate(
-                text,
-                e.span(),
-                Error::Plan(format!("`{key}` must be an integer")),
-            )),
+            Some(e) => Err(Error::Plan(format!("`{key}` must be an integer")).at(text, e.span())),
         }
     };
     let word_arg = |key: &str| -> Option<String> {
@@ -735,18 +694,13 @@ fn explicit(
     };
     let q_parts = int_arg("partitions")?.unwrap_or(script.catalog.settings.partitions as i64);
     if !(1..=1 << 20).contains(&q_parts) {
-        return Err(locate(
-            text,
-            q.span(),
-            Error::Plan(format!("partitions = {q_parts}; expected 1..=1048576")),
-        ));
+        return Err(
+            Error::Plan(format!("partitions = {q_parts}; expected 1..=1048576")).at(text, q.span()),
+        );
     }
     let route_e = named.get("route").ok_or_else(|| {
-        locate(
-            text,
-            q.span(),
-            Error::Plan("PARALLEL needs `route => expression` (an int64 partition)".into()),
-        )
+        Error::Plan("PARALLEL needs `route => expression` (an int64 partition)".into())
+            .at(text, q.span())
     })?;
     let route = Route::Expr {
         expr: scope_expr("route", route_e, DataType::Int64)?,
@@ -760,18 +714,13 @@ fn explicit(
         .map(|e| scope_expr("broadcast", e, DataType::Bool))
         .transpose()?;
     let strategy: Strategy = match word_arg("strategy") {
-        Some(s) => s
-            .parse()
-            .map_err(|e| locate(text, named["strategy"].span(), e))?,
+        Some(s) => s.parse().at(text, named["strategy"].span())?,
         None => script.catalog.settings.strategy,
     };
     // What runs on each partition.
     let apply = named.get("apply").ok_or_else(|| {
-        locate(
-            text,
-            q.span(),
-            Error::Plan("PARALLEL needs `apply => function` or `apply => (SELECT ...)`".into()),
-        )
+        Error::Plan("PARALLEL needs `apply => function` or `apply => (SELECT ...)`".into())
+            .at(text, q.span())
     })?;
     let n = script.jobs.len();
     let late = Arc::new(LateRows::default());
@@ -780,21 +729,16 @@ fn explicit(
             let mut c = Compiler::new(&script.catalog, &script.registry, text);
             let (l, _) = c.query(sub)?;
             if c.inputs.len() != 1 || !c.inputs[0].eq_ignore_ascii_case(&def.name) {
-                return Err(locate(
-                    text,
-                    sub.span(),
-                    Error::Plan(format!(
-                        "the `apply` query must read the split stream `{}` only",
-                        def.name
-                    )),
-                ));
+                return Err(Error::Plan(format!(
+                    "the `apply` query must read the split stream `{}` only",
+                    def.name
+                ))
+                .at(text, sub.span()));
             }
             let name = format!("query{}", n + 1);
             let factory = QueryFactory::new(
                 l.clone(),
-                physical::input_source(&[&def])
-                    .map_err(|e| locate(text, sub.span(), e))?
-                    .1,
+                physical::input_source(&[&def]).at(text, sub.span())?.1,
                 def.source.epoch,
                 def.lateness,
                 late.clone(),
@@ -804,16 +748,10 @@ fn explicit(
         }
         _ => {
             let name = word_arg("apply").ok_or_else(|| {
-                locate(
-                    text,
-                    apply.span(),
-                    Error::Plan("`apply` takes a stream function name or a (SELECT ...)".into()),
-                )
+                Error::Plan("`apply` takes a stream function name or a (SELECT ...)".into())
+                    .at(text, apply.span())
             })?;
-            script
-                .registry
-                .function(&name)
-                .map_err(|e| locate(text, apply.span(), e))?;
+            script.registry.function(&name).at(text, apply.span())?;
             (name, None)
         }
     };
@@ -830,14 +768,10 @@ fn explicit(
         Some("time") | Some("transparent") | Some("ordered") => MergeKind::TimeOrdered,
         Some("keyed") => {
             let key_e = named.get("merge_key").ok_or_else(|| {
-                locate(
-                    text,
-                    q.span(),
-                    Error::Plan(
-                        "a keyed merge needs `merge_key => column` or `merge_key => (c1, c2)`"
-                            .into(),
-                    ),
+                Error::Plan(
+                    "a keyed merge needs `merge_key => column` or `merge_key => (c1, c2)`".into(),
                 )
+                .at(text, q.span())
             })?;
             let items: Vec<&ast::Expr> = match key_e {
                 ast::Expr::Tuple(v) => v.iter().collect(),
@@ -846,16 +780,12 @@ fn explicit(
             };
             let mut key = Vec::new();
             for it in items {
-                match convert(it, &out_schema as &dyn Resolve)
-                    .map_err(|e| locate(text, it.span(), e))?
-                {
+                match convert(it, &out_schema as &dyn Resolve).at(text, it.span())? {
                     Expr::Column(i, _) => key.push(i),
                     _ => {
-                        return Err(locate(
-                            text,
-                            it.span(),
-                            Error::Plan("merge keys are output columns".into()),
-                        ))
+                        return Err(
+                            Error::Plan("merge keys are output columns".into()).at(text, it.span())
+                        )
                     }
                 }
             }
@@ -870,12 +800,12 @@ fn explicit(
                         _ => None,
                     };
                     let idx = match col {
-                        Some(e) => match convert(e, &out_schema as &dyn Resolve)
-                            .map_err(|er| locate(text, e.span(), er))?
-                        {
-                            Expr::Column(i, _) => Some(i),
-                            _ => None,
-                        },
+                        Some(e) => {
+                            match convert(e, &out_schema as &dyn Resolve).at(text, e.span())? {
+                                Expr::Column(i, _) => Some(i),
+                                _ => None,
+                            }
+                        }
                         None => None,
                     };
                     let agg = match (fname.as_str(), idx) {
@@ -884,7 +814,7 @@ fn explicit(
                         ("max", Some(i)) => braid_plan::plan::Agg::Max(i),
                         ("count", _) => braid_plan::plan::Agg::Count,
                         _ => {
-                            return Err(locate(text, f.span(), Error::Plan("combine takes sum(col), min(col), max(col), count(*) or a registered combiner name".into())))
+                            return Err(Error::Plan("combine takes sum(col), min(col), max(col), count(*) or a registered combiner name".into()).at(text, f.span()))
                         }
                     };
                     Combine::Aggregates(vec![agg])
@@ -893,20 +823,17 @@ fn explicit(
                     let mut aggs = Vec::new();
                     for it in items {
                         let ast::Expr::Function(f) = it else {
-                            return Err(locate(
-                                text,
-                                it.span(),
-                                Error::Plan(
-                                    "combine lists sum(col), min(col), max(col) or count(*)".into(),
-                                ),
-                            ));
+                            return Err(Error::Plan(
+                                "combine lists sum(col), min(col), max(col) or count(*)".into(),
+                            )
+                            .at(text, it.span()));
                         };
                         let fname = f.name.to_string().to_ascii_lowercase();
                         let col = match &f.args {
                             ast::FunctionArguments::List(l) => match l.args.as_slice() {
                                 [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))] => {
                                     match convert(e, &out_schema as &dyn Resolve)
-                                        .map_err(|er| locate(text, e.span(), er))?
+                                        .at(text, e.span())?
                                     {
                                         Expr::Column(i, _) => Some(i),
                                         _ => None,
@@ -922,14 +849,10 @@ fn explicit(
                             ("max", Some(i)) => braid_plan::plan::Agg::Max(i),
                             ("count", _) => braid_plan::plan::Agg::Count,
                             _ => {
-                                return Err(locate(
-                                    text,
-                                    f.span(),
-                                    Error::Plan(
-                                        "combine takes sum(col), min(col), max(col) or count(*)"
-                                            .into(),
-                                    ),
-                                ))
+                                return Err(Error::Plan(
+                                    "combine takes sum(col), min(col), max(col) or count(*)".into(),
+                                )
+                                .at(text, f.span()))
                             }
                         });
                     }
@@ -940,34 +863,24 @@ fn explicit(
                     script
                         .registry
                         .combiner(&name)
-                        .map_err(|e| locate(text, named["combine"].span(), e))?;
+                        .at(text, named["combine"].span())?;
                     Combine::Native(name)
                 }
                 None => {
-                    return Err(locate(
-                        text,
-                        q.span(),
-                        Error::Plan(
-                            "a keyed merge needs `combine => sum(col)` or a combiner name".into(),
-                        ),
-                    ))
+                    return Err(Error::Plan(
+                        "a keyed merge needs `combine => sum(col)` or a combiner name".into(),
+                    )
+                    .at(text, q.span()))
                 }
             };
             let filter = named
                 .get("merge_filter")
                 .map(|e| {
-                    let x = convert(e, &out_schema as &dyn Resolve)
-                        .map_err(|er| locate(text, e.span(), er))?;
-                    match x
-                        .data_type(&out_schema)
-                        .map_err(|er| locate(text, e.span(), er))?
-                    {
+                    let x = convert(e, &out_schema as &dyn Resolve).at(text, e.span())?;
+                    match x.data_type(&out_schema).at(text, e.span())? {
                         DataType::Bool => Ok(x),
-                        t => Err(locate(
-                            text,
-                            e.span(),
-                            Error::Plan(format!("merge_filter must be bool, found {t}")),
-                        )),
+                        t => Err(Error::Plan(format!("merge_filter must be bool, found {t}"))
+                            .at(text, e.span())),
                     }
                 })
                 .transpose()?;
@@ -980,11 +893,10 @@ fn explicit(
             }
         }
         Some(other) => {
-            return Err(locate(
-                text,
-                named["merge"].span(),
-                Error::Plan(format!("merge `{other}`; merges are union, time, keyed")),
-            ))
+            return Err(
+                Error::Plan(format!("merge `{other}`; merges are union, time, keyed"))
+                    .at(text, named["merge"].span()),
+            )
         }
     };
     let plan = Plan::Sink(Sink {
@@ -992,8 +904,7 @@ fn explicit(
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
     });
-    plan.schema(&script.registry)
-        .map_err(|e| locate(text, q.span(), e))?;
+    plan.schema(&script.registry).at(text, q.span())?;
     Ok(Job {
         sql: sql.to_string(),
         logical,
