@@ -25,12 +25,12 @@
 //! point at the user's text.
 
 pub mod catalog;
-mod compile;
 pub mod expr;
 mod located;
 pub mod logical;
 mod optimizer;
 pub mod physical;
+mod planner;
 pub mod run;
 
 use crate::expr::{convert, Resolve};
@@ -42,9 +42,9 @@ use braid_plan::function::Registry;
 use braid_plan::plan::{Combine, MergeKind, Pace, Plan, Route, Sink, Source, SourceSpec, Strategy};
 use braid_plan::types::{DataType, Field, Schema};
 use catalog::{Catalog, Options, SinkDef};
-use compile::Compiler;
 use logical::Logical;
 use physical::Partitioning;
+use planner::Planner;
 use run::{LateLayout, LateRows, QueryFactory};
 use sqlparser::ast::{self, Spanned};
 use sqlparser::dialect::GenericDialect;
@@ -457,7 +457,7 @@ fn query_job(
         return explicit(script, text, q, par, sink, sql);
     }
     let n = script.jobs.len();
-    let mut c = Compiler::new(&script.catalog, &script.registry, text);
+    let mut c = Planner::new(&script.catalog, &script.registry, text);
     let (logical, _) = c.query(q)?;
     let defs: Vec<&catalog::StreamDef> = c
         .inputs
@@ -726,7 +726,7 @@ fn explicit(
     let late = Arc::new(LateRows::default());
     let (function, logical) = match apply {
         ast::Expr::Subquery(sub) => {
-            let mut c = Compiler::new(&script.catalog, &script.registry, text);
+            let mut c = Planner::new(&script.catalog, &script.registry, text);
             let (l, _) = c.query(sub)?;
             if c.inputs.len() != 1 || !c.inputs[0].eq_ignore_ascii_case(&def.name) {
                 return Err(Error::Plan(format!(
