@@ -152,6 +152,59 @@ pub fn stream(
     let lateness = o.int("lateness")?.unwrap_or(0);
     let speed = o.float("speed")?;
     let units = o.float("units_per_second")?.unwrap_or(1.0);
+    let (spec, mut schema, children) = source_spec(name, &kind, path, columns, &mut o, base)?;
+    o.done()?;
+    let event_time =
+        event_time.or_else(|| matches!(spec, SourceSpec::Generator(_)).then(|| "time".to_string()));
+    if let Some(t) = &event_time {
+        schema = schema.with_event_time(t)?;
+    }
+    if epoch < 1 || window < 1 || lateness < 0 {
+        return Err(Error::Plan(format!(
+            "stream `{name}`: epoch and window must be at least 1 and lateness at least 0"
+        )));
+    }
+    let pace = match speed {
+        Some(speed) => Pace::EventTime {
+            units_per_second: units,
+            speed,
+        },
+        None => Pace::Max,
+    };
+    let make = |spec: SourceSpec, schema: Schema, n: &str| Source {
+        name: n.to_string(),
+        spec,
+        schema,
+        epoch: epoch as u64,
+        window: window as usize,
+        pace,
+        out_of_order: true,
+    };
+    let source = match children {
+        None => make(spec, schema, name),
+        Some((files, header)) => interleave(name, &files, header, &schema, make)?,
+    };
+    Ok(StreamDef {
+        name: name.to_string(),
+        source,
+        lateness,
+    })
+}
+
+/// Files of a stream of several CSV files (a `*` in the path), and whether they have a
+/// header.
+type Files = Option<(Vec<PathBuf>, bool)>;
+
+/// What a stream of source `kind` reads, its columns, and the files of a multi-file
+/// CSV stream (read as an interleave of one source per file).
+fn source_spec(
+    name: &str,
+    kind: &str,
+    path: Option<String>,
+    columns: Option<Schema>,
+    o: &mut Options,
+    base: &Path,
+) -> Result<(SourceSpec, Schema, Files)> {
     let need_columns = |c: Option<Schema>| {
         c.ok_or_else(|| {
             Error::Plan(format!(
@@ -159,7 +212,7 @@ pub fn stream(
             ))
         })
     };
-    let (spec, mut schema, children) = match kind.as_str() {
+    Ok(match kind {
         "csv" => {
             let path = path.ok_or_else(|| {
                 Error::Plan(format!("stream `{name}` reads CSV: give `path = '...'`"))
@@ -219,60 +272,33 @@ pub fn stream(
                 "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, generator"
             )))
         }
-    };
-    o.done()?;
-    let event_time =
-        event_time.or_else(|| matches!(spec, SourceSpec::Generator(_)).then(|| "time".to_string()));
-    if let Some(t) = &event_time {
-        schema = schema.with_event_time(t)?;
-    }
-    if epoch < 1 || window < 1 || lateness < 0 {
-        return Err(Error::Plan(format!(
-            "stream `{name}`: epoch and window must be at least 1 and lateness at least 0"
-        )));
-    }
-    let pace = match speed {
-        Some(speed) => Pace::EventTime {
-            units_per_second: units,
-            speed,
-        },
-        None => Pace::Max,
-    };
-    let make = |spec: SourceSpec, schema: Schema, n: &str| Source {
-        name: n.to_string(),
-        spec,
-        schema,
-        epoch: epoch as u64,
-        window: window as usize,
-        pace,
-        out_of_order: true,
-    };
-    let source = match children {
-        None => make(spec, schema, name),
-        Some((files, header)) => {
-            let kids: Vec<Source> = files
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    make(
-                        SourceSpec::Csv {
-                            path: f.clone(),
-                            header,
-                        },
-                        schema.clone(),
-                        &format!("{name}{i}"),
-                    )
-                })
-                .collect();
-            let wide = braid_plan::interleave::schema(&kids)?;
-            make(SourceSpec::Interleave(kids), wide, name)
-        }
-    };
-    Ok(StreamDef {
-        name: name.to_string(),
-        source,
-        lateness,
     })
+}
+
+/// One CSV source per file, interleaved into one source named `name`.
+fn interleave(
+    name: &str,
+    files: &[PathBuf],
+    header: bool,
+    schema: &Schema,
+    make: impl Fn(SourceSpec, Schema, &str) -> Source,
+) -> Result<Source> {
+    let kids: Vec<Source> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            make(
+                SourceSpec::Csv {
+                    path: f.clone(),
+                    header,
+                },
+                schema.clone(),
+                &format!("{name}{i}"),
+            )
+        })
+        .collect();
+    let wide = braid_plan::interleave::schema(&kids)?;
+    Ok(make(SourceSpec::Interleave(kids), wide, name))
 }
 
 /// Builds a sink from `CREATE SINK name WITH (options)`.
