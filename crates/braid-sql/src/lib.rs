@@ -49,7 +49,7 @@
 //!
 //! The crate is laid out by stage; each depends only on those below it:
 //!
-//! - [`statement`]: the text split into statements and each one run: declarations
+//! - `statement`: the text split into statements and each one run: declarations
 //!   into the [`catalog`], `SET` into its settings, each query into a [`Job`] of the
 //!   [`Script`];
 //! - `query` (automatic parallelization) and `parallel` (the explicit

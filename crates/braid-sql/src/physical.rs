@@ -3,13 +3,10 @@
 //! stages and each stage's [`Partitioning`]; this module turns those decisions into
 //! [`Plan`] nodes.
 //!
-//! The balancer follows the stateful operator: round robin when there is none, a hash
-//! of the group-by keys for an aggregate, a hash of the equi-join keys for a keyed
-//! stream join, and a sqrt(N) x sqrt(N) grid of partitions for a join without keys.
-//! Queries whose state cannot be partitioned (aggregates without keys, count-window
-//! joins, several stateful operators keyed differently) run in one partition, and
-//! EXPLAIN says why. A filter right above the scan of a hashed query moves into the
-//! balancer (rows it rejects never leave the splitter).
+//! A [`Partitioning`] becomes a split: one partition with route 0, round robin, a hash
+//! route, or a grid of [`grid_sides`]`(q)` partitions. A filter moved into the balancer
+//! becomes the route's `when` (rows it rejects never leave the splitter). Between
+//! stages the merge is a union; the last stage's follows `SET merge`.
 
 use crate::catalog::{MergeMode, Settings, SinkDef, StreamDef};
 use crate::logical::{JoinWindow, Logical};

@@ -2,7 +2,7 @@
 //! (`CREATE SINK`) and settings (`SET`).
 //!
 //! The catalog is the bottom of the crate: it knows sources and sinks, nothing of
-//! planning. [`declare`] builds definitions from `WITH (...)` options; [`settings`]
+//! planning. `declare` builds definitions from `WITH (...)` options; `settings`
 //! holds what `SET` changes.
 
 mod declare;
@@ -70,7 +70,7 @@ pub struct Catalog {
 /// The late rows of a query, as a stream another query reads in the same dataflow.
 #[derive(Clone, Debug)]
 pub struct LateStream {
-    /// The stream (its source is a [`SourceSpec::Late`]).
+    /// The stream (its source is a [`braid_plan::plan::SourceSpec::Late`]).
     pub def: StreamDef,
     /// The job whose dataflow makes the rows (which of its plans: the source's
     /// [`braid_plan::plan::SourceSpec::Late`]).

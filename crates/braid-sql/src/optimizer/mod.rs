@@ -5,7 +5,7 @@
 //!    balancer);
 //! 2. [`stage_cut`]: a query whose stateful operators need different partitionings is
 //!    cut into stages;
-//! 3. [`partitioning`]: each stage's input is spread over partitions by what its
+//! 3. [`partitioning`](mod@partitioning): each stage's input is spread over partitions by what its
 //!    stateful operators need.
 //!
 //! Each rule's tests compare the indented plan text before and after.

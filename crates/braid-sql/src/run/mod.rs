@@ -14,9 +14,9 @@
 //!   `StreamFunctionFactory::every_epoch`) windows ending at or before
 //!   `(e + 1) * epoch - lateness` are emitted.
 //!
-//! One file per operator: [`project`] (scan, filter, project, union), [`lookup`] (a
-//! table join), [`aggregate`] with [`session`] and [`count_window`] windows, [`join`]
-//! (stream joins), and [`late`] (late rows). This module builds the tree and drives it.
+//! One file per operator: `project` (scan, filter, project, union), `lookup` (a table
+//! join), `aggregate` with `session` and `count_window` windows, `join` (stream joins),
+//! and `late` (late rows). This module builds the tree and drives it.
 //!
 //! Output rows carry a lane that is a hash of their values, so the transparent merge
 //! orders them the same way whatever partition made them.
