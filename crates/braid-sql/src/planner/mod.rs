@@ -16,7 +16,7 @@ mod window;
 
 pub(crate) use scope::Scope;
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, StreamDef, TableDef};
 use crate::expr::convert;
 use crate::located::At;
 use crate::logical::Logical;
@@ -26,11 +26,31 @@ use braid_plan::function::Registry;
 use braid_plan::types::{DataType, Schema};
 use scope::Names;
 use sqlparser::ast::{self, Spanned};
+use std::sync::Arc;
+
+/// What the planner sees of the catalog (in the manner of DataFusion's
+/// `ContextProvider`): relations by name.
+pub(crate) trait Relations {
+    /// A declared stream, or `late(sink)`; the error says what the valid names are.
+    fn stream(&self, name: &str) -> Result<&StreamDef>;
+    /// The declared table `name`, if it is one.
+    fn table(&self, name: &str) -> Option<&Arc<TableDef>>;
+}
+
+impl Relations for Catalog {
+    fn stream(&self, name: &str) -> Result<&StreamDef> {
+        Catalog::stream(self, name)
+    }
+
+    fn table(&self, name: &str) -> Option<&Arc<TableDef>> {
+        self.tables.get(&name.to_ascii_lowercase())
+    }
+}
 
 /// Plans queries against a catalog; collects the streams they read.
 pub(crate) struct Planner<'a> {
     /// Declared streams and tables.
-    pub catalog: &'a Catalog,
+    pub catalog: &'a dyn Relations,
     /// Scalar functions the query may call.
     pub registry: &'a Registry,
     /// The script's text (errors point into it).
@@ -41,7 +61,7 @@ pub(crate) struct Planner<'a> {
 
 impl<'a> Planner<'a> {
     /// A planner resolving names in `catalog` and `registry`; errors point into `text`.
-    pub fn new(catalog: &'a Catalog, registry: &'a Registry, text: &'a str) -> Planner<'a> {
+    pub fn new(catalog: &'a dyn Relations, registry: &'a Registry, text: &'a str) -> Planner<'a> {
         Planner {
             catalog,
             registry,

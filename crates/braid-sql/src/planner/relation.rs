@@ -42,7 +42,7 @@ impl Planner<'_> {
                 if let Some(args) = args {
                     return self.table_function(f, &n, args, alias_name.as_deref());
                 }
-                if let Some(t) = self.catalog.tables.get(&n.to_ascii_lowercase()) {
+                if let Some(t) = self.catalog.table(&n) {
                     return Ok(Rel::Table(t.clone(), alias_name.unwrap_or(n)));
                 }
                 Ok(Rel::stream(self.scan(&n, alias_name.as_deref(), f)?, None))
