@@ -72,16 +72,16 @@ pub(crate) fn job(
     let def = script.catalog.stream(&a.stream).at(text, q.span())?.clone();
     // The split.
     let (parts, route, broadcast, strategy) =
-        a.split(&def.source.schema, &script.catalog.settings)?;
+        split(&a, &def.source.schema, &script.catalog.settings)?;
     // What runs on each partition.
     let late = Arc::new(LateRows::default());
-    let (function, logical) = a.apply(script, &def, &late)?;
+    let (function, logical) = apply(&a, script, &def, &late)?;
     let mapped = Plan::Source(def.source.clone())
         .split(parts, route, broadcast, strategy)
         .map(&function);
     // The merge, and the sink.
     let out_schema = mapped.schema(&script.registry)?;
-    let kind = a.merge(&out_schema, &script.registry)?;
+    let kind = merge(&a, &out_schema, &script.registry)?;
     let plan = Plan::Sink(Sink {
         input: Box::new(mapped.merge(kind)),
         spec: sink.spec.clone(),
@@ -98,6 +98,204 @@ pub(crate) fn job(
         late_source: None,
         runs_in: None,
     })
+}
+
+/// The partitions, the route, the broadcast condition and the strategy.
+fn split(
+    a: &Args<'_>,
+    schema: &Schema,
+    settings: &Settings,
+) -> Result<(u32, Route, Option<Expr>, Strategy)> {
+    let parts = a.int("partitions")?.unwrap_or(settings.partitions as i64);
+    if !(1..=1 << 20).contains(&parts) {
+        return Err(
+            Error::Plan(format!("partitions = {parts}; expected 1..=1048576")).at(a.text, a.at),
+        );
+    }
+    let route = a.required(
+        "route",
+        "PARALLEL needs `route => expression` (an int64 partition)",
+    )?;
+    let route = Route::Expr {
+        expr: a.expr("route", route, schema, DataType::Int64)?,
+        when: a.typed("route_when", schema, DataType::Bool)?,
+    };
+    let broadcast = a.typed("broadcast", schema, DataType::Bool)?;
+    let strategy: Strategy = match a.word("strategy") {
+        Some(s) => s.parse().at(a.text, a.named["strategy"].span())?,
+        None => settings.strategy,
+    };
+    Ok((parts as u32, route, broadcast, strategy))
+}
+
+/// The function each partition runs: a registered stream function, or a query over
+/// the split stream (registered as `query{n}`), with its logical plan.
+fn apply(
+    a: &Args<'_>,
+    script: &mut Script,
+    def: &StreamDef,
+    late: &Arc<LateRows>,
+) -> Result<(String, Option<Logical>)> {
+    let text = a.text;
+    let apply = a.required(
+        "apply",
+        "PARALLEL needs `apply => function` or `apply => (SELECT ...)`",
+    )?;
+    let n = script.jobs.len();
+    match apply {
+        ast::Expr::Subquery(sub) => {
+            let mut c = Planner::new(&script.catalog, &script.registry, text);
+            let (l, _) = c.query(sub)?;
+            if c.inputs.len() != 1 || !c.inputs[0].eq_ignore_ascii_case(&def.name) {
+                return Err(Error::Plan(format!(
+                    "the `apply` query must read the split stream `{}` only",
+                    def.name
+                ))
+                .at(text, sub.span()));
+            }
+            let name = format!("query{}", n + 1);
+            let factory = QueryFactory::new(
+                l.clone(),
+                physical::input_source(&[def]).at(text, sub.span())?.1,
+                def.source.epoch,
+                def.lateness,
+                late.clone(),
+            );
+            script.registry.add_function(&name, Arc::new(factory));
+            Ok((name, Some(l)))
+        }
+        _ => {
+            let name = a.word("apply").ok_or_else(|| {
+                Error::Plan("`apply` takes a stream function name or a (SELECT ...)".into())
+                    .at(text, apply.span())
+            })?;
+            script.registry.function(&name).at(text, apply.span())?;
+            Ok((name, None))
+        }
+    }
+}
+
+/// How partition outputs are merged (over the function's output `out`).
+fn merge(a: &Args<'_>, out: &Schema, registry: &Registry) -> Result<MergeKind> {
+    let how = a.word("merge").map(|m| m.to_ascii_lowercase());
+    Ok(match how.as_deref() {
+        None | Some("union") | Some("best_effort") => MergeKind::Union,
+        Some("time") | Some("transparent") | Some("ordered") => MergeKind::TimeOrdered,
+        Some("keyed") => MergeKind::Keyed {
+            key: merge_key(a, out)?,
+            combine: combine(a, out, registry)?,
+            filter: merge_filter(a, out)?,
+            fanin: a.int("fanin")?.map(|k| k as u32),
+        },
+        Some(other) => {
+            return Err(
+                Error::Plan(format!("merge `{other}`; merges are union, time, keyed"))
+                    .at(a.text, a.named["merge"].span()),
+            )
+        }
+    })
+}
+
+/// The output columns a keyed merge groups by.
+fn merge_key(a: &Args<'_>, out: &Schema) -> Result<Vec<usize>> {
+    let key_e = a.required(
+        "merge_key",
+        "a keyed merge needs `merge_key => column` or `merge_key => (c1, c2)`",
+    )?;
+    let items: Vec<&ast::Expr> = match key_e {
+        ast::Expr::Tuple(v) => v.iter().collect(),
+        ast::Expr::Nested(e) => vec![e.as_ref()],
+        e => vec![e],
+    };
+    let mut key = Vec::new();
+    for it in items {
+        match a.column(it, out)? {
+            Some(i) => key.push(i),
+            None => {
+                return Err(
+                    Error::Plan("merge keys are output columns".into()).at(a.text, it.span())
+                )
+            }
+        }
+    }
+    Ok(key)
+}
+
+/// How a keyed merge combines rows of one key: aggregates of output columns, or a
+/// registered combiner.
+fn combine(a: &Args<'_>, out: &Schema, registry: &Registry) -> Result<Combine> {
+    Ok(match a.named.get("combine") {
+        Some(ast::Expr::Function(f)) => {
+            Combine::Aggregates(vec![combine_agg(a,
+            f,
+            out,
+            "combine takes sum(col), min(col), max(col), count(*) or a registered combiner name",
+        )?])
+        }
+        Some(ast::Expr::Tuple(items)) => {
+            let mut aggs = Vec::new();
+            for it in items {
+                let ast::Expr::Function(f) = it else {
+                    return Err(Error::Plan(
+                        "combine lists sum(col), min(col), max(col) or count(*)".into(),
+                    )
+                    .at(a.text, it.span()));
+                };
+                aggs.push(combine_agg(
+                    a,
+                    f,
+                    out,
+                    "combine takes sum(col), min(col), max(col) or count(*)",
+                )?);
+            }
+            Combine::Aggregates(aggs)
+        }
+        Some(_) => {
+            let name = a.word("combine").unwrap_or_default();
+            registry
+                .combiner(&name)
+                .at(a.text, a.named["combine"].span())?;
+            Combine::Native(name)
+        }
+        None => {
+            return Err(Error::Plan(
+                "a keyed merge needs `combine => sum(col)` or a combiner name".into(),
+            )
+            .at(a.text, a.at))
+        }
+    })
+}
+
+/// One aggregate of `combine`: `sum(col)`, `min(col)`, `max(col)` or `count(*)`
+/// (`usage` says what is valid when it is none of these).
+fn combine_agg(a: &Args<'_>, f: &ast::Function, out: &Schema, usage: &str) -> Result<Agg> {
+    let fname = f.name.to_string().to_ascii_lowercase();
+    let col = match &f.args {
+        ast::FunctionArguments::List(l) => match l.args.as_slice() {
+            [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))] => a.column(e, out)?,
+            _ => None,
+        },
+        _ => None,
+    };
+    Ok(match (fname.as_str(), col) {
+        ("sum", Some(i)) => Agg::Sum(i),
+        ("min", Some(i)) => Agg::Min(i),
+        ("max", Some(i)) => Agg::Max(i),
+        ("count", _) => Agg::Count,
+        _ => return Err(Error::Plan(usage.into()).at(a.text, f.span())),
+    })
+}
+
+/// The condition a keyed merge's combined rows must meet.
+fn merge_filter(a: &Args<'_>, out: &Schema) -> Result<Option<Expr>> {
+    let Some(e) = a.named.get("merge_filter") else {
+        return Ok(None);
+    };
+    let x = convert(e, out as &dyn Resolve).at(a.text, e.span())?;
+    match x.data_type(out).at(a.text, e.span())? {
+        DataType::Bool => Ok(Some(x)),
+        t => Err(Error::Plan(format!("merge_filter must be bool, found {t}")).at(a.text, e.span())),
+    }
 }
 
 /// PARALLEL's arguments: the stream, then `name => value`s.
@@ -163,206 +361,6 @@ impl<'a> Args<'a> {
             stream,
             named,
         })
-    }
-
-    /// The partitions, the route, the broadcast condition and the strategy.
-    fn split(
-        &self,
-        schema: &Schema,
-        settings: &Settings,
-    ) -> Result<(u32, Route, Option<Expr>, Strategy)> {
-        let parts = self
-            .int("partitions")?
-            .unwrap_or(settings.partitions as i64);
-        if !(1..=1 << 20).contains(&parts) {
-            return Err(
-                Error::Plan(format!("partitions = {parts}; expected 1..=1048576"))
-                    .at(self.text, self.at),
-            );
-        }
-        let route = self.required(
-            "route",
-            "PARALLEL needs `route => expression` (an int64 partition)",
-        )?;
-        let route = Route::Expr {
-            expr: self.expr("route", route, schema, DataType::Int64)?,
-            when: self.typed("route_when", schema, DataType::Bool)?,
-        };
-        let broadcast = self.typed("broadcast", schema, DataType::Bool)?;
-        let strategy: Strategy = match self.word("strategy") {
-            Some(s) => s.parse().at(self.text, self.named["strategy"].span())?,
-            None => settings.strategy,
-        };
-        Ok((parts as u32, route, broadcast, strategy))
-    }
-
-    /// The function each partition runs: a registered stream function, or a query over
-    /// the split stream (registered as `query{n}`), with its logical plan.
-    fn apply(
-        &self,
-        script: &mut Script,
-        def: &StreamDef,
-        late: &Arc<LateRows>,
-    ) -> Result<(String, Option<Logical>)> {
-        let text = self.text;
-        let apply = self.required(
-            "apply",
-            "PARALLEL needs `apply => function` or `apply => (SELECT ...)`",
-        )?;
-        let n = script.jobs.len();
-        match apply {
-            ast::Expr::Subquery(sub) => {
-                let mut c = Planner::new(&script.catalog, &script.registry, text);
-                let (l, _) = c.query(sub)?;
-                if c.inputs.len() != 1 || !c.inputs[0].eq_ignore_ascii_case(&def.name) {
-                    return Err(Error::Plan(format!(
-                        "the `apply` query must read the split stream `{}` only",
-                        def.name
-                    ))
-                    .at(text, sub.span()));
-                }
-                let name = format!("query{}", n + 1);
-                let factory = QueryFactory::new(
-                    l.clone(),
-                    physical::input_source(&[def]).at(text, sub.span())?.1,
-                    def.source.epoch,
-                    def.lateness,
-                    late.clone(),
-                );
-                script.registry.add_function(&name, Arc::new(factory));
-                Ok((name, Some(l)))
-            }
-            _ => {
-                let name = self.word("apply").ok_or_else(|| {
-                    Error::Plan("`apply` takes a stream function name or a (SELECT ...)".into())
-                        .at(text, apply.span())
-                })?;
-                script.registry.function(&name).at(text, apply.span())?;
-                Ok((name, None))
-            }
-        }
-    }
-
-    /// How partition outputs are merged (over the function's output `out`).
-    fn merge(&self, out: &Schema, registry: &Registry) -> Result<MergeKind> {
-        let how = self.word("merge").map(|m| m.to_ascii_lowercase());
-        Ok(match how.as_deref() {
-            None | Some("union") | Some("best_effort") => MergeKind::Union,
-            Some("time") | Some("transparent") | Some("ordered") => MergeKind::TimeOrdered,
-            Some("keyed") => MergeKind::Keyed {
-                key: self.merge_key(out)?,
-                combine: self.combine(out, registry)?,
-                filter: self.merge_filter(out)?,
-                fanin: self.int("fanin")?.map(|k| k as u32),
-            },
-            Some(other) => {
-                return Err(
-                    Error::Plan(format!("merge `{other}`; merges are union, time, keyed"))
-                        .at(self.text, self.named["merge"].span()),
-                )
-            }
-        })
-    }
-
-    /// The output columns a keyed merge groups by.
-    fn merge_key(&self, out: &Schema) -> Result<Vec<usize>> {
-        let key_e = self.required(
-            "merge_key",
-            "a keyed merge needs `merge_key => column` or `merge_key => (c1, c2)`",
-        )?;
-        let items: Vec<&ast::Expr> = match key_e {
-            ast::Expr::Tuple(v) => v.iter().collect(),
-            ast::Expr::Nested(e) => vec![e.as_ref()],
-            e => vec![e],
-        };
-        let mut key = Vec::new();
-        for it in items {
-            match self.column(it, out)? {
-                Some(i) => key.push(i),
-                None => {
-                    return Err(Error::Plan("merge keys are output columns".into())
-                        .at(self.text, it.span()))
-                }
-            }
-        }
-        Ok(key)
-    }
-
-    /// How a keyed merge combines rows of one key: aggregates of output columns, or a
-    /// registered combiner.
-    fn combine(&self, out: &Schema, registry: &Registry) -> Result<Combine> {
-        Ok(match self.named.get("combine") {
-            Some(ast::Expr::Function(f)) => Combine::Aggregates(vec![self.combine_agg(
-                f,
-                out,
-                "combine takes sum(col), min(col), max(col), count(*) or a registered combiner name",
-            )?]),
-            Some(ast::Expr::Tuple(items)) => {
-                let mut aggs = Vec::new();
-                for it in items {
-                    let ast::Expr::Function(f) = it else {
-                        return Err(Error::Plan(
-                            "combine lists sum(col), min(col), max(col) or count(*)".into(),
-                        )
-                        .at(self.text, it.span()));
-                    };
-                    aggs.push(self.combine_agg(
-                        f,
-                        out,
-                        "combine takes sum(col), min(col), max(col) or count(*)",
-                    )?);
-                }
-                Combine::Aggregates(aggs)
-            }
-            Some(_) => {
-                let name = self.word("combine").unwrap_or_default();
-                registry
-                    .combiner(&name)
-                    .at(self.text, self.named["combine"].span())?;
-                Combine::Native(name)
-            }
-            None => {
-                return Err(Error::Plan(
-                    "a keyed merge needs `combine => sum(col)` or a combiner name".into(),
-                )
-                .at(self.text, self.at))
-            }
-        })
-    }
-
-    /// One aggregate of `combine`: `sum(col)`, `min(col)`, `max(col)` or `count(*)`
-    /// (`usage` says what is valid when it is none of these).
-    fn combine_agg(&self, f: &ast::Function, out: &Schema, usage: &str) -> Result<Agg> {
-        let fname = f.name.to_string().to_ascii_lowercase();
-        let col = match &f.args {
-            ast::FunctionArguments::List(l) => match l.args.as_slice() {
-                [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))] => {
-                    self.column(e, out)?
-                }
-                _ => None,
-            },
-            _ => None,
-        };
-        Ok(match (fname.as_str(), col) {
-            ("sum", Some(i)) => Agg::Sum(i),
-            ("min", Some(i)) => Agg::Min(i),
-            ("max", Some(i)) => Agg::Max(i),
-            ("count", _) => Agg::Count,
-            _ => return Err(Error::Plan(usage.into()).at(self.text, f.span())),
-        })
-    }
-
-    /// The condition a keyed merge's combined rows must meet.
-    fn merge_filter(&self, out: &Schema) -> Result<Option<Expr>> {
-        let Some(e) = self.named.get("merge_filter") else {
-            return Ok(None);
-        };
-        let x = convert(e, out as &dyn Resolve).at(self.text, e.span())?;
-        match x.data_type(out).at(self.text, e.span())? {
-            DataType::Bool => Ok(Some(x)),
-            t => Err(Error::Plan(format!("merge_filter must be bool, found {t}"))
-                .at(self.text, e.span())),
-        }
     }
 
     /// Argument `key`, which must be there.
