@@ -1,15 +1,17 @@
 //! Scalar expressions from SQL text, parsed with `sqlparser` and resolved against a
 //! schema. (The full query language builds on this.)
 
+use crate::located::{mark, parse_error, At};
 use braid_plan::batch::Scalar;
-use braid_plan::error::{Error, Pos, Result};
+use braid_plan::error::{Error, Result};
 use braid_plan::expr::{BinOp, Expr, Func};
 use braid_plan::types::{DataType, Schema};
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::Span;
+
+pub use crate::located::locate;
 
 /// Parses `text` as a scalar expression over `schema` and type-checks it.
 pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
@@ -22,85 +24,9 @@ pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
             Ok(e)
         })
         .map_err(|e| parse_error(text, &e.to_string()))?;
-    let e = convert(&parsed, schema).map_err(|e| locate(text, parsed.span(), e))?;
-    e.data_type(schema)
-        .map_err(|err| locate(text, parsed.span(), err))?;
+    let e = convert(&parsed, schema).at(text, parsed.span())?;
+    e.data_type(schema).at(text, parsed.span())?;
     Ok(e)
-}
-
-/// Turns a sqlparser message ("... at Line: 1, Column: 5") into a positioned error.
-pub(crate) fn parse_error(text: &str, msg: &str) -> Error {
-    let num_after = |key: &str| -> Option<u64> {
-        let i = msg.find(key)? + key.len();
-        msg[i..]
-            .trim_start()
-            .split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse()
-            .ok()
-    };
-    let pos = Pos {
-        line: num_after("Line:").unwrap_or(1),
-        column: num_after("Column:").unwrap_or(1),
-    };
-    let message = msg
-        .split(" at Line:")
-        .next()
-        .unwrap_or(msg)
-        .trim_start_matches("sql parser error: ")
-        .to_string();
-    Error::Parse {
-        pos,
-        message: format!("{message}\n{}", caret(text, pos)),
-    }
-}
-
-/// The line at `pos` with a caret under the column.
-pub(crate) fn caret(text: &str, pos: Pos) -> String {
-    let line = text
-        .lines()
-        .nth(pos.line.saturating_sub(1) as usize)
-        .unwrap_or("");
-    let pad = " ".repeat(pos.column.saturating_sub(1) as usize);
-    format!("  {line}\n  {pad}^")
-}
-
-/// Adds the position of `span` in `text` (with a caret) to a plan or not-supported
-/// error that has none yet.
-pub fn locate(text: &str, span: Span, e: Error) -> Error {
-    let with = |m: String| {
-        if m.starts_with("at line ") {
-            return m;
-        }
-        // A position recorded deeper down (see `mark`) wins over `span`.
-        let (pos, m) = match m.strip_prefix("@@").and_then(|r| r.split_once("@@")) {
-            Some((lc, rest)) => {
-                let (l, c) = lc.split_once(':').unwrap_or(("0", "0"));
-                let pos = Pos {
-                    line: l.parse().unwrap_or(0),
-                    column: c.parse().unwrap_or(0),
-                };
-                (pos, rest.to_string())
-            }
-            None => (
-                Pos {
-                    line: span.start.line,
-                    column: span.start.column,
-                },
-                m,
-            ),
-        };
-        if pos.line == 0 {
-            m
-        } else {
-            format!("at {pos}: {m}\n{}", caret(text, pos))
-        }
-    };
-    match e {
-        Error::Plan(m) => Error::Plan(with(m)),
-        Error::NotSupported(m) => Error::NotSupported(with(m)),
-        other => other,
-    }
 }
 
 /// How identifiers in an expression find their columns.
@@ -126,69 +52,23 @@ impl Resolve for Schema {
 /// callers add it with [`locate`] (the innermost failing node's span is best).
 pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
     use ast::Expr as E;
-    let c = |x: &ast::Expr| -> Result<Expr> { convert(x, r) };
     Ok(match e {
         E::Identifier(id) => r.column(std::slice::from_ref(id))?,
         E::CompoundIdentifier(ids) => r.column(ids)?,
         E::Value(v) => Expr::Literal(literal(&v.value)?),
-        E::Nested(inner) => c(inner)?,
+        E::Nested(inner) => convert(inner, r)?,
         E::BinaryOp { left, op, right } => {
-            let op = match op {
-                ast::BinaryOperator::Plus => BinOp::Add,
-                ast::BinaryOperator::Minus => BinOp::Sub,
-                ast::BinaryOperator::Multiply => BinOp::Mul,
-                ast::BinaryOperator::Divide => BinOp::Div,
-                ast::BinaryOperator::Modulo => BinOp::Mod,
-                ast::BinaryOperator::Eq => BinOp::Eq,
-                ast::BinaryOperator::NotEq => BinOp::NotEq,
-                ast::BinaryOperator::Lt => BinOp::Lt,
-                ast::BinaryOperator::LtEq => BinOp::LtEq,
-                ast::BinaryOperator::Gt => BinOp::Gt,
-                ast::BinaryOperator::GtEq => BinOp::GtEq,
-                ast::BinaryOperator::And => BinOp::And,
-                ast::BinaryOperator::Or => BinOp::Or,
-                other => return Err(Error::NotSupported(format!("operator {other}"))),
-            };
+            let op = binary_op(op)?;
             sub(left, r)?.bin(op, sub(right, r)?)
         }
-        E::UnaryOp { op, expr } => match op {
-            ast::UnaryOperator::Not => Expr::Not(Box::new(sub(expr, r)?)),
-            ast::UnaryOperator::Minus => match sub(expr, r)? {
-                // A negative number is a literal, as EXPLAIN prints it.
-                Expr::Literal(Scalar::Int(i)) if !matches!(expr.as_ref(), E::Nested(_)) => {
-                    Expr::Literal(Scalar::Int(i.wrapping_neg()))
-                }
-                Expr::Literal(Scalar::Float(f)) if !matches!(expr.as_ref(), E::Nested(_)) => {
-                    Expr::Literal(Scalar::Float(-f))
-                }
-                x => Expr::Neg(Box::new(x)),
-            },
-            ast::UnaryOperator::Plus => sub(expr, r)?,
-            other => return Err(Error::NotSupported(format!("unary operator {other}"))),
-        },
+        E::UnaryOp { op, expr } => unary(*op, expr, r)?,
         E::IsNull(x) => Expr::IsNull(Box::new(sub(x, r)?), false),
         E::IsNotNull(x) => Expr::IsNull(Box::new(sub(x, r)?), true),
         E::InList {
             expr,
             list,
             negated,
-        } => {
-            let x = sub(expr, r)?;
-            let mut any: Option<Expr> = None;
-            for item in list {
-                let eq = x.clone().eq(sub(item, r)?);
-                any = Some(match any {
-                    None => eq,
-                    Some(a) => a.bin(BinOp::Or, eq),
-                });
-            }
-            let any = any.ok_or_else(|| Error::Plan("IN needs at least one value".into()))?;
-            if *negated {
-                Expr::Not(Box::new(any))
-            } else {
-                any
-            }
-        }
+        } => not_if(*negated, in_list(expr, list, r)?),
         E::Between {
             expr,
             negated,
@@ -200,11 +80,7 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
                 .clone()
                 .bin(BinOp::GtEq, sub(low, r)?)
                 .bin(BinOp::And, x.bin(BinOp::LtEq, sub(high, r)?));
-            if *negated {
-                Expr::Not(Box::new(inside))
-            } else {
-                inside
-            }
+            not_if(*negated, inside)
         }
         E::Like {
             negated,
@@ -219,31 +95,14 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
                 ));
             }
             let l = Expr::Call(Func::Like, vec![sub(expr, r)?, sub(pattern, r)?]);
-            if *negated {
-                Expr::Not(Box::new(l))
-            } else {
-                l
-            }
+            not_if(*negated, l)
         }
         E::Case {
             operand,
             conditions,
             else_result,
             ..
-        } => {
-            let op = operand.as_ref().map(|o| sub(o, r)).transpose()?;
-            let mut arms = Vec::new();
-            for w in conditions {
-                let cond = sub(&w.condition, r)?;
-                let cond = match &op {
-                    Some(o) => o.clone().eq(cond),
-                    None => cond,
-                };
-                arms.push((cond, sub(&w.result, r)?));
-            }
-            let d = else_result.as_ref().map(|e| sub(e, r)).transpose()?;
-            Expr::Case(arms, d.map(Box::new))
-        }
+        } => case(operand.as_deref(), conditions, else_result.as_deref(), r)?,
         E::Cast {
             expr, data_type, ..
         } => {
@@ -257,48 +116,129 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             }
             Expr::Cast(Box::new(sub(expr, r)?), t)
         }
-        E::Function(f) => {
-            let name = f.name.to_string();
-            let udf = r.registry().and_then(|reg| reg.scalar(&name)).cloned();
-            let func = Func::by_name(&name);
-            if func.is_none() && udf.is_none() {
-                let mut known = Func::NAMES.to_string();
-                for n in r.registry().map(|g| g.scalar_names()).unwrap_or_default() {
-                    known += &format!(", {n}");
-                }
-                return Err(Error::Plan(format!(
-                    "no function `{name}`; functions are {known}"
-                )));
+        E::Function(f) => function(f, r)?,
+        other => return Err(Error::NotSupported(format!("expression `{other}`"))),
+    })
+}
+
+/// `NOT x` when `negated`, else `x`.
+fn not_if(negated: bool, x: Expr) -> Expr {
+    if negated {
+        Expr::Not(Box::new(x))
+    } else {
+        x
+    }
+}
+
+/// The operator of a binary expression.
+fn binary_op(op: &ast::BinaryOperator) -> Result<BinOp> {
+    use ast::BinaryOperator as B;
+    Ok(match op {
+        B::Plus => BinOp::Add,
+        B::Minus => BinOp::Sub,
+        B::Multiply => BinOp::Mul,
+        B::Divide => BinOp::Div,
+        B::Modulo => BinOp::Mod,
+        B::Eq => BinOp::Eq,
+        B::NotEq => BinOp::NotEq,
+        B::Lt => BinOp::Lt,
+        B::LtEq => BinOp::LtEq,
+        B::Gt => BinOp::Gt,
+        B::GtEq => BinOp::GtEq,
+        B::And => BinOp::And,
+        B::Or => BinOp::Or,
+        other => return Err(Error::NotSupported(format!("operator {other}"))),
+    })
+}
+
+/// `NOT x`, `-x` (a negative number is a literal, as EXPLAIN prints it) or `+x`.
+fn unary(op: ast::UnaryOperator, expr: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
+    let nested = matches!(expr, ast::Expr::Nested(_));
+    Ok(match op {
+        ast::UnaryOperator::Not => Expr::Not(Box::new(sub(expr, r)?)),
+        ast::UnaryOperator::Minus => match sub(expr, r)? {
+            Expr::Literal(Scalar::Int(i)) if !nested => {
+                Expr::Literal(Scalar::Int(i.wrapping_neg()))
             }
-            let mut args = Vec::new();
-            if let ast::FunctionArguments::List(list) = &f.args {
-                if list.duplicate_treatment.is_some() {
-                    return Err(Error::NotSupported(format!("DISTINCT in a call of {name}")));
-                }
-                for a in &list.args {
-                    match a {
-                        ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => {
-                            args.push(sub(x, r)?)
-                        }
-                        other => {
-                            return Err(Error::NotSupported(format!("function argument {other}")))
-                        }
-                    }
-                }
-            }
-            match (func, udf) {
-                (Some(func), _) => Expr::Call(func, args),
-                (None, Some(f)) => Expr::Udf(
-                    braid_plan::expr::Udf {
-                        name: name.to_ascii_lowercase(),
-                        f,
-                    },
-                    args,
-                ),
-                (None, None) => return Err(Error::Internal("function vanished".into())),
+            Expr::Literal(Scalar::Float(f)) if !nested => Expr::Literal(Scalar::Float(-f)),
+            x => Expr::Neg(Box::new(x)),
+        },
+        ast::UnaryOperator::Plus => sub(expr, r)?,
+        other => return Err(Error::NotSupported(format!("unary operator {other}"))),
+    })
+}
+
+/// `x IN (a, b, ...)` as `x = a OR x = b OR ...`.
+fn in_list(expr: &ast::Expr, list: &[ast::Expr], r: &dyn Resolve) -> Result<Expr> {
+    let x = sub(expr, r)?;
+    let mut any: Option<Expr> = None;
+    for item in list {
+        let eq = x.clone().eq(sub(item, r)?);
+        any = Some(match any {
+            None => eq,
+            Some(a) => a.bin(BinOp::Or, eq),
+        });
+    }
+    any.ok_or_else(|| Error::Plan("IN needs at least one value".into()))
+}
+
+/// `CASE [operand] WHEN ... THEN ... [ELSE ...] END`.
+fn case(
+    operand: Option<&ast::Expr>,
+    conditions: &[ast::CaseWhen],
+    else_result: Option<&ast::Expr>,
+    r: &dyn Resolve,
+) -> Result<Expr> {
+    let op = operand.map(|o| sub(o, r)).transpose()?;
+    let mut arms = Vec::new();
+    for w in conditions {
+        let cond = sub(&w.condition, r)?;
+        let cond = match &op {
+            Some(o) => o.clone().eq(cond),
+            None => cond,
+        };
+        arms.push((cond, sub(&w.result, r)?));
+    }
+    let d = else_result.map(|e| sub(e, r)).transpose()?;
+    Ok(Expr::Case(arms, d.map(Box::new)))
+}
+
+/// A call of a built-in or registered scalar function.
+fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
+    let name = f.name.to_string();
+    let udf = r.registry().and_then(|reg| reg.scalar(&name)).cloned();
+    let func = Func::by_name(&name);
+    if func.is_none() && udf.is_none() {
+        let mut known = Func::NAMES.to_string();
+        for n in r.registry().map(|g| g.scalar_names()).unwrap_or_default() {
+            known += &format!(", {n}");
+        }
+        return Err(Error::Plan(format!(
+            "no function `{name}`; functions are {known}"
+        )));
+    }
+    let mut args = Vec::new();
+    if let ast::FunctionArguments::List(list) = &f.args {
+        if list.duplicate_treatment.is_some() {
+            return Err(Error::NotSupported(format!("DISTINCT in a call of {name}")));
+        }
+        for a in &list.args {
+            match a {
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => args.push(sub(x, r)?),
+                other => return Err(Error::NotSupported(format!("function argument {other}"))),
             }
         }
-        other => return Err(Error::NotSupported(format!("expression `{other}`"))),
+    }
+    Ok(match (func, udf) {
+        (Some(func), _) => Expr::Call(func, args),
+        (None, Some(f)) => Expr::Udf(
+            braid_plan::expr::Udf {
+                name: name.to_ascii_lowercase(),
+                f,
+            },
+            args,
+        ),
+        (None, None) => return Err(Error::Internal("function vanished".into())),
     })
 }
 
@@ -308,20 +248,21 @@ fn sub(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
     convert(e, r).map_err(|err| mark(e.span(), err))
 }
 
-/// Records `span` in an error that has no position yet (resolved to text by [`locate`]).
-pub(crate) fn mark(span: Span, e: Error) -> Error {
-    let tag = |m: String| {
-        if m.starts_with("@@") || m.starts_with("at line ") || span.start.line == 0 {
-            m
-        } else {
-            format!("@@{}:{}@@{m}", span.start.line, span.start.column)
-        }
-    };
+/// Splits a condition at its top-level ANDs.
+pub fn conjuncts(e: Expr) -> Vec<Expr> {
     match e {
-        Error::Plan(m) => Error::Plan(tag(m)),
-        Error::NotSupported(m) => Error::NotSupported(tag(m)),
-        other => other,
+        Expr::Binary(BinOp::And, a, b) => {
+            let mut v = conjuncts(*a);
+            v.extend(conjuncts(*b));
+            v
+        }
+        other => vec![other],
     }
+}
+
+/// ANDs conditions together.
+pub fn and_all(v: Vec<Expr>) -> Option<Expr> {
+    v.into_iter().reduce(|a, b| a.bin(BinOp::And, b))
 }
 
 fn literal(v: &ast::Value) -> Result<Scalar> {

@@ -1,181 +1,14 @@
-//! What a script declares: streams (`CREATE STREAM`), tables (`CREATE TABLE`), sinks
-//! (`CREATE SINK`) and settings (`SET`).
+//! Definitions from `CREATE STREAM/TABLE/SINK ... WITH (options)`: sources, sinks and
+//! tables loaded from CSV.
 
+use super::{SinkDef, StreamDef, TableDef};
 use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::error::{Error, Result};
-use braid_plan::plan::{GeneratorSpec, Pace, SinkSpec, Source, SourceSpec, Strategy};
+use braid_plan::plan::{GeneratorSpec, Pace, SinkSpec, Source, SourceSpec};
 use braid_plan::types::{DataType, Field, Schema};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// A declared stream.
-#[derive(Clone, Debug)]
-pub struct StreamDef {
-    /// Name.
-    pub name: String,
-    /// The physical source (schema, epoch, window, pacing).
-    pub source: Source,
-    /// Allowed lateness in event-time units.
-    pub lateness: i64,
-}
-
-/// A declared table: rows loaded when the script is compiled, joined by lookup.
-#[derive(Debug)]
-pub struct TableDef {
-    /// Name.
-    pub name: String,
-    /// Columns.
-    pub schema: Schema,
-    /// The rows.
-    pub rows: Arc<Batch>,
-}
-
-/// A declared sink.
-#[derive(Clone, Debug)]
-pub struct SinkDef {
-    /// Name.
-    pub name: String,
-    /// Where rows go.
-    pub spec: SinkSpec,
-    /// Append each line's emit time.
-    pub stamp_emit: bool,
-}
-
-/// How partition outputs are merged, per query (`SET merge = ...`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MergeMode {
-    /// Event-time order, identical to the serial output.
-    Transparent,
-    /// Any order: the same multiset, less waiting.
-    BestEffort,
-}
-
-/// `SET` values in force.
-#[derive(Clone, Debug)]
-pub struct Settings {
-    /// Logical partitions of automatically parallelized queries.
-    pub partitions: u32,
-    /// Merger after the parallel part.
-    pub merge: MergeMode,
-    /// Split strategy.
-    pub strategy: Strategy,
-    /// Where late rows go (counted either way).
-    pub late_path: Option<PathBuf>,
-    /// Parallelize automatically (false: every query runs in one partition).
-    pub auto: bool,
-    /// How queries are cut into stages.
-    pub stages: crate::physical::Cut,
-}
-
-impl Default for Settings {
-    fn default() -> Settings {
-        Settings {
-            partitions: 16,
-            merge: MergeMode::Transparent,
-            strategy: Strategy::Autosplit,
-            late_path: None,
-            auto: true,
-            stages: crate::physical::Cut::Subquery,
-        }
-    }
-}
-
-/// Everything declared so far.
-#[derive(Debug, Default)]
-pub struct Catalog {
-    /// Streams by lower-case name.
-    pub streams: BTreeMap<String, StreamDef>,
-    /// Tables by lower-case name.
-    pub tables: BTreeMap<String, Arc<TableDef>>,
-    /// Sinks by lower-case name.
-    pub sinks: BTreeMap<String, SinkDef>,
-    /// Settings.
-    pub settings: Settings,
-    /// Late-row streams by lower-case sink name: `LATE(sink)` reads the rows that the
-    /// query writing to `sink` refused as late.
-    pub late: BTreeMap<String, LateStream>,
-}
-
-/// The late rows of a query, as a stream another query reads in the same dataflow.
-#[derive(Clone, Debug)]
-pub struct LateStream {
-    /// The stream (its source is a [`SourceSpec::Late`]).
-    pub def: StreamDef,
-    /// The job whose dataflow makes the rows (which of its plans: the source's
-    /// [`braid_plan::plan::SourceSpec::Late`]).
-    pub job: usize,
-    /// Several queries write to the sink, so `LATE(sink)` would not name one.
-    pub ambiguous: bool,
-}
-
-impl Catalog {
-    /// A stream by name; the error lists the streams (and says if it is a table).
-    pub fn stream(&self, name: &str) -> Result<&StreamDef> {
-        let key = name.to_ascii_lowercase();
-        if let Some(s) = self.streams.get(&key) {
-            return Ok(s);
-        }
-        if let Some(sink) = key.strip_prefix("late(").and_then(|k| k.strip_suffix(')')) {
-            return self.late_stream(sink).map(|l| &l.def);
-        }
-        if self.tables.contains_key(&key) {
-            return Err(Error::Plan(format!(
-                "`{name}` is a table; tables can only be joined to a stream (FROM stream JOIN {name} ON ...)"
-            )));
-        }
-        Err(Error::Plan(format!(
-            "no stream `{name}`; streams are {}",
-            list(self.streams.keys())
-        )))
-    }
-
-    /// The late rows of the query writing to `sink`, for `LATE(sink)`.
-    pub fn late_stream(&self, sink: &str) -> Result<&LateStream> {
-        let key = sink.to_ascii_lowercase();
-        match self.late.get(&key) {
-            Some(l) if l.ambiguous => Err(Error::Plan(format!(
-                "LATE({sink}): several queries write to sink `{sink}`; give the one whose late rows you want a sink of its own"
-            ))),
-            Some(l) => Ok(l),
-            None if self.sinks.contains_key(&key) => Err(Error::Plan(format!(
-                "LATE({sink}): no earlier query writing to sink `{sink}` can refuse a row as late (only time windows and stream joins do){}",
-                if self.late.is_empty() {
-                    String::new()
-                } else {
-                    format!("; queries with late rows write to {}", list(self.late.keys()))
-                }
-            ))),
-            None => Err(Error::Plan(format!(
-                "LATE({sink}): no sink `{sink}`; LATE names the sink of an earlier INSERT INTO query{}",
-                if self.late.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", list(self.late.keys()))
-                }
-            ))),
-        }
-    }
-
-    /// A sink by name.
-    pub fn sink(&self, name: &str) -> Result<&SinkDef> {
-        self.sinks.get(&name.to_ascii_lowercase()).ok_or_else(|| {
-            Error::Plan(format!(
-                "no sink `{name}`; sinks are {}",
-                list(self.sinks.keys())
-            ))
-        })
-    }
-}
-
-fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
-    let v: Vec<&str> = names.map(|s| s.as_str()).collect();
-    if v.is_empty() {
-        "none (declare one with CREATE)".into()
-    } else {
-        v.join(", ")
-    }
-}
 
 /// Option values of a `WITH (...)` clause.
 pub struct Options {
@@ -319,6 +152,59 @@ pub fn stream(
     let lateness = o.int("lateness")?.unwrap_or(0);
     let speed = o.float("speed")?;
     let units = o.float("units_per_second")?.unwrap_or(1.0);
+    let (spec, mut schema, children) = source_spec(name, &kind, path, columns, &mut o, base)?;
+    o.done()?;
+    let event_time =
+        event_time.or_else(|| matches!(spec, SourceSpec::Generator(_)).then(|| "time".to_string()));
+    if let Some(t) = &event_time {
+        schema = schema.with_event_time(t)?;
+    }
+    if epoch < 1 || window < 1 || lateness < 0 {
+        return Err(Error::Plan(format!(
+            "stream `{name}`: epoch and window must be at least 1 and lateness at least 0"
+        )));
+    }
+    let pace = match speed {
+        Some(speed) => Pace::EventTime {
+            units_per_second: units,
+            speed,
+        },
+        None => Pace::Max,
+    };
+    let make = |spec: SourceSpec, schema: Schema, n: &str| Source {
+        name: n.to_string(),
+        spec,
+        schema,
+        epoch: epoch as u64,
+        window: window as usize,
+        pace,
+        out_of_order: true,
+    };
+    let source = match children {
+        None => make(spec, schema, name),
+        Some((files, header)) => interleave(name, &files, header, &schema, make)?,
+    };
+    Ok(StreamDef {
+        name: name.to_string(),
+        source,
+        lateness,
+    })
+}
+
+/// Files of a stream of several CSV files (a `*` in the path), and whether they have a
+/// header.
+type Files = Option<(Vec<PathBuf>, bool)>;
+
+/// What a stream of source `kind` reads, its columns, and the files of a multi-file
+/// CSV stream (read as an interleave of one source per file).
+fn source_spec(
+    name: &str,
+    kind: &str,
+    path: Option<String>,
+    columns: Option<Schema>,
+    o: &mut Options,
+    base: &Path,
+) -> Result<(SourceSpec, Schema, Files)> {
     let need_columns = |c: Option<Schema>| {
         c.ok_or_else(|| {
             Error::Plan(format!(
@@ -326,7 +212,7 @@ pub fn stream(
             ))
         })
     };
-    let (spec, mut schema, children) = match kind.as_str() {
+    Ok(match kind {
         "csv" => {
             let path = path.ok_or_else(|| {
                 Error::Plan(format!("stream `{name}` reads CSV: give `path = '...'`"))
@@ -386,60 +272,33 @@ pub fn stream(
                 "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, generator"
             )))
         }
-    };
-    o.done()?;
-    let event_time =
-        event_time.or_else(|| matches!(spec, SourceSpec::Generator(_)).then(|| "time".to_string()));
-    if let Some(t) = &event_time {
-        schema = schema.with_event_time(t)?;
-    }
-    if epoch < 1 || window < 1 || lateness < 0 {
-        return Err(Error::Plan(format!(
-            "stream `{name}`: epoch and window must be at least 1 and lateness at least 0"
-        )));
-    }
-    let pace = match speed {
-        Some(speed) => Pace::EventTime {
-            units_per_second: units,
-            speed,
-        },
-        None => Pace::Max,
-    };
-    let make = |spec: SourceSpec, schema: Schema, n: &str| Source {
-        name: n.to_string(),
-        spec,
-        schema,
-        epoch: epoch as u64,
-        window: window as usize,
-        pace,
-        out_of_order: true,
-    };
-    let source = match children {
-        None => make(spec, schema, name),
-        Some((files, header)) => {
-            let kids: Vec<Source> = files
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    make(
-                        SourceSpec::Csv {
-                            path: f.clone(),
-                            header,
-                        },
-                        schema.clone(),
-                        &format!("{name}{i}"),
-                    )
-                })
-                .collect();
-            let wide = braid_plan::interleave::schema(&kids)?;
-            make(SourceSpec::Interleave(kids), wide, name)
-        }
-    };
-    Ok(StreamDef {
-        name: name.to_string(),
-        source,
-        lateness,
     })
+}
+
+/// One CSV source per file, interleaved into one source named `name`.
+fn interleave(
+    name: &str,
+    files: &[PathBuf],
+    header: bool,
+    schema: &Schema,
+    make: impl Fn(SourceSpec, Schema, &str) -> Source,
+) -> Result<Source> {
+    let kids: Vec<Source> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            make(
+                SourceSpec::Csv {
+                    path: f.clone(),
+                    header,
+                },
+                schema.clone(),
+                &format!("{name}{i}"),
+            )
+        })
+        .collect();
+    let wide = braid_plan::interleave::schema(&kids)?;
+    Ok(make(SourceSpec::Interleave(kids), wide, name))
 }
 
 /// Builds a sink from `CREATE SINK name WITH (options)`.
@@ -547,53 +406,4 @@ fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
         }),
         DataType::String => Scalar::Str(t.to_string()),
     })
-}
-
-/// Applies `SET key = value`.
-pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
-    let text = match value {
-        Scalar::Str(s) => s.clone(),
-        other => other.to_string(),
-    };
-    match key.to_ascii_lowercase().as_str() {
-        "partitions" => match value {
-            Scalar::Int(q) if (1..=1 << 20).contains(q) => settings.partitions = *q as u32,
-            _ => {
-                return Err(Error::Plan(format!(
-                    "partitions must be an integer in 1..=1048576, found {value}"
-                )))
-            }
-        },
-        "merge" => {
-            settings.merge = match text.to_ascii_lowercase().as_str() {
-                "transparent" | "time" | "ordered" => MergeMode::Transparent,
-                "best_effort" | "besteffort" | "union" => MergeMode::BestEffort,
-                other => {
-                    return Err(Error::Plan(format!(
-                        "merge `{other}`; expected 'transparent' or 'best_effort'"
-                    )))
-                }
-            }
-        }
-        "strategy" => settings.strategy = text.parse()?,
-        "late_path" => settings.late_path = Some(PathBuf::from(text)),
-        "stages" => settings.stages = text.parse()?,
-        "parallel" => {
-            settings.auto = match text.to_ascii_lowercase().as_str() {
-                "auto" | "true" | "on" => true,
-                "off" | "false" | "serial" => false,
-                other => {
-                    return Err(Error::Plan(format!(
-                        "parallel `{other}`; expected 'auto' or 'off'"
-                    )))
-                }
-            }
-        }
-        other => {
-            return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages"
-            )))
-        }
-    }
-    Ok(())
 }

@@ -1,0 +1,148 @@
+//! What a script declares: streams (`CREATE STREAM`), tables (`CREATE TABLE`), sinks
+//! (`CREATE SINK`) and settings (`SET`).
+//!
+//! The catalog is the bottom of the crate: it knows sources and sinks, nothing of
+//! planning. `declare` builds definitions from `WITH (...)` options; `settings`
+//! holds what `SET` changes.
+
+mod declare;
+mod settings;
+
+pub use declare::{sink, stream, table, Options};
+pub use settings::{set, Cut, MergeMode, Settings};
+
+use braid_plan::batch::Batch;
+use braid_plan::error::{Error, Result};
+use braid_plan::plan::{SinkSpec, Source};
+use braid_plan::types::Schema;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A declared stream.
+#[derive(Clone, Debug)]
+pub struct StreamDef {
+    /// Name.
+    pub name: String,
+    /// The physical source (schema, epoch, window, pacing).
+    pub source: Source,
+    /// Allowed lateness in event-time units.
+    pub lateness: i64,
+}
+
+/// A declared table: rows loaded when the script is compiled, joined by lookup.
+#[derive(Debug)]
+pub struct TableDef {
+    /// Name.
+    pub name: String,
+    /// Columns.
+    pub schema: Schema,
+    /// The rows.
+    pub rows: Arc<Batch>,
+}
+
+/// A declared sink.
+#[derive(Clone, Debug)]
+pub struct SinkDef {
+    /// Name.
+    pub name: String,
+    /// Where rows go.
+    pub spec: SinkSpec,
+    /// Append each line's emit time.
+    pub stamp_emit: bool,
+}
+
+/// Everything declared so far.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    /// Streams by lower-case name.
+    pub streams: BTreeMap<String, StreamDef>,
+    /// Tables by lower-case name.
+    pub tables: BTreeMap<String, Arc<TableDef>>,
+    /// Sinks by lower-case name.
+    pub sinks: BTreeMap<String, SinkDef>,
+    /// Settings.
+    pub settings: Settings,
+    /// Late-row streams by lower-case sink name: `LATE(sink)` reads the rows that the
+    /// query writing to `sink` refused as late.
+    pub late: BTreeMap<String, LateStream>,
+}
+
+/// The late rows of a query, as a stream another query reads in the same dataflow.
+#[derive(Clone, Debug)]
+pub struct LateStream {
+    /// The stream (its source is a [`braid_plan::plan::SourceSpec::Late`]).
+    pub def: StreamDef,
+    /// The job whose dataflow makes the rows (which of its plans: the source's
+    /// [`braid_plan::plan::SourceSpec::Late`]).
+    pub job: usize,
+    /// Several queries write to the sink, so `LATE(sink)` would not name one.
+    pub ambiguous: bool,
+}
+
+impl Catalog {
+    /// A stream by name; the error lists the streams (and says if it is a table).
+    pub fn stream(&self, name: &str) -> Result<&StreamDef> {
+        let key = name.to_ascii_lowercase();
+        if let Some(s) = self.streams.get(&key) {
+            return Ok(s);
+        }
+        if let Some(sink) = key.strip_prefix("late(").and_then(|k| k.strip_suffix(')')) {
+            return self.late_stream(sink).map(|l| &l.def);
+        }
+        if self.tables.contains_key(&key) {
+            return Err(Error::Plan(format!(
+                "`{name}` is a table; tables can only be joined to a stream (FROM stream JOIN {name} ON ...)"
+            )));
+        }
+        Err(Error::Plan(format!(
+            "no stream `{name}`; streams are {}",
+            list(self.streams.keys())
+        )))
+    }
+
+    /// The late rows of the query writing to `sink`, for `LATE(sink)`.
+    pub fn late_stream(&self, sink: &str) -> Result<&LateStream> {
+        let key = sink.to_ascii_lowercase();
+        match self.late.get(&key) {
+            Some(l) if l.ambiguous => Err(Error::Plan(format!(
+                "LATE({sink}): several queries write to sink `{sink}`; give the one whose late rows you want a sink of its own"
+            ))),
+            Some(l) => Ok(l),
+            None if self.sinks.contains_key(&key) => Err(Error::Plan(format!(
+                "LATE({sink}): no earlier query writing to sink `{sink}` can refuse a row as late (only time windows and stream joins do){}",
+                if self.late.is_empty() {
+                    String::new()
+                } else {
+                    format!("; queries with late rows write to {}", list(self.late.keys()))
+                }
+            ))),
+            None => Err(Error::Plan(format!(
+                "LATE({sink}): no sink `{sink}`; LATE names the sink of an earlier INSERT INTO query{}",
+                if self.late.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", list(self.late.keys()))
+                }
+            ))),
+        }
+    }
+
+    /// A sink by name.
+    pub fn sink(&self, name: &str) -> Result<&SinkDef> {
+        self.sinks.get(&name.to_ascii_lowercase()).ok_or_else(|| {
+            Error::Plan(format!(
+                "no sink `{name}`; sinks are {}",
+                list(self.sinks.keys())
+            ))
+        })
+    }
+}
+
+fn list<'a>(names: impl Iterator<Item = &'a String>) -> String {
+    let v: Vec<&str> = names.map(|s| s.as_str()).collect();
+    if v.is_empty() {
+        "none (declare one with CREATE)".into()
+    } else {
+        v.join(", ")
+    }
+}

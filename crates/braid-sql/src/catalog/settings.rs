@@ -1,0 +1,122 @@
+//! `SET` values: partitions, merge, split strategy, late rows, parallelism, stage cuts.
+
+use braid_plan::batch::Scalar;
+use braid_plan::error::{Error, Result};
+use braid_plan::plan::Strategy;
+use std::path::PathBuf;
+
+/// How partition outputs are merged, per query (`SET merge = ...`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MergeMode {
+    /// Event-time order, identical to the serial output.
+    Transparent,
+    /// Any order: the same multiset, less waiting.
+    BestEffort,
+}
+
+/// `SET` values in force.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Logical partitions of automatically parallelized queries.
+    pub partitions: u32,
+    /// Merger after the parallel part.
+    pub merge: MergeMode,
+    /// Split strategy.
+    pub strategy: Strategy,
+    /// Where late rows go (counted either way).
+    pub late_path: Option<PathBuf>,
+    /// Parallelize automatically (false: every query runs in one partition).
+    pub auto: bool,
+    /// How queries are cut into stages.
+    pub stages: Cut,
+}
+
+impl Default for Settings {
+    fn default() -> Settings {
+        Settings {
+            partitions: 16,
+            merge: MergeMode::Transparent,
+            strategy: Strategy::Autosplit,
+            late_path: None,
+            auto: true,
+            stages: Cut::Subquery,
+        }
+    }
+}
+
+/// How a query is cut into stages (`SET stages = ...`), after StreamCloud's strategies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// One stage per subquery: a new stage starts at a stateful operator whose input
+    /// keeps state partitioned differently (adjacent compatible subqueries stay fused).
+    Subquery,
+    /// Every operator its own stage.
+    Operator,
+    /// The whole query in one stage.
+    Query,
+}
+
+impl std::str::FromStr for Cut {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Cut> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "subquery" => Cut::Subquery,
+            "operator" => Cut::Operator,
+            "query" => Cut::Query,
+            other => {
+                return Err(Error::Plan(format!(
+                    "stages `{other}`; expected 'subquery', 'operator' or 'query'"
+                )))
+            }
+        })
+    }
+}
+
+/// Applies `SET key = value`.
+pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
+    let text = match value {
+        Scalar::Str(s) => s.clone(),
+        other => other.to_string(),
+    };
+    match key.to_ascii_lowercase().as_str() {
+        "partitions" => match value {
+            Scalar::Int(q) if (1..=1 << 20).contains(q) => settings.partitions = *q as u32,
+            _ => {
+                return Err(Error::Plan(format!(
+                    "partitions must be an integer in 1..=1048576, found {value}"
+                )))
+            }
+        },
+        "merge" => {
+            settings.merge = match text.to_ascii_lowercase().as_str() {
+                "transparent" | "time" | "ordered" => MergeMode::Transparent,
+                "best_effort" | "besteffort" | "union" => MergeMode::BestEffort,
+                other => {
+                    return Err(Error::Plan(format!(
+                        "merge `{other}`; expected 'transparent' or 'best_effort'"
+                    )))
+                }
+            }
+        }
+        "strategy" => settings.strategy = text.parse()?,
+        "late_path" => settings.late_path = Some(PathBuf::from(text)),
+        "stages" => settings.stages = text.parse()?,
+        "parallel" => {
+            settings.auto = match text.to_ascii_lowercase().as_str() {
+                "auto" | "true" | "on" => true,
+                "off" | "false" | "serial" => false,
+                other => {
+                    return Err(Error::Plan(format!(
+                        "parallel `{other}`; expected 'auto' or 'off'"
+                    )))
+                }
+            }
+        }
+        other => {
+            return Err(Error::Plan(format!(
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages"
+            )))
+        }
+    }
+    Ok(())
+}

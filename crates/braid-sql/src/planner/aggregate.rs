@@ -1,0 +1,473 @@
+//! Aggregate queries: GROUP BY (a window and key expressions), the aggregate calls in
+//! the SELECT list and HAVING, and the SELECT list over the aggregate's output
+//! (`window_start, window_end, keys..., aggregates...`).
+
+use super::scope::{Names, Scope};
+use super::Planner;
+use crate::expr::convert;
+use crate::located::At;
+use crate::logical::{aggregate_schema, AggCall, AggFunc, Logical, WindowSpec};
+use braid_plan::error::{Error, Result};
+use braid_plan::expr::Expr;
+use braid_plan::types::{DataType, Field, Schema};
+use sqlparser::ast::{self, Spanned};
+
+/// What GROUP BY says.
+struct Group {
+    /// The window (unbounded without one).
+    window: WindowSpec,
+    /// Key expressions over the input.
+    keys: Vec<Expr>,
+    /// The keys as written (a group expression in the SELECT list is found by its text).
+    written: Vec<ast::Expr>,
+    /// Key columns of the output: name and type.
+    names: Vec<(String, DataType)>,
+    /// Key columns of the output: qualifier and name.
+    scope: Vec<(Option<String>, String)>,
+}
+
+/// The SELECT list and HAVING with aggregate calls replaced by `__agg{i}` and group
+/// expressions by `__key{k}`, columns of the aggregate's output.
+struct Rewritten {
+    projection: Vec<ast::SelectItem>,
+    having: Option<ast::Expr>,
+    aggs: Vec<AggCall>,
+}
+
+impl Planner<'_> {
+    /// Plans an aggregate query over `plan`: the aggregate, HAVING as a filter over its
+    /// output, and the SELECT list as a projection of it.
+    pub(super) fn aggregate(
+        &self,
+        s: &ast::Select,
+        plan: Logical,
+        scope: Scope,
+        group: &[ast::Expr],
+    ) -> Result<(Logical, Scope)> {
+        let in_schema = plan.schema().clone();
+        // GROUP BY: the window and the keys.
+        let group = self.group(group, &scope, &in_schema)?;
+        // Aggregate calls in the SELECT list and HAVING.
+        let r = self.rewrite_aggregates(s, &group.written, &scope, &in_schema)?;
+        // The aggregate, and the names its output answers to.
+        let agg_fields: Vec<(String, DataType)> = r
+            .aggs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (format!("__agg{i}"), a.ty))
+            .collect();
+        let schema = aggregate_schema(&group.names, &agg_fields);
+        let named_scope = output_scope(&group, r.aggs.len());
+        let mut plan = Logical::Aggregate {
+            input: Box::new(plan),
+            window: group.window,
+            keys: group.keys,
+            aggs: r.aggs,
+            schema: schema.clone(),
+        };
+        let hint = |name: &str| -> Option<String> {
+            scope
+                .cols
+                .iter()
+                .any(|(_, n)| n.eq_ignore_ascii_case(name))
+                .then(|| format!("column `{name}` must appear in GROUP BY or inside an aggregate"))
+        };
+        let names = Names {
+            scope: &named_scope,
+            registry: Some(self.registry),
+            hint: Some(&hint),
+        };
+        // HAVING.
+        if let Some(h) = &r.having {
+            let x = convert(h, &names).at(self.text, h.span())?;
+            match x.data_type(&schema)? {
+                DataType::Bool => {}
+                t => {
+                    return Err(
+                        Error::Plan(format!("HAVING must be a bool condition, found {t}"))
+                            .at(self.text, h.span()),
+                    )
+                }
+            }
+            plan = Logical::Filter {
+                input: Box::new(plan),
+                predicate: x,
+            };
+        }
+        // The SELECT list over the aggregate's output.
+        self.project_aggregate(&r.projection, plan, &names, &schema)
+    }
+
+    /// The window and keys of GROUP BY.
+    fn group(&self, group: &[ast::Expr], scope: &Scope, in_schema: &Schema) -> Result<Group> {
+        let mut g = Group {
+            window: WindowSpec::Unbounded,
+            keys: Vec::new(),
+            written: Vec::new(),
+            names: Vec::new(),
+            scope: Vec::new(),
+        };
+        for e in group {
+            if let Some(w) = self.window(e, scope, in_schema)? {
+                if g.window != WindowSpec::Unbounded {
+                    return Err(
+                        Error::Plan("GROUP BY has two windows".into()).at(self.text, e.span())
+                    );
+                }
+                g.window = w;
+                continue;
+            }
+            let x = self.expr(e, scope, in_schema)?;
+            let ty = x.data_type(in_schema)?;
+            let (q, name) = match &x {
+                Expr::Column(i, _) => scope.cols[*i].clone(),
+                _ => (None, format!("key{}", g.keys.len() + 1)),
+            };
+            g.names.push((name.clone(), ty));
+            g.scope.push((q, name));
+            g.keys.push(x);
+            g.written.push(e.clone());
+        }
+        Ok(g)
+    }
+
+    /// Replaces aggregate calls and group expressions in the SELECT list and HAVING by
+    /// placeholders over the aggregate's output; unnamed items keep their visible name.
+    fn rewrite_aggregates(
+        &self,
+        s: &ast::Select,
+        key_ast: &[ast::Expr],
+        scope: &Scope,
+        in_schema: &Schema,
+    ) -> Result<Rewritten> {
+        let mut aggs: Vec<AggCall> = Vec::new();
+        let mut agg_text: Vec<String> = Vec::new();
+        let mut rewrite_err: Option<Error> = None;
+        let mut replace = |e: &ast::Expr| -> Option<ast::Expr> {
+            if let Some(k) = key_ast.iter().position(|g| g.to_string() == e.to_string()) {
+                if !is_name(e) {
+                    return Some(ident(&format!("__key{k}")));
+                }
+                return None;
+            }
+            let ast::Expr::Function(f) = e else {
+                return None;
+            };
+            let func = agg_func(f)?;
+            let text = e.to_string();
+            if let Some(i) = agg_text.iter().position(|t| *t == text) {
+                return Some(ident(&format!("__agg{i}")));
+            }
+            match self.agg_call(f, func, scope, in_schema) {
+                Ok(call) => {
+                    aggs.push(call);
+                    agg_text.push(text);
+                    Some(ident(&format!("__agg{}", aggs.len() - 1)))
+                }
+                Err(err) => {
+                    rewrite_err.get_or_insert(err.at(self.text, e.span()));
+                    Some(ident("__error"))
+                }
+            }
+        };
+        let mut projection = Vec::new();
+        for item in &s.projection {
+            projection.push(match item {
+                ast::SelectItem::UnnamedExpr(e) => {
+                    let r = rewrite(e, &mut replace);
+                    // Keep the visible name of the original expression.
+                    let name = match e {
+                        ast::Expr::Identifier(id) => id.value.clone(),
+                        ast::Expr::CompoundIdentifier(ids) => {
+                            ids.last().map(|i| i.value.clone()).unwrap_or_default()
+                        }
+                        ast::Expr::Function(f) => f.name.to_string().to_ascii_lowercase(),
+                        _ => format!("col{}", projection.len() + 1),
+                    };
+                    ast::SelectItem::ExprWithAlias {
+                        expr: r,
+                        alias: ast::Ident::new(name),
+                    }
+                }
+                ast::SelectItem::ExprWithAlias { expr, alias } => ast::SelectItem::ExprWithAlias {
+                    expr: rewrite(expr, &mut replace),
+                    alias: alias.clone(),
+                },
+                other => other.clone(),
+            });
+        }
+        let having = s.having.as_ref().map(|h| rewrite(h, &mut replace));
+        if let Some(e) = rewrite_err {
+            return Err(e);
+        }
+        Ok(Rewritten {
+            projection,
+            having,
+            aggs,
+        })
+    }
+
+    /// The (rewritten) SELECT list over the aggregate's output; `*` shows every column
+    /// but the placeholders. The event time is `window_end` when the list keeps it.
+    fn project_aggregate(
+        &self,
+        projection: &[ast::SelectItem],
+        plan: Logical,
+        names: &Names<'_>,
+        schema: &Schema,
+    ) -> Result<(Logical, Scope)> {
+        let mut exprs = Vec::new();
+        let mut fields = Vec::new();
+        let mut scope_out = Scope::default();
+        for item in projection {
+            match item {
+                ast::SelectItem::ExprWithAlias { expr, alias } => {
+                    let x = convert(expr, names).at(self.text, expr.span())?;
+                    let ty = x
+                        .data_type(schema)
+                        .map(|_| x.clone())
+                        .at(self.text, expr.span())?
+                        .data_type(schema)?;
+                    fields.push(Field::nullable(&alias.value, ty));
+                    scope_out.cols.push((None, alias.value.clone()));
+                    exprs.push(x);
+                }
+                ast::SelectItem::Wildcard(_) => {
+                    for (i, f) in schema.fields.iter().enumerate() {
+                        if f.name.starts_with("__") {
+                            continue;
+                        }
+                        exprs.push(Expr::Column(i, f.name.clone()));
+                        fields.push(f.clone());
+                        scope_out.cols.push((None, f.name.clone()));
+                    }
+                }
+                other => {
+                    return Err(
+                        Error::NotSupported(format!("`{other}` in an aggregate query"))
+                            .at(self.text, other.span()),
+                    )
+                }
+            }
+        }
+        let event_time = exprs.iter().position(|e| matches!(e, Expr::Column(1, _)));
+        if let Some(t) = event_time {
+            fields[t].nullable = false;
+        }
+        Ok((
+            Logical::Project {
+                input: Box::new(plan),
+                exprs,
+                schema: Schema { fields, event_time },
+            },
+            scope_out,
+        ))
+    }
+
+    /// One aggregate call: its function, argument and result type.
+    fn agg_call(
+        &self,
+        f: &ast::Function,
+        func: AggFunc,
+        scope: &Scope,
+        schema: &Schema,
+    ) -> Result<AggCall> {
+        let ast::FunctionArguments::List(list) = &f.args else {
+            return Err(Error::Plan(format!("{} needs an argument", func.name())));
+        };
+        let distinct = matches!(
+            list.duplicate_treatment,
+            Some(ast::DuplicateTreatment::Distinct)
+        );
+        let arg = match list.args.as_slice() {
+            [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Wildcard)] => None,
+            [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e))] => {
+                Some(self.expr(e, scope, schema)?)
+            }
+            _ => return Err(Error::Plan(format!("{} takes one argument", func.name()))),
+        };
+        let func = match (func, &arg, distinct) {
+            (AggFunc::Count, None, false) => AggFunc::CountStar,
+            (AggFunc::Count, Some(_), true) => AggFunc::CountDistinct,
+            (_, _, true) => {
+                return Err(Error::NotSupported(format!(
+                    "DISTINCT in {}; only count(DISTINCT x)",
+                    func.name()
+                )))
+            }
+            (f, None, _) if f != AggFunc::Count => {
+                return Err(Error::Plan(format!("{}(*) needs a column", f.name())))
+            }
+            (f, _, _) => f,
+        };
+        let at = arg.as_ref().map(|a| a.data_type(schema)).transpose()?;
+        let ty = match func {
+            AggFunc::CountStar | AggFunc::Count | AggFunc::CountDistinct => DataType::Int64,
+            AggFunc::Avg => match at {
+                Some(DataType::Int64 | DataType::Float64) => DataType::Float64,
+                t => {
+                    return Err(Error::Plan(format!(
+                        "avg needs a number, found {}",
+                        show(t)
+                    )))
+                }
+            },
+            AggFunc::Sum => match at {
+                Some(t @ (DataType::Int64 | DataType::Float64)) => t,
+                t => {
+                    return Err(Error::Plan(format!(
+                        "sum needs a number, found {}",
+                        show(t)
+                    )))
+                }
+            },
+            AggFunc::Min | AggFunc::Max => at.unwrap_or(DataType::Int64),
+        };
+        Ok(AggCall { func, arg, ty })
+    }
+}
+
+/// The names the aggregate's output answers to: the window bounds, the keys (a key that
+/// is not a plain column as `__key{k}`), the aggregates as `__agg{i}`.
+fn output_scope(group: &Group, aggs: usize) -> Scope {
+    let mut scope = Scope {
+        cols: vec![(None, "window_start".into()), (None, "window_end".into())],
+    };
+    scope.cols.extend(group.scope.iter().cloned());
+    for i in 0..aggs {
+        scope.cols.push((None, format!("__agg{i}")));
+    }
+    for (k, g) in group.written.iter().enumerate() {
+        if !is_name(g) {
+            scope.cols[2 + k] = (None, format!("__key{k}"));
+        }
+    }
+    scope
+}
+
+/// Whether `e` is a column name (`x` or `a.x`).
+fn is_name(e: &ast::Expr) -> bool {
+    matches!(
+        e,
+        ast::Expr::Identifier(_) | ast::Expr::CompoundIdentifier(_)
+    )
+}
+
+fn show(t: Option<DataType>) -> String {
+    t.map_or("*".into(), |t| t.to_string())
+}
+
+fn ident(name: &str) -> ast::Expr {
+    ast::Expr::Identifier(ast::Ident::new(name))
+}
+
+/// The aggregate function `f` calls, if it is one.
+fn agg_func(f: &ast::Function) -> Option<AggFunc> {
+    Some(match f.name.to_string().to_ascii_lowercase().as_str() {
+        "count" => AggFunc::Count,
+        "sum" => AggFunc::Sum,
+        "avg" => AggFunc::Avg,
+        "min" => AggFunc::Min,
+        "max" => AggFunc::Max,
+        _ => return None,
+    })
+}
+
+/// Whether `e` calls an aggregate function.
+pub(super) fn contains_agg(e: &ast::Expr) -> bool {
+    let mut found = false;
+    let _ = rewrite(e, &mut |x| {
+        if let ast::Expr::Function(f) = x {
+            if agg_func(f).is_some() {
+                found = true;
+            }
+        }
+        None
+    });
+    found
+}
+
+/// Rebuilds `e`, replacing any sub-expression for which `f` returns a replacement.
+fn rewrite(e: &ast::Expr, f: &mut dyn FnMut(&ast::Expr) -> Option<ast::Expr>) -> ast::Expr {
+    if let Some(r) = f(e) {
+        return r;
+    }
+    use ast::Expr as E;
+    let mut b = |x: &ast::Expr| Box::new(rewrite(x, f));
+    match e {
+        E::BinaryOp { left, op, right } => E::BinaryOp {
+            left: b(left),
+            op: op.clone(),
+            right: b(right),
+        },
+        E::UnaryOp { op, expr } => E::UnaryOp {
+            op: *op,
+            expr: b(expr),
+        },
+        E::Nested(x) => E::Nested(b(x)),
+        E::IsNull(x) => E::IsNull(b(x)),
+        E::IsNotNull(x) => E::IsNotNull(b(x)),
+        E::Cast {
+            kind,
+            expr,
+            data_type,
+            format,
+        } => E::Cast {
+            kind: kind.clone(),
+            expr: b(expr),
+            data_type: data_type.clone(),
+            format: format.clone(),
+        },
+        E::Between {
+            expr,
+            negated,
+            low,
+            high,
+        } => E::Between {
+            expr: b(expr),
+            negated: *negated,
+            low: b(low),
+            high: b(high),
+        },
+        E::InList {
+            expr,
+            list,
+            negated,
+        } => E::InList {
+            expr: b(expr),
+            list: list.iter().map(|x| rewrite(x, f)).collect(),
+            negated: *negated,
+        },
+        E::Case {
+            case_token,
+            end_token,
+            operand,
+            conditions,
+            else_result,
+        } => E::Case {
+            case_token: case_token.clone(),
+            end_token: end_token.clone(),
+            operand: operand.as_ref().map(|o| Box::new(rewrite(o, f))),
+            conditions: conditions
+                .iter()
+                .map(|w| ast::CaseWhen {
+                    condition: rewrite(&w.condition, f),
+                    result: rewrite(&w.result, f),
+                })
+                .collect(),
+            else_result: else_result.as_ref().map(|x| Box::new(rewrite(x, f))),
+        },
+        E::Function(func) => {
+            let mut func = func.clone();
+            if let ast::FunctionArguments::List(list) = &mut func.args {
+                for a in &mut list.args {
+                    if let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) = a {
+                        *x = rewrite(x, f);
+                    }
+                }
+            }
+            E::Function(func)
+        }
+        other => other.clone(),
+    }
+}

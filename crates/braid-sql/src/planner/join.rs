@@ -1,0 +1,324 @@
+//! Joins in FROM: a stream with a table (a lookup by equality keys), and two streams
+//! (equality keys, and a window: bounds on the time difference, or `LAST` count
+//! windows on both sides).
+
+use super::relation::Rel;
+use super::scope::Scope;
+use super::{concat_schema, Planner};
+use crate::catalog::TableDef;
+use crate::expr::{and_all, conjuncts};
+use crate::located::At;
+use crate::logical::{JoinWindow, Logical};
+use braid_plan::batch::Scalar;
+use braid_plan::error::{Error, Result};
+use braid_plan::expr::{BinOp, Expr};
+use sqlparser::ast::{self, Spanned};
+use std::sync::Arc;
+
+/// One input of a join: its plan, its names, and `n` when it is `LAST(stream, n)`.
+pub(super) type Side = (Logical, Scope, Option<u64>);
+
+/// The conjuncts of a stream join's condition, sorted by what they do.
+struct Condition {
+    /// Equality keys: (expression over the left input, expression over the right).
+    equi: Vec<(Expr, Expr)>,
+    /// Lower bound of `right.time - left.time`.
+    lo: Option<i64>,
+    /// Upper bound of `right.time - left.time`.
+    hi: Option<i64>,
+    /// Everything else, over the joined row.
+    rest: Vec<Expr>,
+}
+
+impl Planner<'_> {
+    /// `left JOIN right ON ...` (inner joins only).
+    pub(super) fn join(
+        &mut self,
+        left: Side,
+        right: Rel,
+        j: &ast::Join,
+    ) -> Result<(Logical, Scope)> {
+        let on = match &j.join_operator {
+            ast::JoinOperator::Join(ast::JoinConstraint::On(e))
+            | ast::JoinOperator::Inner(ast::JoinConstraint::On(e)) => e,
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "{}; Braid joins streams with [INNER] JOIN ... ON",
+                    join_kind(other)
+                ))
+                .at(self.text, j.relation.span()))
+            }
+        };
+        match right {
+            Rel::Table(table, alias) => self.lookup(left, table, &alias, on, j),
+            Rel::Stream { plan, scope, last } => self.stream_join(left, (plan, scope, last), on, j),
+        }
+    }
+
+    /// A stream joined with a table: the condition needs an equality between a stream
+    /// expression and a table column.
+    fn lookup(
+        &self,
+        (lplan, lscope, llast): Side,
+        table: Arc<TableDef>,
+        alias: &str,
+        on: &ast::Expr,
+        j: &ast::Join,
+    ) -> Result<(Logical, Scope)> {
+        if llast.is_some() {
+            return Err(
+                Error::Plan("LAST(...) joins another LAST(...), not a table".into())
+                    .at(self.text, j.relation.span()),
+            );
+        }
+        let tscope = Scope::of(&table.schema, Some(alias));
+        let scope = lscope.concat(&tscope);
+        let mut schema = concat_schema(lplan.schema(), &table.schema);
+        let cond = self.bool_expr(on, &scope, &schema, "ON")?;
+        let la = lplan.schema().arity();
+        let (keys, rest) = lookup_keys(cond, la);
+        if keys.is_empty() {
+            return Err(Error::Plan(format!(
+                "a join with table `{}` needs an equality between a stream expression and a table column",
+                table.name
+            ))
+            .at(self.text, on.span()));
+        }
+        for f in &mut schema.fields[la..] {
+            f.nullable = true;
+        }
+        Ok((
+            Logical::Lookup {
+                input: Box::new(lplan),
+                table,
+                keys,
+                residual: and_all(rest),
+                schema,
+            },
+            scope,
+        ))
+    }
+
+    /// Two streams joined: by an interval of their time difference, or by count windows
+    /// when both sides are `LAST(...)`.
+    fn stream_join(
+        &self,
+        (lplan, lscope, llast): Side,
+        (rplan, rscope, rlast): Side,
+        on: &ast::Expr,
+        j: &ast::Join,
+    ) -> Result<(Logical, Scope)> {
+        let scope = lscope.concat(&rscope);
+        let mut schema = concat_schema(lplan.schema(), rplan.schema());
+        let cond = self.bool_expr(on, &scope, &schema, "ON")?;
+        let la = lplan.schema().arity();
+        let lt = lplan.schema().event_time;
+        let rt = rplan.schema().event_time.map(|t| t + la);
+        let Condition {
+            mut equi,
+            lo,
+            hi,
+            mut rest,
+        } = split_condition(cond, la, lt, rt, llast.is_none());
+        let window = match (llast, rlast) {
+            (Some(l), Some(r)) => {
+                // Count windows meet every pair: keys and time bounds become conditions.
+                rest.extend(equi.drain(..).map(|(a, b)| {
+                    a.eq(b.map_columns(&|i, n| Expr::Column(i + la, n.to_string())))
+                }));
+                if let (Some(l), Some(h)) = (lo, hi) {
+                    let (lt, rt) = (lt.unwrap_or(0), rt.unwrap_or(0));
+                    let d = Expr::Column(rt, "right.time".into())
+                        .bin(BinOp::Sub, Expr::Column(lt, "left.time".into()));
+                    rest.push(d.clone().bin(BinOp::GtEq, Expr::int(l)));
+                    rest.push(d.bin(BinOp::LtEq, Expr::int(h)));
+                }
+                JoinWindow::Count { left: l, right: r }
+            }
+            (None, None) => match (lo, hi) {
+                (Some(lo), Some(hi)) if lo <= hi => JoinWindow::Interval { lo, hi },
+                (Some(_), Some(_)) => {
+                    return Err(Error::Plan(
+                        "the join's time bounds admit no pair (lower bound above upper bound)"
+                            .into(),
+                    )
+                    .at(self.text, on.span()))
+                }
+                _ => {
+                    return Err(Error::Plan(
+                        "a join of two streams needs a window: bound the time difference both ways (`b.t BETWEEN a.t - 10 AND a.t + 10`) or join count windows LAST(a, n) JOIN LAST(b, m)".into(),
+                    )
+                    .at(self.text, on.span()))
+                }
+            },
+            _ => {
+                return Err(
+                    Error::Plan("LAST(...) must be used on both sides of the join".into())
+                        .at(self.text, j.relation.span()),
+                )
+            }
+        };
+        schema.event_time = lt;
+        Ok((
+            Logical::Join {
+                left: Box::new(lplan),
+                right: Box::new(rplan),
+                equi,
+                residual: and_all(rest),
+                window,
+                schema,
+            },
+            scope,
+        ))
+    }
+}
+
+/// The lookup keys of a table join's condition over `stream columns (la of them), then
+/// table columns`: (stream expression, table column) per equality; the rest.
+fn lookup_keys(cond: Expr, la: usize) -> (Vec<(Expr, usize)>, Vec<Expr>) {
+    let mut keys = Vec::new();
+    let mut rest = Vec::new();
+    for c in conjuncts(cond) {
+        if let Expr::Binary(BinOp::Eq, a, b) = &c {
+            let side = |e: &Expr| {
+                let cols = e.columns();
+                if !cols.is_empty() && cols.iter().all(|&i| i < la) {
+                    Some(0)
+                } else if cols.len() == 1 && cols[0] >= la && matches!(e, Expr::Column(..)) {
+                    Some(1)
+                } else {
+                    None
+                }
+            };
+            match (side(a), side(b)) {
+                (Some(0), Some(1)) => {
+                    keys.push((*a.clone(), b.columns()[0] - la));
+                    continue;
+                }
+                (Some(1), Some(0)) => {
+                    keys.push((*b.clone(), a.columns()[0] - la));
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        rest.push(c);
+    }
+    (keys, rest)
+}
+
+/// Sorts a stream join's condition (over left columns, `la` of them, then right ones)
+/// into equality keys (only when `keyed`), time bounds (when both sides have event
+/// times `lt` and `rt`) and the rest.
+fn split_condition(
+    cond: Expr,
+    la: usize,
+    lt: Option<usize>,
+    rt: Option<usize>,
+    keyed: bool,
+) -> Condition {
+    let mut c = Condition {
+        equi: Vec::new(),
+        lo: None,
+        hi: None,
+        rest: Vec::new(),
+    };
+    for e in conjuncts(cond) {
+        if let Expr::Binary(op, a, b) = &e {
+            if *op == BinOp::Eq {
+                let ca = a.columns();
+                let cb = b.columns();
+                let left_only = |v: &[usize]| !v.is_empty() && v.iter().all(|&i| i < la);
+                let right_only = |v: &[usize]| !v.is_empty() && v.iter().all(|&i| i >= la);
+                let shift = |e: &Expr| e.map_columns(&|i, n| Expr::Column(i - la, n.to_string()));
+                if left_only(&ca) && right_only(&cb) && keyed {
+                    c.equi.push((*a.clone(), shift(b)));
+                    continue;
+                }
+                if right_only(&ca) && left_only(&cb) && keyed {
+                    c.equi.push((*b.clone(), shift(a)));
+                    continue;
+                }
+            }
+            if let (Some(lt), Some(rt)) = (lt, rt) {
+                if let Some((l, h)) = time_bound(*op, a, b, lt, rt) {
+                    if let Some(l) = l {
+                        c.lo = Some(c.lo.map_or(l, |x: i64| x.max(l)));
+                    }
+                    if let Some(h) = h {
+                        c.hi = Some(c.hi.map_or(h, |x: i64| x.min(h)));
+                    }
+                    continue;
+                }
+            }
+        }
+        c.rest.push(e);
+    }
+    c
+}
+
+/// How a join that is not an inner join is named in the message refusing it.
+fn join_kind(op: &ast::JoinOperator) -> &'static str {
+    match op {
+        ast::JoinOperator::LeftOuter(_) | ast::JoinOperator::Left(_) => "LEFT JOIN",
+        ast::JoinOperator::RightOuter(_) | ast::JoinOperator::Right(_) => "RIGHT JOIN",
+        ast::JoinOperator::FullOuter(_) => "FULL JOIN",
+        ast::JoinOperator::CrossJoin(_) => "CROSS JOIN (give a condition with JOIN ... ON)",
+        _ => "this join",
+    }
+}
+
+/// `side ± constant` for a time column: (is_right, constant).
+fn linear(e: &Expr, lt: usize, rt: usize) -> Option<(bool, i64)> {
+    match e {
+        Expr::Column(i, _) if *i == lt => Some((false, 0)),
+        Expr::Column(i, _) if *i == rt => Some((true, 0)),
+        Expr::Binary(op @ (BinOp::Add | BinOp::Sub), a, b) => {
+            let (side, c) = linear(a, lt, rt)?;
+            let Expr::Literal(Scalar::Int(k)) = b.as_ref() else {
+                return None;
+            };
+            Some((side, if *op == BinOp::Add { c + k } else { c - k }))
+        }
+        _ => None,
+    }
+}
+
+/// Bounds on `d = right.time - left.time` implied by `a op b`, if it compares the two
+/// time columns (plus constants).
+fn time_bound(
+    op: BinOp,
+    a: &Expr,
+    b: &Expr,
+    lt: usize,
+    rt: usize,
+) -> Option<(Option<i64>, Option<i64>)> {
+    let (sa, ca) = linear(a, lt, rt)?;
+    let (sb, cb) = linear(b, lt, rt)?;
+    if sa == sb {
+        return None;
+    }
+    // Normalise to `d op k`.
+    let (op, k) = if sa {
+        // r + ca op l + cb  =>  d op cb - ca
+        (op, cb - ca)
+    } else {
+        // l + ca op r + cb  =>  -d op cb - ca  =>  d flip(op) ca - cb
+        let flipped = match op {
+            BinOp::Lt => BinOp::Gt,
+            BinOp::LtEq => BinOp::GtEq,
+            BinOp::Gt => BinOp::Lt,
+            BinOp::GtEq => BinOp::LtEq,
+            other => other,
+        };
+        (flipped, ca - cb)
+    };
+    Some(match op {
+        BinOp::GtEq => (Some(k), None),
+        BinOp::Gt => (Some(k + 1), None),
+        BinOp::LtEq => (None, Some(k)),
+        BinOp::Lt => (None, Some(k - 1)),
+        BinOp::Eq => (Some(k), Some(k)),
+        _ => return None,
+    })
+}

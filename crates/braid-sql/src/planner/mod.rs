@@ -1,0 +1,207 @@
+//! From sqlparser's syntax tree to a [`Logical`] plan: names resolved, types checked,
+//! aggregates and windows recognised, join conditions analysed.
+//!
+//! A [`Planner`] plans one query; one file per clause, in the manner of DataFusion's
+//! `sql/src/select.rs`: [`select`] (the SELECT block in evaluation order: FROM, WHERE,
+//! GROUP BY, SELECT list), [`relation`] (what FROM names), [`join`], [`aggregate`]
+//! (GROUP BY, aggregate calls, HAVING) and [`window`] (TUMBLE, HOP, SESSION, ROWS).
+//! [`scope`] resolves names.
+
+mod aggregate;
+mod join;
+mod relation;
+mod scope;
+mod select;
+mod window;
+
+pub(crate) use scope::Scope;
+
+use crate::catalog::{Catalog, StreamDef, TableDef};
+use crate::expr::convert;
+use crate::located::At;
+use crate::logical::Logical;
+use braid_plan::error::{Error, Result};
+use braid_plan::expr::Expr;
+use braid_plan::function::Registry;
+use braid_plan::types::{DataType, Schema};
+use scope::Names;
+use sqlparser::ast::{self, Spanned};
+use std::sync::Arc;
+
+/// What the planner sees of the catalog (in the manner of DataFusion's
+/// `ContextProvider`): relations by name.
+pub(crate) trait Relations {
+    /// A declared stream, or `late(sink)`; the error says what the valid names are.
+    fn stream(&self, name: &str) -> Result<&StreamDef>;
+    /// The declared table `name`, if it is one.
+    fn table(&self, name: &str) -> Option<&Arc<TableDef>>;
+}
+
+impl Relations for Catalog {
+    fn stream(&self, name: &str) -> Result<&StreamDef> {
+        Catalog::stream(self, name)
+    }
+
+    fn table(&self, name: &str) -> Option<&Arc<TableDef>> {
+        self.tables.get(&name.to_ascii_lowercase())
+    }
+}
+
+/// Plans queries against a catalog; collects the streams they read.
+pub(crate) struct Planner<'a> {
+    /// Declared streams and tables.
+    pub catalog: &'a dyn Relations,
+    /// Scalar functions the query may call.
+    pub registry: &'a Registry,
+    /// The script's text (errors point into it).
+    pub text: &'a str,
+    /// Input streams in order of first use.
+    pub inputs: Vec<String>,
+}
+
+impl<'a> Planner<'a> {
+    /// A planner resolving names in `catalog` and `registry`; errors point into `text`.
+    pub fn new(catalog: &'a dyn Relations, registry: &'a Registry, text: &'a str) -> Planner<'a> {
+        Planner {
+            catalog,
+            registry,
+            text,
+            inputs: Vec::new(),
+        }
+    }
+
+    /// `e` resolved in `scope` and type-checked against `schema`.
+    pub(super) fn expr(&self, e: &ast::Expr, scope: &Scope, schema: &Schema) -> Result<Expr> {
+        let names = Names {
+            scope,
+            registry: Some(self.registry),
+            hint: None,
+        };
+        let x = convert(e, &names).at(self.text, e.span())?;
+        x.data_type(schema)
+            .map(|_| x.clone())
+            .at(self.text, e.span())
+    }
+
+    /// A condition: `e` must be bool (`what` names the clause for the message).
+    pub(super) fn bool_expr(
+        &self,
+        e: &ast::Expr,
+        scope: &Scope,
+        schema: &Schema,
+        what: &str,
+    ) -> Result<Expr> {
+        let x = self.expr(e, scope, schema)?;
+        match x.data_type(schema)? {
+            DataType::Bool => Ok(x),
+            t => Err(
+                Error::Plan(format!("{what} must be a bool condition, found {t}"))
+                    .at(self.text, e.span()),
+            ),
+        }
+    }
+
+    /// Plans a query (SELECT or UNION ALL of SELECTs): what a stream cannot do is
+    /// refused first, then the body is planned.
+    pub fn query(&mut self, q: &ast::Query) -> Result<(Logical, Scope)> {
+        if let Some(ob) = &q.order_by {
+            return Err(Error::NotSupported(
+                "ORDER BY on a stream; `SET merge = 'transparent'` gives event-time order".into(),
+            )
+            .at(self.text, ob.span()));
+        }
+        if q.limit_clause.is_some() || q.with.is_some() || q.fetch.is_some() {
+            return Err(
+                Error::NotSupported("WITH, LIMIT and FETCH on a stream".into())
+                    .at(self.text, q.span()),
+            );
+        }
+        self.set_expr(&q.body)
+    }
+
+    fn set_expr(&mut self, body: &ast::SetExpr) -> Result<(Logical, Scope)> {
+        match body {
+            ast::SetExpr::Select(s) => self.select(s),
+            ast::SetExpr::Query(q) => self.query(q),
+            ast::SetExpr::SetOperation {
+                op: ast::SetOperator::Union,
+                set_quantifier: ast::SetQuantifier::All,
+                left,
+                right,
+            } => {
+                let (l, ls) = self.set_expr(left)?;
+                let (r, _) = self.set_expr(right)?;
+                Ok((self.union_all(l, r, body)?, ls))
+            }
+            other => Err(Error::NotSupported(
+                "this set operation; streams combine with UNION ALL".into(),
+            )
+            .at(self.text, other.span())),
+        }
+    }
+
+    /// `UNION ALL` of two plans with the same column types; nested unions flatten.
+    fn union_all(&self, l: Logical, r: Logical, body: &ast::SetExpr) -> Result<Logical> {
+        let (lt, rt) = (l.schema(), r.schema());
+        let types = |s: &Schema| s.fields.iter().map(|f| f.ty).collect::<Vec<_>>();
+        if types(lt) != types(rt) {
+            return Err(Error::Plan(format!(
+                "UNION ALL needs the same column types on both sides: {lt} vs {rt}"
+            ))
+            .at(self.text, body.span()));
+        }
+        let mut schema = lt.clone();
+        for f in &mut schema.fields {
+            f.nullable = true;
+        }
+        if lt.event_time != rt.event_time {
+            schema.event_time = None;
+        }
+        let mut inputs = Vec::new();
+        for side in [l, r] {
+            match side {
+                Logical::Union { inputs: i, .. } => inputs.extend(i),
+                other => inputs.push(other),
+            }
+        }
+        Ok(Logical::Union { inputs, schema })
+    }
+
+    /// The index of `stream` among the query's inputs, added if new.
+    pub(super) fn input_index(&mut self, stream: &str) -> usize {
+        let key = stream.to_ascii_lowercase();
+        match self.inputs.iter().position(|s| *s == key) {
+            Some(i) => i,
+            None => {
+                self.inputs.push(key);
+                self.inputs.len() - 1
+            }
+        }
+    }
+}
+
+/// An integer literal (possibly negative or parenthesized).
+fn const_int(e: &ast::Expr) -> Option<i64> {
+    match e {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::Number(n, _) => n.parse().ok(),
+            _ => None,
+        },
+        ast::Expr::UnaryOp {
+            op: ast::UnaryOperator::Minus,
+            expr,
+        } => const_int(expr).map(|n| -n),
+        ast::Expr::Nested(e) => const_int(e),
+        _ => None,
+    }
+}
+
+/// The columns of `a`, then those of `b` (event time: `a`'s).
+fn concat_schema(a: &Schema, b: &Schema) -> Schema {
+    let mut fields = a.fields.clone();
+    fields.extend(b.fields.iter().cloned());
+    Schema {
+        fields,
+        event_time: a.event_time,
+    }
+}

@@ -1,0 +1,216 @@
+//! The SELECT block, planned clause by clause in evaluation order: FROM (with its
+//! joins), WHERE, GROUP BY with aggregates and HAVING, then the SELECT list.
+
+use super::aggregate::contains_agg;
+use super::relation::Rel;
+use super::scope::Scope;
+use super::Planner;
+use crate::located::At;
+use crate::logical::{JoinWindow, Logical};
+use braid_plan::error::{Error, Result};
+use braid_plan::expr::Expr;
+use braid_plan::types::{Field, Schema};
+use sqlparser::ast::{self, Spanned};
+
+impl Planner<'_> {
+    /// Plans `SELECT ... FROM ... [WHERE ...] [GROUP BY ...] [HAVING ...]`.
+    pub(super) fn select(&mut self, s: &ast::Select) -> Result<(Logical, Scope)> {
+        // Syntax a stream query cannot have.
+        if s.distinct.is_some() {
+            return Err(Error::NotSupported(
+                "SELECT DISTINCT on a stream; use GROUP BY with a window".into(),
+            )
+            .at(self.text, s.span()));
+        }
+        let [from] = s.from.as_slice() else {
+            return Err(
+                Error::NotSupported("FROM with several relations; use JOIN ... ON".into())
+                    .at(self.text, s.span()),
+            );
+        };
+        // FROM, with its joins.
+        let (mut plan, scope) = self.from(from)?;
+        // WHERE.
+        if let Some(w) = &s.selection {
+            let predicate = self.bool_expr(w, &scope, plan.schema(), "WHERE")?;
+            plan = Logical::Filter {
+                input: Box::new(plan),
+                predicate,
+            };
+        }
+        // GROUP BY, or aggregates in the SELECT list or HAVING: an aggregate query.
+        let group: Vec<ast::Expr> = match &s.group_by {
+            ast::GroupByExpr::Expressions(exprs, mods) if mods.is_empty() => exprs.clone(),
+            other => {
+                return Err(Error::NotSupported(format!("GROUP BY {other}")).at(self.text, s.span()))
+            }
+        };
+        if !group.is_empty() || has_aggregates(s) {
+            return self.aggregate(s, plan, scope, &group);
+        }
+        if s.having.is_some() {
+            return Err(
+                Error::Plan("HAVING needs GROUP BY or an aggregate".into()).at(self.text, s.span())
+            );
+        }
+        // The SELECT list.
+        self.project(s, plan, scope)
+    }
+
+    /// A FROM item: a stream and its joins, left to right, or two count windows
+    /// `LAST(a, n) JOIN LAST(b, m)`.
+    fn from(&mut self, from: &ast::TableWithJoins) -> Result<(Logical, Scope)> {
+        let (mut plan, mut scope) = match self.factor(&from.relation)? {
+            Rel::Stream {
+                plan,
+                scope,
+                last: None,
+            } => (plan, scope),
+            Rel::Stream {
+                last: Some(n),
+                plan,
+                scope,
+            } => {
+                let Some(j) = from.joins.first() else {
+                    return Err(Error::Plan(
+                        "LAST(stream, n) is a join window; join it with another LAST(...)".into(),
+                    )
+                    .at(self.text, from.relation.span()));
+                };
+                let right = self.factor(&j.relation)?;
+                let r = self.join((plan, scope, Some(n)), right, j)?;
+                if from.joins.len() > 1 {
+                    return Err(
+                        Error::NotSupported("more than one join after LAST(...)".into())
+                            .at(self.text, from.joins[1].relation.span()),
+                    );
+                }
+                (r.0, r.1)
+            }
+            Rel::Table(t, _) => {
+                return Err(Error::Plan(format!(
+                    "`{}` is a table; a query reads a stream (FROM stream JOIN {} ON ...)",
+                    t.name, t.name
+                ))
+                .at(self.text, from.relation.span()))
+            }
+        };
+        if !matches!(
+            plan,
+            Logical::Join {
+                window: JoinWindow::Count { .. },
+                ..
+            }
+        ) {
+            for j in &from.joins {
+                let right = self.factor(&j.relation)?;
+                let r = self.join((plan, scope, None), right, j)?;
+                plan = r.0;
+                scope = r.1;
+            }
+        }
+        Ok((plan, scope))
+    }
+
+    /// The SELECT list over `plan` (of a query without aggregates); `SELECT *` alone
+    /// leaves the plan as it is.
+    fn project(&self, s: &ast::Select, plan: Logical, scope: Scope) -> Result<(Logical, Scope)> {
+        let schema = plan.schema().clone();
+        let mut exprs = Vec::new();
+        let mut fields = Vec::new();
+        let mut out_scope = Scope::default();
+        let mut star_only = true;
+        for item in &s.projection {
+            match item {
+                ast::SelectItem::Wildcard(_) => {
+                    for (i, f) in schema.fields.iter().enumerate() {
+                        exprs.push(Expr::Column(i, f.name.clone()));
+                        fields.push(f.clone());
+                        out_scope.cols.push(scope.cols[i].clone());
+                    }
+                }
+                ast::SelectItem::QualifiedWildcard(kind, _) => {
+                    star_only = false;
+                    let q = kind.to_string().to_ascii_lowercase();
+                    let before = exprs.len();
+                    for (i, f) in schema.fields.iter().enumerate() {
+                        if scope.cols[i].0.as_deref() == Some(q.as_str()) {
+                            exprs.push(Expr::Column(i, format!("{q}.{}", f.name)));
+                            fields.push(f.clone());
+                            out_scope.cols.push(scope.cols[i].clone());
+                        }
+                    }
+                    if exprs.len() == before {
+                        return Err(Error::Plan(format!(
+                            "no relation `{q}` in FROM; columns are {}",
+                            scope.names()
+                        ))
+                        .at(self.text, item.span()));
+                    }
+                }
+                ast::SelectItem::ExprWithAliases { .. } => {
+                    return Err(Error::NotSupported("several aliases for one column".into())
+                        .at(self.text, item.span()))
+                }
+                ast::SelectItem::UnnamedExpr(e)
+                | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                    star_only = false;
+                    let x = self.expr(e, &scope, &schema)?;
+                    let name = match item {
+                        ast::SelectItem::ExprWithAlias { alias, .. } => alias.value.clone(),
+                        _ => match e {
+                            ast::Expr::Identifier(id) => id.value.clone(),
+                            ast::Expr::CompoundIdentifier(ids) => {
+                                ids.last().map(|i| i.value.clone()).unwrap_or_default()
+                            }
+                            _ => match &x {
+                                Expr::Column(i, _) => schema.fields[*i].name.clone(),
+                                _ => format!("col{}", exprs.len() + 1),
+                            },
+                        },
+                    };
+                    let ty = x.data_type(&schema)?;
+                    fields.push(Field::nullable(&name, ty));
+                    out_scope.cols.push((None, name));
+                    exprs.push(x);
+                }
+            }
+        }
+        if star_only {
+            return Ok((plan, scope));
+        }
+        let event_time = schema.event_time.and_then(|t| {
+            exprs
+                .iter()
+                .position(|e| matches!(e, Expr::Column(i, _) if *i == t))
+        });
+        if let Some(t) = event_time {
+            fields[t].nullable = false;
+        }
+        let out = Schema { fields, event_time };
+        Ok((
+            Logical::Project {
+                input: Box::new(plan),
+                exprs,
+                schema: out,
+            },
+            out_scope,
+        ))
+    }
+}
+
+/// Whether the SELECT list or HAVING calls an aggregate function.
+fn has_aggregates(s: &ast::Select) -> bool {
+    let mut has_aggs = false;
+    for item in &s.projection {
+        if let ast::SelectItem::UnnamedExpr(e) | ast::SelectItem::ExprWithAlias { expr: e, .. } =
+            item
+        {
+            has_aggs |= contains_agg(e);
+        }
+    }
+    if let Some(h) = &s.having {
+        has_aggs |= contains_agg(h);
+    }
+    has_aggs
+}

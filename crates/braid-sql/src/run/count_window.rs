@@ -1,0 +1,46 @@
+//! Count windows (`GROUP BY ROWS(n)`): per key, tumbling windows of `n` rows. They never
+//! refuse a row; the input's end emits the partial windows.
+
+use super::accumulate::{emit, fresh, get_or_insert, update, Acc};
+use crate::logical::AggCall;
+use braid_plan::batch::{Batch, Row, Scalar};
+use std::collections::BTreeMap;
+
+/// Per key: the window's number, the rows in it so far, and its accumulators.
+#[derive(Default)]
+pub(super) struct CountWindows(BTreeMap<Vec<Scalar>, (i64, u64, Vec<Acc>)>);
+
+impl CountWindows {
+    /// Adds a row of group `key`; emits the key's window when it holds `rows` rows
+    /// (window bounds count rows: `[w * rows, (w + 1) * rows)`).
+    pub(super) fn push(
+        &mut self,
+        key: &[Scalar],
+        aggs: &[AggCall],
+        rows: u64,
+        row: &Row<'_>,
+        out: &mut Batch,
+    ) {
+        let e = get_or_insert(&mut self.0, key, || (0, 0, fresh(aggs)));
+        update(aggs, &mut e.2, row);
+        e.1 += 1;
+        if e.1 == rows {
+            let n = rows as i64;
+            let accs = std::mem::replace(&mut e.2, fresh(aggs));
+            let w = e.0;
+            e.0 += 1;
+            e.1 = 0;
+            emit(out, w * n, (w + 1) * n, key, &accs);
+        }
+    }
+
+    /// At the end of the input: emits every partial window.
+    pub(super) fn finish(&mut self, rows: u64, out: &mut Batch) {
+        for (key, (w, n, accs)) in std::mem::take(&mut self.0) {
+            if n > 0 {
+                let r = rows as i64;
+                emit(out, w * r, w * r + n as i64, &key, &accs);
+            }
+        }
+    }
+}

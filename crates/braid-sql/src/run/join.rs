@@ -1,0 +1,200 @@
+//! Stream-stream joins: an interval join (rows meet when `right.time - left.time` lies in
+//! `lo..=hi`; state older than the watermark allows is dropped) and a join of count
+//! windows (`LAST(a, n) JOIN LAST(b, m)`: each row meets the other side's last rows).
+//! Rows are indexed by the equality keys when there are any.
+
+use super::late::{Cx, LateBuild, LateOut};
+use crate::logical::{JoinWindow, Logical};
+use braid_plan::batch::{Batch, Row, RowKey, Scalar};
+use braid_plan::expr::Expr;
+use std::collections::BTreeMap;
+
+/// Rows kept by one side of a join.
+struct Side {
+    rows: Batch,
+    times: Vec<i64>,
+    index: BTreeMap<Vec<Scalar>, Vec<u32>>,
+    /// First live row (count windows drop from the front).
+    start: usize,
+}
+
+impl Side {
+    fn new(arity: usize) -> Side {
+        Side {
+            rows: Batch::new(arity),
+            times: Vec::new(),
+            index: BTreeMap::new(),
+            start: 0,
+        }
+    }
+
+    fn insert(&mut self, row: &Row<'_>, t: i64, key: Vec<Scalar>, keyed: bool) {
+        let (b, i) = row.location();
+        let at = self.rows.len() as u32;
+        self.rows.push_row_of(b, i, RowKey::default());
+        self.times.push(t);
+        if keyed {
+            self.index.entry(key).or_default().push(at);
+        }
+    }
+
+    /// Keeps rows `i >= from` with `keep(time)`; rebuilds the index.
+    fn retain(&mut self, from: usize, keep: impl Fn(i64) -> bool, keys: &[Expr]) {
+        let live = (from..self.rows.len())
+            .filter(|&i| keep(self.times[i]))
+            .count();
+        if live == self.rows.len() {
+            return;
+        }
+        let mut rows = Batch::new(self.rows.arity());
+        let mut times = Vec::with_capacity(live);
+        for i in from..self.rows.len() {
+            if keep(self.times[i]) {
+                rows.push_row_of(&self.rows, i, RowKey::default());
+                times.push(self.times[i]);
+            }
+        }
+        self.rows = rows;
+        self.times = times;
+        self.start = 0;
+        self.index.clear();
+        if !keys.is_empty() {
+            for i in 0..self.rows.len() {
+                let r = self.rows.row(i);
+                let key: Vec<Scalar> = keys.iter().map(|k| k.eval(&r).to_scalar()).collect();
+                self.index.entry(key).or_default().push(i as u32);
+            }
+        }
+    }
+}
+
+/// The state of one join in one partition.
+pub(super) struct JoinState {
+    keys: [Vec<Expr>; 2],
+    residual: Option<Expr>,
+    window: JoinWindow,
+    time: [Option<usize>; 2],
+    sides: [Side; 2],
+    /// Per side.
+    late: [LateOut; 2],
+}
+
+impl JoinState {
+    /// An empty join of `left` and `right` (the logical inputs give the sides' event
+    /// times and widths). Only an interval join refuses late rows.
+    pub(super) fn new(
+        left: &Logical,
+        right: &Logical,
+        equi: &[(Expr, Expr)],
+        residual: Option<Expr>,
+        window: JoinWindow,
+        late: &mut LateBuild<'_>,
+    ) -> JoinState {
+        let late = match window {
+            JoinWindow::Interval { .. } => [late.out("join"), late.out("join")],
+            _ => [
+                LateOut::count_only(late.rows),
+                LateOut::count_only(late.rows),
+            ],
+        };
+        JoinState {
+            keys: [
+                equi.iter().map(|e| e.0.clone()).collect(),
+                equi.iter().map(|e| e.1.clone()).collect(),
+            ],
+            residual,
+            window,
+            time: [left.schema().event_time, right.schema().event_time],
+            sides: [
+                Side::new(left.schema().arity()),
+                Side::new(right.schema().arity()),
+            ],
+            late,
+        }
+    }
+
+    /// Adds a row of input `side` (0 left, 1 right): emits its matches with the other
+    /// side's rows, then keeps it.
+    pub(super) fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+        let t = self.time[side].and_then(|c| row.int(c)).unwrap_or(0);
+        let keyed = !self.keys[side].is_empty();
+        let key: Vec<Scalar> = self.keys[side]
+            .iter()
+            .map(|k| k.eval(&row).to_scalar())
+            .collect();
+        if let JoinWindow::Interval { .. } = self.window {
+            if t < cx.wm {
+                self.late[side].refuse(&row, cx);
+                return;
+            }
+        }
+        let other = &self.sides[1 - side];
+        let null_key = key.iter().any(|k| matches!(k, Scalar::Null));
+        let mut matches = |j: usize| {
+            let ot = other.times[j];
+            if let JoinWindow::Interval { lo, hi } = self.window {
+                let d = if side == 0 {
+                    i128::from(ot) - i128::from(t)
+                } else {
+                    i128::from(t) - i128::from(ot)
+                };
+                if d < i128::from(lo) || d > i128::from(hi) {
+                    return;
+                }
+            }
+            let orow = other.rows.row(j);
+            let (l, r) = if side == 0 { (row, orow) } else { (orow, row) };
+            out.start_row(RowKey::default());
+            for c in 0..l.arity() {
+                out.push_value(l.get(c));
+            }
+            for c in 0..r.arity() {
+                out.push_value(r.get(c));
+            }
+            if let Some(p) = &self.residual {
+                if !p.eval(&out.row(out.len() - 1)).is_true() {
+                    out.abandon_row();
+                }
+            }
+        };
+        if keyed {
+            if !null_key {
+                if let Some(hits) = other.index.get(&key) {
+                    for &j in hits {
+                        matches(j as usize);
+                    }
+                }
+            }
+        } else {
+            for j in other.start..other.rows.len() {
+                matches(j);
+            }
+        }
+        if keyed && null_key {
+            return;
+        }
+        self.sides[side].insert(&row, t, key, keyed);
+        if let JoinWindow::Count { left, right } = self.window {
+            let n = if side == 0 { left } else { right } as usize;
+            let s = &mut self.sides[side];
+            if s.rows.len() - s.start > n {
+                s.start = s.rows.len() - n;
+            }
+            if s.start > n.max(1024) {
+                let from = s.start;
+                s.retain(from, |_| true, &[]);
+            }
+        }
+    }
+
+    /// Drops the rows no future row can meet.
+    pub(super) fn advance(&mut self, wm: i64) {
+        if let JoinWindow::Interval { lo, hi } = self.window {
+            // A left row can still meet right rows with time >= wm if t + hi >= wm; a
+            // right row can meet left rows with time >= wm if t - lo >= wm.
+            let [l, r] = &mut self.sides;
+            l.retain(0, |t| t.saturating_add(hi) >= wm, &self.keys[0]);
+            r.retain(0, |t| t.saturating_sub(lo) >= wm, &self.keys[1]);
+        }
+    }
+}

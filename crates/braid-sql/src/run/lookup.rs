@@ -1,0 +1,79 @@
+//! A stream joined with a table held in memory: each stream row meets the table rows
+//! with its key (a row with a null key meets none).
+
+use crate::catalog::TableDef;
+use braid_plan::batch::{Batch, Row, RowKey, Scalar};
+use braid_plan::expr::Expr;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A table's rows indexed by key columns (built once per query, shared by partitions).
+pub(super) struct TableIndex {
+    table: Arc<TableDef>,
+    index: BTreeMap<Vec<Scalar>, Vec<u32>>,
+}
+
+impl TableIndex {
+    /// Indexes `table` by columns `cols`.
+    pub(super) fn new(table: Arc<TableDef>, cols: Vec<usize>) -> TableIndex {
+        let mut index: BTreeMap<Vec<Scalar>, Vec<u32>> = BTreeMap::new();
+        for j in 0..table.rows.len() {
+            let r = table.rows.row(j);
+            let key: Vec<Scalar> = cols.iter().map(|&c| r.get(c).to_scalar()).collect();
+            index.entry(key).or_default().push(j as u32);
+        }
+        TableIndex { table, index }
+    }
+}
+
+/// One lookup in one partition.
+pub(super) struct Lookup {
+    table: Arc<TableIndex>,
+    /// Key expressions over the stream row.
+    keys: Vec<Expr>,
+    /// Other conditions, over the output row.
+    residual: Option<Expr>,
+    /// The current row's key (reused).
+    key: Vec<Scalar>,
+}
+
+impl Lookup {
+    /// A lookup in `table` by `keys`.
+    pub(super) fn new(table: Arc<TableIndex>, keys: Vec<Expr>, residual: Option<Expr>) -> Lookup {
+        Lookup {
+            table,
+            keys,
+            residual,
+            key: Vec::new(),
+        }
+    }
+
+    /// Emits `row` joined with each table row of its key that passes the residual.
+    pub(super) fn push(&mut self, row: Row<'_>, out: &mut Batch) {
+        let t = &self.table;
+        self.key.clear();
+        self.key
+            .extend(self.keys.iter().map(|k| k.eval(&row).to_scalar()));
+        if self.key.iter().any(|k| matches!(k, Scalar::Null)) {
+            return;
+        }
+        let Some(hits) = t.index.get(self.key.as_slice()) else {
+            return;
+        };
+        for &j in hits {
+            out.start_row(RowKey::default());
+            for c in 0..row.arity() {
+                out.push_value(row.get(c));
+            }
+            let tr = t.table.rows.row(j as usize);
+            for c in 0..tr.arity() {
+                out.push_value(tr.get(c));
+            }
+            if let Some(r) = &self.residual {
+                if !r.eval(&out.row(out.len() - 1)).is_true() {
+                    out.abandon_row();
+                }
+            }
+        }
+    }
+}

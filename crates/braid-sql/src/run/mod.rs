@@ -1,0 +1,397 @@
+//! Runs a [`Logical`] plan incrementally, as the stream function of one partition.
+//!
+//! The operator tree mirrors the logical plan. A row enters at the scan of its input
+//! stream and flows up; every node writes its output rows into a batch its parent reads
+//! (reused, so stateless chains allocate nothing per row). Stateful nodes keep windows
+//! and join state and emit when event time passes their end.
+//!
+//! Time is decided by epochs, never by what one partition happens to see, so results do
+//! not depend on the partitioning:
+//! - a row processed in epoch `e` is late if its event time is below
+//!   `e * epoch - lateness` (late rows are counted, written to a file if asked, and
+//!   written to the late stream when a later query reads `LATE(sink)`, see [`LateLayout`]);
+//! - at the end of epoch `e` (every partition hears of every epoch, see
+//!   `StreamFunctionFactory::every_epoch`) windows ending at or before
+//!   `(e + 1) * epoch - lateness` are emitted.
+//!
+//! One file per operator: `project` (scan, filter, project, union), `lookup` (a table
+//! join), `aggregate` with `session` and `count_window` windows, `join` (stream joins),
+//! and `late` (late rows). This module builds the tree and drives it.
+//!
+//! Output rows carry a lane that is a hash of their values, so the transparent merge
+//! orders them the same way whatever partition made them.
+
+mod accumulate;
+mod aggregate;
+mod count_window;
+mod join;
+mod late;
+mod lookup;
+mod project;
+mod session;
+
+pub use late::{LateLayout, LateRows, LateStage};
+
+use crate::logical::Logical;
+use aggregate::AggState;
+use braid_plan::batch::{Batch, Row, RowKey};
+use braid_plan::error::Result;
+use braid_plan::expr::Expr;
+use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
+use braid_plan::types::Schema;
+use join::JoinState;
+use late::{Cx, LateBuf, LateBuild};
+use lookup::{Lookup, TableIndex};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Where each input stream's columns sit in the physical row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Layout {
+    /// Column holding the input index (`_stream` of an interleaved source), if several.
+    pub tag: Option<usize>,
+    /// Per input stream: the value of the tag column and the first column.
+    pub inputs: Vec<(i64, usize)>,
+}
+
+impl Layout {
+    /// One input stream whose columns start at 0.
+    pub fn single() -> Layout {
+        Layout {
+            tag: None,
+            inputs: vec![(0, 0)],
+        }
+    }
+
+    fn input_of(&self, row: &Row<'_>) -> Option<usize> {
+        match self.tag {
+            None => Some(0),
+            Some(c) => {
+                let t = row.int(c)?;
+                self.inputs.iter().position(|(v, _)| *v == t)
+            }
+        }
+    }
+}
+
+/// Makes the per-partition instances of a compiled query.
+pub struct QueryFactory {
+    root: Logical,
+    layout: Layout,
+    epoch: u64,
+    lateness: i64,
+    late: Arc<LateRows>,
+    late_stage: Option<(Schema, LateStage)>,
+    tables: Vec<Arc<TableIndex>>,
+}
+
+impl QueryFactory {
+    /// A factory for `root` reading physical rows laid out as `layout`, with epochs of
+    /// `epoch` event-time units and `lateness` allowed.
+    pub fn new(
+        root: Logical,
+        layout: Layout,
+        epoch: u64,
+        lateness: i64,
+        late: Arc<LateRows>,
+    ) -> QueryFactory {
+        let mut tables = Vec::new();
+        collect_tables(&root, &mut tables);
+        QueryFactory {
+            root,
+            layout,
+            epoch: epoch.max(1),
+            lateness,
+            late,
+            late_stage: None,
+            tables,
+        }
+    }
+
+    /// Also writes the rows this stage refuses to the query's late stream, laid out as
+    /// `layout` says for stage `k`.
+    pub fn with_late_stream(mut self, layout: &LateLayout, k: usize) -> QueryFactory {
+        self.late_stage = Some((layout.schema.clone(), layout.stage(k)));
+        self
+    }
+
+    /// The late-row counter.
+    pub fn late(&self) -> &Arc<LateRows> {
+        &self.late
+    }
+}
+
+fn collect_tables(l: &Logical, out: &mut Vec<Arc<TableIndex>>) {
+    if let Logical::Lookup { table, keys, .. } = l {
+        out.push(Arc::new(TableIndex::new(
+            table.clone(),
+            keys.iter().map(|k| k.1).collect(),
+        )));
+    }
+    for c in l.children() {
+        collect_tables(c, out);
+    }
+}
+
+impl StreamFunctionFactory for QueryFactory {
+    fn output_schema(&self, _input: &Schema) -> Result<Schema> {
+        Ok(self.root.schema().clone())
+    }
+
+    fn create(&self, _partition: u32, _partitions: u32) -> Box<dyn StreamFunction> {
+        let mut tables = self.tables.iter();
+        let late_buf = self
+            .late_stage
+            .as_ref()
+            .map(|(_, st)| Rc::new(RefCell::new(Batch::new(st.arity))));
+        let mut late = LateBuild {
+            rows: &self.late,
+            stream: late_buf
+                .as_ref()
+                .zip(self.late_stage.as_ref())
+                .map(|(buf, (_, st))| (buf, st.ops.iter())),
+        };
+        let root = Node::build(&self.root, &self.layout, &mut tables, &mut late);
+        Box::new(QueryFn {
+            root,
+            layout: self.layout.clone(),
+            epoch: self.epoch,
+            lateness: self.lateness,
+            buf: Batch::new(self.root.schema().arity()),
+            late_buf,
+        })
+    }
+
+    fn every_epoch(&self) -> bool {
+        true
+    }
+
+    fn late_schema(&self) -> Option<Schema> {
+        self.late_stage.as_ref().map(|(schema, _)| schema.clone())
+    }
+}
+
+struct QueryFn {
+    root: Node,
+    layout: Layout,
+    epoch: u64,
+    lateness: i64,
+    buf: Batch,
+    /// Rows the operators refused, in the late stream's layout (when it has one).
+    late_buf: Option<LateBuf>,
+}
+
+impl QueryFn {
+    fn flush(&mut self, out: &mut Emitter<'_>) {
+        for i in 0..self.buf.len() {
+            let row = self.buf.row(i);
+            out.emit_row_with_lane(row_hash(&row), row);
+        }
+        self.buf.clear();
+        if let Some(buf) = &self.late_buf {
+            let mut late = buf.borrow_mut();
+            if let Some(to) = out.late_rows() {
+                for i in 0..late.len() {
+                    to.push_row_of(&late, i, RowKey::default());
+                }
+            }
+            late.clear();
+        }
+    }
+}
+
+pub use braid_plan::expr::row_hash;
+
+impl StreamFunction for QueryFn {
+    fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
+        let Some(input) = self.layout.input_of(&row) else {
+            return;
+        };
+        // Rows made when the input ended (an earlier stage's final results) are never late.
+        let (wm, at) = if out.epoch() == u64::MAX {
+            (i64::MIN, i64::MAX)
+        } else {
+            let at = (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64;
+            (at - self.lateness, at)
+        };
+        let cx = Cx { wm, at };
+        self.root.push(input, row, &cx, &mut self.buf);
+        self.flush(out);
+    }
+
+    fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        let end = (epoch.saturating_add(1))
+            .saturating_mul(self.epoch)
+            .min(i64::MAX as u64) as i64;
+        self.root.advance(end - self.lateness, &mut self.buf);
+        self.flush(out);
+    }
+
+    fn finish(&mut self, out: &mut Emitter<'_>) {
+        self.root.finish(&mut self.buf);
+        self.flush(out);
+    }
+}
+
+/// An operator and its inputs, each with the batch it writes for the operator to read.
+struct Node {
+    op: Op,
+    kids: Vec<Node>,
+    bufs: Vec<Batch>,
+}
+
+/// One operator of the tree; stateful ones hold their state.
+enum Op {
+    Scan {
+        input: usize,
+        offset: usize,
+        arity: usize,
+    },
+    Filter(Expr),
+    Project(Vec<Expr>),
+    Agg(Box<AggState>),
+    Join(Box<JoinState>),
+    Lookup(Box<Lookup>),
+    Union,
+}
+
+impl Node {
+    fn build(
+        l: &Logical,
+        layout: &Layout,
+        tables: &mut std::slice::Iter<'_, Arc<TableIndex>>,
+        late: &mut LateBuild<'_>,
+    ) -> Node {
+        let op = match l {
+            Logical::Scan { input, schema, .. } => Op::Scan {
+                input: *input,
+                offset: layout.inputs.get(*input).map_or(0, |i| i.1),
+                arity: schema.arity(),
+            },
+            Logical::Filter { predicate, .. } => Op::Filter(predicate.clone()),
+            Logical::Project { exprs, .. } => Op::Project(exprs.clone()),
+            Logical::Aggregate {
+                input,
+                window,
+                keys,
+                aggs,
+                ..
+            } => Op::Agg(Box::new(AggState::new(
+                window.clone(),
+                keys.clone(),
+                aggs.clone(),
+                input.schema().event_time,
+                late.out("aggregate"),
+            ))),
+            Logical::Join {
+                left,
+                right,
+                equi,
+                residual,
+                window,
+                ..
+            } => Op::Join(Box::new(JoinState::new(
+                left,
+                right,
+                equi,
+                residual.clone(),
+                window.clone(),
+                late,
+            ))),
+            Logical::Lookup { keys, residual, .. } => {
+                let t = tables.next().cloned().expect("one index per lookup");
+                let keys = keys.iter().map(|k| k.0.clone()).collect();
+                Op::Lookup(Box::new(Lookup::new(t, keys, residual.clone())))
+            }
+            Logical::Union { .. } => Op::Union,
+        };
+        let kids: Vec<Node> = l
+            .children()
+            .into_iter()
+            .map(|c| Node::build(c, layout, tables, late))
+            .collect();
+        let bufs = l
+            .children()
+            .iter()
+            .map(|c| Batch::new(c.schema().arity()))
+            .collect();
+        Node { op, kids, bufs }
+    }
+
+    fn push(&mut self, input: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+        let Node { op, kids, bufs } = self;
+        if let Op::Scan {
+            input: mine,
+            offset,
+            arity,
+        } = op
+        {
+            if *mine == input {
+                project::scan(&row, *offset, *arity, out);
+            }
+            return;
+        }
+        for (k, kid) in kids.iter_mut().enumerate() {
+            kid.push(input, row, cx, &mut bufs[k]);
+            for i in 0..bufs[k].len() {
+                op.push(k, bufs[k].row(i), cx, out);
+            }
+            bufs[k].clear();
+        }
+    }
+
+    fn advance(&mut self, wm: i64, out: &mut Batch) {
+        let Node { op, kids, bufs } = self;
+        let cx = Cx {
+            wm: i64::MIN,
+            at: i64::MIN,
+        };
+        for (k, kid) in kids.iter_mut().enumerate() {
+            kid.advance(wm, &mut bufs[k]);
+            for i in 0..bufs[k].len() {
+                op.push(k, bufs[k].row(i), &cx, out);
+            }
+            bufs[k].clear();
+        }
+        op.advance(wm, out);
+    }
+
+    fn finish(&mut self, out: &mut Batch) {
+        let Node { op, kids, bufs } = self;
+        let cx = Cx {
+            wm: i64::MIN,
+            at: i64::MAX,
+        };
+        for (k, kid) in kids.iter_mut().enumerate() {
+            kid.finish(&mut bufs[k]);
+            for i in 0..bufs[k].len() {
+                op.push(k, bufs[k].row(i), &cx, out);
+            }
+            bufs[k].clear();
+        }
+        op.advance(i64::MAX, out);
+    }
+}
+
+impl Op {
+    fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+        match self {
+            Op::Scan { .. } => {}
+            Op::Filter(p) => project::filter(p, row, out),
+            Op::Project(exprs) => project::project(exprs, row, out),
+            Op::Union => project::union(row, out),
+            Op::Agg(a) => a.push(row, cx, out),
+            Op::Join(j) => j.push(side, row, cx, out),
+            Op::Lookup(l) => l.push(row, out),
+        }
+    }
+
+    fn advance(&mut self, wm: i64, out: &mut Batch) {
+        match self {
+            Op::Agg(a) => a.advance(wm, out),
+            Op::Join(j) => j.advance(wm),
+            _ => {}
+        }
+    }
+}

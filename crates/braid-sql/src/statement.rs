@@ -1,0 +1,343 @@
+//! Statements: the script's text split into statements (Braid's words `CREATE STREAM`
+//! and `CREATE SINK` handed to sqlparser spelled `CREATE TABLE`, keeping every position
+//! the same, so parse errors point at the user's text), then each statement run in
+//! order: declarations into the catalog, `SET` into the settings, queries into jobs
+//! ([`crate::query`] plans a query, [`crate::parallel`] an explicit `PARALLEL(...)`).
+
+use crate::catalog::{self, Options, SinkDef};
+use crate::located::{parse_error, At};
+use crate::script::{Job, Script};
+use crate::{parallel, query};
+use braid_plan::batch::Scalar;
+use braid_plan::error::{Error, Result};
+use braid_plan::types::{DataType, Field, Schema};
+use sqlparser::ast::{self, Spanned};
+use sqlparser::dialect::GenericDialect;
+use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Span, Token, Tokenizer};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Parses `text` and runs its statements against `script`; returns the number of jobs
+/// added.
+pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
+    let (patched, kinds) = braid_words(text);
+    let statements = Parser::parse_sql(&GenericDialect {}, &patched)
+        .map_err(|e| parse_error(text, &e.to_string()))?;
+    let before = script.jobs.len();
+    for (n, st) in statements.iter().enumerate() {
+        statement(script, text, base, st, kinds.get(n).copied().flatten())?;
+    }
+    Ok(script.jobs.len() - before)
+}
+
+/// `CREATE STREAM`/`CREATE SINK` become `CREATE TABLE ` (same length for STREAM; SINK
+/// gains one column). Returns the text and, per statement, which word it had.
+fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
+    let dialect = GenericDialect {};
+    let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
+        return (text.to_string(), Vec::new());
+    };
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let offset = |line: u64, col: u64| -> usize {
+        let start = line_starts.get(line as usize - 1).copied().unwrap_or(0);
+        text[start..]
+            .char_indices()
+            .nth(col as usize - 1)
+            .map_or(text.len(), |(i, _)| start + i)
+    };
+    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
+    let mut kinds: Vec<Option<Word>> = vec![None];
+    let mut after_create = false;
+    for t in &tokens {
+        match &t.token {
+            Token::Whitespace(_) => continue,
+            Token::SemiColon => {
+                kinds.push(None);
+                after_create = false;
+                continue;
+            }
+            Token::Word(w) if after_create => {
+                let kind = match w.value.to_ascii_uppercase().as_str() {
+                    "STREAM" => Some(Word::Stream),
+                    "SINK" => Some(Word::Sink),
+                    _ => None,
+                };
+                if let Some(k) = kind {
+                    let at = offset(t.span.start.line, t.span.start.column);
+                    let len = w.value.len();
+                    edits.push((at, len, if k == Word::Stream { "TABLE " } else { "TABLE" }));
+                    if let Some(last) = kinds.last_mut() {
+                        *last = Some(k);
+                    }
+                }
+            }
+            _ => {}
+        }
+        after_create = matches!(&t.token, Token::Word(w) if w.value.eq_ignore_ascii_case("create"));
+    }
+    let mut out = text.to_string();
+    for (at, len, with) in edits.into_iter().rev() {
+        out.replace_range(at..at + len, with);
+    }
+    // Statements sqlparser returns skip empty ones; drop empty slots the same way.
+    let mut per = Vec::new();
+    for (i, piece) in split_statements(&tokens).into_iter().enumerate() {
+        if piece {
+            per.push(kinds.get(i).copied().flatten());
+        }
+    }
+    (out, per)
+}
+
+/// Per `;`-separated piece: whether it has any token (sqlparser skips empty ones).
+fn split_statements(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> Vec<bool> {
+    let mut v = vec![false];
+    for t in tokens {
+        match &t.token {
+            Token::SemiColon => v.push(false),
+            Token::Whitespace(_) | Token::EOF => {}
+            _ => {
+                if let Some(last) = v.last_mut() {
+                    *last = true;
+                }
+            }
+        }
+    }
+    v
+}
+
+/// Braid's word after CREATE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Word {
+    Stream,
+    Sink,
+}
+
+/// Runs one statement.
+fn statement(
+    script: &mut Script,
+    text: &str,
+    base: &Path,
+    st: &ast::Statement,
+    word: Option<Word>,
+) -> Result<()> {
+    let at = |e: Error| e.at(text, st.span());
+    match st {
+        ast::Statement::CreateTable(ct) => create(script, text, base, ct, word, st.span()),
+        ast::Statement::Set(ast::Set::SingleAssignment {
+            variable, values, ..
+        }) => set(script, base, &variable.to_string(), values).map_err(at),
+        ast::Statement::Insert(ins) => {
+            let target = ins.table.to_string();
+            let sink = script.catalog.sink(&target).map_err(at)?.clone();
+            let Some(src) = &ins.source else {
+                return Err(at(Error::NotSupported("INSERT without a query".into())));
+            };
+            let job = job(script, text, src, &sink, &st.to_string())?;
+            script.add_job(job, Some(&sink.name)).map_err(at)
+        }
+        ast::Statement::Query(q) => {
+            let sink = SinkDef {
+                name: "stdout".into(),
+                spec: braid_plan::plan::SinkSpec::Stdout,
+                stamp_emit: false,
+            };
+            let job = job(script, text, q, &sink, &st.to_string())?;
+            script.add_job(job, None).map_err(at)
+        }
+        other => Err(at(Error::NotSupported(format!(
+            "statement `{}`; Braid runs CREATE STREAM/TABLE/SINK, SET, INSERT INTO ... SELECT and SELECT",
+            first_words(&other.to_string())
+        )))),
+    }
+}
+
+/// `CREATE STREAM`, `CREATE SINK` or `CREATE TABLE`: a declaration into the catalog.
+/// Errors without a position get the statement's (`span`).
+fn create(
+    script: &mut Script,
+    text: &str,
+    base: &Path,
+    ct: &ast::CreateTable,
+    word: Option<Word>,
+    span: Span,
+) -> Result<()> {
+    let name = ct.name.to_string();
+    let opts = options(&ct.table_options, text)?;
+    let schema = (!ct.columns.is_empty())
+        .then(|| columns(&ct.columns, text))
+        .transpose()?;
+    let lower = name.to_ascii_lowercase();
+    let taken = script.catalog.streams.contains_key(&lower)
+        || script.catalog.tables.contains_key(&lower)
+        || script.catalog.sinks.contains_key(&lower);
+    if taken {
+        return Err(Error::Plan(format!("`{name}` is already declared")).at(text, span));
+    }
+    match word {
+        Some(Word::Stream) => {
+            let what = format!("stream `{name}`");
+            let def = catalog::stream(&name, schema, Options::new(&what, opts), base);
+            script.catalog.streams.insert(lower, def.at(text, span)?);
+        }
+        Some(Word::Sink) => {
+            if schema.is_some() {
+                return Err(Error::Plan(format!(
+                    "sink `{name}` takes no columns; it writes what the query selects"
+                ))
+                .at(text, span));
+            }
+            let def = catalog::sink(&name, Options::new(&format!("sink `{name}`"), opts), base);
+            script.catalog.sinks.insert(lower, def.at(text, span)?);
+        }
+        None => {
+            let schema = schema.ok_or_else(|| {
+                Error::Plan(format!("table `{name}` needs its columns")).at(text, span)
+            })?;
+            let what = format!("table `{name}`");
+            let def = catalog::table(&name, schema, Options::new(&what, opts), base);
+            script
+                .catalog
+                .tables
+                .insert(lower, Arc::new(def.at(text, span)?));
+        }
+    }
+    Ok(())
+}
+
+/// `SET key = value` (a relative `late_path` is relative to `base`).
+fn set(script: &mut Script, base: &Path, key: &str, values: &[ast::Expr]) -> Result<()> {
+    let [v] = values else {
+        return Err(Error::Plan(format!("SET {key} takes one value")));
+    };
+    let value = match v {
+        ast::Expr::Value(x) => literal(&x.value),
+        ast::Expr::Identifier(id) => Some(Scalar::Str(id.value.clone())),
+        _ => None,
+    }
+    .ok_or_else(|| Error::Plan(format!("SET {key} needs a literal value")))?;
+    let mut value = value;
+    if key.eq_ignore_ascii_case("late_path") {
+        if let Scalar::Str(p) = &value {
+            value = Scalar::Str(base.join(p).to_string_lossy().to_string());
+        }
+    }
+    catalog::set(&mut script.catalog.settings, key, &value)
+}
+
+/// A query's job: an explicit `SELECT * FROM PARALLEL(...)`, or a query Braid
+/// parallelizes.
+fn job(script: &mut Script, text: &str, q: &ast::Query, sink: &SinkDef, sql: &str) -> Result<Job> {
+    match parallel::call(q) {
+        Some(args) => parallel::job(script, text, q, args, sink, sql),
+        None => query::job(script, text, q, sink, sql),
+    }
+}
+
+/// The options of `WITH (key = value, ...)`.
+fn options(list: &ast::CreateTableOptions, text: &str) -> Result<BTreeMap<String, Scalar>> {
+    let mut out = BTreeMap::new();
+    let items = match list {
+        ast::CreateTableOptions::None => return Ok(out),
+        ast::CreateTableOptions::With(v) => v,
+        _ => {
+            return Err(Error::NotSupported(
+                "options other than WITH (key = value, ...)".into(),
+            ))
+        }
+    };
+    for o in items {
+        match o {
+            ast::SqlOption::KeyValue { key, value } => {
+                let v = match value {
+                    ast::Expr::Value(v) => literal(&v.value),
+                    ast::Expr::UnaryOp {
+                        op: ast::UnaryOperator::Minus,
+                        expr,
+                    } => match expr.as_ref() {
+                        ast::Expr::Value(v) => match literal(&v.value) {
+                            Some(Scalar::Int(i)) => Some(Scalar::Int(-i)),
+                            Some(Scalar::Float(f)) => Some(Scalar::Float(-f)),
+                            _ => None,
+                        },
+                        _ => None,
+                    },
+                    ast::Expr::Identifier(id) => Some(Scalar::Str(id.value.clone())),
+                    _ => None,
+                };
+                let v = v.ok_or_else(|| {
+                    Error::Plan(format!("option `{}` needs a literal value", key.value))
+                        .at(text, value.span())
+                })?;
+                out.insert(key.value.to_ascii_lowercase(), v);
+            }
+            other => {
+                return Err(
+                    Error::NotSupported(format!("option `{other}`; write key = value"))
+                        .at(text, other.span()),
+                )
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The value of a literal option.
+fn literal(v: &ast::Value) -> Option<Scalar> {
+    Some(match v {
+        ast::Value::Number(n, _) => match n.parse::<i64>() {
+            Ok(i) => Scalar::Int(i),
+            Err(_) => Scalar::Float(n.parse().ok()?),
+        },
+        ast::Value::SingleQuotedString(s) | ast::Value::DoubleQuotedString(s) => {
+            Scalar::Str(s.clone())
+        }
+        ast::Value::Boolean(b) => Scalar::Bool(*b),
+        _ => return None,
+    })
+}
+
+/// The columns of `CREATE STREAM/TABLE name (columns)`.
+fn columns(cols: &[ast::ColumnDef], text: &str) -> Result<Schema> {
+    let mut fields = Vec::new();
+    for c in cols {
+        let name = match &c.data_type {
+            ast::DataType::Custom(n, _) => n.to_string(),
+            other => other.to_string(),
+        };
+        let base = name.split('(').next().unwrap_or(&name).trim().to_string();
+        let ty: DataType = match base.to_ascii_uppercase().as_str() {
+            "INT" | "INTEGER" | "BIGINT" | "SMALLINT" | "INT64" | "TINYINT" => DataType::Int64,
+            "DOUBLE" | "FLOAT" | "REAL" | "FLOAT64" | "DOUBLE PRECISION" | "DECIMAL"
+            | "NUMERIC" => DataType::Float64,
+            "BOOL" | "BOOLEAN" => DataType::Bool,
+            "TEXT" | "VARCHAR" | "STRING" | "CHAR" | "CHARACTER VARYING" => DataType::String,
+            _ => {
+                return Err(Error::Plan(format!(
+                    "column `{}` has type {name}; types are BIGINT, DOUBLE, BOOLEAN, TEXT",
+                    c.name.value
+                ))
+                .at(text, c.name.span))
+            }
+        };
+        let not_null = c
+            .options
+            .iter()
+            .any(|o| matches!(o.option, ast::ColumnOption::NotNull));
+        fields.push(if not_null {
+            Field::new(&c.name.value, ty)
+        } else {
+            Field::nullable(&c.name.value, ty)
+        });
+    }
+    Ok(Schema::new(fields))
+}
+
+/// The first three words of a statement (to name it in a message).
+fn first_words(s: &str) -> String {
+    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
