@@ -8,7 +8,7 @@ use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;
 use braid_plan::optimize::{resolve, Env};
 use braid_plan::plan::{Pace, Plan};
-use braid_plan::reference::OutRow;
+use braid_plan::output::OutRow;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use timely::dataflow::ProbeHandle;

@@ -21,7 +21,8 @@ use braid_plan::interleave;
 use braid_plan::plan::{
     Agg, Combine, MergeKind, Plan, Route, SinkSpec, Source, SourceSpec, SplitShape, Strategy,
 };
-use braid_plan::reference::{self, OutRow};
+use braid_plan::output::OutRow;
+use braid_plan::reference;
 use braid_plan::types::{DataType, Field, Schema};
 use proptest::prelude::*;
 use std::sync::Arc;

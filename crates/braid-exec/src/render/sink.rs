@@ -7,7 +7,7 @@ use crate::runtime::Shared;
 use crate::source::Counters;
 use braid_plan::batch::{Batch, Row};
 use braid_plan::plan::{Sink, SinkSpec};
-use braid_plan::reference::OutRow;
+use braid_plan::output::OutRow;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

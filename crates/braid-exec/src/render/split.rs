@@ -16,7 +16,7 @@ use braid_plan::placement::{
     class_members, intersect, splitter_worker, tree_node_worker, Hosts, FSPLIT_WORKER,
 };
 use braid_plan::plan::{Split, SplitShape};
-use braid_plan::reference::{Dest, Router};
+use super::route::{Dest, Router};
 use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;

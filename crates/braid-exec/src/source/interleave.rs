@@ -14,7 +14,7 @@ use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::Registry;
 use braid_plan::interleave::{schema, time_of, Layout};
 use braid_plan::plan::Source;
-use braid_plan::reference::epoch_at;
+use super::epoch_at;
 use std::sync::Arc;
 
 /// One interleaved source and where its reading stands.
