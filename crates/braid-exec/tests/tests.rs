@@ -12,16 +12,17 @@
 
 mod bad_input;
 mod sql;
+mod sql_reference;
 
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{BinOp, Expr};
 use braid_plan::function::{Emitter, Registry, StreamFunction, StreamFunctionFactory};
 use braid_plan::interleave;
+use braid_plan::output::OutRow;
 use braid_plan::plan::{
     Agg, Combine, MergeKind, Plan, Route, SinkSpec, Source, SourceSpec, SplitShape, Strategy,
 };
-use braid_plan::output::OutRow;
 use braid_plan::reference;
 use braid_plan::types::{DataType, Field, Schema};
 use proptest::prelude::*;
