@@ -830,6 +830,16 @@ fn check_reference_of(
 /// counts per window of refusal time), on 1, 2 and 4 workers: the output, the late rows
 /// and the counts are what the naive reference computes.
 pub fn check_late_reference(calls: &[Call], texts: &[Call]) -> Result<(), TestCaseError> {
+    check_late_reference_of(calls, texts, None)
+}
+
+/// [`check_late_reference`] with the queries cut into stages as `only` says (both
+/// settings when None).
+fn check_late_reference_of(
+    calls: &[Call],
+    texts: &[Call],
+    only: Option<&str>,
+) -> Result<(), TestCaseError> {
     let dir = scratch("late-reference");
     write_inputs(&dir.0, calls, texts, &[]);
     let streams = streams_of(calls, texts);
@@ -840,6 +850,9 @@ pub fn check_late_reference(calls: &[Call], texts: &[Call]) -> Result<(), TestCa
             .map(|(_, q)| *q)
             .expect("a query of QUERIES");
         for stages in stage_settings(name, false) {
+            if only.is_some_and(|o| o != *stages) {
+                continue;
+            }
             let par = late_script(
                 &dir.0,
                 &format!("SET partitions = 8; SET stages = '{stages}';"),
@@ -912,6 +925,29 @@ proptest! {
     }
 }
 
+/// Calls and texts where one text, in epoch 7, meets three calls of the window [0, 50),
+/// closed at 70 - 20 = 50: `join_then_aggregate` refuses the three joined rows, uncut.
+const MEETS_THREE: ([Call; 4], [Call; 2]) = (
+    [
+        (1, 0, 45, 100),
+        (1, 0, 46, 100),
+        (1, 0, 47, 100),
+        (2, 0, 80, 5),
+    ],
+    [(2, 0, 70, 5), (1, 0, 52, 7)],
+);
+
+/// [`MEETS_THREE`] with `join_then_aggregate` cut into stages as by default, against
+/// the reference: ignored, a known difference. The stage after the join allows the
+/// join's delay (13) on top of the lateness, so it keeps the three rows that the query
+/// as written refuses.
+#[test]
+#[ignore = "known difference: a stage after an interval join allows more lateness"]
+fn sql_cut_after_an_interval_join_matches_the_reference() {
+    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, Some("subquery"))
+        .expect("cut after an interval join");
+}
+
 /// The queries of [`CUT_AFTER_AGGREGATE`] cut into stages as by default, against the
 /// reference: ignored, as the cut refuses rows the uncut query keeps (see there).
 #[test]
@@ -934,6 +970,10 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
         .collect();
     check_reference(&late, &late, &[(0, 1), (1, 2)]).expect("late rows");
     check_late_reference(&late, &late).expect("late rows as a stream");
+    // Uncut, the aggregate over the join refuses three rows while processing one text
+    // (the late stream must hold all three, each whole).
+    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, Some("query"))
+        .expect("several rows refused at once");
     let extreme: Vec<Call> = [
         0,
         7,

@@ -138,12 +138,19 @@ impl<'a> Routing<'a> {
                     .map(|v| v.rem_euclid(q as i64) as u64))
             }
             Route::Native(_) => {
-                let f = self.native.as_ref().expect("a native route's function, looked up in new");
+                let f = self
+                    .native
+                    .as_ref()
+                    .expect("a native route's function, looked up in new");
                 one(f(row).map(|v| v % q))
             }
             Route::RoundRobin => one(Some(seq % q)),
             Route::Grid { left, rows, cols } => {
-                let side = if left.eval(&row).is_true() { *rows } else { *cols } as u64;
+                let side = if left.eval(&row).is_true() {
+                    *rows
+                } else {
+                    *cols
+                } as u64;
                 all(Some((side, seq % side)))
             }
         }

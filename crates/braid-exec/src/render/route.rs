@@ -257,7 +257,6 @@ fn each_compared(
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,13 +356,8 @@ mod tests {
         for q in [1, 3, 7, 8, 512, 1000] {
             for route in &routes {
                 for broadcast in &broadcasts {
-                    let Plan::Split(split) =
-                        Plan::source("s", SourceSpec::Stdin, schema.clone()).split(
-                            q,
-                            route.clone(),
-                            broadcast.clone(),
-                            Strategy::Fsplit,
-                        )
+                    let Plan::Split(split) = Plan::source("s", SourceSpec::Stdin, schema.clone())
+                        .split(q, route.clone(), broadcast.clone(), Strategy::Fsplit)
                     else {
                         panic!("split() makes a Split");
                     };
