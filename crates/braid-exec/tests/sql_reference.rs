@@ -26,7 +26,15 @@
 //! the late rows and for queries over them.
 //!
 //! The reference evaluates the query as written (`Job::logical`), uncut: the engine's
-//! stages must not change the result.
+//! stages must not change the result. Two known cases where they do are compared uncut
+//! only, and kept as ignored tests: [`CUT_AFTER_AGGREGATE`], [`MEETS_THREE`].
+//!
+//! Not expressed yet: explicit `PARALLEL(...)` queries (a registered stream function
+//! has no logical plan); count-window joins with equality keys (none of the queries has
+//! one); the order in which a later stage, or a query over `LATE(...)`, sees an epoch's
+//! rows (a hash order; it matters only to order-sensitive operators there, count
+//! windows and float sums, which no query of the lists has): the reference keeps the
+//! order the rows were made in.
 
 use crate::sql::{
     calls_strategy, late_script, scratch, script, write_calls, write_texts, Call, LATE_QUERIES,
@@ -725,7 +733,7 @@ pub fn answer(script: &Script, job: &Job, streams: &BTreeMap<String, Vec<Vec<Sca
             (ev.epoch, seq, hash(&ev.values), ev.values.clone())
         })
         .collect();
-    keyed.sort_by(|a, b| (a.0, a.1, a.2).cmp(&(b.0, b.1, b.2)));
+    keyed.sort_by_key(|k| (k.0, k.1, k.2));
     Answer {
         rows: out.into_iter().map(|ev| ev.values).collect(),
         ordered: keyed.into_iter().map(|k| k.3).collect(),

@@ -364,8 +364,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                     }
                     // Per epoch, the rows to combine by key (keys in first-seen order);
                     // the rows the filter rejects pass as they are.
-                    let mut by_epoch: BTreeMap<u64, (RowKey, Vec<(Vec<Scalar>, Vec<&OutRow>)>)> =
-                        BTreeMap::new();
+                    let mut by_epoch: BTreeMap<u64, (RowKey, Vec<Group<'_>>)> = BTreeMap::new();
                     let mut out = Vec::new();
                     let mut tmp = Batch::new(schema.arity());
                     for r in &rows {
@@ -429,6 +428,9 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
         Plan::Sink(s) => eval(&s.input, registry, input, cx),
     }
 }
+
+/// A keyed merge's group: its key and its partial rows, in order.
+type Group<'r> = (Vec<Scalar>, Vec<&'r OutRow>);
 
 /// One aggregate of a keyed merge over the partial rows of a group: counts add up (a
 /// partial row counts 1); sums add ints (wrapping) or floats; min and max keep the
