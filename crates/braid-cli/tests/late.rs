@@ -69,8 +69,9 @@ fn late_rows_read_as_a_stream_are_the_rows_counted_late() {
         assert_eq!(stdout.trim(), late.len().to_string(), "{stderr}");
         assert!(
             stderr.contains(&format!(
-                "{} late row(s) of query 1 (read by LATE(...))",
-                late.len()
+                "{} late row(s) of query 1 (read by LATE(...)), written to {}",
+                late.len(),
+                dir.join("late.csv").display()
             )),
             "{stderr}"
         );

@@ -4,7 +4,7 @@
 
 use crate::error::Error;
 use crate::source::{Counters, Rejects};
-use braid_plan::reference::OutRow;
+use braid_plan::output::OutRow;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 

@@ -51,7 +51,7 @@ fn session(workers: usize) -> Session {
     )
 }
 
-fn ints(rows: &[braid_plan::reference::OutRow]) -> Vec<Vec<i64>> {
+fn ints(rows: &[braid_plan::output::OutRow]) -> Vec<Vec<i64>> {
     let mut v: Vec<Vec<i64>> = rows
         .iter()
         .map(|r| {

@@ -9,16 +9,17 @@ use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::function::Registry;
 use braid_plan::interleave;
+use braid_plan::output::OutRow;
 use braid_plan::plan::{Plan, SourceSpec};
-use braid_plan::reference::{self, OutRow};
+use braid_plan::reference;
 use braid_sql::{compile_script, Script};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
 
 /// A call: (caller, callee, start, dur).
-type Call = (i64, i64, i64, i64);
+pub(crate) type Call = (i64, i64, i64, i64);
 
-fn calls_strategy() -> impl Strategy<Value = Vec<Call>> {
+pub(crate) fn calls_strategy() -> impl Strategy<Value = Vec<Call>> {
     prop::collection::vec((0i64..12, 0i64..30, 0i64..25, 0i64..600, 0u8..10), 0..220).prop_map(
         |v| {
             let mut t = 0i64;
@@ -34,14 +35,14 @@ fn calls_strategy() -> impl Strategy<Value = Vec<Call>> {
     )
 }
 
-struct Dir(PathBuf);
+pub(crate) struct Dir(pub(crate) PathBuf);
 impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
-fn scratch(tag: &str) -> Dir {
+pub(crate) fn scratch(tag: &str) -> Dir {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let d = std::env::temp_dir().join(format!(
@@ -61,11 +62,11 @@ fn write_rows(path: &Path, header: &str, rows: &[Call]) {
     std::fs::write(path, s).expect("write rows");
 }
 
-fn write_calls(path: &Path, calls: &[Call]) {
+pub(crate) fn write_calls(path: &Path, calls: &[Call]) {
     write_rows(path, "caller,callee,start,dur", calls);
 }
 
-fn write_texts(path: &Path, texts: &[Call]) {
+pub(crate) fn write_texts(path: &Path, texts: &[Call]) {
     write_rows(path, "sender,receiver,start,dur", texts);
 }
 
@@ -93,7 +94,7 @@ CREATE SINK out WITH (sink = 'collect');
 ";
 
 /// The queries under test: (name, query).
-const QUERIES: &[(&str, &str)] = &[
+pub(crate) const QUERIES: &[(&str, &str)] = &[
     (
         "stateless",
         "SELECT caller, dur * 2 + 1 AS d, CASE WHEN dur > 300 THEN 'long' ELSE 'short' END AS kind FROM calls WHERE dur % 3 <> 0",
@@ -164,7 +165,7 @@ const QUERIES: &[(&str, &str)] = &[
     ),
 ];
 
-fn script(dir: &Path, settings: &str, query: &str) -> Script {
+pub(crate) fn script(dir: &Path, settings: &str, query: &str) -> Script {
     let text = format!("{HEADER}{settings}\nINSERT INTO out {query};");
     compile_script(&text, dir, &Registry::with_builtins())
         .unwrap_or_else(|e| panic!("compile {query}: {e}"))
@@ -689,7 +690,7 @@ fn sql_join_on_aggregate_results_equals_the_uncut_query() {
 }
 
 /// The queries of [`QUERIES`] whose operators refuse late rows.
-const LATE_QUERIES: &[&str] = &[
+pub(crate) const LATE_QUERIES: &[&str] = &[
     "tumble",
     "hop",
     "session",
@@ -700,7 +701,7 @@ const LATE_QUERIES: &[&str] = &[
 
 /// `query` writing to `out`, and two queries over its late rows: all of them, and a
 /// count per window of refusal time.
-fn late_script(dir: &Path, settings: &str, query: &str) -> Script {
+pub(crate) fn late_script(dir: &Path, settings: &str, query: &str) -> Script {
     let text = format!(
         "{HEADER}CREATE SINK late_rows WITH (sink = 'collect');\n\
          CREATE SINK late_counts WITH (sink = 'collect');\n{settings}\n\

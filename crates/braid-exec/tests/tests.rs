@@ -13,16 +13,18 @@
 mod bad_input;
 mod session;
 mod sql;
+mod sql_reference;
 
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{BinOp, Expr};
 use braid_plan::function::{Emitter, Registry, StreamFunction, StreamFunctionFactory};
 use braid_plan::interleave;
+use braid_plan::output::OutRow;
 use braid_plan::plan::{
     Agg, Combine, MergeKind, Plan, Route, SinkSpec, Source, SourceSpec, SplitShape, Strategy,
 };
-use braid_plan::reference::{self, OutRow};
+use braid_plan::reference;
 use braid_plan::types::{DataType, Field, Schema};
 use proptest::prelude::*;
 use std::sync::Arc;
@@ -1104,4 +1106,191 @@ fn a_panic_anywhere_on_a_worker_fails_the_run() {
         _ => panic!("a sink on top"),
     };
     fails_on_every_worker_count(&p, &reg, &["internal error", "a bug in a sink"]);
+}
+
+/// Runs `plan` as 2 processes of `workers` workers each on loopback (two threads of
+/// this test, each a timely process) and returns what process 0's sink collected.
+fn two_processes(plan: &Plan, workers: usize) -> Vec<OutRow> {
+    two_processes_with(plan, &registry(), workers).collected
+}
+
+/// [`two_processes`] with `reg`: process 0's report.
+fn two_processes_with(
+    plan: &Plan,
+    reg: &Registry,
+    workers: usize,
+) -> braid_exec::runtime::RunReport {
+    // Two free ports (held until both are known, so they differ).
+    let listeners: Vec<std::net::TcpListener> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
+        .collect();
+    let hosts: Vec<String> = listeners
+        .iter()
+        .map(|l| format!("127.0.0.1:{}", l.local_addr().expect("address").port()))
+        .collect();
+    drop(listeners);
+    let runs: Vec<_> = (0..2)
+        .map(|process| {
+            let plan = plan.clone();
+            let hosts = hosts.clone();
+            let reg = reg.clone();
+            std::thread::spawn(move || {
+                let cfg = RunConfig {
+                    workers,
+                    processes: 2,
+                    process,
+                    hosts,
+                    ..RunConfig::default()
+                };
+                run(&plan, &reg, &cfg).expect("run succeeds")
+            })
+        })
+        .collect();
+    let mut out: Vec<braid_exec::runtime::RunReport> = runs
+        .into_iter()
+        .map(|r| r.join().expect("a process thread"))
+        .collect();
+    assert!(out[1].collected.is_empty(), "only process 0 collects");
+    out.swap_remove(0)
+}
+
+/// Split trees of three and four levels, over partition counts that fill no level
+/// evenly (so some inner nodes have no partitions of a class, and some leaves none at
+/// all), with grid classes and broadcasts: every row reaches exactly the partitions the
+/// reference routes it to, on 1, 2 and 4 workers and on 2 processes of 1 and 2 workers
+/// (where a node's children in the other process get copies). Catches a wrong child
+/// node id at an inner level (the child's partitions, hence its share of a class, are
+/// then wrong).
+#[test]
+fn deep_split_trees_match_reference() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..600)
+        .map(|i| {
+            (
+                (i % 4) as u8,
+                (i * 13 % 101) - 20,
+                i % 50,
+                (i * 7 % 5) as u8,
+            )
+        })
+        .collect();
+    let input = stream(&rows);
+    let reg = registry();
+    let mut deepest = 0;
+    let cases = [
+        (RouteKind::Grid(5, 7), 0, Some(4)),
+        (RouteKind::Grid(3, 11), 0, None),
+        (RouteKind::Grid(9, 8), 0, Some(3)),
+        (RouteKind::ByKey, 45, Some(3)),
+        (RouteKind::KeyWhenKind0, 100, Some(2)),
+        (RouteKind::RoundRobin, 27, Some(4)),
+    ];
+    for (route, q, bcast) in cases {
+        for strategy in [Strategy::Maxtree, Strategy::Exptree] {
+            let p = plan(
+                input.clone(),
+                q,
+                route,
+                bcast,
+                strategy,
+                "running",
+                MergeKind::Union,
+                16,
+            );
+            for workers in [2, 4] {
+                let resolved = braid_exec::runtime::prepare(&p, &reg, workers).expect("resolves");
+                fn depth(p: &Plan) -> usize {
+                    match p {
+                        Plan::Split(s) => match &s.shape {
+                            Some(SplitShape::Tree(t)) => t.fanouts.len(),
+                            _ => 0,
+                        },
+                        _ => p.input().map_or(0, depth),
+                    }
+                }
+                deepest = deepest.max(depth(&resolved));
+            }
+            let expected = sorted(reference::run(&p, &reg, &input).expect("reference"));
+            assert!(!expected.is_empty());
+            for workers in [1, 2, 4] {
+                let got = sorted(parallel(&p, workers));
+                assert_eq!(got, expected, "{route:?}, {strategy:?}, {workers} workers");
+            }
+            for workers in [1, 2] {
+                let got = sorted(two_processes(&p, workers));
+                assert_eq!(
+                    got, expected,
+                    "{route:?}, {strategy:?}, 2 processes x {workers} workers"
+                );
+            }
+        }
+    }
+    assert!(deepest >= 3, "no tree of 3 levels or more: {deepest}");
+}
+
+/// Only a tree's root (level 1, on one worker) evaluates the routing function; deeper
+/// levels forward by the lanes it wrote. With the generator, every worker reads windows:
+/// they must all go to the root, so the function runs on exactly one thread, whatever
+/// the number of workers, over 1 and 2 processes.
+#[test]
+fn only_the_tree_root_routes() {
+    use braid_plan::plan::GeneratorSpec;
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    let schema = GeneratorSpec::schema();
+    let spec = GeneratorSpec {
+        tuples: 4000,
+        rate: 1000.0,
+        keys: 13,
+        broadcast: 0.1,
+        seed: 3,
+    };
+    let broadcast = Some(Expr::col(&schema, "type").expect("type").eq(Expr::int(2)));
+    for strategy in [Strategy::Maxtree, Strategy::Exptree] {
+        let p = Plan::source("gen", SourceSpec::Generator(spec), schema.clone())
+            .split(
+                40,
+                Route::Native("xway_seen".into()),
+                broadcast.clone(),
+                strategy,
+            )
+            .map("count")
+            .merge(MergeKind::Union)
+            .sink(SinkSpec::Collect);
+        for workers in [2, 4] {
+            let seen: Arc<Mutex<HashSet<std::thread::ThreadId>>> = Arc::default();
+            let mut reg = registry();
+            let s = seen.clone();
+            let xway = Expr::col(&schema, "xway").expect("xway");
+            let col = match xway {
+                Expr::Column(c, _) => c,
+                _ => unreachable!("a column"),
+            };
+            reg.add_route(
+                "xway_seen",
+                Arc::new(move |row: Row<'_>| {
+                    s.lock().expect("lock").insert(std::thread::current().id());
+                    row.int(col).map(|k| k as u64)
+                }),
+            );
+            for processes in [1, 2] {
+                seen.lock().expect("lock").clear();
+                let report = match processes {
+                    1 => {
+                        let cfg = RunConfig {
+                            workers,
+                            ..RunConfig::default()
+                        };
+                        run(&p, &reg, &cfg).expect("run succeeds")
+                    }
+                    _ => two_processes_with(&p, &reg, workers / 2),
+                };
+                assert!(report.rows_in > 0);
+                let threads = seen.lock().expect("lock").len();
+                assert_eq!(
+                    threads, 1,
+                    "{strategy:?}, {processes} process(es), {workers} workers in all: routed on {threads} threads"
+                );
+            }
+        }
+    }
 }

@@ -1,5 +1,5 @@
-//! Keyed merge of partial results, shared by the reference interpreter and the
-//! execution layer so both combine the same way.
+//! Keyed merge of partial results, as the execution layer combines them (the reference
+//! interpreter recomputes keyed merges on its own, group by group).
 //!
 //! A partial row is *lifted* into an accumulator, accumulators with the same key are
 //! *merged* (associatively, so merging can happen per worker and then globally, or in

@@ -12,7 +12,6 @@
 use crate::batch::{Batch, Row, RowKey, Value};
 use crate::error::{Error, Result};
 use crate::plan::Source;
-use crate::reference::epoch_at;
 use crate::types::{DataType, Field, Schema};
 use std::collections::HashSet;
 
@@ -166,7 +165,7 @@ pub fn rows(children: &[(&Source, &Batch)], epoch: u64) -> Batch {
         let mut last = 0u64;
         for i in 0..batch.len() {
             let t = time_of(source, batch.row(i), i as u64);
-            last = last.max(epoch_at(epoch, Some(t), i as u64));
+            last = last.max(t.max(0) as u64 / epoch);
             order.push((last, c, i, t));
         }
     }

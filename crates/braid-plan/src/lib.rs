@@ -34,6 +34,7 @@ pub mod expr;
 pub mod function;
 pub mod interleave;
 pub mod optimize;
+pub mod output;
 pub mod placement;
 pub mod plan;
 pub mod reference;

@@ -7,41 +7,23 @@
 //! when the epoch ends (partitions in order), then `finish` once at the end.
 //!
 //! Row `i` of the input has sequence number `i` and belongs to epoch
-//! `max(epoch_of(row i), epoch of row i - 1)`: epochs never go back (a parallel run
+//! `max(time of row i / epoch length, epoch of row i - 1)` (without an event time, `i`
+//! stands for the time; a negative time is 0): epochs never go back (a parallel run
 //! cannot go back in time either).
+//!
+//! It shares no routing, epoch or operator code with the engine (`braid-exec`): a split
+//! evaluates its route, `when` and broadcast expressions row by row with
+//! [`crate::expr::Expr::eval`] and lists the target partitions by their definition. It
+//! does share the stream functions it runs; the SQL operators are checked against a
+//! separate from-scratch reference in `braid-exec/tests/sql_reference.rs`.
 
-use crate::batch::{Batch, Datum, RowKey, Scalar, Value};
-use crate::combine::{Groups, KeyedMerge};
+use crate::batch::{Batch, Datum, Row, RowKey, Scalar, Value};
 use crate::error::{Error, Result};
-use crate::expr::{BinOp, Expr};
 use crate::function::{Emitter, Registry, RouteFn, StreamFunction};
-use crate::plan::{MergeKind, Plan, Route, Source, SourceSpec, Split};
+use crate::output::OutRow;
+use crate::plan::{Agg, Combine, MergeKind, Plan, Route, Source, SourceSpec, Split};
+use crate::types::DataType;
 use std::collections::BTreeMap;
-
-/// One row of a result: its epoch, key (serial position) and values.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct OutRow {
-    /// Epoch the row belongs to (`u64::MAX` for rows made at the end of input).
-    pub epoch: u64,
-    /// Serial position.
-    pub key: RowKey,
-    /// Values.
-    pub values: Vec<Scalar>,
-}
-
-/// The epoch of row `seq` of a source, before clamping (see the module doc).
-pub fn epoch_of(source: &Source, time: Option<i64>, seq: u64) -> u64 {
-    epoch_at(source.epoch, time, seq)
-}
-
-/// The epoch of a row with event time `time` (or, without one, sequence number `seq`)
-/// for epochs of `epoch_len` (at least 1).
-pub fn epoch_at(epoch_len: u64, time: Option<i64>, seq: u64) -> u64 {
-    match time {
-        Some(t) => t.max(0) as u64 / epoch_len,
-        None => seq / epoch_len,
-    }
-}
 
 /// Runs `plan` on `input`: the source's rows in order (keys are ignored; row `i` gets
 /// sequence number `i`).
@@ -94,264 +76,85 @@ struct EvalCx {
     inputs: Vec<Vec<OutRow>>,
 }
 
-/// Routing as one closure: destination partitions of a row, in ascending order.
-pub struct Router {
-    q: u32,
-    modulo: Modulo,
-    route: RouteImpl,
-    broadcast: Option<Compiled>,
-}
-
-/// `v.rem_euclid(q)` for a fixed `q > 0`: a mask when `q` is a power of two (two's
-/// complement makes that right for negative `v` too), else a division.
-#[derive(Clone, Copy)]
-struct Modulo {
-    q: i64,
-    mask: Option<i64>,
-}
-
-impl Modulo {
-    fn new(q: u32) -> Modulo {
-        let q = i64::from(q.max(1));
-        Modulo {
-            q,
-            mask: (q.count_ones() == 1).then_some(q - 1),
-        }
-    }
-
-    #[inline]
-    fn of(self, v: i64) -> u32 {
-        match self.mask {
-            Some(m) => (v & m) as u32,
-            None => v.rem_euclid(self.q) as u32,
-        }
-    }
-}
-
-enum RouteImpl {
-    Expr(Compiled, Option<Compiled>),
-    Native(RouteFn),
-    RoundRobin,
-    Grid(Compiled, u64, u64),
-}
-
-/// A route or broadcast expression with the shapes splits use most (a column; a
-/// column compared with an integer) evaluated straight on the row's datums, which
-/// gives the same value as [`Expr::eval`] without walking the tree.
-enum Compiled {
-    Column(usize),
-    ColumnCmpInt(usize, BinOp, i64, Expr),
-    Expr(Expr),
-}
-
-impl Compiled {
-    fn new(e: &Expr) -> Compiled {
-        match e {
-            Expr::Column(c, _) => Compiled::Column(*c),
-            Expr::Binary(op, l, r) if op.is_comparison() => match (l.as_ref(), r.as_ref()) {
-                (Expr::Column(c, _), Expr::Literal(Scalar::Int(k))) => {
-                    Compiled::ColumnCmpInt(*c, *op, *k, e.clone())
-                }
-                _ => Compiled::Expr(e.clone()),
-            },
-            e => Compiled::Expr(e.clone()),
-        }
-    }
-
-    /// The value as a partition number source: an int, or None.
-    #[inline]
-    fn int(&self, row: &crate::batch::Row<'_>) -> Option<i64> {
-        match self {
-            Compiled::Column(c) => row.int(*c),
-            Compiled::ColumnCmpInt(..) => None,
-            Compiled::Expr(e) => e.eval(row).as_int(),
-        }
-    }
-
-    /// True only when the predicate is true (not null, not false).
-    #[inline]
-    fn holds(&self, row: &crate::batch::Row<'_>) -> bool {
-        match self {
-            Compiled::ColumnCmpInt(c, op, k, e) => match row.datum(*c) {
-                Datum::Int(v) => op.compare(v.cmp(k)),
-                // Floats, nulls and other types compare as the interpreter does.
-                _ => e.eval(row).is_true(),
-            },
-            Compiled::Column(c) => row.get(*c).is_true(),
-            Compiled::Expr(e) => e.eval(row).is_true(),
-        }
-    }
-}
-
-/// Where a row goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Dest {
-    /// Nowhere.
-    Omit,
-    /// One partition.
-    Partition(u32),
-    /// All partitions.
-    Broadcast,
-    /// The partitions `p` with `p % modulus == residue` (a grid row or column).
-    Class(u64, u64),
-}
-
-impl Router {
-    /// Resolves a split's routing.
-    pub fn new(split: &Split, registry: &Registry) -> Result<Router> {
-        let route = match &split.route {
-            Route::Expr { expr, when } => {
-                RouteImpl::Expr(Compiled::new(expr), when.as_ref().map(Compiled::new))
-            }
-            Route::Native(name) => RouteImpl::Native(registry.route(name)?.clone()),
-            Route::RoundRobin => RouteImpl::RoundRobin,
-            Route::Grid { left, rows, cols } => {
-                RouteImpl::Grid(Compiled::new(left), *rows as u64, *cols as u64)
-            }
-        };
-        Ok(Router {
-            q: split.q,
-            modulo: Modulo::new(split.q),
-            route,
-            broadcast: split.broadcast.as_ref().map(Compiled::new),
-        })
-    }
-
-    /// Where row `i` of `batch` goes. Round robin reads the row's sequence number from
-    /// its key.
-    #[inline]
-    pub fn dest(&self, batch: &Batch, i: usize) -> Dest {
-        let row = batch.row(i);
-        if let Some(b) = &self.broadcast {
-            if b.holds(&row) {
-                return Dest::Broadcast;
-            }
-        }
-        let p = match &self.route {
-            RouteImpl::Expr(e, when) => {
-                if let Some(w) = when {
-                    if !w.holds(&row) {
-                        return Dest::Omit;
-                    }
-                }
-                e.int(&row).map(|v| u64::from(self.modulo.of(v)))
-            }
-            RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
-            RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
-            RouteImpl::Grid(left, rows, cols) => {
-                let seq = batch.key(i).seq;
-                let side = if left.holds(&row) { *rows } else { *cols };
-                return Dest::Class(side, seq % side);
-            }
-        };
-        p.map_or(Dest::Omit, |p| Dest::Partition(p as u32))
-    }
-
-    /// Calls `f(i, dest)` for every row `i` of `batch` in order, with what
-    /// [`Router::dest`] gives. The common shapes (route by a column, broadcast when a
-    /// column compares with an integer) are matched once per batch, not per row.
-    #[inline]
-    pub fn each_dest(&self, batch: &Batch, mut f: impl FnMut(usize, Dest)) {
-        let modulo = self.modulo;
-        match &self.route {
-            RouteImpl::Expr(Compiled::Column(c), None) => {
-                let c = *c;
-                self.each_broadcast_or(batch, &mut f, |row| match row.datum(c) {
-                    Datum::Int(v) => Dest::Partition(modulo.of(v)),
-                    _ => Dest::Omit,
-                })
-            }
-            _ => {
-                for i in 0..batch.len() {
-                    f(i, self.dest(batch, i));
-                }
-            }
-        }
-    }
-
-    /// [`Router::each_dest`] for a route given by `route`, with the broadcast test
-    /// matched once per batch.
-    #[inline]
-    fn each_broadcast_or(
-        &self,
-        batch: &Batch,
-        f: &mut impl FnMut(usize, Dest),
-        route: impl Fn(&crate::batch::Row<'_>) -> Dest,
-    ) {
-        match &self.broadcast {
-            None => {
-                for i in 0..batch.len() {
-                    f(i, route(&batch.row(i)));
-                }
-            }
-            // One loop per comparison: the test per row is then one instruction.
-            Some(Compiled::ColumnCmpInt(c, op, k, e)) => {
-                let (c, k) = (*c, *k);
-                match op {
-                    BinOp::Eq => each_compared(batch, f, &route, c, e, |v| v == k),
-                    BinOp::NotEq => each_compared(batch, f, &route, c, e, |v| v != k),
-                    BinOp::Lt => each_compared(batch, f, &route, c, e, |v| v < k),
-                    BinOp::LtEq => each_compared(batch, f, &route, c, e, |v| v <= k),
-                    BinOp::Gt => each_compared(batch, f, &route, c, e, |v| v > k),
-                    BinOp::GtEq => each_compared(batch, f, &route, c, e, |v| v >= k),
-                    op => each_compared(batch, f, &route, c, e, |v| op.compare(v.cmp(&k))),
-                }
-            }
-            Some(b) => {
-                for i in 0..batch.len() {
-                    let row = batch.row(i);
-                    f(
-                        i,
-                        if b.holds(&row) {
-                            Dest::Broadcast
-                        } else {
-                            route(&row)
-                        },
-                    );
-                }
-            }
-        }
-    }
-
-    /// Number of partitions.
-    #[inline]
-    pub fn q(&self) -> u32 {
-        self.q
-    }
-}
-
-/// [`Router::each_dest`] with the broadcast test `test` on an int in column `c` (other
-/// values: `e` evaluated).
-#[inline]
-fn each_compared(
-    batch: &Batch,
-    f: &mut impl FnMut(usize, Dest),
-    route: &impl Fn(&crate::batch::Row<'_>) -> Dest,
-    c: usize,
-    e: &Expr,
-    test: impl Fn(i64) -> bool,
-) {
-    for i in 0..batch.len() {
-        let row = batch.row(i);
-        let all = match row.datum(c) {
-            Datum::Int(v) => test(v),
-            _ => e.eval(&row).is_true(),
-        };
-        f(i, if all { Dest::Broadcast } else { route(&row) });
-    }
-}
-
-/// `(epoch, seq, row)` of every input row: epochs clamped so they never go back.
+/// `(epoch, seq, row)` of every input row: row `i`'s epoch is its event time (or, without
+/// one, `i`) divided by the epoch length, a negative time counting as 0, and never less
+/// than the epoch of row `i - 1`.
 fn source_rows(source: &Source, input: &Batch) -> Vec<(u64, u64, usize)> {
-    let tcol = source.schema.event_time;
+    let len = source.epoch.max(1);
     let mut last = 0u64;
     (0..input.len())
         .map(|i| {
-            let t = tcol.and_then(|c| input.row(i).int(c));
-            last = last.max(epoch_of(source, t, i as u64));
+            let unclamped = match source.schema.event_time.and_then(|c| input.row(i).int(c)) {
+                Some(t) if t < 0 => 0,
+                Some(t) => t as u64 / len,
+                None => i as u64 / len,
+            };
+            last = last.max(unclamped);
             (last, i as u64, i)
         })
         .collect()
+}
+
+/// A split's routing by its definition, row by row: the broadcast predicate, else the
+/// route (`when`, then the expression's int value `rem_euclid(q)`; a registered
+/// function's value `% q`; round robin by sequence number; a grid row or column).
+struct Routing<'a> {
+    split: &'a Split,
+    native: Option<RouteFn>,
+}
+
+impl<'a> Routing<'a> {
+    fn new(split: &'a Split, registry: &Registry) -> Result<Routing<'a>> {
+        let native = match &split.route {
+            Route::Native(name) => Some(registry.route(name)?.clone()),
+            _ => None,
+        };
+        Ok(Routing { split, native })
+    }
+
+    /// The partitions row `row` (sequence number `seq`) goes to, ascending.
+    fn targets(&self, row: Row<'_>, seq: u64) -> Vec<u32> {
+        let q = u64::from(self.split.q.max(1));
+        let all = |class: Option<(u64, u64)>| -> Vec<u32> {
+            (0..q)
+                .filter(|p| class.is_none_or(|(m, r)| p % m == r))
+                .map(|p| p as u32)
+                .collect()
+        };
+        if let Some(b) = &self.split.broadcast {
+            if b.eval(&row).is_true() {
+                return all(None);
+            }
+        }
+        let one = |p: Option<u64>| p.map(|p| p as u32).into_iter().collect();
+        match &self.split.route {
+            Route::Expr { expr, when } => {
+                if when.as_ref().is_some_and(|w| !w.eval(&row).is_true()) {
+                    return Vec::new();
+                }
+                one(expr
+                    .eval(&row)
+                    .as_int()
+                    .map(|v| v.rem_euclid(q as i64) as u64))
+            }
+            Route::Native(_) => {
+                let f = self
+                    .native
+                    .as_ref()
+                    .expect("a native route's function, looked up in new");
+                one(f(row).map(|v| v % q))
+            }
+            Route::RoundRobin => one(Some(seq % q)),
+            Route::Grid { left, rows, cols } => {
+                let side = if left.eval(&row).is_true() {
+                    *rows
+                } else {
+                    *cols
+                } as u64;
+                all(Some((side, seq % side)))
+            }
+        }
+    }
 }
 
 /// The rows a split reads, in serial order: row `i` of `batch` has epoch `rows[i].0`
@@ -432,10 +235,10 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
         Plan::Split(split) => {
             let stage = stage_input(&split.input, registry, input, cx)?;
             let input = &stage.batch;
-            let router = Router::new(split, registry)?;
+            let routing = Routing::new(split, registry)?;
             let mut out = Vec::new();
             for (i, &(epoch, seq)) in stage.rows.iter().enumerate() {
-                for p in targets(router.dest(input, i), split.q) {
+                for p in routing.targets(input.row(i), seq) {
                     out.push(OutRow {
                         epoch,
                         key: RowKey {
@@ -456,7 +259,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
             };
             let stage = stage_input(&split.input, registry, input, cx)?;
             let input = &stage.batch;
-            let router = Router::new(split, registry)?;
+            let routing = Routing::new(split, registry)?;
             let factory = registry.function(&map.function)?.clone();
             let every_epoch = factory.every_epoch();
             let out_arity = plan.schema(registry)?.arity();
@@ -499,7 +302,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                     }
                     current = Some(epoch);
                 }
-                for p in targets(router.dest(input, i), split.q) {
+                for p in routing.targets(input.row(i), seq) {
                     let f = instances
                         .entry(p)
                         .or_insert_with(|| factory.create(p, split.q));
@@ -553,34 +356,68 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                     ..
                 } => {
                     let schema = merge.input.schema(registry)?;
-                    let km = KeyedMerge::new(key, combine, &schema, registry)?;
-                    let mut by_epoch: BTreeMap<u64, (RowKey, Groups)> = BTreeMap::new();
-                    let mut tmp = Batch::new(schema.arity());
+                    if let Some(f) = schema.fields.iter().find(|f| f.ty == DataType::String) {
+                        return Err(Error::NotSupported(format!(
+                            "keyed merge over string column `{}`",
+                            f.name
+                        )));
+                    }
+                    // Per epoch, the rows to combine by key (keys in first-seen order);
+                    // the rows the filter rejects pass as they are.
+                    let mut by_epoch: BTreeMap<u64, (RowKey, Vec<Group<'_>>)> = BTreeMap::new();
                     let mut out = Vec::new();
+                    let mut tmp = Batch::new(schema.arity());
                     for r in &rows {
-                        tmp.clear();
-                        let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
-                        tmp.push(r.key, &vals);
                         if let Some(f) = filter {
+                            tmp.clear();
+                            let vals: Vec<Value<'_>> =
+                                r.values.iter().map(|s| s.as_value()).collect();
+                            tmp.push(r.key, &vals);
                             if !f.eval(&tmp.row(0)).is_true() {
                                 out.push(r.clone());
                                 continue;
                             }
                         }
-                        let acc = km.lift(&tmp.row(0));
-                        let e = by_epoch
-                            .entry(r.epoch)
-                            .or_insert_with(|| (r.key, Groups::default()));
-                        e.1.add(&km, acc);
+                        let k: Vec<Scalar> = key.iter().map(|&c| r.values[c].clone()).collect();
+                        let groups = &mut by_epoch.entry(r.epoch).or_insert((r.key, Vec::new())).1;
+                        match groups.iter_mut().find(|(g, _)| *g == k) {
+                            Some((_, members)) => members.push(r),
+                            None => groups.push((k, vec![r])),
+                        }
                     }
-                    let mut row: Vec<Datum> = Vec::new();
-                    for (epoch, (key, mut groups)) in by_epoch {
-                        for acc in groups.drain() {
-                            km.finish(&acc, &mut row);
+                    for (epoch, (first, groups)) in by_epoch {
+                        for (k, members) in groups {
+                            let values = match combine {
+                                Combine::Aggregates(aggs) => {
+                                    let mut v = k;
+                                    v.extend(aggs.iter().map(|a| aggregate(a, &members)));
+                                    v
+                                }
+                                Combine::Native(name) => {
+                                    let c = registry.combiner(name)?;
+                                    let mut b = Batch::new(schema.arity());
+                                    let mut datums = |r: &OutRow| -> Vec<Datum> {
+                                        b.clear();
+                                        let vals: Vec<Value<'_>> =
+                                            r.values.iter().map(|s| s.as_value()).collect();
+                                        b.push(r.key, &vals);
+                                        let mut d = Vec::new();
+                                        b.row(0).datums_into(&mut d);
+                                        d
+                                    };
+                                    let mut acc = datums(members[0]);
+                                    for m in &members[1..] {
+                                        c.combine(&mut acc, &datums(m));
+                                    }
+                                    let mut row = Vec::new();
+                                    c.finish(&acc, &mut row);
+                                    datums_to_scalars(&row)
+                                }
+                            };
                             out.push(OutRow {
                                 epoch,
-                                key,
-                                values: datums_to_scalars(&row),
+                                key: first,
+                                values,
                             });
                         }
                     }
@@ -590,6 +427,40 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
         }
         Plan::Sink(s) => eval(&s.input, registry, input, cx),
     }
+}
+
+/// A keyed merge's group: its key and its partial rows, in order.
+type Group<'r> = (Vec<Scalar>, Vec<&'r OutRow>);
+
+/// One aggregate of a keyed merge over the partial rows of a group: counts add up (a
+/// partial row counts 1); sums add ints (wrapping) or floats; min and max keep the
+/// least or greatest; nulls are skipped, and a value of another type than the first
+/// one kept is ignored.
+fn aggregate(a: &Agg, members: &[&OutRow]) -> Scalar {
+    let col = match *a {
+        Agg::Count => return Scalar::Int(members.len() as i64),
+        Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => c,
+    };
+    let mut acc = Scalar::Null;
+    for m in members {
+        let v = &m.values[col];
+        acc = match (&acc, v, a) {
+            (_, Scalar::Null, _) => acc,
+            (Scalar::Null, v, _) => v.clone(),
+            (Scalar::Int(x), Scalar::Int(y), Agg::Sum(_)) => Scalar::Int(x.wrapping_add(*y)),
+            (Scalar::Float(x), Scalar::Float(y), Agg::Sum(_)) => Scalar::Float(x + y),
+            (Scalar::Int(x), Scalar::Int(y), Agg::Min(_)) => Scalar::Int(*x.min(y)),
+            (Scalar::Int(x), Scalar::Int(y), Agg::Max(_)) => Scalar::Int(*x.max(y)),
+            (Scalar::Float(x), Scalar::Float(y), Agg::Min(_)) if y.total_cmp(x).is_lt() => {
+                v.clone()
+            }
+            (Scalar::Float(x), Scalar::Float(y), Agg::Max(_)) if y.total_cmp(x).is_gt() => {
+                v.clone()
+            }
+            _ => acc,
+        };
+    }
+    acc
 }
 
 /// Converts string-free datums to scalars.
@@ -602,141 +473,4 @@ pub fn datums_to_scalars(d: &[Datum]) -> Vec<Scalar> {
             Datum::Bool(b) => Scalar::Bool(b),
         })
         .collect()
-}
-
-fn targets(dest: Dest, q: u32) -> impl Iterator<Item = u32> {
-    let class = match dest {
-        Dest::Omit => (1, q as u64),
-        Dest::Partition(p) => (q as u64 + 1, p as u64),
-        Dest::Broadcast => (1, 0),
-        Dest::Class(m, r) => (m, r),
-    };
-    crate::classes::class_members(class, q as u64).map(|p| p as u32)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::expr::BinOp;
-
-    /// The compiled shapes give what the interpreter gives, for every datum type.
-    #[test]
-    fn compiled_routes_equal_the_interpreter() {
-        let mut b = Batch::new(2);
-        let rows = [
-            [Value::Int(2), Value::Int(-7)],
-            [Value::Int(3), Value::Null],
-            [Value::Float(2.0), Value::Float(1.5)],
-            [Value::Null, Value::Int(9)],
-            [Value::Str("2"), Value::Bool(true)],
-            [Value::Bool(true), Value::Int(i64::MIN)],
-        ];
-        for (i, r) in rows.iter().enumerate() {
-            b.push(
-                RowKey {
-                    seq: i as u64,
-                    lane: 0,
-                },
-                r,
-            );
-        }
-        let col = |c: usize| Expr::Column(c, format!("c{c}"));
-        for i in 0..b.len() {
-            let row = b.row(i);
-            for c in 0..2 {
-                for op in BinOp::COMPARISONS {
-                    for k in [-7, 2, 3] {
-                        let e = col(c).bin(op, Expr::int(k));
-                        let compiled = Compiled::new(&e);
-                        assert!(matches!(compiled, Compiled::ColumnCmpInt(..)));
-                        assert_eq!(compiled.holds(&row), e.eval(&row).is_true(), "{e} row {i}");
-                    }
-                }
-                let compiled = Compiled::new(&col(c));
-                assert_eq!(compiled.int(&row), col(c).eval(&row).as_int());
-                assert_eq!(compiled.holds(&row), col(c).eval(&row).is_true());
-            }
-        }
-    }
-
-    /// Routing a whole batch gives, row by row, what `dest` gives (and `dest` routes by
-    /// `rem_euclid`), for every route and broadcast shape, powers of two and others.
-    #[test]
-    fn each_dest_equals_dest() {
-        use crate::plan::{Route, Strategy};
-        use crate::types::Schema;
-        let mut b = Batch::new(2);
-        let values = [
-            Value::Int(2),
-            Value::Int(-7),
-            Value::Int(i64::MIN),
-            Value::Int(i64::MAX),
-            Value::Null,
-            Value::Float(2.0),
-            Value::Int(513),
-        ];
-        for (i, x) in values.iter().enumerate() {
-            for (j, y) in values.iter().enumerate() {
-                b.push(
-                    RowKey {
-                        seq: (i * values.len() + j) as u64,
-                        lane: 0,
-                    },
-                    &[*x, *y],
-                );
-            }
-        }
-        let col = |c: usize| Expr::Column(c, format!("c{c}"));
-        let routes = [
-            Route::Expr {
-                expr: col(0),
-                when: None,
-            },
-            Route::Expr {
-                expr: col(1),
-                when: Some(col(0).bin(BinOp::Gt, Expr::int(0))),
-            },
-            Route::Expr {
-                expr: col(0).bin(BinOp::Add, col(1)),
-                when: None,
-            },
-            Route::RoundRobin,
-        ];
-        let broadcasts = [
-            None,
-            Some(col(1).bin(BinOp::Eq, Expr::int(2))),
-            Some(col(0).bin(BinOp::Lt, col(1))),
-        ];
-        let schema = Schema::ints(&["c0", "c1"]);
-        let registry = Registry::new();
-        for q in [1, 3, 7, 8, 512, 1000] {
-            for route in &routes {
-                for broadcast in &broadcasts {
-                    let Plan::Split(split) =
-                        Plan::source("s", crate::plan::SourceSpec::Stdin, schema.clone()).split(
-                            q,
-                            route.clone(),
-                            broadcast.clone(),
-                            Strategy::Fsplit,
-                        )
-                    else {
-                        panic!("split() makes a Split");
-                    };
-                    let router = Router::new(&split, &registry).expect("router");
-                    let mut got = Vec::new();
-                    router.each_dest(&b, |i, d| got.push((i, d)));
-                    let want: Vec<_> = (0..b.len()).map(|i| (i, router.dest(&b, i))).collect();
-                    assert_eq!(got, want, "q = {q}, {route:?}, {broadcast:?}");
-                    for (i, d) in want {
-                        if let (Route::Expr { expr, when: None }, None, Dest::Partition(p)) =
-                            (route, broadcast, d)
-                        {
-                            let v = expr.eval(&b.row(i)).as_int().expect("an int routes");
-                            assert_eq!(i64::from(p), v.rem_euclid(i64::from(q)));
-                        }
-                    }
-                }
-            }
-        }
-    }
 }

@@ -7,6 +7,7 @@
 
 mod map;
 mod merge;
+mod route;
 mod sink;
 mod split;
 mod stash;

@@ -5,6 +5,7 @@
 //! is for once, with a broadcast lane naming those partitions: copies per partition
 //! are made by `Map` on the worker, not sent over channels.
 
+use super::route::{Dest, Router};
 use super::{by_to, guarded, to_worker, Guard, Place, Window, WindowBuilder, Windows};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
@@ -16,7 +17,6 @@ use braid_plan::placement::{
     class_members, intersect, splitter_worker, tree_node_worker, Hosts, FSPLIT_WORKER,
 };
 use braid_plan::plan::{Split, SplitShape};
-use braid_plan::reference::{Dest, Router};
 use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
@@ -171,6 +171,18 @@ fn lane_of(dest: Dest) -> u64 {
         Dest::Broadcast => RowKey::broadcast_lane(1, 0),
         Dest::Class(m, r) => RowKey::broadcast_lane(m, r % m.max(1)),
     }
+}
+
+/// A leaf's share of a broadcast `class`: the class of the partitions below `q` that are
+/// both in `class` and the leaf's own (`p % lambda_prev == node`), if there are any.
+fn leaf_share(class: (u64, u64), lambda_prev: u64, node: u64, q: u64) -> Option<(u64, u64)> {
+    intersect(class, (lambda_prev, node)).filter(|&(_, r)| r < q)
+}
+
+/// Whether a partition below `q` lies in both residue classes (a broadcast class and a
+/// tree node's partitions): their intersection's least member is below `q`.
+fn meets(class: (u64, u64), node: (u64, u64), q: u64) -> bool {
+    intersect(class, node).is_some_and(|(_, r)| r < q)
 }
 
 /// A worker of the splitter's process shares a window when at least 1 in this many of
@@ -451,9 +463,8 @@ fn tree<'s>(
                                     // A class of partitions: at the leaves, this node's share
                                     // goes once to each worker hosting one of them.
                                     Some(class) if last => {
-                                        let share = intersect(class, (lambda_prev, node))
-                                            .filter(|&(_, r)| r < q);
-                                        if let Some(share) = share {
+                                        if let Some(share) = leaf_share(class, lambda_prev, node, q)
+                                        {
                                             let lane = RowKey::broadcast_lane(share.0, share.1);
                                             for &wk in classes.of(lane, share, q, &hosts) {
                                                 rows[wk].push(i);
@@ -465,9 +476,7 @@ fn tree<'s>(
                                     Some(class) => {
                                         for c in 0..fanout {
                                             let child = node + c * lambda_prev;
-                                            if intersect(class, (lambda, child))
-                                                .is_some_and(|(_, r)| r < q)
-                                            {
+                                            if meets(class, (lambda, child), q) {
                                                 rows[c as usize].push(i);
                                             }
                                         }
@@ -529,4 +538,50 @@ fn tree<'s>(
         };
     }
     stream
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The partitions below `q` in both classes, by trying every one.
+    fn both(a: (u64, u64), b: (u64, u64), q: u64) -> Vec<u64> {
+        (0..q)
+            .filter(|p| p % a.0 == a.1 && p % b.0 == b.1)
+            .collect()
+    }
+
+    /// A tree node sends a broadcast row to a child, and a leaf to its partitions,
+    /// exactly when some partition below q lies in the row's class and the node's: for
+    /// classes whose least common member is just below, at, and just above q.
+    #[test]
+    fn broadcast_shares_are_the_partitions_below_q() {
+        let mut at_q = 0;
+        for q in 1..40u64 {
+            for class in [(1, 0), (2, 1), (3, 2), (5, 3), (7, 0), (9, 4)] {
+                for lambda in [1u64, 2, 4, 6, 8, 16] {
+                    for node in 0..lambda {
+                        let want = both(class, (lambda, node), q);
+                        assert_eq!(
+                            meets(class, (lambda, node), q),
+                            !want.is_empty(),
+                            "class {class:?}, node {node} of {lambda}, q {q}"
+                        );
+                        let share = leaf_share(class, lambda, node, q);
+                        assert_eq!(share.is_some(), !want.is_empty(), "leaf {node} of {lambda}");
+                        let got: Vec<u64> =
+                            share.map_or(Vec::new(), |s| class_members(s, q).collect());
+                        assert_eq!(got, want, "class {class:?}, leaf {node} of {lambda}, q {q}");
+                        if intersect(class, (lambda, node)).is_some_and(|(_, r)| r == q) {
+                            at_q += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            at_q > 0,
+            "no case where the least common member is q itself"
+        );
+    }
 }

@@ -5,11 +5,11 @@
 //! but never spans lines, so one malformed line (a stray quote, a cut-off record) costs
 //! only itself. Blank lines are skipped; every line counts for line numbers.
 
+use super::epoch_of;
 use super::{Counters, Feed, Next, ReadOptions, RejectLog, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey, Value};
 use braid_plan::plan::Source;
-use braid_plan::reference::epoch_of;
 use braid_plan::types::{DataType, Schema};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -8,13 +8,13 @@
 //! its next row, index) is known to go next; a child that has nothing yet makes the
 //! whole feed wait.
 
+use super::epoch_at;
 use super::{counts_rows_itself, open, Counters, Feed, Next, ReadOptions, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::Registry;
 use braid_plan::interleave::{schema, time_of, Layout};
 use braid_plan::plan::Source;
-use braid_plan::reference::epoch_at;
 use std::sync::Arc;
 
 /// One interleaved source and where its reading stands.

@@ -25,6 +25,22 @@ use std::sync::Arc;
 
 pub use csv_feed::parse_field;
 
+/// The epoch of row `seq` of `source` with event time `time`, before clamping (a feed
+/// keeps its epochs from going back: see [`epoch_at`]).
+pub(crate) fn epoch_of(source: &Source, time: Option<i64>, seq: u64) -> u64 {
+    epoch_at(source.epoch, time, seq)
+}
+
+/// The epoch of a row with event time `time` (or, without one, sequence number `seq`)
+/// for epochs of `epoch_len` (at least 1); a negative time is epoch 0. Feeds clamp it
+/// to the epoch of the row before, so epochs never go back.
+pub(crate) fn epoch_at(epoch_len: u64, time: Option<i64>, seq: u64) -> u64 {
+    match time {
+        Some(t) => t.max(0) as u64 / epoch_len.max(1),
+        None => seq / epoch_len.max(1),
+    }
+}
+
 /// What a feed has next.
 pub enum Next {
     /// A window of rows of one epoch.
@@ -262,7 +278,7 @@ impl Feed for MemoryFeed {
         }
         let tcol = self.source.schema.event_time;
         let epoch_at = |i: usize| {
-            braid_plan::reference::epoch_of(
+            epoch_of(
                 &self.source,
                 tcol.and_then(|c| self.rows.row(i).int(c)),
                 i as u64,

@@ -126,7 +126,9 @@ impl AggState {
                 break;
             }
             let ((end, start), groups) = entry.remove_entry();
-            let (s, e) = if end == i64::MAX {
+            // The unbounded window shows as (0, 0); a time window whose end saturated
+            // at i64::MAX keeps its bounds.
+            let (s, e) = if self.window == WindowSpec::Unbounded {
                 (0, 0)
             } else {
                 (start, end)
