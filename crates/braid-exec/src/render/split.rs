@@ -371,10 +371,7 @@ fn window_router<'s>(
                     input.for_each(|cap, data| {
                         let mut session = output.session(&cap);
                         for mut w in data.drain(..) {
-                            // Splitters of sub-router r: r, r + f, r + 2f, ... below p.
-                            let r = w.node;
-                            let count = if r < p { (p - r).div_ceil(f) } else { 1 };
-                            let j = (r + f * (pick(&w, 0xfeed) % count)).min(p - 1);
+                            let j = sub_router_splitter(w.node, p, f, pick(&w, 0xfeed));
                             w.node = j;
                             w.to = splitter_worker(j, peers as usize) as u64;
                             session.give(w);
@@ -540,6 +537,14 @@ fn tree<'s>(
     stream
 }
 
+/// The window splitter sub-router `r` of a parasplit with `p` splitters and router
+/// fanout `f` gives a window to: one of its splitters `r, r + f, r + 2f, ...` below `p`
+/// chosen by `pick` (splitter `p - 1` for a sub-router with none).
+fn sub_router_splitter(r: u64, p: u64, f: u64, pick: u64) -> u64 {
+    let count = if r < p { (p - r).div_ceil(f) } else { 1 };
+    (r + f * (pick % count)).min(p - 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,5 +588,90 @@ mod tests {
             at_q > 0,
             "no case where the least common member is q itself"
         );
+    }
+
+    /// A sub-router gives each window to one of its own splitters, all of them in turn
+    /// as `pick` varies, and never to a splitter that does not exist.
+    #[test]
+    fn sub_routers_deal_to_their_own_splitters() {
+        for p in 1..24u64 {
+            for f in 1..6u64 {
+                for r in 0..f {
+                    let mut got: Vec<u64> =
+                        (0..64).map(|k| sub_router_splitter(r, p, f, k)).collect();
+                    got.sort_unstable();
+                    got.dedup();
+                    let want: Vec<u64> = match r < p {
+                        true => (r..p).step_by(f as usize).collect(),
+                        false => vec![p - 1],
+                    };
+                    assert_eq!(got, want, "sub-router {r} of fanout {f}, p = {p}");
+                }
+            }
+        }
+    }
+
+    /// A window whose rows all go to one worker of the splitter's process goes to it
+    /// whole: the same batch, with no row list; a window with rows for two local workers
+    /// goes to each with its list.
+    #[test]
+    fn a_window_for_one_local_worker_goes_whole() {
+        use braid_plan::plan::{Plan, Route, SourceSpec, Strategy};
+        use braid_plan::types::Schema;
+        let schema = Schema::ints(&["c0"]);
+        let Plan::Split(split) = Plan::source("s", SourceSpec::Stdin, schema.clone()).split(
+            4,
+            Route::Expr {
+                expr: braid_plan::expr::Expr::Column(0, "c0".into()),
+                when: None,
+            },
+            None,
+            Strategy::Fsplit,
+        ) else {
+            panic!("split() makes a Split");
+        };
+        let router = Router::new(&split, &Registry::new()).expect("router");
+        let hosts = Hosts::of(&split, 2);
+        let mut scratch = Scratch::default();
+        let window = |values: &[i64]| {
+            let mut b = Batch::new(1);
+            for (i, v) in values.iter().enumerate() {
+                b.push_ints(
+                    RowKey {
+                        seq: i as u64,
+                        lane: 0,
+                    },
+                    &[*v],
+                );
+            }
+            Window::new(0, 0, b)
+        };
+        let mut given = Vec::new();
+        // Partitions 0 and 2: both on worker 0.
+        let w = window(&[0, 2, 4, 6, 2, 0, 8, 10]);
+        let batch = Arc::as_ptr(&w.batch);
+        split_window(&router, &hosts, &(0..2), &mut scratch, w, &mut |w| {
+            given.push(w)
+        });
+        assert_eq!(given.len(), 1);
+        assert_eq!((given[0].to, given[0].rows.clone()), (0, None));
+        assert_eq!(
+            Arc::as_ptr(&given[0].batch),
+            batch,
+            "the window is not copied"
+        );
+        given.clear();
+        // Half the rows for each worker.
+        split_window(
+            &router,
+            &hosts,
+            &(0..2),
+            &mut scratch,
+            window(&[0, 1, 2, 3]),
+            &mut |w| given.push(w),
+        );
+        let lists: Vec<(u64, Option<Vec<u32>>)> =
+            given.iter().map(|w| (w.to, w.rows.clone())).collect();
+        assert_eq!(lists, vec![(0, Some(vec![0, 2])), (1, Some(vec![1, 3]))]);
     }
 }
