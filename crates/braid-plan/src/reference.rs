@@ -4,7 +4,8 @@
 //! It defines the serial order every strategy must reproduce: rows in source order;
 //! a split row goes to its partition, a broadcast row to partitions 0..q in order;
 //! each partition's stream function sees its rows in that order, then `end_of_epoch`
-//! when the epoch ends (partitions in order), then `finish` once at the end.
+//! when the epoch ends (partitions in order; a function that wants every epoch, in any
+//! stage, hears of every epoch of the plan's input), then `finish` once at the end.
 //!
 //! Row `i` of the input has sequence number `i` and belongs to epoch
 //! `max(time of row i / epoch length, epoch of row i - 1)` (without an event time, `i`
@@ -213,6 +214,24 @@ fn stage_input(
     Ok(StageInput { batch, rows })
 }
 
+/// The epochs in which `source` (the leaf of the plan being evaluated) has rows,
+/// ascending.
+fn input_epochs(source: &Source, input: &Batch, cx: &EvalCx) -> Vec<u64> {
+    let mut epochs: Vec<u64> = match source.spec {
+        SourceSpec::Late { of } => cx
+            .inputs
+            .get(of)
+            .map_or(Vec::new(), |rows| rows.iter().map(|r| r.epoch).collect()),
+        _ => source_rows(source, input)
+            .into_iter()
+            .map(|(e, _, _)| e)
+            .collect(),
+    };
+    epochs.sort_unstable();
+    epochs.dedup();
+    epochs
+}
+
 fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Result<Vec<OutRow>> {
     match plan {
         Plan::Together(_) => Err(Error::Internal("a Together below the root".into())),
@@ -258,6 +277,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                 ));
             };
             let stage = stage_input(&split.input, registry, input, cx)?;
+            let source_epochs = input_epochs(split.input.leaf_source(), input, cx);
             let input = &stage.batch;
             let routing = Routing::new(split, registry)?;
             let factory = registry.function(&map.function)?.clone();
@@ -295,10 +315,23 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                 }
                 touched.clear();
             };
+            // An every-epoch function also ends the epochs of the plan's input in which
+            // its stage has no rows (a later stage's, where the stage before made none).
+            let mut ticks = match every_epoch {
+                true => source_epochs,
+                false => Vec::new(),
+            }
+            .into_iter()
+            .peekable();
             for (i, &(epoch, seq)) in stage.rows.iter().enumerate() {
                 if current != Some(epoch) {
                     if let Some(e) = current {
                         flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+                    }
+                    while let Some(t) = ticks.next_if(|&t| t <= epoch) {
+                        if t != epoch && current.is_none_or(|c| t > c) {
+                            flush_epoch(t, &mut touched, &mut instances, &mut out, &mut epochs);
+                        }
                     }
                     current = Some(epoch);
                 }
@@ -321,6 +354,11 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
             }
             if let Some(e) = current {
                 flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+            }
+            for t in ticks {
+                if current.is_none_or(|c| t > c) {
+                    flush_epoch(t, &mut touched, &mut instances, &mut out, &mut epochs);
+                }
             }
             for (&p, f) in instances.iter_mut() {
                 f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, p).at_epoch(u64::MAX));
