@@ -166,7 +166,8 @@ struct StageInput {
 }
 
 /// What a split over `plan` reads: a source's rows, or the output of an earlier stage
-/// keyed by a hash of its values and ordered by (epoch, hash, values) — as the engine
+/// keyed by a hash of its values (marked when the row was made at the end of an epoch:
+/// [`RowKey::stage_seq`]) and ordered by (epoch, that key, values) — as the engine
 /// does when a split reads a merge (no row's position depends on the worker that made
 /// it, so no worker has to put them in order).
 fn stage_input(
@@ -201,7 +202,8 @@ fn stage_input(
         tmp.clear();
         let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
         tmp.push(RowKey::default(), &vals);
-        keyed.push((r.epoch, crate::expr::row_hash(&tmp.row(0)), &r.values));
+        let h = crate::expr::row_hash(&tmp.row(0));
+        keyed.push((r.epoch, RowKey::stage_seq(r.key.seq, h), &r.values));
     }
     keyed.sort();
     let mut batch = Batch::with_capacity(arity, keyed.len());

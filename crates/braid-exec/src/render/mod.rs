@@ -321,10 +321,13 @@ fn split_input<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
     })
 }
 
-/// Keys every row of an earlier stage's output by a hash of its values, where it is:
-/// the next stage then processes an epoch's rows in hash order, the same whatever worker
-/// made them, so no worker has to collect and order them (the reference interpreter
-/// keys them alike).
+/// Keys every row of an earlier stage's output by a hash of its values, where it is
+/// ([`RowKey::stage_seq`]: a row made at the end of an epoch stays marked so):
+/// the next stage then processes an epoch's rows in hash order, those made at the end
+/// of the epoch last, the same whatever worker made them, so no worker has to collect
+/// and order them (the reference interpreter keys them alike).
+///
+/// [`RowKey::stage_seq`]: braid_plan::batch::RowKey::stage_seq
 fn rekey(input: Windows<'_>) -> Windows<'_> {
     use braid_plan::batch::RowKey;
     use timely::dataflow::channels::pact::Pipeline;
@@ -337,7 +340,8 @@ fn rekey(input: Windows<'_>) -> Windows<'_> {
                     let batch = w.batch_mut();
                     for i in 0..batch.len() {
                         let h = braid_plan::expr::row_hash(&batch.row(i));
-                        batch.keys_mut()[i] = RowKey { seq: h, lane: 0 };
+                        let seq = RowKey::stage_seq(batch.key(i).seq, h);
+                        batch.keys_mut()[i] = RowKey { seq, lane: 0 };
                     }
                     session.give(w);
                 }
