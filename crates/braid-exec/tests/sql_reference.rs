@@ -34,9 +34,10 @@
 //! Not expressed yet: explicit `PARALLEL(...)` queries (a registered stream function
 //! has no logical plan); count-window joins with equality keys (none of the queries has
 //! one); the order in which a later stage, or a query over `LATE(...)`, sees an epoch's
-//! rows (a hash order; it matters only to order-sensitive operators there, count
-//! windows and float sums, which no query of the lists has): the reference keeps the
-//! order the rows were made in.
+//! rows (a hash order, rows made at the end of an epoch last, as here; the hash order
+//! matters only to order-sensitive operators there, count windows and float sums,
+//! which no query of the lists has): the reference keeps the order the rows were made
+//! in.
 
 use crate::sql::{
     calls_strategy, late_script, scratch, script, write_calls, write_texts, Call, LATE_QUERIES,
