@@ -26,15 +26,18 @@
 //! the late rows and for queries over them.
 //!
 //! The reference evaluates the query as written (`Job::logical`), uncut: the engine's
-//! stages must not change the result. Two known cases where they do are compared uncut
-//! only, and kept as ignored tests: [`CUT_AFTER_AGGREGATE`], [`MEETS_THREE`].
+//! stages must not change the result, so every query is compared cut as by default,
+//! cut at every operator and uncut ([`STAGES`]). Two inputs aim at the cuts where that
+//! once failed: a stage after an aggregate, fed windows that closed late
+//! ([`CUT_AFTER_AGGREGATE`]), and a stage after an interval join ([`MEETS_THREE`]).
 //!
 //! Not expressed yet: explicit `PARALLEL(...)` queries (a registered stream function
 //! has no logical plan); count-window joins with equality keys (none of the queries has
 //! one); the order in which a later stage, or a query over `LATE(...)`, sees an epoch's
-//! rows (a hash order; it matters only to order-sensitive operators there, count
-//! windows and float sums, which no query of the lists has): the reference keeps the
-//! order the rows were made in.
+//! rows (a hash order, rows made at the end of an epoch last, as here; the hash order
+//! matters only to order-sensitive operators there, count windows and float sums,
+//! which no query of the lists has): the reference keeps the order the rows were made
+//! in.
 
 use crate::sql::{
     calls_strategy, late_script, scratch, script, write_calls, write_texts, Call, LATE_QUERIES,
@@ -780,28 +783,20 @@ fn streams_of(calls: &[Call], texts: &[Call]) -> BTreeMap<String, Vec<Vec<Scalar
     .collect()
 }
 
-/// Queries whose default cut into stages gives a later stage rows an aggregate made at
-/// the end of an epoch. Uncut, such rows are never late; after the cut the next stage
-/// reads them as rows of that epoch and refuses those older than the epoch's start less
-/// the lateness: a window that closes only when the input skips epochs (its epoch
-/// `e` is the first one with `(e + 1) * epoch - lateness >= end`, and the epochs before
-/// had no rows) comes out of the first stage older than that. So these are compared with
-/// the reference uncut (`SET stages = 'query'`) only; cut, see
-/// `sql_cut_after_an_aggregate_matches_the_reference` (ignored: a known difference).
+/// The cuts into stages every query is compared with the reference under: as by
+/// default (at stateful operators keyed differently), at every operator, and none.
+pub const STAGES: &[&str] = &["subquery", "operator", "query"];
+
+/// Queries whose default cut gives a later stage rows an aggregate made at the end of
+/// an epoch. In one stage such rows are never late; a later stage must not refuse them
+/// either, even a window that closes only when the input skips epochs (its epoch `e` is
+/// the first one with `(e + 1) * epoch - lateness >= end`, and the epochs before had no
+/// rows), which comes out older than the epoch's start less the lateness.
 pub const CUT_AFTER_AGGREGATE: &[&str] =
     &["aggregate_then_aggregate", "join_of_aggregates_on_counts"];
 
-/// The stage settings a query is compared with the reference under.
-fn stage_settings(name: &str, cut_after_aggregate: bool) -> &'static [&'static str] {
-    match (CUT_AFTER_AGGREGATE.contains(&name), cut_after_aggregate) {
-        (false, _) => &["subquery", "query"],
-        (true, false) => &["query"],
-        (true, true) => &["subquery"],
-    }
-}
-
-/// Every query of [`QUERIES`], parallelized over 8 partitions (cut into stages as by
-/// default, and uncut) on 1, 2 and 4 workers, with both merges, gives the multiset the
+/// Every query of [`QUERIES`], parallelized over 8 partitions (cut into stages as each
+/// of [`STAGES`] says) on 1, 2 and 4 workers, with both merges, gives the multiset the
 /// naive reference computes from the whole input; uncut with the transparent merge, the
 /// same sequence (the reference orders its rows as that merge defines).
 pub fn check_reference(
@@ -809,23 +804,26 @@ pub fn check_reference(
     texts: &[Call],
     watch: &[(i64, i64)],
 ) -> Result<(), TestCaseError> {
-    check_reference_of(calls, texts, watch, false)
+    check_reference_of(calls, texts, watch, None, STAGES)
 }
 
+/// [`check_reference`] for the queries named in `only` (all when None), cut as each of
+/// `stage_settings` says.
 fn check_reference_of(
     calls: &[Call],
     texts: &[Call],
     watch: &[(i64, i64)],
-    cut_after_aggregate: bool,
+    only: Option<&[&str]>,
+    stage_settings: &[&str],
 ) -> Result<(), TestCaseError> {
     let dir = scratch("reference");
     write_inputs(&dir.0, calls, texts, watch);
     let streams = streams_of(calls, texts);
     for (name, q) in QUERIES {
-        if cut_after_aggregate && !CUT_AFTER_AGGREGATE.contains(name) {
+        if only.is_some_and(|o| !o.contains(name)) {
             continue;
         }
-        for stages in stage_settings(name, cut_after_aggregate) {
+        for stages in stage_settings {
             for merge in ["transparent", "best_effort"] {
                 let par = script(
                     &dir.0,
@@ -867,18 +865,19 @@ fn check_reference_of(
 }
 
 /// Every query of [`LATE_QUERIES`] with two queries over its late rows (all of them;
-/// counts per window of refusal time), on 1, 2 and 4 workers: the output, the late rows
-/// and the counts are what the naive reference computes.
+/// counts per window of refusal time), cut as each of [`STAGES`] says, on 1, 2 and 4
+/// workers: the output, the late rows and the counts are what the naive reference
+/// computes.
 pub fn check_late_reference(calls: &[Call], texts: &[Call]) -> Result<(), TestCaseError> {
-    check_late_reference_of(calls, texts, None)
+    check_late_reference_of(calls, texts, STAGES)
 }
 
-/// [`check_late_reference`] with the queries cut into stages as `only` says (both
-/// settings when None).
+/// [`check_late_reference`] with the queries cut into stages as each of
+/// `stage_settings` says.
 fn check_late_reference_of(
     calls: &[Call],
     texts: &[Call],
-    only: Option<&str>,
+    stage_settings: &[&str],
 ) -> Result<(), TestCaseError> {
     let dir = scratch("late-reference");
     write_inputs(&dir.0, calls, texts, &[]);
@@ -889,10 +888,7 @@ fn check_late_reference_of(
             .find(|(n, _)| n == name)
             .map(|(_, q)| *q)
             .expect("a query of QUERIES");
-        for stages in stage_settings(name, false) {
-            if only.is_some_and(|o| o != *stages) {
-                continue;
-            }
+        for stages in stage_settings {
             let par = late_script(
                 &dir.0,
                 &format!("SET partitions = 8; SET stages = '{stages}';"),
@@ -977,26 +973,31 @@ const MEETS_THREE: ([Call; 4], [Call; 2]) = (
     [(2, 0, 70, 5), (1, 0, 52, 7)],
 );
 
-/// [`MEETS_THREE`] with `join_then_aggregate` cut into stages as by default, against
-/// the reference: ignored, a known difference. The stage after the join allows the
-/// join's delay (13) on top of the lateness, so it keeps the three rows that the query
-/// as written refuses.
+/// [`MEETS_THREE`] with `join_then_aggregate` cut into stages (after the join), against
+/// the reference: the stage after the join refuses the three joined rows, as the query
+/// as written does (lateness is the input's; the join's delay adds none).
 #[test]
-#[ignore = "known difference: a stage after an interval join allows more lateness"]
 fn sql_cut_after_an_interval_join_matches_the_reference() {
-    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, Some("subquery"))
+    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["subquery", "operator"])
         .expect("cut after an interval join");
 }
 
-/// The queries of [`CUT_AFTER_AGGREGATE`] cut into stages as by default, against the
-/// reference: ignored, as the cut refuses rows the uncut query keeps (see there).
+/// The queries of [`CUT_AFTER_AGGREGATE`] cut into stages, on an input that skips
+/// epochs, against the reference: the stage after the aggregates keeps the windows that
+/// closed late, as the query as written does (see there).
 #[test]
-#[ignore = "known difference: a stage after an aggregate refuses windows that closed late"]
 fn sql_cut_after_an_aggregate_matches_the_reference() {
     let calls: Vec<Call> = (0..120)
         .map(|i| (i % 4, i % 3, (i / 6) * 35, i % 50))
         .collect();
-    check_reference_of(&calls, &calls[10..], &[], true).expect("cut after an aggregate");
+    check_reference_of(
+        &calls,
+        &calls[10..],
+        &[],
+        Some(CUT_AFTER_AGGREGATE),
+        &["subquery", "operator"],
+    )
+    .expect("cut after an aggregate");
 }
 
 /// The edge cases of `sql_edge_cases` (empty streams, one row, everything late), and
@@ -1012,7 +1013,7 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
     check_late_reference(&late, &late).expect("late rows as a stream");
     // Uncut, the aggregate over the join refuses three rows while processing one text
     // (the late stream must hold all three, each whole).
-    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, Some("query"))
+    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["query"])
         .expect("several rows refused at once");
     let extreme: Vec<Call> = [
         0,

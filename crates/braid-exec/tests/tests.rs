@@ -739,6 +739,58 @@ fn every_epoch_reaches_idle_partitions() {
     }
 }
 
+/// Every stage of a plan hears of every epoch of the plan's input, as one stage would:
+/// the second stage's every-epoch function ends epoch 2, in which the first stage (its
+/// guard omitting the epoch's only row) made nothing.
+#[test]
+fn every_epoch_reaches_later_stages() {
+    let rows = [
+        (0, 0, 1, 0), // time 0
+        (2, 5, 1, 0), // time 2
+        (2, 7, 1, 1), // time 4: omitted by the first stage's guard
+        (2, 0, 1, 0), // time 6
+    ];
+    let input = stream(&rows);
+    let s = schema();
+    let key = Expr::col(&s, "key").expect("key");
+    let kind = Expr::col(&s, "kind").expect("kind");
+    for strategy in STRATEGIES {
+        let mut p = Plan::source("s", SourceSpec::Memory(Arc::new(input.clone())), s.clone());
+        if let Plan::Source(src) = &mut p {
+            src.window = 1;
+            src.epoch = 2;
+        }
+        let p = p
+            .split(
+                4,
+                Route::Expr {
+                    expr: key.clone(),
+                    when: Some(kind.clone().eq(Expr::int(0))),
+                },
+                None,
+                strategy,
+            )
+            .map("identity")
+            .merge(MergeKind::Union)
+            .split(3, Route::RoundRobin, None, strategy)
+            .map("every_epoch")
+            .merge(MergeKind::TimeOrdered)
+            .sink(SinkSpec::Collect);
+        let expected = reference::run(&p, &registry(), &input).expect("reference");
+        let mut closes: Vec<i64> = expected
+            .iter()
+            .filter(|r| r.key.seq == RowKey::END_OF_EPOCH)
+            .map(|r| match r.values[1] {
+                Scalar::Int(e) => e,
+                ref v => panic!("unexpected epoch {v:?}"),
+            })
+            .collect();
+        closes.dedup();
+        assert_eq!(closes, vec![0, 1, 2, 3], "{strategy:?}");
+        assert_matches_reference(&p, &input, true, &format!("{strategy:?}"));
+    }
+}
+
 #[test]
 fn interleave_counts_csv_rows_once_and_merges_rejects() {
     let path =

@@ -189,6 +189,27 @@ impl RowKey {
     pub const END_OF_EPOCH: u64 = u64::MAX - 1;
     /// Sequence number of outputs made when the input has ended.
     pub const FINISH: u64 = u64::MAX;
+    /// Bit set in the `seq` of a row made at the end of an epoch or of the input, not
+    /// while an input row was processed ([`RowKey::END_OF_EPOCH`], [`RowKey::FINISH`],
+    /// and, between stages, [`RowKey::stage_seq`]). Sources number rows below it.
+    pub const AT_END: u64 = 1 << 63;
+
+    /// Whether a row with sequence number `seq` was made at the end of an epoch or of
+    /// the input (see [`RowKey::AT_END`]).
+    #[inline]
+    pub fn made_at_end(seq: u64) -> bool {
+        seq & RowKey::AT_END != 0
+    }
+
+    /// The sequence number of a row of an earlier stage's output (key `seq`) as the
+    /// next stage reads it: `hash`, a 63-bit hash of its values, with the
+    /// [`RowKey::AT_END`] bit kept. The next stage then processes an epoch's rows made
+    /// while input rows were processed before those made at the end of the epoch, as
+    /// one stage would.
+    #[inline]
+    pub fn stage_seq(seq: u64, hash: u64) -> u64 {
+        (hash & !RowKey::AT_END) | (seq & RowKey::AT_END)
+    }
 
     /// A broadcast lane: the row goes to every partition `p` with `p % modulus == residue`.
     #[inline]

@@ -68,6 +68,14 @@ impl<'a> Emitter<'a> {
         self.epoch
     }
 
+    /// The sequence number of the row being processed: its key's (for `end_of_epoch`
+    /// and `finish`, [`RowKey::END_OF_EPOCH`] and [`RowKey::FINISH`]).
+    /// [`RowKey::made_at_end`] tells whether an earlier stage made the row at the end of
+    /// an epoch or of the input.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
     /// Emits a row under a lane of the caller's choosing instead of
     /// `partition << 32 | n`: a stream function whose output order must not depend on
     /// the partitioning (SQL queries) uses a hash of the row. `lane` must not have the

@@ -4,7 +4,8 @@
 //! It defines the serial order every strategy must reproduce: rows in source order;
 //! a split row goes to its partition, a broadcast row to partitions 0..q in order;
 //! each partition's stream function sees its rows in that order, then `end_of_epoch`
-//! when the epoch ends (partitions in order), then `finish` once at the end.
+//! when the epoch ends (partitions in order; a function that wants every epoch, in any
+//! stage, hears of every epoch of the plan's input), then `finish` once at the end.
 //!
 //! Row `i` of the input has sequence number `i` and belongs to epoch
 //! `max(time of row i / epoch length, epoch of row i - 1)` (without an event time, `i`
@@ -165,7 +166,8 @@ struct StageInput {
 }
 
 /// What a split over `plan` reads: a source's rows, or the output of an earlier stage
-/// keyed by a hash of its values and ordered by (epoch, hash, values) — as the engine
+/// keyed by a hash of its values (marked when the row was made at the end of an epoch:
+/// [`RowKey::stage_seq`]) and ordered by (epoch, that key, values) — as the engine
 /// does when a split reads a merge (no row's position depends on the worker that made
 /// it, so no worker has to put them in order).
 fn stage_input(
@@ -200,7 +202,8 @@ fn stage_input(
         tmp.clear();
         let vals: Vec<Value<'_>> = r.values.iter().map(|s| s.as_value()).collect();
         tmp.push(RowKey::default(), &vals);
-        keyed.push((r.epoch, crate::expr::row_hash(&tmp.row(0)), &r.values));
+        let h = crate::expr::row_hash(&tmp.row(0));
+        keyed.push((r.epoch, RowKey::stage_seq(r.key.seq, h), &r.values));
     }
     keyed.sort();
     let mut batch = Batch::with_capacity(arity, keyed.len());
@@ -211,6 +214,24 @@ fn stage_input(
         rows.push((epoch, h));
     }
     Ok(StageInput { batch, rows })
+}
+
+/// The epochs in which `source` (the leaf of the plan being evaluated) has rows,
+/// ascending.
+fn input_epochs(source: &Source, input: &Batch, cx: &EvalCx) -> Vec<u64> {
+    let mut epochs: Vec<u64> = match source.spec {
+        SourceSpec::Late { of } => cx
+            .inputs
+            .get(of)
+            .map_or(Vec::new(), |rows| rows.iter().map(|r| r.epoch).collect()),
+        _ => source_rows(source, input)
+            .into_iter()
+            .map(|(e, _, _)| e)
+            .collect(),
+    };
+    epochs.sort_unstable();
+    epochs.dedup();
+    epochs
 }
 
 fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Result<Vec<OutRow>> {
@@ -258,6 +279,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                 ));
             };
             let stage = stage_input(&split.input, registry, input, cx)?;
+            let source_epochs = input_epochs(split.input.leaf_source(), input, cx);
             let input = &stage.batch;
             let routing = Routing::new(split, registry)?;
             let factory = registry.function(&map.function)?.clone();
@@ -295,10 +317,23 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                 }
                 touched.clear();
             };
+            // An every-epoch function also ends the epochs of the plan's input in which
+            // its stage has no rows (a later stage's, where the stage before made none).
+            let mut ticks = match every_epoch {
+                true => source_epochs,
+                false => Vec::new(),
+            }
+            .into_iter()
+            .peekable();
             for (i, &(epoch, seq)) in stage.rows.iter().enumerate() {
                 if current != Some(epoch) {
                     if let Some(e) = current {
                         flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+                    }
+                    while let Some(t) = ticks.next_if(|&t| t <= epoch) {
+                        if t != epoch && current.is_none_or(|c| t > c) {
+                            flush_epoch(t, &mut touched, &mut instances, &mut out, &mut epochs);
+                        }
                     }
                     current = Some(epoch);
                 }
@@ -321,6 +356,11 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
             }
             if let Some(e) = current {
                 flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+            }
+            for t in ticks {
+                if current.is_none_or(|c| t > c) {
+                    flush_epoch(t, &mut touched, &mut instances, &mut out, &mut epochs);
+                }
             }
             for (&p, f) in instances.iter_mut() {
                 f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, p).at_epoch(u64::MAX));

@@ -9,7 +9,7 @@
 //! stages the merge is a union; the last stage's follows `SET merge`.
 
 use crate::catalog::{MergeMode, Settings, SinkDef, StreamDef};
-use crate::logical::{JoinWindow, Logical};
+use crate::logical::Logical;
 use crate::run::Layout;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
@@ -167,19 +167,6 @@ pub fn stage_layout(stage: &Logical) -> Layout {
         tag: Some(braid_plan::interleave::STREAM_COLUMN),
         inputs,
     }
-}
-
-/// How much later than its event time a stage's output row can appear: an interval
-/// join emits a pair when its later row arrives.
-pub fn delay(l: &Logical) -> i64 {
-    let own = match l {
-        Logical::Join {
-            window: JoinWindow::Interval { lo, hi },
-            ..
-        } => (*hi.max(&0)).saturating_sub(*lo.min(&0)),
-        _ => 0,
-    };
-    own.saturating_add(l.children().iter().map(|c| delay(c)).max().unwrap_or(0))
 }
 
 /// One stage: `input -> Split -> Map(function) -> Merge`. Between stages the merge is a

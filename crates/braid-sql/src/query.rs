@@ -94,7 +94,8 @@ struct Build<'a> {
     source: &'a Source,
     /// Where each input stream's columns sit in the source's rows.
     layout: &'a Layout,
-    /// Allowed lateness of the input.
+    /// Allowed lateness of the input, the same in every stage: lateness is a property of
+    /// the input, judged as in one stage (see `run`).
     lateness: i64,
     /// The query reads one stream (a filter on it can move into the balancer).
     single_input: bool,
@@ -115,8 +116,6 @@ impl Build<'_> {
         let n_stages = stages.len();
         let mut plan = Plan::Source(self.source.clone());
         let mut described = Vec::new();
-        // Stage k's rows can be later than the input's by what earlier stages delay.
-        let mut extra = 0;
         for (k, stage) in stages.iter_mut().enumerate() {
             // The first stage reads the source; later ones the previous stage's output.
             let (layout, phys) = if k == 0 {
@@ -134,13 +133,15 @@ impl Build<'_> {
                 stage.clone(),
                 layout,
                 self.source.epoch,
-                self.lateness.saturating_add(extra),
+                self.lateness,
                 self.late.clone(),
             );
+            if k > 0 {
+                factory = factory.after_cut();
+            }
             if let Some(l) = self.late_layout {
                 factory = factory.with_late_stream(l, k);
             }
-            extra = extra.saturating_add(physical::delay(stage));
             registry.add_function(&function, Arc::new(factory));
             let last = k + 1 == n_stages;
             plan = physical::stage(plan, &part, when, &function, self.settings, last);

@@ -168,6 +168,8 @@ pub(crate) fn render<'s>(
         late_read: false,
         stage_base: 0,
         lates: Vec::new(),
+        leaf: None,
+        ticks: None,
     };
     let mut outs = Vec::new();
     for (i, p) in plans.iter().enumerate() {
@@ -176,6 +178,7 @@ pub(crate) fn render<'s>(
             .iter()
             .any(|r| matches!(r.leaf_source().spec, SourceSpec::Late { of } if of == i));
         cx.lates.push(Vec::new());
+        (cx.leaf, cx.ticks) = (None, None);
         outs.push(node(&mut cx, p)?);
         cx.stage_base += p.maps();
     }
@@ -201,6 +204,31 @@ struct Cx<'a, 's> {
     stage_base: usize,
     /// Per plan rendered so far, the late rows of its Maps.
     lates: Vec<Vec<Windows<'s>>>,
+    /// The plan's input as its first split reads it (once rendered).
+    leaf: Option<Windows<'s>>,
+    /// The epochs of the plan's input (see [`map::ticks`]), made for the first Map that
+    /// wants them and shared by every stage's.
+    ticks: Option<Windows<'s>>,
+}
+
+impl<'s> Cx<'_, 's> {
+    /// Ticks for every epoch of the plan's input: every stage of a plan hears of every
+    /// epoch of its input, as one stage would, not only of those in which the stage
+    /// before it made rows.
+    fn ticks(&mut self) -> Result<Windows<'s>> {
+        if let Some(t) = &self.ticks {
+            return Ok(t.clone());
+        }
+        let Some(leaf) = self.leaf.clone() else {
+            return Err(braid_plan::error::Error::Internal(
+                "a Map wants epoch ticks before its plan's input was rendered".into(),
+            )
+            .into());
+        };
+        let t = map::ticks(leaf, self.place);
+        self.ticks = Some(t.clone());
+        Ok(t)
+    }
 }
 
 fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
@@ -220,9 +248,15 @@ fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
                 .into());
             };
             // Late rows are keyed where they are made, like an earlier stage's output.
-            rekey(cx.scope.concatenate(streams.clone()))
+            let late = rekey(cx.scope.concatenate(streams.clone()));
+            cx.leaf = Some(late.clone());
+            late
         }
-        Plan::Source(_) => cx.scope.input_from(cx.input),
+        Plan::Source(_) => {
+            let input = cx.scope.input_from(cx.input);
+            cx.leaf = Some(input.clone());
+            input
+        }
         Plan::Split(s) => {
             let upstream = split_input(cx, &s.input)?;
             split::render(upstream, s, registry, place, shared)?
@@ -231,10 +265,11 @@ fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
             let out_schema = plan.schema(registry)?;
             let every_epoch = registry.function(&m.function)?.every_epoch();
             let (upstream, ticks) = match m.input.as_ref() {
-                // The function wants every epoch of the split's input: tick from there.
+                // The function wants every epoch of the plan's input (a later stage's
+                // too: see `Cx::ticks`).
                 Plan::Split(s) if every_epoch => {
                     let source = split_input(cx, &s.input)?;
-                    let ticks = map::ticks(source.clone(), place);
+                    let ticks = cx.ticks()?;
                     (
                         split::render(source, s, registry, place, shared)?,
                         Some(ticks),
@@ -286,10 +321,13 @@ fn split_input<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
     })
 }
 
-/// Keys every row of an earlier stage's output by a hash of its values, where it is:
-/// the next stage then processes an epoch's rows in hash order, the same whatever worker
-/// made them, so no worker has to collect and order them (the reference interpreter
-/// keys them alike).
+/// Keys every row of an earlier stage's output by a hash of its values, where it is
+/// ([`RowKey::stage_seq`]: a row made at the end of an epoch stays marked so):
+/// the next stage then processes an epoch's rows in hash order, those made at the end
+/// of the epoch last, the same whatever worker made them, so no worker has to collect
+/// and order them (the reference interpreter keys them alike).
+///
+/// [`RowKey::stage_seq`]: braid_plan::batch::RowKey::stage_seq
 fn rekey(input: Windows<'_>) -> Windows<'_> {
     use braid_plan::batch::RowKey;
     use timely::dataflow::channels::pact::Pipeline;
@@ -302,7 +340,8 @@ fn rekey(input: Windows<'_>) -> Windows<'_> {
                     let batch = w.batch_mut();
                     for i in 0..batch.len() {
                         let h = braid_plan::expr::row_hash(&batch.row(i));
-                        batch.keys_mut()[i] = RowKey { seq: h, lane: 0 };
+                        let seq = RowKey::stage_seq(batch.key(i).seq, h);
+                        batch.keys_mut()[i] = RowKey { seq, lane: 0 };
                     }
                     session.give(w);
                 }

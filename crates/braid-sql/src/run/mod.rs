@@ -6,7 +6,9 @@
 //! and join state and emit when event time passes their end.
 //!
 //! Time is decided by epochs, never by what one partition happens to see, so results do
-//! not depend on the partitioning:
+//! not depend on the partitioning, nor on the cut into stages (every stage judges with
+//! the input's lateness and hears of every epoch of the input, and a row an earlier
+//! stage made at the end of an epoch is never late, as in one stage):
 //! - a row processed in epoch `e` is late if its event time is below
 //!   `e * epoch - lateness` (late rows are counted, written to a file if asked, and
 //!   written to the late stream when a later query reads `LATE(sink)`, see [`LateLayout`]);
@@ -84,6 +86,9 @@ pub struct QueryFactory {
     late: Arc<LateRows>,
     late_stage: Option<(Schema, LateStage)>,
     tables: Vec<Arc<TableIndex>>,
+    /// It reads an earlier stage's output (whose rows made at the end of an epoch are
+    /// marked), not the query's input.
+    after_cut: bool,
 }
 
 impl QueryFactory {
@@ -106,7 +111,16 @@ impl QueryFactory {
             late,
             late_stage: None,
             tables,
+            after_cut: false,
         }
+    }
+
+    /// Reads the output of the stage before it: a row that stage made at the end of an
+    /// epoch or of the input ([`RowKey::made_at_end`]) is never late here, as in one
+    /// stage.
+    pub fn after_cut(mut self) -> QueryFactory {
+        self.after_cut = true;
+        self
     }
 
     /// Also writes the rows this stage refuses to the query's late stream, laid out as
@@ -158,6 +172,7 @@ impl StreamFunctionFactory for QueryFactory {
             layout: self.layout.clone(),
             epoch: self.epoch,
             lateness: self.lateness,
+            after_cut: self.after_cut,
             buf: Batch::new(self.root.schema().arity()),
             late_buf,
         })
@@ -177,6 +192,8 @@ struct QueryFn {
     layout: Layout,
     epoch: u64,
     lateness: i64,
+    /// See [`QueryFactory::after_cut`].
+    after_cut: bool,
     buf: Batch,
     /// Rows the operators refused, in the late stream's layout (when it has one).
     late_buf: Option<LateBuf>,
@@ -208,12 +225,18 @@ impl StreamFunction for QueryFn {
         let Some(input) = self.layout.input_of(&row) else {
             return;
         };
-        // Rows made when the input ended (an earlier stage's final results) are never late.
+        // A row an earlier stage made at the end of an epoch or of the input is never
+        // late, as it is not in one stage (where it goes up the tree while windows close);
+        // a row it made while processing an input row is judged by that row's epoch, the
+        // one it comes in.
         let (wm, at) = if out.epoch() == u64::MAX {
             (i64::MIN, i64::MAX)
         } else {
             let at = (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64;
-            (at - self.lateness, at)
+            match self.after_cut && RowKey::made_at_end(out.seq()) {
+                true => (i64::MIN, at),
+                false => (at - self.lateness, at),
+            }
         };
         let cx = Cx { wm, at };
         self.root.push(input, row, &cx, &mut self.buf);
