@@ -109,7 +109,7 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
     ),
     (
         "session",
-        "SELECT window_start, window_end, caller, count(*) AS n, sum(dur) AS total FROM calls GROUP BY SESSION(start, 15), caller",
+        "SELECT window_start, window_end, caller, count(*) AS n, sum(dur) AS total, avg(dur) AS mean, min(dur) AS lo, max(dur) AS hi FROM calls GROUP BY SESSION(start, 15), caller",
     ),
     (
         "rows",
