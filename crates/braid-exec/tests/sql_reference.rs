@@ -313,6 +313,19 @@ fn refuse(what: &str, schema: &Schema, ev: &Ev, cx: &mut Cx<'_>) {
 
 /// One aggregate over the rows of a group, in arrival order.
 fn agg_value(call: &AggCall, rows: &[Vec<Scalar>]) -> Scalar {
+    // FILTER (WHERE c): the rows where c is true, the others as if absent.
+    let mut kept: Vec<Vec<Scalar>> = Vec::new();
+    let rows = match &call.filter {
+        None => rows,
+        Some(c) => {
+            for r in rows {
+                if eval(c, r) == Scalar::Bool(true) {
+                    kept.push(r.clone());
+                }
+            }
+            &kept[..]
+        }
+    };
     if call.func == AggFunc::CountStar {
         return Scalar::Int(rows.len() as i64);
     }
