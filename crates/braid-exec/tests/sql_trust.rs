@@ -3,7 +3,7 @@
 //! function), `HOP(time, slide, size)` takes Flink's order (windows `size` long,
 //! `slide` apart, no row called late), and windows closed together come in window order.
 
-use crate::sql::{int_rows, script, scratch, write_calls, Call};
+use crate::sql::{int_rows, scratch, script, write_calls, Call};
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::Scalar;
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,7 +71,10 @@ fn sql_hop_takes_the_slide_then_the_size() {
     let want: Vec<Vec<i64>> = want.into_iter().map(|(s, n)| vec![s, s + 60, n]).collect();
     assert_eq!(got, want);
     // Every row is in three windows.
-    assert_eq!(want.iter().map(|r| r[2]).sum::<i64>(), 3 * calls.len() as i64);
+    assert_eq!(
+        want.iter().map(|r| r[2]).sum::<i64>(),
+        3 * calls.len() as i64
+    );
 }
 
 /// The windows that close together (at the end of an epoch, or of the input) come in
@@ -84,7 +87,11 @@ fn sql_windows_closed_together_come_in_window_order() {
     write_calls(&dir.0.join("calls.csv"), &calls);
     write_calls(&dir.0.join("texts.csv"), &calls);
     std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
-    for settings in ["SET parallel = 'off'; SET merge = 'best_effort';", "SET parallel = 'off';", "SET partitions = 4;"] {
+    for settings in [
+        "SET parallel = 'off'; SET merge = 'best_effort';",
+        "SET parallel = 'off';",
+        "SET partitions = 4;",
+    ] {
         let s = script(
             &dir.0,
             settings,

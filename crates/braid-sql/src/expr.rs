@@ -358,17 +358,18 @@ pub(crate) fn check_call(f: &ast::Function, kind: Call) -> Result<()> {
     }
     if let Some(nt) = &f.null_treatment {
         let word = nt.to_string();
-        let first = word.split_whitespace().next().unwrap_or("NULLS").to_string();
+        let first = word
+            .split_whitespace()
+            .next()
+            .unwrap_or("NULLS")
+            .to_string();
         let e = no(format!("`{word}` in a call of `{name}`"));
         return Err(mark_word(args_end, &first, e));
     }
     if !matches!(f.parameters, ast::FunctionArguments::None) {
         return Err(mark(
             f.span(),
-            no(format!(
-                "parametric call `{name}{}(...)`",
-                f.parameters
-            )),
+            no(format!("parametric call `{name}{}(...)`", f.parameters)),
         ));
     }
     if f.filter.is_some() && kind != Call::Aggregate {

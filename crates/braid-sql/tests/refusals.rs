@@ -28,7 +28,10 @@ fn error(query: &str) -> String {
 
 /// The 1-based column of the first `word` in `query` (as line 2 of the script).
 fn column_of(query: &str, word: &str) -> usize {
-    query.find(word).unwrap_or_else(|| panic!("no {word} in {query}")) + 1
+    query
+        .find(word)
+        .unwrap_or_else(|| panic!("no {word} in {query}"))
+        + 1
 }
 
 /// `query` is refused with a message containing `what`, at line 2, at the first
@@ -155,7 +158,11 @@ fn aggregate_filter_is_planned() {
         "{HEAD}SELECT window_end, count(*) FILTER (WHERE dur > 100) AS long, count(DISTINCT callee) FILTER (WHERE dur > 1) AS peers, count(*) AS n FROM calls GROUP BY TUMBLE(start, 100)"
     );
     let s = compile_script(&text, &dir(), &Registry::with_builtins()).expect("compiles");
-    let plan = s.jobs[0].logical.as_ref().expect("logical plan").to_string();
+    let plan = s.jobs[0]
+        .logical
+        .as_ref()
+        .expect("logical plan")
+        .to_string();
     assert!(
         plan.contains(
             "aggs=[count(*) FILTER (WHERE (dur > 100)), count(DISTINCT callee) FILTER (WHERE (dur > 1)), count(*)]"
@@ -185,16 +192,28 @@ fn types_braid_would_store_as_others_are_refused() {
     );
     column("NUMERIC", "NUMERIC (exact decimals)");
     column("DEC(5)", "DEC(5) (exact decimals)");
-    column("INT", "INT (Braid's integers are 64-bit and signed); write BIGINT");
+    column(
+        "INT",
+        "INT (Braid's integers are 64-bit and signed); write BIGINT",
+    );
     column("INTEGER", "INTEGER (Braid's integers");
     column("SMALLINT", "SMALLINT (Braid's integers");
     column("TINYINT", "TINYINT (Braid's integers");
     column("BIGINT UNSIGNED", "BIGINT UNSIGNED (Braid's integers");
-    column("FLOAT", "FLOAT (Braid's floating-point numbers are 64-bit); write DOUBLE");
+    column(
+        "FLOAT",
+        "FLOAT (Braid's floating-point numbers are 64-bit); write DOUBLE",
+    );
     column("REAL", "REAL (Braid's floating-point");
-    column("VARCHAR(10)", "VARCHAR(10) (Braid's strings have no length limit or padding)");
+    column(
+        "VARCHAR(10)",
+        "VARCHAR(10) (Braid's strings have no length limit or padding)",
+    );
     column("CHAR(3)", "CHAR(3) (Braid's strings");
-    column("TIMESTAMP", "type TIMESTAMP; types are BIGINT, DOUBLE, BOOLEAN and TEXT");
+    column(
+        "TIMESTAMP",
+        "type TIMESTAMP; types are BIGINT, DOUBLE, BOOLEAN and TEXT",
+    );
     // The types Braid has, under their usual names.
     for ty in [
         "BIGINT",
@@ -247,7 +266,11 @@ fn hop_takes_slide_then_size() {
         "{HEAD}SELECT window_start, window_end, count(*) AS n FROM calls GROUP BY HOP(start, 20, 60)"
     );
     let s = compile_script(&text, &dir(), &Registry::with_builtins()).expect("compiles");
-    let plan = s.jobs[0].logical.as_ref().expect("logical plan").to_string();
+    let plan = s.jobs[0]
+        .logical
+        .as_ref()
+        .expect("logical plan")
+        .to_string();
     assert!(plan.contains("window=HOP(slide 20, size 60)"), "{plan}");
     refused(
         "SELECT window_end, count(*) AS n FROM calls GROUP BY HOP(start, 60, 20)",
@@ -270,7 +293,9 @@ fn quoted_option_values_read_as_numbers_and_booleans() {
     assert_eq!(source.window, 64);
     assert_eq!(s.catalog.settings.partitions, 4);
     let bad = |opts: &str, what: &str| {
-        let text = format!("CREATE STREAM s (a BIGINT, t BIGINT) WITH (path = 's.csv', event_time = 't', {opts});");
+        let text = format!(
+            "CREATE STREAM s (a BIGINT, t BIGINT) WITH (path = 's.csv', event_time = 't', {opts});"
+        );
         let e = match compile_script(&text, &dir(), &Registry::with_builtins()) {
             Ok(_) => panic!("accepted {opts}"),
             Err(e) => e.to_string(),
@@ -297,7 +322,8 @@ fn quoted_option_values_read_as_numbers_and_booleans() {
 
 #[test]
 fn a_parse_error_at_the_end_points_after_the_last_token() {
-    let text = "CREATE STREAM s (a BIGINT, t BIGINT) WITH (path = 's.csv');\nSELECT a FROM s WHERE\n\n";
+    let text =
+        "CREATE STREAM s (a BIGINT, t BIGINT) WITH (path = 's.csv');\nSELECT a FROM s WHERE\n\n";
     let e = match compile_script(text, &dir(), &Registry::with_builtins()) {
         Ok(_) => panic!("parsed"),
         Err(e) => e.to_string(),
@@ -329,7 +355,11 @@ fn clauses_a_stream_query_would_ignore_are_refused() {
         "QUALIFY in a stream query",
         "QUALIFY",
     );
-    refused("SELECT TOP 5 caller FROM calls", "SELECT TOP in a stream query", "TOP");
+    refused(
+        "SELECT TOP 5 caller FROM calls",
+        "SELECT TOP in a stream query",
+        "TOP",
+    );
     refused(
         "SELECT caller FROM calls SORT BY caller",
         "SORT BY in a stream query",

@@ -52,8 +52,9 @@ impl Planner<'_> {
                     (*with_ordinality, "WITH ORDINALITY"),
                 ];
                 if let Some((_, what)) = extra.iter().find(|(on, _)| *on) {
-                    return Err(Error::NotSupported(format!("{what} in FROM"))
-                        .at(self.text, f.span()));
+                    return Err(
+                        Error::NotSupported(format!("{what} in FROM")).at(self.text, f.span())
+                    );
                 }
                 refuse_column_aliases(alias.as_ref()).at(self.text, f.span())?;
                 let n = name.to_string();
