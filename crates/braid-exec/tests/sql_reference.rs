@@ -113,13 +113,18 @@ impl Time {
     }
 }
 
+/// Where the transparent merge puts a row: epoch, sequence number, lane, event time,
+/// then the values.
+type MergeOrder = (u64, u64, u64, Option<Scalar>, Vec<Scalar>);
+
 /// What the reference gives for a query: its rows, and the rows it refused with the
 /// epoch each was refused in.
 pub struct Answer {
     pub rows: Vec<Vec<Scalar>>,
     /// The rows in the transparent merge's order, for a query run in one stage: by
     /// epoch (the end of input last), then the input row that made each (rows made at
-    /// the end of an epoch after them), then a hash of the values.
+    /// the end of an epoch after them), then a hash of the values (rows an input row
+    /// made) or the event time, then the values (rows made at an end).
     pub ordered: Vec<Vec<Scalar>>,
     pub late: Vec<(u64, Vec<Scalar>)>,
 }
@@ -735,21 +740,25 @@ pub fn answer(script: &Script, job: &Job, streams: &BTreeMap<String, Vec<Vec<Sca
         late: Vec::new(),
     };
     let out = node(logical, &mut cx);
-    let mut keyed: Vec<(u64, u64, u64, Vec<Scalar>)> = out
+    // Rows an input row made: by a hash of their values; rows made at the end of an
+    // epoch or of the input: by event time, then values.
+    let time = logical.schema().event_time;
+    let mut keyed: Vec<MergeOrder> = out
         .iter()
         .map(|ev| {
-            let seq = match ev.phase {
-                Phase::Row => ev.seq,
-                Phase::End => RowKey::END_OF_EPOCH,
-                Phase::Finish => RowKey::FINISH,
+            let (seq, lane) = match ev.phase {
+                Phase::Row => (ev.seq, hash(&ev.values)),
+                Phase::End => (RowKey::END_OF_EPOCH, 0),
+                Phase::Finish => (RowKey::FINISH, 0),
             };
-            (ev.epoch, seq, hash(&ev.values), ev.values.clone())
+            let t = time.map(|t| ev.values[t].clone());
+            (ev.epoch, seq, lane, t, ev.values.clone())
         })
         .collect();
-    keyed.sort_by_key(|k| (k.0, k.1, k.2));
+    keyed.sort();
     Answer {
         rows: out.into_iter().map(|ev| ev.values).collect(),
-        ordered: keyed.into_iter().map(|k| k.3).collect(),
+        ordered: keyed.into_iter().map(|k| k.4).collect(),
         late: cx.late,
     }
 }

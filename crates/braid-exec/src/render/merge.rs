@@ -8,6 +8,7 @@ use braid_plan::batch::{Batch, Datum, RowKey};
 use braid_plan::combine::{Groups, KeyedMerge};
 use braid_plan::expr::Expr;
 use braid_plan::function::Registry;
+use braid_plan::output::same_key_order;
 use braid_plan::plan::{Merge, MergeKind};
 use braid_plan::types::Schema;
 use std::collections::HashMap;
@@ -33,7 +34,7 @@ pub(crate) fn render<'s>(
 ) -> Result<Windows<'s>> {
     Ok(match &merge.kind {
         MergeKind::Union => input,
-        MergeKind::TimeOrdered => time_ordered(input),
+        MergeKind::TimeOrdered => time_ordered(input, in_schema.event_time),
         MergeKind::Keyed {
             key,
             combine,
@@ -90,8 +91,10 @@ fn select<'s>(input: Windows<'s>, filter: Expr, keep: bool, name: &str) -> Windo
     })
 }
 
-/// Collects every epoch's rows on one worker and emits them sorted by serial position.
-fn time_ordered(input: Windows<'_>) -> Windows<'_> {
+/// Collects every epoch's rows on one worker and emits them sorted by serial position;
+/// rows with the same position (SQL's rows made at the end of an epoch) by their
+/// event-time column `time`, then their values ([`same_key_order`]).
+fn time_ordered(input: Windows<'_>, time: Option<usize>) -> Windows<'_> {
     input.unary_frontier::<WindowBuilder, _, _, _>(
         to_worker(MERGE_WORKER),
         "Merge(time-ordered)",
@@ -118,7 +121,14 @@ fn time_ordered(input: Windows<'_>) -> Windows<'_> {
                                 .map(|(i, k)| (*k, b as u32, i as u32)),
                         );
                     }
-                    order.sort_unstable();
+                    order.sort_unstable_by(|a, b| {
+                        a.0.cmp(&b.0).then_with(|| {
+                            let row = |x: &(RowKey, u32, u32)| {
+                                batches[x.1 as usize].row(x.2 as usize).to_scalars()
+                            };
+                            same_key_order(&row(a), &row(b), time)
+                        })
+                    });
                     let mut out = Batch::with_capacity(arity, order.len());
                     for &(key, b, i) in &order {
                         out.push_row_of(&batches[b as usize], i as usize, key);
