@@ -4,7 +4,7 @@
 use super::stash::EpochStash;
 use super::{by_to, guarded, to_worker, Guard, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
-use braid_plan::batch::{Batch, Datum, RowKey};
+use braid_plan::batch::{Batch, Datum, RowKey, Scalar};
 use braid_plan::combine::{Groups, KeyedMerge};
 use braid_plan::expr::Expr;
 use braid_plan::function::Registry;
@@ -121,14 +121,24 @@ fn time_ordered(input: Windows<'_>, time: Option<usize>) -> Windows<'_> {
                                 .map(|(i, k)| (*k, b as u32, i as u32)),
                         );
                     }
-                    order.sort_unstable_by(|a, b| {
-                        a.0.cmp(&b.0).then_with(|| {
-                            let row = |x: &(RowKey, u32, u32)| {
-                                batches[x.1 as usize].row(x.2 as usize).to_scalars()
-                            };
-                            same_key_order(&row(a), &row(b), time)
-                        })
-                    });
+                    order.sort_unstable();
+                    // Runs of equal keys (SQL's rows made at an epoch's end), by value.
+                    let mut start = 0;
+                    while start < order.len() {
+                        let key = order[start].0;
+                        let end = start + order[start..].iter().take_while(|x| x.0 == key).count();
+                        if end - start > 1 {
+                            let mut run: Vec<(Vec<Scalar>, (RowKey, u32, u32))> = order[start..end]
+                                .iter()
+                                .map(|&x| (batches[x.1 as usize].row(x.2 as usize).to_scalars(), x))
+                                .collect();
+                            run.sort_by(|a, b| same_key_order(&a.0, &b.0, time));
+                            for (slot, (_, x)) in order[start..end].iter_mut().zip(run) {
+                                *slot = x;
+                            }
+                        }
+                        start = end;
+                    }
                     let mut out = Batch::with_capacity(arity, order.len());
                     for &(key, b, i) in &order {
                         out.push_row_of(&batches[b as usize], i as usize, key);
