@@ -105,11 +105,19 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
     ),
     (
         "hop",
-        "SELECT window_end, caller % 3 AS g, count(*) AS n FROM calls GROUP BY HOP(start, 60, 20), caller % 3",
+        "SELECT window_end, caller % 3 AS g, count(*) AS n FROM calls GROUP BY HOP(start, 20, 60), caller % 3",
     ),
     (
         "session",
         "SELECT window_start, window_end, caller, count(*) AS n, sum(dur) AS total, avg(dur) AS mean, min(dur) AS lo, max(dur) AS hi FROM calls GROUP BY SESSION(start, 15), caller",
+    ),
+    (
+        "filter",
+        "SELECT window_start, caller, count(*) FILTER (WHERE dur > 100) AS long, count(*) AS n, count(callee) FILTER (WHERE dur % 2 = 0) AS even, count(DISTINCT callee) FILTER (WHERE dur > 200) AS peers, sum(dur) FILTER (WHERE callee < 15) AS low, avg(dur) FILTER (WHERE callee >= 15) AS mean, min(callee) FILTER (WHERE dur > 300) AS lo, max(dur) FILTER (WHERE callee IS NULL OR callee > 20) AS hi FROM calls GROUP BY TUMBLE(start, 50), caller HAVING count(*) FILTER (WHERE dur > 100) > 0",
+    ),
+    (
+        "filter_session",
+        "SELECT window_start, window_end, caller % 4 AS k, count(*) FILTER (WHERE dur < 300) AS short, sum(dur) FILTER (WHERE dur >= 300) AS long FROM calls GROUP BY SESSION(start, 15), caller % 4",
     ),
     (
         "rows",
@@ -372,7 +380,7 @@ fn sql_tumble_matches_a_loop() {
 
 /// Runs `query` over `calls` (as both streams) with 4 partitions on 2 workers and
 /// returns the rows as ints, sorted.
-fn int_rows(name: &str, calls: &[Call], query: &str) -> Vec<Vec<i64>> {
+pub(crate) fn int_rows(name: &str, calls: &[Call], query: &str) -> Vec<Vec<i64>> {
     let dir = scratch(name);
     write_calls(&dir.0.join("calls.csv"), calls);
     write_calls(&dir.0.join("texts.csv"), calls);

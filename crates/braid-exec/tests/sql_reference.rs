@@ -116,13 +116,18 @@ impl Time {
     }
 }
 
+/// Where the transparent merge puts a row: epoch, sequence number, lane, event time,
+/// then the values.
+type MergeOrder = (u64, u64, u64, Option<Scalar>, Vec<Scalar>);
+
 /// What the reference gives for a query: its rows, and the rows it refused with the
 /// epoch each was refused in.
 pub struct Answer {
     pub rows: Vec<Vec<Scalar>>,
     /// The rows in the transparent merge's order, for a query run in one stage: by
     /// epoch (the end of input last), then the input row that made each (rows made at
-    /// the end of an epoch after them), then a hash of the values.
+    /// the end of an epoch after them), then a hash of the values (rows an input row
+    /// made) or the event time, then the values (rows made at an end).
     pub ordered: Vec<Vec<Scalar>>,
     pub late: Vec<(u64, Vec<Scalar>)>,
 }
@@ -316,6 +321,19 @@ fn refuse(what: &str, schema: &Schema, ev: &Ev, cx: &mut Cx<'_>) {
 
 /// One aggregate over the rows of a group, in arrival order.
 fn agg_value(call: &AggCall, rows: &[Vec<Scalar>]) -> Scalar {
+    // FILTER (WHERE c): the rows where c is true, the others as if absent.
+    let mut kept: Vec<Vec<Scalar>> = Vec::new();
+    let rows = match &call.filter {
+        None => rows,
+        Some(c) => {
+            for r in rows {
+                if eval(c, r) == Scalar::Bool(true) {
+                    kept.push(r.clone());
+                }
+            }
+            &kept[..]
+        }
+    };
     if call.func == AggFunc::CountStar {
         return Scalar::Int(rows.len() as i64);
     }
@@ -725,21 +743,25 @@ pub fn answer(script: &Script, job: &Job, streams: &BTreeMap<String, Vec<Vec<Sca
         late: Vec::new(),
     };
     let out = node(logical, &mut cx);
-    let mut keyed: Vec<(u64, u64, u64, Vec<Scalar>)> = out
+    // Rows an input row made: by a hash of their values; rows made at the end of an
+    // epoch or of the input: by event time, then values.
+    let time = logical.schema().event_time;
+    let mut keyed: Vec<MergeOrder> = out
         .iter()
         .map(|ev| {
-            let seq = match ev.phase {
-                Phase::Row => ev.seq,
-                Phase::End => RowKey::END_OF_EPOCH,
-                Phase::Finish => RowKey::FINISH,
+            let (seq, lane) = match ev.phase {
+                Phase::Row => (ev.seq, hash(&ev.values)),
+                Phase::End => (RowKey::END_OF_EPOCH, 0),
+                Phase::Finish => (RowKey::FINISH, 0),
             };
-            (ev.epoch, seq, hash(&ev.values), ev.values.clone())
+            let t = time.map(|t| ev.values[t].clone());
+            (ev.epoch, seq, lane, t, ev.values.clone())
         })
         .collect();
-    keyed.sort_by_key(|k| (k.0, k.1, k.2));
+    keyed.sort();
     Answer {
         rows: out.into_iter().map(|ev| ev.values).collect(),
-        ordered: keyed.into_iter().map(|k| k.3).collect(),
+        ordered: keyed.into_iter().map(|k| k.4).collect(),
         late: cx.late,
     }
 }

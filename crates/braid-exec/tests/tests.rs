@@ -14,6 +14,7 @@ mod bad_input;
 mod session;
 mod sql;
 mod sql_reference;
+mod sql_trust;
 
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};

@@ -12,3 +12,11 @@ pub struct OutRow {
     /// Values.
     pub values: Vec<Scalar>,
 }
+
+/// The order of two rows of an epoch with the same key (the time-ordered merge's tie
+/// break; SQL gives every row made at the end of an epoch the same key): by the
+/// event-time column `time` when there is one, then by the values in column order.
+pub fn same_key_order(a: &[Scalar], b: &[Scalar], time: Option<usize>) -> std::cmp::Ordering {
+    let at = |v: &[Scalar]| time.and_then(|t| v.get(t).cloned());
+    at(a).cmp(&at(b)).then_with(|| a.cmp(b))
+}

@@ -386,7 +386,12 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
             match &merge.kind {
                 MergeKind::Union => Ok(rows),
                 MergeKind::TimeOrdered => {
-                    rows.sort_by_key(|r| (r.epoch, r.key));
+                    let time = merge.input.schema(registry)?.event_time;
+                    rows.sort_by(|a, b| {
+                        (a.epoch, a.key)
+                            .cmp(&(b.epoch, b.key))
+                            .then_with(|| crate::output::same_key_order(&a.values, &b.values, time))
+                    });
                     Ok(rows)
                 }
                 MergeKind::Keyed {

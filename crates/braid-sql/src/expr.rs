@@ -1,7 +1,8 @@
 //! Scalar expressions from SQL text, parsed with `sqlparser` and resolved against a
 //! schema. (The full query language builds on this.)
 
-use crate::located::{mark, parse_error, At};
+use crate::located::{mark, mark_word, parse_error, At};
+use crate::logical::AggFunc;
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::{BinOp, Expr, Func};
@@ -10,6 +11,7 @@ use sqlparser::ast;
 use sqlparser::ast::Spanned;
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::Span;
 
 pub use crate::located::locate;
 
@@ -104,13 +106,22 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             ..
         } => case(operand.as_deref(), conditions, else_result.as_deref(), r)?,
         E::Cast {
-            expr, data_type, ..
+            expr,
+            data_type,
+            format,
+            ..
         } => {
-            let name = match data_type {
-                ast::DataType::Custom(n, _) => n.to_string(),
-                other => other.to_string(),
-            };
-            let t: DataType = name.parse()?;
+            if let Some(f) = format {
+                return Err(Error::NotSupported(format!("CAST with FORMAT {f}")));
+            }
+            let t = sql_type(data_type).map_err(|why| {
+                // Pointed at the type's name, after the expression.
+                let name = data_type.to_string();
+                let word: String = name.chars().take_while(|c| c.is_alphanumeric()).collect();
+                let end = expr.span().end;
+                let e = Error::NotSupported(format!("CAST to {why}"));
+                mark_word(Span::new(end, end), &word, e)
+            })?;
             if t == DataType::String {
                 return Err(Error::NotSupported("CAST to string".into()));
             }
@@ -118,6 +129,109 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         }
         E::Function(f) => function(f, r)?,
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
+    })
+}
+
+/// The type Braid stores a SQL type as: BIGINT, DOUBLE, BOOLEAN and TEXT, under their
+/// usual names. Any other type is refused, never stored as a near one (DECIMAL as a
+/// float, INT as a 64-bit integer, VARCHAR(n) without its length), since the answers
+/// would differ from what the type promises; the error (`Err`) names the type, what
+/// Braid lacks, and what to write instead.
+pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, String> {
+    use ast::DataType as T;
+    const TYPES: &str = "types are BIGINT, DOUBLE, BOOLEAN and TEXT (or STRING, VARCHAR)";
+    Ok(match t {
+        T::BigInt(None) | T::Int64 => DataType::Int64,
+        T::Double(ast::ExactNumberInfo::None) | T::DoublePrecision | T::Float64 | T::Float8 => {
+            DataType::Float64
+        }
+        T::Bool | T::Boolean => DataType::Bool,
+        T::Text
+        | T::String(None)
+        | T::Varchar(None)
+        | T::CharacterVarying(None)
+        | T::CharVarying(None) => DataType::String,
+        T::Decimal(_)
+        | T::DecimalUnsigned(_)
+        | T::Numeric(_)
+        | T::Dec(_)
+        | T::DecUnsigned(_)
+        | T::BigNumeric(_)
+        | T::BigDecimal(_) => {
+            return Err(format!(
+                "{t} (exact decimals); write DOUBLE for an approximate number or BIGINT for a whole number (of cents, say)"
+            ))
+        }
+        T::TinyInt(_)
+        | T::TinyIntUnsigned(_)
+        | T::UTinyInt
+        | T::Int2(_)
+        | T::Int2Unsigned(_)
+        | T::SmallInt(_)
+        | T::SmallIntUnsigned(_)
+        | T::USmallInt
+        | T::MediumInt(_)
+        | T::MediumIntUnsigned(_)
+        | T::Int(_)
+        | T::Int4(_)
+        | T::Int8(_)
+        | T::Int16
+        | T::Int32
+        | T::Int128
+        | T::Int256
+        | T::Integer(_)
+        | T::IntUnsigned(_)
+        | T::Int4Unsigned(_)
+        | T::IntegerUnsigned(_)
+        | T::HugeInt
+        | T::UHugeInt
+        | T::UInt8
+        | T::UInt16
+        | T::UInt32
+        | T::UInt64
+        | T::UInt128
+        | T::UInt256
+        | T::BigInt(Some(_))
+        | T::BigIntUnsigned(_)
+        | T::UBigInt
+        | T::Int8Unsigned(_)
+        | T::Signed
+        | T::SignedInteger
+        | T::Unsigned
+        | T::UnsignedInteger => {
+            return Err(format!(
+                "{t} (Braid's integers are 64-bit and signed); write BIGINT"
+            ))
+        }
+        T::Float(_)
+        | T::FloatUnsigned(_)
+        | T::Float4
+        | T::Float32
+        | T::Real
+        | T::RealUnsigned
+        | T::Double(_)
+        | T::DoubleUnsigned(_)
+        | T::DoublePrecisionUnsigned => {
+            return Err(format!(
+                "{t} (Braid's floating-point numbers are 64-bit); write DOUBLE"
+            ))
+        }
+        T::Character(_)
+        | T::Char(_)
+        | T::CharacterVarying(Some(_))
+        | T::CharVarying(Some(_))
+        | T::Varchar(Some(_))
+        | T::Nvarchar(_)
+        | T::String(Some(_))
+        | T::FixedString(_)
+        | T::TinyText
+        | T::MediumText
+        | T::LongText => {
+            return Err(format!(
+                "{t} (Braid's strings have no length limit or padding); write TEXT, STRING or VARCHAR"
+            ))
+        }
+        other => return Err(format!("type {other}; {TYPES}")),
     })
 }
 
@@ -203,9 +317,122 @@ fn case(
     Ok(Expr::Case(arms, d.map(Box::new)))
 }
 
+/// What a function call is, for the parts of the call's syntax Braid honours.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// An aggregate of a query (count, sum, avg, min, max): it honours
+    /// `FILTER (WHERE ...)`, and `DISTINCT` as the aggregate's planner decides.
+    Aggregate,
+    /// Any other call (a scalar function, a window of GROUP BY, a combiner of
+    /// PARALLEL): its arguments only.
+    Plain,
+}
+
+/// Refuses, by name and at its place, every part of a function call that Braid does not
+/// honour. sqlparser accepts them for one dialect or another; ignoring one would give a
+/// wrong answer without a word. The arguments themselves are the caller's to check.
+pub(crate) fn check_call(f: &ast::Function, kind: Call) -> Result<()> {
+    let name = f.name.to_string();
+    let no = |what: String| Error::NotSupported(what);
+    // Clauses after the argument list are searched for from its end.
+    let args_end = {
+        let end = f.args.span().end;
+        let end = if end.line == 0 {
+            f.name.span().end
+        } else {
+            end
+        };
+        Span::new(end, end)
+    };
+    if f.over.is_some() {
+        let e = no(format!(
+            "window function `{name}(...) OVER (...)` (over-aggregations)"
+        ));
+        return Err(mark_word(args_end, "OVER", e));
+    }
+    if !f.within_group.is_empty() {
+        let e = no(format!(
+            "`{name}(...) WITHIN GROUP (ORDER BY ...)` (ordered-set aggregates)"
+        ));
+        return Err(mark_word(args_end, "WITHIN", e));
+    }
+    if let Some(nt) = &f.null_treatment {
+        let word = nt.to_string();
+        let first = word
+            .split_whitespace()
+            .next()
+            .unwrap_or("NULLS")
+            .to_string();
+        let e = no(format!("`{word}` in a call of `{name}`"));
+        return Err(mark_word(args_end, &first, e));
+    }
+    if !matches!(f.parameters, ast::FunctionArguments::None) {
+        return Err(mark(
+            f.span(),
+            no(format!("parametric call `{name}{}(...)`", f.parameters)),
+        ));
+    }
+    if f.filter.is_some() && kind != Call::Aggregate {
+        let e = no(format!(
+            "FILTER (WHERE ...) on `{name}(...)`; it applies to a query's aggregates (count, sum, avg, min, max)"
+        ));
+        return Err(mark_word(args_end, "FILTER", e));
+    }
+    match &f.args {
+        ast::FunctionArguments::None => {}
+        ast::FunctionArguments::Subquery(q) => {
+            return Err(mark(
+                q.span(),
+                no(format!("a subquery as the argument of `{name}`")),
+            ))
+        }
+        ast::FunctionArguments::List(list) => {
+            if let (Some(d), Call::Plain) = (list.duplicate_treatment, kind) {
+                let e = no(format!("{d} in a call of `{name}`"));
+                return Err(mark(f.span(), e));
+            }
+            let from_name = Span::new(f.name.span().start, f.name.span().start);
+            if let Some(c) = list.clauses.first() {
+                use ast::FunctionArgumentClause as C;
+                return Err(match c {
+                    C::Where(w) => mark(
+                        w.span(),
+                        no(format!(
+                            "`{name}(... WHERE ...)`; write `{name}(...) FILTER (WHERE ...)`"
+                        )),
+                    ),
+                    C::OrderBy(_) => mark_word(
+                        from_name,
+                        "ORDER",
+                        no(format!(
+                            "ORDER BY inside `{name}(...)`: no function of Braid depends on the order of its rows"
+                        )),
+                    ),
+                    C::IgnoreOrRespectNulls(nt) => {
+                        let word = nt.to_string();
+                        let first = word.split_whitespace().next().unwrap_or("NULLS").to_string();
+                        mark_word(
+                            from_name,
+                            &first,
+                            no(format!("`{word}` in a call of `{name}`")),
+                        )
+                    }
+                    other => mark(f.span(), no(format!("`{other}` in a call of `{name}`"))),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A call of a built-in or registered scalar function.
 fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
     let name = f.name.to_string();
+    let kind = match AggFunc::by_name(&name) {
+        Some(_) => Call::Aggregate,
+        None => Call::Plain,
+    };
+    check_call(f, kind)?;
     let udf = r.registry().and_then(|reg| reg.scalar(&name)).cloned();
     let func = Func::by_name(&name);
     if func.is_none() && udf.is_none() {
@@ -219,9 +446,6 @@ fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
     }
     let mut args = Vec::new();
     if let ast::FunctionArguments::List(list) = &f.args {
-        if list.duplicate_treatment.is_some() {
-            return Err(Error::NotSupported(format!("DISTINCT in a call of {name}")));
-        }
         for a in &list.args {
             match a {
                 ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => args.push(sub(x, r)?),

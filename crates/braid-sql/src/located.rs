@@ -15,7 +15,8 @@
 //! outer [`At::at`] to print.
 
 use braid_plan::error::{Error, Pos, Result};
-use sqlparser::tokenizer::Span;
+use sqlparser::dialect::GenericDialect;
+use sqlparser::tokenizer::{Span, Token, Tokenizer};
 
 /// Adds the position of a syntax node to an error (or a result's error) that has none.
 pub(crate) trait At {
@@ -47,19 +48,47 @@ pub(crate) fn parse_error(text: &str, msg: &str) -> Error {
             .parse()
             .ok()
     };
-    let pos = Pos {
-        line: num_after("Line:").unwrap_or(1),
-        column: num_after("Column:").unwrap_or(1),
+    // sqlparser gives no position at the end of the input: point after the last token.
+    let pos = match (num_after("Line:"), num_after("Column:")) {
+        (Some(line), Some(column)) if line > 0 => Pos { line, column },
+        _ => end_of(text),
     };
     let message = msg
         .split(" at Line:")
         .next()
         .unwrap_or(msg)
         .trim_start_matches("sql parser error: ")
-        .to_string();
+        .replace("found: EOF", "found: the end of the input");
     Error::Parse {
         pos,
         message: format!("{message}\n{}", caret(text, pos)),
+    }
+}
+
+/// The position right after the last token of `text` (comments and blanks are no tokens).
+fn end_of(text: &str) -> Pos {
+    let tokens = Tokenizer::new(&GenericDialect {}, text)
+        .tokenize_with_location()
+        .unwrap_or_default();
+    let last = tokens
+        .iter()
+        .rev()
+        .find(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF));
+    match last {
+        Some(t) => Pos {
+            line: t.span.end.line,
+            column: t.span.end.column,
+        },
+        None => {
+            // Untokenizable text: after its last character that is not blank.
+            let trimmed = text.trim_end();
+            let line = trimmed.lines().count().max(1);
+            let column = trimmed.lines().last().map_or(0, |l| l.chars().count()) + 1;
+            Pos {
+                line: line as u64,
+                column: column as u64,
+            }
+        }
     }
 }
 
@@ -80,14 +109,18 @@ pub fn locate(text: &str, span: Span, e: Error) -> Error {
         if m.starts_with("at line ") {
             return m;
         }
-        // A position recorded deeper down (see `mark`) wins over `span`.
+        // A position recorded deeper down (see `mark`, `mark_word`) wins over `span`.
         let (pos, m) = match m.strip_prefix("@@").and_then(|r| r.split_once("@@")) {
             Some((lc, rest)) => {
-                let (l, c) = lc.split_once(':').unwrap_or(("0", "0"));
-                let pos = Pos {
-                    line: l.parse().unwrap_or(0),
-                    column: c.parse().unwrap_or(0),
+                let mut parts = lc.splitn(3, ':');
+                let mut num = || parts.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+                let mut pos = Pos {
+                    line: num(),
+                    column: num(),
                 };
+                if let Some(word) = parts.next() {
+                    pos = word_at_or_after(text, pos, word).unwrap_or(pos);
+                }
                 (pos, rest.to_string())
             }
             None => (
@@ -113,11 +146,25 @@ pub fn locate(text: &str, span: Span, e: Error) -> Error {
 
 /// Records `span` in an error that has no position yet (resolved to text by [`locate`]).
 pub(crate) fn mark(span: Span, e: Error) -> Error {
+    mark_at(span, "", e)
+}
+
+/// Records, in an error that has no position yet, the position of the first keyword
+/// `word` at or after the start of `span` (the start itself when there is none):
+/// sqlparser keeps no position for some clauses (`OVER (...)`, `WITHIN GROUP`, `FILTER`),
+/// so [`locate`] finds the keyword in the text.
+pub(crate) fn mark_word(span: Span, word: &str, e: Error) -> Error {
+    mark_at(span, word, e)
+}
+
+fn mark_at(span: Span, word: &str, e: Error) -> Error {
     let tag = |m: String| {
         if m.starts_with("@@") || m.starts_with("at line ") || span.start.line == 0 {
             m
-        } else {
+        } else if word.is_empty() {
             format!("@@{}:{}@@{m}", span.start.line, span.start.column)
+        } else {
+            format!("@@{}:{}:{word}@@{m}", span.start.line, span.start.column)
         }
     };
     match e {
@@ -125,4 +172,27 @@ pub(crate) fn mark(span: Span, e: Error) -> Error {
         Error::NotSupported(m) => Error::NotSupported(tag(m)),
         other => other,
     }
+}
+
+/// The position of the first unquoted word `word` (any case) at or after `from`.
+fn word_at_or_after(text: &str, from: Pos, word: &str) -> Option<Pos> {
+    let tokens = Tokenizer::new(&GenericDialect {}, text)
+        .tokenize_with_location()
+        .ok()?;
+    tokens.iter().find_map(|t| {
+        let start = (t.span.start.line, t.span.start.column);
+        match &t.token {
+            Token::Word(w)
+                if w.quote_style.is_none()
+                    && w.value.eq_ignore_ascii_case(word)
+                    && start >= (from.line, from.column) =>
+            {
+                Some(Pos {
+                    line: start.0,
+                    column: start.1,
+                })
+            }
+            _ => None,
+        }
+    })
 }

@@ -16,7 +16,8 @@ pub enum WindowSpec {
         /// Width in event-time units.
         size: i64,
     },
-    /// `HOP(time, size, slide)`: windows `[k*slide, k*slide + size)`.
+    /// `HOP(time, slide, size)` (Flink's order): windows `[k*slide, k*slide + size)`,
+    /// `slide <= size`.
     Hop {
         /// Width.
         size: i64,
@@ -51,7 +52,7 @@ impl fmt::Display for WindowSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WindowSpec::Tumble { size } => write!(f, "TUMBLE({size})"),
-            WindowSpec::Hop { size, slide } => write!(f, "HOP({size}, {slide})"),
+            WindowSpec::Hop { size, slide } => write!(f, "HOP(slide {slide}, size {size})"),
             WindowSpec::Session { gap } => write!(f, "SESSION({gap})"),
             WindowSpec::Count { rows } => write!(f, "ROWS({rows})"),
             WindowSpec::Unbounded => f.write_str("UNBOUNDED"),
@@ -79,6 +80,19 @@ pub enum AggFunc {
 }
 
 impl AggFunc {
+    /// The aggregate function called `name` (any case), if it is one; `count` is
+    /// [`AggFunc::Count`] whatever its argument.
+    pub fn by_name(name: &str) -> Option<AggFunc> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "count" => AggFunc::Count,
+            "sum" => AggFunc::Sum,
+            "avg" => AggFunc::Avg,
+            "min" => AggFunc::Min,
+            "max" => AggFunc::Max,
+            _ => return None,
+        })
+    }
+
     /// The function's SQL name.
     pub fn name(&self) -> &'static str {
         match self {
@@ -98,6 +112,8 @@ pub struct AggCall {
     pub func: AggFunc,
     /// Argument (None for `count(*)`).
     pub arg: Option<Expr>,
+    /// `FILTER (WHERE condition)`: only rows where the condition is true count.
+    pub filter: Option<Expr>,
     /// Result type.
     pub ty: DataType,
 }
@@ -105,9 +121,13 @@ pub struct AggCall {
 impl fmt::Display for AggCall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (&self.func, &self.arg) {
-            (AggFunc::CountDistinct, Some(a)) => write!(f, "count(DISTINCT {a})"),
-            (func, Some(a)) => write!(f, "{}({a})", func.name()),
-            (func, None) => write!(f, "{}(*)", func.name()),
+            (AggFunc::CountDistinct, Some(a)) => write!(f, "count(DISTINCT {a})")?,
+            (func, Some(a)) => write!(f, "{}({a})", func.name())?,
+            (func, None) => write!(f, "{}(*)", func.name())?,
+        }
+        match &self.filter {
+            Some(c) => write!(f, " FILTER (WHERE {c})"),
+            None => Ok(()),
         }
     }
 }

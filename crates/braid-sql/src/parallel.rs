@@ -6,7 +6,7 @@
 //! the optimizer. The physical plan is as written.
 
 use crate::catalog::{Settings, SinkDef, StreamDef};
-use crate::expr::{convert, Resolve};
+use crate::expr::{check_call, convert, Call, Resolve};
 use crate::located::At;
 use crate::logical::Logical;
 use crate::physical;
@@ -269,6 +269,7 @@ fn combine(a: &Args<'_>, out: &Schema, registry: &Registry) -> Result<Combine> {
 /// One aggregate of `combine`: `sum(col)`, `min(col)`, `max(col)` or `count(*)`
 /// (`usage` says what is valid when it is none of these).
 fn combine_agg(a: &Args<'_>, f: &ast::Function, out: &Schema, usage: &str) -> Result<Agg> {
+    check_call(f, Call::Plain).at(a.text, f.span())?;
     let fname = f.name.to_string().to_ascii_lowercase();
     let col = match &f.args {
         ast::FunctionArguments::List(l) => match l.args.as_slice() {

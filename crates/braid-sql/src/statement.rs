@@ -5,12 +5,13 @@
 //! ([`crate::query`] plans a query, [`crate::parallel`] an explicit `PARALLEL(...)`).
 
 use crate::catalog::{self, Options, SinkDef};
+use crate::expr::sql_type;
 use crate::located::{parse_error, At};
 use crate::script::{Job, Script};
 use crate::{parallel, query};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
-use braid_plan::types::{DataType, Field, Schema};
+use braid_plan::types::{Field, Schema};
 use sqlparser::ast::{self, Spanned};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
@@ -305,25 +306,10 @@ fn literal(v: &ast::Value) -> Option<Scalar> {
 fn columns(cols: &[ast::ColumnDef], text: &str) -> Result<Schema> {
     let mut fields = Vec::new();
     for c in cols {
-        let name = match &c.data_type {
-            ast::DataType::Custom(n, _) => n.to_string(),
-            other => other.to_string(),
-        };
-        let base = name.split('(').next().unwrap_or(&name).trim().to_string();
-        let ty: DataType = match base.to_ascii_uppercase().as_str() {
-            "INT" | "INTEGER" | "BIGINT" | "SMALLINT" | "INT64" | "TINYINT" => DataType::Int64,
-            "DOUBLE" | "FLOAT" | "REAL" | "FLOAT64" | "DOUBLE PRECISION" | "DECIMAL"
-            | "NUMERIC" => DataType::Float64,
-            "BOOL" | "BOOLEAN" => DataType::Bool,
-            "TEXT" | "VARCHAR" | "STRING" | "CHAR" | "CHARACTER VARYING" => DataType::String,
-            _ => {
-                return Err(Error::Plan(format!(
-                    "column `{}` has type {name}; types are BIGINT, DOUBLE, BOOLEAN, TEXT",
-                    c.name.value
-                ))
-                .at(text, c.name.span))
-            }
-        };
+        let ty = sql_type(&c.data_type).map_err(|why| {
+            Error::NotSupported(format!("column `{}` of type {why}", c.name.value))
+                .at(text, c.name.span)
+        })?;
         let not_null = c
             .options
             .iter()

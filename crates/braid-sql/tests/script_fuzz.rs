@@ -18,8 +18,9 @@ CREATE SINK out WITH (sink = 'stdout');
 const QUERIES: &[&str] = &[
     "SET partitions = 6; INSERT INTO out SELECT caller, dur * 2 + 1 AS d FROM calls WHERE dur > 10 AND NOT (caller IN (1, 2, 3));",
     "SELECT window_end, caller, count(*) AS n, sum(dur), avg(dur), min(dur), max(dur), count(DISTINCT callee) FROM calls GROUP BY TUMBLE(start, 60), caller HAVING count(*) > 1;",
-    "SELECT window_start, caller % 3 AS k, count(*) FROM calls GROUP BY HOP(start, 60, 20), caller % 3;",
+    "SELECT window_start, caller % 3 AS k, count(*) FROM calls GROUP BY HOP(start, 20, 60), caller % 3;",
     "SELECT caller, count(*) FROM calls GROUP BY SESSION(start, 30), caller;",
+    "SELECT window_end, count(*) FILTER (WHERE dur > 100) AS long, sum(dur) FILTER (WHERE callee IS NOT NULL), count(DISTINCT callee) FILTER (WHERE dur > 5) FROM calls GROUP BY TUMBLE(start, 60);",
     "SELECT caller, max(dur) FROM calls GROUP BY ROWS(5), caller;",
     "SELECT c.caller, t.len FROM calls AS c JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 5;",
     "SELECT c.caller, t.sender FROM calls AS c JOIN texts AS t ON c.dur < t.len AND t.start BETWEEN c.start - 3 AND c.start + 3;",

@@ -1,4 +1,5 @@
 //! braid-sql's integration tests, one binary (link time dominates on 2 cores).
 
 mod expr_props;
+mod refusals;
 mod script_fuzz;

@@ -5,7 +5,7 @@ SELECT k, v * 2 AS w FROM s WHERE v > 0.5;
 SET parallel = 'auto';
 SET merge = 'best_effort';
 SET partitions = 4;
-SELECT window_start, k, avg(v) AS mean FROM s WHERE k IN (1, 2, 3) GROUP BY HOP(t, 100, 50), k;
+SELECT window_start, k, avg(v) AS mean FROM s WHERE k IN (1, 2, 3) GROUP BY HOP(t, 50, 100), k;
 
 -- EXPECTED (regenerate: BRAID_BLESS=1 cargo test -p braid-cli --test tests golden)
 -- query 1
@@ -30,13 +30,13 @@ SELECT window_start, k, avg(v) AS mean FROM s WHERE k IN (1, 2, 3) GROUP BY HOP(
 -- query 2
 -- == logical plan ==
 -- Project window_start, k, __agg0 AS mean
---   Aggregate window=HOP(100, 50) keys=[k] aggs=[avg(v)]
+--   Aggregate window=HOP(slide 50, size 100) keys=[k] aggs=[avg(v)]
 --     Filter (((k = 1) OR (k = 2)) OR (k = 3))
 --       Scan s (k int64?, v float64?, t int64 EVENT TIME)
 -- == optimized plan ==
 -- partitioning: hash hash(k) (group-by keys)
 -- Project window_start, k, __agg0 AS mean
---   Aggregate window=HOP(100, 50) keys=[k] aggs=[avg(v)]
+--   Aggregate window=HOP(slide 50, size 100) keys=[k] aggs=[avg(v)]
 --     Scan s (k int64?, v float64?, t int64 EVENT TIME)
 -- == physical plan ==
 -- Sink: Stdout

@@ -4,10 +4,11 @@
 use super::stash::EpochStash;
 use super::{by_to, guarded, to_worker, Guard, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
-use braid_plan::batch::{Batch, Datum, RowKey};
+use braid_plan::batch::{Batch, Datum, RowKey, Scalar};
 use braid_plan::combine::{Groups, KeyedMerge};
 use braid_plan::expr::Expr;
 use braid_plan::function::Registry;
+use braid_plan::output::same_key_order;
 use braid_plan::plan::{Merge, MergeKind};
 use braid_plan::types::Schema;
 use std::collections::HashMap;
@@ -33,7 +34,7 @@ pub(crate) fn render<'s>(
 ) -> Result<Windows<'s>> {
     Ok(match &merge.kind {
         MergeKind::Union => input,
-        MergeKind::TimeOrdered => time_ordered(input),
+        MergeKind::TimeOrdered => time_ordered(input, in_schema.event_time),
         MergeKind::Keyed {
             key,
             combine,
@@ -90,8 +91,10 @@ fn select<'s>(input: Windows<'s>, filter: Expr, keep: bool, name: &str) -> Windo
     })
 }
 
-/// Collects every epoch's rows on one worker and emits them sorted by serial position.
-fn time_ordered(input: Windows<'_>) -> Windows<'_> {
+/// Collects every epoch's rows on one worker and emits them sorted by serial position;
+/// rows with the same position (SQL's rows made at the end of an epoch) by their
+/// event-time column `time`, then their values ([`same_key_order`]).
+fn time_ordered(input: Windows<'_>, time: Option<usize>) -> Windows<'_> {
     input.unary_frontier::<WindowBuilder, _, _, _>(
         to_worker(MERGE_WORKER),
         "Merge(time-ordered)",
@@ -119,6 +122,23 @@ fn time_ordered(input: Windows<'_>) -> Windows<'_> {
                         );
                     }
                     order.sort_unstable();
+                    // Runs of equal keys (SQL's rows made at an epoch's end), by value.
+                    let mut start = 0;
+                    while start < order.len() {
+                        let key = order[start].0;
+                        let end = start + order[start..].iter().take_while(|x| x.0 == key).count();
+                        if end - start > 1 {
+                            let mut run: Vec<(Vec<Scalar>, (RowKey, u32, u32))> = order[start..end]
+                                .iter()
+                                .map(|&x| (batches[x.1 as usize].row(x.2 as usize).to_scalars(), x))
+                                .collect();
+                            run.sort_by(|a, b| same_key_order(&a.0, &b.0, time));
+                            for (slot, (_, x)) in order[start..end].iter_mut().zip(run) {
+                                *slot = x;
+                            }
+                        }
+                        start = end;
+                    }
                     let mut out = Batch::with_capacity(arity, order.len());
                     for &(key, b, i) in &order {
                         out.push_row_of(&batches[b as usize], i as usize, key);

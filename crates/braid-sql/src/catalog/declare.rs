@@ -44,41 +44,50 @@ impl Options {
         }
     }
 
-    /// An integer option.
+    /// An integer option: `60` or, as Flink's DDL writes it, `'60'`.
     pub fn int(&mut self, key: &str) -> Result<Option<i64>> {
         match self.take(key) {
             None => Ok(None),
             Some(Scalar::Int(i)) => Ok(Some(i)),
-            Some(other) => Err(Error::Plan(format!(
-                "option `{key}` of {} must be an integer, found {other}",
-                self.what
-            ))),
+            Some(Scalar::Str(s)) if s.trim().parse::<i64>().is_ok() => Ok(s.trim().parse().ok()),
+            Some(other) => Err(self.expected(key, "an integer", &other)),
         }
     }
 
-    /// A number option.
+    /// A number option: `1.5`, `2` or quoted, `'1.5'`.
     pub fn float(&mut self, key: &str) -> Result<Option<f64>> {
         match self.take(key) {
             None => Ok(None),
             Some(Scalar::Int(i)) => Ok(Some(i as f64)),
             Some(Scalar::Float(f)) => Ok(Some(f)),
-            Some(other) => Err(Error::Plan(format!(
-                "option `{key}` of {} must be a number, found {other}",
-                self.what
-            ))),
+            Some(Scalar::Str(s)) if s.trim().parse::<f64>().is_ok_and(f64::is_finite) => {
+                Ok(s.trim().parse().ok())
+            }
+            Some(other) => Err(self.expected(key, "a number", &other)),
         }
     }
 
-    /// A boolean option.
+    /// A boolean option: `true`, `false` or quoted, `'true'` (any case).
     pub fn bool(&mut self, key: &str) -> Result<Option<bool>> {
         match self.take(key) {
             None => Ok(None),
             Some(Scalar::Bool(b)) => Ok(Some(b)),
-            Some(other) => Err(Error::Plan(format!(
-                "option `{key}` of {} must be true or false, found {other}",
-                self.what
-            ))),
+            Some(Scalar::Str(s)) if s.trim().eq_ignore_ascii_case("true") => Ok(Some(true)),
+            Some(Scalar::Str(s)) if s.trim().eq_ignore_ascii_case("false") => Ok(Some(false)),
+            Some(other) => Err(self.expected(key, "true or false", &other)),
         }
+    }
+
+    /// Option `key` has a value that is not `what`.
+    fn expected(&self, key: &str, what: &str, found: &Scalar) -> Error {
+        let found = match found {
+            Scalar::Str(s) => format!("'{s}'"),
+            other => other.to_string(),
+        };
+        Error::Plan(format!(
+            "option `{key}` of {} must be {what}, found {found}",
+            self.what
+        ))
     }
 
     /// Fails on options nobody asked for, listing the valid ones.

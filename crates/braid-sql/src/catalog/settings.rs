@@ -79,14 +79,26 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         other => other.to_string(),
     };
     match key.to_ascii_lowercase().as_str() {
-        "partitions" => match value {
-            Scalar::Int(q) if (1..=1 << 20).contains(q) => settings.partitions = *q as u32,
-            _ => {
-                return Err(Error::Plan(format!(
-                    "partitions must be an integer in 1..=1048576, found {value}"
-                )))
+        "partitions" => {
+            // An integer, or one quoted as Flink's SET writes values.
+            let q = match value {
+                Scalar::Int(q) => Some(*q),
+                Scalar::Str(s) => s.trim().parse().ok(),
+                _ => None,
+            };
+            match q.filter(|q| (1..=1 << 20).contains(q)) {
+                Some(q) => settings.partitions = q as u32,
+                None => {
+                    let found = match value {
+                        Scalar::Str(s) => format!("'{s}'"),
+                        other => other.to_string(),
+                    };
+                    return Err(Error::Plan(format!(
+                        "partitions must be an integer in 1..=1048576, found {found}"
+                    )));
+                }
             }
-        },
+        }
         "merge" => {
             settings.merge = match text.to_ascii_lowercase().as_str() {
                 "transparent" | "time" | "ordered" => MergeMode::Transparent,

@@ -82,6 +82,7 @@ mod test_plans {
             aggs: vec![AggCall {
                 func: AggFunc::CountStar,
                 arg: None,
+                filter: None,
                 ty: DataType::Int64,
             }],
             schema: aggregate_schema(&names, &[("n".into(), DataType::Int64)]),

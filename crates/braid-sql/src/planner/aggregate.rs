@@ -4,7 +4,7 @@
 
 use super::scope::{Names, Scope};
 use super::Planner;
-use crate::expr::convert;
+use crate::expr::{check_call, convert, Call};
 use crate::located::At;
 use crate::logical::{aggregate_schema, AggCall, AggFunc, Logical, WindowSpec};
 use braid_plan::error::{Error, Result};
@@ -272,6 +272,7 @@ impl Planner<'_> {
         scope: &Scope,
         schema: &Schema,
     ) -> Result<AggCall> {
+        check_call(f, Call::Aggregate)?;
         let ast::FunctionArguments::List(list) = &f.args else {
             return Err(Error::Plan(format!("{} needs an argument", func.name())));
         };
@@ -323,7 +324,28 @@ impl Planner<'_> {
             },
             AggFunc::Min | AggFunc::Max => at.unwrap_or(DataType::Int64),
         };
-        Ok(AggCall { func, arg, ty })
+        // FILTER (WHERE c): a bool condition over the input rows.
+        let filter = match &f.filter {
+            None => None,
+            Some(c) => {
+                let x = self.expr(c, scope, schema)?;
+                match x.data_type(schema)? {
+                    DataType::Bool => Some(x),
+                    t => {
+                        return Err(Error::Plan(format!(
+                            "FILTER (WHERE ...) needs a bool condition, found {t}"
+                        ))
+                        .at(self.text, c.span()))
+                    }
+                }
+            }
+        };
+        Ok(AggCall {
+            func,
+            arg,
+            filter,
+            ty,
+        })
     }
 }
 
@@ -363,14 +385,7 @@ fn ident(name: &str) -> ast::Expr {
 
 /// The aggregate function `f` calls, if it is one.
 fn agg_func(f: &ast::Function) -> Option<AggFunc> {
-    Some(match f.name.to_string().to_ascii_lowercase().as_str() {
-        "count" => AggFunc::Count,
-        "sum" => AggFunc::Sum,
-        "avg" => AggFunc::Avg,
-        "min" => AggFunc::Min,
-        "max" => AggFunc::Max,
-        _ => return None,
-    })
+    AggFunc::by_name(&f.name.to_string())
 }
 
 /// Whether `e` calls an aggregate function.

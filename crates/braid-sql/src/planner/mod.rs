@@ -18,7 +18,7 @@ pub(crate) use scope::Scope;
 
 use crate::catalog::{Catalog, StreamDef, TableDef};
 use crate::expr::convert;
-use crate::located::At;
+use crate::located::{mark_word, At};
 use crate::logical::Logical;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
@@ -115,6 +115,18 @@ impl<'a> Planner<'a> {
                 Error::NotSupported("WITH, LIMIT and FETCH on a stream".into())
                     .at(self.text, q.span()),
             );
+        }
+        // Clauses of some dialect that planning the body would pass over.
+        let after = [
+            (!q.locks.is_empty(), "FOR UPDATE/SHARE", "FOR"),
+            (q.for_clause.is_some(), "FOR XML/JSON/BROWSE", "FOR"),
+            (q.settings.is_some(), "SETTINGS", "SETTINGS"),
+            (q.format_clause.is_some(), "FORMAT", "FORMAT"),
+            (!q.pipe_operators.is_empty(), "pipe operators (`|>`)", "|>"),
+        ];
+        if let Some((_, what, word)) = after.iter().find(|(on, _, _)| *on) {
+            let e = Error::NotSupported(format!("{what} on a stream"));
+            return Err(mark_word(q.span(), word, e).at(self.text, q.span()));
         }
         self.set_expr(&q.body)
     }

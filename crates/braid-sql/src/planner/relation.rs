@@ -35,8 +35,28 @@ impl Planner<'_> {
     pub(super) fn factor(&mut self, f: &ast::TableFactor) -> Result<Rel> {
         match f {
             ast::TableFactor::Table {
-                name, alias, args, ..
+                name,
+                alias,
+                args,
+                sample,
+                partitions,
+                json_path,
+                with_ordinality,
+                ..
             } => {
+                // What some dialect reads here that would change the rows.
+                let extra = [
+                    (sample.is_some(), "TABLESAMPLE"),
+                    (!partitions.is_empty(), "PARTITION (...)"),
+                    (json_path.is_some(), "a JSON path"),
+                    (*with_ordinality, "WITH ORDINALITY"),
+                ];
+                if let Some((_, what)) = extra.iter().find(|(on, _)| *on) {
+                    return Err(
+                        Error::NotSupported(format!("{what} in FROM")).at(self.text, f.span())
+                    );
+                }
+                refuse_column_aliases(alias.as_ref()).at(self.text, f.span())?;
                 let n = name.to_string();
                 let alias_name = alias.as_ref().map(|a| a.name.value.clone());
                 if let Some(args) = args {
@@ -50,6 +70,7 @@ impl Planner<'_> {
             ast::TableFactor::Derived {
                 subquery, alias, ..
             } => {
+                refuse_column_aliases(alias.as_ref()).at(self.text, f.span())?;
                 let (plan, _) = self.query(subquery)?;
                 let q = alias.as_ref().map(|a| a.name.value.clone());
                 let scope = Scope::of(plan.schema(), q.as_deref());
@@ -136,5 +157,21 @@ fn plain_schema(source: &Source) -> Schema {
     match &source.spec {
         SourceSpec::Interleave(kids) if !kids.is_empty() => kids[0].schema.clone(),
         _ => source.schema.clone(),
+    }
+}
+
+/// `AS t(a, b, ...)` would rename the relation's columns by position; Braid names them
+/// only in the SELECT list.
+fn refuse_column_aliases(alias: Option<&ast::TableAlias>) -> Result<()> {
+    match alias {
+        Some(a) if !a.columns.is_empty() => {
+            let cols: Vec<String> = a.columns.iter().map(|c| c.to_string()).collect();
+            Err(Error::NotSupported(format!(
+                "column aliases `{}({})` in FROM; name the columns in the SELECT list (x AS y)",
+                a.name,
+                cols.join(", ")
+            )))
+        }
+        _ => Ok(()),
     }
 }

@@ -5,7 +5,7 @@ use super::aggregate::contains_agg;
 use super::relation::Rel;
 use super::scope::Scope;
 use super::Planner;
-use crate::located::At;
+use crate::located::{mark_word, At};
 use crate::logical::{JoinWindow, Logical};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
@@ -16,6 +16,7 @@ impl Planner<'_> {
     /// Plans `SELECT ... FROM ... [WHERE ...] [GROUP BY ...] [HAVING ...]`.
     pub(super) fn select(&mut self, s: &ast::Select) -> Result<(Logical, Scope)> {
         // Syntax a stream query cannot have.
+        self.refuse_ignored(s)?;
         if s.distinct.is_some() {
             return Err(Error::NotSupported(
                 "SELECT DISTINCT on a stream; use GROUP BY with a window".into(),
@@ -55,6 +56,70 @@ impl Planner<'_> {
         }
         // The SELECT list.
         self.project(s, plan, scope)
+    }
+
+    /// Refuses the clauses of a SELECT that sqlparser accepts for some dialect and
+    /// planning would otherwise pass over: each would change the answer.
+    fn refuse_ignored(&self, s: &ast::Select) -> Result<()> {
+        let no = |what: &str, word: &str| {
+            let e = Error::NotSupported(format!("{what} in a stream query"));
+            Err(mark_word(s.span(), word, e).at(self.text, s.span()))
+        };
+        if s.top.is_some() {
+            return no("SELECT TOP", "TOP");
+        }
+        if s.exclude.is_some() {
+            return no("SELECT ... EXCLUDE", "EXCLUDE");
+        }
+        if s.into.is_some() {
+            return no("SELECT INTO", "INTO");
+        }
+        if !s.lateral_views.is_empty() {
+            return no("LATERAL VIEW", "LATERAL");
+        }
+        if s.prewhere.is_some() {
+            return no("PREWHERE (write WHERE)", "PREWHERE");
+        }
+        if !s.connect_by.is_empty() {
+            return no("CONNECT BY", "CONNECT");
+        }
+        if !s.cluster_by.is_empty() {
+            return no("CLUSTER BY", "CLUSTER");
+        }
+        if !s.distribute_by.is_empty() {
+            return no("DISTRIBUTE BY", "DISTRIBUTE");
+        }
+        if !s.sort_by.is_empty() {
+            return no("SORT BY", "SORT");
+        }
+        if !s.named_window.is_empty() {
+            return no("WINDOW (named windows of window functions)", "WINDOW");
+        }
+        if s.qualify.is_some() {
+            return no("QUALIFY", "QUALIFY");
+        }
+        if s.value_table_mode.is_some() {
+            return no("SELECT AS VALUE/STRUCT", "AS");
+        }
+        for item in &s.projection {
+            let opts = match item {
+                ast::SelectItem::Wildcard(o) | ast::SelectItem::QualifiedWildcard(_, o) => o,
+                _ => continue,
+            };
+            let extra = [
+                (opts.opt_ilike.is_some(), "ILIKE"),
+                (opts.opt_exclude.is_some(), "EXCLUDE"),
+                (opts.opt_except.is_some(), "EXCEPT"),
+                (opts.opt_replace.is_some(), "REPLACE"),
+                (opts.opt_rename.is_some(), "RENAME"),
+                (opts.opt_alias.is_some(), "AS"),
+            ];
+            if let Some((_, word)) = extra.iter().find(|(on, _)| *on) {
+                let e = Error::NotSupported(format!("`* {word} ...`; list the columns"));
+                return Err(mark_word(item.span(), word, e).at(self.text, item.span()));
+            }
+        }
+        Ok(())
     }
 
     /// A FROM item: a stream and its joins, left to right, or two count windows

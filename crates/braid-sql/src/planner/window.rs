@@ -1,8 +1,9 @@
-//! Windows of GROUP BY: `TUMBLE(time, size)`, `HOP(time, size, slide)`,
+//! Windows of GROUP BY: `TUMBLE(time, size)`, `HOP(time, slide, size)` (Flink's order),
 //! `SESSION(time, gap)` over the stream's event time, and `ROWS(n)` count windows.
 
 use super::scope::Scope;
 use super::{const_int, Planner};
+use crate::expr::{check_call, Call};
 use crate::located::At;
 use crate::logical::WindowSpec;
 use braid_plan::error::{Error, Result};
@@ -25,24 +26,29 @@ impl Planner<'_> {
         if !matches!(name.as_str(), "tumble" | "hop" | "session" | "rows") {
             return Ok(None);
         }
-        let args: Vec<&ast::Expr> = match &f.args {
-            ast::FunctionArguments::List(l) => l
-                .args
-                .iter()
-                .filter_map(|a| match a {
-                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => Some(e),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+        check_call(f, Call::Plain).at(self.text, g.span())?;
         let usage = match name.as_str() {
             "tumble" => "TUMBLE(time, size)",
-            "hop" => "HOP(time, size, slide)",
+            "hop" => "HOP(time, slide, size)",
             "session" => "SESSION(time, gap)",
             _ => "ROWS(n)",
         };
         let bad = |why: &str| Error::Plan(format!("{why}; write {usage}")).at(self.text, g.span());
+        let mut args: Vec<&ast::Expr> = Vec::new();
+        if let ast::FunctionArguments::List(l) = &f.args {
+            for a in &l.args {
+                match a {
+                    ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(e)) => args.push(e),
+                    other => {
+                        return Err(Error::Plan(format!(
+                            "argument `{other}` of {}; write {usage}",
+                            name.to_ascii_uppercase()
+                        ))
+                        .at(self.text, other.span()))
+                    }
+                }
+            }
+        }
         if name == "rows" {
             let n = args.first().and_then(|a| const_int(a)).filter(|n| *n > 0);
             return match (n, args.len()) {
@@ -71,13 +77,17 @@ impl Planner<'_> {
             ("tumble", [s]) => WindowSpec::Tumble {
                 size: pos(s).ok_or_else(|| bad("the size must be a positive integer"))?,
             },
-            ("hop", [s, h]) => {
-                let (size, slide) = (pos(s), pos(h));
-                match (size, slide) {
-                    (Some(size), Some(slide)) => WindowSpec::Hop { size, slide },
-                    _ => return Err(bad("size and slide must be positive integers")),
+            // Flink's and RisingWave's order: the slide (hop), then the size.
+            ("hop", [h, s]) => match (pos(h), pos(s)) {
+                (Some(slide), Some(size)) if slide <= size => WindowSpec::Hop { size, slide },
+                (Some(slide), Some(size)) => {
+                    return Err(Error::Plan(format!(
+                        "HOP's slide {slide} is larger than its size {size}: the windows would leave gaps, and rows in them would count as late; write HOP(time, slide, size) with slide <= size"
+                    ))
+                    .at(self.text, g.span()))
                 }
-            }
+                _ => return Err(bad("slide and size must be positive integers")),
+            },
             ("session", [gap]) => WindowSpec::Session {
                 gap: pos(gap).ok_or_else(|| bad("the gap must be a positive integer"))?,
             },

@@ -41,6 +41,12 @@ impl Acc {
     }
 
     fn update(&mut self, call: &AggCall, row: &Row<'_>) {
+        // FILTER (WHERE c): a row counts only where c is true (not false, not null).
+        if let Some(c) = &call.filter {
+            if !matches!(c.eval(row), Value::Bool(true)) {
+                return;
+            }
+        }
         let v = call.arg.as_ref().map(|a| a.eval(row));
         if call.func == AggFunc::CountStar {
             if let Acc::Count(n) = self {

@@ -20,8 +20,10 @@
 //! join), `aggregate` with `session` and `count_window` windows, `join` (stream joins),
 //! and `late` (late rows). This module builds the tree and drives it.
 //!
-//! Output rows carry a lane that is a hash of their values, so the transparent merge
-//! orders them the same way whatever partition made them.
+//! Output rows an input row caused carry a lane that is a hash of their values, so the
+//! transparent merge orders them the same way whatever partition made them; rows made
+//! at the end of an epoch or of the input carry lane 0, and the merge orders those by
+//! event time, then values.
 
 mod accumulate;
 mod aggregate;
@@ -200,10 +202,15 @@ struct QueryFn {
 }
 
 impl QueryFn {
-    fn flush(&mut self, out: &mut Emitter<'_>) {
+    /// Emits the rows made so far: those an input row caused under a hash of their
+    /// values, those made at the end of an epoch or of the input (`at_end`) under lane
+    /// 0, which the transparent merge orders by event time, then values (windows closed
+    /// together come by `window_end`, whatever partition closed them).
+    fn flush(&mut self, out: &mut Emitter<'_>, at_end: bool) {
         for i in 0..self.buf.len() {
             let row = self.buf.row(i);
-            out.emit_row_with_lane(row_hash(&row), row);
+            let lane = if at_end { 0 } else { row_hash(&row) };
+            out.emit_row_with_lane(lane, row);
         }
         self.buf.clear();
         if let Some(buf) = &self.late_buf {
@@ -240,7 +247,7 @@ impl StreamFunction for QueryFn {
         };
         let cx = Cx { wm, at };
         self.root.push(input, row, &cx, &mut self.buf);
-        self.flush(out);
+        self.flush(out, false);
     }
 
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
@@ -248,12 +255,12 @@ impl StreamFunction for QueryFn {
             .saturating_mul(self.epoch)
             .min(i64::MAX as u64) as i64;
         self.root.advance(end - self.lateness, &mut self.buf);
-        self.flush(out);
+        self.flush(out, true);
     }
 
     fn finish(&mut self, out: &mut Emitter<'_>) {
         self.root.finish(&mut self.buf);
-        self.flush(out);
+        self.flush(out, true);
     }
 }
 
