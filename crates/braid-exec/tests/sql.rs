@@ -121,7 +121,7 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
     ),
     (
         "rows",
-        "SELECT window_start, caller, max(dur) AS m FROM calls GROUP BY ROWS(3), caller",
+        "SELECT window_start, window_end, caller, count(*) AS n, max(dur) AS m FROM calls GROUP BY ROWS(3), caller",
     ),
     (
         "global",
