@@ -1,5 +1,6 @@
 //! braid-sql's integration tests, one binary (link time dominates on 2 cores).
 
 mod expr_props;
+mod planner;
 mod refusals;
 mod script_fuzz;

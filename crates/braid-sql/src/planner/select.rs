@@ -6,7 +6,7 @@ use super::relation::Rel;
 use super::scope::Scope;
 use super::Planner;
 use crate::located::{mark_word, At};
-use crate::logical::{JoinWindow, Logical};
+use crate::logical::Logical;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
 use braid_plan::types::{Field, Schema};
@@ -125,6 +125,8 @@ impl Planner<'_> {
     /// A FROM item: a stream and its joins, left to right, or two count windows
     /// `LAST(a, n) JOIN LAST(b, m)`.
     fn from(&mut self, from: &ast::TableWithJoins) -> Result<(Logical, Scope)> {
+        // The joins the first item has taken (a LAST(...) takes the one after it).
+        let mut taken = 0;
         let (mut plan, mut scope) = match self.factor(&from.relation)? {
             Rel::Stream {
                 plan,
@@ -150,6 +152,7 @@ impl Planner<'_> {
                             .at(self.text, from.joins[1].relation.span()),
                     );
                 }
+                taken = 1;
                 (r.0, r.1)
             }
             Rel::Table(t, _) => {
@@ -160,19 +163,11 @@ impl Planner<'_> {
                 .at(self.text, from.relation.span()))
             }
         };
-        if !matches!(
-            plan,
-            Logical::Join {
-                window: JoinWindow::Count { .. },
-                ..
-            }
-        ) {
-            for j in &from.joins {
-                let right = self.factor(&j.relation)?;
-                let r = self.join((plan, scope, None), right, j)?;
-                plan = r.0;
-                scope = r.1;
-            }
+        for j in from.joins.iter().skip(taken) {
+            let right = self.factor(&j.relation)?;
+            let r = self.join((plan, scope, None), right, j)?;
+            plan = r.0;
+            scope = r.1;
         }
         Ok((plan, scope))
     }
