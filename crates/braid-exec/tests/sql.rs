@@ -132,6 +132,10 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
         "SELECT window_end, dur / 100 AS bucket, count(*) AS n, sum(risk) AS risk FROM calls JOIN watch ON calls.caller = watch.number WHERE dur > 50 AND risk > 1 GROUP BY TUMBLE(start, 100), dur / 100",
     ),
     (
+        "lookup_residual",
+        "SELECT caller, dur, risk FROM calls JOIN watch ON calls.caller = watch.number AND watch.risk < calls.dur % 7",
+    ),
+    (
         "interval_join",
         "SELECT c.caller, c.start, t.start AS tstart, t.dur FROM calls AS c JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 10",
     ),
