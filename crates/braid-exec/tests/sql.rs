@@ -108,6 +108,10 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
         "SELECT window_end, caller % 3 AS g, count(*) AS n FROM calls GROUP BY HOP(start, 20, 60), caller % 3",
     ),
     (
+        "hop_all",
+        "SELECT window_start, window_end, caller % 4 AS k, count(*) AS n, count(DISTINCT callee) AS peers, sum(dur) AS total, avg(dur) AS mean, min(dur) AS lo, max(callee) AS hi, count(*) FILTER (WHERE dur > 100) AS long, max(dur) FILTER (WHERE callee < 15) AS top FROM calls GROUP BY HOP(start, 6, 45), caller % 4",
+    ),
+    (
         "session",
         "SELECT window_start, window_end, caller, count(*) AS n, sum(dur) AS total, avg(dur) AS mean, min(dur) AS lo, max(dur) AS hi FROM calls GROUP BY SESSION(start, 15), caller",
     ),
@@ -705,6 +709,7 @@ fn sql_join_on_aggregate_results_equals_the_uncut_query() {
 pub(crate) const LATE_QUERIES: &[&str] = &[
     "tumble",
     "hop",
+    "hop_all",
     "session",
     "interval_join",
     "join_then_aggregate",

@@ -161,6 +161,13 @@ pub(super) fn update(aggs: &[AggCall], accs: &mut [Acc], row: &Row<'_>) {
     }
 }
 
+/// Merges the accumulators `from` (of the same aggregates) into `into`.
+pub(super) fn merge_all(into: &mut [Acc], from: &[Acc]) {
+    for (a, b) in into.iter_mut().zip(from) {
+        a.merge(b.clone());
+    }
+}
+
 /// The value of `key` in `map`, made by `make` (with a copy of the key) if absent: no
 /// allocation for a key that is already there.
 pub(super) fn get_or_insert<'m, V>(

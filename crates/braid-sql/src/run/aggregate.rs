@@ -2,8 +2,13 @@
 //! window here, session windows in [`super::session`], count windows in
 //! [`super::count_window`]. Output rows: `window_start, window_end, keys...,
 //! aggregates...`, emitted when the watermark passes the window's end.
+//!
+//! Hopping windows are sliced: time is cut into slices of `gcd(size, slide)` (every
+//! window bound is a multiple of it, so a window covers whole slices), each row updates
+//! the accumulators of its one slice, and a window is made by merging the slices it
+//! covers when it closes ([`Slices`]). A row costs the same whatever `size / slide` is.
 
-use super::accumulate::{emit, fresh, get_or_insert, update, Acc};
+use super::accumulate::{emit, fresh, get_or_insert, merge_all, update, Acc};
 use super::count_window::CountWindows;
 use super::late::{Cx, LateOut};
 use super::session::Sessions;
@@ -27,7 +32,99 @@ pub(super) struct AggState {
     key: Vec<Scalar>,
     sessions: Sessions,
     counts: CountWindows,
+    /// Hopping windows: the slices of the windows not yet closed.
+    slices: Slices,
     late: LateOut,
+}
+
+/// Slices of a hopping window's time, by start, then groups by key.
+type SliceGroups = BTreeMap<i64, BTreeMap<Vec<Scalar>, Vec<Acc>>>;
+
+/// The sliced state of hopping windows. Every window ending at or before `cut` has been
+/// taken out of the slices (merged into `AggState::groups`, to be emitted there when the
+/// watermark passes its end, as a window of a tumble is); the slices hold the rows of
+/// the windows ending after `cut`, and are dropped once no such window covers them.
+struct Slices {
+    /// Slice length: `gcd(size, slide)`.
+    len: i64,
+    cut: i64,
+    by_start: SliceGroups,
+}
+
+impl Default for Slices {
+    fn default() -> Slices {
+        Slices {
+            len: 1,
+            cut: i64::MIN,
+            by_start: BTreeMap::new(),
+        }
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// The smallest multiple of `m` (> 0) greater than `x`.
+fn next_multiple(x: i128, m: i128) -> i128 {
+    x - x.rem_euclid(m) + m
+}
+
+impl Slices {
+    /// Takes the windows ending in `(cut, to]` out of the slices into `groups` (those
+    /// covering at least one slice), then drops the slices no later window covers.
+    fn close(&mut self, to: i64, size: i64, slide: i64, aggs: &[AggCall], groups: &mut TimeGroups) {
+        if to <= self.cut {
+            return;
+        }
+        let (size128, slide128) = (size as i128, slide as i128);
+        let (Some((&first, _)), Some((&last, _))) = (
+            self.by_start.first_key_value(),
+            self.by_start.last_key_value(),
+        ) else {
+            self.cut = to;
+            return;
+        };
+        // Window starts s (multiples of slide) with cut < s + size <= to, covering a
+        // slice: s + size > first, s <= last.
+        let mut s = next_multiple((self.cut as i128).max(first as i128) - size128, slide128);
+        let top = (to as i128 - size128).min(last as i128);
+        while s <= top {
+            // Slices exist only for rows whose windows all lie within i64.
+            let (start, end) = (s as i64, (s + size128) as i64);
+            let mut covered = self.by_start.range(start..end).peekable();
+            if covered.peek().is_none() {
+                // No slice in this window: on to the first window covering the next one.
+                match self.by_start.range(end..).next() {
+                    Some((&a, _)) => s = next_multiple(a as i128 - size128, slide128),
+                    None => break,
+                }
+                continue;
+            }
+            let inner = groups.entry((end, start)).or_default();
+            for (_, keyed) in covered {
+                for (key, accs) in keyed {
+                    let into: &mut Vec<Acc> = get_or_insert(inner, key, || fresh(aggs));
+                    merge_all(into, accs);
+                }
+            }
+            s += slide128;
+        }
+        self.cut = to;
+        // Windows ending after `to` start after `to - size`: slices ending at or before
+        // that are covered by none.
+        let keep = to as i128 - size128 + 1;
+        while let Some(entry) = self.by_start.first_entry() {
+            if (*entry.key() as i128) + (self.len as i128) > keep {
+                break;
+            }
+            entry.remove();
+        }
+    }
 }
 
 impl AggState {
@@ -39,6 +136,13 @@ impl AggState {
         time: Option<usize>,
         late: LateOut,
     ) -> AggState {
+        let slices = match window {
+            WindowSpec::Hop { size, slide } => Slices {
+                len: gcd(size, slide),
+                ..Slices::default()
+            },
+            _ => Slices::default(),
+        };
         AggState {
             window,
             keys,
@@ -48,6 +152,7 @@ impl AggState {
             key: Vec::new(),
             sessions: Sessions::default(),
             counts: CountWindows::default(),
+            slices,
             late,
         }
     }
@@ -84,24 +189,34 @@ impl AggState {
                 update(&self.aggs, accs, &row);
             }
             WindowSpec::Hop { size, slide } => {
-                // Windows [s, s + size) with s = k * slide and s <= t < s + size.
-                let last = t.saturating_sub(t.rem_euclid(slide));
-                let mut s = last;
-                let mut any = false;
-                while s > t.saturating_sub(size) {
-                    let end = s.saturating_add(size);
-                    if end > cx.wm {
-                        any = true;
-                        let accs = Self::group(&mut self.groups, &self.aggs, end, s, &self.key);
-                        update(&self.aggs, accs, &row);
+                // Windows [s, s + size) with s = k * slide and s <= t < s + size: the
+                // row goes into those ending after the watermark, and is late if none do.
+                let inside = t.checked_sub(size).is_some() && t.checked_add(size).is_some();
+                if !inside {
+                    // Windows reaching past the ends of i64 (their bounds saturate): one
+                    // by one, straight into the windows, which close late or never.
+                    if !self.hop_windows(t, size, slide, cx.wm, i64::MAX, &row) {
+                        self.late.refuse(&row, cx);
                     }
-                    if s == i64::MIN {
-                        break;
-                    }
-                    s = s.saturating_sub(slide);
+                    return;
                 }
-                if !any {
+                let last = t - t.rem_euclid(slide);
+                if last + size <= cx.wm {
                     self.late.refuse(&row, cx);
+                    return;
+                }
+                // Windows that closed at a watermark above this row's own still take it.
+                self.slices
+                    .close(cx.wm, size, slide, &self.aggs, &mut self.groups);
+                if cx.wm < self.slices.cut {
+                    self.hop_windows(t, size, slide, cx.wm, self.slices.cut, &row);
+                }
+                if last + size > self.slices.cut {
+                    let len = self.slices.len;
+                    let slice = t - t.rem_euclid(len);
+                    let keyed = self.slices.by_start.entry(slice).or_default();
+                    let accs = get_or_insert(keyed, &self.key, || fresh(&self.aggs));
+                    update(&self.aggs, accs, &row);
                 }
             }
             WindowSpec::Session { gap } => {
@@ -119,8 +234,44 @@ impl AggState {
         }
     }
 
+    /// Adds `row` (at `t`) to each hopping window holding it whose end is in `(wm, to]`,
+    /// one by one; whether it ends after `wm`.
+    fn hop_windows(
+        &mut self,
+        t: i64,
+        size: i64,
+        slide: i64,
+        wm: i64,
+        to: i64,
+        row: &Row<'_>,
+    ) -> bool {
+        let last = t.saturating_sub(t.rem_euclid(slide));
+        let mut s = last;
+        let mut any = false;
+        while s > t.saturating_sub(size) {
+            let end = s.saturating_add(size);
+            if end <= wm {
+                break;
+            }
+            any = true;
+            if end <= to {
+                let accs = Self::group(&mut self.groups, &self.aggs, end, s, &self.key);
+                update(&self.aggs, accs, row);
+            }
+            if s == i64::MIN {
+                break;
+            }
+            s = s.saturating_sub(slide);
+        }
+        any
+    }
+
     /// Emits the windows that end at or before `wm` (`i64::MAX`: the input ended).
     pub(super) fn advance(&mut self, wm: i64, out: &mut Batch) {
+        if let WindowSpec::Hop { size, slide } = self.window {
+            self.slices
+                .close(wm, size, slide, &self.aggs, &mut self.groups);
+        }
         while let Some(entry) = self.groups.first_entry() {
             if entry.key().0 > wm {
                 break;
