@@ -93,6 +93,7 @@ impl Slices {
         // slice: s + size > first, s <= last.
         let mut s = next_multiple((self.cut as i128).max(first as i128) - size128, slide128);
         let top = (to as i128 - size128).min(last as i128);
+        let mut window = Running::default();
         while s <= top {
             // Slices exist only for rows whose windows all lie within i64.
             let (start, end) = (s as i64, (s + size128) as i64);
@@ -105,13 +106,10 @@ impl Slices {
                 }
                 continue;
             }
+            drop(covered);
+            window.slide_to(start, end, &self.by_start, aggs);
             let inner = groups.entry((end, start)).or_default();
-            for (_, keyed) in covered {
-                for (key, accs) in keyed {
-                    let into: &mut Vec<Acc> = get_or_insert(inner, key, || fresh(aggs));
-                    merge_all(into, accs);
-                }
-            }
+            window.combine(inner, aggs);
             s += slide128;
         }
         self.cut = to;
@@ -124,6 +122,76 @@ impl Slices {
             }
             entry.remove();
         }
+    }
+}
+
+/// Groups by key (a slice's, or a merge of slices).
+type Keyed = BTreeMap<Vec<Scalar>, Vec<Acc>>;
+
+/// Merges `from` into `into`, key by key.
+fn merge_keyed(into: &mut Keyed, from: &Keyed, aggs: &[AggCall]) {
+    for (key, accs) in from {
+        let to: &mut Vec<Acc> = get_or_insert(into, key, || fresh(aggs));
+        merge_all(to, accs);
+    }
+}
+
+/// The running merge of the slices of consecutive windows, as [`Slices::close`] takes
+/// them in order (starts and ends never go back): two stacks, so each window costs a
+/// merge of two maps, and each slice is merged in about twice, whatever `size / slide`.
+/// `back` holds the newest slices, merged into `back_all`; `front` the oldest, each with
+/// the merge of itself and every newer slice of `front` (the oldest last).
+#[derive(Default)]
+struct Running {
+    front: Vec<(i64, Keyed)>,
+    back: Vec<i64>,
+    back_all: Keyed,
+    /// Slices starting before this have been taken in.
+    next: Option<i64>,
+}
+
+impl Running {
+    /// Makes the merge hold the slices of `[start, end)`.
+    fn slide_to(&mut self, start: i64, end: i64, slices: &SliceGroups, aggs: &[AggCall]) {
+        // Out: the slices starting before `start`.
+        loop {
+            if self.front.is_empty() {
+                if self.back.first().is_none_or(|&a| a >= start) {
+                    break;
+                }
+                // Flip: the back slices become the front, merged from the newest.
+                for &a in self.back.iter().rev() {
+                    let mut all = slices[&a].clone();
+                    if let Some((_, newer)) = self.front.last() {
+                        merge_keyed(&mut all, newer, aggs);
+                    }
+                    self.front.push((a, all));
+                }
+                self.back.clear();
+                self.back_all.clear();
+            }
+            match self.front.last() {
+                Some(&(a, _)) if a < start => {
+                    self.front.pop();
+                }
+                _ => break,
+            }
+        }
+        // In: the slices starting before `end`.
+        let from = self.next.map_or(start, |n| n.max(start));
+        for (&a, keyed) in slices.range(from..end) {
+            merge_keyed(&mut self.back_all, keyed, aggs);
+            self.back.push(a);
+        }
+        self.next = Some(end);
+    }
+
+    /// Merges the merge of the current slices into `into`.
+    fn combine(&self, into: &mut Keyed, aggs: &[AggCall]) {
+        if let Some((_, oldest)) = self.front.last() {
+            merge_keyed(into, oldest, aggs);
+        }
+        merge_keyed(into, &self.back_all, aggs);
     }
 }
 
