@@ -49,6 +49,9 @@ struct Slices {
     len: i64,
     cut: i64,
     by_start: SliceGroups,
+    /// The running merge of the slices of the last window taken out, kept from one
+    /// closing to the next (forgotten when a row goes into a slice it has taken in).
+    running: Running,
 }
 
 impl Default for Slices {
@@ -57,6 +60,7 @@ impl Default for Slices {
             len: 1,
             cut: i64::MIN,
             by_start: BTreeMap::new(),
+            running: Running::default(),
         }
     }
 }
@@ -93,7 +97,7 @@ impl Slices {
         // slice: s + size > first, s <= last.
         let mut s = next_multiple((self.cut as i128).max(first as i128) - size128, slide128);
         let top = (to as i128 - size128).min(last as i128);
-        let mut window = Running::default();
+        let window = &mut self.running;
         while s <= top {
             // Slices exist only for rows whose windows all lie within i64.
             let (start, end) = (s as i64, (s + size128) as i64);
@@ -159,8 +163,9 @@ impl Running {
                 if self.back.first().is_none_or(|&a| a >= start) {
                     break;
                 }
-                // Flip: the back slices become the front, merged from the newest.
-                for &a in self.back.iter().rev() {
+                // Flip: the back slices become the front, merged from the newest (those
+                // starting before `start` would leave at once, and may be dropped).
+                for &a in self.back.iter().rev().take_while(|&&a| a >= start) {
                     let mut all = slices[&a].clone();
                     if let Some((_, newer)) = self.front.last() {
                         merge_keyed(&mut all, newer, aggs);
@@ -282,6 +287,9 @@ impl AggState {
                 if last + size > self.slices.cut {
                     let len = self.slices.len;
                     let slice = t - t.rem_euclid(len);
+                    if self.slices.running.next.is_some_and(|n| slice < n) {
+                        self.slices.running = Running::default();
+                    }
                     let keyed = self.slices.by_start.entry(slice).or_default();
                     let accs = get_or_insert(keyed, &self.key, || fresh(&self.aggs));
                     update(&self.aggs, accs, &row);
