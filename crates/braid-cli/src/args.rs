@@ -387,6 +387,14 @@ impl QueryArgs {
         Ok(plan)
     }
 
+    /// The schema `--schema` gives, which input `flag` needs.
+    fn required_schema(&self, flag: &str) -> Result<Schema> {
+        match &self.schema {
+            Some(s) => parse_schema(s),
+            None => bail!(Usage(format!("{flag} needs --schema"))),
+        }
+    }
+
     /// The source of a query built from flags, and its schema.
     fn source(&self) -> Result<(SourceSpec, Schema)> {
         let given = [
@@ -400,11 +408,7 @@ impl QueryArgs {
             ));
         }
         if let Some(path) = &self.csv {
-            let schema = parse_schema(
-                self.schema
-                    .as_deref()
-                    .ok_or_else(|| Usage("--csv needs --schema".into()))?,
-            )?;
+            let schema = self.required_schema("--csv")?;
             let spec = match path.as_str() {
                 "-" if self.header => bail!(Usage(
                     "--header: standard input is read as CSV without a header line".into()
@@ -423,11 +427,7 @@ impl QueryArgs {
             ));
         }
         if let Some(addr) = &self.tcp {
-            let schema = parse_schema(
-                self.schema
-                    .as_deref()
-                    .ok_or_else(|| Usage("--tcp needs --schema".into()))?,
-            )?;
+            let schema = self.required_schema("--tcp")?;
             return Ok((SourceSpec::Tcp { addr: addr.clone() }, schema));
         }
         if let Some(path) = &self.binary {

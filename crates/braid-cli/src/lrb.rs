@@ -9,7 +9,7 @@ use braid_exec::source::ReadOptions;
 use braid_plan::explain;
 use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, SourceSpec};
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -39,15 +39,8 @@ pub enum Lrb {
     /// Run Linear Road: replay the input by its Time field (real time by default), write
     /// the outputs with Emit stamped, report response times per type.
     Run {
-        /// Input file (15-field lines).
-        #[arg(long)]
-        input: PathBuf,
-        /// Toll history (VID,Day,XWay,Toll).
-        #[arg(long)]
-        history: PathBuf,
-        /// Segment history (for type-4 answers).
-        #[arg(long)]
-        segment_history: Option<PathBuf>,
+        #[command(flatten)]
+        files: Files,
         /// Where to write the outputs.
         #[arg(long)]
         output: Option<PathBuf>,
@@ -111,15 +104,8 @@ pub enum Lrb {
     },
     /// Recompute the expected answers independently and compare with an output file.
     Validate {
-        /// Input file (15-field lines).
-        #[arg(long)]
-        input: PathBuf,
-        /// Toll history (VID,Day,XWay,Toll).
-        #[arg(long)]
-        history: PathBuf,
-        /// Segment history (for type-4 answers).
-        #[arg(long)]
-        segment_history: Option<PathBuf>,
+        #[command(flatten)]
+        files: Files,
         /// The outputs to check.
         #[arg(long)]
         output: PathBuf,
@@ -130,6 +116,20 @@ pub enum Lrb {
         #[arg(long)]
         no_deadlines: bool,
     },
+}
+
+/// A Linear Road input and the histories its answers depend on.
+#[derive(Args)]
+pub struct Files {
+    /// Input file (15-field lines).
+    #[arg(long)]
+    input: PathBuf,
+    /// Toll history (VID,Day,XWay,Toll).
+    #[arg(long)]
+    history: PathBuf,
+    /// Segment history (for type-4 answers).
+    #[arg(long)]
+    segment_history: Option<PathBuf>,
 }
 
 /// For a script that names Linear Road's functions: registers them when
@@ -314,9 +314,7 @@ pub fn run(which: Lrb) -> Result<()> {
             }
         }
         Lrb::Run {
-            input,
-            history,
-            segment_history,
+            files,
             output,
             speed,
             max_speed,
@@ -340,9 +338,9 @@ pub fn run(which: Lrb) -> Result<()> {
                 ..RunConfig::default()
             };
             let run = linear_road::app::run_files(
-                &input,
-                &history,
-                segment_history.as_deref(),
+                &files.input,
+                &files.history,
+                files.segment_history.as_deref(),
                 output.as_deref(),
                 &opts,
                 &cfg,
@@ -452,9 +450,7 @@ pub fn run(which: Lrb) -> Result<()> {
             }
         }
         Lrb::Validate {
-            input,
-            history,
-            segment_history,
+            files,
             output,
             score_from,
             no_deadlines,
@@ -465,9 +461,9 @@ pub fn run(which: Lrb) -> Result<()> {
                 ..Default::default()
             };
             let report = linear_road::validate::validate_files(
-                &input,
-                &history,
-                segment_history.as_deref(),
+                &files.input,
+                &files.history,
+                files.segment_history.as_deref(),
                 &output,
                 &opts,
             )

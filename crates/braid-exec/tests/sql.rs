@@ -284,13 +284,23 @@ fn sql_edge_cases() {
     // Empty streams; everything late; a single row.
     check(&[], &[], &[]).expect("empty");
     check(&[(1, 2, 100, 5)], &[(1, 2, 100, 500)], &[(1, 3)]).expect("one row");
-    let late: Vec<Call> = (0..40)
-        .map(|i| (i % 5, i, if i % 2 == 0 { 500 + i } else { i }, 600 - i))
-        .collect();
+    let late = late_calls();
     check(&late, &late, &[(0, 1), (1, 2)]).expect("late rows");
-    // Event times at the ends of i64: window ends, session gaps and join distances
-    // saturate instead of overflowing.
-    let extreme: Vec<Call> = [
+    let extreme = extreme_calls();
+    check(&extreme, &extreme, &[(0, 1)]).expect("extreme times");
+}
+
+/// Calls of which every other one comes far behind the others: many late rows.
+pub(crate) fn late_calls() -> Vec<Call> {
+    (0..40)
+        .map(|i| (i % 5, i, if i % 2 == 0 { 500 + i } else { i }, 600 - i))
+        .collect()
+}
+
+/// Calls with event times at the ends of i64: window ends, session gaps and join
+/// distances saturate instead of overflowing.
+pub(crate) fn extreme_calls() -> Vec<Call> {
+    [
         0,
         7,
         i64::MAX - 30,
@@ -302,8 +312,7 @@ fn sql_edge_cases() {
     .iter()
     .enumerate()
     .map(|(i, &t)| (i as i64 % 3, i as i64, t, 20 + i as i64))
-    .collect();
-    check(&extreme, &extreme, &[(0, 1)]).expect("extreme times");
+    .collect()
 }
 
 /// Partitioning chosen for each query, as EXPLAIN states it.

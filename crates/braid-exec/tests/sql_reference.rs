@@ -40,8 +40,8 @@
 //! in.
 
 use crate::sql::{
-    calls_strategy, late_script, scratch, script, write_calls, write_texts, Call, LATE_QUERIES,
-    QUERIES,
+    calls_strategy, extreme_calls, late_calls, late_script, scratch, script, write_calls,
+    write_texts, Call, LATE_QUERIES, QUERIES,
 };
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, RowKey, Scalar, Value};
@@ -1028,28 +1028,14 @@ fn sql_cut_after_an_aggregate_matches_the_reference() {
 fn sql_engine_matches_the_reference_on_edge_cases() {
     check_reference(&[], &[], &[]).expect("empty");
     check_reference(&[(1, 2, 100, 5)], &[(1, 2, 100, 500)], &[(1, 3)]).expect("one row");
-    let late: Vec<Call> = (0..40)
-        .map(|i| (i % 5, i, if i % 2 == 0 { 500 + i } else { i }, 600 - i))
-        .collect();
+    let late = late_calls();
     check_reference(&late, &late, &[(0, 1), (1, 2)]).expect("late rows");
     check_late_reference(&late, &late).expect("late rows as a stream");
     // Uncut, the aggregate over the join refuses three rows while processing one text
     // (the late stream must hold all three, each whole).
     check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["query"])
         .expect("several rows refused at once");
-    let extreme: Vec<Call> = [
-        0,
-        7,
-        i64::MAX - 30,
-        i64::MAX - 3,
-        i64::MAX,
-        i64::MIN,
-        i64::MIN + 9,
-    ]
-    .iter()
-    .enumerate()
-    .map(|(i, &t)| (i as i64 % 3, i as i64, t, 20 + i as i64))
-    .collect();
+    let extreme = extreme_calls();
     check_reference(&extreme, &extreme, &[(0, 1)]).expect("extreme times");
     let dense: Vec<Call> = (0..300)
         .map(|i| (i % 6, i % 11, i * 2 - (i % 7) * 3, (i * 37) % 600))

@@ -17,6 +17,16 @@ fn dir() -> PathBuf {
     std::env::temp_dir()
 }
 
+/// The logical plan of the first query of the script `text`, as EXPLAIN prints it.
+fn logical_plan(text: &str) -> String {
+    let s = compile_script(text, &dir(), &Registry::with_builtins()).expect("compiles");
+    s.jobs[0]
+        .logical
+        .as_ref()
+        .expect("logical plan")
+        .to_string()
+}
+
 /// The error of `HEAD` then `query` (on line 2).
 fn error(query: &str) -> String {
     let text = format!("{HEAD}{query}");
@@ -157,12 +167,7 @@ fn aggregate_filter_is_planned() {
     let text = format!(
         "{HEAD}SELECT window_end, count(*) FILTER (WHERE dur > 100) AS long, count(DISTINCT callee) FILTER (WHERE dur > 1) AS peers, count(*) AS n FROM calls GROUP BY TUMBLE(start, 100)"
     );
-    let s = compile_script(&text, &dir(), &Registry::with_builtins()).expect("compiles");
-    let plan = s.jobs[0]
-        .logical
-        .as_ref()
-        .expect("logical plan")
-        .to_string();
+    let plan = logical_plan(&text);
     assert!(
         plan.contains(
             "aggs=[count(*) FILTER (WHERE (dur > 100)), count(DISTINCT callee) FILTER (WHERE (dur > 1)), count(*)]"
@@ -265,12 +270,7 @@ fn hop_takes_slide_then_size() {
     let text = format!(
         "{HEAD}SELECT window_start, window_end, count(*) AS n FROM calls GROUP BY HOP(start, 20, 60)"
     );
-    let s = compile_script(&text, &dir(), &Registry::with_builtins()).expect("compiles");
-    let plan = s.jobs[0]
-        .logical
-        .as_ref()
-        .expect("logical plan")
-        .to_string();
+    let plan = logical_plan(&text);
     assert!(plan.contains("window=HOP(slide 20, size 60)"), "{plan}");
     refused(
         "SELECT window_end, count(*) AS n FROM calls GROUP BY HOP(start, 60, 20)",
