@@ -16,6 +16,15 @@ use std::path::PathBuf;
 
 /// A query given on the command line: source, split, stream function, merge, sink; or
 /// a script in Braid's query language.
+/// What a malformed record or a runtime fault does (`--on-error`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnError {
+    /// Count it, report it after the run, skip the row.
+    Skip,
+    /// Stop the run with an error naming it.
+    Fail,
+}
+
 #[derive(Args, Clone)]
 pub struct QueryArgs {
     /// A script in Braid's query language (CREATE STREAM ..., INSERT INTO ... SELECT ...);
@@ -110,7 +119,12 @@ pub struct QueryArgs {
     /// File with one host:port per process.
     #[arg(long)]
     pub hosts: Option<PathBuf>,
-    /// Stop at the first malformed record.
+    /// What a malformed record or a runtime fault (integer overflow, division by zero,
+    /// a failed cast) does: `skip` counts, reports and skips the row; `fail` stops the
+    /// run with an error naming it.
+    #[arg(long, value_enum, default_value_t = OnError::Skip)]
+    pub on_error: OnError,
+    /// Same as --on-error fail.
     #[arg(long)]
     pub strict: bool,
     /// Write malformed records to this file.
@@ -184,6 +198,7 @@ const RUN_FLAGS: &[&str] = &[
     "process_index",
     "hosts",
     "strict",
+    "on_error",
     "rejects",
     "progress",
     "calibrate",
@@ -231,10 +246,10 @@ impl Use {
                 if !matches!(
                     id,
                     "csv" | "schema" | "header" | "event_time" | "epoch" | "window" | "strict"
-                        | "rejects"
+                        | "on_error" | "rejects"
                 ) && (query || run || lrb) =>
             {
-                Some("convert reads a CSV file (--csv, --schema, --header, --event-time, --epoch, --window, --strict, --rejects) and writes a binary batch file")
+                Some("convert reads a CSV file (--csv, --schema, --header, --event-time, --epoch, --window, --on-error, --rejects) and writes a binary batch file")
             }
             _ => None,
         }
@@ -305,7 +320,7 @@ impl QueryArgs {
             process: self.process_index,
             hosts,
             read: ReadOptions {
-                strict: self.strict,
+                strict: self.strict || self.on_error == OnError::Fail,
                 reject_file: self.rejects.clone(),
                 tcp_clients: 1,
             },

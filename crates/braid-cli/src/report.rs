@@ -12,10 +12,13 @@ pub fn calibration(c: Option<&Calibration>) {
     }
 }
 
-/// Malformed records of every source that had any.
+/// Malformed records of every source that had any, and rows skipped on runtime faults.
 pub fn rejects(report: &RunReport) {
     for r in report.rejects.iter().filter(|r| r.count > 0) {
         eprint!("{r}");
+    }
+    for f in &report.faults {
+        eprint!("braid: {f}");
     }
 }
 

@@ -27,6 +27,15 @@ pub enum Error {
         /// What was found and what was expected.
         message: String,
     },
+    /// A value could not be computed (overflow, division by zero, a failed cast); only
+    /// in strict mode (`--on-error fail`), otherwise the row is skipped and reported.
+    #[error("{site}: {message}")]
+    Fault {
+        /// Where: the query stage (`query1`, `query1_2`) or split.
+        site: String,
+        /// The operator, the row and what went wrong.
+        message: String,
+    },
     /// An operating-system error (file, socket).
     #[error("{context}: {error}")]
     Io {

@@ -4,15 +4,15 @@
 
 use crate::error::{Error, Result};
 use crate::render::{self, Feeder, Place, Window};
-pub use crate::shared::PartitionCost;
 use crate::shared::{panic_message, Shared};
+pub use crate::shared::{Faults, PartitionCost};
 use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;
 use braid_plan::optimize::{resolve, Env};
 use braid_plan::output::OutRow;
 use braid_plan::plan::{Pace, Plan};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use timely::dataflow::ProbeHandle;
 
 /// How to run.
@@ -79,6 +79,9 @@ pub struct RunReport {
     pub rows_out: u64,
     /// Malformed records per source.
     pub rejects: Vec<Rejects>,
+    /// Rows skipped on runtime faults, per site (none in strict mode: the first fails
+    /// the run).
+    pub faults: Vec<Faults>,
     /// Wall time.
     pub elapsed: Duration,
     /// Rows of a `Collect` sink (in arrival order); of the first plan of a `Together`.
@@ -132,18 +135,11 @@ pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan>
 pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunReport> {
     let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
     let plan = prepare(plan, registry, total_workers)?;
-    let shared = Arc::new(Shared {
-        counters: cfg.counters.clone().unwrap_or_default(),
-        start: Instant::now(),
-        collected: Mutex::new(Vec::new()),
-        costs: Mutex::new(Vec::new()),
-        measure_costs: cfg.measure_costs,
-        errors: Mutex::new(Vec::new()),
-        rejects: Mutex::new(Vec::new()),
-        fatal: Mutex::new(None),
-        failed: std::sync::atomic::AtomicBool::new(false),
-        died: std::sync::atomic::AtomicBool::new(false),
-    });
+    let shared = Arc::new(Shared::new(
+        cfg.counters.clone().unwrap_or_default(),
+        cfg.measure_costs,
+        cfg.read.strict,
+    ));
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
     let guards = timely::execute(timely_config(cfg), move |worker| {
@@ -222,6 +218,15 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             None => rejects.push(r),
         }
     }
+    let mut faults = shared
+        .faults
+        .lock()
+        .map(|mut f| std::mem::take(&mut *f))
+        .unwrap_or_default();
+    for f in &mut faults {
+        f.first.sort();
+    }
+    faults.sort_by(|a, b| a.site.cmp(&b.site));
     let mut collected = shared
         .collected
         .lock()
@@ -245,6 +250,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         rows_in: c.rows_in.load(std::sync::atomic::Ordering::Relaxed),
         rows_out: c.rows_out.load(std::sync::atomic::Ordering::Relaxed),
         rejects,
+        faults,
         elapsed: shared.start.elapsed(),
         collected,
         collected_late,

@@ -4,6 +4,8 @@
 
 use crate::error::Error;
 use crate::source::{Counters, Rejects};
+use braid_plan::batch::RowKey;
+use braid_plan::expr::Fault;
 use braid_plan::output::OutRow;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -37,11 +39,33 @@ pub struct Shared {
     pub(crate) errors: Mutex<Vec<Error>>,
     pub(crate) rejects: Mutex<Vec<Rejects>>,
     pub(crate) fatal: Mutex<Option<Error>>,
+    /// Runtime faults fail the run (`ReadOptions::strict`) instead of skipping rows.
+    pub(crate) strict: bool,
+    pub(crate) faults: Mutex<Vec<Faults>>,
     pub(crate) failed: std::sync::atomic::AtomicBool,
     pub(crate) died: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {
+    /// The state of a new run: `counters` to count in, whether it measures partition
+    /// costs, and whether a runtime fault fails it (`strict`) or is a reported skip.
+    pub(crate) fn new(counters: Arc<Counters>, measure_costs: bool, strict: bool) -> Shared {
+        Shared {
+            counters,
+            start: Instant::now(),
+            collected: Mutex::new(Vec::new()),
+            costs: Mutex::new(Vec::new()),
+            measure_costs,
+            errors: Mutex::new(Vec::new()),
+            rejects: Mutex::new(Vec::new()),
+            fatal: Mutex::new(None),
+            strict,
+            faults: Mutex::new(Vec::new()),
+            failed: std::sync::atomic::AtomicBool::new(false),
+            died: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
     /// Records a non-fatal error to report at the end.
     pub fn error(&self, e: String) {
         self.io_error(e, std::io::Error::other("output failed"));
@@ -66,6 +90,58 @@ impl Shared {
                         nanos,
                         rows,
                     });
+                }
+            }
+        }
+    }
+
+    /// Records a runtime fault of `operator` at `site` (a stream function, a split) on
+    /// the row with sequence number `seq` (`source`: the source whose rows it counts,
+    /// if it counts a source's rows): a counted, reported skip, or in strict mode the
+    /// error the run fails with.
+    pub(crate) fn fault(
+        &self,
+        site: &str,
+        operator: &str,
+        seq: u64,
+        source: Option<&str>,
+        f: &Fault,
+    ) {
+        let row = if RowKey::made_at_end(seq) {
+            "a result".to_string()
+        } else if let Some(source) = source {
+            format!("row {} of {source}", seq + 1)
+        } else {
+            "a row of the stage before".to_string()
+        };
+        let message = format!("{operator}, {row}: {f}");
+        if self.strict {
+            self.fatal(Error::Fault {
+                site: site.to_string(),
+                message: format!("{message} (--on-error skip would skip the row)"),
+            });
+            return;
+        }
+        Counters::add(&self.counters.faults, 1);
+        if let Ok(mut all) = self.faults.lock() {
+            let at = match all.iter().position(|x| x.site == site) {
+                Some(i) => i,
+                None => {
+                    all.push(Faults {
+                        site: site.to_string(),
+                        ..Faults::default()
+                    });
+                    all.len() - 1
+                }
+            };
+            let x = &mut all[at];
+            x.count += 1;
+            // The faults of the first rows are kept, whichever worker met them first.
+            if x.first.len() < Faults::KEEP {
+                x.first.push((seq, message));
+            } else if let Some(last) = x.first.iter_mut().max_by_key(|f| f.0) {
+                if seq < last.0 {
+                    *last = (seq, message);
                 }
             }
         }
@@ -101,6 +177,41 @@ impl Shared {
         if let Ok(mut f) = self.fatal.lock() {
             f.get_or_insert(e);
         }
+    }
+}
+
+/// Rows skipped on runtime faults (overflow, division by zero, a failed cast) at one
+/// site of the plan: a stream function (a query stage) or a split.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Faults {
+    /// The site: `query1`, `query2_2` (stage 2 of query 2), `split of calls`.
+    pub site: String,
+    /// Rows skipped.
+    pub count: u64,
+    /// The [`Faults::KEEP`] of them with the least sequence numbers (the first rows),
+    /// in that order: the sequence number, and the operator, row and what went wrong.
+    pub first: Vec<(u64, String)>,
+}
+
+impl Faults {
+    /// How many faults are kept for the report.
+    pub const KEEP: usize = 20;
+}
+
+impl std::fmt::Display for Faults {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "{}: {} row(s) skipped on runtime faults (--on-error fail stops at the first)",
+            self.site, self.count
+        )?;
+        for (_, m) in &self.first {
+            writeln!(f, "  {m}")?;
+        }
+        if self.count > self.first.len() as u64 {
+            writeln!(f, "  ... and {} more", self.count - self.first.len() as u64)?;
+        }
+        Ok(())
     }
 }
 

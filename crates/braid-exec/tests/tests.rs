@@ -13,6 +13,7 @@
 mod bad_input;
 mod session;
 mod sql;
+mod sql_faults;
 mod sql_reference;
 mod sql_trust;
 

@@ -6,6 +6,49 @@ use crate::types::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// A value an expression cannot compute on some row: integer overflow, division by
+/// zero, a failed cast, a float result out of range. Operators turn it into a run error
+/// or a counted, reported skip of the row (`OnError` of the runtime), never into a
+/// wrapped number or a null.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fault {
+    /// What went wrong, in which expression, on which values.
+    pub message: Box<str>,
+}
+
+impl Fault {
+    /// A fault saying `message`.
+    pub fn new(message: impl Into<String>) -> Fault {
+        Fault {
+            message: message.into().into_boxed_str(),
+        }
+    }
+
+    /// `why` in `expr`, whose operands were `values`: "division by zero in `(a / b)`
+    /// (5 / 0)".
+    fn at(why: &str, expr: &Expr, values: &str) -> Fault {
+        Fault::new(format!("{why} in `{expr}` ({values})"))
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// A value, or the fault that kept an expression from computing it.
+pub type Eval<'a> = std::result::Result<Value<'a>, Fault>;
+
+/// A value shown in a fault message: strings quoted, null as NULL.
+fn shown(v: Value<'_>) -> String {
+    match v {
+        Value::Null => "NULL".into(),
+        Value::Str(s) => format!("'{}'", s.replace('\'', "''")),
+        v => v.to_string(),
+    }
+}
+
 /// A binary operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BinOp {
@@ -15,9 +58,9 @@ pub enum BinOp {
     Sub,
     /// `*`
     Mul,
-    /// `/` (integer division truncates; division by zero is null)
+    /// `/` (integer division truncates; division by zero is a [`Fault`])
     Div,
-    /// `%` (remainder by zero is null)
+    /// `%` (remainder by zero is a [`Fault`])
     Mod,
     /// `=`
     Eq,
@@ -449,54 +492,85 @@ impl Expr {
         })
     }
 
-    /// Evaluates the expression on a row. Errors (division by zero, bad casts) give null.
-    pub fn eval<'a>(&'a self, row: &Row<'a>) -> Value<'a> {
-        match self {
+    /// Evaluates the expression on a row: its value, or the [`Fault`] (overflow,
+    /// division by zero, a failed cast) that keeps it from having one.
+    pub fn eval<'a>(&'a self, row: &Row<'a>) -> Eval<'a> {
+        Ok(match self {
             Expr::Column(i, _) => row.get(*i),
             Expr::Literal(s) => s.as_value(),
             Expr::Binary(op, l, r) => {
-                let a = l.eval(row);
+                let a = l.eval(row)?;
                 // Short-circuit AND/OR with three-valued logic.
                 match (op, a) {
-                    (BinOp::And, Value::Bool(false)) => return Value::Bool(false),
-                    (BinOp::Or, Value::Bool(true)) => return Value::Bool(true),
+                    (BinOp::And, Value::Bool(false)) => return Ok(Value::Bool(false)),
+                    (BinOp::Or, Value::Bool(true)) => return Ok(Value::Bool(true)),
                     _ => {}
                 }
-                binary(*op, a, r.eval(row))
+                let b = r.eval(row)?;
+                binary(*op, a, b).map_err(|why| {
+                    Fault::at(
+                        why,
+                        self,
+                        &format!("{} {} {}", shown(a), op.symbol(), shown(b)),
+                    )
+                })?
             }
-            Expr::Not(e) => match e.eval(row) {
+            Expr::Not(e) => match e.eval(row)? {
                 Value::Bool(b) => Value::Bool(!b),
                 _ => Value::Null,
             },
-            Expr::Neg(e) => match e.eval(row) {
-                Value::Int(i) => Value::Int(i.wrapping_neg()),
+            Expr::Neg(e) => match e.eval(row)? {
+                Value::Int(i) => Value::Int(
+                    i.checked_neg()
+                        .ok_or_else(|| Fault::at("integer overflow", self, &format!("-({i})")))?,
+                ),
                 Value::Float(f) => Value::Float(-f),
                 _ => Value::Null,
             },
-            Expr::IsNull(e, negated) => Value::Bool(matches!(e.eval(row), Value::Null) != *negated),
+            Expr::IsNull(e, negated) => {
+                Value::Bool(matches!(e.eval(row)?, Value::Null) != *negated)
+            }
             Expr::Case(arms, default) => {
                 for (c, v) in arms {
-                    if c.eval(row).is_true() {
+                    if c.eval(row)?.is_true() {
                         return v.eval(row);
                     }
                 }
-                default.as_ref().map_or(Value::Null, |d| d.eval(row))
+                match default {
+                    Some(d) => d.eval(row)?,
+                    None => Value::Null,
+                }
             }
-            Expr::Cast(e, t) => cast(e.eval(row), *t),
-            Expr::Call(f, args) => call(*f, args, row),
+            Expr::Cast(e, t) => {
+                let v = e.eval(row)?;
+                cast(v, *t).map_err(|why| Fault::at(why, self, &shown(v)))?
+            }
+            Expr::Call(f, args) => call(*f, args, row).map_err(|e| match e {
+                CallFault::Arg(fault) => fault,
+                CallFault::Own(why, v) => {
+                    Fault::at(why, self, &format!("{}({})", f.name(), shown(v)))
+                }
+            })?,
             Expr::Udf(u, args) => {
                 let mut vals = [Value::Null; UDF_MAX_ARGS];
                 for (v, a) in vals.iter_mut().zip(args) {
-                    *v = a.eval(row);
+                    *v = a.eval(row)?;
                 }
                 match u.f.call(&vals[..args.len().min(UDF_MAX_ARGS)]) {
                     Scalar::Int(i) => Value::Int(i),
                     Scalar::Float(x) => Value::Float(x),
                     Scalar::Bool(b) => Value::Bool(b),
-                    Scalar::Null | Scalar::Str(_) => Value::Null,
+                    Scalar::Null => Value::Null,
+                    Scalar::Str(_) => {
+                        return Err(Fault::new(format!(
+                            "scalar function {} returned a string, which its declared type \
+                             does not allow",
+                            u.name
+                        )))
+                    }
                 }
             }
-        }
+        })
     }
 }
 
@@ -504,9 +578,14 @@ fn type_error(op: &str, a: DataType, b: DataType) -> Error {
     Error::Plan(format!("`{op}` cannot combine {a} and {b}"))
 }
 
-fn binary<'a>(op: BinOp, a: Value<'a>, b: Value<'a>) -> Value<'a> {
+/// `a op b`, or why it has no value.
+fn binary<'a>(
+    op: BinOp,
+    a: Value<'a>,
+    b: Value<'a>,
+) -> std::result::Result<Value<'a>, &'static str> {
     use Value::*;
-    match op {
+    Ok(match op {
         BinOp::And => match (a, b) {
             (Bool(false), _) | (_, Bool(false)) => Bool(false),
             (Bool(true), Bool(true)) => Bool(true),
@@ -518,40 +597,53 @@ fn binary<'a>(op: BinOp, a: Value<'a>, b: Value<'a>) -> Value<'a> {
             _ => Null,
         },
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => match (a, b) {
-            (Int(x), Int(y)) => match op {
-                BinOp::Add => Int(x.wrapping_add(y)),
-                BinOp::Sub => Int(x.wrapping_sub(y)),
-                BinOp::Mul => Int(x.wrapping_mul(y)),
-                BinOp::Div => x.checked_div(y).map_or(Null, Int),
-                _ => x.checked_rem(y).map_or(Null, Int),
-            },
+            (Int(x), Int(y)) => {
+                if y == 0 && matches!(op, BinOp::Div | BinOp::Mod) {
+                    return Err("division by zero");
+                }
+                let v = match op {
+                    BinOp::Add => x.checked_add(y),
+                    BinOp::Sub => x.checked_sub(y),
+                    BinOp::Mul => x.checked_mul(y),
+                    BinOp::Div => x.checked_div(y),
+                    _ => x.checked_rem(y),
+                };
+                Int(v.ok_or("integer overflow")?)
+            }
             (Int(_) | Float(_), Int(_) | Float(_)) => {
                 let (x, y) = (to_f64(a), to_f64(b));
-                Float(match op {
+                if y == 0.0 && matches!(op, BinOp::Div | BinOp::Mod) {
+                    return Err("division by zero");
+                }
+                let v = match op {
                     BinOp::Add => x + y,
                     BinOp::Sub => x - y,
                     BinOp::Mul => x * y,
                     BinOp::Div => x / y,
                     _ => x % y,
-                })
+                };
+                if !v.is_finite() && x.is_finite() && y.is_finite() {
+                    return Err("float overflow");
+                }
+                Float(v)
             }
             _ => Null,
         },
         _ => {
             let ord = match (a, b) {
-                (Null, _) | (_, Null) => return Null,
+                (Null, _) | (_, Null) => return Ok(Null),
                 (Int(x), Int(y)) => x.cmp(&y),
                 (Int(_) | Float(_), Int(_) | Float(_)) => match to_f64(a).partial_cmp(&to_f64(b)) {
                     Some(o) => o,
-                    None => return Null,
+                    None => return Ok(Null),
                 },
                 (Bool(x), Bool(y)) => x.cmp(&y),
                 (Str(x), Str(y)) => x.cmp(y),
-                _ => return Null,
+                _ => return Ok(Null),
             };
             Bool(op.compare(ord))
         }
-    }
+    })
 }
 
 fn to_f64(v: Value<'_>) -> f64 {
@@ -562,27 +654,40 @@ fn to_f64(v: Value<'_>) -> f64 {
     }
 }
 
-fn cast(v: Value<'_>, t: DataType) -> Value<'_> {
-    match (v, t) {
+/// `CAST(v AS t)`, or why `v` does not convert.
+fn cast(v: Value<'_>, t: DataType) -> std::result::Result<Value<'_>, &'static str> {
+    // Floats in [-2^63, 2^63) truncate to an int64; others do not fit.
+    const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+    Ok(match (v, t) {
         (Value::Null, _) => Value::Null,
         (Value::Int(_), DataType::Int64)
         | (Value::Float(_), DataType::Float64)
         | (Value::Bool(_), DataType::Bool)
         | (Value::Str(_), DataType::String) => v,
         (Value::Int(i), DataType::Float64) => Value::Float(i as f64),
-        (Value::Float(f), DataType::Int64) if f.is_finite() => Value::Int(f.trunc() as i64),
+        (Value::Float(f), DataType::Int64) => {
+            if !(f.is_finite() && (-TWO_63..TWO_63).contains(&f.trunc())) {
+                return Err("value out of range for bigint");
+            }
+            Value::Int(f.trunc() as i64)
+        }
         (Value::Bool(b), DataType::Int64) => Value::Int(b as i64),
         (Value::Int(i), DataType::Bool) => Value::Bool(i != 0),
-        (Value::Str(s), DataType::Int64) => s.trim().parse().map_or(Value::Null, Value::Int),
-        (Value::Str(s), DataType::Float64) => s.trim().parse().map_or(Value::Null, Value::Float),
+        (Value::Str(s), DataType::Int64) => {
+            Value::Int(s.trim().parse().map_err(|_| "cannot cast to bigint")?)
+        }
+        (Value::Str(s), DataType::Float64) => {
+            Value::Float(s.trim().parse().map_err(|_| "cannot cast to double")?)
+        }
         (Value::Str(s), DataType::Bool) => match s.trim().to_ascii_lowercase().as_str() {
             "true" | "t" | "1" => Value::Bool(true),
             "false" | "f" | "0" => Value::Bool(false),
-            _ => Value::Null,
+            _ => return Err("cannot cast to boolean"),
         },
-        // Casting to string would need an owned result; the planner rejects it.
-        _ => Value::Null,
-    }
+        // The planner refuses every other cast (casting to a string would need an
+        // owned result).
+        _ => return Err("unsupported cast"),
+    })
 }
 
 /// The stable hash used by `hash(x)` and by hash partitioning: FNV-1a, top bit cleared.
@@ -613,17 +718,34 @@ pub fn row_hash(row: &Row<'_>) -> u64 {
     h & !crate::batch::RowKey::BROADCAST
 }
 
-fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
-    match f {
-        Func::Abs => match args.first().map(|a| a.eval(row)) {
-            Some(Value::Int(i)) => Value::Int(i.wrapping_abs()),
+/// Why a built-in function call has no value.
+enum CallFault<'a> {
+    /// An argument's own fault.
+    Arg(Fault),
+    /// The function's: what, and the argument at fault.
+    Own(&'static str, Value<'a>),
+}
+
+/// A built-in function's value, or why it has none.
+fn call<'a>(
+    f: Func,
+    args: &'a [Expr],
+    row: &Row<'a>,
+) -> std::result::Result<Value<'a>, CallFault<'a>> {
+    let arg = |a: &'a Expr| a.eval(row).map_err(CallFault::Arg);
+    Ok(match f {
+        Func::Abs => match args.first().map(arg).transpose()? {
+            Some(Value::Int(i)) => Value::Int(
+                i.checked_abs()
+                    .ok_or(CallFault::Own("integer overflow", Value::Int(i)))?,
+            ),
             Some(Value::Float(x)) => Value::Float(x.abs()),
             _ => Value::Null,
         },
         Func::Hash => {
             let mut h: i64 = 0;
             for (k, a) in args.iter().enumerate() {
-                let v = stable_hash(a.eval(row));
+                let v = stable_hash(arg(a)?);
                 h = if k == 0 {
                     v
                 } else {
@@ -632,45 +754,49 @@ fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
             }
             Value::Int(h)
         }
-        Func::Coalesce => args
-            .iter()
-            .map(|a| a.eval(row))
-            .find(|v| !matches!(v, Value::Null))
-            .unwrap_or(Value::Null),
-        Func::Like => match (args[0].eval(row), args[1].eval(row)) {
+        Func::Coalesce => {
+            for a in args {
+                let v = arg(a)?;
+                if !matches!(v, Value::Null) {
+                    return Ok(v);
+                }
+            }
+            Value::Null
+        }
+        Func::Like => match (arg(&args[0])?, arg(&args[1])?) {
             (Value::Str(s), Value::Str(p)) => Value::Bool(like(s, p)),
             _ => Value::Null,
         },
-        Func::Length => match args[0].eval(row) {
+        Func::Length => match arg(&args[0])? {
             Value::Str(s) => Value::Int(s.chars().count() as i64),
             _ => Value::Null,
         },
         Func::Floor | Func::Ceil | Func::Round | Func::Sqrt => {
-            let x = match args[0].eval(row) {
+            let v = arg(&args[0])?;
+            let x = match v {
                 Value::Int(i) => i as f64,
                 Value::Float(x) => x,
-                _ => return Value::Null,
+                _ => return Ok(Value::Null),
             };
-            let y = match f {
+            Value::Float(match f {
                 Func::Floor => x.floor(),
                 Func::Ceil => x.ceil(),
                 Func::Round => x.round(),
-                _ if x < 0.0 => return Value::Null,
+                _ if x < 0.0 => return Err(CallFault::Own("square root of a negative number", v)),
                 _ => x.sqrt(),
-            };
-            Value::Float(y)
+            })
         }
         Func::Least | Func::Greatest => {
             let mut best: Option<Value<'a>> = None;
             for a in args {
-                let v = a.eval(row);
+                let v = arg(a)?;
                 if matches!(v, Value::Null) {
-                    return Value::Null;
+                    return Ok(Value::Null);
                 }
                 best = Some(match best {
                     None => v,
                     Some(b) => {
-                        let less = binary(BinOp::Lt, v, b).is_true();
+                        let less = matches!(binary(BinOp::Lt, v, b), Ok(Value::Bool(true)));
                         if less == (f == Func::Least) {
                             v
                         } else {
@@ -681,7 +807,7 @@ fn call<'a>(f: Func, args: &'a [Expr], row: &Row<'a>) -> Value<'a> {
             }
             best.unwrap_or(Value::Null)
         }
-    }
+    })
 }
 
 fn list(tys: &[DataType]) -> String {

@@ -3,9 +3,22 @@
 
 use crate::batch::{Batch, Datum, Row, RowKey, Value};
 use crate::error::{Error, Result};
+use crate::expr::Fault;
 use crate::types::Schema;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A runtime fault of a stream function's operator on one row (see [`Emitter::fault`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RowFault {
+    /// The sequence number of the row being processed when it happened (with the
+    /// [`RowKey::AT_END`] bit for results made at the end of an epoch or the input).
+    pub seq: u64,
+    /// The operator: `filter`, `project`, `aggregate`, `join`, `lookup`, ...
+    pub operator: &'static str,
+    /// What went wrong.
+    pub fault: Fault,
+}
 
 /// Where a stream function writes its output rows.
 ///
@@ -15,6 +28,7 @@ use std::sync::Arc;
 pub struct Emitter<'a> {
     out: &'a mut Batch,
     late: Option<&'a mut Batch>,
+    faults: Option<&'a mut Vec<RowFault>>,
     seq: u64,
     partition: u32,
     sub: u32,
@@ -27,6 +41,7 @@ impl<'a> Emitter<'a> {
         Emitter {
             out,
             late: None,
+            faults: None,
             seq,
             partition,
             sub: 0,
@@ -48,6 +63,29 @@ impl<'a> Emitter<'a> {
     pub fn with_late(mut self, late: Option<&'a mut Batch>) -> Emitter<'a> {
         self.late = late;
         self
+    }
+
+    /// Takes the function's runtime faults (see [`Emitter::fault`]) into `faults`.
+    pub fn with_faults(mut self, faults: &'a mut Vec<RowFault>) -> Emitter<'a> {
+        self.faults = Some(faults);
+        self
+    }
+
+    /// Reports that `operator` could not compute a value for the row being processed
+    /// (or, at the end of an epoch or of the input, for a result): the row is skipped
+    /// and the fault counted and reported, or the run fails, as the run's `on_error`
+    /// says. Never lost: an emitter without a place for faults panics with it (the
+    /// engine then fails the run naming the function).
+    pub fn fault(&mut self, operator: &'static str, fault: Fault) {
+        let f = RowFault {
+            seq: self.seq,
+            operator,
+            fault,
+        };
+        match self.faults.as_deref_mut() {
+            Some(v) => v.push(f),
+            None => panic!("{}: {}", f.operator, f.fault),
+        }
     }
 
     /// Where late rows go (rows of [`StreamFunctionFactory::late_schema`]), if a plan

@@ -20,7 +20,8 @@
 
 use crate::batch::{Batch, Datum, Row, RowKey, Scalar, Value};
 use crate::error::{Error, Result};
-use crate::function::{Emitter, Registry, RouteFn, StreamFunction};
+use crate::expr::Fault;
+use crate::function::{Emitter, Registry, RouteFn, RowFault, StreamFunction};
 use crate::output::OutRow;
 use crate::plan::{Agg, Combine, MergeKind, Plan, Route, Source, SourceSpec, Split};
 use crate::types::DataType;
@@ -37,6 +38,16 @@ pub fn run(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow
 
 /// Like [`run`], the output of every plan of a [`Plan::Together`] (one for other plans).
 pub fn run_all(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<Vec<OutRow>>> {
+    Ok(run_with_faults(plan, registry, input)?.0)
+}
+
+/// Like [`run_all`], also the runtime faults the stream functions reported (their rows
+/// are skipped, as a run that skips faulty rows skips them).
+pub fn run_with_faults(
+    plan: &Plan,
+    registry: &Registry,
+    input: &Batch,
+) -> Result<(Vec<Vec<OutRow>>, Vec<RowFault>)> {
     plan.schema(registry)?;
     let mut keyed = Batch::with_capacity(input.arity(), input.len());
     for i in 0..input.len() {
@@ -63,7 +74,7 @@ pub fn run_all(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<Ve
         let late = std::mem::take(&mut cx.late);
         cx.inputs.push(late);
     }
-    Ok(outputs)
+    Ok((outputs, cx.faults))
 }
 
 /// What evaluating one plan of a [`Plan::Together`] shares with the others.
@@ -75,6 +86,8 @@ struct EvalCx {
     late: Vec<OutRow>,
     /// The late rows of every plan evaluated so far.
     inputs: Vec<Vec<OutRow>>,
+    /// The runtime faults of stream functions, in the order reported.
+    faults: Vec<RowFault>,
 }
 
 /// `(epoch, seq, row)` of every input row: row `i`'s epoch is its event time (or, without
@@ -113,8 +126,14 @@ impl<'a> Routing<'a> {
         Ok(Routing { split, native })
     }
 
-    /// The partitions row `row` (sequence number `seq`) goes to, ascending.
+    /// The partitions row `row` (sequence number `seq`) goes to, ascending; none when an
+    /// expression of the split faults on it (the engine skips and reports such a row, or
+    /// fails the run).
     fn targets(&self, row: Row<'_>, seq: u64) -> Vec<u32> {
+        self.try_targets(row, seq).unwrap_or_default()
+    }
+
+    fn try_targets(&self, row: Row<'_>, seq: u64) -> std::result::Result<Vec<u32>, Fault> {
         let q = u64::from(self.split.q.max(1));
         let all = |class: Option<(u64, u64)>| -> Vec<u32> {
             (0..q)
@@ -123,18 +142,20 @@ impl<'a> Routing<'a> {
                 .collect()
         };
         if let Some(b) = &self.split.broadcast {
-            if b.eval(&row).is_true() {
-                return all(None);
+            if b.eval(&row)?.is_true() {
+                return Ok(all(None));
             }
         }
         let one = |p: Option<u64>| p.map(|p| p as u32).into_iter().collect();
-        match &self.split.route {
+        Ok(match &self.split.route {
             Route::Expr { expr, when } => {
-                if when.as_ref().is_some_and(|w| !w.eval(&row).is_true()) {
-                    return Vec::new();
+                if let Some(w) = when {
+                    if !w.eval(&row)?.is_true() {
+                        return Ok(Vec::new());
+                    }
                 }
                 one(expr
-                    .eval(&row)
+                    .eval(&row)?
                     .as_int()
                     .map(|v| v.rem_euclid(q as i64) as u64))
             }
@@ -147,14 +168,14 @@ impl<'a> Routing<'a> {
             }
             Route::RoundRobin => one(Some(seq % q)),
             Route::Grid { left, rows, cols } => {
-                let side = if left.eval(&row).is_true() {
+                let side = if left.eval(&row)?.is_true() {
                     *rows
                 } else {
                     *cols
                 } as u64;
                 all(Some((side, seq % side)))
             }
-        }
+        })
     }
 }
 
@@ -298,7 +319,8 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                                touched: &mut Vec<u32>,
                                instances: &mut BTreeMap<u32, Box<dyn StreamFunction>>,
                                out: &mut Batch,
-                               epochs: &mut Vec<u64>| {
+                               epochs: &mut Vec<u64>,
+                               faults: &mut Vec<RowFault>| {
                 if every_epoch {
                     touched.clear();
                     touched.extend(instances.keys());
@@ -310,7 +332,9 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                     if let Some(f) = instances.get_mut(&p) {
                         f.end_of_epoch(
                             epoch,
-                            &mut Emitter::new(out, RowKey::END_OF_EPOCH, p).at_epoch(epoch),
+                            &mut Emitter::new(out, RowKey::END_OF_EPOCH, p)
+                                .at_epoch(epoch)
+                                .with_faults(faults),
                         );
                     }
                     epochs.resize(out.len(), epoch);
@@ -328,11 +352,25 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
             for (i, &(epoch, seq)) in stage.rows.iter().enumerate() {
                 if current != Some(epoch) {
                     if let Some(e) = current {
-                        flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+                        flush_epoch(
+                            e,
+                            &mut touched,
+                            &mut instances,
+                            &mut out,
+                            &mut epochs,
+                            &mut cx.faults,
+                        );
                     }
                     while let Some(t) = ticks.next_if(|&t| t <= epoch) {
                         if t != epoch && current.is_none_or(|c| t > c) {
-                            flush_epoch(t, &mut touched, &mut instances, &mut out, &mut epochs);
+                            flush_epoch(
+                                t,
+                                &mut touched,
+                                &mut instances,
+                                &mut out,
+                                &mut epochs,
+                                &mut cx.faults,
+                            );
                         }
                     }
                     current = Some(epoch);
@@ -345,7 +383,8 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                         input.row(i),
                         &mut Emitter::new(&mut out, seq, p)
                             .at_epoch(epoch)
-                            .with_late(late.as_mut()),
+                            .with_late(late.as_mut())
+                            .with_faults(&mut cx.faults),
                     );
                     epochs.resize(out.len(), epoch);
                     if let Some(l) = &late {
@@ -355,15 +394,33 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                 }
             }
             if let Some(e) = current {
-                flush_epoch(e, &mut touched, &mut instances, &mut out, &mut epochs);
+                flush_epoch(
+                    e,
+                    &mut touched,
+                    &mut instances,
+                    &mut out,
+                    &mut epochs,
+                    &mut cx.faults,
+                );
             }
             for t in ticks {
                 if current.is_none_or(|c| t > c) {
-                    flush_epoch(t, &mut touched, &mut instances, &mut out, &mut epochs);
+                    flush_epoch(
+                        t,
+                        &mut touched,
+                        &mut instances,
+                        &mut out,
+                        &mut epochs,
+                        &mut cx.faults,
+                    );
                 }
             }
             for (&p, f) in instances.iter_mut() {
-                f.finish(&mut Emitter::new(&mut out, RowKey::FINISH, p).at_epoch(u64::MAX));
+                f.finish(
+                    &mut Emitter::new(&mut out, RowKey::FINISH, p)
+                        .at_epoch(u64::MAX)
+                        .with_faults(&mut cx.faults),
+                );
             }
             epochs.resize(out.len(), u64::MAX);
             if let Some(l) = &late {
@@ -418,9 +475,15 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                             let vals: Vec<Value<'_>> =
                                 r.values.iter().map(|s| s.as_value()).collect();
                             tmp.push(r.key, &vals);
-                            if !f.eval(&tmp.row(0)).is_true() {
-                                out.push(r.clone());
-                                continue;
+                            match f.eval(&tmp.row(0)) {
+                                Ok(v) if v.is_true() => {}
+                                Ok(_) => {
+                                    out.push(r.clone());
+                                    continue;
+                                }
+                                // The engine skips (and reports) a row its filter
+                                // faults on.
+                                Err(_) => continue,
                             }
                         }
                         let k: Vec<Scalar> = key.iter().map(|&c| r.values[c].clone()).collect();

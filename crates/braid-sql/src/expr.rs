@@ -270,6 +270,13 @@ fn unary(op: ast::UnaryOperator, expr: &ast::Expr, r: &dyn Resolve) -> Result<Ex
     let nested = matches!(expr, ast::Expr::Nested(_));
     Ok(match op {
         ast::UnaryOperator::Not => Expr::Not(Box::new(sub(expr, r)?)),
+        // -9223372036854775808 is the one int64 whose digits alone do not fit one.
+        ast::UnaryOperator::Minus
+            if matches!(expr, ast::Expr::Value(v)
+                if matches!(&v.value, ast::Value::Number(n, _) if n == "9223372036854775808")) =>
+        {
+            Expr::Literal(Scalar::Int(i64::MIN))
+        }
         ast::UnaryOperator::Minus => match sub(expr, r)? {
             Expr::Literal(Scalar::Int(i)) if !nested => {
                 Expr::Literal(Scalar::Int(i.wrapping_neg()))
@@ -493,6 +500,13 @@ fn literal(v: &ast::Value) -> Result<Scalar> {
     Ok(match v {
         ast::Value::Number(n, _) => match n.parse::<i64>() {
             Ok(i) => Scalar::Int(i),
+            // A whole number too large for a BIGINT is refused, not made a DOUBLE.
+            Err(_) if n.bytes().all(|b| b.is_ascii_digit()) => {
+                return Err(Error::Plan(format!(
+                    "integer {n} is beyond BIGINT's range (at most 9223372036854775807); \
+                     write {n}.0 for a DOUBLE"
+                )))
+            }
             Err(_) => Scalar::Float(
                 n.parse()
                     .map_err(|_| Error::Plan(format!("bad number {n}")))?,

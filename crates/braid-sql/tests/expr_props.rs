@@ -21,6 +21,9 @@ fn int_expr() -> BoxedStrategy<Expr> {
     let leaf = prop_oneof![
         (0usize..3).prop_map(|i| Expr::Column(i, ["a", "b", "c"][i].to_string())),
         (-50i64..50).prop_map(|i| Expr::Literal(Scalar::Int(i))),
+        // The ends of int64, so that overflow happens.
+        prop_oneof![Just(i64::MAX), Just(i64::MIN), Just(i64::MAX / 2)]
+            .prop_map(|i| Expr::Literal(Scalar::Int(i))),
     ];
     // Floats only appear in the print/parse test (the naive evaluator is for ints).
     leaf.prop_recursive(4, 24, 3, |inner| {
@@ -74,66 +77,76 @@ fn bool_expr() -> impl Strategy<Value = Expr> {
 enum V {
     I(Option<i64>),
     B(Option<bool>),
+    /// A runtime fault: overflow or division by zero.
+    Fault,
 }
 
-/// The naive evaluator.
+/// The naive evaluator: checked arithmetic (overflow and division by zero are faults),
+/// left to right, AND/OR and CASE evaluating no more than they need.
 fn naive(e: &Expr, row: &[Option<i64>]) -> V {
-    let int = |x: &Expr| match naive(x, row) {
-        V::I(v) => v,
-        V::B(_) => panic!("int expected"),
+    naive_or_fault(e, row).unwrap_or(V::Fault)
+}
+
+fn naive_or_fault(e: &Expr, row: &[Option<i64>]) -> Result<V, ()> {
+    let int = |x: &Expr| match naive_or_fault(x, row)? {
+        V::I(v) => Ok(v),
+        _ => panic!("int expected"),
     };
-    let boolean = |x: &Expr| match naive(x, row) {
-        V::B(v) => v,
-        V::I(_) => panic!("bool expected"),
+    let boolean = |x: &Expr| match naive_or_fault(x, row)? {
+        V::B(v) => Ok(v),
+        _ => panic!("bool expected"),
     };
-    match e {
+    Ok(match e {
         Expr::Column(i, _) => V::I(row[*i]),
         Expr::Literal(Scalar::Int(i)) => V::I(Some(*i)),
-        Expr::Neg(x) => V::I(int(x).map(|v| v.wrapping_neg())),
-        Expr::Not(x) => V::B(boolean(x).map(|b| !b)),
-        Expr::IsNull(x, _) => V::B(Some(match naive(x, row) {
+        Expr::Neg(x) => V::I(match int(x)? {
+            Some(v) => Some(v.checked_neg().ok_or(())?),
+            None => None,
+        }),
+        Expr::Not(x) => V::B(boolean(x)?.map(|b| !b)),
+        Expr::IsNull(x, _) => V::B(Some(match naive_or_fault(x, row)? {
             V::I(v) => v.is_none(),
             V::B(v) => v.is_none(),
+            V::Fault => unreachable!(),
         })),
         Expr::Case(arms, d) => {
             for (c, v) in arms {
-                if boolean(c) == Some(true) {
-                    return naive(v, row);
+                if boolean(c)? == Some(true) {
+                    return naive_or_fault(v, row);
                 }
             }
-            naive(d.as_ref().expect("else"), row)
+            return naive_or_fault(d.as_ref().expect("else"), row);
         }
-        Expr::Binary(BinOp::And, l, r) => V::B(match (boolean(l), boolean(r)) {
-            (Some(false), _) | (_, Some(false)) => Some(false),
-            (Some(true), Some(true)) => Some(true),
-            _ => None,
+        Expr::Binary(BinOp::And, l, r) => V::B(match boolean(l)? {
+            Some(false) => Some(false),
+            a => match (a, boolean(r)?) {
+                (_, Some(false)) => Some(false),
+                (Some(true), Some(true)) => Some(true),
+                _ => None,
+            },
         }),
-        Expr::Binary(BinOp::Or, l, r) => V::B(match (boolean(l), boolean(r)) {
-            (Some(true), _) | (_, Some(true)) => Some(true),
-            (Some(false), Some(false)) => Some(false),
-            _ => None,
+        Expr::Binary(BinOp::Or, l, r) => V::B(match boolean(l)? {
+            Some(true) => Some(true),
+            a => match (a, boolean(r)?) {
+                (_, Some(true)) => Some(true),
+                (Some(false), Some(false)) => Some(false),
+                _ => None,
+            },
         }),
         Expr::Binary(op, l, r) => {
-            let (Some(a), Some(b)) = (int(l), int(r)) else {
-                return match op {
+            let (a, b) = (int(l)?, int(r)?);
+            let (Some(a), Some(b)) = (a, b) else {
+                return Ok(match op {
                     BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => V::I(None),
                     _ => V::B(None),
-                };
+                });
             };
             match op {
-                BinOp::Add => V::I(Some(a.wrapping_add(b))),
-                BinOp::Sub => V::I(Some(a.wrapping_sub(b))),
-                BinOp::Mul => V::I(Some(a.wrapping_mul(b))),
-                BinOp::Div => V::I(if b == 0 {
-                    None
-                } else {
-                    Some(a.wrapping_div(b))
-                }),
-                BinOp::Mod => V::I(if b == 0 {
-                    None
-                } else {
-                    Some(a.wrapping_rem(b))
-                }),
+                BinOp::Add => V::I(Some(a.checked_add(b).ok_or(())?)),
+                BinOp::Sub => V::I(Some(a.checked_sub(b).ok_or(())?)),
+                BinOp::Mul => V::I(Some(a.checked_mul(b).ok_or(())?)),
+                BinOp::Div => V::I(Some(a.checked_div(b).ok_or(())?)),
+                BinOp::Mod => V::I(Some(a.checked_rem(b).ok_or(())?)),
                 BinOp::Eq => V::B(Some(a == b)),
                 BinOp::NotEq => V::B(Some(a != b)),
                 BinOp::Lt => V::B(Some(a < b)),
@@ -144,7 +157,7 @@ fn naive(e: &Expr, row: &[Option<i64>]) -> V {
             }
         }
         other => panic!("not generated: {other}"),
-    }
+    })
 }
 
 fn eval(e: &Expr, row: &[Option<i64>]) -> V {
@@ -155,9 +168,10 @@ fn eval(e: &Expr, row: &[Option<i64>]) -> V {
         .collect();
     b.push(RowKey::default(), &vals);
     match e.eval(&b.row(0)) {
-        Value::Int(i) => V::I(Some(i)),
-        Value::Bool(x) => V::B(Some(x)),
-        Value::Null => match e.data_type(&schema()).expect("typed") {
+        Err(_) => V::Fault,
+        Ok(Value::Int(i)) => V::I(Some(i)),
+        Ok(Value::Bool(x)) => V::B(Some(x)),
+        Ok(Value::Null) => match e.data_type(&schema()).expect("typed") {
             DataType::Bool => V::B(None),
             _ => V::I(None),
         },

@@ -12,7 +12,7 @@ use super::{by_to, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
 use crate::shared::Shared;
 use braid_plan::batch::{Batch, Row, RowKey};
-use braid_plan::function::{Emitter, Registry, StreamFunction};
+use braid_plan::function::{Emitter, Registry, RowFault, StreamFunction};
 use braid_plan::placement::{class_members, intersect, Hosts};
 use braid_plan::plan::{Map, Plan};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -104,6 +104,11 @@ pub(crate) fn render<'s>(
     let name = format!("Map({})", map.function);
     let function = map.function.clone();
     let timed = shared.measure_costs;
+    // The source whose rows its rows' sequence numbers count, if any.
+    let source = match split.input.as_ref() {
+        Plan::Source(s) => Some(s.name.clone()),
+        _ => None,
+    };
     // Ticks are empty windows: their only effect is to make the epoch known here.
     let input = match ticks {
         Some(ticks) => input.concat(ticks),
@@ -124,7 +129,7 @@ pub(crate) fn render<'s>(
                 .collect(),
             factory,
             q,
-            function,
+            function: function.clone(),
             shared: shared.clone(),
         };
         let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
@@ -132,6 +137,7 @@ pub(crate) fn render<'s>(
         let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
         let mut out = Batch::new(out_arity);
         let mut late = late_arity.map(Batch::new);
+        let mut faults: Vec<RowFault> = Vec::new();
         let mut targets = BroadcastTargets::default();
         // Per local partition: nanoseconds in its stream function, and rows.
         let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
@@ -157,7 +163,8 @@ pub(crate) fn render<'s>(
                 if direct {
                     let mut emit = Emitter::new(&mut out, 0, 0)
                         .at_epoch(epoch)
-                        .with_late(late.as_mut());
+                        .with_late(late.as_mut())
+                        .with_faults(&mut faults);
                     let ran = catch_unwind(AssertUnwindSafe(|| {
                         each_row(
                             &batches,
@@ -216,14 +223,17 @@ pub(crate) fn render<'s>(
                         let f = parts.get(k);
                         let mut emit = Emitter::new(&mut out, 0, p)
                             .at_epoch(epoch)
-                            .with_late(late.as_mut());
+                            .with_late(late.as_mut())
+                            .with_faults(&mut faults);
                         for &(seq, b, i) in list.iter() {
                             emit.restart(seq, p);
                             f.process(batches[b as usize].batch.row(i as usize), &mut emit);
                         }
                         f.end_of_epoch(
                             epoch,
-                            &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p).at_epoch(epoch),
+                            &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p)
+                                .at_epoch(epoch)
+                                .with_faults(&mut faults),
                         );
                     }));
                     if let Err(payload) = ran {
@@ -237,6 +247,7 @@ pub(crate) fn render<'s>(
                     }
                     list.clear();
                 }
+                report_faults(&mut faults, &shared, &function, source.as_deref());
                 if let Some(w) = take_window(&mut out, me) {
                     output.session(&cap).give(w);
                 }
@@ -253,13 +264,16 @@ pub(crate) fn render<'s>(
                         }
                         let ran = catch_unwind(AssertUnwindSafe(|| {
                             parts.get(k).finish(
-                                &mut Emitter::new(&mut out, RowKey::FINISH, p).at_epoch(END_EPOCH),
+                                &mut Emitter::new(&mut out, RowKey::FINISH, p)
+                                    .at_epoch(END_EPOCH)
+                                    .with_faults(&mut faults),
                             )
                         }));
                         if let Err(payload) = ran {
                             parts.fail(k, payload.as_ref());
                         }
                     }
+                    report_faults(&mut faults, &shared, &function, source.as_deref());
                     if let Some(w) = take_window(&mut out, me) {
                         output.session(&cap).give(w);
                     }
@@ -281,6 +295,19 @@ pub(crate) fn render<'s>(
             (out, Some(late))
         }
     })
+}
+
+/// Hands the stream functions' runtime faults to the run (a counted skip, or the error
+/// it fails with).
+fn report_faults(
+    faults: &mut Vec<RowFault>,
+    shared: &Shared,
+    function: &str,
+    source: Option<&str>,
+) {
+    for f in faults.drain(..) {
+        shared.fault(function, f.operator, f.seq, source, &f.fault);
+    }
 }
 
 /// Index of a partition another worker hosts.

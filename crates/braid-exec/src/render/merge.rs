@@ -4,6 +4,7 @@
 use super::stash::EpochStash;
 use super::{by_to, guarded, to_worker, Guard, Place, Window, WindowBuilder, Windows};
 use crate::error::Result;
+use crate::shared::Shared;
 use braid_plan::batch::{Batch, Datum, RowKey, Scalar};
 use braid_plan::combine::{Groups, KeyedMerge};
 use braid_plan::expr::Expr;
@@ -59,8 +60,14 @@ pub(crate) fn render<'s>(
             match filter {
                 None => keyed(input, km, *fanin, q, place, guard),
                 Some(f) => {
-                    let combined = select(input.clone(), f.clone(), true, "Merge(keyed rows)");
-                    let others = select(input, f.clone(), false, "Merge(union rows)");
+                    // The keyed side reports the rows the filter faults on (both skip them).
+                    let combined = select(
+                        input.clone(),
+                        f.clone(),
+                        Some(shared.clone()),
+                        "Merge(keyed rows)",
+                    );
+                    let others = select(input, f.clone(), None, "Merge(union rows)");
                     keyed(combined, km, *fanin, q, place, guard).concat(others)
                 }
             }
@@ -68,8 +75,16 @@ pub(crate) fn render<'s>(
     })
 }
 
-/// Keeps the rows of each window where `filter` is (`keep`) or is not true.
-fn select<'s>(input: Windows<'s>, filter: Expr, keep: bool, name: &str) -> Windows<'s> {
+/// Keeps the rows of each window where `filter` is true (`report`: the keyed side, which
+/// reports the faults to it) or is not true; a row the filter faults on goes to
+/// neither.
+fn select<'s>(
+    input: Windows<'s>,
+    filter: Expr,
+    report: Option<Arc<Shared>>,
+    name: &str,
+) -> Windows<'s> {
+    let keep = report.is_some();
     input.unary::<WindowBuilder, _, _, _>(Pipeline, name, move |_, _| {
         move |input, output| {
             input.for_each(|cap, data| {
@@ -78,8 +93,15 @@ fn select<'s>(input: Windows<'s>, filter: Expr, keep: bool, name: &str) -> Windo
                     let b = &w.batch;
                     let mut out = Batch::new(b.arity());
                     for i in 0..b.len() {
-                        if filter.eval(&b.row(i)).is_true() == keep {
-                            out.push_row_of(b, i, b.key(i));
+                        match filter.eval(&b.row(i)) {
+                            Ok(v) if v.is_true() == keep => out.push_row_of(b, i, b.key(i)),
+                            Ok(_) => {}
+                            Err(f) => {
+                                if let Some(shared) = &report {
+                                    let seq = b.key(i).seq;
+                                    shared.fault("merge", "merge_filter", seq, None, &f);
+                                }
+                            }
                         }
                     }
                     if !out.is_empty() {

@@ -4,11 +4,13 @@
 //! on its own, by evaluating the expressions row by row, so a bug here shows up as a
 //! difference in the oracle tests.
 
+use crate::shared::Shared;
 use braid_plan::batch::{Batch, Datum, Row, Scalar};
 use braid_plan::error::Result;
-use braid_plan::expr::{BinOp, Expr};
+use braid_plan::expr::{BinOp, Expr, Fault};
 use braid_plan::function::{Registry, RouteFn};
 use braid_plan::plan::{Route, Split};
+use std::sync::Arc;
 
 /// Routing as one closure: destination partitions of a row, in ascending order.
 pub(crate) struct Router {
@@ -16,6 +18,9 @@ pub(crate) struct Router {
     modulo: Modulo,
     route: RouteImpl,
     broadcast: Option<Compiled>,
+    /// Where faults go, with the site's name and whether it reads a source (see
+    /// [`Router::reporting`]); a fault without it panics.
+    faults: Option<(Arc<Shared>, String, Option<String>)>,
 }
 
 /// `v.rem_euclid(q)` for a fixed `q > 0`: a mask when `q` is a power of two (two's
@@ -76,26 +81,26 @@ impl Compiled {
 
     /// The value as a partition number source: an int, or None.
     #[inline]
-    fn int(&self, row: &Row<'_>) -> Option<i64> {
-        match self {
+    fn int(&self, row: &Row<'_>) -> Result<Option<i64>, Fault> {
+        Ok(match self {
             Compiled::Column(c) => row.int(*c),
             Compiled::ColumnCmpInt(..) => None,
-            Compiled::Expr(e) => e.eval(row).as_int(),
-        }
+            Compiled::Expr(e) => e.eval(row)?.as_int(),
+        })
     }
 
     /// True only when the predicate is true (not null, not false).
     #[inline]
-    fn holds(&self, row: &Row<'_>) -> bool {
-        match self {
+    fn holds(&self, row: &Row<'_>) -> Result<bool, Fault> {
+        Ok(match self {
             Compiled::ColumnCmpInt(c, op, k, e) => match row.datum(*c) {
                 Datum::Int(v) => op.compare(v.cmp(k)),
                 // Floats, nulls and other types compare as the interpreter does.
-                _ => e.eval(row).is_true(),
+                _ => e.eval(row)?.is_true(),
             },
             Compiled::Column(c) => row.get(*c).is_true(),
-            Compiled::Expr(e) => e.eval(row).is_true(),
-        }
+            Compiled::Expr(e) => e.eval(row)?.is_true(),
+        })
     }
 }
 
@@ -130,37 +135,71 @@ impl Router {
             modulo: Modulo::new(split.q),
             route,
             broadcast: split.broadcast.as_ref().map(Compiled::new),
+            faults: None,
         })
+    }
+
+    /// Reports the rows whose route, `when` or broadcast expression faults (they go
+    /// nowhere) to `shared`, as faults of `site`; `source`: the source the split reads,
+    /// whose rows the sequence numbers count, if it reads one.
+    pub(crate) fn reporting(
+        mut self,
+        shared: &Arc<Shared>,
+        site: String,
+        source: Option<String>,
+    ) -> Router {
+        self.faults = Some((shared.clone(), site, source));
+        self
+    }
+
+    /// Where row `i` of `batch` goes: nowhere when an expression faults on it (the fault
+    /// is reported).
+    #[inline]
+    pub(crate) fn dest(&self, batch: &Batch, i: usize) -> Dest {
+        self.try_dest(batch, i)
+            .unwrap_or_else(|f| self.fault(batch.key(i).seq, f))
+    }
+
+    /// A fault on the row with sequence number `seq`: reported, and the row omitted.
+    #[cold]
+    fn fault(&self, seq: u64, fault: Fault) -> Dest {
+        match &self.faults {
+            Some((shared, site, source)) => {
+                shared.fault(site, "split", seq, source.as_deref(), &fault)
+            }
+            None => panic!("split: {fault}"),
+        }
+        Dest::Omit
     }
 
     /// Where row `i` of `batch` goes. Round robin reads the row's sequence number from
     /// its key.
     #[inline]
-    pub(crate) fn dest(&self, batch: &Batch, i: usize) -> Dest {
+    fn try_dest(&self, batch: &Batch, i: usize) -> Result<Dest, Fault> {
         let row = batch.row(i);
         if let Some(b) = &self.broadcast {
-            if b.holds(&row) {
-                return Dest::Broadcast;
+            if b.holds(&row)? {
+                return Ok(Dest::Broadcast);
             }
         }
         let p = match &self.route {
             RouteImpl::Expr(e, when) => {
                 if let Some(w) = when {
-                    if !w.holds(&row) {
-                        return Dest::Omit;
+                    if !w.holds(&row)? {
+                        return Ok(Dest::Omit);
                     }
                 }
-                e.int(&row).map(|v| u64::from(self.modulo.of(v)))
+                e.int(&row)?.map(|v| u64::from(self.modulo.of(v)))
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
             RouteImpl::Grid(left, rows, cols) => {
                 let seq = batch.key(i).seq;
-                let side = if left.holds(&row) { *rows } else { *cols };
-                return Dest::Class(side, seq % side);
+                let side = if left.holds(&row)? { *rows } else { *cols };
+                return Ok(Dest::Class(side, seq % side));
             }
         };
-        p.map_or(Dest::Omit, |p| Dest::Partition(p as u32))
+        Ok(p.map_or(Dest::Omit, |p| Dest::Partition(p as u32)))
     }
 
     /// Calls `f(i, dest)` for every row `i` of `batch` in order, with what
@@ -201,8 +240,9 @@ impl Router {
                 }
             }
             // One loop per comparison: the test per row is then one instruction.
-            Some(Compiled::ColumnCmpInt(c, op, k, e)) => {
+            Some(Compiled::ColumnCmpInt(c, op, k, _)) => {
                 let (c, k) = (*c, *k);
+                let e = &|i: usize| self.dest(batch, i);
                 match op {
                     BinOp::Eq => each_compared(batch, f, &route, c, e, |v| v == k),
                     BinOp::NotEq => each_compared(batch, f, &route, c, e, |v| v != k),
@@ -213,17 +253,9 @@ impl Router {
                     op => each_compared(batch, f, &route, c, e, |v| op.compare(v.cmp(&k))),
                 }
             }
-            Some(b) => {
+            Some(_) => {
                 for i in 0..batch.len() {
-                    let row = batch.row(i);
-                    f(
-                        i,
-                        if b.holds(&row) {
-                            Dest::Broadcast
-                        } else {
-                            route(&row)
-                        },
-                    );
+                    f(i, self.dest(batch, i));
                 }
             }
         }
@@ -236,24 +268,25 @@ impl Router {
     }
 }
 
-/// [`Router::each_dest`] with the broadcast test `test` on an int in column `c` (other
-/// values: `e` evaluated).
+/// [`Router::each_dest`] with the broadcast test `test` on an int in column `c` (a row
+/// with another value there goes where `other(i)`, [`Router::dest`], says).
 #[inline]
 fn each_compared(
     batch: &Batch,
     f: &mut impl FnMut(usize, Dest),
     route: &impl Fn(&Row<'_>) -> Dest,
     c: usize,
-    e: &Expr,
+    other: &dyn Fn(usize) -> Dest,
     test: impl Fn(i64) -> bool,
 ) {
     for i in 0..batch.len() {
         let row = batch.row(i);
-        let all = match row.datum(c) {
-            Datum::Int(v) => test(v),
-            _ => e.eval(&row).is_true(),
+        let d = match row.datum(c) {
+            Datum::Int(v) if test(v) => Dest::Broadcast,
+            Datum::Int(_) => route(&row),
+            _ => other(i),
         };
-        f(i, if all { Dest::Broadcast } else { route(&row) });
+        f(i, d);
     }
 }
 
@@ -293,12 +326,22 @@ mod tests {
                         let e = col(c).bin(op, Expr::int(k));
                         let compiled = Compiled::new(&e);
                         assert!(matches!(compiled, Compiled::ColumnCmpInt(..)));
-                        assert_eq!(compiled.holds(&row), e.eval(&row).is_true(), "{e} row {i}");
+                        assert_eq!(
+                            compiled.holds(&row).ok(),
+                            e.eval(&row).ok().map(|v| v.is_true()),
+                            "{e} row {i}"
+                        );
                     }
                 }
                 let compiled = Compiled::new(&col(c));
-                assert_eq!(compiled.int(&row), col(c).eval(&row).as_int());
-                assert_eq!(compiled.holds(&row), col(c).eval(&row).is_true());
+                assert_eq!(
+                    compiled.int(&row).ok(),
+                    col(c).eval(&row).ok().map(|v| v.as_int())
+                );
+                assert_eq!(
+                    compiled.holds(&row).ok(),
+                    col(c).eval(&row).ok().map(|v| v.is_true())
+                );
             }
         }
     }
@@ -309,6 +352,7 @@ mod tests {
     fn each_dest_equals_dest() {
         use braid_plan::plan::Strategy;
         use braid_plan::types::Schema;
+        use std::sync::Arc;
         let mut b = Batch::new(2);
         let values = [
             Value::Int(2),
@@ -353,6 +397,7 @@ mod tests {
         ];
         let schema = Schema::ints(&["c0", "c1"]);
         let registry = Registry::new();
+        let shared = Arc::new(Shared::new(Default::default(), false, false));
         for q in [1, 3, 7, 8, 512, 1000] {
             for route in &routes {
                 for broadcast in &broadcasts {
@@ -361,7 +406,11 @@ mod tests {
                     else {
                         panic!("split() makes a Split");
                     };
-                    let router = Router::new(&split, &registry).expect("router");
+                    let router = Router::new(&split, &registry).expect("router").reporting(
+                        &shared,
+                        "split".into(),
+                        None,
+                    );
                     let mut got = Vec::new();
                     router.each_dest(&b, |i, d| got.push((i, d)));
                     let want: Vec<_> = (0..b.len()).map(|i| (i, router.dest(&b, i))).collect();
@@ -370,12 +419,29 @@ mod tests {
                         if let (Route::Expr { expr, when: None }, None, Dest::Partition(p)) =
                             (route, broadcast, d)
                         {
-                            let v = expr.eval(&b.row(i)).as_int().expect("an int routes");
+                            let v = expr
+                                .eval(&b.row(i))
+                                .ok()
+                                .and_then(|v| v.as_int())
+                                .expect("an int routes");
                             assert_eq!(i64::from(p), v.rem_euclid(i64::from(q)));
                         }
                     }
                 }
             }
         }
+        // Routing by c0 + c1 overflows on (MAX, MAX), (MIN, MIN), (MAX, 2), (MAX, 513),
+        // (MIN, -7) and their mirror images: those rows go nowhere and are reported
+        // (by each_dest and dest, for every q and broadcast that does not take them).
+        let faults = shared.faults.lock().expect("faults");
+        assert_eq!(faults.len(), 1);
+        assert!(faults[0].count > 0);
+        assert!(
+            faults[0].first[0]
+                .1
+                .contains("integer overflow in `(c0 + c1)`"),
+            "{:?}",
+            faults[0].first
+        );
     }
 }

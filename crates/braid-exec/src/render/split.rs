@@ -39,10 +39,26 @@ pub(crate) fn render<'s>(
         .shape
         .clone()
         .ok_or_else(|| Error::Internal("split rendered before its shape was resolved".into()))?;
-    let window_splitter = || WindowSplitter::new(split, registry, place.peers, place.process());
     // A later stage's rows are spread over the workers already: split them where they
     // are instead of sending them all to one splitter.
     let local = !matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(_));
+    let source = match split.input.as_ref() {
+        braid_plan::plan::Plan::Source(s) => Some(s.name.clone()),
+        _ => None,
+    };
+    let site = match &source {
+        Some(name) => format!("split of {name}"),
+        None => "split between stages".to_string(),
+    };
+    let router = || -> Result<Router> {
+        Ok(Router::new(split, registry)?.reporting(shared, site.clone(), source.clone()))
+    };
+    let window_splitter = || -> Result<WindowSplitter> {
+        Ok(WindowSplitter {
+            router: router()?,
+            ..WindowSplitter::new(split, registry, place.peers, place.process())?
+        })
+    };
     Ok(match shape {
         SplitShape::Fsplit if local => {
             splitter(input, window_splitter()?, At::Local, "Fsplit(local)", guard)
@@ -56,7 +72,7 @@ pub(crate) fn render<'s>(
         ),
         SplitShape::Tree(t) => tree(
             input,
-            Router::new(split, registry)?,
+            router()?,
             Hosts::of(split, place.peers),
             t,
             place,

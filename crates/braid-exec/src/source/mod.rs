@@ -116,7 +116,8 @@ impl std::fmt::Display for Rejects {
 /// Options for reading input.
 #[derive(Clone, Debug, Default)]
 pub struct ReadOptions {
-    /// Stop at the first malformed record.
+    /// Stop at the first malformed record or runtime fault (`--on-error fail`);
+    /// otherwise both are counted, reported and skipped.
     pub strict: bool,
     /// Append malformed records here (`line<TAB>column<TAB>reason<TAB>text`).
     pub reject_file: Option<PathBuf>,
@@ -131,6 +132,8 @@ pub struct Counters {
     pub rows_in: AtomicU64,
     /// Malformed records.
     pub malformed: AtomicU64,
+    /// Rows skipped on runtime faults.
+    pub faults: AtomicU64,
     /// Rows written by sinks.
     pub rows_out: AtomicU64,
     /// Largest epoch handed to the dataflow.

@@ -2,25 +2,60 @@
 
 use crate::logical::{AggCall, AggFunc};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
+use braid_plan::expr::Fault;
+use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// An aggregate's running state.
+/// An aggregate's running state. Integer sums are kept in 128 bits, so no number of
+/// int64 rows makes them wrap; a result that does not fit its type is a [`Fault`] when
+/// the window is emitted.
 #[derive(Clone, Debug)]
 pub(super) enum Acc {
     Count(i64),
     Sum {
-        int: i64,
+        int: i128,
         float: f64,
         any: bool,
         is_float: bool,
+        /// A float sum of finite values became infinite.
+        overflow: bool,
     },
     Avg {
-        sum: f64,
+        int: i128,
+        float: f64,
         n: i64,
     },
     Min(Option<Scalar>),
     Max(Option<Scalar>),
     Distinct(BTreeSet<Scalar>),
+}
+
+/// One row's input to each aggregate: the value it adds, or None where the aggregate
+/// skips the row (its FILTER is not true, or its argument is null). `count(*)` adds
+/// [`Value::Null`].
+pub(super) type Inputs<'r> = SmallVec<[Option<Value<'r>>; 8]>;
+
+/// Evaluates every aggregate's FILTER and argument on `row`, before any accumulator
+/// changes: a fault leaves them all as they were (the row is skipped whole).
+pub(super) fn inputs<'r>(aggs: &'r [AggCall], row: &Row<'r>) -> Result<Inputs<'r>, Fault> {
+    let mut out = Inputs::new();
+    for call in aggs {
+        // FILTER (WHERE c): a row counts only where c is true (not false, not null).
+        if let Some(c) = &call.filter {
+            if !matches!(c.eval(row)?, Value::Bool(true)) {
+                out.push(None);
+                continue;
+            }
+        }
+        out.push(match &call.arg {
+            None => Some(Value::Null),
+            Some(a) => match a.eval(row)? {
+                Value::Null => None,
+                v => Some(v),
+            },
+        });
+    }
+    Ok(out)
 }
 
 impl Acc {
@@ -33,53 +68,45 @@ impl Acc {
                 float: 0.0,
                 any: false,
                 is_float: call.ty == braid_plan::types::DataType::Float64,
+                overflow: false,
             },
-            AggFunc::Avg => Acc::Avg { sum: 0.0, n: 0 },
+            AggFunc::Avg => Acc::Avg {
+                int: 0,
+                float: 0.0,
+                n: 0,
+            },
             AggFunc::Min => Acc::Min(None),
             AggFunc::Max => Acc::Max(None),
         }
     }
 
-    fn update(&mut self, call: &AggCall, row: &Row<'_>) {
-        // FILTER (WHERE c): a row counts only where c is true (not false, not null).
-        if let Some(c) = &call.filter {
-            if !matches!(c.eval(row), Value::Bool(true)) {
-                return;
-            }
-        }
-        let v = call.arg.as_ref().map(|a| a.eval(row));
-        if call.func == AggFunc::CountStar {
-            if let Acc::Count(n) = self {
-                *n += 1;
-            }
-            return;
-        }
-        let Some(v) = v else { return };
-        if matches!(v, Value::Null) {
-            return;
-        }
+    fn update(&mut self, v: Value<'_>) {
         match self {
             Acc::Count(n) => *n += 1,
             Acc::Distinct(s) => {
                 s.insert(v.to_scalar());
             }
             Acc::Sum {
-                int, float, any, ..
+                int,
+                float,
+                any,
+                overflow,
+                ..
             } => {
                 *any = true;
                 match v {
-                    Value::Int(i) => *int = int.wrapping_add(i),
-                    Value::Float(f) => *float += f,
+                    Value::Int(i) => *int += i as i128,
+                    Value::Float(f) => add_float(float, f, overflow),
                     _ => {}
                 }
             }
-            Acc::Avg { sum, n } => {
+            Acc::Avg { int, float, n } => {
                 *n += 1;
-                *sum += match v {
-                    Value::Int(i) => i as f64,
-                    Value::Float(f) => f,
-                    _ => 0.0,
-                };
+                match v {
+                    Value::Int(i) => *int += i as i128,
+                    Value::Float(f) => *float += f,
+                    _ => {}
+                }
             }
             Acc::Min(m) => {
                 let s = v.to_scalar();
@@ -102,21 +129,35 @@ impl Acc {
             (Acc::Distinct(a), Acc::Distinct(b)) => a.extend(b),
             (
                 Acc::Sum {
-                    int, float, any, ..
+                    int,
+                    float,
+                    any,
+                    overflow,
+                    ..
                 },
                 Acc::Sum {
                     int: i2,
                     float: f2,
                     any: a2,
+                    overflow: o2,
                     ..
                 },
             ) => {
-                *int = int.wrapping_add(i2);
-                *float += f2;
+                *int += i2;
+                add_float(float, f2, overflow);
                 *any |= a2;
+                *overflow |= o2;
             }
-            (Acc::Avg { sum, n }, Acc::Avg { sum: s2, n: n2 }) => {
-                *sum += s2;
+            (
+                Acc::Avg { int, float, n },
+                Acc::Avg {
+                    int: i2,
+                    float: f2,
+                    n: n2,
+                },
+            ) => {
+                *int += i2;
+                *float += f2;
                 *n += n2;
             }
             (Acc::Min(a), Acc::Min(Some(b))) if a.as_ref().is_none_or(|x| b < *x) => *a = Some(b),
@@ -125,11 +166,15 @@ impl Acc {
         }
     }
 
-    fn value(&self) -> Scalar {
-        match self {
+    /// The aggregate's result, or why its type cannot hold it.
+    fn value(&self) -> Result<Scalar, String> {
+        Ok(match self {
             Acc::Count(n) => Scalar::Int(*n),
             Acc::Distinct(s) => Scalar::Int(s.len() as i64),
             Acc::Sum { any: false, .. } => Scalar::Null,
+            Acc::Sum { overflow: true, .. } => {
+                return Err("the sum overflows double".into());
+            }
             Acc::Sum {
                 int,
                 float,
@@ -139,13 +184,24 @@ impl Acc {
                 if *is_float {
                     Scalar::Float(*float + *int as f64)
                 } else {
-                    Scalar::Int(*int)
+                    let i = i64::try_from(*int)
+                        .map_err(|_| format!("the sum {int} overflows bigint"))?;
+                    Scalar::Int(i)
                 }
             }
             Acc::Avg { n: 0, .. } => Scalar::Null,
-            Acc::Avg { sum, n } => Scalar::Float(sum / *n as f64),
+            Acc::Avg { int, float, n } => Scalar::Float((*int as f64 + float) / *n as f64),
             Acc::Min(m) | Acc::Max(m) => m.clone().unwrap_or(Scalar::Null),
-        }
+        })
+    }
+}
+
+/// `sum += x`, noting when finite values add up to an infinity.
+fn add_float(sum: &mut f64, x: f64, overflow: &mut bool) {
+    let before = *sum;
+    *sum += x;
+    if !sum.is_finite() && before.is_finite() && x.is_finite() {
+        *overflow = true;
     }
 }
 
@@ -154,10 +210,12 @@ pub(super) fn fresh(aggs: &[AggCall]) -> Vec<Acc> {
     aggs.iter().map(Acc::new).collect()
 }
 
-/// Adds `row` to one accumulator per aggregate.
-pub(super) fn update(aggs: &[AggCall], accs: &mut [Acc], row: &Row<'_>) {
-    for (a, call) in accs.iter_mut().zip(aggs) {
-        a.update(call, row);
+/// Adds a row's [`inputs`] to one accumulator per aggregate.
+pub(super) fn update(accs: &mut [Acc], inputs: &Inputs<'_>) {
+    for (a, v) in accs.iter_mut().zip(inputs) {
+        if let Some(v) = v {
+            a.update(*v);
+        }
     }
 }
 
@@ -181,15 +239,34 @@ pub(super) fn get_or_insert<'m, V>(
     map.get_mut(key).expect("key just inserted")
 }
 
-/// Writes one result row: `window_start, window_end, keys..., aggregates...`.
-pub(super) fn emit(out: &mut Batch, start: i64, end: i64, key: &[Scalar], accs: &[Acc]) {
+/// Writes one result row: `window_start, window_end, keys..., aggregates...`; or, when
+/// an aggregate's result does not fit its type, no row and the fault (naming the
+/// aggregate, the window and the key).
+pub(super) fn emit(
+    out: &mut Batch,
+    (start, end): (i64, i64),
+    key: &[Scalar],
+    aggs: &[AggCall],
+    accs: &[Acc],
+) -> Result<(), Fault> {
+    let mut values: SmallVec<[Scalar; 8]> = SmallVec::new();
+    for (a, call) in accs.iter().zip(aggs) {
+        match a.value() {
+            Ok(v) => values.push(v),
+            Err(why) => {
+                let key: Vec<String> = key.iter().map(|k| k.to_string()).collect();
+                return Err(Fault::new(format!(
+                    "{why} in `{call}` (window [{start}, {end}), key ({}))",
+                    key.join(", ")
+                )));
+            }
+        }
+    }
     out.start_row(RowKey::default());
     out.push_value(Value::Int(start));
     out.push_value(Value::Int(end));
-    for k in key {
+    for k in key.iter().chain(&values) {
         out.push_value(k.as_value());
     }
-    for a in accs {
-        out.push_value(a.value().as_value());
-    }
+    Ok(())
 }

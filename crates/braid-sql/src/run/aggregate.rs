@@ -8,14 +8,16 @@
 //! the accumulators of its one slice, and a window is made by merging the slices it
 //! covers when it closes ([`Slices`]). A row costs the same whatever `size / slide` is.
 
-use super::accumulate::{emit, fresh, get_or_insert, merge_all, update, Acc};
+use super::accumulate::{emit, fresh, get_or_insert, inputs, merge_all, update, Acc, Inputs};
 use super::count_window::CountWindows;
 use super::late::{Cx, LateOut};
 use super::session::Sessions;
+use super::Faults;
 use crate::logical::{AggCall, WindowSpec};
 use braid_plan::batch::{Batch, Row, Scalar};
 use braid_plan::expr::Expr;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 /// Windows by (end, start), then groups by key.
 type TimeGroups = BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>;
@@ -24,7 +26,8 @@ type TimeGroups = BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>;
 pub(super) struct AggState {
     window: WindowSpec,
     keys: Vec<Expr>,
-    aggs: Vec<AggCall>,
+    /// Shared with the [`Inputs`] of the row being added, which may borrow from it.
+    aggs: Rc<[AggCall]>,
     time: Option<usize>,
     /// Time windows and the unbounded window: (end, start) -> key -> accumulators.
     groups: TimeGroups,
@@ -219,7 +222,7 @@ impl AggState {
         AggState {
             window,
             keys,
-            aggs,
+            aggs: aggs.into(),
             time,
             groups: BTreeMap::new(),
             key: Vec::new(),
@@ -242,12 +245,21 @@ impl AggState {
         get_or_insert(inner, key, || fresh(aggs))
     }
 
-    /// Adds an input row to its window(s), or refuses it as late.
-    pub(super) fn push(&mut self, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+    /// Adds an input row to its window(s), or refuses it as late; a row whose keys or
+    /// aggregate inputs fault is skipped with the fault.
+    pub(super) fn push(&mut self, row: Row<'_>, cx: &Cx, out: &mut Batch, faults: &mut Faults) {
         self.key.clear();
         for k in &self.keys {
-            self.key.push(k.eval(&row).to_scalar());
+            match k.eval(&row) {
+                Ok(v) => self.key.push(v.to_scalar()),
+                Err(f) => return faults.push(("aggregate", f)),
+            }
         }
+        let aggs = Rc::clone(&self.aggs);
+        let inputs = match inputs(&aggs, &row) {
+            Ok(i) => i,
+            Err(f) => return faults.push(("aggregate", f)),
+        };
         let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);
         match self.window {
             WindowSpec::Tumble { size } => {
@@ -259,7 +271,7 @@ impl AggState {
                     return;
                 }
                 let accs = Self::group(&mut self.groups, &self.aggs, end, start, &self.key);
-                update(&self.aggs, accs, &row);
+                update(accs, &inputs);
             }
             WindowSpec::Hop { size, slide } => {
                 // Windows [s, s + size) with s = k * slide and s <= t < s + size: the
@@ -268,7 +280,7 @@ impl AggState {
                 if !inside {
                     // Windows reaching past the ends of i64 (their bounds saturate): one
                     // by one, straight into the windows, which close late or never.
-                    if !self.hop_windows(t, size, slide, cx.wm, i64::MAX, &row) {
+                    if !self.hop_windows(t, size, slide, cx.wm, i64::MAX, &inputs) {
                         self.late.refuse(&row, cx);
                     }
                     return;
@@ -282,7 +294,7 @@ impl AggState {
                 self.slices
                     .close(cx.wm, size, slide, &self.aggs, &mut self.groups);
                 if cx.wm < self.slices.cut {
-                    self.hop_windows(t, size, slide, cx.wm, self.slices.cut, &row);
+                    self.hop_windows(t, size, slide, cx.wm, self.slices.cut, &inputs);
                 }
                 if last + size > self.slices.cut {
                     let len = self.slices.len;
@@ -292,7 +304,7 @@ impl AggState {
                     }
                     let keyed = self.slices.by_start.entry(slice).or_default();
                     let accs = get_or_insert(keyed, &self.key, || fresh(&self.aggs));
-                    update(&self.aggs, accs, &row);
+                    update(accs, &inputs);
                 }
             }
             WindowSpec::Session { gap } => {
@@ -300,12 +312,14 @@ impl AggState {
                     self.late.refuse(&row, cx);
                     return;
                 }
-                self.sessions.push(&self.key, &self.aggs, gap, t, &row);
+                self.sessions.push(&self.key, &self.aggs, gap, t, &inputs);
             }
-            WindowSpec::Count { rows } => self.counts.push(&self.key, &self.aggs, rows, &row, out),
+            WindowSpec::Count { rows } => self
+                .counts
+                .push(&self.key, &self.aggs, rows, &inputs, out, faults),
             WindowSpec::Unbounded => {
                 let accs = Self::group(&mut self.groups, &self.aggs, i64::MAX, i64::MIN, &self.key);
-                update(&self.aggs, accs, &row);
+                update(accs, &inputs);
             }
         }
     }
@@ -319,7 +333,7 @@ impl AggState {
         slide: i64,
         wm: i64,
         to: i64,
-        row: &Row<'_>,
+        inputs: &Inputs<'_>,
     ) -> bool {
         let last = t.saturating_sub(t.rem_euclid(slide));
         let mut s = last;
@@ -332,7 +346,7 @@ impl AggState {
             any = true;
             if end <= to {
                 let accs = Self::group(&mut self.groups, &self.aggs, end, s, &self.key);
-                update(&self.aggs, accs, row);
+                update(accs, inputs);
             }
             if s == i64::MIN {
                 break;
@@ -343,7 +357,7 @@ impl AggState {
     }
 
     /// Emits the windows that end at or before `wm` (`i64::MAX`: the input ended).
-    pub(super) fn advance(&mut self, wm: i64, out: &mut Batch) {
+    pub(super) fn advance(&mut self, wm: i64, out: &mut Batch, faults: &mut Faults) {
         if let WindowSpec::Hop { size, slide } = self.window {
             self.slices
                 .close(wm, size, slide, &self.aggs, &mut self.groups);
@@ -361,16 +375,18 @@ impl AggState {
                 (start, end)
             };
             for (key, accs) in groups {
-                emit(out, s, e, &key, &accs);
+                if let Err(f) = emit(out, (s, e), &key, &self.aggs, &accs) {
+                    faults.push(("aggregate", f));
+                }
             }
         }
         if let WindowSpec::Session { gap } = self.window {
-            self.sessions.advance(gap, wm, out);
+            self.sessions.advance(gap, wm, &self.aggs, out, faults);
         }
         if wm == i64::MAX {
             // End of input: partial count windows too.
             if let WindowSpec::Count { rows } = self.window {
-                self.counts.finish(rows, out);
+                self.counts.finish(rows, &self.aggs, out, faults);
             }
         }
     }

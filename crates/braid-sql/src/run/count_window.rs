@@ -1,9 +1,10 @@
 //! Count windows (`GROUP BY ROWS(n)`): per key, tumbling windows of `n` rows. They never
 //! refuse a row; the input's end emits the partial windows.
 
-use super::accumulate::{emit, fresh, get_or_insert, update, Acc};
+use super::accumulate::{emit, fresh, get_or_insert, update, Acc, Inputs};
+use super::Faults;
 use crate::logical::AggCall;
-use braid_plan::batch::{Batch, Row, Scalar};
+use braid_plan::batch::{Batch, Scalar};
 use std::collections::BTreeMap;
 
 /// Per key: the window's number, the rows in it so far, and its accumulators.
@@ -18,11 +19,12 @@ impl CountWindows {
         key: &[Scalar],
         aggs: &[AggCall],
         rows: u64,
-        row: &Row<'_>,
+        inputs: &Inputs<'_>,
         out: &mut Batch,
+        faults: &mut Faults,
     ) {
         let e = get_or_insert(&mut self.0, key, || (0, 0, fresh(aggs)));
-        update(aggs, &mut e.2, row);
+        update(&mut e.2, inputs);
         e.1 += 1;
         if e.1 == rows {
             let n = rows as i64;
@@ -30,16 +32,26 @@ impl CountWindows {
             let w = e.0;
             e.0 += 1;
             e.1 = 0;
-            emit(out, w * n, (w + 1) * n, key, &accs);
+            if let Err(f) = emit(out, (w * n, (w + 1) * n), key, aggs, &accs) {
+                faults.push(("aggregate", f));
+            }
         }
     }
 
     /// At the end of the input: emits every partial window.
-    pub(super) fn finish(&mut self, rows: u64, out: &mut Batch) {
+    pub(super) fn finish(
+        &mut self,
+        rows: u64,
+        aggs: &[AggCall],
+        out: &mut Batch,
+        faults: &mut Faults,
+    ) {
         for (key, (w, n, accs)) in std::mem::take(&mut self.0) {
             if n > 0 {
                 let r = rows as i64;
-                emit(out, w * r, w * r + n as i64, &key, &accs);
+                if let Err(f) = emit(out, (w * r, w * r + n as i64), &key, aggs, &accs) {
+                    faults.push(("aggregate", f));
+                }
             }
         }
     }

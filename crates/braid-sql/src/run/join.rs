@@ -4,6 +4,7 @@
 //! Rows are indexed by the equality keys when there are any.
 
 use super::late::{Cx, LateBuild, LateOut};
+use super::Faults;
 use crate::logical::{JoinWindow, Logical};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar};
 use braid_plan::expr::Expr;
@@ -61,7 +62,11 @@ impl Side {
         if !keys.is_empty() {
             for i in 0..self.rows.len() {
                 let r = self.rows.row(i);
-                let key: Vec<Scalar> = keys.iter().map(|k| k.eval(&r).to_scalar()).collect();
+                // The keys evaluated without a fault when the row was kept.
+                let key: Vec<Scalar> = keys
+                    .iter()
+                    .map(|k| k.eval(&r).map_or(Scalar::Null, |v| v.to_scalar()))
+                    .collect();
                 self.index.entry(key).or_default().push(i as u32);
             }
         }
@@ -114,14 +119,25 @@ impl JoinState {
     }
 
     /// Adds a row of input `side` (0 left, 1 right): emits its matches with the other
-    /// side's rows, then keeps it.
-    pub(super) fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+    /// side's rows, then keeps it. A row whose keys fault is skipped, and a pair whose
+    /// residual condition faults is not emitted, with the fault.
+    pub(super) fn push(
+        &mut self,
+        side: usize,
+        row: Row<'_>,
+        cx: &Cx,
+        out: &mut Batch,
+        faults: &mut Faults,
+    ) {
         let t = self.time[side].and_then(|c| row.int(c)).unwrap_or(0);
         let keyed = !self.keys[side].is_empty();
-        let key: Vec<Scalar> = self.keys[side]
-            .iter()
-            .map(|k| k.eval(&row).to_scalar())
-            .collect();
+        let mut key: Vec<Scalar> = Vec::with_capacity(self.keys[side].len());
+        for k in &self.keys[side] {
+            match k.eval(&row) {
+                Ok(v) => key.push(v.to_scalar()),
+                Err(f) => return faults.push(("join", f)),
+            }
+        }
         if let JoinWindow::Interval { .. } = self.window {
             if t < cx.wm {
                 self.late[side].refuse(&row, cx);
@@ -152,8 +168,13 @@ impl JoinState {
                 out.push_value(r.get(c));
             }
             if let Some(p) = &self.residual {
-                if !p.eval(&out.row(out.len() - 1)).is_true() {
-                    out.abandon_row();
+                match p.eval(&out.row(out.len() - 1)) {
+                    Ok(v) if v.is_true() => {}
+                    Ok(_) => out.abandon_row(),
+                    Err(f) => {
+                        out.abandon_row();
+                        faults.push(("join", f));
+                    }
                 }
             }
         };

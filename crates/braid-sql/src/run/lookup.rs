@@ -1,6 +1,7 @@
 //! A stream joined with a table held in memory: each stream row meets the table rows
 //! with its key (a row with a null key meets none).
 
+use super::Faults;
 use crate::catalog::TableDef;
 use braid_plan::batch::{Batch, Row, RowKey, Scalar};
 use braid_plan::expr::Expr;
@@ -49,11 +50,17 @@ impl Lookup {
     }
 
     /// Emits `row` joined with each table row of its key that passes the residual.
-    pub(super) fn push(&mut self, row: Row<'_>, out: &mut Batch) {
+    /// A row whose keys fault is skipped, and a pair whose residual faults is not
+    /// emitted, with the fault.
+    pub(super) fn push(&mut self, row: Row<'_>, out: &mut Batch, faults: &mut Faults) {
         let t = &self.table;
         self.key.clear();
-        self.key
-            .extend(self.keys.iter().map(|k| k.eval(&row).to_scalar()));
+        for k in &self.keys {
+            match k.eval(&row) {
+                Ok(v) => self.key.push(v.to_scalar()),
+                Err(f) => return faults.push(("lookup", f)),
+            }
+        }
         if self.key.iter().any(|k| matches!(k, Scalar::Null)) {
             return;
         }
@@ -70,8 +77,13 @@ impl Lookup {
                 out.push_value(tr.get(c));
             }
             if let Some(r) = &self.residual {
-                if !r.eval(&out.row(out.len() - 1)).is_true() {
-                    out.abandon_row();
+                match r.eval(&out.row(out.len() - 1)) {
+                    Ok(v) if v.is_true() => {}
+                    Ok(_) => out.abandon_row(),
+                    Err(f) => {
+                        out.abandon_row();
+                        faults.push(("lookup", f));
+                    }
                 }
             }
         }

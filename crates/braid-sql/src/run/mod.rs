@@ -40,7 +40,7 @@ use crate::logical::Logical;
 use aggregate::AggState;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::error::Result;
-use braid_plan::expr::Expr;
+use braid_plan::expr::{Expr, Fault};
 use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use braid_plan::types::Schema;
 use join::JoinState;
@@ -177,6 +177,7 @@ impl StreamFunctionFactory for QueryFactory {
             after_cut: self.after_cut,
             buf: Batch::new(self.root.schema().arity()),
             late_buf,
+            faults: Vec::new(),
         })
     }
 
@@ -199,7 +200,13 @@ struct QueryFn {
     buf: Batch,
     /// Rows the operators refused, in the late stream's layout (when it has one).
     late_buf: Option<LateBuf>,
+    /// The operators' runtime faults since the last flush.
+    faults: Faults,
 }
+
+/// Runtime faults of the operators (named) while a row goes up the tree or windows
+/// close: each skipped what it could not compute, and the emitter reports them.
+pub(crate) type Faults = Vec<(&'static str, Fault)>;
 
 impl QueryFn {
     /// Emits the rows made so far: those an input row caused under a hash of their
@@ -213,6 +220,9 @@ impl QueryFn {
             out.emit_row_with_lane(lane, row);
         }
         self.buf.clear();
+        for (operator, fault) in self.faults.drain(..) {
+            out.fault(operator, fault);
+        }
         if let Some(buf) = &self.late_buf {
             let mut late = buf.borrow_mut();
             if let Some(to) = out.late_rows() {
@@ -246,7 +256,8 @@ impl StreamFunction for QueryFn {
             }
         };
         let cx = Cx { wm, at };
-        self.root.push(input, row, &cx, &mut self.buf);
+        self.root
+            .push(input, row, &cx, &mut self.buf, &mut self.faults);
         self.flush(out, false);
     }
 
@@ -254,12 +265,13 @@ impl StreamFunction for QueryFn {
         let end = (epoch.saturating_add(1))
             .saturating_mul(self.epoch)
             .min(i64::MAX as u64) as i64;
-        self.root.advance(end - self.lateness, &mut self.buf);
+        self.root
+            .advance(end - self.lateness, &mut self.buf, &mut self.faults);
         self.flush(out, true);
     }
 
     fn finish(&mut self, out: &mut Emitter<'_>) {
-        self.root.finish(&mut self.buf);
+        self.root.finish(&mut self.buf, &mut self.faults);
         self.flush(out, true);
     }
 }
@@ -349,7 +361,7 @@ impl Node {
         Node { op, kids, bufs }
     }
 
-    fn push(&mut self, input: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+    fn push(&mut self, input: usize, row: Row<'_>, cx: &Cx, out: &mut Batch, f: &mut Faults) {
         let Node { op, kids, bufs } = self;
         if let Op::Scan {
             input: mine,
@@ -363,63 +375,63 @@ impl Node {
             return;
         }
         for (k, kid) in kids.iter_mut().enumerate() {
-            kid.push(input, row, cx, &mut bufs[k]);
+            kid.push(input, row, cx, &mut bufs[k], f);
             for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), cx, out);
+                op.push(k, bufs[k].row(i), cx, out, f);
             }
             bufs[k].clear();
         }
     }
 
-    fn advance(&mut self, wm: i64, out: &mut Batch) {
+    fn advance(&mut self, wm: i64, out: &mut Batch, f: &mut Faults) {
         let Node { op, kids, bufs } = self;
         let cx = Cx {
             wm: i64::MIN,
             at: i64::MIN,
         };
         for (k, kid) in kids.iter_mut().enumerate() {
-            kid.advance(wm, &mut bufs[k]);
+            kid.advance(wm, &mut bufs[k], f);
             for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), &cx, out);
+                op.push(k, bufs[k].row(i), &cx, out, f);
             }
             bufs[k].clear();
         }
-        op.advance(wm, out);
+        op.advance(wm, out, f);
     }
 
-    fn finish(&mut self, out: &mut Batch) {
+    fn finish(&mut self, out: &mut Batch, f: &mut Faults) {
         let Node { op, kids, bufs } = self;
         let cx = Cx {
             wm: i64::MIN,
             at: i64::MAX,
         };
         for (k, kid) in kids.iter_mut().enumerate() {
-            kid.finish(&mut bufs[k]);
+            kid.finish(&mut bufs[k], f);
             for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), &cx, out);
+                op.push(k, bufs[k].row(i), &cx, out, f);
             }
             bufs[k].clear();
         }
-        op.advance(i64::MAX, out);
+        op.advance(i64::MAX, out, f);
     }
 }
 
 impl Op {
-    fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch) {
+    fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch, f: &mut Faults) {
         match self {
             Op::Scan { .. } => {}
-            Op::Filter(p) => project::filter(p, row, out),
-            Op::Project(exprs) => project::project(exprs, row, out),
+            Op::Filter(p) => project::filter(p, row, out, f),
+            Op::Project(exprs) => project::project(exprs, row, out, f),
             Op::Union => project::union(row, out),
-            Op::Agg(a) => a.push(row, cx, out),
-            Op::Join(j) => j.push(side, row, cx, out),
-            Op::Lookup(l) => l.push(row, out),
+            Op::Agg(a) => a.push(row, cx, out, f),
+            Op::Join(j) => j.push(side, row, cx, out, f),
+            Op::Lookup(l) => l.push(row, out, f),
         }
     }
 
-    fn advance(&mut self, wm: i64, out: &mut Batch) {
+    fn advance(&mut self, wm: i64, out: &mut Batch, f: &mut Faults) {
         match self {
-            Op::Agg(a) => a.advance(wm, out),
+            Op::Agg(a) => a.advance(wm, out, f),
             Op::Join(j) => j.advance(wm),
             _ => {}
         }

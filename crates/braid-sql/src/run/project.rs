@@ -2,6 +2,7 @@
 //! filter, project and union. They copy or compute one row at a time into the parent's
 //! batch and keep nothing.
 
+use super::Faults;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::expr::Expr;
 
@@ -13,19 +14,29 @@ pub(super) fn scan(row: &Row<'_>, offset: usize, arity: usize, out: &mut Batch) 
     }
 }
 
-/// Passes the row on if `predicate` is true.
-pub(super) fn filter(predicate: &Expr, row: Row<'_>, out: &mut Batch) {
-    if predicate.eval(&row).is_true() {
-        let (b, i) = row.location();
-        out.push_row_of(b, i, RowKey::default());
+/// Passes the row on if `predicate` is true; a fault skips it.
+pub(super) fn filter(predicate: &Expr, row: Row<'_>, out: &mut Batch, faults: &mut Faults) {
+    match predicate.eval(&row) {
+        Ok(v) if v.is_true() => {
+            let (b, i) = row.location();
+            out.push_row_of(b, i, RowKey::default());
+        }
+        Ok(_) => {}
+        Err(f) => faults.push(("filter", f)),
     }
 }
 
-/// Writes one value per expression.
-pub(super) fn project(exprs: &[Expr], row: Row<'_>, out: &mut Batch) {
+/// Writes one value per expression; a fault skips the row.
+pub(super) fn project(exprs: &[Expr], row: Row<'_>, out: &mut Batch, faults: &mut Faults) {
     out.start_row(RowKey::default());
     for e in exprs {
-        out.push_value(e.eval(&row));
+        match e.eval(&row) {
+            Ok(v) => out.push_value(v),
+            Err(f) => {
+                out.abandon_row();
+                return faults.push(("project", f));
+            }
+        }
     }
 }
 

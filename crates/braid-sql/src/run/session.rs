@@ -1,9 +1,10 @@
 //! Session windows (`GROUP BY SESSION(time, gap)`): per key, rows closer than `gap`
 //! share a window; a row between two sessions merges them.
 
-use super::accumulate::{emit, fresh, update, Acc};
+use super::accumulate::{emit, fresh, update, Acc, Inputs};
+use super::Faults;
 use crate::logical::AggCall;
-use braid_plan::batch::{Batch, Row, Scalar};
+use braid_plan::batch::{Batch, Scalar};
 use std::collections::BTreeMap;
 
 /// One open session of a key.
@@ -25,13 +26,13 @@ impl Sessions {
         aggs: &[AggCall],
         gap: i64,
         t: i64,
-        row: &Row<'_>,
+        inputs: &Inputs<'_>,
     ) {
         match self.0.get_mut(key) {
-            Some(list) => add_to_sessions(list, aggs, gap, t, row),
+            Some(list) => add_to_sessions(list, aggs, gap, t, inputs),
             None => {
                 let mut list = Vec::new();
-                add_to_sessions(&mut list, aggs, gap, t, row);
+                add_to_sessions(&mut list, aggs, gap, t, inputs);
                 self.0.insert(key.to_vec(), list);
             }
         }
@@ -39,7 +40,14 @@ impl Sessions {
 
     /// Emits the sessions that end (last row + gap) at or before `wm`, ordered by end,
     /// start and key.
-    pub(super) fn advance(&mut self, gap: i64, wm: i64, out: &mut Batch) {
+    pub(super) fn advance(
+        &mut self,
+        gap: i64,
+        wm: i64,
+        aggs: &[AggCall],
+        out: &mut Batch,
+        faults: &mut Faults,
+    ) {
         let mut done: Vec<(i64, i64, Vec<Scalar>, Vec<Acc>)> = Vec::new();
         for (key, list) in self.0.iter_mut() {
             let mut i = 0;
@@ -55,25 +63,33 @@ impl Sessions {
         self.0.retain(|_, l| !l.is_empty());
         done.sort_by(|a, b| (a.0, a.1, &a.2).cmp(&(b.0, b.1, &b.2)));
         for (end, start, key, accs) in done {
-            emit(out, start, end, &key, &accs);
+            if let Err(f) = emit(out, (start, end), &key, aggs, &accs) {
+                faults.push(("aggregate", f));
+            }
         }
     }
 }
 
 /// Adds a row at time `t` to a key's sessions: into the one session it falls in
 /// (in place), or as a new session merged with every session it touches.
-fn add_to_sessions(list: &mut Vec<Session>, aggs: &[AggCall], gap: i64, t: i64, row: &Row<'_>) {
+fn add_to_sessions(
+    list: &mut Vec<Session>,
+    aggs: &[AggCall],
+    gap: i64,
+    t: i64,
+    inputs: &Inputs<'_>,
+) {
     let touches = |s: &Session| t > s.start.saturating_sub(gap) && t < s.last.saturating_add(gap);
     let mut hits = list.iter().enumerate().filter(|(_, s)| touches(s));
     if let (Some((i, _)), None) = (hits.next(), hits.next()) {
         let s = &mut list[i];
         s.start = s.start.min(t);
         s.last = s.last.max(t);
-        update(aggs, &mut s.accs, row);
+        update(&mut s.accs, inputs);
         return;
     }
     let mut accs = fresh(aggs);
-    update(aggs, &mut accs, row);
+    update(&mut accs, inputs);
     let mut merged = Session {
         start: t,
         last: t,
