@@ -220,6 +220,10 @@ fn main() {
             }));
         }
     }
-    assert!(!trials.is_empty(), "no .slt file under {} matches SLT", dir.display());
+    assert!(
+        !trials.is_empty(),
+        "no .slt file under {} matches SLT",
+        dir.display()
+    );
     run(&Arguments::from_args(), trials).exit();
 }
