@@ -2,9 +2,11 @@
 //! rows, measured costs, and the errors the run ends with. The operators (`render`)
 //! write it; the runtime reads it into the run's report.
 
+use crate::cancel::Cancel;
 use crate::error::Error;
 use crate::source::{Counters, Rejects};
 use braid_plan::output::OutRow;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -39,6 +41,11 @@ pub struct Shared {
     pub(crate) fatal: Mutex<Option<Error>>,
     pub(crate) failed: std::sync::atomic::AtomicBool,
     pub(crate) died: std::sync::atomic::AtomicBool,
+    /// The caller's cancel handle ([`crate::runtime::RunConfig::cancel`]).
+    pub(crate) cancel: Cancel,
+    /// Sinks that may still write: a sink that reached its `LIMIT` takes itself off;
+    /// when none is left the sources stop as when cancelled.
+    pub(crate) sinks_open: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
@@ -88,6 +95,17 @@ impl Shared {
     /// Whether a worker died: the others stop waiting for the dataflows to drain.
     pub(crate) fn worker_died(&self) -> bool {
         self.died.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the sources should stop: the run failed, was cancelled, or every sink
+    /// reached its `LIMIT`.
+    pub(crate) fn stopping(&self) -> bool {
+        self.failed() || self.cancel.is_cancelled() || self.sinks_open.load(Ordering::Relaxed) == 0
+    }
+
+    /// A sink reached its `LIMIT`.
+    pub(crate) fn sink_done(&self) {
+        self.sinks_open.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Records a bug found while running (the run then ends with an internal error).
