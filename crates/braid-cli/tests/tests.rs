@@ -5,4 +5,5 @@ mod cluster;
 mod golden;
 mod late;
 mod shell;
+mod shell_commands;
 mod usage;
