@@ -27,6 +27,7 @@ macro_rules! out {
 mod args;
 mod convert;
 mod explain;
+mod listing;
 mod lrb;
 mod progress;
 mod report;

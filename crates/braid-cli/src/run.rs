@@ -3,7 +3,7 @@
 
 use crate::args::{check, QueryArgs, Use};
 use crate::progress::Progress;
-use crate::{lrb, report};
+use crate::{listing, lrb, report};
 use anyhow::Result;
 use braid_exec::runtime::RunConfig;
 use braid_exec::session::Session;
@@ -40,6 +40,8 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
         );
     }
     loop {
+        // SHOW and DESCRIBE print where they are in the script, between the queries.
+        listing::print_due(&mut session)?;
         let (counters, progress) = Progress::maybe(q.progress);
         session.set_counters(counters);
         let Some(next) = session.run_next() else {
@@ -48,6 +50,7 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
         drop(progress);
         report::query(&next?);
     }
+    listing::print_due(&mut session)?;
     if let Some(sink) = lr_sink {
         braid_plan::function::SinkFn::flush(sink.as_ref())?;
     }

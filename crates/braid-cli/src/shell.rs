@@ -1,17 +1,38 @@
 //! `braid shell`: statements typed one after another into one session. A query runs as
-//! soon as its statement is complete and its rows stream to the screen; `EXPLAIN
-//! <query>;` shows plans without running; `\q` quits. History is kept in
+//! soon as its statement is complete and its rows stream to the screen; Ctrl-C cancels
+//! it (the rows shown stay) and the shell goes on. `EXPLAIN <query>;` shows plans
+//! without running; SHOW and DESCRIBE list what is declared; `help` or `\?` lists what
+//! the shell takes; `\q`, `quit`, `exit` or Ctrl-D quit. History is kept in
 //! `~/.braid_history`.
 
 use crate::args::{check, QueryArgs, Use};
 use crate::progress::Progress;
-use crate::{lrb, report};
+use crate::{listing, lrb, report};
 use anyhow::Result;
 use braid_exec::session::Session;
 use braid_plan::function::Registry;
 use clap::ArgMatches;
 use rustyline::error::ReadlineError;
 use std::path::Path;
+
+/// What `help` and `\?` print.
+const HELP: &str = "\
+Statements (end each with `;`):
+  CREATE [OR REPLACE] STREAM name (columns) WITH (source = ..., ...)
+  CREATE [OR REPLACE] TABLE name (columns) WITH (path = ...)
+  CREATE [OR REPLACE] SINK name WITH (sink = ..., ...)
+  DROP STREAM|TABLE|SINK [IF EXISTS] name
+  SET option = value
+  SELECT ... [LIMIT n]                  runs now, rows to the screen
+  INSERT INTO sink SELECT ... [LIMIT n] runs now, rows to the sink
+  EXPLAIN SELECT ...                    plans, without running
+  SHOW STREAMS | SINKS | TABLES | QUERIES
+  DESCRIBE name                         columns and options
+Commands:
+  help, \\?                              this list
+  \\q, quit, exit, Ctrl-D                quit
+  Ctrl-C                                cancel the running query, or clear the line
+";
 
 /// Runs the shell until `\q` or the end of input.
 pub fn shell(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
@@ -20,13 +41,18 @@ pub fn shell(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
     let lr_sink = lrb::register_for_script(&mut registry, q)?;
     let mut session = Session::new(&registry, q.run_config()?);
     session.set_calibration(q.calibrate);
+    // Ctrl-C while a query runs cancels it. At the prompt the line editor reads Ctrl-C
+    // as a key (and clears the line); a signal that comes there (input not a terminal)
+    // is forgotten when the next query starts.
+    let cancel = session.cancel_handle();
+    ctrlc::set_handler(move || cancel.cancel())?;
     let mut ed = rustyline::DefaultEditor::new()?;
     let history = std::env::var_os("HOME").map(|h| Path::new(&h).join(".braid_history"));
     if let Some(h) = &history {
         let _ = ed.load_history(h);
     }
     let mut pending = String::new();
-    eprintln!("Braid shell: end statements with `;`, `EXPLAIN <query>;` for plans, `\\q` to quit.");
+    eprintln!("Braid shell: end statements with `;`; `help` lists what it takes, `\\q` quits.");
     loop {
         let prompt = match pending.is_empty() {
             true => "braid> ",
@@ -41,8 +67,15 @@ pub fn shell(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
             Err(ReadlineError::Eof) => break,
             Err(e) => return Err(e.into()),
         };
-        if pending.is_empty() && line.trim() == "\\q" {
-            break;
+        if pending.is_empty() {
+            match line.trim().trim_end_matches(';').trim() {
+                "\\q" | "quit" | "exit" => break,
+                "help" | "\\?" => {
+                    out!("{HELP}")?;
+                    continue;
+                }
+                _ => {}
+            }
         }
         pending.push_str(&line);
         pending.push('\n');
@@ -63,7 +96,7 @@ pub fn shell(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
 }
 
 /// Handles one complete statement: an error is reported and the shell goes on; only a
-/// closed standard output ends it.
+/// closed standard output ends it. What compiled before an error still runs.
 fn statement(session: &mut Session, text: &str, progress: bool) -> Result<()> {
     let trimmed = text.trim_start();
     let explain = trimmed.len() > 8 && trimmed[..8].eq_ignore_ascii_case("explain ");
@@ -76,17 +109,22 @@ fn statement(session: &mut Session, text: &str, progress: bool) -> Result<()> {
     }
     if let Err(e) = session.compile(text, Path::new(".")) {
         eprintln!("{e}");
-        return Ok(());
     }
     loop {
+        listing::print_due(session)?;
         let (counters, bar) = Progress::maybe(progress);
         session.set_counters(counters);
         let Some(next) = session.run_next() else {
-            return Ok(());
+            return listing::print_due(session);
         };
         drop(bar);
         match next {
-            Ok(r) => report::query(&r),
+            Ok(r) => {
+                report::query(&r);
+                if r.run.cancelled {
+                    eprintln!("braid: query cancelled after {} rows", r.run.rows_out);
+                }
+            }
             Err(e) => {
                 let e = anyhow::Error::from(e);
                 if crate::closed_pipe(&e) {

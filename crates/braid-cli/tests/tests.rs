@@ -6,4 +6,5 @@ mod faults;
 mod golden;
 mod late;
 mod shell;
+mod shell_commands;
 mod usage;

@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod calibrate;
+pub mod cancel;
 pub mod error;
 pub mod render;
 pub mod runtime;

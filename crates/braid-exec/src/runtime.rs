@@ -2,6 +2,7 @@
 //! building the same dataflow, feeding its share of the sources and stepping until
 //! every dataflow has drained.
 
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::render::{self, Feeder, Place, Window};
 use crate::shared::{panic_message, Shared};
@@ -48,6 +49,8 @@ pub struct RunConfig {
     /// `--calibrate` places partitions by). Off, `Map` hands rows that arrive in serial
     /// order to their partitions as they come, without per-partition lists and clocks.
     pub measure_costs: bool,
+    /// Cancels the run from another thread (see [`crate::cancel`]); none when `None`.
+    pub cancel: Option<Cancel>,
 }
 
 impl Default for RunConfig {
@@ -66,6 +69,7 @@ impl Default for RunConfig {
             counters: None,
             max_rows: None,
             measure_costs: false,
+            cancel: None,
         }
     }
 }
@@ -94,6 +98,9 @@ pub struct RunReport {
     /// Measured cost of every partition that had rows, by stage and partition (with
     /// [`RunConfig::measure_costs`]; empty without).
     pub costs: Vec<PartitionCost>,
+    /// The run was cancelled ([`RunConfig::cancel`]): it ended early, and its sinks
+    /// wrote a prefix of its output (`rows_out` rows).
+    pub cancelled: bool,
 }
 
 fn timely_config(cfg: &RunConfig) -> timely::Config {
@@ -139,6 +146,11 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         cfg.counters.clone().unwrap_or_default(),
         cfg.measure_costs,
         cfg.read.strict,
+        cfg.cancel.clone().unwrap_or_default(),
+        match &plan {
+            Plan::Together(p) => p.len(),
+            _ => 1,
+        },
     ));
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
@@ -256,6 +268,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         collected_late,
         plan: Some(plan),
         costs,
+        cancelled: shared.cancel.is_cancelled(),
     })
 }
 
@@ -333,7 +346,7 @@ fn feed(
         Pace::Max => None,
     };
     let wait_until = |worker: &mut timely::worker::Worker, at: Duration| {
-        while start.elapsed() < at {
+        while start.elapsed() < at && !shared.stopping() {
             let left = at.saturating_sub(start.elapsed());
             worker.step_or_park(Some(left.min(Duration::from_millis(1))));
         }
@@ -343,7 +356,8 @@ fn feed(
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
     let mut in_flight_rows = 0u64;
     loop {
-        if shared.failed() {
+        // Failed, cancelled, or every sink has its LIMIT: end the input here.
+        if shared.stopping() {
             break;
         }
         match feed.next() {
@@ -365,6 +379,7 @@ fn feed(
                         if in_flight_rows <= cfg.max_rows_in_flight
                             || in_flight.len() <= 1
                             || shared.worker_died()
+                            || shared.stopping()
                         {
                             break;
                         }
@@ -426,7 +441,7 @@ fn feed(
                     }
                 }
                 let horizon = epoch.saturating_sub(cfg.max_epochs_ahead);
-                while probe.less_than(&horizon) && !shared.worker_died() {
+                while probe.less_than(&horizon) && !shared.worker_died() && !shared.stopping() {
                     worker.step_or_park(Some(Duration::from_millis(1)));
                 }
             }

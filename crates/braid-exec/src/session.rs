@@ -37,13 +37,15 @@
 //! ```
 
 use crate::calibrate::{calibrate, Calibration};
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::runtime::{prepare, run, RunConfig, RunReport};
 use braid_plan::explain;
 use braid_plan::function::Registry;
 use braid_plan::optimize::{resolve, Env};
 use braid_plan::plan::{Plan, SourceSpec};
-use braid_sql::{add_statements, Job, Script};
+use braid_sql::catalog::Listing;
+use braid_sql::{add_statements, Job, Script, Show};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -56,6 +58,35 @@ pub struct Session {
     calibrate: Option<u64>,
     /// Queries `0..ran` have been handed to [`Session::run_pending`] (run, or failed).
     ran: usize,
+    /// Cancels the query running now (see [`Session::cancel_handle`]).
+    cancel: Cancel,
+    /// What became of each query handed to a run, by number.
+    states: Vec<QueryState>,
+    /// SHOW and DESCRIBE statements already handed out by [`Session::next_shown`].
+    shown: usize,
+}
+
+/// What became of a query (`SHOW QUERIES`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryState {
+    /// Compiled, not run yet.
+    Pending,
+    /// Running now.
+    Running,
+    /// Ran to the end of its input (or of its `LIMIT`), writing `rows` rows.
+    Done {
+        /// Rows its sinks wrote.
+        rows: u64,
+    },
+    /// Cancelled after writing `rows` rows.
+    Cancelled {
+        /// Rows its sinks wrote.
+        rows: u64,
+    },
+    /// Failed with this error.
+    Failed(String),
+    /// Ran in the dataflow of another query (a query over `LATE(sink)`).
+    RanWith(usize),
 }
 
 /// What running one job did: the query that owns the dataflow, and every query that
@@ -100,10 +131,14 @@ impl Session {
                 catalog: Default::default(),
                 jobs: Vec::new(),
                 registry: registry.clone(),
+                shown: Vec::new(),
             },
             config,
             calibrate: None,
             ran: 0,
+            cancel: Cancel::new(),
+            states: Vec::new(),
+            shown: 0,
         }
     }
 
@@ -183,12 +218,89 @@ impl Session {
         while self.ran < self.script.jobs.len() {
             let index = self.ran;
             self.ran += 1;
-            if self.script.jobs[index].runs_in.is_none() {
-                return Some(self.run_job(index));
+            if let Some((owner, _)) = self.script.jobs[index].runs_in {
+                // A query over LATE(sink) runs in the dataflow of the query writing to sink.
+                self.set_state(index, QueryState::RanWith(owner));
+                continue;
             }
-            // A query over LATE(sink) runs in the dataflow of the query writing to sink.
+            self.set_state(index, QueryState::Running);
+            self.cancel.reset();
+            let r = self.run_job(index);
+            let state = match &r {
+                Ok(r) if r.run.cancelled => QueryState::Cancelled {
+                    rows: r.run.rows_out,
+                },
+                Ok(r) => QueryState::Done {
+                    rows: r.run.rows_out,
+                },
+                Err(e) => QueryState::Failed(e.to_string()),
+            };
+            self.set_state(index, state);
+            return Some(r);
         }
         None
+    }
+
+    /// A handle that cancels the query this session is running, from any thread: its
+    /// sources stop, the rows already read drain, and [`Session::run_next`] returns its
+    /// report with `run.cancelled` set (see [`crate::cancel`]). The handle stays valid
+    /// for every later query; a cancel that comes when no query runs is forgotten when
+    /// the next one starts.
+    pub fn cancel_handle(&self) -> Cancel {
+        self.cancel.clone()
+    }
+
+    /// What became of each query, by number (`SHOW QUERIES`).
+    pub fn query_states(&self) -> Vec<(usize, &str, QueryState)> {
+        let jobs = &self.script.jobs;
+        (0..jobs.len())
+            .map(|i| {
+                let s = self.states.get(i).cloned().unwrap_or(QueryState::Pending);
+                (i, jobs[i].sql.as_str(), s)
+            })
+            .collect()
+    }
+
+    /// The next SHOW or DESCRIBE listing due: one whose statement came after queries
+    /// that have all been handed to a run. A caller prints them between runs (`braid
+    /// run` and the shell do), so a script's listings come where its statements are.
+    pub fn next_shown(&mut self) -> Option<Vec<Listing>> {
+        let shown = self.script.shown.get(self.shown)?;
+        if shown.after_jobs > self.ran {
+            return None;
+        }
+        self.shown += 1;
+        Some(match &shown.what {
+            Show::Listings(l) => l.clone(),
+            Show::Queries => vec![self.queries_listing()],
+        })
+    }
+
+    /// `SHOW QUERIES`: each query's number, state, rows written and text.
+    fn queries_listing(&self) -> Listing {
+        let mut rows = Vec::new();
+        for (i, sql, state) in self.query_states() {
+            let (state, n) = match state {
+                QueryState::Pending => ("pending".to_string(), String::new()),
+                QueryState::Running => ("running".into(), String::new()),
+                QueryState::Done { rows } => ("done".into(), rows.to_string()),
+                QueryState::Cancelled { rows } => ("cancelled".into(), rows.to_string()),
+                QueryState::Failed(e) => (format!("failed: {e}"), String::new()),
+                QueryState::RanWith(o) => (format!("ran with query {}", o + 1), String::new()),
+            };
+            rows.push(vec![(i + 1).to_string(), state, n, sql.to_string()]);
+        }
+        Listing {
+            header: ["query", "state", "rows", "sql"].map(String::from).to_vec(),
+            rows,
+        }
+    }
+
+    fn set_state(&mut self, index: usize, state: QueryState) {
+        if self.states.len() <= index {
+            self.states.resize(index + 1, QueryState::Pending);
+        }
+        self.states[index] = state;
     }
 
     /// Runs a plan built without SQL (the Rust API or the command line's flags), placed
@@ -282,6 +394,7 @@ impl Session {
     /// (a query over `LATE(x)` joins the plan of the query writing to `x`).
     fn save(&self) -> Saved {
         Saved {
+            shown: self.script.shown.len(),
             late: self.script.catalog.late.clone(),
             plans: self.script.jobs.iter().map(|j| j.plan.clone()).collect(),
         }
@@ -289,6 +402,7 @@ impl Session {
 
     fn restore(&mut self, before: usize, saved: Saved) {
         self.script.jobs.truncate(before);
+        self.script.shown.truncate(saved.shown);
         self.script.catalog.late = saved.late;
         for (job, plan) in self.script.jobs.iter_mut().zip(saved.plans) {
             job.plan = plan;
@@ -335,7 +449,11 @@ impl Session {
 
     fn run_job(&self, index: usize) -> Result<QueryReport> {
         let (plan, calibration) = self.placed_job(index)?;
-        let report = run(&plan, &self.script.registry, &self.config)?;
+        let config = RunConfig {
+            cancel: Some(self.cancel.clone()),
+            ..self.config.clone()
+        };
+        let report = run(&plan, &self.script.registry, &config)?;
         let members = self.members(index);
         let mut late = Vec::new();
         for &(i, j) in &members {
@@ -371,6 +489,7 @@ impl Session {
 
 /// See [`Session::save`].
 struct Saved {
+    shown: usize,
     late: std::collections::BTreeMap<String, braid_sql::catalog::LateStream>,
     plans: Vec<Plan>,
 }

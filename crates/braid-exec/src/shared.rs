@@ -2,11 +2,13 @@
 //! rows, measured costs, and the errors the run ends with. The operators (`render`)
 //! write it; the runtime reads it into the run's report.
 
+use crate::cancel::Cancel;
 use crate::error::Error;
 use crate::source::{Counters, Rejects};
 use braid_plan::batch::RowKey;
 use braid_plan::expr::Fault;
 use braid_plan::output::OutRow;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -44,12 +46,24 @@ pub struct Shared {
     pub(crate) faults: Mutex<Vec<Faults>>,
     pub(crate) failed: std::sync::atomic::AtomicBool,
     pub(crate) died: std::sync::atomic::AtomicBool,
+    /// The caller's cancel handle ([`crate::runtime::RunConfig::cancel`]).
+    pub(crate) cancel: Cancel,
+    /// Sinks that may still write: a sink that reached its `LIMIT` takes itself off;
+    /// when none is left the sources stop as when cancelled.
+    pub(crate) sinks_open: std::sync::atomic::AtomicUsize,
 }
 
 impl Shared {
     /// The state of a new run: `counters` to count in, whether it measures partition
-    /// costs, and whether a runtime fault fails it (`strict`) or is a reported skip.
-    pub(crate) fn new(counters: Arc<Counters>, measure_costs: bool, strict: bool) -> Shared {
+    /// costs, whether a runtime fault fails it (`strict`) or is a reported skip, the
+    /// caller's cancel handle, and how many sinks the plan has.
+    pub(crate) fn new(
+        counters: Arc<Counters>,
+        measure_costs: bool,
+        strict: bool,
+        cancel: Cancel,
+        sinks: usize,
+    ) -> Shared {
         Shared {
             counters,
             start: Instant::now(),
@@ -63,6 +77,8 @@ impl Shared {
             faults: Mutex::new(Vec::new()),
             failed: std::sync::atomic::AtomicBool::new(false),
             died: std::sync::atomic::AtomicBool::new(false),
+            cancel,
+            sinks_open: std::sync::atomic::AtomicUsize::new(sinks),
         }
     }
 
@@ -164,6 +180,17 @@ impl Shared {
     /// Whether a worker died: the others stop waiting for the dataflows to drain.
     pub(crate) fn worker_died(&self) -> bool {
         self.died.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether the sources should stop: the run failed, was cancelled, or every sink
+    /// reached its `LIMIT`.
+    pub(crate) fn stopping(&self) -> bool {
+        self.failed() || self.cancel.is_cancelled() || self.sinks_open.load(Ordering::Relaxed) == 0
+    }
+
+    /// A sink reached its `LIMIT`.
+    pub(crate) fn sink_done(&self) {
+        self.sinks_open.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Records a bug found while running (the run then ends with an internal error).

@@ -86,8 +86,14 @@ impl Braid {
             Mode::Serial => 1,
             Mode::Workers(n) => n,
         };
+        // `--on-error fail`: a runtime fault or malformed record is the query's error
+        // (`query error <regex>`), never a row quietly missing.
         let config = RunConfig {
             workers,
+            read: braid_exec::source::ReadOptions {
+                strict: true,
+                ..RunConfig::default().read
+            },
             ..RunConfig::default()
         };
         let mut session = Session::new(&Registry::with_builtins(), config);

@@ -11,6 +11,7 @@
 //! stream functions see every epoch of the source on every partition, idle or not.
 
 mod bad_input;
+mod cancel;
 mod session;
 mod sql;
 mod sql_faults;

@@ -52,12 +52,16 @@ fn node_text(
         Plan::Sink(s) => {
             let _ = writeln!(
                 out,
-                "{pad}Sink: {:?}{}",
+                "{pad}Sink: {:?}{}{}",
                 s.spec,
                 if s.stamp_emit {
                     " (emit time stamped)"
                 } else {
                     ""
+                },
+                match s.limit {
+                    Some(n) => format!(" (first {n} rows, then the query stops)"),
+                    None => String::new(),
                 }
             );
         }

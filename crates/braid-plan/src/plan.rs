@@ -401,6 +401,9 @@ pub struct Sink {
     pub spec: SinkSpec,
     /// Append each line's emit time (ms since the run started).
     pub stamp_emit: bool,
+    /// SQL's `LIMIT n`: write the first `n` rows, then stop the run (its sources end
+    /// their input as when cancelled, once every sink of the run has its rows).
+    pub limit: Option<u64>,
 }
 
 impl Plan {
@@ -466,6 +469,7 @@ impl Plan {
             input: Box::new(self),
             spec,
             stamp_emit: false,
+            limit: None,
         })
     }
 

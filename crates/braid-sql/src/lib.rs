@@ -75,9 +75,10 @@ mod planner;
 mod query;
 pub mod run;
 mod script;
+mod show;
 mod statement;
 
-pub use script::{Job, Script};
+pub use script::{Job, Script, Show, Shown};
 
 use braid_plan::error::Result;
 use braid_plan::function::Registry;
@@ -90,6 +91,7 @@ pub fn compile_script(text: &str, base: &Path, registry: &Registry) -> Result<Sc
         catalog: catalog::Catalog::default(),
         jobs: Vec::new(),
         registry: registry.clone(),
+        shown: Vec::new(),
     };
     add_statements(&mut script, text, base)?;
     Ok(script)

@@ -1,7 +1,7 @@
 //! A compiled script: its catalog, its jobs (one per query) and the registry their
 //! plans name.
 
-use crate::catalog::{Catalog, LateStream, StreamDef};
+use crate::catalog::{Catalog, LateStream, Listing, StreamDef};
 use crate::logical::Logical;
 use crate::run::LateRows;
 use braid_plan::error::{Error, Result};
@@ -41,6 +41,28 @@ pub struct Script {
     pub jobs: Vec<Job>,
     /// The registry the plans name (the caller's plus one function per query).
     pub registry: Registry,
+    /// What SHOW and DESCRIBE statements list, in order, each after the queries before it.
+    pub shown: Vec<Shown>,
+}
+
+/// What one SHOW or DESCRIBE statement lists.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    /// The statement came after this many queries (a caller running the queries shows
+    /// it once they have run).
+    pub after_jobs: usize,
+    /// What it lists.
+    pub what: Show,
+}
+
+/// What SHOW or DESCRIBE lists.
+#[derive(Clone, Debug)]
+pub enum Show {
+    /// Tables of the catalog as it was at the statement (`SHOW STREAMS`, `DESCRIBE x`).
+    Listings(Vec<Listing>),
+    /// `SHOW QUERIES`: the queries and their state when it is shown; the caller that
+    /// runs them knows it.
+    Queries,
 }
 
 impl Script {

@@ -4,11 +4,11 @@
 //! order: declarations into the catalog, `SET` into the settings, queries into jobs
 //! ([`crate::query`] plans a query, [`crate::parallel`] an explicit `PARALLEL(...)`).
 
-use crate::catalog::{self, Options, SinkDef};
+use crate::catalog::{self, Kind, Options, SinkDef};
 use crate::expr::sql_type;
 use crate::located::{parse_error, At};
 use crate::script::{Job, Script};
-use crate::{parallel, query};
+use crate::{parallel, query, show};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use braid_plan::types::{Field, Schema};
@@ -28,14 +28,16 @@ pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize>
         .map_err(|e| parse_error(text, &e.to_string()))?;
     let before = script.jobs.len();
     for (n, st) in statements.iter().enumerate() {
-        statement(script, text, base, st, kinds.get(n).copied().flatten())?;
+        let (word, first) = kinds.get(n).copied().unwrap_or((None, Span::empty()));
+        statement(script, text, base, st, word, first)?;
     }
     Ok(script.jobs.len() - before)
 }
 
-/// `CREATE STREAM`/`CREATE SINK` become `CREATE TABLE ` (same length for STREAM; SINK
-/// gains one column). Returns the text and, per statement, which word it had.
-fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
+/// `CREATE [OR REPLACE] STREAM|SINK` and `DROP STREAM|SINK` become `... TABLE ` (same
+/// length for STREAM; SINK gains one column). Returns the text and, per statement,
+/// which word it had and where its first word is.
+fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
     let dialect = GenericDialect {};
     let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
         return (text.to_string(), Vec::new());
@@ -52,6 +54,7 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
     };
     let mut edits: Vec<(usize, usize, &str)> = Vec::new();
     let mut kinds: Vec<Option<Word>> = vec![None];
+    // Just after CREATE [OR REPLACE] or DROP.
     let mut after_create = false;
     for t in &tokens {
         match &t.token {
@@ -78,7 +81,13 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
             }
             _ => {}
         }
-        after_create = matches!(&t.token, Token::Word(w) if w.value.eq_ignore_ascii_case("create"));
+        after_create = match &t.token {
+            Token::Word(w) => {
+                let w = w.value.to_ascii_uppercase();
+                w == "CREATE" || w == "DROP" || (after_create && (w == "OR" || w == "REPLACE"))
+            }
+            _ => false,
+        };
     }
     let mut out = text.to_string();
     for (at, len, with) in edits.into_iter().rev() {
@@ -87,23 +96,23 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
     // Statements sqlparser returns skip empty ones; drop empty slots the same way.
     let mut per = Vec::new();
     for (i, piece) in split_statements(&tokens).into_iter().enumerate() {
-        if piece {
-            per.push(kinds.get(i).copied().flatten());
+        if let Some(first) = piece {
+            per.push((kinds.get(i).copied().flatten(), first));
         }
     }
     (out, per)
 }
 
-/// Per `;`-separated piece: whether it has any token (sqlparser skips empty ones).
-fn split_statements(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> Vec<bool> {
-    let mut v = vec![false];
+/// Per `;`-separated piece: its first token, if it has any (sqlparser skips empty ones).
+fn split_statements(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> Vec<Option<Span>> {
+    let mut v = vec![None];
     for t in tokens {
         match &t.token {
-            Token::SemiColon => v.push(false),
+            Token::SemiColon => v.push(None),
             Token::Whitespace(_) | Token::EOF => {}
             _ => {
-                if let Some(last) = v.last_mut() {
-                    *last = true;
+                if let Some(last @ None) = v.last_mut() {
+                    *last = Some(t.span);
                 }
             }
         }
@@ -111,11 +120,20 @@ fn split_statements(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> Vec<bool>
     v
 }
 
-/// Braid's word after CREATE.
+/// Braid's word after CREATE or DROP.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Word {
     Stream,
     Sink,
+}
+
+impl Word {
+    fn kind(self) -> Kind {
+        match self {
+            Word::Stream => Kind::Stream,
+            Word::Sink => Kind::Sink,
+        }
+    }
 }
 
 /// Runs one statement.
@@ -125,8 +143,14 @@ fn statement(
     base: &Path,
     st: &ast::Statement,
     word: Option<Word>,
+    first: Span,
 ) -> Result<()> {
-    let at = |e: Error| e.at(text, st.span());
+    // Statements sqlparser gives no span are located at their first word.
+    let span = match st.span() {
+        s if s == Span::empty() => first,
+        s => s,
+    };
+    let at = |e: Error| e.at(text, span);
     match st {
         ast::Statement::CreateTable(ct) => create(script, text, base, ct, word, st.span()),
         ast::Statement::Set(ast::Set::SingleAssignment {
@@ -138,7 +162,7 @@ fn statement(
             let Some(src) = &ins.source else {
                 return Err(at(Error::NotSupported("INSERT without a query".into())));
             };
-            let job = job(script, text, src, &sink, &st.to_string())?;
+            let job = limited_job(script, text, src, &sink, &st.to_string())?;
             script.add_job(job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
@@ -147,11 +171,32 @@ fn statement(
                 spec: braid_plan::plan::SinkSpec::Stdout,
                 stamp_emit: false,
             };
-            let job = job(script, text, q, &sink, &st.to_string())?;
+            let job = limited_job(script, text, q, &sink, &st.to_string())?;
             script.add_job(job, None).map_err(at)
         }
+        ast::Statement::Drop {
+            object_type: ast::ObjectType::Table,
+            if_exists,
+            names,
+            cascade: false,
+            restrict: false,
+            purge: false,
+            temporary: false,
+            table: None,
+        } => {
+            for name in names {
+                let kind = word.map_or(Kind::Table, Word::kind);
+                let e = script.catalog.drop(kind, &name.to_string(), *if_exists);
+                e.map_err(|e| e.at(text, name.span()))?;
+            }
+            Ok(())
+        }
+        ast::Statement::ShowTables { .. }
+        | ast::Statement::ShowVariable { .. }
+        | ast::Statement::ExplainTable { .. } => show::statement(script, text, st).map_err(at),
         other => Err(at(Error::NotSupported(format!(
-            "statement `{}`; Braid runs CREATE STREAM/TABLE/SINK, SET, INSERT INTO ... SELECT and SELECT",
+            "statement `{}`; Braid runs CREATE [OR REPLACE] STREAM/TABLE/SINK, DROP, SET, \
+             SHOW, DESCRIBE, INSERT INTO ... SELECT and SELECT",
             first_words(&other.to_string())
         )))),
     }
@@ -173,11 +218,28 @@ fn create(
         .then(|| columns(&ct.columns, text))
         .transpose()?;
     let lower = name.to_ascii_lowercase();
-    let taken = script.catalog.streams.contains_key(&lower)
-        || script.catalog.tables.contains_key(&lower)
-        || script.catalog.sinks.contains_key(&lower);
-    if taken {
-        return Err(Error::Plan(format!("`{name}` is already declared")).at(text, span));
+    let kind = word.map_or(Kind::Table, Word::kind);
+    match script.catalog.kind_of(&name) {
+        None => {}
+        Some(k) if ct.or_replace && k == kind => {
+            // Replaced only once the new declaration is good: an error keeps the old one.
+        }
+        Some(k) if ct.or_replace => {
+            return Err(Error::Plan(format!(
+                "`{name}` is a {}; CREATE OR REPLACE {} does not change what it is (DROP {} {name} first)",
+                k.word(),
+                kind.word().to_ascii_uppercase(),
+                k.word().to_ascii_uppercase()
+            ))
+            .at(text, span))
+        }
+        Some(k) => {
+            return Err(Error::Plan(format!(
+                "`{name}` is already declared (a {}); write CREATE OR REPLACE to replace it, or DROP it first",
+                k.word()
+            ))
+            .at(text, span))
+        }
     }
     match word {
         Some(Word::Stream) => {
@@ -193,7 +255,10 @@ fn create(
                 .at(text, span));
             }
             let def = catalog::sink(&name, Options::new(&format!("sink `{name}`"), opts), base);
-            script.catalog.sinks.insert(lower, def.at(text, span)?);
+            let def = def.at(text, span)?;
+            // A replaced sink's late rows are no longer LATE(name).
+            script.catalog.late.remove(&lower);
+            script.catalog.sinks.insert(lower, def);
         }
         None => {
             let schema = schema.ok_or_else(|| {
@@ -228,6 +293,56 @@ fn set(script: &mut Script, base: &Path, key: &str, values: &[ast::Expr]) -> Res
         }
     }
     catalog::set(&mut script.catalog.settings, key, &value)
+}
+
+/// A query's job, its sink stopping the query after `LIMIT n` rows. Only a plain
+/// `LIMIT n` of the whole query is taken; with OFFSET (or the forms of other dialects) it
+/// is refused by name, and so is a LIMIT inside a subquery (by the planner).
+fn limited_job(
+    script: &mut Script,
+    text: &str,
+    q: &ast::Query,
+    sink: &SinkDef,
+    sql: &str,
+) -> Result<Job> {
+    let Some(clause) = &q.limit_clause else {
+        return job(script, text, q, sink, sql);
+    };
+    let refuse = |what: &str| Error::NotSupported(what.to_string()).at(text, clause.span());
+    let n = match clause {
+        ast::LimitClause::LimitOffset {
+            limit: Some(ast::Expr::Value(v)),
+            offset: None,
+            limit_by,
+        } if limit_by.is_empty() => match &v.value {
+            ast::Value::Number(n, _) => n.parse::<u64>().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| refuse("LIMIT other than a whole number of rows (LIMIT n)"))?,
+        ast::LimitClause::LimitOffset {
+            offset: Some(_), ..
+        }
+        | ast::LimitClause::OffsetCommaLimit { .. } => {
+            return Err(refuse(
+                "OFFSET on a stream (LIMIT n takes the first n rows)",
+            ))
+        }
+        _ => return Err(refuse("this LIMIT; write LIMIT n")),
+    };
+    let whole = ast::Query {
+        limit_clause: None,
+        ..q.clone()
+    };
+    let mut job = job(script, text, &whole, sink, sql)?;
+    match &mut job.plan {
+        braid_plan::plan::Plan::Sink(s) => s.limit = Some(n),
+        _ => {
+            return Err(Error::Internal(
+                "a query's plan does not end in its sink".into(),
+            ))
+        }
+    }
+    Ok(job)
 }
 
 /// A query's job: an explicit `SELECT * FROM PARALLEL(...)`, or a query Braid

@@ -381,3 +381,48 @@ fn clauses_a_stream_query_would_ignore_are_refused() {
         "calls",
     );
 }
+
+#[test]
+fn limit_is_taken_only_as_limit_n_of_a_whole_query() {
+    let cases = [
+        (
+            "SELECT caller FROM calls LIMIT 2 OFFSET 1",
+            "OFFSET on a stream",
+            "2 OFFSET",
+        ),
+        (
+            "SELECT caller FROM calls LIMIT 1, 2",
+            "OFFSET on a stream",
+            "1, 2",
+        ),
+        (
+            "SELECT caller FROM calls LIMIT 2.5",
+            "LIMIT other than a whole number",
+            "2.5",
+        ),
+        (
+            "SELECT a FROM (SELECT caller AS a FROM calls LIMIT 2) AS s",
+            "LIMIT inside a subquery",
+            "2) AS",
+        ),
+        (
+            "SELECT caller FROM calls ORDER BY caller LIMIT 2",
+            "ORDER BY on a stream",
+            "caller LIMIT",
+        ),
+    ];
+    for (q, what, word) in cases {
+        refused(q, what, word);
+    }
+    // A whole query's LIMIT n stops its sink after n rows; EXPLAIN says so.
+    let s = compile_script(
+        &format!("{HEAD}SELECT caller FROM calls LIMIT 3;"),
+        &dir(),
+        &Registry::with_builtins(),
+    )
+    .expect("compiles");
+    match &s.jobs[0].plan {
+        braid_plan::plan::Plan::Sink(sink) => assert_eq!(sink.limit, Some(3)),
+        other => panic!("a sink, found {}", other.name()),
+    }
+}

@@ -397,7 +397,13 @@ mod tests {
         ];
         let schema = Schema::ints(&["c0", "c1"]);
         let registry = Registry::new();
-        let shared = Arc::new(Shared::new(Default::default(), false, false));
+        let shared = Arc::new(Shared::new(
+            Default::default(),
+            false,
+            false,
+            Default::default(),
+            1,
+        ));
         for q in [1, 3, 7, 8, 512, 1000] {
             for route in &routes {
                 for broadcast in &broadcasts {

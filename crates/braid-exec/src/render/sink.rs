@@ -46,7 +46,7 @@ pub(crate) fn render<'s>(
     shared: Arc<Shared>,
 ) -> Result<Windows<'s>> {
     let stamp = sink.stamp_emit;
-    if sink.spec == SinkSpec::Discard {
+    if sink.spec == SinkSpec::Discard && sink.limit.is_none() {
         return Ok(input.unary_frontier::<WindowBuilder, _, _, _>(
             Pipeline,
             "Sink(discard)",
@@ -87,6 +87,11 @@ pub(crate) fn render<'s>(
     };
     let collect = sink.spec == SinkSpec::Collect;
     let name = format!("Sink({:?})", sink.spec);
+    // Rows this sink may still write (its LIMIT); `None`: no limit.
+    let mut left = sink.limit;
+    if left == Some(0) && place.index == 0 {
+        shared.sink_done();
+    }
     Ok(
         input.unary_frontier::<WindowBuilder, _, _, _>(to_worker(0), &name, move |_, _| {
             move |(input, frontier), _output| {
@@ -95,7 +100,19 @@ pub(crate) fn render<'s>(
                     let epoch = cap.least().copied().unwrap_or(0);
                     let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
                     for w in data.drain(..) {
-                        let b: &Batch = &w.batch;
+                        // A cancelled or failed run writes nothing more: what is still
+                        // coming was made from an input cut short (windows closed early),
+                        // or after the fault that failed it.
+                        let Some(take) = allowed(&shared, &mut left, w.batch.len()) else {
+                            continue;
+                        };
+                        let prefix;
+                        let b: &Batch = if take < w.batch.len() {
+                            prefix = first_rows(&w.batch, take);
+                            &prefix
+                        } else {
+                            &w.batch
+                        };
                         Counters::add(&shared.counters.rows_out, b.len() as u64);
                         if let Some(n) = native.as_ref() {
                             if let Err(e) = n.write(
@@ -141,6 +158,33 @@ pub(crate) fn render<'s>(
             }
         }),
     )
+}
+
+/// How many of a window's `n` rows the sink writes: all of them, or what its LIMIT has
+/// left (counted down in `left`; the sink takes itself off when it reaches 0). `None`
+/// once the run is cancelled or has failed, or the limit was reached.
+fn allowed(shared: &Shared, left: &mut Option<u64>, n: usize) -> Option<usize> {
+    if shared.cancel.is_cancelled() || shared.failed() || *left == Some(0) {
+        return None;
+    }
+    let Some(l) = left.as_mut() else {
+        return Some(n);
+    };
+    let take = (*l).min(n as u64);
+    *l -= take;
+    if *l == 0 {
+        shared.sink_done();
+    }
+    Some(take as usize)
+}
+
+/// The first `k` rows of `b`.
+fn first_rows(b: &Batch, k: usize) -> Batch {
+    let mut out = Batch::with_capacity(b.arity(), k);
+    for (i, r) in b.rows().take(k).enumerate() {
+        out.push_row_of(b, i, r.key());
+    }
+    out
 }
 
 #[allow(dead_code)]

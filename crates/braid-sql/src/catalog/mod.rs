@@ -7,9 +7,11 @@
 
 mod declare;
 mod settings;
+mod show;
 
 pub use declare::{sink, stream, table, Options};
 pub use settings::{set, Cut, MergeMode, Settings};
+pub use show::Listing;
 
 use braid_plan::batch::Batch;
 use braid_plan::error::{Error, Result};
@@ -135,6 +137,79 @@ impl Catalog {
                 list(self.sinks.keys())
             ))
         })
+    }
+}
+
+/// What CREATE and DROP name: a stream, a table or a sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `STREAM`.
+    Stream,
+    /// `TABLE`.
+    Table,
+    /// `SINK`.
+    Sink,
+}
+
+impl Kind {
+    /// The word, lower case.
+    pub fn word(self) -> &'static str {
+        match self {
+            Kind::Stream => "stream",
+            Kind::Table => "table",
+            Kind::Sink => "sink",
+        }
+    }
+}
+
+impl Catalog {
+    /// What `name` is declared as, if anything.
+    pub fn kind_of(&self, name: &str) -> Option<Kind> {
+        let key = name.to_ascii_lowercase();
+        if self.streams.contains_key(&key) {
+            Some(Kind::Stream)
+        } else if self.tables.contains_key(&key) {
+            Some(Kind::Table)
+        } else if self.sinks.contains_key(&key) {
+            Some(Kind::Sink)
+        } else {
+            None
+        }
+    }
+
+    /// `DROP kind [IF EXISTS] name`. Queries compiled before keep what they read and
+    /// write (their plans hold it); later ones no longer see the name, and a dropped
+    /// sink's late rows are no longer `LATE(name)`.
+    pub fn drop(&mut self, kind: Kind, name: &str, if_exists: bool) -> Result<()> {
+        let key = name.to_ascii_lowercase();
+        match self.kind_of(name) {
+            Some(k) if k == kind => {}
+            None if if_exists => return Ok(()),
+            Some(other) => {
+                return Err(Error::Plan(format!(
+                    "`{name}` is a {}, not a {}; write DROP {} {name}",
+                    other.word(),
+                    kind.word(),
+                    other.word().to_ascii_uppercase()
+                )))
+            }
+            None => {
+                return Err(Error::Plan(format!(
+                    "no {} `{name}` to drop; {}",
+                    kind.word(),
+                    self.names()
+                )))
+            }
+        }
+        match kind {
+            Kind::Stream => drop(self.streams.remove(&key)),
+            Kind::Table => drop(self.tables.remove(&key)),
+            Kind::Sink => {
+                self.sinks.remove(&key);
+                self.late.remove(&key);
+            }
+        }
+        Ok(())
     }
 }
 

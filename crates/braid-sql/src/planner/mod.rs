@@ -110,10 +110,16 @@ impl<'a> Planner<'a> {
             )
             .at(self.text, ob.span()));
         }
-        if q.limit_clause.is_some() || q.with.is_some() || q.fetch.is_some() {
+        // A whole query's LIMIT n is taken off before planning (`statement.rs`).
+        if let Some(l) = &q.limit_clause {
+            return Err(Error::NotSupported(
+                "LIMIT inside a subquery (LIMIT n stops a whole query after n rows)".into(),
+            )
+            .at(self.text, l.span()));
+        }
+        if q.with.is_some() || q.fetch.is_some() {
             return Err(
-                Error::NotSupported("WITH, LIMIT and FETCH on a stream".into())
-                    .at(self.text, q.span()),
+                Error::NotSupported("WITH and FETCH on a stream".into()).at(self.text, q.span())
             );
         }
         // Clauses of some dialect that planning the body would pass over.
