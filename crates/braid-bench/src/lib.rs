@@ -28,4 +28,5 @@ pub mod rate;
 pub mod report;
 pub mod split;
 pub mod sql;
+pub mod sql_windows;
 pub mod tune;

@@ -1,7 +1,8 @@
 //! `braid-bench sql`: the query-language examples at scale (serial, automatic
 //! parallelization on 1 and 2 workers), StreamCloud's three ways to cut a query into
 //! stages, and the StreamAPAS micro-benchmark's result latencies at 1,000-30,000
-//! tuples per minute. Writes `sql.md`, `sql-throughput.csv`, `sql-stages.csv`,
+//! tuples per minute, and sliding windows against tumbling ones (`sql_windows`). Writes
+//! `sql.md`, `sql-throughput.csv`, `sql-stages.csv`, `sql-windows.csv`,
 //! `sql-apas-latency.csv` and `sql-apas-latency.svg`.
 //!
 //! ```text
@@ -228,6 +229,7 @@ pub fn run(a: SqlArgs) -> Result<()> {
         }
     }
     write_csv(&a.out.join("sql-stages.csv"), cut_csv)?;
+    let windows = crate::sql_windows::section(&a.scratch, &a.out, a.rows, a.repeat)?;
     let cut_md = markdown_table(
         &[
             ("example", Align::Left),
@@ -341,7 +343,7 @@ calls_and_texts reads its two CSV files on worker 0 (two parser threads and the 
 interleave); on 2 cores that reading bounds every cut, and the subquery cut's extra \
 exchange costs more than running its cheap join in parallel saves, so StreamCloud's \
 advantage for the subquery cut (measured on 30-60 nodes) does not show here.\
-\n\n\
+\n\n{windows}\
 ## StreamAPAS micro-benchmark latency\n\n\
 `examples/streamapas.sql` (two count windows of 500, join on value1 < value2, selection \
 value1 < 50) replayed in real time (`speed = 1`, epoch 100 ms), 1,000 tuples per generator \
