@@ -30,7 +30,12 @@ pub enum Datum {
 }
 
 /// A value being computed with, borrowing strings from a batch or an expression.
+///
+/// The tag is a whole word: a value then moves as three aligned words. With a one-byte
+/// tag, a move copied the bool payload and padding at odd offsets, and reading back a
+/// value just written stalled store forwarding (measured: aggregates 20% slower).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(u64)]
 pub enum Value<'a> {
     /// SQL null.
     Null,

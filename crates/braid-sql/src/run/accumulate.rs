@@ -35,10 +35,15 @@ pub(super) enum Acc {
 /// [`Value::Null`].
 pub(super) type Inputs<'r> = SmallVec<[Option<Value<'r>>; 8]>;
 
-/// Evaluates every aggregate's FILTER and argument on `row`, before any accumulator
-/// changes: a fault leaves them all as they were (the row is skipped whole).
-pub(super) fn inputs<'r>(aggs: &'r [AggCall], row: &Row<'r>) -> Result<Inputs<'r>, Fault> {
-    let mut out = Inputs::new();
+/// Evaluates every aggregate's FILTER and argument on `row` into `out`, before any
+/// accumulator changes: a fault leaves them all as they were (the row is skipped
+/// whole).
+#[inline]
+pub(super) fn inputs<'r>(
+    aggs: &'r [AggCall],
+    row: &Row<'r>,
+    out: &mut Inputs<'r>,
+) -> Result<(), Fault> {
     for call in aggs {
         // FILTER (WHERE c): a row counts only where c is true (not false, not null).
         if let Some(c) = &call.filter {
@@ -55,7 +60,7 @@ pub(super) fn inputs<'r>(aggs: &'r [AggCall], row: &Row<'r>) -> Result<Inputs<'r
             },
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 impl Acc {
@@ -211,7 +216,8 @@ pub(super) fn fresh(aggs: &[AggCall]) -> Vec<Acc> {
 }
 
 /// Adds a row's [`inputs`] to one accumulator per aggregate.
-pub(super) fn update(accs: &mut [Acc], inputs: &Inputs<'_>) {
+#[inline]
+pub(super) fn update(accs: &mut [Acc], inputs: &[Option<Value<'_>>]) {
     for (a, v) in accs.iter_mut().zip(inputs) {
         if let Some(v) = v {
             a.update(*v);

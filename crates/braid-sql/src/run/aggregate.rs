@@ -8,7 +8,7 @@
 //! the accumulators of its one slice, and a window is made by merging the slices it
 //! covers when it closes ([`Slices`]). A row costs the same whatever `size / slide` is.
 
-use super::accumulate::{emit, fresh, get_or_insert, inputs, merge_all, update, Acc, Inputs};
+use super::accumulate::{self, emit, fresh, get_or_insert, merge_all, update, Acc, Inputs};
 use super::count_window::CountWindows;
 use super::late::{Cx, LateOut};
 use super::session::Sessions;
@@ -256,10 +256,10 @@ impl AggState {
             }
         }
         let aggs = Rc::clone(&self.aggs);
-        let inputs = match inputs(&aggs, &row) {
-            Ok(i) => i,
-            Err(f) => return faults.push(("aggregate", f)),
-        };
+        let mut inputs = Inputs::new();
+        if let Err(f) = accumulate::inputs(&aggs, &row, &mut inputs) {
+            return faults.push(("aggregate", f));
+        }
         let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);
         match self.window {
             WindowSpec::Tumble { size } => {
