@@ -14,6 +14,7 @@ mod bad_input;
 mod session;
 mod sql;
 mod sql_reference;
+mod sql_time;
 mod sql_trust;
 
 use braid_exec::runtime::{run, RunConfig};

@@ -39,6 +39,10 @@ pub trait Resolve {
     fn registry(&self) -> Option<&braid_plan::function::Registry> {
         None
     }
+    /// The time unit an INTERVAL converts to, or why there is none.
+    fn time_unit(&self) -> crate::time::Unit {
+        Err("INTERVAL needs the time unit of a stream; this expression reads none".into())
+    }
 }
 
 impl Resolve for Schema {
@@ -128,6 +132,7 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             Expr::Cast(Box::new(sub(expr, r)?), t)
         }
         E::Function(f) => function(f, r)?,
+        E::Interval(iv) => Expr::Literal(Scalar::Int(crate::time::interval(iv, &r.time_unit())?)),
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
     })
 }

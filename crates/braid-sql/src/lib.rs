@@ -76,6 +76,7 @@ mod query;
 pub mod run;
 mod script;
 mod statement;
+pub mod time;
 
 pub use script::{Job, Script};
 

@@ -23,9 +23,14 @@ use std::sync::Arc;
 /// Parses `text` and runs its statements against `script`; returns the number of jobs
 /// added.
 pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
-    let (patched, kinds) = braid_words(text);
-    let statements = Parser::parse_sql(&GenericDialect {}, &patched)
-        .map_err(|e| parse_error(text, &e.to_string()))?;
+    let (patched, kinds, session) = braid_words(text);
+    let statements = Parser::parse_sql(&GenericDialect {}, &patched).map_err(|e| {
+        // sqlparser does not parse SESSION's PARTITION BY: refuse it by name.
+        match session {
+            Some(at) => session_tvf().at(text, at),
+            None => parse_error(text, &e.to_string()),
+        }
+    })?;
     let before = script.jobs.len();
     for (n, st) in statements.iter().enumerate() {
         statement(script, text, base, st, kinds.get(n).copied().flatten())?;
@@ -33,12 +38,22 @@ pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize>
     Ok(script.jobs.len() - before)
 }
 
+/// The SESSION window table function is not built.
+pub(crate) fn session_tvf() -> Error {
+    Error::NotSupported(
+        "the SESSION window table function (TABLE(SESSION(TABLE t, PARTITION BY k, DESCRIPTOR(time), gap))); write GROUP BY SESSION(time, gap), keys".into(),
+    )
+}
+
 /// `CREATE STREAM`/`CREATE SINK` become `CREATE TABLE ` (same length for STREAM; SINK
-/// gains one column). Returns the text and, per statement, which word it had.
-fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
+/// gains one column), and `TABLE` before the stream of a window table function
+/// (`TUMBLE(TABLE calls, ...)`, which sqlparser does not parse) becomes spaces. Returns
+/// the text, per statement which word it had, and where a SESSION window table
+/// function is.
+fn braid_words(text: &str) -> (String, Vec<Option<Word>>, Option<Span>) {
     let dialect = GenericDialect {};
     let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
-        return (text.to_string(), Vec::new());
+        return (text.to_string(), Vec::new(), None);
     };
     let line_starts: Vec<usize> = std::iter::once(0)
         .chain(text.match_indices('\n').map(|(i, _)| i + 1))
@@ -53,9 +68,29 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
     let mut edits: Vec<(usize, usize, &str)> = Vec::new();
     let mut kinds: Vec<Option<Word>> = vec![None];
     let mut after_create = false;
+    let mut session = None;
+    // The two tokens before this one (whitespace skipped).
+    let mut before: [Option<&Token>; 2] = [None, None];
     for t in &tokens {
+        if let Token::Whitespace(_) = &t.token {
+            continue;
+        }
+        if let (Token::Word(w), Some(Token::LParen), Some(Token::Word(f))) =
+            (&t.token, before[1], before[0])
+        {
+            let tvf = ["tumble", "hop", "cumulate", "session"]
+                .iter()
+                .any(|n| f.value.eq_ignore_ascii_case(n));
+            if tvf && w.value.eq_ignore_ascii_case("table") && w.quote_style.is_none() {
+                let at = offset(t.span.start.line, t.span.start.column);
+                edits.push((at, w.value.len(), "     "));
+                if f.value.eq_ignore_ascii_case("session") {
+                    session = Some(t.span);
+                }
+            }
+        }
+        before = [before[1], Some(&t.token)];
         match &t.token {
-            Token::Whitespace(_) => continue,
             Token::SemiColon => {
                 kinds.push(None);
                 after_create = false;
@@ -91,7 +126,7 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>) {
             per.push(kinds.get(i).copied().flatten());
         }
     }
-    (out, per)
+    (out, per, session)
 }
 
 /// Per `;`-separated piece: whether it has any token (sqlparser skips empty ones).

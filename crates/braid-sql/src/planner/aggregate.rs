@@ -43,10 +43,11 @@ impl Planner<'_> {
         plan: Logical,
         scope: Scope,
         group: &[ast::Expr],
+        tvf: Option<WindowSpec>,
     ) -> Result<(Logical, Scope)> {
         let in_schema = plan.schema().clone();
         // GROUP BY: the window and the keys.
-        let group = self.group(group, &scope, &in_schema)?;
+        let group = self.group(group, &scope, &in_schema, tvf, s)?;
         // Aggregate calls in the SELECT list and HAVING.
         let r = self.rewrite_aggregates(s, &group.written, &scope, &in_schema)?;
         // The aggregate, and the names its output answers to.
@@ -72,11 +73,7 @@ impl Planner<'_> {
                 .any(|(_, n)| n.eq_ignore_ascii_case(name))
                 .then(|| format!("column `{name}` must appear in GROUP BY or inside an aggregate"))
         };
-        let names = Names {
-            scope: &named_scope,
-            registry: Some(self.registry),
-            hint: Some(&hint),
-        };
+        let names = self.names(&named_scope, Some(&hint));
         // HAVING.
         if let Some(h) = &r.having {
             let x = convert(h, &names).at(self.text, h.span())?;
@@ -98,16 +95,29 @@ impl Planner<'_> {
         self.project_aggregate(&r.projection, plan, &names, &schema)
     }
 
-    /// The window and keys of GROUP BY.
-    fn group(&self, group: &[ast::Expr], scope: &Scope, in_schema: &Schema) -> Result<Group> {
+    /// The window and keys of GROUP BY. Over a window table function (`tvf`), GROUP BY
+    /// lists `window_start` and `window_end`, which are the window, not keys.
+    fn group(
+        &self,
+        group: &[ast::Expr],
+        scope: &Scope,
+        in_schema: &Schema,
+        tvf: Option<WindowSpec>,
+        s: &ast::Select,
+    ) -> Result<Group> {
+        let mut bounds = [false, false];
         let mut g = Group {
-            window: WindowSpec::Unbounded,
+            window: tvf.clone().unwrap_or(WindowSpec::Unbounded),
             keys: Vec::new(),
             written: Vec::new(),
             names: Vec::new(),
             scope: Vec::new(),
         };
         for e in group {
+            if let (Some(_), Some(b)) = (&tvf, window_bound(e)) {
+                bounds[b] = true;
+                continue;
+            }
             if let Some(w) = self.window(e, scope, in_schema)? {
                 if g.window != WindowSpec::Unbounded {
                     return Err(
@@ -127,6 +137,12 @@ impl Planner<'_> {
             g.scope.push((q, name));
             g.keys.push(x);
             g.written.push(e.clone());
+        }
+        if tvf.is_some() && bounds != [true, true] {
+            return Err(Error::Plan(
+                "an aggregate over a window table function groups by its window: GROUP BY window_start, window_end, keys".into(),
+            )
+            .at(self.text, s.span()));
         }
         Ok(g)
     }
@@ -365,6 +381,18 @@ fn output_scope(group: &Group, aggs: usize) -> Scope {
         }
     }
     scope
+}
+
+/// 0 for `window_start`, 1 for `window_end` (possibly qualified).
+fn window_bound(e: &ast::Expr) -> Option<usize> {
+    let name = match e {
+        ast::Expr::Identifier(id) => id,
+        ast::Expr::CompoundIdentifier(ids) => ids.last()?,
+        _ => return None,
+    };
+    ["window_start", "window_end"]
+        .iter()
+        .position(|b| name.value.eq_ignore_ascii_case(b))
 }
 
 /// Whether `e` is a column name (`x` or `a.x`).

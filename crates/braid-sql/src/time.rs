@@ -1,0 +1,191 @@
+//! Time as SQL writes it: a stream's declared time unit (`time_unit = 's' | 'ms' | 'us'
+//! | 'ns'`) and `INTERVAL` literals converted exactly to it. An INTERVAL is a whole
+//! number of the stream's units or an error (never rounded, never guessed: a stream
+//! that does not declare its unit refuses INTERVAL).
+
+use braid_plan::error::{Error, Result};
+use sqlparser::ast;
+use std::fmt;
+
+/// The unit of a stream's event time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeUnit {
+    /// Seconds.
+    Second,
+    /// Milliseconds.
+    Milli,
+    /// Microseconds (the unit of TIMESTAMP columns).
+    Micro,
+    /// Nanoseconds.
+    Nano,
+}
+
+impl TimeUnit {
+    /// The unit a `time_unit` option names.
+    pub fn parse(s: &str) -> Result<TimeUnit> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "s" => TimeUnit::Second,
+            "ms" => TimeUnit::Milli,
+            "us" => TimeUnit::Micro,
+            "ns" => TimeUnit::Nano,
+            _ => {
+                return Err(Error::Plan(format!(
+                    "time_unit '{s}': write 's', 'ms', 'us' or 'ns'"
+                )))
+            }
+        })
+    }
+
+    /// Nanoseconds in one unit.
+    pub fn nanos(self) -> i128 {
+        match self {
+            TimeUnit::Second => 1_000_000_000,
+            TimeUnit::Milli => 1_000_000,
+            TimeUnit::Micro => 1_000,
+            TimeUnit::Nano => 1,
+        }
+    }
+
+    /// Units in one second (a stream's default `units_per_second`).
+    pub fn per_second(self) -> f64 {
+        (1_000_000_000 / self.nanos()) as f64
+    }
+
+    /// `nanos` nanoseconds as a whole number of units; `what` names the length.
+    pub fn of_nanos(self, nanos: i128, what: &str) -> Result<i64> {
+        if nanos % self.nanos() != 0 {
+            return Err(Error::Plan(format!(
+                "{what} is not a whole number of the stream's time unit ({self}); write a multiple of 1 {}",
+                self.word()
+            )));
+        }
+        i64::try_from(nanos / self.nanos())
+            .map_err(|_| Error::Plan(format!("{what} does not fit in 64 bits of {self}")))
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            TimeUnit::Second => "second",
+            TimeUnit::Milli => "millisecond",
+            TimeUnit::Micro => "microsecond",
+            TimeUnit::Nano => "nanosecond",
+        }
+    }
+}
+
+impl fmt::Display for TimeUnit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimeUnit::Second => "s",
+            TimeUnit::Milli => "ms",
+            TimeUnit::Micro => "us",
+            TimeUnit::Nano => "ns",
+        })
+    }
+}
+
+/// The time unit INTERVAL converts to, or why there is none (the message says what to
+/// declare).
+pub type Unit = std::result::Result<TimeUnit, String>;
+
+/// `iv` in units of `unit`, exactly.
+pub fn interval(iv: &ast::Interval, unit: &Unit) -> Result<i64> {
+    let shown = ast::Expr::Interval(iv.clone()).to_string();
+    if iv.last_field.is_some() || iv.leading_precision.is_some() {
+        return Err(Error::NotSupported(format!(
+            "`{shown}`: an interval with a range or precision; write one unit, INTERVAL '90' SECOND"
+        )));
+    }
+    if iv.fractional_seconds_precision.is_some() {
+        return Err(Error::NotSupported(format!(
+            "`{shown}`: an interval with a precision; write INTERVAL '0.5' SECOND"
+        )));
+    }
+    let text = match iv.value.as_ref() {
+        ast::Expr::Value(v) => match &v.value {
+            ast::Value::SingleQuotedString(s) => s.clone(),
+            ast::Value::Number(n, _) => n.clone(),
+            _ => String::new(),
+        },
+        _ => String::new(),
+    };
+    let nanos = match &iv.leading_field {
+        Some(f) => amount(text.trim(), &f.to_string()),
+        None => length_nanos(&text),
+    }
+    .map_err(|why| Error::Plan(format!("`{shown}`: {why}")))?;
+    let unit = unit.as_ref().map_err(|why| Error::Plan(why.clone()))?;
+    unit.of_nanos(nanos, &format!("`{shown}`"))
+}
+
+/// A length written as text, `'1 minute'`, `'1 hour 30 minutes'`, `'500 ms'`, in
+/// nanoseconds.
+pub fn length_nanos(text: &str) -> std::result::Result<i128, String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    if words.is_empty() || !words.len().is_multiple_of(2) {
+        return Err(format!(
+            "'{text}' is not a length; write a number and a unit, '1 minute' or '90 seconds'"
+        ));
+    }
+    let mut total = 0i128;
+    for pair in words.chunks(2) {
+        total += amount(pair[0], pair[1])?;
+    }
+    Ok(total)
+}
+
+/// `number` of `unit` in nanoseconds (a decimal number must come out whole).
+fn amount(number: &str, unit: &str) -> std::result::Result<i128, String> {
+    let u = unit.to_ascii_lowercase();
+    let per: i128 = match u.trim_end_matches('s') {
+        "n" | "nanosecond" => 1,
+        "u" | "microsecond" => 1_000,
+        "m" | "millisecond" => 1_000_000,
+        "" | "second" | "sec" => 1_000_000_000,
+        "min" | "minute" => 60_000_000_000,
+        "h" | "hour" => 3_600_000_000_000,
+        "d" | "day" => 86_400_000_000_000,
+        "week" => 7 * 86_400_000_000_000,
+        "month" | "year" => {
+            return Err(format!(
+                "{unit} has no fixed length; write days, hours, minutes or seconds"
+            ))
+        }
+        _ => {
+            return Err(format!(
+                "unknown unit `{unit}`; write DAY, HOUR, MINUTE, SECOND, MILLISECOND, MICROSECOND or NANOSECOND"
+            ))
+        }
+    };
+    // `ms` trims to `m`: a bare `m` is ambiguous, so only `ms` means milliseconds.
+    if u == "m" {
+        return Err("`m` is ambiguous; write min or ms".into());
+    }
+    let bad = || format!("'{number}' is not a number of {unit}");
+    let (neg, digits) = match number.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, number.strip_prefix('+').unwrap_or(number)),
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |s: &str| s.chars().all(|c| c.is_ascii_digit());
+    if whole.is_empty() || !all_digits(whole) || !all_digits(frac) || frac.len() > 18 {
+        return Err(bad());
+    }
+    let whole: i128 = whole.parse().map_err(|_| bad())?;
+    let scale = 10i128.pow(frac.len() as u32);
+    let frac_n: i128 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse().map_err(|_| bad())?
+    };
+    if (frac_n * per) % scale != 0 {
+        return Err(format!(
+            "{number} {unit} is not a whole number of nanoseconds"
+        ));
+    }
+    let n = whole
+        .checked_mul(per)
+        .and_then(|w| w.checked_add(frac_n * per / scale))
+        .ok_or_else(bad)?;
+    Ok(if neg { -n } else { n })
+}

@@ -1,0 +1,162 @@
+//! Time as SQL writes it, refused where it would be a guess: INTERVAL on a stream that
+//! declares no time unit, an INTERVAL that is not a whole number of the unit, lengths
+//! without a fixed size; window table functions Braid does not build (CUMULATE,
+//! SESSION, one without GROUP BY, in a join) refused by name at their place.
+
+use braid_plan::function::Registry;
+use braid_sql::compile_script;
+
+/// Line 1: a stream in seconds; line 2: one without a unit; line 3: one in ms.
+const HEAD: &str = "CREATE STREAM calls (caller BIGINT, callee BIGINT, start BIGINT, dur BIGINT) WITH (path = 'calls.csv', event_time = 'start', time_unit = 's');
+CREATE STREAM plain (caller BIGINT, start BIGINT) WITH (path = 'plain.csv', event_time = 'start');
+CREATE STREAM fine (caller BIGINT, start BIGINT) WITH (path = 'fine.csv', event_time = 'start', time_unit = 'ms');
+";
+
+fn error(text: &str) -> String {
+    match compile_script(text, &std::env::temp_dir(), &Registry::with_builtins()) {
+        Ok(_) => panic!("compiled, but should be refused: {text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// `query` (line 4) is refused with `what`, at the first `word` of the query (an
+/// INTERVAL's error points at its value: sqlparser's span of it).
+fn refused(query: &str, what: &str, word: &str) {
+    let e = error(&format!("{HEAD}{query}"));
+    assert!(e.contains(what), "{query}\n  expected `{what}` in:\n{e}");
+    let col = query.find(word).unwrap_or_else(|| panic!("no {word}")) + 1;
+    let at = format!("at line 4, column {col}:");
+    assert!(e.contains(&at), "{query}\n  expected `{at}` in:\n{e}");
+}
+
+fn logical(query: &str) -> String {
+    let text = format!("{HEAD}{query}");
+    let s = compile_script(&text, &std::env::temp_dir(), &Registry::with_builtins())
+        .unwrap_or_else(|e| panic!("{query}: {e}"));
+    s.jobs[0].logical.as_ref().expect("logical").to_string()
+}
+
+#[test]
+fn intervals_convert_exactly_or_are_refused() {
+    // Converted to the stream's unit.
+    let q = |s: &str| format!("SELECT caller FROM fine WHERE start > {s}");
+    for (iv, ms) in [
+        ("INTERVAL '5' SECOND", 5_000),
+        ("INTERVAL '1' MINUTE", 60_000),
+        ("INTERVAL '1 minute'", 60_000),
+        ("INTERVAL '2' HOUR", 7_200_000),
+        ("INTERVAL '1' DAY", 86_400_000),
+        ("INTERVAL '100' MILLISECOND", 100),
+        ("INTERVAL '1 hour 30 minutes'", 5_400_000),
+        ("INTERVAL '0.25' SECOND", 250),
+    ] {
+        let plan = logical(&q(iv));
+        assert!(plan.contains(&format!("start > {ms}")), "{iv}: {plan}");
+    }
+    refused(
+        "SELECT caller FROM plain WHERE start > INTERVAL '5' SECOND",
+        "declare it: WITH (event_time = '...', time_unit = ",
+        "'5'",
+    );
+    refused(
+        "SELECT caller FROM calls WHERE start > INTERVAL '1' MILLISECOND",
+        "is not a whole number of the stream's time unit (s)",
+        "'1'",
+    );
+    refused(
+        "SELECT caller FROM calls WHERE start > INTERVAL '1' MONTH",
+        "MONTH has no fixed length",
+        "'1'",
+    );
+    refused(
+        "SELECT caller FROM calls WHERE start > INTERVAL '1 fortnight'",
+        "unknown unit `fortnight`",
+        "'1 fortnight'",
+    );
+    refused(
+        "SELECT c.caller FROM calls AS c JOIN fine AS f ON c.caller = f.caller AND f.start BETWEEN c.start AND c.start + INTERVAL '1' SECOND",
+        "INTERVAL over streams of different time units: `calls` is in s, `fine` in ms",
+        "'1'",
+    );
+    refused(
+        "SELECT window_end, count(*) AS n FROM plain GROUP BY TUMBLE(start, INTERVAL '1' MINUTE)",
+        "INTERVAL needs the time unit of stream `plain`",
+        "'1'",
+    );
+}
+
+#[test]
+fn stream_time_options_are_checked() {
+    let e = error("CREATE STREAM s (t BIGINT) WITH (path = 'x.csv', time_unit = 'ms');");
+    assert!(
+        e.contains("time_unit is the unit of the event-time column"),
+        "{e}"
+    );
+    let e = error("CREATE STREAM s (t BIGINT) WITH (path = 'x.csv', event_time = 't', time_unit = 'minutes');");
+    assert!(e.contains("write 's', 'ms', 'us' or 'ns'"), "{e}");
+    let e = error(
+        "CREATE STREAM s (t BIGINT) WITH (path = 'x.csv', event_time = 't', epoch = '1 minute');",
+    );
+    assert!(e.contains("declares no time unit"), "{e}");
+    let e = error("CREATE STREAM s (t BIGINT) WITH (path = 'x.csv', event_time = 't', time_unit = 's', lateness = '1500 ms');");
+    assert!(e.contains("not a whole number"), "{e}");
+}
+
+#[test]
+fn window_table_functions_plan_as_group_by_windows() {
+    let tvf = logical("SELECT window_start, caller, count(*) AS n FROM TABLE(TUMBLE(TABLE calls, DESCRIPTOR(start), INTERVAL '1' MINUTE)) GROUP BY window_start, window_end, caller");
+    let plain = logical(
+        "SELECT window_start, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 60), caller",
+    );
+    assert_eq!(tvf, plain);
+    assert!(tvf.contains("window=TUMBLE(60) keys=[caller]"), "{tvf}");
+}
+
+#[test]
+fn window_table_functions_braid_lacks_are_refused() {
+    refused(
+        "SELECT window_end, count(*) AS n FROM TABLE(CUMULATE(TABLE calls, DESCRIPTOR(start), INTERVAL '10' SECOND, INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
+        "the CUMULATE window table function",
+        "CUMULATE",
+    );
+    refused(
+        "SELECT window_end, count(*) AS n FROM TABLE(SESSION(TABLE calls, PARTITION BY caller, DESCRIPTOR(start), INTERVAL '10' SECOND)) GROUP BY window_start, window_end",
+        "the SESSION window table function",
+        "TABLE calls",
+    );
+    refused(
+        "SELECT window_end, count(*) AS n FROM SESSION(calls, start, 10) GROUP BY window_start, window_end",
+        "the SESSION window table function",
+        "SESSION",
+    );
+    refused(
+        "SELECT caller, window_start FROM TUMBLE(calls, start, 60)",
+        "a window table function without GROUP BY",
+        "TUMBLE",
+    );
+    refused(
+        "SELECT caller, count(*) AS n FROM TUMBLE(calls, start, 60) GROUP BY caller",
+        "groups by its window: GROUP BY window_start, window_end, keys",
+        "SELECT",
+    );
+    refused(
+        "SELECT c.caller FROM calls AS c JOIN TUMBLE(calls, start, 60) AS w ON c.caller = w.caller GROUP BY window_start, window_end, c.caller",
+        "a window table function in a join",
+        "TUMBLE",
+    );
+    refused(
+        "SELECT window_end, count(*) AS n FROM TABLE(TUMBLE(TABLE calls, start, 60)) GROUP BY window_start, window_end",
+        "names its time column with DESCRIPTOR(column)",
+        "start",
+    );
+    refused(
+        "SELECT window_end, count(*) AS n FROM TUMBLE(calls, dur, 60) GROUP BY window_start, window_end",
+        "windows are over the stream's event time",
+        "dur",
+    );
+    refused(
+        "SELECT window_end, count(*) AS n FROM TUMBLE(calls, start, 60) GROUP BY window_start, window_end, TUMBLE(start, 10)",
+        "GROUP BY has two windows",
+        "TUMBLE(start, 10)",
+    );
+}
