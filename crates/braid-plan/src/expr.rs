@@ -311,6 +311,13 @@ impl Expr {
                     BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => {
                         match (a, b) {
                             (Int64, Int64) => Int64,
+                            // A timestamp and microseconds (SQL writes an INTERVAL).
+                            (t @ (Timestamp | TimestampTz), Int64)
+                                if matches!(op, BinOp::Add | BinOp::Sub) =>
+                            {
+                                t
+                            }
+                            (Int64, t @ (Timestamp | TimestampTz)) if *op == BinOp::Add => t,
                             (Int64 | Float64, Int64 | Float64) => Float64,
                             _ => return Err(type_error(op.symbol(), a, b)),
                         }
@@ -566,6 +573,7 @@ fn cast(v: Value<'_>, t: DataType) -> Value<'_> {
     match (v, t) {
         (Value::Null, _) => Value::Null,
         (Value::Int(_), DataType::Int64)
+        | (Value::Int(_), DataType::Timestamp | DataType::TimestampTz | DataType::Date)
         | (Value::Float(_), DataType::Float64)
         | (Value::Bool(_), DataType::Bool)
         | (Value::Str(_), DataType::String) => v,
@@ -580,6 +588,9 @@ fn cast(v: Value<'_>, t: DataType) -> Value<'_> {
             "false" | "f" | "0" => Value::Bool(false),
             _ => Value::Null,
         },
+        (Value::Str(s), t) if t.is_time() => {
+            crate::time::parse(s, t).map_or(Value::Null, Value::Int)
+        }
         // Casting to string would need an owned result; the planner rejects it.
         _ => Value::Null,
     }

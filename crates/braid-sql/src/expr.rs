@@ -43,9 +43,17 @@ pub trait Resolve {
     fn time_unit(&self) -> crate::time::Unit {
         Err("INTERVAL needs the time unit of a stream; this expression reads none".into())
     }
+    /// The type of `e` if it is a time type (TIMESTAMP, TIMESTAMPTZ, DATE).
+    fn time_type(&self, _e: &Expr) -> Option<DataType> {
+        None
+    }
 }
 
 impl Resolve for Schema {
+    fn time_type(&self, e: &Expr) -> Option<DataType> {
+        e.data_type(self).ok().filter(|t| t.is_time())
+    }
+
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {
         let last = parts
             .last()
@@ -65,8 +73,9 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         E::Nested(inner) => convert(inner, r)?,
         E::BinaryOp { left, op, right } => {
             let op = binary_op(op)?;
-            sub(left, r)?.bin(op, sub(right, r)?)
+            crate::time::arithmetic(left, op, right, r)?
         }
+        E::TypedString(ts) => crate::time::typed_literal(ts)?,
         E::UnaryOp { op, expr } => unary(*op, expr, r)?,
         E::IsNull(x) => Expr::IsNull(Box::new(sub(x, r)?), false),
         E::IsNotNull(x) => Expr::IsNull(Box::new(sub(x, r)?), true),
@@ -144,13 +153,23 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
 /// Braid lacks, and what to write instead.
 pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, String> {
     use ast::DataType as T;
-    const TYPES: &str = "types are BIGINT, DOUBLE, BOOLEAN and TEXT (or STRING, VARCHAR)";
+    const TYPES: &str = "types are BIGINT, DOUBLE, BOOLEAN, TEXT (or STRING, VARCHAR), TIMESTAMP, TIMESTAMP WITH TIME ZONE (TIMESTAMPTZ) and DATE";
     Ok(match t {
         T::BigInt(None) | T::Int64 => DataType::Int64,
         T::Double(ast::ExactNumberInfo::None) | T::DoublePrecision | T::Float64 | T::Float8 => {
             DataType::Float64
         }
         T::Bool | T::Boolean => DataType::Bool,
+        T::Timestamp(p, tz) if p.is_none_or(|p| p <= 6) => match tz {
+            ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone => DataType::Timestamp,
+            ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz => DataType::TimestampTz,
+        },
+        T::Timestamp(..) => {
+            return Err(format!(
+                "{t} (Braid keeps microseconds); write TIMESTAMP or TIMESTAMP(6)"
+            ))
+        }
+        T::Date => DataType::Date,
         T::Text
         | T::String(None)
         | T::Varchar(None)
@@ -473,7 +492,7 @@ fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
 
 /// Converts a sub-expression, giving its errors the sub-expression's position (as a
 /// marker the caller's [`locate`] replaces with line and column).
-fn sub(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
+pub(crate) fn sub(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
     convert(e, r).map_err(|err| mark(e.span(), err))
 }
 

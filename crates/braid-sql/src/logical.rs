@@ -489,9 +489,18 @@ impl fmt::Display for Logical {
 
 /// The schema of an aggregate's output.
 pub fn aggregate_schema(keys: &[(String, DataType)], aggs: &[(String, DataType)]) -> Schema {
+    windowed_schema(DataType::Int64, keys, aggs)
+}
+
+/// [`aggregate_schema`] with window bounds of type `time` (a timestamp event time's).
+pub fn windowed_schema(
+    time: DataType,
+    keys: &[(String, DataType)],
+    aggs: &[(String, DataType)],
+) -> Schema {
     let mut fields = vec![
-        Field::new("window_start", DataType::Int64),
-        Field::new("window_end", DataType::Int64),
+        Field::new("window_start", time),
+        Field::new("window_end", time),
     ];
     for (n, t) in keys {
         fields.push(Field::nullable(n, *t));

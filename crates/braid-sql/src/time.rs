@@ -3,8 +3,14 @@
 //! number of the stream's units or an error (never rounded, never guessed: a stream
 //! that does not declare its unit refuses INTERVAL).
 
+use crate::expr::{sql_type, sub, Resolve};
+use crate::located::mark;
+use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
+use braid_plan::expr::{BinOp, Expr};
+use braid_plan::types::DataType;
 use sqlparser::ast;
+use sqlparser::ast::Spanned;
 use std::fmt;
 
 /// The unit of a stream's event time.
@@ -188,4 +194,74 @@ fn amount(number: &str, unit: &str) -> std::result::Result<i128, String> {
         .and_then(|w| w.checked_add(frac_n * per / scale))
         .ok_or_else(bad)?;
     Ok(if neg { -n } else { n })
+}
+
+/// `left op right`. A timestamp takes an INTERVAL (in microseconds, whatever the
+/// stream's unit) in `+` and `-`, and nothing else: a plain number's unit would be a
+/// guess. `ts - ts` is refused by the type check (no interval type).
+pub(crate) fn arithmetic(
+    left: &ast::Expr,
+    op: BinOp,
+    right: &ast::Expr,
+    r: &dyn Resolve,
+) -> Result<Expr> {
+    let as_interval = |e: &ast::Expr| match e {
+        ast::Expr::Interval(iv) => Some(iv.clone()),
+        _ => None,
+    };
+    let (li, ri) = (as_interval(left), as_interval(right));
+    let l = li.is_none().then(|| sub(left, r)).transpose()?;
+    let rr = ri.is_none().then(|| sub(right, r)).transpose()?;
+    let lt = l.as_ref().and_then(|x| r.time_type(x));
+    let rt = rr.as_ref().and_then(|x| r.time_type(x));
+    let side = |iv: Option<ast::Interval>,
+                x: Option<Expr>,
+                other: Option<DataType>,
+                at: &ast::Expr| match x {
+        Some(x) => Ok(x),
+        None => (|| {
+            let iv = iv.ok_or_else(|| Error::Internal("an operand vanished".into()))?;
+            let unit = match other {
+                Some(DataType::Date) => {
+                    return Err(Error::NotSupported(
+                        "DATE arithmetic; CAST the date AS TIMESTAMP".into(),
+                    ))
+                }
+                Some(_) => Ok(TimeUnit::Micro),
+                None => r.time_unit(),
+            };
+            Ok(Expr::Literal(Scalar::Int(interval(&iv, &unit)?)))
+        })()
+        .map_err(|e| mark(at.span(), e)),
+    };
+    let plain = |iv: &Option<ast::Interval>, t: Option<DataType>| iv.is_none() && t.is_none();
+    if matches!(op, BinOp::Add | BinOp::Sub)
+        && ((lt.is_some() && plain(&ri, rt)) || (rt.is_some() && plain(&li, lt)))
+    {
+        return Err(Error::Plan(format!(
+            "`{left}` with `{right}`: a timestamp takes an INTERVAL, ts + INTERVAL '5' SECOND (a plain number's unit would be a guess)"
+        )));
+    }
+    let l = side(li, l, rt, left)?;
+    let rr = side(ri, rr, lt, right)?;
+    Ok(l.bin(op, rr))
+}
+
+/// `TIMESTAMP '2026-11-24 10:15:00'`, `TIMESTAMPTZ '...Z'`, `DATE '2026-11-24'`: the
+/// value, typed.
+pub(crate) fn typed_literal(ts: &ast::TypedString) -> Result<Expr> {
+    let ty = sql_type(&ts.data_type)
+        .map_err(|why| Error::NotSupported(format!("a literal of {why}")))?;
+    let ast::Value::SingleQuotedString(text) = &ts.value.value else {
+        return Err(Error::Plan(format!(
+            "{ts}: write the value in single quotes"
+        )));
+    };
+    if !ty.is_time() {
+        return Err(Error::NotSupported(format!(
+            "{ts}; typed literals are TIMESTAMP, TIMESTAMPTZ and DATE (write CAST('...' AS type))"
+        )));
+    }
+    let v = braid_plan::time::parse(text, ty).map_err(Error::Plan)?;
+    Ok(Expr::Cast(Box::new(Expr::Literal(Scalar::Int(v))), ty))
 }

@@ -197,6 +197,24 @@ pub fn stream(
         .string("time_unit")?
         .map(|u| TimeUnit::parse(&u))
         .transpose()?;
+    // A timestamp event time counts microseconds.
+    let stamped = columns
+        .as_ref()
+        .zip(event_time.as_ref())
+        .is_some_and(|(c, t)| {
+            c.index_of(t).is_ok_and(|i| {
+                matches!(c.fields[i].ty, DataType::Timestamp | DataType::TimestampTz)
+            })
+        });
+    let time_unit = match (stamped, time_unit) {
+        (true, None | Some(TimeUnit::Micro)) => Some(TimeUnit::Micro),
+        (true, Some(u)) => {
+            return Err(Error::Plan(format!(
+                "stream `{name}`: a timestamp event time counts microseconds, not {u}; leave time_unit out"
+            )))
+        }
+        (false, u) => u,
+    };
     if time_unit.is_some() && event_time.is_none() {
         return Err(Error::Plan(format!(
             "stream `{name}`: time_unit is the unit of the event-time column; declare event_time"
@@ -461,5 +479,9 @@ fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
             _ => return Err(bad()),
         }),
         DataType::String => Scalar::Str(t.to_string()),
+        DataType::Timestamp | DataType::TimestampTz | DataType::Date => Scalar::Int(
+            braid_plan::time::parse(t, f.ty)
+                .map_err(|why| format!("{why} (column `{}`)", f.name))?,
+        ),
     })
 }

@@ -6,7 +6,7 @@ use super::scope::{Names, Scope};
 use super::Planner;
 use crate::expr::{check_call, convert, Call};
 use crate::located::At;
-use crate::logical::{aggregate_schema, AggCall, AggFunc, Logical, WindowSpec};
+use crate::logical::{windowed_schema, AggCall, AggFunc, Logical, WindowSpec};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Field, Schema};
@@ -57,7 +57,12 @@ impl Planner<'_> {
             .enumerate()
             .map(|(i, a)| (format!("__agg{i}"), a.ty))
             .collect();
-        let schema = aggregate_schema(&group.names, &agg_fields);
+        // Time windows over a timestamp event time have timestamp bounds.
+        let time = match in_schema.event_time.map(|i| in_schema.fields[i].ty) {
+            Some(t) if t.is_time() && group.window.is_timed() => t,
+            _ => DataType::Int64,
+        };
+        let schema = windowed_schema(time, &group.names, &agg_fields);
         let named_scope = output_scope(&group, r.aggs.len());
         let mut plan = Logical::Aggregate {
             input: Box::new(plan),
@@ -73,7 +78,7 @@ impl Planner<'_> {
                 .any(|(_, n)| n.eq_ignore_ascii_case(name))
                 .then(|| format!("column `{name}` must appear in GROUP BY or inside an aggregate"))
         };
-        let names = self.names(&named_scope, Some(&hint));
+        let names = self.names(&named_scope, &schema, Some(&hint));
         // HAVING.
         if let Some(h) = &r.having {
             let x = convert(h, &names).at(self.text, h.span())?;

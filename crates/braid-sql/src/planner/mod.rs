@@ -99,7 +99,12 @@ impl<'a> Planner<'a> {
     }
 
     /// Names resolved in `scope` (with `hint` for a name not found).
-    fn names<'s>(&self, scope: &'s Scope, hint: Option<&'s Hint<'s>>) -> Names<'s>
+    fn names<'s>(
+        &self,
+        scope: &'s Scope,
+        schema: &'s Schema,
+        hint: Option<&'s Hint<'s>>,
+    ) -> Names<'s>
     where
         'a: 's,
     {
@@ -108,12 +113,13 @@ impl<'a> Planner<'a> {
             registry: Some(self.registry),
             hint,
             unit: self.unit(),
+            schema,
         }
     }
 
     /// `e` resolved in `scope` and type-checked against `schema`.
     pub(super) fn expr(&self, e: &ast::Expr, scope: &Scope, schema: &Schema) -> Result<Expr> {
-        let names = self.names(scope, None);
+        let names = self.names(scope, schema, None);
         let x = convert(e, &names).at(self.text, e.span())?;
         x.data_type(schema)
             .map(|_| x.clone())

@@ -54,6 +54,8 @@ pub(super) struct Names<'a> {
     pub hint: Option<&'a Hint<'a>>,
     /// The time unit INTERVAL converts to, or why there is none.
     pub unit: crate::time::Unit,
+    /// The columns' types (what is a timestamp).
+    pub schema: &'a Schema,
 }
 
 impl Resolve for Names<'_> {
@@ -63,6 +65,10 @@ impl Resolve for Names<'_> {
 
     fn time_unit(&self) -> crate::time::Unit {
         self.unit.clone()
+    }
+
+    fn time_type(&self, e: &Expr) -> Option<braid_plan::types::DataType> {
+        e.data_type(self.schema).ok().filter(|t| t.is_time())
     }
 
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {
