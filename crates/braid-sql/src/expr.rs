@@ -43,15 +43,15 @@ pub trait Resolve {
     fn time_unit(&self) -> crate::time::Unit {
         Err("INTERVAL needs the time unit of a stream; this expression reads none".into())
     }
-    /// The type of `e` if it is a time type (TIMESTAMP, TIMESTAMPTZ, DATE).
-    fn time_type(&self, _e: &Expr) -> Option<DataType> {
+    /// The type of `e`, when the resolver knows the columns' types.
+    fn type_of(&self, _e: &Expr) -> Option<DataType> {
         None
     }
 }
 
 impl Resolve for Schema {
-    fn time_type(&self, e: &Expr) -> Option<DataType> {
-        e.data_type(self).ok().filter(|t| t.is_time())
+    fn type_of(&self, e: &Expr) -> Option<DataType> {
+        e.data_type(self).ok()
     }
 
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {
@@ -138,7 +138,8 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             if t == DataType::String {
                 return Err(Error::NotSupported("CAST to string".into()));
             }
-            Expr::Cast(Box::new(sub(expr, r)?), t)
+            let x = sub(expr, r)?;
+            crate::time::cast(x.clone(), r.type_of(&x), t)?.unwrap_or(Expr::Cast(Box::new(x), t))
         }
         E::Function(f) => function(f, r)?,
         E::Interval(iv) => Expr::Literal(Scalar::Int(crate::time::interval(iv, &r.time_unit())?)),
@@ -452,6 +453,7 @@ pub(crate) fn check_call(f: &ast::Function, kind: Call) -> Result<()> {
 /// A call of a built-in or registered scalar function.
 fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
     let name = f.name.to_string();
+    crate::time::refuse_clock(&name)?;
     let kind = match AggFunc::by_name(&name) {
         Some(_) => Call::Aggregate,
         None => Call::Plain,

@@ -77,6 +77,7 @@ pub mod run;
 mod script;
 mod statement;
 pub mod time;
+mod watermark;
 
 pub use script::{Job, Script};
 

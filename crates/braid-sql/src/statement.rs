@@ -8,6 +8,7 @@ use crate::catalog::{self, Options, SinkDef};
 use crate::expr::sql_type;
 use crate::located::{parse_error, At};
 use crate::script::{Job, Script};
+use crate::watermark::{self, Watermark};
 use crate::{parallel, query};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
@@ -23,7 +24,12 @@ use std::sync::Arc;
 /// Parses `text` and runs its statements against `script`; returns the number of jobs
 /// added.
 pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
-    let (patched, kinds, session) = braid_words(text);
+    let Patched {
+        text: patched,
+        kinds,
+        session,
+        watermarks,
+    } = braid_words(text);
     let statements = Parser::parse_sql(&GenericDialect {}, &patched).map_err(|e| {
         // sqlparser does not parse SESSION's PARTITION BY: refuse it by name.
         match session {
@@ -33,7 +39,9 @@ pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize>
     })?;
     let before = script.jobs.len();
     for (n, st) in statements.iter().enumerate() {
-        statement(script, text, base, st, kinds.get(n).copied().flatten())?;
+        let word = kinds.get(n).copied().flatten();
+        let watermark = watermarks.get(n).cloned().flatten();
+        statement(script, text, base, st, (word, watermark))?;
     }
     Ok(script.jobs.len() - before)
 }
@@ -50,10 +58,15 @@ pub(crate) fn session_tvf() -> Error {
 /// (`TUMBLE(TABLE calls, ...)`, which sqlparser does not parse) becomes spaces. Returns
 /// the text, per statement which word it had, and where a SESSION window table
 /// function is.
-fn braid_words(text: &str) -> (String, Vec<Option<Word>>, Option<Span>) {
+fn braid_words(text: &str) -> Patched {
     let dialect = GenericDialect {};
     let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
-        return (text.to_string(), Vec::new(), None);
+        return Patched {
+            text: text.to_string(),
+            kinds: Vec::new(),
+            session: None,
+            watermarks: Vec::new(),
+        };
     };
     let line_starts: Vec<usize> = std::iter::once(0)
         .chain(text.match_indices('\n').map(|(i, _)| i + 1))
@@ -65,14 +78,34 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>, Option<Span>) {
             .nth(col as usize - 1)
             .map_or(text.len(), |(i, _)| start + i)
     };
-    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut watermarks: Vec<Option<Watermark>> = vec![None];
+    let mut skip_to = 0;
     let mut kinds: Vec<Option<Word>> = vec![None];
     let mut after_create = false;
     let mut session = None;
     // The two tokens before this one (whitespace skipped).
     let mut before: [Option<&Token>; 2] = [None, None];
-    for t in &tokens {
+    for (i, t) in tokens.iter().enumerate() {
+        if i < skip_to {
+            continue;
+        }
         if let Token::Whitespace(_) = &t.token {
+            continue;
+        }
+        let in_stream = kinds.last() == Some(&Some(Word::Stream));
+        if let (true, Some((w, (from, to), next))) =
+            (in_stream, watermark::clause(&tokens, i, text, &offset))
+        {
+            let blank: String = text[from..to]
+                .chars()
+                .map(|c| if c == '\n' { c } else { ' ' })
+                .collect();
+            edits.push((from, to - from, blank));
+            if let Some(last) = watermarks.last_mut() {
+                *last = Some(w);
+            }
+            skip_to = next;
             continue;
         }
         if let (Token::Word(w), Some(Token::LParen), Some(Token::Word(f))) =
@@ -83,7 +116,7 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>, Option<Span>) {
                 .any(|n| f.value.eq_ignore_ascii_case(n));
             if tvf && w.value.eq_ignore_ascii_case("table") && w.quote_style.is_none() {
                 let at = offset(t.span.start.line, t.span.start.column);
-                edits.push((at, w.value.len(), "     "));
+                edits.push((at, w.value.len(), "     ".into()));
                 if f.value.eq_ignore_ascii_case("session") {
                     session = Some(t.span);
                 }
@@ -93,6 +126,7 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>, Option<Span>) {
         match &t.token {
             Token::SemiColon => {
                 kinds.push(None);
+                watermarks.push(None);
                 after_create = false;
                 continue;
             }
@@ -105,7 +139,8 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>, Option<Span>) {
                 if let Some(k) = kind {
                     let at = offset(t.span.start.line, t.span.start.column);
                     let len = w.value.len();
-                    edits.push((at, len, if k == Word::Stream { "TABLE " } else { "TABLE" }));
+                    let with = if k == Word::Stream { "TABLE " } else { "TABLE" };
+                    edits.push((at, len, with.into()));
                     if let Some(last) = kinds.last_mut() {
                         *last = Some(k);
                     }
@@ -117,16 +152,34 @@ fn braid_words(text: &str) -> (String, Vec<Option<Word>>, Option<Span>) {
     }
     let mut out = text.to_string();
     for (at, len, with) in edits.into_iter().rev() {
-        out.replace_range(at..at + len, with);
+        out.replace_range(at..at + len, &with);
     }
     // Statements sqlparser returns skip empty ones; drop empty slots the same way.
-    let mut per = Vec::new();
+    let (mut per, mut marks) = (Vec::new(), Vec::new());
     for (i, piece) in split_statements(&tokens).into_iter().enumerate() {
         if piece {
             per.push(kinds.get(i).copied().flatten());
+            marks.push(watermarks.get(i).cloned().flatten());
         }
     }
-    (out, per, session)
+    Patched {
+        text: out,
+        kinds: per,
+        session,
+        watermarks: marks,
+    }
+}
+
+/// The text sqlparser reads, and per statement what Braid took out of it.
+struct Patched {
+    /// The text with Braid's words replaced.
+    text: String,
+    /// Per statement: Braid's word after CREATE.
+    kinds: Vec<Option<Word>>,
+    /// Where a SESSION window table function is.
+    session: Option<Span>,
+    /// Per statement: its WATERMARK clause.
+    watermarks: Vec<Option<Watermark>>,
 }
 
 /// Per `;`-separated piece: whether it has any token (sqlparser skips empty ones).
@@ -159,11 +212,18 @@ fn statement(
     text: &str,
     base: &Path,
     st: &ast::Statement,
-    word: Option<Word>,
+    (word, watermark): (Option<Word>, Option<Watermark>),
 ) -> Result<()> {
     let at = |e: Error| e.at(text, st.span());
+    if let (Some(w), false) = (&watermark, matches!(st, ast::Statement::CreateTable(_))) {
+        return Err(Error::Internal(format!(
+            "a WATERMARK outside CREATE STREAM: {w:?}"
+        )));
+    }
     match st {
-        ast::Statement::CreateTable(ct) => create(script, text, base, ct, word, st.span()),
+        ast::Statement::CreateTable(ct) => {
+            create(script, text, base, ct, (word, watermark.as_ref()), st.span())
+        }
         ast::Statement::Set(ast::Set::SingleAssignment {
             variable, values, ..
         }) => set(script, base, &variable.to_string(), values).map_err(at),
@@ -199,7 +259,7 @@ fn create(
     text: &str,
     base: &Path,
     ct: &ast::CreateTable,
-    word: Option<Word>,
+    (word, watermark): (Option<Word>, Option<&Watermark>),
     span: Span,
 ) -> Result<()> {
     let name = ct.name.to_string();
@@ -217,7 +277,8 @@ fn create(
     match word {
         Some(Word::Stream) => {
             let what = format!("stream `{name}`");
-            let def = catalog::stream(&name, schema, Options::new(&what, opts), base);
+            let opts = watermark::options(&what, opts, watermark, text)?;
+            let def = catalog::stream(&name, schema, opts, base);
             script.catalog.streams.insert(lower, def.at(text, span)?);
         }
         Some(Word::Sink) => {

@@ -212,8 +212,9 @@ pub(crate) fn arithmetic(
     let (li, ri) = (as_interval(left), as_interval(right));
     let l = li.is_none().then(|| sub(left, r)).transpose()?;
     let rr = ri.is_none().then(|| sub(right, r)).transpose()?;
-    let lt = l.as_ref().and_then(|x| r.time_type(x));
-    let rt = rr.as_ref().and_then(|x| r.time_type(x));
+    let time = |x: &Expr| r.type_of(x).filter(|t| t.is_time());
+    let lt = l.as_ref().and_then(time);
+    let rt = rr.as_ref().and_then(time);
     let side = |iv: Option<ast::Interval>,
                 x: Option<Expr>,
                 other: Option<DataType>,
@@ -264,4 +265,49 @@ pub(crate) fn typed_literal(ts: &ast::TypedString) -> Result<Expr> {
     }
     let v = braid_plan::time::parse(text, ty).map_err(Error::Plan)?;
     Ok(Expr::Cast(Box::new(Expr::Literal(Scalar::Int(v))), ty))
+}
+
+/// `NOW()`, `PROCTIME()`, `CURRENT_TIMESTAMP` and the like read the clock: refused by
+/// name, since Braid's answers depend on event time only (the same on every run).
+pub(crate) fn refuse_clock(name: &str) -> Result<()> {
+    const CLOCK: [&str; 8] = [
+        "now",
+        "proctime",
+        "current_timestamp",
+        "current_date",
+        "current_time",
+        "localtimestamp",
+        "localtime",
+        "current_row_timestamp",
+    ];
+    if CLOCK.iter().any(|c| name.eq_ignore_ascii_case(c)) {
+        return Err(Error::NotSupported(format!(
+            "{}: processing time (the clock); Braid's answers depend on event time only, the same on every run",
+            name.to_uppercase()
+        )));
+    }
+    Ok(())
+}
+
+/// `CAST(x AS to)` where a time type is involved (`from` is x's type when known): None
+/// when the plain cast is right (text parsed, BIGINT taken as microseconds or days, a
+/// time type as its BIGINT), a DATE made microseconds for a timestamp, the rest refused.
+pub(crate) fn cast(x: Expr, from: Option<DataType>, to: DataType) -> Result<Option<Expr>> {
+    use DataType::*;
+    let refuse = |f: DataType| {
+        Err(Error::NotSupported(format!(
+            "CAST from {f} to {to}; a time type casts from TEXT or BIGINT (microseconds, or days for DATE) and to BIGINT, and DATE to TIMESTAMP"
+        )))
+    };
+    match (from, to) {
+        (Some(Date), Timestamp | TimestampTz) => {
+            let days = Expr::Cast(Box::new(x), Int64);
+            let micros = days.bin(BinOp::Mul, Expr::Literal(Scalar::Int(86_400_000_000)));
+            Ok(Some(Expr::Cast(Box::new(micros), to)))
+        }
+        (Some(Timestamp | TimestampTz), Date) => refuse(from.unwrap_or(to)),
+        (Some(f @ (Float64 | Bool)), Timestamp | TimestampTz | Date) => refuse(f),
+        (Some(f @ (Timestamp | TimestampTz | Date)), Float64 | Bool) => refuse(f),
+        _ => Ok(None),
+    }
 }

@@ -67,8 +67,8 @@ impl Resolve for Names<'_> {
         self.unit.clone()
     }
 
-    fn time_type(&self, e: &Expr) -> Option<braid_plan::types::DataType> {
-        e.data_type(self.schema).ok().filter(|t| t.is_time())
+    fn type_of(&self, e: &Expr) -> Option<braid_plan::types::DataType> {
+        e.data_type(self.schema).ok()
     }
 
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {
