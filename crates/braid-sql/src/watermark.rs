@@ -116,9 +116,11 @@ pub(crate) fn apply(w: &Watermark, opts: &mut BTreeMap<String, Scalar>, text: &s
             },
             _ => return fail(format!("WATERMARK AS `{e}`; {usage}")),
         },
-        _ => return fail(format!(
+        _ => {
+            return fail(format!(
             "WATERMARK AS `{e}`: Braid's watermark is the event time minus a fixed delay; {usage}"
-        )),
+        ))
+        }
     };
     if let Some(t) = opts.get("event_time") {
         if !matches!(t, Scalar::Str(s) if s.eq_ignore_ascii_case(&w.column)) {

@@ -160,3 +160,174 @@ fn window_table_functions_braid_lacks_are_refused() {
         "TUMBLE(start, 10)",
     );
 }
+
+/// Line 1: a stream with a timestamp event time and a date; the query is on line 2.
+const STAMPED: &str = "CREATE STREAM s (n BIGINT, ts TIMESTAMP(3), tz TIMESTAMPTZ, d DATE, f DOUBLE) WITH (path = 's.csv', event_time = 'ts');\n";
+
+/// `query` over STAMPED is refused with `what` at line 2, at the first `word`.
+fn stamped_refused(query: &str, what: &str, word: &str) {
+    let e = error(&format!("{STAMPED}{query}"));
+    assert!(e.contains(what), "{query}\n  expected `{what}` in:\n{e}");
+    let col = query.find(word).unwrap_or_else(|| panic!("no {word}")) + 1;
+    let at = format!("at line 2, column {col}:");
+    assert!(e.contains(&at), "{query}\n  expected `{at}` in:\n{e}");
+}
+
+fn stamped_plan(query: &str) -> String {
+    let text = format!("{STAMPED}{query}");
+    let s = compile_script(&text, &std::env::temp_dir(), &Registry::with_builtins())
+        .unwrap_or_else(|e| panic!("{query}: {e}"));
+    s.jobs[0].logical.as_ref().expect("logical").to_string()
+}
+
+#[test]
+fn timestamps_take_intervals_in_microseconds() {
+    let p = stamped_plan(
+        "SELECT ts + INTERVAL '1' SECOND AS a FROM s WHERE ts > TIMESTAMP '1970-01-01 00:00:01'",
+    );
+    assert!(p.contains("(ts + 1000000)"), "{p}");
+    assert!(p.contains("CAST(1000000 AS timestamp)"), "{p}");
+    let p = stamped_plan(
+        "SELECT window_end, count(*) AS c FROM s GROUP BY TUMBLE(ts, INTERVAL '1' MINUTE)",
+    );
+    assert!(p.contains("TUMBLE(60000000)"), "{p}");
+    assert!(p.contains("Project window_end"), "{p}");
+    let p = stamped_plan("SELECT CAST(d AS TIMESTAMP) AS t FROM s");
+    assert!(p.contains("86400000000"), "{p}");
+}
+
+#[test]
+fn time_types_refuse_what_would_be_a_guess() {
+    stamped_refused(
+        "SELECT ts + 5 AS x FROM s",
+        "a timestamp takes an INTERVAL",
+        "ts",
+    );
+    stamped_refused(
+        "SELECT ts - ts AS x FROM s",
+        "cannot combine timestamp and timestamp",
+        "ts",
+    );
+    stamped_refused(
+        "SELECT ts FROM s WHERE ts > 5",
+        "cannot combine timestamp and int64",
+        "ts >",
+    );
+    stamped_refused(
+        "SELECT ts FROM s WHERE ts = tz",
+        "cannot combine timestamp and timestamptz",
+        "ts =",
+    );
+    stamped_refused(
+        "SELECT d + INTERVAL '1' DAY AS x FROM s",
+        "DATE arithmetic",
+        "'1'",
+    );
+    stamped_refused(
+        "SELECT CAST(ts AS DATE) AS x FROM s",
+        "CAST from timestamp to date",
+        "ts AS",
+    );
+    stamped_refused(
+        "SELECT CAST(f AS TIMESTAMP) AS x FROM s",
+        "CAST from float64 to timestamp",
+        "f AS",
+    );
+    stamped_refused(
+        "SELECT CAST(ts AS VARCHAR) AS x FROM s",
+        "CAST to string",
+        "ts AS",
+    );
+    stamped_refused(
+        "SELECT n FROM s WHERE ts > TIMESTAMP '2026-11-24 25:00'",
+        "is not a timestamp, YYYY-MM-DD HH:MM:SS",
+        "'2026",
+    );
+    stamped_refused(
+        "SELECT sum(ts) AS x FROM s",
+        "sum needs a number, found timestamp",
+        "sum",
+    );
+    for (q, name) in [
+        ("SELECT NOW() AS x FROM s", "NOW"),
+        ("SELECT PROCTIME() AS x FROM s", "PROCTIME"),
+        (
+            "SELECT n FROM s WHERE ts < CURRENT_TIMESTAMP",
+            "CURRENT_TIMESTAMP",
+        ),
+    ] {
+        stamped_refused(q, &format!("{name}: processing time (the clock)"), name);
+    }
+    let e = error(
+        "CREATE STREAM s (ts TIMESTAMP) WITH (path = 's.csv', event_time = 'ts', time_unit = 's');",
+    );
+    assert!(
+        e.contains("a timestamp event time counts microseconds, not s"),
+        "{e}"
+    );
+    let e = error("CREATE STREAM s (d DATE) WITH (path = 's.csv', event_time = 'd');");
+    assert!(e.contains("expected int64 or a timestamp"), "{e}");
+}
+
+#[test]
+fn watermark_spells_event_time_and_lateness() {
+    let lateness = |cols: &str, opts: &str| {
+        let text = format!("CREATE STREAM s ({cols}) WITH (path = 's.csv'{opts});");
+        let s = compile_script(&text, &std::env::temp_dir(), &Registry::with_builtins())
+            .unwrap_or_else(|e| panic!("{cols}: {e}"));
+        let def = &s.catalog.streams["s"];
+        let et = def
+            .source
+            .schema
+            .event_time
+            .map(|i| def.source.schema.fields[i].name.clone());
+        (et, def.lateness)
+    };
+    let ts = "n BIGINT, ts TIMESTAMP, WATERMARK FOR ts AS ts - INTERVAL '5' SECOND";
+    assert_eq!(lateness(ts, ""), (Some("ts".into()), 5_000_000));
+    let first = "WATERMARK FOR t AS t - INTERVAL '2' MINUTE, n BIGINT, t BIGINT";
+    assert_eq!(
+        lateness(first, ", time_unit = 's'"),
+        (Some("t".into()), 120)
+    );
+    assert_eq!(
+        lateness("t BIGINT, WATERMARK FOR t AS t - 7", ""),
+        (Some("t".into()), 7)
+    );
+    assert_eq!(
+        lateness("t BIGINT, WATERMARK FOR t AS t", ""),
+        (Some("t".into()), 0)
+    );
+    for (cols, opts, what) in [
+        (
+            "t BIGINT, WATERMARK FOR t AS t - INTERVAL '5' SECOND",
+            "",
+            "declares no time unit",
+        ),
+        (
+            "t BIGINT, WATERMARK FOR t AS t - INTERVAL '1' MONTH",
+            ", time_unit = 's'",
+            "MONTH has no fixed length",
+        ),
+        (
+            "t BIGINT, WATERMARK FOR t AS t + 5",
+            "",
+            "the event time minus a fixed delay",
+        ),
+        (
+            "t BIGINT, WATERMARK FOR t AS t - 5",
+            ", lateness = 3",
+            "write one",
+        ),
+        (
+            "t BIGINT, u BIGINT, WATERMARK FOR t AS t - 5",
+            ", event_time = 'u'",
+            "the watermark is on the event-time column",
+        ),
+    ] {
+        let text = format!("CREATE STREAM s ({cols}) WITH (path = 's.csv'{opts});");
+        let e = error(&text);
+        assert!(e.contains(what), "{cols}: {e}");
+        assert!(e.contains("at line 1, column"), "{cols}: {e}");
+    }
+}
