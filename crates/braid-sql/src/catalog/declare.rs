@@ -81,12 +81,10 @@ impl Options {
                 unit.of_nanos(nanos, &format!("option `{key}` = '{s}' of {}", self.what))
                     .map(Some)
             }
-            other => {
-                if let Some(v) = other {
-                    self.values.insert(key.to_string(), v);
-                }
-                self.int(key)
-            }
+            None => Ok(None),
+            Some(Scalar::Int(i)) => Ok(Some(i)),
+            Some(Scalar::Str(s)) => Ok(s.trim().parse().ok()),
+            Some(other) => Err(self.expected(key, "an integer or a length ('1 minute')", &other)),
         }
     }
 
