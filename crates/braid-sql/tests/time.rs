@@ -1,7 +1,7 @@
 //! Time as SQL writes it, refused where it would be a guess: INTERVAL on a stream that
 //! declares no time unit, an INTERVAL that is not a whole number of the unit, lengths
-//! without a fixed size; window table functions Braid does not build (CUMULATE,
-//! SESSION, one without GROUP BY, in a join) refused by name at their place.
+//! without a fixed size; window table functions Braid does not build (SESSION, one
+//! without GROUP BY, in a join) refused by name at their place; CUMULATE planned.
 
 use braid_plan::function::Registry;
 use braid_sql::compile_script;
@@ -110,13 +110,18 @@ fn window_table_functions_plan_as_group_by_windows() {
     );
     assert_eq!(tvf, plain);
     assert!(tvf.contains("window=TUMBLE(60) keys=[caller]"), "{tvf}");
+    let cumulate = logical("SELECT window_end, count(*) AS n FROM TABLE(CUMULATE(TABLE calls, DESCRIPTOR(start), INTERVAL '10' SECOND, INTERVAL '1' MINUTE)) GROUP BY window_start, window_end");
+    assert!(
+        cumulate.contains("window=CUMULATE(step 10, size 60) keys=[]"),
+        "{cumulate}"
+    );
 }
 
 #[test]
 fn window_table_functions_braid_lacks_are_refused() {
     refused(
-        "SELECT window_end, count(*) AS n FROM TABLE(CUMULATE(TABLE calls, DESCRIPTOR(start), INTERVAL '10' SECOND, INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
-        "the CUMULATE window table function",
+        "SELECT window_end, count(*) AS n FROM TABLE(CUMULATE(TABLE calls, DESCRIPTOR(start), INTERVAL '25' SECOND, INTERVAL '1' MINUTE)) GROUP BY window_start, window_end",
+        "CUMULATE's size 60 is not a multiple of its step 25",
         "CUMULATE",
     );
     refused(

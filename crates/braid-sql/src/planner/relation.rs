@@ -103,7 +103,7 @@ impl Planner<'_> {
                 match self.window_table(f, &n, list, alias_name.as_deref(), true)? {
                     Some(rel) => Ok(rel),
                     None => Err(Error::NotSupported(format!(
-                        "TABLE({n}(...)); the table functions of TABLE(...) are TUMBLE and HOP"
+                        "TABLE({n}(...)); the table functions of TABLE(...) are TUMBLE, HOP and CUMULATE"
                     ))
                     .at(self.text, f.span())),
                 }
@@ -183,13 +183,7 @@ impl Planner<'_> {
             format!("{}(stream, time, ...)", name.to_uppercase())
         };
         match name.as_str() {
-            "tumble" | "hop" => {}
-            "cumulate" => {
-                return Err(Error::NotSupported(format!(
-                    "the CUMULATE window table function ({form}); write HOP or TUMBLE"
-                ))
-                .at(self.text, f.span()))
-            }
+            "tumble" | "hop" | "cumulate" => {}
             "session" => {
                 return Err(Error::NotSupported(format!(
                     "the SESSION window table function ({form}); write GROUP BY SESSION(time, gap), keys"

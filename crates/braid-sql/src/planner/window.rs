@@ -1,5 +1,6 @@
 //! Windows of GROUP BY: `TUMBLE(time, size)`, `HOP(time, slide, size)` (Flink's order),
-//! `SESSION(time, gap)` over the stream's event time, and `ROWS(n)` count windows.
+//! `CUMULATE(time, step, size)`, `SESSION(time, gap)` over the stream's event time, and
+//! `ROWS(n)` count windows; the same windows of the window table functions in FROM.
 
 use super::scope::Scope;
 use super::{const_int, Planner};
@@ -25,7 +26,10 @@ impl Planner<'_> {
             return Ok(None);
         };
         let name = f.name.to_string().to_ascii_lowercase();
-        if !matches!(name.as_str(), "tumble" | "hop" | "session" | "rows") {
+        if !matches!(
+            name.as_str(),
+            "tumble" | "hop" | "cumulate" | "session" | "rows"
+        ) {
             return Ok(None);
         }
         check_call(f, Call::Plain).at(self.text, g.span())?;
@@ -115,6 +119,16 @@ impl Planner<'_> {
                 }
                 _ => return Err(bad("slide and size must be positive integers")),
             },
+            ("cumulate", [st, s]) => match (pos(st), pos(s)) {
+                (Some(step), Some(size)) if size % step == 0 => WindowSpec::Cumulate { step, size },
+                (Some(step), Some(size)) => {
+                    return Err(Error::Plan(format!(
+                        "CUMULATE's size {size} is not a multiple of its step {step}; write CUMULATE(time, step, size) with size a multiple of step"
+                    ))
+                    .at(self.text, at))
+                }
+                _ => return Err(bad("step and size must be positive integers")),
+            },
             ("session", [gap]) => WindowSpec::Session {
                 gap: pos(gap).ok_or_else(|| bad("the gap must be a positive integer"))?,
             },
@@ -139,6 +153,7 @@ fn usage(name: &str) -> &'static str {
         "tumble" => "TUMBLE(time, size)",
         "hop" => "HOP(time, slide, size)",
         "session" => "SESSION(time, gap)",
+        "cumulate" => "CUMULATE(time, step, size)",
         _ => "ROWS(n)",
     }
 }
