@@ -5,11 +5,12 @@
 //! `sql/src/select.rs`: [`select`] (the SELECT block in evaluation order: FROM, WHERE,
 //! GROUP BY, SELECT list), [`relation`] (what FROM names), [`join`], [`aggregate`]
 //! (GROUP BY, aggregate calls, HAVING) and [`window`] (TUMBLE, HOP, SESSION, ROWS).
-//! [`scope`] resolves names.
+//! [`scope`] resolves names; [`rewrite`] rebuilds expression trees.
 
 mod aggregate;
 mod join;
 mod relation;
+mod rewrite;
 mod scope;
 mod select;
 mod window;
