@@ -134,12 +134,19 @@ impl Braid {
             p => &report.run.collected_late[p - 1],
         };
         let schema = job.logical.as_ref().map(|l| l.schema().clone());
-        let types = schema
-            .map(|s| s.fields.iter().map(|f| type_of(f.ty)).collect())
+        let tys: Vec<DataType> = schema
+            .map(|s| s.fields.iter().map(|f| f.ty).collect())
             .unwrap_or_default();
+        let types = tys.iter().map(|t| type_of(*t)).collect();
         let rows = rows
             .iter()
-            .map(|r| r.values.iter().map(text).collect())
+            .map(|r| {
+                r.values
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| text(v, tys.get(i).copied()))
+                    .collect()
+            })
             .collect();
         Ok(DBOutput::Rows { types, rows })
     }
@@ -149,17 +156,21 @@ fn type_of(ty: DataType) -> Type {
     match ty {
         DataType::Int64 => Type::Int,
         DataType::Float64 => Type::Float,
-        DataType::String => Type::Text,
+        DataType::String | DataType::Timestamp | DataType::TimestampTz | DataType::Date => {
+            Type::Text
+        }
         DataType::Bool => Type::Bool,
     }
 }
 
-/// A value as the CSV sink writes it; null as `NULL`, the empty string as `(empty)`.
-fn text(v: &Scalar) -> String {
-    match v {
-        Scalar::Null => "NULL".into(),
-        Scalar::Str(s) if s.is_empty() => "(empty)".into(),
-        v => v.to_string(),
+/// A value as the CSV sink writes it (times as ISO text); null as `NULL`, the empty
+/// string as `(empty)`.
+fn text(v: &Scalar, ty: Option<DataType>) -> String {
+    match (v, ty) {
+        (Scalar::Null, _) => "NULL".into(),
+        (Scalar::Str(s), _) if s.is_empty() => "(empty)".into(),
+        (Scalar::Int(i), Some(t)) if t.is_time() => braid_plan::time::format(*i, t),
+        (v, _) => v.to_string(),
     }
 }
 

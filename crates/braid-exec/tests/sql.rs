@@ -112,6 +112,10 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
         "SELECT window_start, window_end, caller % 4 AS k, count(*) AS n, count(DISTINCT callee) AS peers, sum(dur) AS total, avg(dur) AS mean, min(dur) AS lo, max(callee) AS hi, count(*) FILTER (WHERE dur > 100) AS long, max(dur) FILTER (WHERE callee < 15) AS top FROM calls GROUP BY HOP(start, 6, 45), caller % 4",
     ),
     (
+        "cumulate",
+        "SELECT window_start, window_end, caller % 3 AS k, count(*) AS n, sum(dur) AS total, max(callee) AS hi FROM TABLE(CUMULATE(TABLE calls, DESCRIPTOR(start), 10, 40)) GROUP BY window_start, window_end, caller % 3",
+    ),
+    (
         "session",
         "SELECT window_start, window_end, caller, count(*) AS n, sum(dur) AS total, avg(dur) AS mean, min(dur) AS lo, max(dur) AS hi FROM calls GROUP BY SESSION(start, 15), caller",
     ),

@@ -475,6 +475,23 @@ fn aggregate(
                         refuse("aggregate", schema, ev, cx);
                     }
                 }
+                WindowSpec::Cumulate { step, size } => {
+                    // Every window [s, s + k*step), s the multiple of size at or below
+                    // t, k = 1..=size/step, holding t (saturated ends are one window).
+                    let s = t.saturating_sub(t.rem_euclid(size));
+                    let mut ends: Vec<i64> = (1..=size / step)
+                        .map(|k| s.saturating_add(k * step))
+                        .filter(|&end| end > t)
+                        .collect();
+                    ends.dedup();
+                    let open_ends: Vec<i64> = ends.into_iter().filter(|&end| end > wm).collect();
+                    if open_ends.is_empty() {
+                        refuse("aggregate", schema, ev, cx);
+                    }
+                    for end in open_ends {
+                        add(&mut open, s, end, &key, &ev.values);
+                    }
+                }
                 WindowSpec::Session { gap } => {
                     if t.saturating_add(gap) <= wm {
                         refuse("aggregate", schema, ev, cx);
@@ -564,7 +581,7 @@ fn aggregate(
         }
         let wm = cx.time.closed_after(e);
         match *window {
-            WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } => {
+            WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } | WindowSpec::Cumulate { .. } => {
                 close(&mut open, |w| w.end <= wm, None, aggs, &at, &mut out)
             }
             WindowSpec::Session { gap } => close(

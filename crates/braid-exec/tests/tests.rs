@@ -16,6 +16,8 @@ mod session;
 mod sql;
 mod sql_faults;
 mod sql_reference;
+mod sql_time;
+mod sql_timestamp;
 mod sql_trust;
 
 use braid_exec::runtime::{run, RunConfig};

@@ -354,6 +354,13 @@ impl Expr {
                     BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => {
                         match (a, b) {
                             (Int64, Int64) => Int64,
+                            // A timestamp and microseconds (SQL writes an INTERVAL).
+                            (t @ (Timestamp | TimestampTz), Int64)
+                                if matches!(op, BinOp::Add | BinOp::Sub) =>
+                            {
+                                t
+                            }
+                            (Int64, t @ (Timestamp | TimestampTz)) if *op == BinOp::Add => t,
                             (Int64 | Float64, Int64 | Float64) => Float64,
                             _ => return Err(type_error(op.symbol(), a, b)),
                         }
@@ -710,6 +717,7 @@ fn cast(v: Value<'_>, t: DataType) -> std::result::Result<Value<'_>, &'static st
     Ok(match (v, t) {
         (Value::Null, _) => Value::Null,
         (Value::Int(_), DataType::Int64)
+        | (Value::Int(_), DataType::Timestamp | DataType::TimestampTz | DataType::Date)
         | (Value::Float(_), DataType::Float64)
         | (Value::Bool(_), DataType::Bool)
         | (Value::Str(_), DataType::String) => v,
@@ -733,6 +741,12 @@ fn cast(v: Value<'_>, t: DataType) -> std::result::Result<Value<'_>, &'static st
             "false" | "f" | "0" => Value::Bool(false),
             _ => return Err("cannot cast to boolean"),
         },
+        (Value::Str(s), t) if t.is_time() => {
+            Value::Int(crate::time::parse(s, t).map_err(|_| match t {
+                DataType::Date => "cannot cast to date",
+                _ => "cannot cast to timestamp",
+            })?)
+        }
         // The planner refuses every other cast (casting to a string would need an
         // owned result).
         _ => return Err("unsupported cast"),

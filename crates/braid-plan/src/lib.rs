@@ -38,4 +38,5 @@ pub mod output;
 pub mod placement;
 pub mod plan;
 pub mod reference;
+pub mod time;
 pub mod types;

@@ -15,6 +15,32 @@ pub enum DataType {
     Bool,
     /// UTF-8 text.
     String,
+    /// A date and time without a zone (SQL `TIMESTAMP`): microseconds since
+    /// 1970-01-01 00:00:00, stored as an int64 column.
+    Timestamp,
+    /// An instant (SQL `TIMESTAMP WITH TIME ZONE`): microseconds since the epoch in UTC,
+    /// stored as an int64 column.
+    TimestampTz,
+    /// A date (SQL `DATE`): days since 1970-01-01, stored as an int64 column.
+    Date,
+}
+
+impl DataType {
+    /// Whether values of this type are stored as int64 (BIGINT and the time types).
+    pub fn is_int_stored(self) -> bool {
+        matches!(
+            self,
+            DataType::Int64 | DataType::Timestamp | DataType::TimestampTz | DataType::Date
+        )
+    }
+
+    /// Whether this is a time type (TIMESTAMP, TIMESTAMPTZ, DATE).
+    pub fn is_time(self) -> bool {
+        matches!(
+            self,
+            DataType::Timestamp | DataType::TimestampTz | DataType::Date
+        )
+    }
 }
 
 impl fmt::Display for DataType {
@@ -24,6 +50,9 @@ impl fmt::Display for DataType {
             DataType::Float64 => "float64",
             DataType::Bool => "bool",
             DataType::String => "string",
+            DataType::Timestamp => "timestamp",
+            DataType::TimestampTz => "timestamptz",
+            DataType::Date => "date",
         })
     }
 }
@@ -36,8 +65,11 @@ impl std::str::FromStr for DataType {
             "float64" | "float" | "double" | "f64" | "real" => Ok(DataType::Float64),
             "bool" | "boolean" => Ok(DataType::Bool),
             "string" | "text" | "varchar" | "str" => Ok(DataType::String),
+            "timestamp" => Ok(DataType::Timestamp),
+            "timestamptz" => Ok(DataType::TimestampTz),
+            "date" => Ok(DataType::Date),
             other => Err(Error::Plan(format!(
-                "unknown type `{other}`; types are int64, float64, bool, string"
+                "unknown type `{other}`; types are int64, float64, bool, string, timestamp, timestamptz, date"
             ))),
         }
     }
@@ -129,13 +161,16 @@ impl Schema {
         }
     }
 
-    /// Sets the event-time column by name; it must be a non-null int64.
+    /// Sets the event-time column by name; it must be an int64 or a timestamp.
     pub fn with_event_time(mut self, name: &str) -> Result<Schema> {
         let i = self.index_of(name)?;
         let f = &self.fields[i];
-        if f.ty != DataType::Int64 {
+        if !matches!(
+            f.ty,
+            DataType::Int64 | DataType::Timestamp | DataType::TimestampTz
+        ) {
             return Err(Error::Plan(format!(
-                "event-time column `{name}` has type {}, expected int64",
+                "event-time column `{name}` has type {}, expected int64 or a timestamp",
                 f.ty
             )));
         }

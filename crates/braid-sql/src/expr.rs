@@ -39,9 +39,21 @@ pub trait Resolve {
     fn registry(&self) -> Option<&braid_plan::function::Registry> {
         None
     }
+    /// The time unit an INTERVAL converts to, or why there is none.
+    fn time_unit(&self) -> crate::time::Unit {
+        Err("INTERVAL needs the time unit of a stream; this expression reads none".into())
+    }
+    /// The type of `e`, when the resolver knows the columns' types.
+    fn type_of(&self, _e: &Expr) -> Option<DataType> {
+        None
+    }
 }
 
 impl Resolve for Schema {
+    fn type_of(&self, e: &Expr) -> Option<DataType> {
+        e.data_type(self).ok()
+    }
+
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {
         let last = parts
             .last()
@@ -61,8 +73,9 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         E::Nested(inner) => convert(inner, r)?,
         E::BinaryOp { left, op, right } => {
             let op = binary_op(op)?;
-            sub(left, r)?.bin(op, sub(right, r)?)
+            crate::time::arithmetic(left, op, right, r)?
         }
+        E::TypedString(ts) => crate::time::typed_literal(ts)?,
         E::UnaryOp { op, expr } => unary(*op, expr, r)?,
         E::IsNull(x) => Expr::IsNull(Box::new(sub(x, r)?), false),
         E::IsNotNull(x) => Expr::IsNull(Box::new(sub(x, r)?), true),
@@ -125,9 +138,11 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             if t == DataType::String {
                 return Err(Error::NotSupported("CAST to string".into()));
             }
-            Expr::Cast(Box::new(sub(expr, r)?), t)
+            let x = sub(expr, r)?;
+            crate::time::cast(x.clone(), r.type_of(&x), t)?.unwrap_or(Expr::Cast(Box::new(x), t))
         }
         E::Function(f) => function(f, r)?,
+        E::Interval(iv) => Expr::Literal(Scalar::Int(crate::time::interval(iv, &r.time_unit())?)),
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
     })
 }
@@ -139,13 +154,23 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
 /// Braid lacks, and what to write instead.
 pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, String> {
     use ast::DataType as T;
-    const TYPES: &str = "types are BIGINT, DOUBLE, BOOLEAN and TEXT (or STRING, VARCHAR)";
+    const TYPES: &str = "types are BIGINT, DOUBLE, BOOLEAN, TEXT (or STRING, VARCHAR), TIMESTAMP, TIMESTAMP WITH TIME ZONE (TIMESTAMPTZ) and DATE";
     Ok(match t {
         T::BigInt(None) | T::Int64 => DataType::Int64,
         T::Double(ast::ExactNumberInfo::None) | T::DoublePrecision | T::Float64 | T::Float8 => {
             DataType::Float64
         }
         T::Bool | T::Boolean => DataType::Bool,
+        T::Timestamp(p, tz) if p.is_none_or(|p| p <= 6) => match tz {
+            ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone => DataType::Timestamp,
+            ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz => DataType::TimestampTz,
+        },
+        T::Timestamp(..) => {
+            return Err(format!(
+                "{t} (Braid keeps microseconds); write TIMESTAMP or TIMESTAMP(6)"
+            ))
+        }
+        T::Date => DataType::Date,
         T::Text
         | T::String(None)
         | T::Varchar(None)
@@ -435,6 +460,7 @@ pub(crate) fn check_call(f: &ast::Function, kind: Call) -> Result<()> {
 /// A call of a built-in or registered scalar function.
 fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
     let name = f.name.to_string();
+    crate::time::refuse_clock(&name)?;
     let kind = match AggFunc::by_name(&name) {
         Some(_) => Call::Aggregate,
         None => Call::Plain,
@@ -475,7 +501,7 @@ fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
 
 /// Converts a sub-expression, giving its errors the sub-expression's position (as a
 /// marker the caller's [`locate`] replaces with line and column).
-fn sub(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
+pub(crate) fn sub(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
     convert(e, r).map_err(|err| mark(e.span(), err))
 }
 

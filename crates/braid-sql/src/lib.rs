@@ -77,6 +77,8 @@ pub mod run;
 mod script;
 mod show;
 mod statement;
+pub mod time;
+mod watermark;
 
 pub use script::{Job, Script, Show, Shown};
 

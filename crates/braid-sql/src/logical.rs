@@ -24,6 +24,14 @@ pub enum WindowSpec {
         /// Distance between window starts.
         slide: i64,
     },
+    /// `CUMULATE(time, step, size)` (Flink's window table function): windows
+    /// `[s, s + k*step)` for `k = 1..=size/step`, `s` a multiple of `size`.
+    Cumulate {
+        /// The growth of the windows.
+        step: i64,
+        /// The largest window (a multiple of `step`).
+        size: i64,
+    },
     /// `SESSION(time, gap)`: per key, rows closer than `gap` share a window.
     Session {
         /// Largest gap inside a session.
@@ -43,7 +51,10 @@ impl WindowSpec {
     pub fn is_timed(&self) -> bool {
         matches!(
             self,
-            WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } | WindowSpec::Session { .. }
+            WindowSpec::Tumble { .. }
+                | WindowSpec::Hop { .. }
+                | WindowSpec::Cumulate { .. }
+                | WindowSpec::Session { .. }
         )
     }
 }
@@ -53,6 +64,9 @@ impl fmt::Display for WindowSpec {
         match self {
             WindowSpec::Tumble { size } => write!(f, "TUMBLE({size})"),
             WindowSpec::Hop { size, slide } => write!(f, "HOP(slide {slide}, size {size})"),
+            WindowSpec::Cumulate { step, size } => {
+                write!(f, "CUMULATE(step {step}, size {size})")
+            }
             WindowSpec::Session { gap } => write!(f, "SESSION({gap})"),
             WindowSpec::Count { rows } => write!(f, "ROWS({rows})"),
             WindowSpec::Unbounded => f.write_str("UNBOUNDED"),
@@ -489,9 +503,18 @@ impl fmt::Display for Logical {
 
 /// The schema of an aggregate's output.
 pub fn aggregate_schema(keys: &[(String, DataType)], aggs: &[(String, DataType)]) -> Schema {
+    windowed_schema(DataType::Int64, keys, aggs)
+}
+
+/// [`aggregate_schema`] with window bounds of type `time` (a timestamp event time's).
+pub fn windowed_schema(
+    time: DataType,
+    keys: &[(String, DataType)],
+    aggs: &[(String, DataType)],
+) -> Schema {
     let mut fields = vec![
-        Field::new("window_start", DataType::Int64),
-        Field::new("window_end", DataType::Int64),
+        Field::new("window_start", time),
+        Field::new("window_end", time),
     ];
     for (n, t) in keys {
         fields.push(Field::nullable(n, *t));

@@ -98,6 +98,7 @@ pub(crate) fn job(
         late,
         late_source: None,
         runs_in: None,
+        time_unit: None,
     })
 }
 

@@ -78,7 +78,14 @@ pub(crate) fn job(
         late_source: late_layout.map(|l| late_source(l, &source)),
         late,
         runs_in: None,
+        time_unit: planner_unit(&defs),
     })
+}
+
+/// The time unit the query's streams share, if they declare one.
+fn planner_unit(defs: &[&StreamDef]) -> Option<crate::time::TimeUnit> {
+    let first = defs.first()?.time_unit;
+    defs.iter().all(|d| d.time_unit == first).then_some(first)?
 }
 
 /// The logical plan of `q` and the streams it reads, in order of first use.

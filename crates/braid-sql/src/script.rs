@@ -31,6 +31,9 @@ pub struct Job {
     /// Set for a query over `LATE(sink)`: it runs in the dataflow of that job, as this
     /// plan of its `Together`.
     pub runs_in: Option<(usize, usize)>,
+    /// The time unit of the query's input, when its streams declare one (that of its
+    /// `LATE(sink)` stream).
+    pub time_unit: Option<crate::time::TimeUnit>,
 }
 
 /// A compiled script: its declarations and its queries in order.
@@ -110,6 +113,7 @@ impl Script {
                             ..source.clone()
                         },
                         lateness: 0,
+                        time_unit: job.time_unit,
                     },
                     job: owner,
                     ambiguous,

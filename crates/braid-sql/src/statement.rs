@@ -8,6 +8,7 @@ use crate::catalog::{self, Kind, Options, SinkDef};
 use crate::expr::sql_type;
 use crate::located::{parse_error, At};
 use crate::script::{Job, Script};
+use crate::watermark::{self, Watermark};
 use crate::{parallel, query, show};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
@@ -23,24 +24,49 @@ use std::sync::Arc;
 /// Parses `text` and runs its statements against `script`; returns the number of jobs
 /// added.
 pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
-    let (patched, kinds) = braid_words(text);
-    let statements = Parser::parse_sql(&GenericDialect {}, &patched)
-        .map_err(|e| parse_error(text, &e.to_string()))?;
+    let Patched {
+        text: patched,
+        kinds,
+        session,
+        watermarks,
+    } = braid_words(text);
+    let statements = Parser::parse_sql(&GenericDialect {}, &patched).map_err(|e| {
+        // sqlparser does not parse SESSION's PARTITION BY: refuse it by name.
+        match session {
+            Some(at) => session_tvf().at(text, at),
+            None => parse_error(text, &e.to_string()),
+        }
+    })?;
     let before = script.jobs.len();
     for (n, st) in statements.iter().enumerate() {
         let (word, first) = kinds.get(n).copied().unwrap_or((None, Span::empty()));
-        statement(script, text, base, st, word, first)?;
+        let watermark = watermarks.get(n).cloned().flatten();
+        statement(script, text, base, st, (word, watermark), first)?;
     }
     Ok(script.jobs.len() - before)
 }
 
+/// The SESSION window table function is not built.
+pub(crate) fn session_tvf() -> Error {
+    Error::NotSupported(
+        "the SESSION window table function (TABLE(SESSION(TABLE t, PARTITION BY k, DESCRIPTOR(time), gap))); write GROUP BY SESSION(time, gap), keys".into(),
+    )
+}
+
 /// `CREATE [OR REPLACE] STREAM|SINK` and `DROP STREAM|SINK` become `... TABLE ` (same
-/// length for STREAM; SINK gains one column). Returns the text and, per statement,
-/// which word it had and where its first word is.
-fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
+/// length for STREAM; SINK gains one column), and `TABLE` before the stream of a window
+/// table function (`TUMBLE(TABLE calls, ...)`, which sqlparser does not parse) becomes
+/// spaces. Returns the text, per statement which word it had and where its first word
+/// is, and where a SESSION window table function is.
+fn braid_words(text: &str) -> Patched {
     let dialect = GenericDialect {};
     let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
-        return (text.to_string(), Vec::new());
+        return Patched {
+            text: text.to_string(),
+            kinds: Vec::new(),
+            session: None,
+            watermarks: Vec::new(),
+        };
     };
     let line_starts: Vec<usize> = std::iter::once(0)
         .chain(text.match_indices('\n').map(|(i, _)| i + 1))
@@ -52,15 +78,56 @@ fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
             .nth(col as usize - 1)
             .map_or(text.len(), |(i, _)| start + i)
     };
-    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
+    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    let mut watermarks: Vec<Option<Watermark>> = vec![None];
+    let mut skip_to = 0;
     let mut kinds: Vec<Option<Word>> = vec![None];
     // Just after CREATE [OR REPLACE] or DROP.
     let mut after_create = false;
-    for t in &tokens {
+    let mut session = None;
+    // The two tokens before this one (whitespace skipped).
+    let mut before: [Option<&Token>; 2] = [None, None];
+    for (i, t) in tokens.iter().enumerate() {
+        if i < skip_to {
+            continue;
+        }
+        if let Token::Whitespace(_) = &t.token {
+            continue;
+        }
+        let in_stream = kinds.last() == Some(&Some(Word::Stream));
+        if let (true, Some((w, (from, to), next))) =
+            (in_stream, watermark::clause(&tokens, i, text, &offset))
+        {
+            let blank: String = text[from..to]
+                .chars()
+                .map(|c| if c == '\n' { c } else { ' ' })
+                .collect();
+            edits.push((from, to - from, blank));
+            if let Some(last) = watermarks.last_mut() {
+                *last = Some(w);
+            }
+            skip_to = next;
+            continue;
+        }
+        if let (Token::Word(w), Some(Token::LParen), Some(Token::Word(f))) =
+            (&t.token, before[1], before[0])
+        {
+            let tvf = ["tumble", "hop", "cumulate", "session"]
+                .iter()
+                .any(|n| f.value.eq_ignore_ascii_case(n));
+            if tvf && w.value.eq_ignore_ascii_case("table") && w.quote_style.is_none() {
+                let at = offset(t.span.start.line, t.span.start.column);
+                edits.push((at, w.value.len(), "     ".into()));
+                if f.value.eq_ignore_ascii_case("session") {
+                    session = Some(t.span);
+                }
+            }
+        }
+        before = [before[1], Some(&t.token)];
         match &t.token {
-            Token::Whitespace(_) => continue,
             Token::SemiColon => {
                 kinds.push(None);
+                watermarks.push(None);
                 after_create = false;
                 continue;
             }
@@ -73,7 +140,8 @@ fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
                 if let Some(k) = kind {
                     let at = offset(t.span.start.line, t.span.start.column);
                     let len = w.value.len();
-                    edits.push((at, len, if k == Word::Stream { "TABLE " } else { "TABLE" }));
+                    let with = if k == Word::Stream { "TABLE " } else { "TABLE" };
+                    edits.push((at, len, with.into()));
                     if let Some(last) = kinds.last_mut() {
                         *last = Some(k);
                     }
@@ -91,16 +159,34 @@ fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
     }
     let mut out = text.to_string();
     for (at, len, with) in edits.into_iter().rev() {
-        out.replace_range(at..at + len, with);
+        out.replace_range(at..at + len, &with);
     }
     // Statements sqlparser returns skip empty ones; drop empty slots the same way.
-    let mut per = Vec::new();
+    let (mut per, mut marks) = (Vec::new(), Vec::new());
     for (i, piece) in split_statements(&tokens).into_iter().enumerate() {
         if let Some(first) = piece {
             per.push((kinds.get(i).copied().flatten(), first));
+            marks.push(watermarks.get(i).cloned().flatten());
         }
     }
-    (out, per)
+    Patched {
+        text: out,
+        kinds: per,
+        session,
+        watermarks: marks,
+    }
+}
+
+/// The text sqlparser reads, and per statement what Braid took out of it.
+struct Patched {
+    /// The text with Braid's words replaced.
+    text: String,
+    /// Per statement: Braid's word after CREATE (or DROP), and where its first word is.
+    kinds: Vec<(Option<Word>, Span)>,
+    /// Where a SESSION window table function is.
+    session: Option<Span>,
+    /// Per statement: its WATERMARK clause.
+    watermarks: Vec<Option<Watermark>>,
 }
 
 /// Per `;`-separated piece: its first token, if it has any (sqlparser skips empty ones).
@@ -142,7 +228,7 @@ fn statement(
     text: &str,
     base: &Path,
     st: &ast::Statement,
-    word: Option<Word>,
+    (word, watermark): (Option<Word>, Option<Watermark>),
     first: Span,
 ) -> Result<()> {
     // Statements sqlparser gives no span are located at their first word.
@@ -151,8 +237,20 @@ fn statement(
         s => s,
     };
     let at = |e: Error| e.at(text, span);
+    if let (Some(w), false) = (&watermark, matches!(st, ast::Statement::CreateTable(_))) {
+        return Err(Error::Internal(format!(
+            "a WATERMARK outside CREATE STREAM: {w:?}"
+        )));
+    }
     match st {
-        ast::Statement::CreateTable(ct) => create(script, text, base, ct, word, st.span()),
+        ast::Statement::CreateTable(ct) => create(
+            script,
+            text,
+            base,
+            ct,
+            (word, watermark.as_ref()),
+            st.span(),
+        ),
         ast::Statement::Set(ast::Set::SingleAssignment {
             variable, values, ..
         }) => set(script, base, &variable.to_string(), values).map_err(at),
@@ -209,7 +307,7 @@ fn create(
     text: &str,
     base: &Path,
     ct: &ast::CreateTable,
-    word: Option<Word>,
+    (word, watermark): (Option<Word>, Option<&Watermark>),
     span: Span,
 ) -> Result<()> {
     let name = ct.name.to_string();
@@ -244,7 +342,8 @@ fn create(
     match word {
         Some(Word::Stream) => {
             let what = format!("stream `{name}`");
-            let def = catalog::stream(&name, schema, Options::new(&what, opts), base);
+            let opts = watermark::options(&what, opts, watermark, text)?;
+            let def = catalog::stream(&name, schema, opts, base);
             script.catalog.streams.insert(lower, def.at(text, span)?);
         }
         Some(Word::Sink) => {

@@ -216,8 +216,12 @@ fn types_braid_would_store_as_others_are_refused() {
     );
     column("CHAR(3)", "CHAR(3) (Braid's strings");
     column(
-        "TIMESTAMP",
-        "type TIMESTAMP; types are BIGINT, DOUBLE, BOOLEAN and TEXT",
+        "TIMESTAMP(9)",
+        "TIMESTAMP(9) (Braid keeps microseconds); write TIMESTAMP or TIMESTAMP(6)",
+    );
+    column(
+        "TIME",
+        "type TIME; types are BIGINT, DOUBLE, BOOLEAN, TEXT (or STRING, VARCHAR), TIMESTAMP",
     );
     // The types Braid has, under their usual names.
     for ty in [
@@ -232,6 +236,11 @@ fn types_braid_would_store_as_others_are_refused() {
         "TEXT",
         "STRING",
         "VARCHAR",
+        "TIMESTAMP",
+        "TIMESTAMP(3)",
+        "TIMESTAMP WITH TIME ZONE",
+        "TIMESTAMPTZ",
+        "DATE",
     ] {
         let text = format!("CREATE STREAM s (a BIGINT, b {ty}) WITH (path = 's.csv');");
         compile_script(&text, &dir(), &Registry::with_builtins())

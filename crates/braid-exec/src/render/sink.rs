@@ -8,16 +8,19 @@ use crate::source::Counters;
 use braid_plan::batch::{Batch, Row};
 use braid_plan::output::OutRow;
 use braid_plan::plan::{Sink, SinkSpec};
+use braid_plan::types::DataType;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 
-/// Formats a row as a CSV line (no newline); strings are quoted when needed.
+/// Formats a row as a CSV line (no newline); strings are quoted when needed, and a
+/// column whose type in `types` is a timestamp or date is written as ISO text.
 pub fn write_csv_row(
     out: &mut impl Write,
     row: &Row<'_>,
+    types: &[DataType],
     emit_ms: Option<u64>,
 ) -> std::io::Result<()> {
     for c in 0..row.arity() {
@@ -27,6 +30,9 @@ pub fn write_csv_row(
         match row.get(c) {
             braid_plan::batch::Value::Str(s) if s.contains([',', '"', '\n', '\r']) => {
                 write!(out, "\"{}\"", s.replace('"', "\"\""))?;
+            }
+            braid_plan::batch::Value::Int(v) if types.get(c).is_some_and(|t| t.is_time()) => {
+                out.write_all(braid_plan::time::format(v, types[c]).as_bytes())?;
             }
             v => write!(out, "{v}")?,
         }
@@ -86,6 +92,13 @@ pub(crate) fn render<'s>(
         _ => None,
     };
     let collect = sink.spec == SinkSpec::Collect;
+    let types: Vec<DataType> = sink
+        .input
+        .schema(registry)?
+        .fields
+        .iter()
+        .map(|f| f.ty)
+        .collect();
     let name = format!("Sink({:?})", sink.spec);
     // Rows this sink may still write (its LIMIT); `None`: no limit.
     let mut left = sink.limit;
@@ -136,7 +149,7 @@ pub(crate) fn render<'s>(
                             }
                         } else if let Some(wr) = writer.as_mut() {
                             for r in b.rows() {
-                                if let Err(e) = write_csv_row(wr, &r, emit_ms) {
+                                if let Err(e) = write_csv_row(wr, &r, &types, emit_ms) {
                                     shared.io_error("writing output".into(), e);
                                     writer = None;
                                     break;

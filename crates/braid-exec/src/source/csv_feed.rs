@@ -64,6 +64,9 @@ pub fn parse_field(bytes: &[u8], ty: DataType, nullable: bool) -> Result<Value<'
             _ => Err(format!("{:?} is not a bool (true/false)", shown())),
         },
         DataType::String => Ok(Value::Str(text)),
+        DataType::Timestamp | DataType::TimestampTz | DataType::Date => {
+            braid_plan::time::parse(t, ty).map(Value::Int)
+        }
     }
 }
 
@@ -529,7 +532,7 @@ impl Parser {
             let field = |i: usize| &data[fields[i].0..fields[i].1];
             // Event time first: it decides the window.
             let time = match tcol {
-                Some(c) => match parse_field(field(c), DataType::Int64, false) {
+                Some(c) => match parse_field(field(c), schema.fields[c].ty, false) {
                     Ok(Value::Int(t)) => Some(t),
                     Ok(_) => None,
                     Err(reason) => {

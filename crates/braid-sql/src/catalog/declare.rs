@@ -2,6 +2,7 @@
 //! tables loaded from CSV.
 
 use super::{SinkDef, StreamDef, TableDef};
+use crate::time::TimeUnit;
 use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::error::{Error, Result};
 use braid_plan::plan::{GeneratorSpec, Pace, SinkSpec, Source, SourceSpec};
@@ -51,6 +52,39 @@ impl Options {
             Some(Scalar::Int(i)) => Ok(Some(i)),
             Some(Scalar::Str(s)) if s.trim().parse::<i64>().is_ok() => Ok(s.trim().parse().ok()),
             Some(other) => Err(self.expected(key, "an integer", &other)),
+        }
+    }
+
+    /// A length of event time: an integer of the stream's units, or with a declared
+    /// `unit` a length as text, `'1 minute'` (a whole number of units).
+    pub fn length(&mut self, key: &str, unit: Option<TimeUnit>) -> Result<Option<i64>> {
+        match self.take(key) {
+            Some(Scalar::Str(s)) if s.trim().parse::<i64>().is_err() => {
+                let nanos = match (crate::time::length_nanos(&s), unit) {
+                    (Ok(n), _) => n,
+                    (Err(_), None) => {
+                        return Err(self.expected(key, "an integer", &Scalar::Str(s)))
+                    }
+                    (Err(why), Some(_)) => {
+                        return Err(Error::Plan(format!(
+                            "option `{key}` of {}: {why}",
+                            self.what
+                        )))
+                    }
+                };
+                let Some(unit) = unit else {
+                    return Err(Error::Plan(format!(
+                        "option `{key}` of {} is a length, '{s}', but the stream declares no time unit; add time_unit = 's', 'ms', 'us' or 'ns'",
+                        self.what
+                    )));
+                };
+                unit.of_nanos(nanos, &format!("option `{key}` = '{s}' of {}", self.what))
+                    .map(Some)
+            }
+            None => Ok(None),
+            Some(Scalar::Int(i)) => Ok(Some(i)),
+            Some(Scalar::Str(s)) => Ok(s.trim().parse().ok()),
+            Some(other) => Err(self.expected(key, "an integer or a length ('1 minute')", &other)),
         }
     }
 
@@ -157,10 +191,38 @@ pub fn stream(
     } else {
         window
     };
-    let epoch = o.int("epoch")?.unwrap_or(default_epoch);
-    let lateness = o.int("lateness")?.unwrap_or(0);
+    let time_unit = o
+        .string("time_unit")?
+        .map(|u| TimeUnit::parse(&u))
+        .transpose()?;
+    // A timestamp event time counts microseconds.
+    let stamped = columns
+        .as_ref()
+        .zip(event_time.as_ref())
+        .is_some_and(|(c, t)| {
+            c.index_of(t).is_ok_and(|i| {
+                matches!(c.fields[i].ty, DataType::Timestamp | DataType::TimestampTz)
+            })
+        });
+    let time_unit = match (stamped, time_unit) {
+        (true, None | Some(TimeUnit::Micro)) => Some(TimeUnit::Micro),
+        (true, Some(u)) => {
+            return Err(Error::Plan(format!(
+                "stream `{name}`: a timestamp event time counts microseconds, not {u}; leave time_unit out"
+            )))
+        }
+        (false, u) => u,
+    };
+    if time_unit.is_some() && event_time.is_none() {
+        return Err(Error::Plan(format!(
+            "stream `{name}`: time_unit is the unit of the event-time column; declare event_time"
+        )));
+    }
+    let epoch = o.length("epoch", time_unit)?.unwrap_or(default_epoch);
+    let lateness = o.length("lateness", time_unit)?.unwrap_or(0);
     let speed = o.float("speed")?;
-    let units = o.float("units_per_second")?.unwrap_or(1.0);
+    let units = o.float("units_per_second")?;
+    let units = units.unwrap_or_else(|| time_unit.map_or(1.0, TimeUnit::per_second));
     let (spec, mut schema, children) = source_spec(name, &kind, path, columns, &mut o, base)?;
     o.done()?;
     let event_time =
@@ -197,6 +259,7 @@ pub fn stream(
         name: name.to_string(),
         source,
         lateness,
+        time_unit,
     })
 }
 
@@ -414,5 +477,9 @@ fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
             _ => return Err(bad()),
         }),
         DataType::String => Scalar::Str(t.to_string()),
+        DataType::Timestamp | DataType::TimestampTz | DataType::Date => Scalar::Int(
+            braid_plan::time::parse(t, f.ty)
+                .map_err(|why| format!("{why} (column `{}`)", f.name))?,
+        ),
     })
 }

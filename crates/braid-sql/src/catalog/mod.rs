@@ -29,6 +29,9 @@ pub struct StreamDef {
     pub source: Source,
     /// Allowed lateness in event-time units.
     pub lateness: i64,
+    /// The unit of the event time, when declared (`time_unit`): what INTERVAL converts
+    /// to.
+    pub time_unit: Option<crate::time::TimeUnit>,
 }
 
 /// A declared table: rows loaded when the script is compiled, joined by lookup.

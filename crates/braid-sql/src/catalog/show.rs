@@ -128,6 +128,9 @@ fn columns(schema: &Schema) -> Listing {
             DataType::Float64 => "DOUBLE",
             DataType::Bool => "BOOLEAN",
             DataType::String => "TEXT",
+            DataType::Timestamp => "TIMESTAMP",
+            DataType::TimestampTz => "TIMESTAMPTZ",
+            DataType::Date => "DATE",
         };
         l.row(vec![f.name.clone(), ty.into(), f.nullable.to_string()]);
     }

@@ -2,11 +2,12 @@
 //! the SELECT list and HAVING, and the SELECT list over the aggregate's output
 //! (`window_start, window_end, keys..., aggregates...`).
 
+use super::rewrite::rewrite;
 use super::scope::{Names, Scope};
 use super::Planner;
 use crate::expr::{check_call, convert, Call};
 use crate::located::At;
-use crate::logical::{aggregate_schema, AggCall, AggFunc, Logical, WindowSpec};
+use crate::logical::{windowed_schema, AggCall, AggFunc, Logical, WindowSpec};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Field, Schema};
@@ -43,10 +44,11 @@ impl Planner<'_> {
         plan: Logical,
         scope: Scope,
         group: &[ast::Expr],
+        tvf: Option<WindowSpec>,
     ) -> Result<(Logical, Scope)> {
         let in_schema = plan.schema().clone();
         // GROUP BY: the window and the keys.
-        let group = self.group(group, &scope, &in_schema)?;
+        let group = self.group(group, &scope, &in_schema, tvf, s)?;
         // Aggregate calls in the SELECT list and HAVING.
         let r = self.rewrite_aggregates(s, &group.written, &scope, &in_schema)?;
         // The aggregate, and the names its output answers to.
@@ -56,7 +58,12 @@ impl Planner<'_> {
             .enumerate()
             .map(|(i, a)| (format!("__agg{i}"), a.ty))
             .collect();
-        let schema = aggregate_schema(&group.names, &agg_fields);
+        // Time windows over a timestamp event time have timestamp bounds.
+        let time = match in_schema.event_time.map(|i| in_schema.fields[i].ty) {
+            Some(t) if t.is_time() && group.window.is_timed() => t,
+            _ => DataType::Int64,
+        };
+        let schema = windowed_schema(time, &group.names, &agg_fields);
         let named_scope = output_scope(&group, r.aggs.len());
         let mut plan = Logical::Aggregate {
             input: Box::new(plan),
@@ -72,11 +79,7 @@ impl Planner<'_> {
                 .any(|(_, n)| n.eq_ignore_ascii_case(name))
                 .then(|| format!("column `{name}` must appear in GROUP BY or inside an aggregate"))
         };
-        let names = Names {
-            scope: &named_scope,
-            registry: Some(self.registry),
-            hint: Some(&hint),
-        };
+        let names = self.names(&named_scope, &schema, Some(&hint));
         // HAVING.
         if let Some(h) = &r.having {
             let x = convert(h, &names).at(self.text, h.span())?;
@@ -98,16 +101,29 @@ impl Planner<'_> {
         self.project_aggregate(&r.projection, plan, &names, &schema)
     }
 
-    /// The window and keys of GROUP BY.
-    fn group(&self, group: &[ast::Expr], scope: &Scope, in_schema: &Schema) -> Result<Group> {
+    /// The window and keys of GROUP BY. Over a window table function (`tvf`), GROUP BY
+    /// lists `window_start` and `window_end`, which are the window, not keys.
+    fn group(
+        &self,
+        group: &[ast::Expr],
+        scope: &Scope,
+        in_schema: &Schema,
+        tvf: Option<WindowSpec>,
+        s: &ast::Select,
+    ) -> Result<Group> {
+        let mut bounds = [false, false];
         let mut g = Group {
-            window: WindowSpec::Unbounded,
+            window: tvf.clone().unwrap_or(WindowSpec::Unbounded),
             keys: Vec::new(),
             written: Vec::new(),
             names: Vec::new(),
             scope: Vec::new(),
         };
         for e in group {
+            if let (Some(_), Some(b)) = (&tvf, window_bound(e)) {
+                bounds[b] = true;
+                continue;
+            }
             if let Some(w) = self.window(e, scope, in_schema)? {
                 if g.window != WindowSpec::Unbounded {
                     return Err(
@@ -127,6 +143,12 @@ impl Planner<'_> {
             g.scope.push((q, name));
             g.keys.push(x);
             g.written.push(e.clone());
+        }
+        if tvf.is_some() && bounds != [true, true] {
+            return Err(Error::Plan(
+                "an aggregate over a window table function groups by its window: GROUP BY window_start, window_end, keys".into(),
+            )
+            .at(self.text, s.span()));
         }
         Ok(g)
     }
@@ -367,6 +389,18 @@ fn output_scope(group: &Group, aggs: usize) -> Scope {
     scope
 }
 
+/// 0 for `window_start`, 1 for `window_end` (possibly qualified).
+fn window_bound(e: &ast::Expr) -> Option<usize> {
+    let name = match e {
+        ast::Expr::Identifier(id) => id,
+        ast::Expr::CompoundIdentifier(ids) => ids.last()?,
+        _ => return None,
+    };
+    ["window_start", "window_end"]
+        .iter()
+        .position(|b| name.value.eq_ignore_ascii_case(b))
+}
+
 /// Whether `e` is a column name (`x` or `a.x`).
 fn is_name(e: &ast::Expr) -> bool {
     matches!(
@@ -400,89 +434,4 @@ pub(super) fn contains_agg(e: &ast::Expr) -> bool {
         None
     });
     found
-}
-
-/// Rebuilds `e`, replacing any sub-expression for which `f` returns a replacement.
-fn rewrite(e: &ast::Expr, f: &mut dyn FnMut(&ast::Expr) -> Option<ast::Expr>) -> ast::Expr {
-    if let Some(r) = f(e) {
-        return r;
-    }
-    use ast::Expr as E;
-    let mut b = |x: &ast::Expr| Box::new(rewrite(x, f));
-    match e {
-        E::BinaryOp { left, op, right } => E::BinaryOp {
-            left: b(left),
-            op: op.clone(),
-            right: b(right),
-        },
-        E::UnaryOp { op, expr } => E::UnaryOp {
-            op: *op,
-            expr: b(expr),
-        },
-        E::Nested(x) => E::Nested(b(x)),
-        E::IsNull(x) => E::IsNull(b(x)),
-        E::IsNotNull(x) => E::IsNotNull(b(x)),
-        E::Cast {
-            kind,
-            expr,
-            data_type,
-            format,
-        } => E::Cast {
-            kind: kind.clone(),
-            expr: b(expr),
-            data_type: data_type.clone(),
-            format: format.clone(),
-        },
-        E::Between {
-            expr,
-            negated,
-            low,
-            high,
-        } => E::Between {
-            expr: b(expr),
-            negated: *negated,
-            low: b(low),
-            high: b(high),
-        },
-        E::InList {
-            expr,
-            list,
-            negated,
-        } => E::InList {
-            expr: b(expr),
-            list: list.iter().map(|x| rewrite(x, f)).collect(),
-            negated: *negated,
-        },
-        E::Case {
-            case_token,
-            end_token,
-            operand,
-            conditions,
-            else_result,
-        } => E::Case {
-            case_token: case_token.clone(),
-            end_token: end_token.clone(),
-            operand: operand.as_ref().map(|o| Box::new(rewrite(o, f))),
-            conditions: conditions
-                .iter()
-                .map(|w| ast::CaseWhen {
-                    condition: rewrite(&w.condition, f),
-                    result: rewrite(&w.result, f),
-                })
-                .collect(),
-            else_result: else_result.as_ref().map(|x| Box::new(rewrite(x, f))),
-        },
-        E::Function(func) => {
-            let mut func = func.clone();
-            if let ast::FunctionArguments::List(list) = &mut func.args {
-                for a in &mut list.args {
-                    if let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) = a {
-                        *x = rewrite(x, f);
-                    }
-                }
-            }
-            E::Function(func)
-        }
-        other => other.clone(),
-    }
 }

@@ -51,7 +51,12 @@ impl Planner<'_> {
         };
         match right {
             Rel::Table(table, alias) => self.lookup(left, table, &alias, on, j),
-            Rel::Stream { plan, scope, last } => self.stream_join(left, (plan, scope, last), on, j),
+            Rel::Stream {
+                window: Some(_), ..
+            } => Err(window_join().at(self.text, j.relation.span())),
+            Rel::Stream {
+                plan, scope, last, ..
+            } => self.stream_join(left, (plan, scope, last), on, j),
         }
     }
 
@@ -321,4 +326,11 @@ fn time_bound(
         BinOp::Eq => (Some(k), Some(k)),
         _ => return None,
     })
+}
+
+/// A window table function in a join (Flink's window join) is not built.
+pub(super) fn window_join() -> Error {
+    Error::NotSupported(
+        "a window table function in a join (a window join); join the streams, then GROUP BY TUMBLE(time, size)".into(),
+    )
 }

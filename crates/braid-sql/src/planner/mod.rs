@@ -5,11 +5,12 @@
 //! `sql/src/select.rs`: [`select`] (the SELECT block in evaluation order: FROM, WHERE,
 //! GROUP BY, SELECT list), [`relation`] (what FROM names), [`join`], [`aggregate`]
 //! (GROUP BY, aggregate calls, HAVING) and [`window`] (TUMBLE, HOP, SESSION, ROWS).
-//! [`scope`] resolves names.
+//! [`scope`] resolves names; [`rewrite`] rebuilds expression trees.
 
 mod aggregate;
 mod join;
 mod relation;
+mod rewrite;
 mod scope;
 mod select;
 mod window;
@@ -20,11 +21,12 @@ use crate::catalog::{Catalog, StreamDef, TableDef};
 use crate::expr::convert;
 use crate::located::{mark_word, At};
 use crate::logical::Logical;
+use crate::time::{TimeUnit, Unit};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
 use braid_plan::function::Registry;
 use braid_plan::types::{DataType, Schema};
-use scope::Names;
+use scope::{Hint, Names};
 use sqlparser::ast::{self, Spanned};
 use std::sync::Arc;
 
@@ -57,6 +59,8 @@ pub(crate) struct Planner<'a> {
     pub text: &'a str,
     /// Input streams in order of first use.
     pub inputs: Vec<String>,
+    /// The time unit each stream read so far declares (what INTERVAL converts to).
+    units: Vec<(String, Option<TimeUnit>)>,
 }
 
 impl<'a> Planner<'a> {
@@ -67,16 +71,56 @@ impl<'a> Planner<'a> {
             registry,
             text,
             inputs: Vec::new(),
+            units: Vec::new(),
+        }
+    }
+
+    /// The time unit of the streams read so far: INTERVAL converts to it. Every one of
+    /// them must declare it, the same (never a guess).
+    pub(super) fn unit(&self) -> Unit {
+        let mut found: Option<(&str, TimeUnit)> = None;
+        for (name, u) in &self.units {
+            let Some(u) = *u else {
+                return Err(format!(
+                    "INTERVAL needs the time unit of stream `{name}`; declare it: WITH (event_time = '...', time_unit = 's' | 'ms' | 'us' | 'ns')"
+                ));
+            };
+            match found {
+                Some((other, f)) if f != u => {
+                    return Err(format!(
+                        "INTERVAL over streams of different time units: `{other}` is in {f}, `{name}` in {u}"
+                    ))
+                }
+                _ => found = Some((name, u)),
+            }
+        }
+        found
+            .map(|(_, u)| u)
+            .ok_or_else(|| "INTERVAL needs a stream's time unit".to_string())
+    }
+
+    /// Names resolved in `scope` (with `hint` for a name not found).
+    fn names<'s>(
+        &self,
+        scope: &'s Scope,
+        schema: &'s Schema,
+        hint: Option<&'s Hint<'s>>,
+    ) -> Names<'s>
+    where
+        'a: 's,
+    {
+        Names {
+            scope,
+            registry: Some(self.registry),
+            hint,
+            unit: self.unit(),
+            schema,
         }
     }
 
     /// `e` resolved in `scope` and type-checked against `schema`.
     pub(super) fn expr(&self, e: &ast::Expr, scope: &Scope, schema: &Schema) -> Result<Expr> {
-        let names = Names {
-            scope,
-            registry: Some(self.registry),
-            hint: None,
-        };
+        let names = self.names(scope, schema, None);
         let x = convert(e, &names).at(self.text, e.span())?;
         x.data_type(schema)
             .map(|_| x.clone())

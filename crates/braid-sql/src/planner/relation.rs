@@ -5,7 +5,7 @@ use super::scope::Scope;
 use super::{const_int, Planner};
 use crate::catalog::TableDef;
 use crate::located::At;
-use crate::logical::Logical;
+use crate::logical::{Logical, WindowSpec};
 use braid_plan::error::{Error, Result};
 use braid_plan::plan::{Source, SourceSpec};
 use braid_plan::types::Schema;
@@ -14,11 +14,14 @@ use std::sync::Arc;
 
 /// A relation in FROM.
 pub(super) enum Rel {
-    /// A stream (or subquery); `last` is the row count of `LAST(stream, n)`.
+    /// A stream (or subquery); `last` is the row count of `LAST(stream, n)`, `window`
+    /// the window of a window table function (`TABLE(TUMBLE(TABLE t, ...))`), which
+    /// GROUP BY window_start, window_end takes.
     Stream {
         plan: Logical,
         scope: Scope,
         last: Option<u64>,
+        window: Option<WindowSpec>,
     },
     /// A table and the name that qualifies its columns.
     Table(Arc<TableDef>, String),
@@ -26,7 +29,12 @@ pub(super) enum Rel {
 
 impl Rel {
     fn stream((plan, scope): (Logical, Scope), last: Option<u64>) -> Rel {
-        Rel::Stream { plan, scope, last }
+        Rel::Stream {
+            plan,
+            scope,
+            last,
+            window: None,
+        }
     }
 }
 
@@ -60,6 +68,11 @@ impl Planner<'_> {
                 let n = name.to_string();
                 let alias_name = alias.as_ref().map(|a| a.name.value.clone());
                 if let Some(args) = args {
+                    if let Some(rel) =
+                        self.window_table(f, &n, &args.args, alias_name.as_deref(), false)?
+                    {
+                        return Ok(rel);
+                    }
                     return self.table_function(f, &n, args, alias_name.as_deref());
                 }
                 if let Some(t) = self.catalog.table(&n) {
@@ -75,6 +88,25 @@ impl Planner<'_> {
                 let q = alias.as_ref().map(|a| a.name.value.clone());
                 let scope = Scope::of(plan.schema(), q.as_deref());
                 Ok(Rel::stream((plan, scope), None))
+            }
+            ast::TableFactor::TableFunction {
+                expr: ast::Expr::Function(call),
+                alias,
+            } => {
+                refuse_column_aliases(alias.as_ref()).at(self.text, f.span())?;
+                let n = call.name.to_string();
+                let alias_name = alias.as_ref().map(|a| a.name.value.clone());
+                let list: &[ast::FunctionArg] = match &call.args {
+                    ast::FunctionArguments::List(l) => &l.args,
+                    _ => &[],
+                };
+                match self.window_table(f, &n, list, alias_name.as_deref(), true)? {
+                    Some(rel) => Ok(rel),
+                    None => Err(Error::NotSupported(format!(
+                        "TABLE({n}(...)); the table functions of TABLE(...) are TUMBLE, HOP and CUMULATE"
+                    ))
+                    .at(self.text, f.span())),
+                }
             }
             other => {
                 Err(Error::NotSupported(format!("`{other}` in FROM")).at(self.text, other.span()))
@@ -129,6 +161,80 @@ impl Planner<'_> {
         ))
     }
 
+    /// A window table function, if `n` names one: Flink's
+    /// `TABLE(TUMBLE(TABLE t, DESCRIPTOR(time), size))` (`flink`) or RisingWave's
+    /// `TUMBLE(t, time, size)`, likewise HOP with slide and size. The rows are the
+    /// stream's; the window goes to GROUP BY window_start, window_end.
+    fn window_table(
+        &mut self,
+        f: &ast::TableFactor,
+        n: &str,
+        list: &[ast::FunctionArg],
+        alias: Option<&str>,
+        flink: bool,
+    ) -> Result<Option<Rel>> {
+        let name = n.to_ascii_lowercase();
+        let form = if flink {
+            format!(
+                "TABLE({}(TABLE stream, DESCRIPTOR(time), ...))",
+                name.to_uppercase()
+            )
+        } else {
+            format!("{}(stream, time, ...)", name.to_uppercase())
+        };
+        match name.as_str() {
+            "tumble" | "hop" | "cumulate" => {}
+            "session" => {
+                return Err(Error::NotSupported(format!(
+                    "the SESSION window table function ({form}); write GROUP BY SESSION(time, gap), keys"
+                ))
+                .at(self.text, f.span()))
+            }
+            _ => return Ok(None),
+        }
+        let args = self.unnamed(&name, list)?;
+        let Some(ast::Expr::Identifier(stream)) = args.first() else {
+            return Err(Error::Plan(format!(
+                "{} takes a stream first: {form}",
+                name.to_uppercase()
+            ))
+            .at(self.text, f.span()));
+        };
+        let (plan, scope) = self.scan(&stream.value, alias, f)?;
+        let mut wargs: Vec<&ast::Expr> = args[1..].to_vec();
+        if flink {
+            let time = match args.get(1) {
+                Some(ast::Expr::Function(d))
+                    if d.name.to_string().eq_ignore_ascii_case("descriptor") =>
+                {
+                    match &d.args {
+                        ast::FunctionArguments::List(l) => match l.args.as_slice() {
+                            [ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(c))] => Some(c),
+                            _ => None,
+                        },
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            let Some(time) = time else {
+                return Err(Error::Plan(format!(
+                    "{} names its time column with DESCRIPTOR(column): {form}",
+                    name.to_uppercase()
+                ))
+                .at(self.text, args.get(1).map_or(f.span(), |a| a.span())));
+            };
+            wargs[0] = time;
+        }
+        let window = self.window_of(&name, &wargs, f.span(), &scope, plan.schema())?;
+        Ok(Some(Rel::Stream {
+            plan,
+            scope,
+            last: None,
+            window: Some(window),
+        }))
+    }
+
     /// A scan of declared stream `stream`, its columns qualified by `alias` (or its name).
     fn scan(
         &mut self,
@@ -139,6 +245,7 @@ impl Planner<'_> {
         let def = self.catalog.stream(stream).at(self.text, at.span())?;
         let schema = plain_schema(&def.source);
         let input = self.input_index(&def.name);
+        self.units.push((def.name.clone(), def.time_unit));
         let scope = Scope::of(&schema, Some(alias.unwrap_or(&def.name)));
         Ok((
             Logical::Scan {

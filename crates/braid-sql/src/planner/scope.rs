@@ -52,11 +52,23 @@ pub(super) struct Names<'a> {
     pub registry: Option<&'a braid_plan::function::Registry>,
     /// Extra advice when a name is not found (e.g. GROUP BY hints).
     pub hint: Option<&'a Hint<'a>>,
+    /// The time unit INTERVAL converts to, or why there is none.
+    pub unit: crate::time::Unit,
+    /// The columns' types (what is a timestamp).
+    pub schema: &'a Schema,
 }
 
 impl Resolve for Names<'_> {
     fn registry(&self) -> Option<&braid_plan::function::Registry> {
         self.registry
+    }
+
+    fn time_unit(&self) -> crate::time::Unit {
+        self.unit.clone()
+    }
+
+    fn type_of(&self, e: &Expr) -> Option<braid_plan::types::DataType> {
+        e.data_type(self.schema).ok()
     }
 
     fn column(&self, parts: &[ast::Ident]) -> Result<Expr> {

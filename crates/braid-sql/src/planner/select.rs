@@ -2,11 +2,12 @@
 //! joins), WHERE, GROUP BY with aggregates and HAVING, then the SELECT list.
 
 use super::aggregate::contains_agg;
+use super::join::window_join;
 use super::relation::Rel;
 use super::scope::Scope;
 use super::Planner;
 use crate::located::{mark_word, At};
-use crate::logical::Logical;
+use crate::logical::{Logical, WindowSpec};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
 use braid_plan::types::{Field, Schema};
@@ -30,7 +31,7 @@ impl Planner<'_> {
             );
         };
         // FROM, with its joins.
-        let (mut plan, scope) = self.from(from)?;
+        let (mut plan, scope, window) = self.from(from)?;
         // WHERE.
         if let Some(w) = &s.selection {
             let predicate = self.bool_expr(w, &scope, plan.schema(), "WHERE")?;
@@ -47,7 +48,13 @@ impl Planner<'_> {
             }
         };
         if !group.is_empty() || has_aggregates(s) {
-            return self.aggregate(s, plan, scope, &group);
+            return self.aggregate(s, plan, scope, &group, window);
+        }
+        if window.is_some() {
+            return Err(Error::NotSupported(
+                "a window table function without GROUP BY (a row per input row and window); aggregate it: GROUP BY window_start, window_end, keys".into(),
+            )
+            .at(self.text, from.relation.span()));
         }
         if s.having.is_some() {
             return Err(
@@ -124,7 +131,7 @@ impl Planner<'_> {
 
     /// A FROM item: a stream and its joins, left to right, or two count windows
     /// `LAST(a, n) JOIN LAST(b, m)`.
-    fn from(&mut self, from: &ast::TableWithJoins) -> Result<(Logical, Scope)> {
+    fn from(&mut self, from: &ast::TableWithJoins) -> Result<(Logical, Scope, Option<WindowSpec>)> {
         // The joins the first item has taken (a LAST(...) takes the one after it).
         let mut taken = 0;
         let (mut plan, mut scope) = match self.factor(&from.relation)? {
@@ -132,11 +139,24 @@ impl Planner<'_> {
                 plan,
                 scope,
                 last: None,
+                window: Some(w),
+            } => {
+                if let Some(j) = from.joins.first() {
+                    return Err(window_join().at(self.text, j.relation.span()));
+                }
+                return Ok((plan, scope, Some(w)));
+            }
+            Rel::Stream {
+                plan,
+                scope,
+                last: None,
+                window: None,
             } => (plan, scope),
             Rel::Stream {
                 last: Some(n),
                 plan,
                 scope,
+                ..
             } => {
                 let Some(j) = from.joins.first() else {
                     return Err(Error::Plan(
@@ -169,7 +189,7 @@ impl Planner<'_> {
             plan = r.0;
             scope = r.1;
         }
-        Ok((plan, scope))
+        Ok((plan, scope, None))
     }
 
     /// The SELECT list over `plan` (of a query without aggregates); `SELECT *` alone

@@ -307,6 +307,29 @@ impl AggState {
                     update(accs, &inputs);
                 }
             }
+            WindowSpec::Cumulate { step, size } => {
+                // Windows [s, s + k*step) holding t, s = t's multiple of size: the row
+                // goes into those ending after the watermark, and is late if none do.
+                let s = t.saturating_sub(t.rem_euclid(size));
+                let mut any = false;
+                let mut last = None;
+                for k in (1..=size / step).rev() {
+                    let end = s.saturating_add(k * step);
+                    if end <= t || end <= cx.wm {
+                        break;
+                    }
+                    any = true;
+                    // Ends that saturate at i64::MAX are one window.
+                    if last != Some(end) {
+                        let accs = Self::group(&mut self.groups, &self.aggs, end, s, &self.key);
+                        update(accs, &inputs);
+                    }
+                    last = Some(end);
+                }
+                if !any {
+                    self.late.refuse(&row, cx);
+                }
+            }
             WindowSpec::Session { gap } => {
                 if t.saturating_add(gap) <= cx.wm {
                     self.late.refuse(&row, cx);

@@ -229,7 +229,10 @@ fn refusing_inputs<'l>(l: &'l Logical, out: &mut Vec<&'l Schema>) {
 fn window_refuses(w: &WindowSpec) -> bool {
     matches!(
         w,
-        WindowSpec::Tumble { .. } | WindowSpec::Hop { .. } | WindowSpec::Session { .. }
+        WindowSpec::Tumble { .. }
+            | WindowSpec::Hop { .. }
+            | WindowSpec::Cumulate { .. }
+            | WindowSpec::Session { .. }
     )
 }
 
