@@ -1,7 +1,7 @@
 //! `braid run --on-error skip|fail` on a query whose values cannot all be computed:
 //! skipping prints the other rows and reports the skipped ones on standard error (exit
 //! 0); failing stops with the first fault as the error (exit 1); `--strict` is the same
-//! as `--on-error fail`.
+//! as `--on-error fail`. A fault names its row's line, past blank and malformed lines.
 
 use std::process::Command;
 
@@ -24,7 +24,11 @@ fn on_error_skip_reports_and_fail_stops() {
     let dir = std::env::temp_dir().join(format!("braid-cli-faults-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
-    std::fs::write(dir.join("t.csv"), "a,b,s\n1,2,3\n2,0,4\n3,5,abc\n0,1,7\n").expect("csv");
+    std::fs::write(
+        dir.join("t.csv"),
+        "a,b,s\n1,2,3\n\n1,2\n2,0,4\n3,5,abc\n0,1,7\n",
+    )
+    .expect("csv");
     std::fs::write(
         dir.join("q.sql"),
         "CREATE STREAM t (a BIGINT, b BIGINT, s TEXT) WITH (path = 't.csv', header = true);\n\
@@ -37,13 +41,21 @@ fn on_error_skip_reports_and_fail_stops() {
         assert_eq!(out, "1,5,3\n0,10,7\n");
         assert!(
             err.contains("braid: query1: 2 row(s) skipped on runtime faults")
-                && err.contains("project, row 2 of t: division by zero in `(10 / b)` (10 / 0)")
+                && err.contains("project, row 2 of t (line 5): division by zero in `(10 / b)` (10 / 0)")
                 && err.contains(
-                    "project, row 3 of t: cannot cast to bigint in `CAST(s AS int64)` ('abc')"
+                    "project, row 3 of t (line 6): cannot cast to bigint in `CAST(s AS int64)` ('abc')"
                 ),
             "{err}"
         );
     }
+    // Failing stops at the first error of either kind: here the malformed line.
+    let (code, _, err) = braid(&dir, &["--on-error", "fail"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("t: line 4, column 0: expected 3 fields, found 2"),
+        "{err}"
+    );
+    std::fs::write(dir.join("t.csv"), "a,b,s\n1,2,3\n\n2,0,4\n3,5,abc\n0,1,7\n").expect("csv");
     for flags in [&["--on-error", "fail"][..], &["--strict"][..]] {
         let (code, out, err) = braid(&dir, flags);
         assert_eq!(code, 1, "{flags:?}: {err}");
@@ -52,7 +64,7 @@ fn on_error_skip_reports_and_fail_stops() {
         assert_eq!(out, "", "{flags:?}");
         assert!(
             err.contains(
-                "query1: project, row 2 of t: division by zero in `(10 / b)` (10 / 0) \
+                "query1: project, row 2 of t (line 4): division by zero in `(10 / b)` (10 / 0) \
                  (--on-error skip would skip the row)"
             ),
             "{flags:?}: {err}"

@@ -29,12 +29,12 @@ pub enum Error {
     },
     /// A value could not be computed (overflow, division by zero, a failed cast); only
     /// in strict mode (`--on-error fail`), otherwise the row is skipped and reported.
-    #[error("{site}: {message}")]
+    #[error("{site}: {row} (--on-error skip would skip the row)")]
     Fault {
         /// Where: the query stage (`query1`, `query1_2`) or split.
         site: String,
         /// The operator, the row and what went wrong.
-        message: String,
+        row: crate::shared::FaultRow,
     },
     /// An operating-system error (file, socket).
     #[error("{context}: {error}")]

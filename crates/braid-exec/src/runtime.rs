@@ -6,7 +6,7 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::render::{self, Feeder, Place, Window};
 use crate::shared::{panic_message, Shared};
-pub use crate::shared::{Faults, PartitionCost};
+pub use crate::shared::{FaultRow, Faults, PartitionCost};
 use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;
 use braid_plan::optimize::{resolve, Env};
@@ -212,7 +212,24 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             return Err(Error::Internal(format!("a worker failed: {e}")));
         }
     }
-    if let Some(e) = shared.fatal.lock().ok().and_then(|mut f| f.take()) {
+    let mut rejects: Vec<Rejects> = Vec::new();
+    for r in shared.rejects.lock().map(|r| r.clone()).unwrap_or_default() {
+        match rejects.iter_mut().find(|x| x.source == r.source) {
+            Some(x) => x.absorb(r),
+            None => rejects.push(r),
+        }
+    }
+    // A fault names its row's line when its source says where its rows are.
+    let locate = |row: &mut FaultRow| {
+        let source = rejects
+            .iter()
+            .find(|r| Some(&r.source) == row.source.as_ref());
+        row.line = source.and_then(|r| r.line_of(row.seq));
+    };
+    if let Some(mut e) = shared.fatal.lock().ok().and_then(|mut f| f.take()) {
+        if let Error::Fault { row, .. } = &mut e {
+            locate(row);
+        }
         return Err(e);
     }
     let errors = shared
@@ -223,19 +240,13 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if let Some(e) = errors.into_iter().next() {
         return Err(e);
     }
-    let mut rejects: Vec<Rejects> = Vec::new();
-    for r in shared.rejects.lock().map(|r| r.clone()).unwrap_or_default() {
-        match rejects.iter_mut().find(|x| x.source == r.source) {
-            Some(x) => x.absorb(r),
-            None => rejects.push(r),
-        }
-    }
     let mut faults = shared
         .faults
         .lock()
         .map(|mut f| std::mem::take(&mut *f))
         .unwrap_or_default();
     for f in &mut faults {
+        f.first.iter_mut().for_each(locate);
         f.first.sort();
     }
     faults.sort_by(|a, b| a.site.cmp(&b.site));

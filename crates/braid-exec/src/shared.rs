@@ -123,18 +123,19 @@ impl Shared {
         source: Option<&str>,
         f: &Fault,
     ) {
-        let row = if RowKey::made_at_end(seq) {
-            "a result".to_string()
-        } else if let Some(source) = source {
-            format!("row {} of {source}", seq + 1)
-        } else {
-            "a row of the stage before".to_string()
+        let row = FaultRow {
+            seq,
+            source: source
+                .filter(|_| !RowKey::made_at_end(seq))
+                .map(str::to_string),
+            line: None,
+            operator: operator.to_string(),
+            what: f.to_string(),
         };
-        let message = format!("{operator}, {row}: {f}");
         if self.strict {
             self.fatal(Error::Fault {
                 site: site.to_string(),
-                message: format!("{message} (--on-error skip would skip the row)"),
+                row,
             });
             return;
         }
@@ -154,10 +155,10 @@ impl Shared {
             x.count += 1;
             // The faults of the first rows are kept, whichever worker met them first.
             if x.first.len() < Faults::KEEP {
-                x.first.push((seq, message));
-            } else if let Some(last) = x.first.iter_mut().max_by_key(|f| f.0) {
-                if seq < last.0 {
-                    *last = (seq, message);
+                x.first.push(row);
+            } else if let Some(last) = x.first.iter_mut().max_by_key(|f| f.seq) {
+                if seq < last.seq {
+                    *last = row;
                 }
             }
         }
@@ -216,8 +217,8 @@ pub struct Faults {
     /// Rows skipped.
     pub count: u64,
     /// The [`Faults::KEEP`] of them with the least sequence numbers (the first rows),
-    /// in that order: the sequence number, and the operator, row and what went wrong.
-    pub first: Vec<(u64, String)>,
+    /// in that order.
+    pub first: Vec<FaultRow>,
 }
 
 impl Faults {
@@ -232,13 +233,44 @@ impl std::fmt::Display for Faults {
             "{}: {} row(s) skipped on runtime faults (--on-error fail stops at the first)",
             self.site, self.count
         )?;
-        for (_, m) in &self.first {
-            writeln!(f, "  {m}")?;
+        for r in &self.first {
+            writeln!(f, "  {r}")?;
         }
         if self.count > self.first.len() as u64 {
             writeln!(f, "  ... and {} more", self.count - self.first.len() as u64)?;
         }
         Ok(())
+    }
+}
+
+/// One runtime fault: which operator met it, on which row, and what went wrong.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FaultRow {
+    /// The row's sequence number (with [`RowKey::AT_END`] for a result made at the end
+    /// of an epoch or of the input).
+    pub seq: u64,
+    /// The source whose rows `seq` counts (None for a result, or a row an earlier stage
+    /// made).
+    pub source: Option<String>,
+    /// The row's line in the source's text, when the source says where its rows are
+    /// (a CSV file, standard input, TCP).
+    pub line: Option<u64>,
+    /// The operator: `filter`, `project`, `aggregate`, `join`, `lookup`, `split`, ...
+    pub operator: String,
+    /// What went wrong, in which expression, on which values.
+    pub what: String,
+}
+
+impl std::fmt::Display for FaultRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}, ", self.operator)?;
+        match (&self.source, self.line) {
+            _ if RowKey::made_at_end(self.seq) => write!(f, "a result")?,
+            (Some(s), Some(line)) => write!(f, "row {} of {s} (line {line})", self.seq + 1)?,
+            (Some(s), None) => write!(f, "row {} of {s}", self.seq + 1)?,
+            (None, _) => write!(f, "a row of the stage before")?,
+        }
+        write!(f, ": {}", self.what)
     }
 }
 

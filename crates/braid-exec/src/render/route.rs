@@ -444,7 +444,7 @@ mod tests {
         assert!(faults[0].count > 0);
         assert!(
             faults[0].first[0]
-                .1
+                .what
                 .contains("integer overflow in `(c0 + c1)`"),
             "{:?}",
             faults[0].first

@@ -475,6 +475,9 @@ impl Parser {
         let mut window = Batch::with_capacity(arity, self.source.window);
         let mut epoch = 0u64;
         let mut seq = 0u64;
+        // `line - seq` of the last row: rows are lines `seq + line_offset` until a line
+        // that is no row comes between.
+        let mut line_offset = 0u64;
         let mut last_time = i64::MIN;
         loop {
             let end = match input.read_line(&mut buf) {
@@ -579,6 +582,14 @@ impl Parser {
             }
             match failed {
                 None => {
+                    // Where rows are in the text: a new entry whenever a line that is no
+                    // row came between (faults name their row's line by it).
+                    if line - seq != line_offset {
+                        line_offset = line - seq;
+                        if let Ok(mut l) = self.log.lock() {
+                            l.rejects.lines.push((seq, line));
+                        }
+                    }
                     seq += 1;
                     if let Some(t) = time {
                         last_time = last_time.max(t);

@@ -79,14 +79,32 @@ pub struct Rejects {
     pub count: u64,
     /// The first [`Rejects::KEEP`] of them.
     pub first: Vec<Reject>,
+    /// Where the source's rows are in its text, for a line-delimited source: `(row's
+    /// sequence number, its line)` for the first row and every row after a line that
+    /// was no row (the header, a blank or malformed line); see [`Rejects::line_of`].
+    pub lines: Vec<(u64, u64)>,
 }
 
 impl Rejects {
     /// How many rejects are kept for the report.
     pub const KEEP: usize = 20;
 
+    /// The line of the source's row with sequence number `seq`, when the source says
+    /// where its rows are.
+    pub fn line_of(&self, seq: u64) -> Option<u64> {
+        let i = self.lines.partition_point(|&(s, _)| s <= seq);
+        let (s, line) = *self.lines.get(i.checked_sub(1)?)?;
+        Some(line + (seq - s))
+    }
+
     /// Adds another report's counts and first rejects.
     pub fn absorb(&mut self, other: Rejects) {
+        // Two readers of one source name: where a row is is no longer known.
+        match (self.lines.is_empty(), other.lines.is_empty()) {
+            (true, _) => self.lines = other.lines,
+            (false, false) => self.lines.clear(),
+            (false, true) => {}
+        }
         self.count += other.count;
         for r in other.first {
             if self.first.len() < Rejects::KEEP {
