@@ -152,16 +152,9 @@ impl Router {
         self
     }
 
-    /// Where row `i` of `batch` goes: nowhere when an expression faults on it (the fault
-    /// is reported).
-    #[inline]
-    pub(crate) fn dest(&self, batch: &Batch, i: usize) -> Dest {
-        self.try_dest(batch, i)
-            .unwrap_or_else(|f| self.fault(batch.key(i).seq, f))
-    }
-
     /// A fault on the row with sequence number `seq`: reported, and the row omitted.
     #[cold]
+    #[inline(never)]
     fn fault(&self, seq: u64, fault: Fault) -> Dest {
         match &self.faults {
             Some((shared, site, source)) => {
@@ -172,34 +165,43 @@ impl Router {
         Dest::Omit
     }
 
-    /// Where row `i` of `batch` goes. Round robin reads the row's sequence number from
-    /// its key.
+    /// Where row `i` of `batch` goes: nowhere when an expression faults on it (the fault
+    /// is reported). Round robin reads the row's sequence number from its key.
     #[inline]
-    fn try_dest(&self, batch: &Batch, i: usize) -> Result<Dest, Fault> {
+    pub(crate) fn dest(&self, batch: &Batch, i: usize) -> Dest {
         let row = batch.row(i);
+        // Faults leave by the cold path, so that the common one returns a plain Dest.
+        macro_rules! ok {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(f) => return self.fault(batch.key(i).seq, f),
+                }
+            };
+        }
         if let Some(b) = &self.broadcast {
-            if b.holds(&row)? {
-                return Ok(Dest::Broadcast);
+            if ok!(b.holds(&row)) {
+                return Dest::Broadcast;
             }
         }
         let p = match &self.route {
             RouteImpl::Expr(e, when) => {
                 if let Some(w) = when {
-                    if !w.holds(&row)? {
-                        return Ok(Dest::Omit);
+                    if !ok!(w.holds(&row)) {
+                        return Dest::Omit;
                     }
                 }
-                e.int(&row)?.map(|v| u64::from(self.modulo.of(v)))
+                ok!(e.int(&row)).map(|v| u64::from(self.modulo.of(v)))
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
             RouteImpl::Grid(left, rows, cols) => {
                 let seq = batch.key(i).seq;
-                let side = if left.holds(&row)? { *rows } else { *cols };
-                return Ok(Dest::Class(side, seq % side));
+                let side = if ok!(left.holds(&row)) { *rows } else { *cols };
+                return Dest::Class(side, seq % side);
             }
         };
-        Ok(p.map_or(Dest::Omit, |p| Dest::Partition(p as u32)))
+        p.map_or(Dest::Omit, |p| Dest::Partition(p as u32))
     }
 
     /// Calls `f(i, dest)` for every row `i` of `batch` in order, with what
