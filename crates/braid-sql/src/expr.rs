@@ -128,6 +128,8 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             Expr::Cast(Box::new(sub(expr, r)?), t)
         }
         E::Function(f) => function(f, r)?,
+        E::Floor { expr, field } => rounding(Func::Floor, "FLOOR", expr, field, r)?,
+        E::Ceil { expr, field } => rounding(Func::Ceil, "CEIL", expr, field, r)?,
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
     })
 }
@@ -233,6 +235,36 @@ pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, Strin
         }
         other => return Err(format!("type {other}; {TYPES}")),
     })
+}
+
+/// `FLOOR(x)` and `CEIL(x)` (sqlparser's own nodes, not function calls); the forms
+/// with a unit (`FLOOR(t TO DAY)`) or a scale (`FLOOR(x, 2)`) are refused by name.
+fn rounding(
+    f: Func,
+    name: &str,
+    expr: &ast::Expr,
+    field: &ast::CeilFloorKind,
+    r: &dyn Resolve,
+) -> Result<Expr> {
+    use ast::CeilFloorKind as K;
+    let after = Span::new(expr.span().end, expr.span().end);
+    match field {
+        K::DateTimeField(ast::DateTimeField::NoDateTime) => Ok(Expr::Call(f, vec![sub(expr, r)?])),
+        K::DateTimeField(unit) => Err(mark_word(
+            after,
+            "TO",
+            Error::NotSupported(format!(
+                "`{name}(... TO {unit})` (rounding to a unit of time; Braid's times are integers)"
+            )),
+        )),
+        K::Scale(s) => Err(mark(
+            s.span,
+            Error::NotSupported(format!(
+                "`{name}(x, {s})` (rounding to a scale): write `{name}(x * 100) / 100` for two decimals",
+                s = s.value
+            )),
+        )),
+    }
 }
 
 /// `NOT x` when `negated`, else `x`.

@@ -472,6 +472,27 @@ fn rewrite(e: &ast::Expr, f: &mut dyn FnMut(&ast::Expr) -> Option<ast::Expr>) ->
                 .collect(),
             else_result: else_result.as_ref().map(|x| Box::new(rewrite(x, f))),
         },
+        E::Floor { expr, field } => E::Floor {
+            expr: b(expr),
+            field: field.clone(),
+        },
+        E::Ceil { expr, field } => E::Ceil {
+            expr: b(expr),
+            field: field.clone(),
+        },
+        E::Like {
+            negated,
+            any,
+            expr,
+            pattern,
+            escape_char,
+        } => E::Like {
+            negated: *negated,
+            any: *any,
+            expr: b(expr),
+            pattern: b(pattern),
+            escape_char: escape_char.clone(),
+        },
         E::Function(func) => {
             let mut func = func.clone();
             if let ast::FunctionArguments::List(list) = &mut func.args {
