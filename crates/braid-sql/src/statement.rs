@@ -1,6 +1,6 @@
 //! Statements: the script's text split into statements (Braid's words `CREATE STREAM`
-//! and `CREATE SINK` handed to sqlparser spelled `CREATE TABLE`, keeping every position
-//! the same, so parse errors point at the user's text), then each statement run in
+//! and `CREATE SINK` handed to sqlparser as the token `TABLE`, every token keeping its
+//! place in the user's text, so errors point at it), then each statement run in
 //! order: declarations into the catalog, `SET` into the settings, queries into jobs
 //! ([`crate::query`] plans a query, [`crate::parallel`] an explicit `PARALLEL(...)`).
 
@@ -15,7 +15,7 @@ use braid_plan::types::{Field, Schema};
 use sqlparser::ast::{self, Spanned};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Span, Token, Tokenizer};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -23,9 +23,16 @@ use std::sync::Arc;
 /// Parses `text` and runs its statements against `script`; returns the number of jobs
 /// added.
 pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
-    let (patched, kinds) = braid_words(text);
-    let statements = Parser::parse_sql(&GenericDialect {}, &patched)
-        .map_err(|e| parse_error(text, &e.to_string()))?;
+    let dialect = GenericDialect {};
+    let parsed = match braid_words(text) {
+        Some((tokens, kinds)) => Parser::new(&dialect)
+            .with_tokens_with_locations(tokens)
+            .parse_statements()
+            .map(|s| (s, kinds)),
+        // Text that does not tokenize: sqlparser words the error.
+        None => Parser::parse_sql(&dialect, text).map(|s| (s, Vec::new())),
+    };
+    let (statements, kinds) = parsed.map_err(|e| parse_error(text, &e.to_string()))?;
     let before = script.jobs.len();
     for (n, st) in statements.iter().enumerate() {
         let (word, first) = kinds.get(n).copied().unwrap_or((None, Span::empty()));
@@ -34,29 +41,19 @@ pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize>
     Ok(script.jobs.len() - before)
 }
 
-/// `CREATE [OR REPLACE] STREAM|SINK` and `DROP STREAM|SINK` become `... TABLE ` (same
-/// length for STREAM; SINK gains one column). Returns the text and, per statement,
-/// which word it had and where its first word is.
-fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
-    let dialect = GenericDialect {};
-    let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
-        return (text.to_string(), Vec::new());
-    };
-    let line_starts: Vec<usize> = std::iter::once(0)
-        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-        .collect();
-    let offset = |line: u64, col: u64| -> usize {
-        let start = line_starts.get(line as usize - 1).copied().unwrap_or(0);
-        text[start..]
-            .char_indices()
-            .nth(col as usize - 1)
-            .map_or(text.len(), |(i, _)| start + i)
-    };
-    let mut edits: Vec<(usize, usize, &str)> = Vec::new();
+/// The tokens of `text` with `STREAM` and `SINK` after `CREATE [OR REPLACE]` or `DROP`
+/// made the keyword `TABLE` (sqlparser reads them as tables), each token keeping its
+/// place in the user's text; and, per statement, which word it had and where its first
+/// word is. None if `text` does not tokenize.
+type Kinds = Vec<(Option<Word>, Span)>;
+fn braid_words(text: &str) -> Option<(Vec<TokenWithSpan>, Kinds)> {
+    let mut tokens = Tokenizer::new(&GenericDialect {}, text)
+        .tokenize_with_location()
+        .ok()?;
     let mut kinds: Vec<Option<Word>> = vec![None];
     // Just after CREATE [OR REPLACE] or DROP.
     let mut after_create = false;
-    for t in &tokens {
+    for t in &mut tokens {
         match &t.token {
             Token::Whitespace(_) => continue,
             Token::SemiColon => {
@@ -71,9 +68,7 @@ fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
                     _ => None,
                 };
                 if let Some(k) = kind {
-                    let at = offset(t.span.start.line, t.span.start.column);
-                    let len = w.value.len();
-                    edits.push((at, len, if k == Word::Stream { "TABLE " } else { "TABLE" }));
+                    t.token = Token::make_keyword("TABLE");
                     if let Some(last) = kinds.last_mut() {
                         *last = Some(k);
                     }
@@ -89,10 +84,6 @@ fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
             _ => false,
         };
     }
-    let mut out = text.to_string();
-    for (at, len, with) in edits.into_iter().rev() {
-        out.replace_range(at..at + len, with);
-    }
     // Statements sqlparser returns skip empty ones; drop empty slots the same way.
     let mut per = Vec::new();
     for (i, piece) in split_statements(&tokens).into_iter().enumerate() {
@@ -100,11 +91,11 @@ fn braid_words(text: &str) -> (String, Vec<(Option<Word>, Span)>) {
             per.push((kinds.get(i).copied().flatten(), first));
         }
     }
-    (out, per)
+    Some((tokens, per))
 }
 
 /// Per `;`-separated piece: its first token, if it has any (sqlparser skips empty ones).
-fn split_statements(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> Vec<Option<Span>> {
+fn split_statements(tokens: &[TokenWithSpan]) -> Vec<Option<Span>> {
     let mut v = vec![None];
     for t in tokens {
         match &t.token {
