@@ -32,7 +32,8 @@ pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize>
         // Text that does not tokenize: sqlparser words the error.
         None => Parser::parse_sql(&dialect, text).map(|s| (s, Vec::new())),
     };
-    let (statements, kinds) = parsed.map_err(|e| parse_error(text, &e.to_string()))?;
+    let (statements, kinds) = parsed
+        .map_err(|e| window_tvf(text).unwrap_or_else(|| parse_error(text, &e.to_string())))?;
     let before = script.jobs.len();
     for (n, st) in statements.iter().enumerate() {
         let (word, first) = kinds.get(n).copied().unwrap_or((None, Span::empty()));
@@ -92,6 +93,32 @@ fn braid_words(text: &str) -> Option<(Vec<TokenWithSpan>, Kinds)> {
         }
     }
     Some((tokens, per))
+}
+
+/// The refusal of Flink's window table functions (`FROM TABLE(TUMBLE(TABLE s, ...))`,
+/// which sqlparser cannot parse), at `TABLE`, if `text` has one.
+fn window_tvf(text: &str) -> Option<Error> {
+    let tokens = Tokenizer::new(&GenericDialect {}, text)
+        .tokenize_with_location()
+        .ok()?;
+    let words: Vec<&TokenWithSpan> = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .collect();
+    words.windows(3).find_map(|w| {
+        let word = |t: &TokenWithSpan| match &t.token {
+            Token::Word(x) if x.quote_style.is_none() => Some(x.value.to_ascii_uppercase()),
+            _ => None,
+        };
+        let f = word(w[2])?;
+        let tvf = ["TUMBLE", "HOP", "CUMULATE", "SESSION"].contains(&f.as_str());
+        (word(w[0])? == "TABLE" && w[1].token == Token::LParen && tvf).then(|| {
+            Error::NotSupported(format!(
+                "window table function `TABLE({f}(...))`; write GROUP BY {f}(time, ...) (see the windows of GROUP BY)"
+            ))
+            .at(text, w[0].span)
+        })
+    })
 }
 
 /// Per `;`-separated piece: its first token, if it has any (sqlparser skips empty ones).

@@ -21,7 +21,10 @@ fn fails_at(text: &str, line: usize, column: usize, what: &str) {
     assert!(e.contains(&at), "{text}\n  expected `{at}` in:\n{e}");
     assert!(e.contains(what), "{text}\n  expected `{what}` in:\n{e}");
     let caret = format!("\n  {}^", " ".repeat(column - 1));
-    assert!(e.contains(&caret), "{text}\n  caret not under column {column}:\n{e}");
+    assert!(
+        e.contains(&caret),
+        "{text}\n  caret not under column {column}:\n{e}"
+    );
 }
 
 const STREAM: &str = "CREATE STREAM calls (caller BIGINT, start BIGINT) WITH (path = 'calls.csv', event_time = 'start');\n";

@@ -2,6 +2,6 @@
 
 mod expr_props;
 mod planner;
+mod positions;
 mod refusals;
 mod script_fuzz;
-mod positions;

@@ -265,7 +265,13 @@ fn keyable(a: &Expr, b: &Expr, schema: &Schema) -> bool {
 
 /// How a join that is not an inner join is named in the message refusing it.
 fn join_kind(op: &ast::JoinOperator) -> &'static str {
+    use ast::JoinConstraint as C;
     match op {
+        ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => match c {
+            C::Natural => "NATURAL JOIN (name the condition with JOIN ... ON)",
+            C::Using(_) => "JOIN ... USING (...) (write the equality with JOIN ... ON)",
+            _ => "JOIN without ON",
+        },
         ast::JoinOperator::LeftOuter(_) | ast::JoinOperator::Left(_) => "LEFT JOIN",
         ast::JoinOperator::RightOuter(_) | ast::JoinOperator::Right(_) => "RIGHT JOIN",
         ast::JoinOperator::FullOuter(_) => "FULL JOIN",
