@@ -19,9 +19,10 @@ type Cond = (&'static str, fn(&Call, &Call) -> bool);
 const CONDITIONS: &[Cond] = &[
     ("a.start < b.start", |a, b| a.2 < b.2),
     ("b.start <= a.start + 2", |a, b| b.2 <= a.2 + 2),
-    ("b.start >= a.start - 5 AND b.start <= a.start + 4", |a, b| {
-        b.2 >= a.2 - 5 && b.2 <= a.2 + 4
-    }),
+    (
+        "b.start >= a.start - 5 AND b.start <= a.start + 4",
+        |a, b| b.2 >= a.2 - 5 && b.2 <= a.2 + 4,
+    ),
     ("a.caller = b.sender AND b.start > a.start", |a, b| {
         a.0 == b.0 && b.2 > a.2
     }),
@@ -31,9 +32,10 @@ const CONDITIONS: &[Cond] = &[
     ("a.start < b.start OR a.caller = b.sender", |a, b| {
         a.2 < b.2 || a.0 == b.0
     }),
-    ("b.start - a.start BETWEEN 0 AND 6 AND a.start >= b.start - 4", |a, b| {
-        (0..=4).contains(&(b.2 - a.2))
-    }),
+    (
+        "b.start - a.start BETWEEN 0 AND 6 AND a.start >= b.start - 4",
+        |a, b| (0..=4).contains(&(b.2 - a.2)),
+    ),
 ];
 
 /// The rows in the order the join meets them: (is a text, row).
@@ -141,8 +143,12 @@ proptest! {
 /// Fixed streams on which each condition keeps some pairs and drops others.
 #[test]
 fn sql_count_join_matches_a_loop_on_fixed_streams() {
-    let calls: Vec<Call> = (0..80).map(|i| (i % 5, i % 7, i * 4, (i * 37) % 100)).collect();
-    let texts: Vec<Call> = (0..60).map(|i| (i % 4, i % 9, i * 5 + 2, (i * 53) % 100)).collect();
+    let calls: Vec<Call> = (0..80)
+        .map(|i| (i % 5, i % 7, i * 4, (i * 37) % 100))
+        .collect();
+    let texts: Vec<Call> = (0..60)
+        .map(|i| (i % 4, i % 9, i * 5 + 2, (i * 53) % 100))
+        .collect();
     for &cond in CONDITIONS {
         let all = expected(&calls, &texts, 3, 2, ("", |_, _| true)).len();
         let kept = expected(&calls, &texts, 3, 2, cond).len();
