@@ -14,6 +14,7 @@ mod bad_input;
 mod cancel;
 mod session;
 mod sql;
+mod sql_count_join;
 mod sql_faults;
 mod sql_reference;
 mod sql_time;

@@ -143,6 +143,34 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         }
         E::Function(f) => function(f, r)?,
         E::Interval(iv) => Expr::Literal(Scalar::Int(crate::time::interval(iv, &r.time_unit())?)),
+        E::Exists { negated, .. } => {
+            let word = if *negated { "NOT EXISTS" } else { "EXISTS" };
+            // sqlparser's span starts at the subquery, after the word.
+            return Err(subquery(e, &format!("`{word} (SELECT ...)`"), ""));
+        }
+        E::InSubquery { negated, .. } => {
+            let word = if *negated { "NOT IN" } else { "IN" };
+            return Err(subquery(e, &format!("`x {word} (SELECT ...)`"), "SELECT"));
+        }
+        E::AnyOp { .. } | E::AllOp { .. } => {
+            let word = if matches!(e, E::AnyOp { .. }) {
+                "ANY"
+            } else {
+                "ALL"
+            };
+            return Err(subquery(e, &format!("`x op {word} (...)`"), word));
+        }
+        E::Subquery(_) => return Err(subquery(e, "a scalar subquery `(SELECT ...)`", "SELECT")),
+        E::GroupingSets(_) | E::Rollup(_) | E::Cube(_) => {
+            let name = e.to_string();
+            let name: String = name.chars().take_while(|c| *c != '(').collect();
+            return Err(Error::NotSupported(format!(
+                "`{}` (several groupings in one query); write one query per grouping and UNION ALL them",
+                name.trim()
+            )));
+        }
+        E::Floor { expr, field } => rounding(Func::Floor, "FLOOR", expr, field, r)?,
+        E::Ceil { expr, field } => rounding(Func::Ceil, "CEIL", expr, field, r)?,
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
     })
 }
@@ -258,6 +286,48 @@ pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, Strin
         }
         other => return Err(format!("type {other}; {TYPES}")),
     })
+}
+
+/// The refusal of a subquery in an expression (`what`), at its first `word` (or at
+/// the start of its span).
+fn subquery(e: &ast::Expr, what: &str, word: &str) -> Error {
+    let e2 = Error::NotSupported(format!(
+        "{what}: subqueries in expressions; join the streams (JOIN ... ON) or a table instead"
+    ));
+    match word {
+        "" => mark(e.span(), e2),
+        w => mark_word(e.span(), w, e2),
+    }
+}
+
+/// `FLOOR(x)` and `CEIL(x)` (sqlparser's own nodes, not function calls); the forms
+/// with a unit (`FLOOR(t TO DAY)`) or a scale (`FLOOR(x, 2)`) are refused by name.
+fn rounding(
+    f: Func,
+    name: &str,
+    expr: &ast::Expr,
+    field: &ast::CeilFloorKind,
+    r: &dyn Resolve,
+) -> Result<Expr> {
+    use ast::CeilFloorKind as K;
+    let after = Span::new(expr.span().end, expr.span().end);
+    match field {
+        K::DateTimeField(ast::DateTimeField::NoDateTime) => Ok(Expr::Call(f, vec![sub(expr, r)?])),
+        K::DateTimeField(unit) => Err(mark_word(
+            after,
+            "TO",
+            Error::NotSupported(format!(
+                "`{name}(... TO {unit})` (rounding to a unit of time; Braid's times are integers)"
+            )),
+        )),
+        K::Scale(s) => Err(mark(
+            s.span,
+            Error::NotSupported(format!(
+                "`{name}(x, {s})` (rounding to a scale): write `{name}(x * 100) / 100` for two decimals",
+                s = s.value
+            )),
+        )),
+    }
 }
 
 /// `NOT x` when `negated`, else `x`.
@@ -468,6 +538,12 @@ fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
     check_call(f, kind)?;
     let udf = r.registry().and_then(|reg| reg.scalar(&name)).cloned();
     let func = Func::by_name(&name);
+    if func.is_none() && udf.is_none() && kind == Call::Aggregate {
+        // The planner takes aggregates out of the SELECT list and HAVING first.
+        return Err(Error::Plan(format!(
+            "aggregate `{name}(...)` is not allowed here: aggregates belong in the SELECT list or HAVING, not inside another aggregate, a window or a row's condition"
+        )));
+    }
     if func.is_none() && udf.is_none() {
         let mut known = Func::NAMES.to_string();
         for n in r.registry().map(|g| g.scalar_names()).unwrap_or_default() {

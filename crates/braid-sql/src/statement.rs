@@ -1,6 +1,6 @@
 //! Statements: the script's text split into statements (Braid's words `CREATE STREAM`
-//! and `CREATE SINK` handed to sqlparser spelled `CREATE TABLE`, keeping every position
-//! the same, so parse errors point at the user's text), then each statement run in
+//! and `CREATE SINK` handed to sqlparser as the token `TABLE`, every token keeping its
+//! place in the user's text, so errors point at it), then each statement run in
 //! order: declarations into the catalog, `SET` into the settings, queries into jobs
 //! ([`crate::query`] plans a query, [`crate::parallel`] an explicit `PARALLEL(...)`).
 
@@ -16,7 +16,7 @@ use braid_plan::types::{Field, Schema};
 use sqlparser::ast::{self, Spanned};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::Parser;
-use sqlparser::tokenizer::{Span, Token, Tokenizer};
+use sqlparser::tokenizer::{Span, Token, TokenWithSpan, Tokenizer, Whitespace};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,13 +24,24 @@ use std::sync::Arc;
 /// Parses `text` and runs its statements against `script`; returns the number of jobs
 /// added.
 pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
-    let Patched {
-        text: patched,
-        kinds,
-        session,
-        watermarks,
-    } = braid_words(text);
-    let statements = Parser::parse_sql(&GenericDialect {}, &patched).map_err(|e| {
+    let dialect = GenericDialect {};
+    let (parsed, session, watermarks) = match braid_words(text) {
+        Some(p) => (
+            Parser::new(&dialect)
+                .with_tokens_with_locations(p.tokens)
+                .parse_statements()
+                .map(|s| (s, p.kinds)),
+            p.session,
+            p.watermarks,
+        ),
+        // Text that does not tokenize: sqlparser words the error.
+        None => (
+            Parser::parse_sql(&dialect, text).map(|s| (s, Vec::new())),
+            None,
+            Vec::new(),
+        ),
+    };
+    let (statements, kinds) = parsed.map_err(|e| {
         // sqlparser does not parse SESSION's PARTITION BY: refuse it by name.
         match session {
             Some(at) => session_tvf().at(text, at),
@@ -53,21 +64,28 @@ pub(crate) fn session_tvf() -> Error {
     )
 }
 
-/// `CREATE [OR REPLACE] STREAM|SINK` and `DROP STREAM|SINK` become `... TABLE ` (same
-/// length for STREAM; SINK gains one column), and `TABLE` before the stream of a window
-/// table function (`TUMBLE(TABLE calls, ...)`, which sqlparser does not parse) becomes
-/// spaces. Returns the text, per statement which word it had and where its first word
-/// is, and where a SESSION window table function is.
-fn braid_words(text: &str) -> Patched {
-    let dialect = GenericDialect {};
-    let Ok(tokens) = Tokenizer::new(&dialect, text).tokenize_with_location() else {
-        return Patched {
-            text: text.to_string(),
-            kinds: Vec::new(),
-            session: None,
-            watermarks: Vec::new(),
-        };
-    };
+/// The tokens sqlparser reads, and per statement what Braid took out of them. Every
+/// token keeps its place in the user's text, so errors point at it.
+struct Patched {
+    /// `STREAM` and `SINK` after `CREATE [OR REPLACE]` or `DROP` made the keyword
+    /// `TABLE`; a WATERMARK clause, and `TABLE` before the stream of a window table
+    /// function (`TUMBLE(TABLE calls, ...)`, which sqlparser does not parse), made
+    /// whitespace.
+    tokens: Vec<TokenWithSpan>,
+    /// Per statement: Braid's word after CREATE (or DROP), and where its first word is.
+    kinds: Vec<(Option<Word>, Span)>,
+    /// Where a SESSION window table function is.
+    session: Option<Span>,
+    /// Per statement: its WATERMARK clause.
+    watermarks: Vec<Option<Watermark>>,
+}
+
+/// Braid's words taken out of `text`'s tokens (see [`Patched`]); None if `text` does not
+/// tokenize.
+fn braid_words(text: &str) -> Option<Patched> {
+    let mut tokens = Tokenizer::new(&GenericDialect {}, text)
+        .tokenize_with_location()
+        .ok()?;
     let line_starts: Vec<usize> = std::iter::once(0)
         .chain(text.match_indices('\n').map(|(i, _)| i + 1))
         .collect();
@@ -78,15 +96,18 @@ fn braid_words(text: &str) -> Patched {
             .nth(col as usize - 1)
             .map_or(text.len(), |(i, _)| start + i)
     };
-    let mut edits: Vec<(usize, usize, String)> = Vec::new();
+    // Token index ranges that become whitespace, and tokens that become TABLE.
+    let mut blank: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut table: Vec<usize> = Vec::new();
     let mut watermarks: Vec<Option<Watermark>> = vec![None];
     let mut skip_to = 0;
     let mut kinds: Vec<Option<Word>> = vec![None];
     // Just after CREATE [OR REPLACE] or DROP.
     let mut after_create = false;
     let mut session = None;
-    // The two tokens before this one (whitespace skipped).
+    // The two tokens before this one (whitespace skipped), and the last one's index.
     let mut before: [Option<&Token>; 2] = [None, None];
+    let mut last_solid: Option<usize> = None;
     for (i, t) in tokens.iter().enumerate() {
         if i < skip_to {
             continue;
@@ -95,18 +116,20 @@ fn braid_words(text: &str) -> Patched {
             continue;
         }
         let in_stream = kinds.last() == Some(&Some(Word::Stream));
-        if let (true, Some((w, (from, to), next))) =
-            (in_stream, watermark::clause(&tokens, i, text, &offset))
+        if let (true, Some((w, _, end))) = (in_stream, watermark::clause(&tokens, i, text, &offset))
         {
-            let blank: String = text[from..to]
-                .chars()
-                .map(|c| if c == '\n' { c } else { ' ' })
-                .collect();
-            edits.push((from, to - from, blank));
+            // With the comma before the clause, or (first in the list) the one after.
+            match last_solid {
+                Some(k) if tokens[k].token == Token::Comma => blank.push(k..end),
+                _ if tokens.get(end).map(|t| &t.token) == Some(&Token::Comma) => {
+                    blank.push(i..end + 1)
+                }
+                _ => blank.push(i..end),
+            }
             if let Some(last) = watermarks.last_mut() {
                 *last = Some(w);
             }
-            skip_to = next;
+            skip_to = end;
             continue;
         }
         if let (Token::Word(w), Some(Token::LParen), Some(Token::Word(f))) =
@@ -116,14 +139,14 @@ fn braid_words(text: &str) -> Patched {
                 .iter()
                 .any(|n| f.value.eq_ignore_ascii_case(n));
             if tvf && w.value.eq_ignore_ascii_case("table") && w.quote_style.is_none() {
-                let at = offset(t.span.start.line, t.span.start.column);
-                edits.push((at, w.value.len(), "     ".into()));
+                blank.push(i..i + 1);
                 if f.value.eq_ignore_ascii_case("session") {
                     session = Some(t.span);
                 }
             }
         }
         before = [before[1], Some(&t.token)];
+        last_solid = Some(i);
         match &t.token {
             Token::SemiColon => {
                 kinds.push(None);
@@ -138,10 +161,7 @@ fn braid_words(text: &str) -> Patched {
                     _ => None,
                 };
                 if let Some(k) = kind {
-                    let at = offset(t.span.start.line, t.span.start.column);
-                    let len = w.value.len();
-                    let with = if k == Word::Stream { "TABLE " } else { "TABLE" };
-                    edits.push((at, len, with.into()));
+                    table.push(i);
                     if let Some(last) = kinds.last_mut() {
                         *last = Some(k);
                     }
@@ -157,9 +177,13 @@ fn braid_words(text: &str) -> Patched {
             _ => false,
         };
     }
-    let mut out = text.to_string();
-    for (at, len, with) in edits.into_iter().rev() {
-        out.replace_range(at..at + len, &with);
+    for k in table {
+        tokens[k].token = Token::make_keyword("TABLE");
+    }
+    for k in blank.into_iter().flatten() {
+        if !matches!(tokens[k].token, Token::EOF) {
+            tokens[k].token = Token::Whitespace(Whitespace::Space);
+        }
     }
     // Statements sqlparser returns skip empty ones; drop empty slots the same way.
     let (mut per, mut marks) = (Vec::new(), Vec::new());
@@ -169,28 +193,16 @@ fn braid_words(text: &str) -> Patched {
             marks.push(watermarks.get(i).cloned().flatten());
         }
     }
-    Patched {
-        text: out,
+    Some(Patched {
+        tokens,
         kinds: per,
         session,
         watermarks: marks,
-    }
-}
-
-/// The text sqlparser reads, and per statement what Braid took out of it.
-struct Patched {
-    /// The text with Braid's words replaced.
-    text: String,
-    /// Per statement: Braid's word after CREATE (or DROP), and where its first word is.
-    kinds: Vec<(Option<Word>, Span)>,
-    /// Where a SESSION window table function is.
-    session: Option<Span>,
-    /// Per statement: its WATERMARK clause.
-    watermarks: Vec<Option<Watermark>>,
+    })
 }
 
 /// Per `;`-separated piece: its first token, if it has any (sqlparser skips empty ones).
-fn split_statements(tokens: &[sqlparser::tokenizer::TokenWithSpan]) -> Vec<Option<Span>> {
+fn split_statements(tokens: &[TokenWithSpan]) -> Vec<Option<Span>> {
     let mut v = vec![None];
     for t in tokens {
         match &t.token {

@@ -2,6 +2,7 @@
 
 mod expr_props;
 mod planner;
+mod positions;
 mod refusals;
 mod script_fuzz;
 mod time;

@@ -2,7 +2,7 @@
 //! the SELECT list and HAVING, and the SELECT list over the aggregate's output
 //! (`window_start, window_end, keys..., aggregates...`).
 
-use super::rewrite::rewrite;
+use super::rewrite::{agg_func, rewrite};
 use super::scope::{Names, Scope};
 use super::Planner;
 use crate::expr::{check_call, convert, Call};
@@ -133,6 +133,7 @@ impl Planner<'_> {
                 g.window = w;
                 continue;
             }
+            self.refuse_aggregates(e, "GROUP BY")?;
             let x = self.expr(e, scope, in_schema)?;
             let ty = x.data_type(in_schema)?;
             let (q, name) = match &x {
@@ -415,23 +416,4 @@ fn show(t: Option<DataType>) -> String {
 
 fn ident(name: &str) -> ast::Expr {
     ast::Expr::Identifier(ast::Ident::new(name))
-}
-
-/// The aggregate function `f` calls, if it is one.
-fn agg_func(f: &ast::Function) -> Option<AggFunc> {
-    AggFunc::by_name(&f.name.to_string())
-}
-
-/// Whether `e` calls an aggregate function.
-pub(super) fn contains_agg(e: &ast::Expr) -> bool {
-    let mut found = false;
-    let _ = rewrite(e, &mut |x| {
-        if let ast::Expr::Function(f) = x {
-            if agg_func(f).is_some() {
-                found = true;
-            }
-        }
-        None
-    });
-    found
 }

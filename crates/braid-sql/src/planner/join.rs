@@ -12,6 +12,7 @@ use crate::logical::{JoinWindow, Logical};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::{BinOp, Expr};
+use braid_plan::types::{DataType, Schema};
 use sqlparser::ast::{self, Spanned};
 use std::sync::Arc;
 
@@ -81,10 +82,10 @@ impl Planner<'_> {
         let mut schema = concat_schema(lplan.schema(), &table.schema);
         let cond = self.bool_expr(on, &scope, &schema, "ON")?;
         let la = lplan.schema().arity();
-        let (keys, rest) = lookup_keys(cond, la);
+        let (keys, rest) = lookup_keys(cond, la, &schema);
         if keys.is_empty() {
             return Err(Error::Plan(format!(
-                "a join with table `{}` needs an equality between a stream expression and a table column",
+                "a join with table `{}` needs an equality between a stream expression and a table column of the same type (not DOUBLE)",
                 table.name
             ))
             .at(self.text, on.span()));
@@ -119,43 +120,31 @@ impl Planner<'_> {
         let la = lplan.schema().arity();
         let lt = lplan.schema().event_time;
         let rt = rplan.schema().event_time.map(|t| t + la);
-        let Condition {
-            mut equi,
-            lo,
-            hi,
-            mut rest,
-        } = split_condition(cond, la, lt, rt, llast.is_none());
-        let window = match (llast, rlast) {
-            (Some(l), Some(r)) => {
-                // Count windows meet every pair: keys and time bounds become conditions.
-                rest.extend(equi.drain(..).map(|(a, b)| {
-                    a.eq(b.map_columns(&|i, n| Expr::Column(i + la, n.to_string())))
-                }));
-                if let (Some(l), Some(h)) = (lo, hi) {
-                    let (lt, rt) = (lt.unwrap_or(0), rt.unwrap_or(0));
-                    let d = Expr::Column(rt, "right.time".into())
-                        .bin(BinOp::Sub, Expr::Column(lt, "left.time".into()));
-                    rest.push(d.clone().bin(BinOp::GtEq, Expr::int(l)));
-                    rest.push(d.bin(BinOp::LtEq, Expr::int(h)));
-                }
-                JoinWindow::Count { left: l, right: r }
-            }
-            (None, None) => match (lo, hi) {
-                (Some(lo), Some(hi)) if lo <= hi => JoinWindow::Interval { lo, hi },
-                (Some(_), Some(_)) => {
-                    return Err(Error::Plan(
+        let (equi, rest, window) = match (llast, rlast) {
+            // Count windows meet every pair: the whole condition is the residual, as
+            // written (no key or time bound is taken out of it).
+            (Some(l), Some(r)) => (
+                Vec::new(),
+                vec![cond],
+                JoinWindow::Count { left: l, right: r },
+            ),
+            (None, None) => {
+                let c = split_condition(cond, la, lt, rt, &schema);
+                match (c.lo, c.hi) {
+                    (Some(lo), Some(hi)) if lo <= hi => {
+                        (c.equi, c.rest, JoinWindow::Interval { lo, hi })
+                    }
+                    (Some(_), Some(_)) => return Err(Error::Plan(
                         "the join's time bounds admit no pair (lower bound above upper bound)"
                             .into(),
                     )
-                    .at(self.text, on.span()))
-                }
-                _ => {
-                    return Err(Error::Plan(
+                    .at(self.text, on.span())),
+                    _ => return Err(Error::Plan(
                         "a join of two streams needs a window: bound the time difference both ways (`b.t BETWEEN a.t - 10 AND a.t + 10`) or join count windows LAST(a, n) JOIN LAST(b, m)".into(),
                     )
-                    .at(self.text, on.span()))
+                    .at(self.text, on.span())),
                 }
-            },
+            }
             _ => {
                 return Err(
                     Error::Plan("LAST(...) must be used on both sides of the join".into())
@@ -179,12 +168,17 @@ impl Planner<'_> {
 }
 
 /// The lookup keys of a table join's condition over `stream columns (la of them), then
-/// table columns`: (stream expression, table column) per equality; the rest.
-fn lookup_keys(cond: Expr, la: usize) -> (Vec<(Expr, usize)>, Vec<Expr>) {
+/// table columns`: (stream expression, table column) per equality of one type (see
+/// [`keyable`]); the rest.
+fn lookup_keys(cond: Expr, la: usize, schema: &Schema) -> (Vec<(Expr, usize)>, Vec<Expr>) {
     let mut keys = Vec::new();
     let mut rest = Vec::new();
     for c in conjuncts(cond) {
         if let Expr::Binary(BinOp::Eq, a, b) = &c {
+            if !keyable(a, b, schema) {
+                rest.push(c);
+                continue;
+            }
             let side = |e: &Expr| {
                 let cols = e.columns();
                 if !cols.is_empty() && cols.iter().all(|&i| i < la) {
@@ -212,15 +206,16 @@ fn lookup_keys(cond: Expr, la: usize) -> (Vec<(Expr, usize)>, Vec<Expr>) {
     (keys, rest)
 }
 
-/// Sorts a stream join's condition (over left columns, `la` of them, then right ones)
-/// into equality keys (only when `keyed`), time bounds (when both sides have event
-/// times `lt` and `rt`) and the rest.
+/// Sorts an interval join's condition (over left columns, `la` of them, then right
+/// ones) into time bounds (when both sides have event times `lt` and `rt`), equality
+/// keys and the rest. Several bounds on one side keep the tightest; whatever is not a
+/// bound or a key stays in the rest, so every conjunct is applied.
 fn split_condition(
     cond: Expr,
     la: usize,
     lt: Option<usize>,
     rt: Option<usize>,
-    keyed: bool,
+    schema: &Schema,
 ) -> Condition {
     let mut c = Condition {
         equi: Vec::new(),
@@ -230,21 +225,6 @@ fn split_condition(
     };
     for e in conjuncts(cond) {
         if let Expr::Binary(op, a, b) = &e {
-            if *op == BinOp::Eq {
-                let ca = a.columns();
-                let cb = b.columns();
-                let left_only = |v: &[usize]| !v.is_empty() && v.iter().all(|&i| i < la);
-                let right_only = |v: &[usize]| !v.is_empty() && v.iter().all(|&i| i >= la);
-                let shift = |e: &Expr| e.map_columns(&|i, n| Expr::Column(i - la, n.to_string()));
-                if left_only(&ca) && right_only(&cb) && keyed {
-                    c.equi.push((*a.clone(), shift(b)));
-                    continue;
-                }
-                if right_only(&ca) && left_only(&cb) && keyed {
-                    c.equi.push((*b.clone(), shift(a)));
-                    continue;
-                }
-            }
             if let (Some(lt), Some(rt)) = (lt, rt) {
                 if let Some((l, h)) = time_bound(*op, a, b, lt, rt) {
                     if let Some(l) = l {
@@ -256,15 +236,47 @@ fn split_condition(
                     continue;
                 }
             }
+            if *op == BinOp::Eq && keyable(a, b, schema) {
+                let ca = a.columns();
+                let cb = b.columns();
+                let left_only = |v: &[usize]| !v.is_empty() && v.iter().all(|&i| i < la);
+                let right_only = |v: &[usize]| !v.is_empty() && v.iter().all(|&i| i >= la);
+                let shift = |e: &Expr| e.map_columns(&|i, n| Expr::Column(i - la, n.to_string()));
+                if left_only(&ca) && right_only(&cb) {
+                    c.equi.push((*a.clone(), shift(b)));
+                    continue;
+                }
+                if right_only(&ca) && left_only(&cb) {
+                    c.equi.push((*b.clone(), shift(a)));
+                    continue;
+                }
+            }
         }
         c.rest.push(e);
     }
     c
 }
 
+/// Whether `a = b` can be a join key: rows meet when their keys are the same value,
+/// which is what `=` says only when both sides have one type and it is not DOUBLE
+/// (`1 = 1.0` and `0.0 = -0.0` hold, `NaN = NaN` does not). Other equalities stay
+/// conditions of the pair.
+fn keyable(a: &Expr, b: &Expr, schema: &Schema) -> bool {
+    match (a.data_type(schema), b.data_type(schema)) {
+        (Ok(x), Ok(y)) => x == y && x != DataType::Float64,
+        _ => false,
+    }
+}
+
 /// How a join that is not an inner join is named in the message refusing it.
 fn join_kind(op: &ast::JoinOperator) -> &'static str {
+    use ast::JoinConstraint as C;
     match op {
+        ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => match c {
+            C::Natural => "NATURAL JOIN (name the condition with JOIN ... ON)",
+            C::Using(_) => "JOIN ... USING (...) (write the equality with JOIN ... ON)",
+            _ => "JOIN without ON",
+        },
         ast::JoinOperator::LeftOuter(_) | ast::JoinOperator::Left(_) => "LEFT JOIN",
         ast::JoinOperator::RightOuter(_) | ast::JoinOperator::Right(_) => "RIGHT JOIN",
         ast::JoinOperator::FullOuter(_) => "FULL JOIN",
@@ -283,7 +295,13 @@ fn linear(e: &Expr, lt: usize, rt: usize) -> Option<(bool, i64)> {
             let Expr::Literal(Scalar::Int(k)) = b.as_ref() else {
                 return None;
             };
-            Some((side, if *op == BinOp::Add { c + k } else { c - k }))
+            // A constant beyond int64 is left to the condition (which faults).
+            let c = if *op == BinOp::Add {
+                c.checked_add(*k)
+            } else {
+                c.checked_sub(*k)
+            };
+            Some((side, c?))
         }
         _ => None,
     }
@@ -306,7 +324,7 @@ fn time_bound(
     // Normalise to `d op k`.
     let (op, k) = if sa {
         // r + ca op l + cb  =>  d op cb - ca
-        (op, cb - ca)
+        (op, cb.checked_sub(ca)?)
     } else {
         // l + ca op r + cb  =>  -d op cb - ca  =>  d flip(op) ca - cb
         let flipped = match op {
@@ -316,13 +334,13 @@ fn time_bound(
             BinOp::GtEq => BinOp::LtEq,
             other => other,
         };
-        (flipped, ca - cb)
+        (flipped, ca.checked_sub(cb)?)
     };
     Some(match op {
         BinOp::GtEq => (Some(k), None),
-        BinOp::Gt => (Some(k + 1), None),
+        BinOp::Gt => (Some(k.checked_add(1)?), None),
         BinOp::LtEq => (None, Some(k)),
-        BinOp::Lt => (None, Some(k - 1)),
+        BinOp::Lt => (None, Some(k.checked_sub(1)?)),
         BinOp::Eq => (Some(k), Some(k)),
         _ => return None,
     })

@@ -28,6 +28,7 @@ use braid_plan::function::Registry;
 use braid_plan::types::{DataType, Schema};
 use scope::{Hint, Names};
 use sqlparser::ast::{self, Spanned};
+use sqlparser::tokenizer::Span;
 use std::sync::Arc;
 
 /// What the planner sees of the catalog (in the manner of DataFusion's
@@ -135,6 +136,7 @@ impl<'a> Planner<'a> {
         schema: &Schema,
         what: &str,
     ) -> Result<Expr> {
+        self.refuse_aggregates(e, what)?;
         let x = self.expr(e, scope, schema)?;
         match x.data_type(schema)? {
             DataType::Bool => Ok(x),
@@ -195,10 +197,42 @@ impl<'a> Planner<'a> {
                 let (r, _) = self.set_expr(right)?;
                 Ok((self.union_all(l, r, body)?, ls))
             }
-            other => Err(Error::NotSupported(
-                "this set operation; streams combine with UNION ALL".into(),
-            )
-            .at(self.text, other.span())),
+            ast::SetExpr::SetOperation {
+                op,
+                set_quantifier,
+                left,
+                ..
+            } => {
+                let q = set_quantifier.to_string();
+                let written = if q.is_empty() {
+                    op.to_string()
+                } else {
+                    format!("{op} {q}")
+                };
+                let why = match op {
+                    ast::SetOperator::Union => " (it would remove duplicate rows)",
+                    _ => "",
+                };
+                let e = Error::NotSupported(format!(
+                    "`{written}`{why} on streams; streams combine with UNION ALL"
+                ));
+                let end = left.span().end;
+                let word = op.to_string();
+                Err(mark_word(Span::new(end, end), &word, e).at(self.text, body.span()))
+            }
+            other => {
+                let words: Vec<String> = other
+                    .to_string()
+                    .split_whitespace()
+                    .take(3)
+                    .map(str::to_string)
+                    .collect();
+                Err(Error::NotSupported(format!(
+                    "`{} ...` as a query; a query is SELECT or a UNION ALL of SELECTs",
+                    words.join(" ")
+                ))
+                .at(self.text, other.span()))
+            }
         }
     }
 

@@ -1,7 +1,50 @@
-//! Rewriting a SQL expression tree: aggregate calls and group expressions replaced by
-//! the columns of the aggregate's output.
+//! Walks over a SELECT's syntax trees: finding aggregate calls (and refusing them where
+//! a clause is evaluated on each row), and rebuilding an expression with some of its
+//! parts replaced (the aggregate planner's placeholders).
 
-use sqlparser::ast;
+use super::Planner;
+use crate::located::At;
+use crate::logical::AggFunc;
+use braid_plan::error::{Error, Result};
+use sqlparser::ast::{self, Spanned};
+use sqlparser::tokenizer::Span;
+
+/// The aggregate function `f` calls, if it is one.
+pub(super) fn agg_func(f: &ast::Function) -> Option<AggFunc> {
+    AggFunc::by_name(&f.name.to_string())
+}
+
+/// Whether `e` calls an aggregate function.
+pub(super) fn contains_agg(e: &ast::Expr) -> bool {
+    first_agg(e).is_some()
+}
+
+/// The first aggregate call in `e`: its name and place.
+fn first_agg(e: &ast::Expr) -> Option<(String, Span)> {
+    let mut found = None;
+    let _ = rewrite(e, &mut |x| {
+        if let ast::Expr::Function(f) = x {
+            if agg_func(f).is_some() && found.is_none() {
+                found = Some((f.name.to_string(), x.span()));
+            }
+        }
+        None
+    });
+    found
+}
+
+impl Planner<'_> {
+    /// Refuses an aggregate call in `e`, a clause (`what`) evaluated on each row.
+    pub(super) fn refuse_aggregates(&self, e: &ast::Expr, what: &str) -> Result<()> {
+        match first_agg(e) {
+            Some((name, span)) => Err(Error::Plan(format!(
+                "aggregate functions are not allowed in {what} (`{name}(...)`); aggregates belong in the SELECT list or HAVING"
+            ))
+            .at(self.text, span)),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Rebuilds `e`, replacing any sub-expression for which `f` returns a replacement.
 pub(super) fn rewrite(
@@ -75,6 +118,27 @@ pub(super) fn rewrite(
                 })
                 .collect(),
             else_result: else_result.as_ref().map(|x| Box::new(rewrite(x, f))),
+        },
+        E::Floor { expr, field } => E::Floor {
+            expr: b(expr),
+            field: field.clone(),
+        },
+        E::Ceil { expr, field } => E::Ceil {
+            expr: b(expr),
+            field: field.clone(),
+        },
+        E::Like {
+            negated,
+            any,
+            expr,
+            pattern,
+            escape_char,
+        } => E::Like {
+            negated: *negated,
+            any: *any,
+            expr: b(expr),
+            pattern: b(pattern),
+            escape_char: escape_char.clone(),
         },
         E::Function(func) => {
             let mut func = func.clone();

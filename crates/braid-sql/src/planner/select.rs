@@ -1,9 +1,9 @@
 //! The SELECT block, planned clause by clause in evaluation order: FROM (with its
 //! joins), WHERE, GROUP BY with aggregates and HAVING, then the SELECT list.
 
-use super::aggregate::contains_agg;
 use super::join::window_join;
 use super::relation::Rel;
+use super::rewrite::contains_agg;
 use super::scope::Scope;
 use super::Planner;
 use crate::located::{mark_word, At};
@@ -12,6 +12,7 @@ use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
 use braid_plan::types::{Field, Schema};
 use sqlparser::ast::{self, Spanned};
+use sqlparser::tokenizer::Span;
 
 impl Planner<'_> {
     /// Plans `SELECT ... FROM ... [WHERE ...] [GROUP BY ...] [HAVING ...]`.
@@ -44,7 +45,13 @@ impl Planner<'_> {
         let group: Vec<ast::Expr> = match &s.group_by {
             ast::GroupByExpr::Expressions(exprs, mods) if mods.is_empty() => exprs.clone(),
             other => {
-                return Err(Error::NotSupported(format!("GROUP BY {other}")).at(self.text, s.span()))
+                // sqlparser keeps no span of the clause: point at GROUP after FROM/WHERE.
+                let after = s
+                    .selection
+                    .as_ref()
+                    .map_or(from.span().end, |w| w.span().end);
+                let e = Error::NotSupported(format!("`{other}` (only GROUP BY a list)"));
+                return Err(mark_word(Span::new(after, after), "GROUP", e).at(self.text, s.span()));
             }
         };
         if !group.is_empty() || has_aggregates(s) {
