@@ -16,6 +16,7 @@ mod session;
 mod sql;
 mod sql_faults;
 mod sql_reference;
+mod sql_relational;
 mod sql_trust;
 
 use braid_exec::runtime::{run, RunConfig};

@@ -426,3 +426,51 @@ fn limit_is_taken_only_as_limit_n_of_a_whole_query() {
         other => panic!("a sink, found {}", other.name()),
     }
 }
+
+#[test]
+fn ctes_are_refused_by_name_where_braid_does_not_build_them() {
+    refused(
+        "WITH RECURSIVE r AS (SELECT caller FROM calls) SELECT * FROM r",
+        "WITH RECURSIVE",
+        "RECURSIVE",
+    );
+    refused(
+        "WITH r (a) AS (SELECT caller FROM calls) SELECT * FROM r",
+        "column names after the CTE's name",
+        "r (a)",
+    );
+    refused(
+        "WITH r AS (SELECT caller FROM calls), r AS (SELECT dur FROM calls) SELECT * FROM r",
+        "WITH names `r` twice",
+        "r AS (SELECT dur",
+    );
+    refused(
+        "WITH r AS (SELECT caller FROM calls) INSERT INTO x SELECT * FROM r",
+        "write INSERT INTO sink WITH ... SELECT",
+        "INSERT",
+    );
+    // An error in a CTE that is never read is still reported, where it is.
+    refused(
+        "WITH r AS (SELECT nope FROM calls) SELECT caller FROM calls",
+        "no column `nope`",
+        "nope",
+    );
+    // A CTE is not in scope outside the query that declares it.
+    refused(
+        "SELECT * FROM (WITH r AS (SELECT caller FROM calls) SELECT * FROM r) AS a JOIN r ON a.caller = r.caller",
+        "no stream `r`",
+        "r ON",
+    );
+}
+
+/// A CTE is planned as the subquery it names: the same logical plan.
+#[test]
+fn a_cte_plans_as_its_subquery() {
+    let with = logical_plan(&format!(
+        "{HEAD}WITH w AS (SELECT caller, start FROM calls WHERE dur > 5) SELECT caller, count(*) AS n FROM w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    let sub = logical_plan(&format!(
+        "{HEAD}SELECT caller, count(*) AS n FROM (SELECT caller, start FROM calls WHERE dur > 5) AS w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    assert_eq!(with, sub);
+}

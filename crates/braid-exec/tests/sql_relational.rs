@@ -1,0 +1,107 @@
+//! Common SQL written another way gives exactly the rows of the form Braid had before:
+//! CTEs and views as the subqueries they name, `SELECT DISTINCT` as the GROUP BY it
+//! means, comma joins as `JOIN ... ON`. Each pair runs serially (`SET parallel = 'off'`)
+//! and over 8 partitions on 1, 2 and 4 workers (transparent merge), and every run of
+//! the new form must equal the serial run of the old form, row for row and in order.
+
+use crate::sql::{scratch, write_calls, write_texts, Call};
+use braid_exec::runtime::{run, RunConfig};
+use braid_plan::batch::Scalar;
+use braid_plan::function::Registry;
+use braid_sql::compile_script;
+use std::path::Path;
+
+const HEADER: &str = "
+CREATE STREAM calls (caller BIGINT, callee BIGINT, start BIGINT, dur BIGINT)
+  WITH (path = 'calls.csv', event_time = 'start', epoch = 10, window = 16, lateness = 20);
+CREATE STREAM texts (sender BIGINT, receiver BIGINT, start BIGINT, dur BIGINT)
+  WITH (path = 'texts.csv', event_time = 'start', epoch = 10, window = 16, lateness = 20);
+CREATE TABLE watch (number BIGINT, risk BIGINT) WITH (path = 'watch.csv');
+CREATE SINK out WITH (sink = 'collect');
+";
+
+/// Calls with repeated callers and callees, now and then out of order.
+fn calls(n: i64, mul: i64) -> Vec<Call> {
+    let mut x = 7 * mul;
+    let mut t = 0;
+    (0..n)
+        .map(|i| {
+            x = (x * 1103515245 + 12345) % 2147483648;
+            t += x % 5;
+            let start = if i % 17 == 0 { (t - 30).max(0) } else { t };
+            (x % 9, (x / 9) % 6, start, (x / 54) % 400)
+        })
+        .collect()
+}
+
+/// A directory with the calls, texts and watch data.
+fn data() -> crate::sql::Dir {
+    let dir = scratch("relational");
+    write_calls(&dir.0.join("calls.csv"), &calls(400, 1));
+    write_texts(&dir.0.join("texts.csv"), &calls(300, 3));
+    std::fs::write(dir.0.join("watch.csv"), "number,risk\n1,3\n2,5\n4,1\n7,2\n").expect("watch");
+    dir
+}
+
+/// The rows `body` (a script's last statements, the query writing to `out`) writes,
+/// with `settings`, on `workers` workers.
+fn rows(dir: &Path, settings: &str, body: &str, workers: usize) -> Vec<Vec<Scalar>> {
+    let text = format!("{HEADER}{settings}\n{body};");
+    let s = compile_script(&text, dir, &Registry::with_builtins())
+        .unwrap_or_else(|e| panic!("compile {body}: {e}"));
+    let job = s.jobs.last().expect("a query");
+    let cfg = RunConfig {
+        workers,
+        ..RunConfig::default()
+    };
+    let report = run(&job.plan, &s.registry, &cfg).unwrap_or_else(|e| panic!("run {body}: {e}"));
+    report.collected.into_iter().map(|r| r.values).collect()
+}
+
+/// `new` gives the rows of `old` (its serial run, not empty) serially and on 1, 2 and 4
+/// workers.
+fn same_rows(new: &str, old: &str) {
+    let dir = data();
+    let serial = "SET parallel = 'off';";
+    let want = rows(&dir.0, serial, old, 1);
+    assert!(!want.is_empty(), "{old} gives no rows: a vacuous test");
+    assert_eq!(rows(&dir.0, serial, new, 1), want, "serial: {new}");
+    for workers in [1, 2, 4] {
+        let got = rows(&dir.0, "SET partitions = 8;", new, workers);
+        assert_eq!(got, want, "{workers} workers: {new}");
+    }
+}
+
+#[test]
+fn a_cte_is_the_subquery_it_names() {
+    same_rows(
+        "INSERT INTO out WITH long AS (SELECT caller, start, dur FROM calls WHERE dur > 100) \
+         SELECT window_end, caller, count(*) AS n FROM long GROUP BY TUMBLE(start, 50), caller",
+        "INSERT INTO out SELECT window_end, caller, count(*) AS n FROM (SELECT caller, start, dur FROM calls WHERE dur > 100) AS long GROUP BY TUMBLE(start, 50), caller",
+    );
+}
+
+#[test]
+fn ctes_see_the_ones_before_them_and_join() {
+    same_rows(
+        "INSERT INTO out WITH c AS (SELECT caller, start FROM calls WHERE dur > 50), \
+         t AS (SELECT sender, start AS ts FROM texts), \
+         ct AS (SELECT c.caller, c.start, t.ts FROM c JOIN t ON c.caller = t.sender AND t.ts BETWEEN c.start - 5 AND c.start + 5) \
+         SELECT window_end, caller, count(*) AS n FROM ct GROUP BY TUMBLE(start, 100), caller",
+        "INSERT INTO out SELECT window_end, caller, count(*) AS n FROM \
+         (SELECT c.caller, c.start, t.ts FROM (SELECT caller, start FROM calls WHERE dur > 50) AS c \
+          JOIN (SELECT sender, start AS ts FROM texts) AS t ON c.caller = t.sender AND t.ts BETWEEN c.start - 5 AND c.start + 5) AS ct \
+         GROUP BY TUMBLE(start, 100), caller",
+    );
+}
+
+/// A CTE read twice is planned twice: a self-join of `calls`.
+#[test]
+fn a_cte_read_twice_is_a_self_join() {
+    same_rows(
+        "INSERT INTO out WITH c AS (SELECT caller, callee, start FROM calls) \
+         SELECT a.caller, a.start, b.callee FROM c AS a JOIN c AS b ON a.caller = b.callee AND b.start BETWEEN a.start - 3 AND a.start + 3",
+        "INSERT INTO out SELECT a.caller, a.start, b.callee FROM (SELECT caller, callee, start FROM calls) AS a \
+         JOIN (SELECT caller, callee, start FROM calls) AS b ON a.caller = b.callee AND b.start BETWEEN a.start - 3 AND a.start + 3",
+    );
+}
