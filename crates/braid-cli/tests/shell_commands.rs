@@ -255,3 +255,66 @@ fn limit_in_a_script_gives_the_first_rows_of_the_serial_run() {
         }
     }
 }
+
+#[test]
+fn views_are_shown_described_read_replaced_and_dropped() {
+    let d = scratch("views");
+    std::fs::write(
+        d.0.join("calls.csv"),
+        "caller,start,dur\n1,0,2.5\n2,3,1.0\n3,12,4.0\n",
+    )
+    .expect("calls");
+    let input = "\
+CREATE STREAM calls (caller BIGINT NOT NULL, start BIGINT, dur DOUBLE)
+  WITH (path = 'calls.csv', header = true, event_time = 'start', epoch = 10);
+CREATE VIEW long AS SELECT caller, dur FROM calls WHERE dur > 2.0;
+CREATE VIEW top AS SELECT caller FROM long WHERE caller > 1;
+SHOW VIEWS;
+DESCRIBE long;
+SELECT * FROM top;
+CREATE VIEW long AS SELECT caller FROM calls;
+CREATE OR REPLACE VIEW long AS SELECT caller, dur FROM calls WHERE dur < 2.0;
+SELECT * FROM top;
+CREATE OR REPLACE VIEW long AS SELECT nope FROM calls;
+CREATE OR REPLACE VIEW long AS SELECT caller FROM top;
+CREATE OR REPLACE STREAM top (a BIGINT) WITH (path = 'calls.csv');
+DROP VIEW long;
+SELECT * FROM top;
+DROP STREAM top;
+DROP VIEW top;
+SHOW VIEWS;
+";
+    let out = run_shell(&d.0, &d.0, input);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // long = callers 1 and 3 (dur > 2.0), top = 3; after the replacement long = 2, top = 2.
+    let want = "\
+| name | query                                         |
+|------|-----------------------------------------------|
+| long | SELECT caller, dur FROM calls WHERE dur > 2.0 |
+| top  | SELECT caller FROM long WHERE caller > 1      |
+| column | type   | nullable |
+|--------|--------|----------|
+| caller | BIGINT | true     |
+| dur    | DOUBLE | true     |
+| option | value                                         |
+|--------|-----------------------------------------------|
+| query  | SELECT caller, dur FROM calls WHERE dur > 2.0 |
+3
+2
+| name | query |
+|------|-------|
+";
+    assert_eq!(stdout, want, "{stderr}");
+    for e in [
+        "at line 1, column 13: `long` is already declared (a view); write CREATE OR REPLACE VIEW",
+        "at line 1, column 39: no column `nope`",
+        "view `long` reads itself",
+        "`top` is a view; CREATE OR REPLACE STREAM does not change what it is (DROP VIEW top first)",
+        "view `top` does not plan any more (something it reads has changed): at line 1, column 20: no stream `long`",
+        "`top` is a view, not a stream; write DROP VIEW top",
+    ] {
+        assert!(stderr.contains(e), "missing {e:?} in\n{stderr}");
+    }
+}

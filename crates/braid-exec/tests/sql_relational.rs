@@ -105,3 +105,27 @@ fn a_cte_read_twice_is_a_self_join() {
          JOIN (SELECT caller, callee, start FROM calls) AS b ON a.caller = b.callee AND b.start BETWEEN a.start - 3 AND a.start + 3",
     );
 }
+
+/// A view over a view, joined with a table, gives the rows of the nested subqueries.
+#[test]
+fn a_view_over_a_view_is_the_nested_subquery() {
+    same_rows(
+        "CREATE VIEW busy AS SELECT caller, start, dur FROM calls WHERE dur > 40;
+         CREATE VIEW watched AS SELECT b.caller, b.start, w.risk FROM busy AS b JOIN watch AS w ON b.caller = w.number;
+         INSERT INTO out SELECT window_start, risk, count(*) AS n FROM watched GROUP BY TUMBLE(start, 60), risk",
+        "INSERT INTO out SELECT window_start, risk, count(*) AS n FROM \
+         (SELECT b.caller, b.start, w.risk FROM (SELECT caller, start, dur FROM calls WHERE dur > 40) AS b \
+          JOIN watch AS w ON b.caller = w.number) AS watched GROUP BY TUMBLE(start, 60), risk",
+    );
+}
+
+/// A view read twice, joined with itself by a time bound.
+#[test]
+fn a_view_read_twice_is_a_self_join() {
+    same_rows(
+        "CREATE VIEW t AS SELECT sender, start FROM texts WHERE dur < 300;
+         INSERT INTO out SELECT a.sender, a.start, b.start AS b_start FROM t AS a JOIN t AS b ON a.sender = b.sender AND b.start BETWEEN a.start + 1 AND a.start + 20",
+        "INSERT INTO out SELECT a.sender, a.start, b.start AS b_start FROM (SELECT sender, start FROM texts WHERE dur < 300) AS a \
+         JOIN (SELECT sender, start FROM texts WHERE dur < 300) AS b ON a.sender = b.sender AND b.start BETWEEN a.start + 1 AND a.start + 20",
+    );
+}

@@ -77,6 +77,7 @@ pub mod run;
 mod script;
 mod show;
 mod statement;
+mod view;
 
 pub use script::{Job, Script, Show, Shown};
 

@@ -474,3 +474,49 @@ fn a_cte_plans_as_its_subquery() {
     ));
     assert_eq!(with, sub);
 }
+
+#[test]
+fn a_wrong_view_is_refused_when_it_is_created() {
+    refused(
+        "CREATE VIEW v AS SELECT caller FROM calls WHERE nope > 1",
+        "no column `nope`",
+        "nope",
+    );
+    refused(
+        "CREATE VIEW v AS SELECT caller FROM calls LIMIT 3",
+        "LIMIT inside a subquery",
+        "3",
+    );
+    refused(
+        "CREATE MATERIALIZED VIEW v AS SELECT caller FROM calls",
+        "CREATE MATERIALIZED VIEW",
+        "v AS",
+    );
+    refused(
+        "CREATE VIEW v (a) AS SELECT caller FROM calls",
+        "column names after the view's name",
+        "v (a)",
+    );
+    refused(
+        "CREATE VIEW calls AS SELECT 1 AS a FROM calls",
+        "`calls` is already declared (a stream)",
+        "calls AS",
+    );
+    refused(
+        "CREATE VIEW v AS SELECT * FROM LAST(v, 3) AS a JOIN LAST(calls, 3) AS b ON a.caller = b.caller",
+        "no stream `v`",
+        "LAST(v",
+    );
+}
+
+/// A view is planned as the subquery it names: the same logical plan.
+#[test]
+fn a_view_plans_as_its_subquery() {
+    let view = logical_plan(&format!(
+        "{HEAD}CREATE VIEW w AS SELECT caller, start FROM calls WHERE dur > 5;\nSELECT caller, count(*) AS n FROM w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    let sub = logical_plan(&format!(
+        "{HEAD}SELECT caller, count(*) AS n FROM (SELECT caller, start FROM calls WHERE dur > 5) AS w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    assert_eq!(view, sub);
+}

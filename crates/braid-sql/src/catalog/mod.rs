@@ -11,6 +11,7 @@ mod show;
 
 pub use declare::{sink, stream, table, Options};
 pub use settings::{set, Cut, MergeMode, Settings};
+pub(crate) use show::columns;
 pub use show::Listing;
 
 use braid_plan::batch::Batch;

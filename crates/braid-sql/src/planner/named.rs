@@ -42,8 +42,9 @@ impl<'a> Planner<'a> {
             }
             let key = name.value.to_ascii_lowercase();
             if self.ctes[first..].iter().any(|(n, _)| *n == key) {
-                return Err(Error::Plan(format!("WITH names `{}` twice", name.value))
-                    .at(self.text, span));
+                return Err(
+                    Error::Plan(format!("WITH names `{}` twice", name.value)).at(self.text, span)
+                );
             }
             // Checked now; it reads its streams only where the query names it.
             let inputs = self.inputs.clone();
