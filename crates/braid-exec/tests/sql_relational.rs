@@ -129,3 +129,47 @@ fn a_view_read_twice_is_a_self_join() {
          JOIN (SELECT sender, start FROM texts WHERE dur < 300) AS b ON a.sender = b.sender AND b.start BETWEEN a.start + 1 AND a.start + 20",
     );
 }
+
+#[test]
+fn select_distinct_is_group_by_its_columns() {
+    same_rows(
+        "INSERT INTO out SELECT DISTINCT caller, callee FROM calls WHERE dur > 100",
+        "INSERT INTO out SELECT caller, callee FROM calls WHERE dur > 100 GROUP BY caller, callee",
+    );
+    same_rows(
+        "INSERT INTO out SELECT DISTINCT caller % 4 AS g, callee FROM calls",
+        "INSERT INTO out SELECT caller % 4 AS g, callee FROM calls GROUP BY caller % 4, callee",
+    );
+}
+
+/// The distinct (caller, callee) pairs, computed by a loop, are the rows.
+#[test]
+fn select_distinct_gives_each_distinct_row_once() {
+    let dir = data();
+    let want: std::collections::BTreeSet<Vec<Scalar>> = calls(400, 1)
+        .iter()
+        .filter(|c| c.3 > 100)
+        .map(|c| vec![Scalar::Int(c.0), Scalar::Int(c.1)])
+        .collect();
+    let q = "INSERT INTO out SELECT DISTINCT caller, callee FROM calls WHERE dur > 100";
+    for workers in [1, 2, 4] {
+        let got = rows(&dir.0, "SET partitions = 8;", q, workers);
+        assert_eq!(got.len(), want.len(), "{workers} workers: a row twice");
+        let got: std::collections::BTreeSet<_> = got.into_iter().collect();
+        assert_eq!(got, want, "{workers} workers");
+    }
+}
+
+/// DISTINCT over a window's groups, all keys and the window selected: the rows as they
+/// are; without a key or the window: the distinct rows of the aggregate at the end.
+#[test]
+fn select_distinct_over_an_aggregate_is_distinct_over_its_rows() {
+    same_rows(
+        "INSERT INTO out SELECT DISTINCT window_start, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller",
+        "INSERT INTO out SELECT window_start, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller",
+    );
+    same_rows(
+        "INSERT INTO out SELECT DISTINCT caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller",
+        "INSERT INTO out SELECT caller, n FROM (SELECT caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller) AS a GROUP BY caller, n",
+    );
+}

@@ -52,9 +52,11 @@ pub(crate) fn statement(script: &mut Script, text: &str, st: &ast::Statement) ->
         ast::Statement::ExplainTable {
             describe_alias: ast::DescribeAlias::Explain,
             ..
-        } => return Err(Error::NotSupported(format!(
+        } => {
+            return Err(Error::NotSupported(format!(
             "`{st}`: EXPLAIN takes a query; DESCRIBE name describes a stream, table, sink or view"
-        ))),
+        )))
+        }
         _ => {
             return Err(Error::NotSupported(format!(
                 "`{st}`; {SHOWN}, and DESCRIBE a name"

@@ -520,3 +520,13 @@ fn a_view_plans_as_its_subquery() {
     ));
     assert_eq!(view, sub);
 }
+
+#[test]
+fn distinct_forms_braid_does_not_build_are_refused() {
+    refused(
+        "SELECT DISTINCT ON (caller) caller, dur FROM calls",
+        "SELECT DISTINCT ON (...)",
+        "DISTINCT",
+    );
+    refused("SELECT DISTINCT * FROM calls", "SELECT DISTINCT *", "*");
+}

@@ -17,12 +17,7 @@ impl Planner<'_> {
     pub(super) fn select(&mut self, s: &ast::Select) -> Result<(Logical, Scope)> {
         // Syntax a stream query cannot have.
         self.refuse_ignored(s)?;
-        if s.distinct.is_some() {
-            return Err(Error::NotSupported(
-                "SELECT DISTINCT on a stream; use GROUP BY with a window".into(),
-            )
-            .at(self.text, s.span()));
-        }
+        let distinct = self.is_distinct(s)?;
         let [from] = s.from.as_slice() else {
             return Err(
                 Error::NotSupported("FROM with several relations; use JOIN ... ON".into())
@@ -47,7 +42,16 @@ impl Planner<'_> {
             }
         };
         if !group.is_empty() || has_aggregates(s) {
-            return self.aggregate(s, plan, scope, &group);
+            let planned = self.aggregate(s, plan, scope, &group)?;
+            return Ok(match distinct {
+                true => self.distinct_aggregate(s, &group, planned),
+                false => planned,
+            });
+        }
+        if distinct {
+            // SELECT DISTINCT list: GROUP BY list (see `distinct.rs`).
+            let keys = self.distinct_keys(s)?;
+            return self.aggregate(s, plan, scope, &keys);
         }
         if s.having.is_some() {
             return Err(
