@@ -173,3 +173,22 @@ fn select_distinct_over_an_aggregate_is_distinct_over_its_rows() {
         "INSERT INTO out SELECT caller, n FROM (SELECT caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller) AS a GROUP BY caller, n",
     );
 }
+
+#[test]
+fn a_comma_join_with_a_table_is_the_lookup_join() {
+    same_rows(
+        "INSERT INTO out SELECT c.caller, c.dur, w.risk FROM calls c, watch w WHERE c.caller = w.number AND c.dur > 50 AND w.risk < c.dur % 7",
+        "INSERT INTO out SELECT c.caller, c.dur, w.risk FROM calls c JOIN watch w ON c.caller = w.number AND w.risk < c.dur % 7 WHERE c.dur > 50",
+    );
+}
+
+#[test]
+fn a_comma_join_of_streams_is_the_interval_join() {
+    same_rows(
+        "INSERT INTO out SELECT c.caller, c.start, t.start AS ts, w.risk FROM calls AS c, texts AS t, watch AS w \
+         WHERE c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 10 AND w.number = t.sender AND c.dur > 20",
+        "INSERT INTO out SELECT c.caller, c.start, t.start AS ts, w.risk FROM calls AS c \
+         JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 10 \
+         JOIN watch AS w ON w.number = t.sender WHERE c.dur > 20",
+    );
+}

@@ -530,3 +530,71 @@ fn distinct_forms_braid_does_not_build_are_refused() {
     );
     refused("SELECT DISTINCT * FROM calls", "SELECT DISTINCT *", "*");
 }
+
+const TEXTS: &str = "CREATE STREAM texts (sender BIGINT, start BIGINT) WITH (path = 'texts.csv', event_time = 'start', epoch = 10);\nCREATE TABLE watch (number BIGINT, risk BIGINT) WITH (path = 'watch.csv');\n";
+
+/// The error of `HEAD`, `TEXTS`, then `query` (on line 4).
+fn error_with_texts(query: &str) -> String {
+    let d = std::env::temp_dir().join(format!("braid-comma-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("dir");
+    std::fs::write(d.join("watch.csv"), "1,2\n").expect("watch");
+    let text = format!("{HEAD}{TEXTS}{query}");
+    let r = compile_script(&text, &d, &Registry::with_builtins());
+    let _ = std::fs::remove_dir_all(&d);
+    match r {
+        Ok(s) => s.jobs[0].logical.as_ref().expect("logical").to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A comma join plans exactly as the JOIN ... ON with the conditions naming the later
+/// relation; a relation no condition joins is refused where it stands.
+#[test]
+fn comma_joins_plan_as_join_on_or_are_refused() {
+    let comma = error_with_texts(
+        "SELECT c.caller, t.start FROM calls c, texts t, watch w WHERE c.caller = t.sender AND c.dur > 3 AND t.start BETWEEN c.start - 2 AND c.start + 2 AND w.number = t.sender",
+    );
+    let join = error_with_texts(
+        "SELECT c.caller, t.start FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 2 AND c.start + 2 JOIN watch w ON w.number = t.sender WHERE c.dur > 3",
+    );
+    assert!(comma.contains("Join"), "{comma}");
+    assert_eq!(comma, join);
+    let cases = [
+        (
+            "SELECT * FROM calls c, texts t WHERE c.dur > 3",
+            "a cross product of two streams is not built",
+            "texts t",
+        ),
+        (
+            "SELECT * FROM calls c, texts t WHERE c.caller = t.sender",
+            "a join of two streams needs a window",
+            "c.caller = t.sender",
+        ),
+        (
+            "SELECT * FROM calls c, watch w WHERE w.risk > c.dur",
+            "a join with table `watch` needs an equality",
+            "w.risk",
+        ),
+        (
+            "SELECT * FROM calls c, watch w WHERE c.dur > 1",
+            "no condition in WHERE joins table `watch`",
+            "watch w",
+        ),
+        (
+            "SELECT * FROM calls c JOIN watch w ON c.caller = w.number, texts t WHERE c.caller = t.sender",
+            "JOIN in a comma list",
+            "watch w",
+        ),
+        (
+            "SELECT * FROM calls c, texts t WHERE caller = sender AND t.start BETWEEN c.start - 1 AND c.start + 1 AND start = 1",
+            "column `start` is ambiguous",
+            "start = 1",
+        ),
+    ];
+    for (q, what, word) in cases {
+        let e = error_with_texts(q);
+        assert!(e.contains(what), "{q}\n  expected `{what}` in:\n{e}");
+        let at = format!("at line 4, column {}:", column_of(q, word));
+        assert!(e.contains(&at), "{q}\n  expected `{at}` in:\n{e}");
+    }
+}

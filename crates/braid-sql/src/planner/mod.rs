@@ -8,6 +8,7 @@
 //! [`scope`] resolves names.
 
 mod aggregate;
+mod comma;
 mod distinct;
 mod join;
 mod named;

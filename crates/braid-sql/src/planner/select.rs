@@ -18,16 +18,21 @@ impl Planner<'_> {
         // Syntax a stream query cannot have.
         self.refuse_ignored(s)?;
         let distinct = self.is_distinct(s)?;
-        let [from] = s.from.as_slice() else {
-            return Err(
-                Error::NotSupported("FROM with several relations; use JOIN ... ON".into())
-                    .at(self.text, s.span()),
-            );
+        // FROM, with its joins (a comma list joins by conditions of WHERE).
+        let (mut plan, scope, selection) = match s.from.as_slice() {
+            [] => {
+                return Err(
+                    Error::NotSupported("SELECT without FROM".into()).at(self.text, s.span())
+                )
+            }
+            [from] => {
+                let (plan, scope) = self.from(from)?;
+                (plan, scope, s.selection.clone())
+            }
+            list => self.comma_join(list, s.selection.as_ref())?,
         };
-        // FROM, with its joins.
-        let (mut plan, scope) = self.from(from)?;
         // WHERE.
-        if let Some(w) = &s.selection {
+        if let Some(w) = &selection {
             let predicate = self.bool_expr(w, &scope, plan.schema(), "WHERE")?;
             plan = Logical::Filter {
                 input: Box::new(plan),
