@@ -89,10 +89,12 @@ SHOW STREAMS;
 |------------|---------------|
 | sink       | csv ./out.csv |
 | stamp_emit | false         |
+| header     | false         |
 | option     | value   |
 |------------|---------|
 | sink       | discard |
 | stamp_emit | false   |
+| header     | false   |
 | name | columns | rows |
 |------|---------|------|
 1
@@ -316,5 +318,27 @@ SHOW VIEWS;
         "`top` is a view, not a stream; write DROP VIEW top",
     ] {
         assert!(stderr.contains(e), "missing {e:?} in\n{stderr}");
+    }
+}
+
+/// A stdout sink with `header = true` prints the column names first, then the rows the
+/// bare SELECT prints, on 1, 2 and 4 workers.
+#[test]
+fn a_stdout_sink_with_a_header_prints_the_column_names_first() {
+    let d = scratch("header");
+    std::fs::copy(calls_csv(), d.0.join("calls.csv")).expect("calls");
+    let head = "CREATE STREAM calls (caller BIGINT, callee BIGINT, start BIGINT, dur BIGINT)
+  WITH (path = 'calls.csv', header = true, event_time = 'start', epoch = 60);
+";
+    let q = "SELECT window_end, caller AS who, count(*) AS n FROM calls GROUP BY TUMBLE(start, 600), caller";
+    let bare = run_script(&d, "bare.sql", &format!("{head}{q};"), 1);
+    assert!(bare.len() > 5, "{bare:?}");
+    for workers in [1, 2, 4] {
+        let text = format!(
+            "{head}CREATE SINK screen WITH (sink = 'stdout', header = true);\nINSERT INTO screen {q};"
+        );
+        let got = run_script(&d, "header.sql", &text, workers);
+        assert_eq!(got[0], "window_end,who,n");
+        assert_eq!(got[1..], bare[..], "{workers} workers");
     }
 }

@@ -192,3 +192,42 @@ fn a_comma_join_of_streams_is_the_interval_join() {
          JOIN watch AS w ON w.number = t.sender WHERE c.dur > 20",
     );
 }
+
+/// What a csv sink with `options` writes for `query`, on `workers` workers.
+fn csv_written(dir: &Path, options: &str, query: &str, workers: usize) -> String {
+    let path = dir.join("f.csv");
+    let _ = std::fs::remove_file(&path);
+    let body = format!(
+        "CREATE SINK f WITH (sink = 'csv', path = 'f.csv'{options});\nINSERT INTO f {query}"
+    );
+    let text = format!("{HEADER}SET partitions = 8;\n{body};");
+    let s = compile_script(&text, dir, &Registry::with_builtins()).expect("compiles");
+    let cfg = RunConfig {
+        workers,
+        ..RunConfig::default()
+    };
+    run(&s.jobs[0].plan, &s.registry, &cfg).expect("runs");
+    std::fs::read_to_string(&path).expect("the sink's file")
+}
+
+/// `header = true` writes the column names first, then exactly the rows written without
+/// it; the default writes no header.
+#[test]
+fn a_sink_with_a_header_writes_the_column_names_first() {
+    let dir = data();
+    let q = "SELECT window_end, caller AS who, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller";
+    let plain = csv_written(&dir.0, "", q, 1);
+    assert!(plain.lines().count() > 10, "{plain}");
+    assert!(!plain.starts_with("window_end"), "{plain}");
+    for workers in [1, 2, 4] {
+        let with = csv_written(&dir.0, ", header = true", q, workers);
+        assert_eq!(
+            with,
+            format!("window_end,who,n\n{plain}"),
+            "{workers} workers"
+        );
+    }
+    let stamped = csv_written(&dir.0, ", header = 'true', stamp_emit = true", q, 2);
+    assert_eq!(stamped.lines().next(), Some("window_end,who,n,emit_ms"));
+    assert_eq!(stamped.lines().count(), plain.lines().count() + 1);
+}

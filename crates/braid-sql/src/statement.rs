@@ -171,6 +171,7 @@ fn statement(
                 name: "stdout".into(),
                 spec: braid_plan::plan::SinkSpec::Stdout,
                 stamp_emit: false,
+                header: false,
             };
             let job = limited_job(script, text, q, &sink, &st.to_string())?;
             script.add_job(job, None).map_err(at)

@@ -598,3 +598,14 @@ fn comma_joins_plan_as_join_on_or_are_refused() {
         assert!(e.contains(&at), "{q}\n  expected `{at}` in:\n{e}");
     }
 }
+
+#[test]
+fn a_header_on_a_sink_that_writes_no_text_is_refused() {
+    // (Where on the line a CREATE SINK error points is statement.rs's business.)
+    let e = error("CREATE SINK s WITH (sink = 'collect', header = true)");
+    assert!(e.contains("at line 2, column "), "{e}");
+    assert!(
+        e.contains("sink `s` writes no text: `header` is an option of stdout, csv and tcp sinks"),
+        "{e}"
+    );
+}

@@ -52,6 +52,8 @@ pub struct SinkDef {
     pub spec: SinkSpec,
     /// Append each line's emit time.
     pub stamp_emit: bool,
+    /// Write the column names first (`header = true`; stdout, csv and tcp sinks).
+    pub header: bool,
 }
 
 /// A declared view (`CREATE VIEW name AS query`): a named query, planned where a query

@@ -179,6 +179,7 @@ fn sink_options(s: &SinkDef) -> Listing {
     let mut l = Listing::new(&["option", "value"]);
     l.row(vec!["sink".into(), sink_text(&s.spec)]);
     l.row(vec!["stamp_emit".into(), s.stamp_emit.to_string()]);
+    l.row(vec!["header".into(), s.header.to_string()]);
     l
 }
 
