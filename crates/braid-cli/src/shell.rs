@@ -21,12 +21,13 @@ Statements (end each with `;`):
   CREATE [OR REPLACE] STREAM name (columns) WITH (source = ..., ...)
   CREATE [OR REPLACE] TABLE name (columns) WITH (path = ...)
   CREATE [OR REPLACE] SINK name WITH (sink = ..., ...)
-  DROP STREAM|TABLE|SINK [IF EXISTS] name
+  CREATE [OR REPLACE] VIEW name AS SELECT ...
+  DROP STREAM|TABLE|SINK|VIEW [IF EXISTS] name
   SET option = value
   SELECT ... [LIMIT n]                  runs now, rows to the screen
   INSERT INTO sink SELECT ... [LIMIT n] runs now, rows to the sink
   EXPLAIN SELECT ...                    plans, without running
-  SHOW STREAMS | SINKS | TABLES | QUERIES
+  SHOW STREAMS | SINKS | TABLES | VIEWS | QUERIES
   DESCRIBE name                         columns and options
 Commands:
   help, \\?                              this list

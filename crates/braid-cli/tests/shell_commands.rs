@@ -89,10 +89,12 @@ SHOW STREAMS;
 |------------|---------------|
 | sink       | csv ./out.csv |
 | stamp_emit | false         |
+| header     | false         |
 | option     | value   |
 |------------|---------|
 | sink       | discard |
 | stamp_emit | false   |
+| header     | false   |
 | name | columns | rows |
 |------|---------|------|
 1
@@ -253,5 +255,90 @@ fn limit_in_a_script_gives_the_first_rows_of_the_serial_run() {
                 assert_eq!(got[got.len() - 2..], empty);
             }
         }
+    }
+}
+
+#[test]
+fn views_are_shown_described_read_replaced_and_dropped() {
+    let d = scratch("views");
+    std::fs::write(
+        d.0.join("calls.csv"),
+        "caller,start,dur\n1,0,2.5\n2,3,1.0\n3,12,4.0\n",
+    )
+    .expect("calls");
+    let input = "\
+CREATE STREAM calls (caller BIGINT NOT NULL, start BIGINT, dur DOUBLE)
+  WITH (path = 'calls.csv', header = true, event_time = 'start', epoch = 10);
+CREATE VIEW long AS SELECT caller, dur FROM calls WHERE dur > 2.0;
+CREATE VIEW top AS SELECT caller FROM long WHERE caller > 1;
+SHOW VIEWS;
+DESCRIBE long;
+SELECT * FROM top;
+CREATE VIEW long AS SELECT caller FROM calls;
+CREATE OR REPLACE VIEW long AS SELECT caller, dur FROM calls WHERE dur < 2.0;
+SELECT * FROM top;
+CREATE OR REPLACE VIEW long AS SELECT nope FROM calls;
+CREATE OR REPLACE VIEW long AS SELECT caller FROM top;
+CREATE OR REPLACE STREAM top (a BIGINT) WITH (path = 'calls.csv');
+DROP VIEW long;
+SELECT * FROM top;
+DROP STREAM top;
+DROP VIEW top;
+SHOW VIEWS;
+";
+    let out = run_shell(&d.0, &d.0, input);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // long = callers 1 and 3 (dur > 2.0), top = 3; after the replacement long = 2, top = 2.
+    let want = "\
+| name | query                                         |
+|------|-----------------------------------------------|
+| long | SELECT caller, dur FROM calls WHERE dur > 2.0 |
+| top  | SELECT caller FROM long WHERE caller > 1      |
+| column | type   | nullable |
+|--------|--------|----------|
+| caller | BIGINT | true     |
+| dur    | DOUBLE | true     |
+| option | value                                         |
+|--------|-----------------------------------------------|
+| query  | SELECT caller, dur FROM calls WHERE dur > 2.0 |
+3
+2
+| name | query |
+|------|-------|
+";
+    assert_eq!(stdout, want, "{stderr}");
+    for e in [
+        "at line 1, column 13: `long` is already declared (a view); write CREATE OR REPLACE VIEW",
+        "at line 1, column 39: no column `nope`",
+        "view `long` reads itself",
+        "`top` is a view; CREATE OR REPLACE STREAM does not change what it is (DROP VIEW top first)",
+        "view `top` does not plan any more (something it reads has changed): at line 1, column 20: no stream `long`",
+        "`top` is a view, not a stream; write DROP VIEW top",
+    ] {
+        assert!(stderr.contains(e), "missing {e:?} in\n{stderr}");
+    }
+}
+
+/// A stdout sink with `header = true` prints the column names first, then the rows the
+/// bare SELECT prints, on 1, 2 and 4 workers.
+#[test]
+fn a_stdout_sink_with_a_header_prints_the_column_names_first() {
+    let d = scratch("header");
+    std::fs::copy(calls_csv(), d.0.join("calls.csv")).expect("calls");
+    let head = "CREATE STREAM calls (caller BIGINT, callee BIGINT, start BIGINT, dur BIGINT)
+  WITH (path = 'calls.csv', header = true, event_time = 'start', epoch = 60);
+";
+    let q = "SELECT window_end, caller AS who, count(*) AS n FROM calls GROUP BY TUMBLE(start, 600), caller";
+    let bare = run_script(&d, "bare.sql", &format!("{head}{q};"), 1);
+    assert!(bare.len() > 5, "{bare:?}");
+    for workers in [1, 2, 4] {
+        let text = format!(
+            "{head}CREATE SINK screen WITH (sink = 'stdout', header = true);\nINSERT INTO screen {q};"
+        );
+        let got = run_script(&d, "header.sql", &text, workers);
+        assert_eq!(got[0], "window_end,who,n");
+        assert_eq!(got[1..], bare[..], "{workers} workers");
     }
 }

@@ -136,6 +136,7 @@ fn discard_output(plan: &mut Plan) {
         Plan::Sink(s) => {
             s.spec = SinkSpec::Discard;
             s.stamp_emit = false;
+            s.header = false;
         }
         _ => {}
     }

@@ -176,7 +176,7 @@ fn text(v: &Scalar, ty: Option<DataType>) -> String {
 
 fn is_query(sql: &str) -> bool {
     let head = sql.trim_start().to_ascii_lowercase();
-    head.starts_with("select") || head.starts_with('(')
+    head.starts_with("select") || head.starts_with("with") || head.starts_with('(')
 }
 
 impl DB for Braid {

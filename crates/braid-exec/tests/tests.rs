@@ -17,6 +17,7 @@ mod sql;
 mod sql_count_join;
 mod sql_faults;
 mod sql_reference;
+mod sql_relational;
 mod sql_time;
 mod sql_timestamp;
 mod sql_trust;

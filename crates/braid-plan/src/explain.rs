@@ -52,8 +52,9 @@ fn node_text(
         Plan::Sink(s) => {
             let _ = writeln!(
                 out,
-                "{pad}Sink: {:?}{}{}",
+                "{pad}Sink: {:?}{}{}{}",
                 s.spec,
+                if s.header { " (header row)" } else { "" },
                 if s.stamp_emit {
                     " (emit time stamped)"
                 } else {

@@ -401,6 +401,8 @@ pub struct Sink {
     pub spec: SinkSpec,
     /// Append each line's emit time (ms since the run started).
     pub stamp_emit: bool,
+    /// Write the column names first, as a CSV line (text sinks).
+    pub header: bool,
     /// SQL's `LIMIT n`: write the first `n` rows, then stop the run (its sources end
     /// their input as when cancelled, once every sink of the run has its rows).
     pub limit: Option<u64>,
@@ -469,6 +471,7 @@ impl Plan {
             input: Box::new(self),
             spec,
             stamp_emit: false,
+            header: false,
             limit: None,
         })
     }

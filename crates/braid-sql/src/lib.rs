@@ -78,6 +78,7 @@ mod script;
 mod show;
 mod statement;
 pub mod time;
+mod view;
 mod watermark;
 
 pub use script::{Job, Script, Show, Shown};

@@ -86,6 +86,7 @@ pub(crate) fn job(
         input: Box::new(mapped.merge(kind)),
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
+        header: sink.header,
         limit: None,
     });
     plan.schema(&script.registry).at(text, q.span())?;

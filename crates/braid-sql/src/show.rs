@@ -7,7 +7,7 @@ use braid_plan::error::{Error, Result};
 use sqlparser::ast::{self, Spanned};
 
 /// What SHOW takes, for errors.
-const SHOWN: &str = "SHOW takes STREAMS, SINKS, TABLES or QUERIES";
+const SHOWN: &str = "SHOW takes STREAMS, SINKS, TABLES, VIEWS or QUERIES";
 
 /// Runs a SHOW or DESCRIBE statement.
 pub(crate) fn statement(script: &mut Script, text: &str, st: &ast::Statement) -> Result<()> {
@@ -16,6 +16,11 @@ pub(crate) fn statement(script: &mut Script, text: &str, st: &ast::Statement) ->
         ast::Statement::ShowTables { .. } if st.to_string() == "SHOW TABLES" => {
             Show::Listings(vec![catalog.show_tables()])
         }
+        ast::Statement::ShowViews {
+            terse: false,
+            materialized: false,
+            ..
+        } if st.to_string() == "SHOW VIEWS" => Show::Listings(vec![catalog.show_views()]),
         ast::Statement::ShowVariable { variable } => match variable.as_slice() {
             [one] => match one.value.to_ascii_uppercase().as_str() {
                 "STREAMS" => Show::Listings(vec![catalog.show_streams()]),
@@ -36,18 +41,21 @@ pub(crate) fn statement(script: &mut Script, text: &str, st: &ast::Statement) ->
             hive_format: None,
             has_table_keyword: false,
             table_name,
-        } => Show::Listings(
-            catalog
-                .describe(&table_name.to_string())
-                .map_err(|e| e.at(text, table_name.span()))?,
-        ),
+        } => {
+            let name = table_name.to_string();
+            let listings = match catalog.views.get(&name.to_ascii_lowercase()) {
+                Some(v) => crate::view::describe(script, v),
+                None => catalog.describe(&name),
+            };
+            Show::Listings(listings.map_err(|e| e.at(text, table_name.span()))?)
+        }
         ast::Statement::ExplainTable {
             describe_alias: ast::DescribeAlias::Explain,
             ..
         } => {
             return Err(Error::NotSupported(format!(
-                "`{st}`: EXPLAIN takes a query; DESCRIBE name describes a stream, table or sink"
-            )))
+            "`{st}`: EXPLAIN takes a query; DESCRIBE name describes a stream, table, sink or view"
+        )))
         }
         _ => {
             return Err(Error::NotSupported(format!(

@@ -263,6 +263,7 @@ fn statement(
             (word, watermark.as_ref()),
             st.span(),
         ),
+        ast::Statement::CreateView(cv) => crate::view::create(script, text, cv),
         ast::Statement::Set(ast::Set::SingleAssignment {
             variable, values, ..
         }) => set(script, base, &variable.to_string(), values).map_err(at),
@@ -280,12 +281,13 @@ fn statement(
                 name: "stdout".into(),
                 spec: braid_plan::plan::SinkSpec::Stdout,
                 stamp_emit: false,
+                header: false,
             };
             let job = limited_job(script, text, q, &sink, &st.to_string())?;
             script.add_job(job, None).map_err(at)
         }
         ast::Statement::Drop {
-            object_type: ast::ObjectType::Table,
+            object_type: object @ (ast::ObjectType::Table | ast::ObjectType::View),
             if_exists,
             names,
             cascade: false,
@@ -295,17 +297,21 @@ fn statement(
             table: None,
         } => {
             for name in names {
-                let kind = word.map_or(Kind::Table, Word::kind);
+                let kind = match object {
+                    ast::ObjectType::View => Kind::View,
+                    _ => word.map_or(Kind::Table, Word::kind),
+                };
                 let e = script.catalog.drop(kind, &name.to_string(), *if_exists);
                 e.map_err(|e| e.at(text, name.span()))?;
             }
             Ok(())
         }
         ast::Statement::ShowTables { .. }
+        | ast::Statement::ShowViews { .. }
         | ast::Statement::ShowVariable { .. }
         | ast::Statement::ExplainTable { .. } => show::statement(script, text, st).map_err(at),
         other => Err(at(Error::NotSupported(format!(
-            "statement `{}`; Braid runs CREATE [OR REPLACE] STREAM/TABLE/SINK, DROP, SET, \
+            "statement `{}`; Braid runs CREATE [OR REPLACE] STREAM/TABLE/SINK/VIEW, DROP, SET, \
              SHOW, DESCRIBE, INSERT INTO ... SELECT and SELECT",
             first_words(&other.to_string())
         )))),

@@ -435,3 +435,186 @@ fn limit_is_taken_only_as_limit_n_of_a_whole_query() {
         other => panic!("a sink, found {}", other.name()),
     }
 }
+
+#[test]
+fn ctes_are_refused_by_name_where_braid_does_not_build_them() {
+    refused(
+        "WITH RECURSIVE r AS (SELECT caller FROM calls) SELECT * FROM r",
+        "WITH RECURSIVE",
+        "RECURSIVE",
+    );
+    refused(
+        "WITH r (a) AS (SELECT caller FROM calls) SELECT * FROM r",
+        "column names after the CTE's name",
+        "r (a)",
+    );
+    refused(
+        "WITH r AS (SELECT caller FROM calls), r AS (SELECT dur FROM calls) SELECT * FROM r",
+        "WITH names `r` twice",
+        "r AS (SELECT dur",
+    );
+    refused(
+        "WITH r AS (SELECT caller FROM calls) INSERT INTO x SELECT * FROM r",
+        "write INSERT INTO sink WITH ... SELECT",
+        "INSERT",
+    );
+    // An error in a CTE that is never read is still reported, where it is.
+    refused(
+        "WITH r AS (SELECT nope FROM calls) SELECT caller FROM calls",
+        "no column `nope`",
+        "nope",
+    );
+    // A CTE is not in scope outside the query that declares it.
+    refused(
+        "SELECT * FROM (WITH r AS (SELECT caller FROM calls) SELECT * FROM r) AS a JOIN r ON a.caller = r.caller",
+        "no stream `r`",
+        "r ON",
+    );
+}
+
+/// A CTE is planned as the subquery it names: the same logical plan.
+#[test]
+fn a_cte_plans_as_its_subquery() {
+    let with = logical_plan(&format!(
+        "{HEAD}WITH w AS (SELECT caller, start FROM calls WHERE dur > 5) SELECT caller, count(*) AS n FROM w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    let sub = logical_plan(&format!(
+        "{HEAD}SELECT caller, count(*) AS n FROM (SELECT caller, start FROM calls WHERE dur > 5) AS w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    assert_eq!(with, sub);
+}
+
+#[test]
+fn a_wrong_view_is_refused_when_it_is_created() {
+    refused(
+        "CREATE VIEW v AS SELECT caller FROM calls WHERE nope > 1",
+        "no column `nope`",
+        "nope",
+    );
+    refused(
+        "CREATE VIEW v AS SELECT caller FROM calls LIMIT 3",
+        "LIMIT inside a subquery",
+        "3",
+    );
+    refused(
+        "CREATE MATERIALIZED VIEW v AS SELECT caller FROM calls",
+        "CREATE MATERIALIZED VIEW",
+        "v AS",
+    );
+    refused(
+        "CREATE VIEW v (a) AS SELECT caller FROM calls",
+        "column names after the view's name",
+        "v (a)",
+    );
+    refused(
+        "CREATE VIEW calls AS SELECT 1 AS a FROM calls",
+        "`calls` is already declared (a stream)",
+        "calls AS",
+    );
+    refused(
+        "CREATE VIEW v AS SELECT * FROM LAST(v, 3) AS a JOIN LAST(calls, 3) AS b ON a.caller = b.caller",
+        "no stream `v`",
+        "LAST(v",
+    );
+}
+
+/// A view is planned as the subquery it names: the same logical plan.
+#[test]
+fn a_view_plans_as_its_subquery() {
+    let view = logical_plan(&format!(
+        "{HEAD}CREATE VIEW w AS SELECT caller, start FROM calls WHERE dur > 5;\nSELECT caller, count(*) AS n FROM w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    let sub = logical_plan(&format!(
+        "{HEAD}SELECT caller, count(*) AS n FROM (SELECT caller, start FROM calls WHERE dur > 5) AS w GROUP BY TUMBLE(start, 10), caller;"
+    ));
+    assert_eq!(view, sub);
+}
+
+#[test]
+fn distinct_forms_braid_does_not_build_are_refused() {
+    refused(
+        "SELECT DISTINCT ON (caller) caller, dur FROM calls",
+        "SELECT DISTINCT ON (...)",
+        "DISTINCT",
+    );
+    refused("SELECT DISTINCT * FROM calls", "SELECT DISTINCT *", "*");
+}
+
+const TEXTS: &str = "CREATE STREAM texts (sender BIGINT, start BIGINT) WITH (path = 'texts.csv', event_time = 'start', epoch = 10);\nCREATE TABLE watch (number BIGINT, risk BIGINT) WITH (path = 'watch.csv');\n";
+
+/// The error of `HEAD`, `TEXTS`, then `query` (on line 4).
+fn error_with_texts(query: &str) -> String {
+    let d = std::env::temp_dir().join(format!("braid-comma-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("dir");
+    std::fs::write(d.join("watch.csv"), "1,2\n").expect("watch");
+    let text = format!("{HEAD}{TEXTS}{query}");
+    let r = compile_script(&text, &d, &Registry::with_builtins());
+    let _ = std::fs::remove_dir_all(&d);
+    match r {
+        Ok(s) => s.jobs[0].logical.as_ref().expect("logical").to_string(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// A comma join plans exactly as the JOIN ... ON with the conditions naming the later
+/// relation; a relation no condition joins is refused where it stands.
+#[test]
+fn comma_joins_plan_as_join_on_or_are_refused() {
+    let comma = error_with_texts(
+        "SELECT c.caller, t.start FROM calls c, texts t, watch w WHERE c.caller = t.sender AND c.dur > 3 AND t.start BETWEEN c.start - 2 AND c.start + 2 AND w.number = t.sender",
+    );
+    let join = error_with_texts(
+        "SELECT c.caller, t.start FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 2 AND c.start + 2 JOIN watch w ON w.number = t.sender WHERE c.dur > 3",
+    );
+    assert!(comma.contains("Join"), "{comma}");
+    assert_eq!(comma, join);
+    let cases = [
+        (
+            "SELECT * FROM calls c, texts t WHERE c.dur > 3",
+            "a cross product of two streams is not built",
+            "texts t",
+        ),
+        (
+            "SELECT * FROM calls c, texts t WHERE c.caller = t.sender",
+            "a join of two streams needs a window",
+            "c.caller = t.sender",
+        ),
+        (
+            "SELECT * FROM calls c, watch w WHERE w.risk > c.dur",
+            "a join with table `watch` needs an equality",
+            "w.risk",
+        ),
+        (
+            "SELECT * FROM calls c, watch w WHERE c.dur > 1",
+            "no condition in WHERE joins table `watch`",
+            "watch w",
+        ),
+        (
+            "SELECT * FROM calls c JOIN watch w ON c.caller = w.number, texts t WHERE c.caller = t.sender",
+            "JOIN in a comma list",
+            "watch w",
+        ),
+        (
+            "SELECT * FROM calls c, texts t WHERE caller = sender AND t.start BETWEEN c.start - 1 AND c.start + 1 AND start = 1",
+            "column `start` is ambiguous",
+            "start = 1",
+        ),
+    ];
+    for (q, what, word) in cases {
+        let e = error_with_texts(q);
+        assert!(e.contains(what), "{q}\n  expected `{what}` in:\n{e}");
+        let at = format!("at line 4, column {}:", column_of(q, word));
+        assert!(e.contains(&at), "{q}\n  expected `{at}` in:\n{e}");
+    }
+}
+
+#[test]
+fn a_header_on_a_sink_that_writes_no_text_is_refused() {
+    // (Where on the line a CREATE SINK error points is statement.rs's business.)
+    let e = error("CREATE SINK s WITH (sink = 'collect', header = true)");
+    assert!(e.contains("at line 2, column "), "{e}");
+    assert!(
+        e.contains("sink `s` writes no text: `header` is an option of stdout, csv and tcp sinks"),
+        "{e}"
+    );
+}

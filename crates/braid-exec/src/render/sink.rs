@@ -43,6 +43,20 @@ pub fn write_csv_row(
     out.write_all(b"\n")
 }
 
+/// The CSV line of a sink's column names (`header = true`), with `emit_ms` last when
+/// each line is stamped with its emit time.
+fn write_header(out: &mut impl Write, names: &[String], stamp: bool) -> std::io::Result<()> {
+    let quote = |n: &str| match n.contains([',', '"', '\n', '\r']) {
+        true => format!("\"{}\"", n.replace('"', "\"\"")),
+        false => n.to_string(),
+    };
+    let mut cells: Vec<String> = names.iter().map(|n| quote(n)).collect();
+    if stamp {
+        cells.push("emit_ms".into());
+    }
+    writeln!(out, "{}", cells.join(","))
+}
+
 pub(crate) fn render<'s>(
     input: Windows<'s>,
     sink: &Sink,
@@ -86,6 +100,11 @@ pub(crate) fn render<'s>(
             ))),
             SinkSpec::Collect | SinkSpec::Discard | SinkSpec::Native(_) => None,
         };
+        if let (true, Some(w)) = (sink.header, writer.as_mut()) {
+            let schema = sink.input.schema(registry)?;
+            let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
+            write_header(w, &names, stamp).map_err(|e| Error::io("writing the header", e))?;
+        }
     }
     let native = match &sink.spec {
         SinkSpec::Native(name) if place.index == 0 => Some(registry.sink(name)?.clone()),

@@ -402,11 +402,23 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         }
     };
     let stamp_emit = o.bool("stamp_emit")?.unwrap_or(false);
+    let header = o.bool("header")?.unwrap_or(false);
+    if header
+        && !matches!(
+            spec,
+            SinkSpec::Stdout | SinkSpec::File(_) | SinkSpec::Tcp(_)
+        )
+    {
+        return Err(Error::Plan(format!(
+            "sink `{name}` writes no text: `header` is an option of stdout, csv and tcp sinks"
+        )));
+    }
     o.done()?;
     Ok(SinkDef {
         name: name.to_string(),
         spec,
         stamp_emit,
+        header,
     })
 }
 

@@ -11,6 +11,7 @@ mod show;
 
 pub use declare::{sink, stream, table, Options};
 pub use settings::{set, Cut, MergeMode, Settings};
+pub(crate) use show::columns;
 pub use show::Listing;
 
 use braid_plan::batch::Batch;
@@ -54,6 +55,21 @@ pub struct SinkDef {
     pub spec: SinkSpec,
     /// Append each line's emit time.
     pub stamp_emit: bool,
+    /// Write the column names first (`header = true`; stdout, csv and tcp sinks).
+    pub header: bool,
+}
+
+/// A declared view (`CREATE VIEW name AS query`): a named query, planned where a query
+/// names it as if its text were written there as a subquery.
+#[derive(Clone, Debug)]
+pub struct ViewDef {
+    /// Name.
+    pub name: String,
+    /// The query's text (as sqlparser prints it; errors found where it is used point
+    /// into it).
+    pub sql: String,
+    /// The query, parsed from `sql`.
+    pub query: sqlparser::ast::Query,
 }
 
 /// Everything declared so far.
@@ -65,6 +81,8 @@ pub struct Catalog {
     pub tables: BTreeMap<String, Arc<TableDef>>,
     /// Sinks by lower-case name.
     pub sinks: BTreeMap<String, SinkDef>,
+    /// Views by lower-case name.
+    pub views: BTreeMap<String, ViewDef>,
     /// Settings.
     pub settings: Settings,
     /// Late-row streams by lower-case sink name: `LATE(sink)` reads the rows that the
@@ -93,6 +111,11 @@ impl Catalog {
         }
         if let Some(sink) = key.strip_prefix("late(").and_then(|k| k.strip_suffix(')')) {
             return self.late_stream(sink).map(|l| &l.def);
+        }
+        if self.views.contains_key(&key) {
+            return Err(Error::Plan(format!(
+                "`{name}` is a view; a view is read in FROM, not as LAST(...) or LATE(...)"
+            )));
         }
         if self.tables.contains_key(&key) {
             return Err(Error::Plan(format!(
@@ -152,6 +175,8 @@ pub enum Kind {
     Table,
     /// `SINK`.
     Sink,
+    /// `VIEW`.
+    View,
 }
 
 impl Kind {
@@ -161,6 +186,7 @@ impl Kind {
             Kind::Stream => "stream",
             Kind::Table => "table",
             Kind::Sink => "sink",
+            Kind::View => "view",
         }
     }
 }
@@ -175,6 +201,8 @@ impl Catalog {
             Some(Kind::Table)
         } else if self.sinks.contains_key(&key) {
             Some(Kind::Sink)
+        } else if self.views.contains_key(&key) {
+            Some(Kind::View)
         } else {
             None
         }
@@ -207,6 +235,7 @@ impl Catalog {
         match kind {
             Kind::Stream => drop(self.streams.remove(&key)),
             Kind::Table => drop(self.tables.remove(&key)),
+            Kind::View => drop(self.views.remove(&key)),
             Kind::Sink => {
                 self.sinks.remove(&key);
                 self.late.remove(&key);

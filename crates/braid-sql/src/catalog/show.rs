@@ -70,6 +70,15 @@ impl Catalog {
         l
     }
 
+    /// `SHOW VIEWS`: one row per view.
+    pub fn show_views(&self) -> Listing {
+        let mut l = Listing::new(&["name", "query"]);
+        for v in self.views.values() {
+            l.row(vec![v.name.clone(), v.sql.clone()]);
+        }
+        l
+    }
+
     /// `DESCRIBE name`: the columns (of a stream or table), then the options.
     pub fn describe(&self, name: &str) -> Result<Vec<Listing>> {
         let key = name.to_ascii_lowercase();
@@ -83,7 +92,7 @@ impl Catalog {
             return Ok(vec![sink_options(s)]);
         }
         Err(Error::Plan(format!(
-            "no stream, table or sink `{name}`; {}",
+            "no stream, table, sink or view `{name}`; {}",
             self.names()
         )))
     }
@@ -106,6 +115,10 @@ impl Catalog {
                 "sinks",
                 self.sinks.values().map(|s| s.name.clone()).collect(),
             ),
+            (
+                "views",
+                self.views.values().map(|v| v.name.clone()).collect(),
+            ),
         ];
         let parts: Vec<String> = kinds
             .iter()
@@ -119,8 +132,8 @@ impl Catalog {
     }
 }
 
-/// The columns of a stream or table: name, SQL type, nullability.
-fn columns(schema: &Schema) -> Listing {
+/// The columns of a stream, table or view: name, SQL type, nullability.
+pub(crate) fn columns(schema: &Schema) -> Listing {
     let mut l = Listing::new(&["column", "type", "nullable"]);
     for f in &schema.fields {
         let ty = match f.ty {
@@ -169,6 +182,7 @@ fn sink_options(s: &SinkDef) -> Listing {
     let mut l = Listing::new(&["option", "value"]);
     l.row(vec!["sink".into(), sink_text(&s.spec)]);
     l.row(vec!["stamp_emit".into(), s.stamp_emit.to_string()]);
+    l.row(vec!["header".into(), s.header.to_string()]);
     l
 }
 

@@ -8,7 +8,10 @@
 //! [`scope`] resolves names; [`rewrite`] rebuilds expression trees.
 
 mod aggregate;
+mod comma;
+mod distinct;
 mod join;
+mod named;
 mod relation;
 mod rewrite;
 mod scope;
@@ -17,7 +20,7 @@ mod window;
 
 pub(crate) use scope::Scope;
 
-use crate::catalog::{Catalog, StreamDef, TableDef};
+use crate::catalog::{Catalog, StreamDef, TableDef, ViewDef};
 use crate::expr::convert;
 use crate::located::{mark_word, At};
 use crate::logical::Logical;
@@ -38,6 +41,8 @@ pub(crate) trait Relations {
     fn stream(&self, name: &str) -> Result<&StreamDef>;
     /// The declared table `name`, if it is one.
     fn table(&self, name: &str) -> Option<&Arc<TableDef>>;
+    /// The declared view `name`, if it is one.
+    fn view(&self, name: &str) -> Option<&ViewDef>;
 }
 
 impl Relations for Catalog {
@@ -47,6 +52,10 @@ impl Relations for Catalog {
 
     fn table(&self, name: &str) -> Option<&Arc<TableDef>> {
         self.tables.get(&name.to_ascii_lowercase())
+    }
+
+    fn view(&self, name: &str) -> Option<&ViewDef> {
+        self.views.get(&name.to_ascii_lowercase())
     }
 }
 
@@ -62,6 +71,10 @@ pub(crate) struct Planner<'a> {
     pub inputs: Vec<String>,
     /// The time unit each stream read so far declares (what INTERVAL converts to).
     units: Vec<(String, Option<TimeUnit>)>,
+    /// The common table expressions in scope (`WITH name AS (...)`), innermost last.
+    ctes: Vec<(String, ast::Query)>,
+    /// The views being expanded, outermost first (a view naming itself is refused).
+    views_open: Vec<String>,
 }
 
 impl<'a> Planner<'a> {
@@ -72,6 +85,8 @@ impl<'a> Planner<'a> {
             registry,
             text,
             inputs: Vec::new(),
+            ctes: Vec::new(),
+            views_open: Vec::new(),
             units: Vec::new(),
         }
     }
@@ -163,10 +178,8 @@ impl<'a> Planner<'a> {
             )
             .at(self.text, l.span()));
         }
-        if q.with.is_some() || q.fetch.is_some() {
-            return Err(
-                Error::NotSupported("WITH and FETCH on a stream".into()).at(self.text, q.span())
-            );
+        if q.fetch.is_some() {
+            return Err(Error::NotSupported("FETCH on a stream".into()).at(self.text, q.span()));
         }
         // Clauses of some dialect that planning the body would pass over.
         let after = [
@@ -180,7 +193,15 @@ impl<'a> Planner<'a> {
             let e = Error::NotSupported(format!("{what} on a stream"));
             return Err(mark_word(q.span(), word, e).at(self.text, q.span()));
         }
-        self.set_expr(&q.body)
+        let Some(with) = &q.with else {
+            return self.set_expr(&q.body);
+        };
+        // WITH: its names are in scope in the body (and in the later ones), no further.
+        let outer = self.ctes.len();
+        self.with(with)?;
+        let planned = self.set_expr(&q.body);
+        self.ctes.truncate(outer);
+        planned
     }
 
     fn set_expr(&mut self, body: &ast::SetExpr) -> Result<(Logical, Scope)> {
@@ -197,6 +218,10 @@ impl<'a> Planner<'a> {
                 let (r, _) = self.set_expr(right)?;
                 Ok((self.union_all(l, r, body)?, ls))
             }
+            ast::SetExpr::Insert(_) => Err(Error::NotSupported(
+                "WITH ... INSERT INTO; write INSERT INTO sink WITH ... SELECT".into(),
+            )
+            .at(self.text, body.span())),
             ast::SetExpr::SetOperation {
                 op,
                 set_quantifier,

@@ -1,4 +1,5 @@
-//! What FROM names: a stream, a table (for a lookup join), a subquery, `LAST(stream, n)`
+//! What FROM names: a stream, a table (for a lookup join), a subquery, a CTE or a view
+//! (`named`), `LAST(stream, n)`
 //! (a count window of a join) or `LATE(sink)` (the late rows of an earlier query).
 
 use super::scope::Scope;
@@ -74,6 +75,9 @@ impl Planner<'_> {
                         return Ok(rel);
                     }
                     return self.table_function(f, &n, args, alias_name.as_deref());
+                }
+                if let Some(named) = self.named(name, alias_name.as_deref(), f)? {
+                    return Ok(Rel::stream(named, None));
                 }
                 if let Some(t) = self.catalog.table(&n) {
                     return Ok(Rel::Table(t.clone(), alias_name.unwrap_or(n)));

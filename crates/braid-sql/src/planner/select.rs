@@ -19,22 +19,32 @@ impl Planner<'_> {
     pub(super) fn select(&mut self, s: &ast::Select) -> Result<(Logical, Scope)> {
         // Syntax a stream query cannot have.
         self.refuse_ignored(s)?;
-        if s.distinct.is_some() {
-            return Err(Error::NotSupported(
-                "SELECT DISTINCT on a stream; use GROUP BY with a window".into(),
-            )
-            .at(self.text, s.span()));
-        }
-        let [from] = s.from.as_slice() else {
-            return Err(
-                Error::NotSupported("FROM with several relations; use JOIN ... ON".into())
-                    .at(self.text, s.span()),
-            );
+        let distinct = self.is_distinct(s)?;
+        // FROM, with its joins (a comma list joins by conditions of WHERE).
+        let (mut plan, scope, selection, window, from_span) = match s.from.as_slice() {
+            [] => {
+                return Err(
+                    Error::NotSupported("SELECT without FROM".into()).at(self.text, s.span())
+                )
+            }
+            [from] => {
+                let (plan, scope, window) = self.from(from)?;
+                (
+                    plan,
+                    scope,
+                    s.selection.clone(),
+                    window,
+                    from.relation.span(),
+                )
+            }
+            list => {
+                let (plan, scope, selection) = self.comma_join(list, s.selection.as_ref())?;
+                let span = list.last().map_or(s.span(), |f| f.relation.span());
+                (plan, scope, selection, None, span)
+            }
         };
-        // FROM, with its joins.
-        let (mut plan, scope, window) = self.from(from)?;
         // WHERE.
-        if let Some(w) = &s.selection {
+        if let Some(w) = &selection {
             let predicate = self.bool_expr(w, &scope, plan.schema(), "WHERE")?;
             plan = Logical::Filter {
                 input: Box::new(plan),
@@ -46,22 +56,28 @@ impl Planner<'_> {
             ast::GroupByExpr::Expressions(exprs, mods) if mods.is_empty() => exprs.clone(),
             other => {
                 // sqlparser keeps no span of the clause: point at GROUP after FROM/WHERE.
-                let after = s
-                    .selection
-                    .as_ref()
-                    .map_or(from.span().end, |w| w.span().end);
+                let after = s.selection.as_ref().map_or(from_span.end, |w| w.span().end);
                 let e = Error::NotSupported(format!("`{other}` (only GROUP BY a list)"));
                 return Err(mark_word(Span::new(after, after), "GROUP", e).at(self.text, s.span()));
             }
         };
         if !group.is_empty() || has_aggregates(s) {
-            return self.aggregate(s, plan, scope, &group, window);
+            let planned = self.aggregate(s, plan, scope, &group, window)?;
+            return Ok(match distinct {
+                true => self.distinct_aggregate(s, &group, planned),
+                false => planned,
+            });
         }
         if window.is_some() {
             return Err(Error::NotSupported(
                 "a window table function without GROUP BY (a row per input row and window); aggregate it: GROUP BY window_start, window_end, keys".into(),
             )
-            .at(self.text, from.relation.span()));
+            .at(self.text, from_span));
+        }
+        if distinct {
+            // SELECT DISTINCT list: GROUP BY list (see `distinct.rs`).
+            let keys = self.distinct_keys(s)?;
+            return self.aggregate(s, plan, scope, &keys, None);
         }
         if s.having.is_some() {
             return Err(
