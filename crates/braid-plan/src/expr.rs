@@ -6,6 +6,17 @@ use crate::types::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod strings;
+
+/// Where the values an evaluation makes are kept: the strings that string functions
+/// build (`upper`, `concat`, `CAST(x AS TEXT)`, ...). [`Expr::eval`] borrows it for as
+/// long as the values it returns, and the operator that evaluates resets it
+/// (`Arena::reset`) once it has copied them out, say after each row. An expression
+/// without such a function never touches it, and `reset` of an untouched arena is one
+/// comparison, so the hot path of an expression over numbers allocates nothing. (A
+/// `Value` that owned its string instead would need a destructor on every value.)
+pub use bumpalo::Bump as Arena;
+
 /// A value an expression cannot compute on some row: integer overflow, division by
 /// zero, a failed cast, a float result out of range. Operators turn it into a run error
 /// or a counted, reported skip of the row (`OnError` of the runtime), never into a
@@ -78,6 +89,8 @@ pub enum BinOp {
     And,
     /// `OR` (three-valued)
     Or,
+    /// `||`: two strings joined (null if either is null).
+    Concat,
 }
 
 impl BinOp {
@@ -126,6 +139,7 @@ impl BinOp {
             BinOp::GtEq => ">=",
             BinOp::And => "AND",
             BinOp::Or => "OR",
+            BinOp::Concat => "||",
         }
     }
 }
@@ -153,8 +167,28 @@ pub enum Func {
     Ceil,
     /// `round(x)`, a float (halves away from zero).
     Round,
-    /// `sqrt(x)`, a float (null for negative x).
+    /// `sqrt(x)`, a float (a negative x is a [`Fault`]).
     Sqrt,
+    /// `upper(s)`.
+    Upper,
+    /// `lower(s)`.
+    Lower,
+    /// `concat(a, b, ...)`: the arguments' text joined, nulls skipped.
+    Concat,
+    /// `substring(s, start[, len])` (SQL `SUBSTRING(s FROM start FOR len)`), 1-based.
+    Substring,
+    /// `btrim(s[, chars])` (SQL `TRIM([BOTH] [chars FROM] s)`), chars default a space.
+    Btrim,
+    /// `ltrim(s[, chars])` (SQL `TRIM(LEADING ...)`).
+    Ltrim,
+    /// `rtrim(s[, chars])` (SQL `TRIM(TRAILING ...)`).
+    Rtrim,
+    /// `replace(s, from, to)`.
+    Replace,
+    /// `strpos(s, sub)` (SQL `POSITION(sub IN s)`): 1-based, 0 if absent.
+    Strpos,
+    /// `split_part(s, delim, n)`: field n, 1-based, negative n from the end.
+    SplitPart,
 }
 
 impl Func {
@@ -172,13 +206,24 @@ impl Func {
             "ceil" | "ceiling" => Some(Func::Ceil),
             "round" => Some(Func::Round),
             "sqrt" => Some(Func::Sqrt),
+            "upper" => Some(Func::Upper),
+            "lower" => Some(Func::Lower),
+            "concat" => Some(Func::Concat),
+            "substring" | "substr" => Some(Func::Substring),
+            "btrim" => Some(Func::Btrim),
+            "ltrim" => Some(Func::Ltrim),
+            "rtrim" => Some(Func::Rtrim),
+            "replace" => Some(Func::Replace),
+            "strpos" => Some(Func::Strpos),
+            "split_part" => Some(Func::SplitPart),
             _ => None,
         }
     }
 
     /// Names of all built-in functions.
     pub const NAMES: &'static str =
-        "abs, hash, least, greatest, coalesce, like, length, floor, ceil, round, sqrt";
+        "abs, hash, least, greatest, coalesce, like, length, floor, ceil, round, sqrt, \
+         upper, lower, concat, substring, btrim, ltrim, rtrim, replace, strpos, split_part";
 
     fn name(&self) -> &'static str {
         match self {
@@ -193,6 +238,16 @@ impl Func {
             Func::Ceil => "ceil",
             Func::Round => "round",
             Func::Sqrt => "sqrt",
+            Func::Upper => "upper",
+            Func::Lower => "lower",
+            Func::Concat => "concat",
+            Func::Substring => "substring",
+            Func::Btrim => "btrim",
+            Func::Ltrim => "ltrim",
+            Func::Rtrim => "rtrim",
+            Func::Replace => "replace",
+            Func::Strpos => "strpos",
+            Func::SplitPart => "split_part",
         }
     }
 }
@@ -362,6 +417,7 @@ impl Expr {
                         (Bool, Bool) => Bool,
                         _ => return Err(type_error(op.symbol(), a, b)),
                     },
+                    BinOp::Concat => strings::concat_type((l, a), (r, b))?,
                     _ => {
                         let numeric = |t| matches!(t, Int64 | Float64);
                         if a == b || (numeric(a) && numeric(b)) {
@@ -487,26 +543,31 @@ impl Expr {
                         }
                         first
                     }
+                    _ => strings::data_type(*f, args, &tys)?,
                 }
             }
         })
     }
 
     /// Evaluates the expression on a row: its value, or the [`Fault`] (overflow,
-    /// division by zero, a failed cast) that keeps it from having one.
-    pub fn eval<'a>(&'a self, row: &Row<'a>) -> Eval<'a> {
+    /// division by zero, a failed cast) that keeps it from having one. Strings the
+    /// expression makes are kept in `arena` (see [`Arena`]).
+    pub fn eval<'a>(&'a self, row: &Row<'a>, arena: &'a Arena) -> Eval<'a> {
         Ok(match self {
             Expr::Column(i, _) => row.get(*i),
             Expr::Literal(s) => s.as_value(),
             Expr::Binary(op, l, r) => {
-                let a = l.eval(row)?;
+                let a = l.eval(row, arena)?;
                 // Short-circuit AND/OR with three-valued logic.
                 match (op, a) {
                     (BinOp::And, Value::Bool(false)) => return Ok(Value::Bool(false)),
                     (BinOp::Or, Value::Bool(true)) => return Ok(Value::Bool(true)),
                     _ => {}
                 }
-                let b = r.eval(row)?;
+                let b = r.eval(row, arena)?;
+                if let (BinOp::Concat, Value::Str(x), Value::Str(y)) = (op, a, b) {
+                    return Ok(Value::Str(strings::concat2(x, y, arena)));
+                }
                 binary(*op, a, b).map_err(|why| {
                     Fault::at(
                         why,
@@ -515,11 +576,11 @@ impl Expr {
                     )
                 })?
             }
-            Expr::Not(e) => match e.eval(row)? {
+            Expr::Not(e) => match e.eval(row, arena)? {
                 Value::Bool(b) => Value::Bool(!b),
                 _ => Value::Null,
             },
-            Expr::Neg(e) => match e.eval(row)? {
+            Expr::Neg(e) => match e.eval(row, arena)? {
                 Value::Int(i) => Value::Int(
                     i.checked_neg()
                         .ok_or_else(|| Fault::at("integer overflow", self, &format!("-({i})")))?,
@@ -528,33 +589,40 @@ impl Expr {
                 _ => Value::Null,
             },
             Expr::IsNull(e, negated) => {
-                Value::Bool(matches!(e.eval(row)?, Value::Null) != *negated)
+                Value::Bool(matches!(e.eval(row, arena)?, Value::Null) != *negated)
             }
             Expr::Case(arms, default) => {
                 for (c, v) in arms {
-                    if c.eval(row)?.is_true() {
-                        return v.eval(row);
+                    if c.eval(row, arena)?.is_true() {
+                        return v.eval(row, arena);
                     }
                 }
                 match default {
-                    Some(d) => d.eval(row)?,
+                    Some(d) => d.eval(row, arena)?,
                     None => Value::Null,
                 }
             }
             Expr::Cast(e, t) => {
-                let v = e.eval(row)?;
+                let v = e.eval(row, arena)?;
+                if *t == DataType::String {
+                    return Ok(strings::to_text(v, arena));
+                }
                 cast(v, *t).map_err(|why| Fault::at(why, self, &shown(v)))?
             }
-            Expr::Call(f, args) => call(*f, args, row).map_err(|e| match e {
+            Expr::Call(f, args) => call(*f, args, row, arena).map_err(|e| match e {
                 CallFault::Arg(fault) => fault,
                 CallFault::Own(why, v) => {
                     Fault::at(why, self, &format!("{}({})", f.name(), shown(v)))
+                }
+                CallFault::Args(why, vals, n) => {
+                    let vals: Vec<String> = vals[..n].iter().map(|v| shown(*v)).collect();
+                    Fault::at(why, self, &format!("{}({})", f.name(), vals.join(", ")))
                 }
             })?,
             Expr::Udf(u, args) => {
                 let mut vals = [Value::Null; UDF_MAX_ARGS];
                 for (v, a) in vals.iter_mut().zip(args) {
-                    *v = a.eval(row)?;
+                    *v = a.eval(row, arena)?;
                 }
                 match u.f.call(&vals[..args.len().min(UDF_MAX_ARGS)]) {
                     Scalar::Int(i) => Value::Int(i),
@@ -596,6 +664,8 @@ fn binary<'a>(
             (Bool(false), Bool(false)) => Bool(false),
             _ => Null,
         },
+        // Two strings are joined by `Expr::eval`, which has the arena; a null gives null.
+        BinOp::Concat => Null,
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => match (a, b) {
             (Int(x), Int(y)) => {
                 if y == 0 && matches!(op, BinOp::Div | BinOp::Mod) {
@@ -684,8 +754,7 @@ fn cast(v: Value<'_>, t: DataType) -> std::result::Result<Value<'_>, &'static st
             "false" | "f" | "0" => Value::Bool(false),
             _ => return Err("cannot cast to boolean"),
         },
-        // The planner refuses every other cast (casting to a string would need an
-        // owned result).
+        // Casts to a string are `strings::to_text`'s, with the arena.
         _ => return Err("unsupported cast"),
     })
 }
@@ -724,6 +793,8 @@ enum CallFault<'a> {
     Arg(Fault),
     /// The function's: what, and the argument at fault.
     Own(&'static str, Value<'a>),
+    /// The function's: what, and all its arguments.
+    Args(&'static str, [Value<'a>; 3], usize),
 }
 
 /// A built-in function's value, or why it has none.
@@ -731,8 +802,9 @@ fn call<'a>(
     f: Func,
     args: &'a [Expr],
     row: &Row<'a>,
+    arena: &'a Arena,
 ) -> std::result::Result<Value<'a>, CallFault<'a>> {
-    let arg = |a: &'a Expr| a.eval(row).map_err(CallFault::Arg);
+    let arg = |a: &'a Expr| a.eval(row, arena).map_err(CallFault::Arg);
     Ok(match f {
         Func::Abs => match args.first().map(arg).transpose()? {
             Some(Value::Int(i)) => Value::Int(
@@ -785,6 +857,30 @@ fn call<'a>(
                 _ if x < 0.0 => return Err(CallFault::Own("square root of a negative number", v)),
                 _ => x.sqrt(),
             })
+        }
+        Func::Concat => {
+            let mut out = bumpalo::collections::String::new_in(arena);
+            for a in args {
+                strings::append(&mut out, arg(a)?);
+            }
+            Value::Str(out.into_bump_str())
+        }
+        Func::Upper
+        | Func::Lower
+        | Func::Substring
+        | Func::Btrim
+        | Func::Ltrim
+        | Func::Rtrim
+        | Func::Replace
+        | Func::Strpos
+        | Func::SplitPart => {
+            // At most three arguments (the type check saw to it).
+            let mut vals = [Value::Null; 3];
+            for (v, a) in vals.iter_mut().zip(args) {
+                *v = arg(a)?;
+            }
+            let n = args.len().min(3);
+            strings::call(f, &vals[..n], arena).map_err(|why| CallFault::Args(why, vals, n))?
         }
         Func::Least | Func::Greatest => {
             let mut best: Option<Value<'a>> = None;
