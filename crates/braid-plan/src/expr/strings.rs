@@ -10,7 +10,7 @@
 //! such a function never touches the arena, and one with it allocates from the heap
 //! only while the arena grows to its largest row.
 
-use super::{list, type_error, Arena, Expr, Func};
+use super::{list, Arena, Expr, Func};
 use crate::batch::{Scalar, Value};
 use crate::error::{Error, Result};
 use crate::types::DataType;
@@ -77,9 +77,10 @@ pub(super) fn concat_type(l: (&Expr, DataType), r: (&Expr, DataType)) -> Result<
     if text(l) && text(r) {
         Ok(DataType::String)
     } else {
-        let e = type_error("||", l.1, r.1);
         Err(Error::Plan(format!(
-            "{e} (it joins strings; write CAST(x AS TEXT) or concat(a, b))"
+            "`||` cannot combine {} and {} (it joins strings; write CAST(x AS TEXT) or \
+             concat(a, b))",
+            l.1, r.1
         )))
     }
 }
