@@ -4,3 +4,4 @@ mod expr_props;
 mod planner;
 mod refusals;
 mod script_fuzz;
+mod string_props;
