@@ -46,14 +46,19 @@ fn allocs() -> u64 {
 /// The stream function of `query` over `s (a BIGINT, b BIGINT, w TEXT)`, as written
 /// (the filter kept, not moved into the balancer).
 fn query_fn(query: &str) -> Box<dyn StreamFunction> {
-    let text = format!(
-        "CREATE STREAM s (a BIGINT, b BIGINT, w TEXT) WITH (source = 'stdin'); {query}"
-    );
-    let script = braid_sql::compile_script(&text, Path::new("."), &Default::default())
-        .expect("compiles");
+    let text =
+        format!("CREATE STREAM s (a BIGINT, b BIGINT, w TEXT) WITH (source = 'stdin'); {query}");
+    let script =
+        braid_sql::compile_script(&text, Path::new("."), &Default::default()).expect("compiles");
     let logical = script.jobs[0].logical.clone().expect("a logical plan");
-    QueryFactory::new(logical, Layout::single(), 1, 0, Arc::new(LateRows::default()))
-        .create(0, 1)
+    QueryFactory::new(
+        logical,
+        Layout::single(),
+        1,
+        0,
+        Arc::new(LateRows::default()),
+    )
+    .create(0, 1)
 }
 
 /// Allocations while `query` (of `arity` columns) processes 11 000 rows, after the same
@@ -64,7 +69,10 @@ fn allocations(query: &str, arity: usize) -> (u64, u64) {
     let mut input = Batch::new(3);
     for i in 0..11_000i64 {
         let w = words[i as usize % words.len()];
-        input.push(RowKey::default(), &[Value::Int(i), Value::Int(i % 11), Value::Str(w)]);
+        input.push(
+            RowKey::default(),
+            &[Value::Int(i), Value::Int(i % 11), Value::Str(w)],
+        );
     }
     let mut out = Batch::new(arity);
     let mut run = |from: usize, to: usize, out: &mut Batch| {
@@ -85,8 +93,10 @@ fn allocations(query: &str, arity: usize) -> (u64, u64) {
 
 #[test]
 fn filter_and_project_without_strings_allocate_nothing() {
-    let (n, rows) =
-        allocations("SELECT a + b AS c, a * 2 AS d, w FROM s WHERE a % 3 <> 0 AND b > 5", 3);
+    let (n, rows) = allocations(
+        "SELECT a + b AS c, a * 2 AS d, w FROM s WHERE a % 3 <> 0 AND b > 5",
+        3,
+    );
     assert!(rows > 3000, "{rows} rows");
     assert_eq!(n, 0, "{n} allocations for 11 000 rows");
 }

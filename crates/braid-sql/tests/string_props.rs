@@ -32,17 +32,36 @@ struct Row {
 
 fn text(max: usize) -> impl Strategy<Value = Option<String>> {
     // Mostly non-null: a null makes every function but concat null.
-    proptest::option::weighted(0.9, proptest::collection::vec(
-        prop_oneof![Just('a'), Just('b'), Just('A'), Just(' '), Just(','), Just('é'),
-            Just('€'), Just('ß'), Just('Σ'), Just('İ')],
-        0..max,
-    ).prop_map(|v| v.into_iter().collect::<String>()))
+    proptest::option::weighted(
+        0.9,
+        proptest::collection::vec(
+            prop_oneof![
+                Just('a'),
+                Just('b'),
+                Just('A'),
+                Just(' '),
+                Just(','),
+                Just('é'),
+                Just('€'),
+                Just('ß'),
+                Just('Σ'),
+                Just('İ')
+            ],
+            0..max,
+        )
+        .prop_map(|v| v.into_iter().collect::<String>()),
+    )
 }
 
 fn int() -> impl Strategy<Value = Option<i64>> {
     proptest::option::weighted(
         0.9,
-        prop_oneof![-4i64..12, Just(i64::MAX), Just(i64::MIN), Just(i64::MIN + 1)],
+        prop_oneof![
+            -4i64..12,
+            Just(i64::MAX),
+            Just(i64::MIN),
+            Just(i64::MIN + 1)
+        ],
     )
 }
 
@@ -165,7 +184,7 @@ proptest! {
         let low = row.s.as_ref().map(|s| s.chars().flat_map(char::to_lowercase).collect());
         prop_assert_eq!(sql("lower(s)", &row), string(low));
         let rep = match (&row.s, &row.d, &row.r) {
-            (Some(s), Some(d), Some(r)) if d.is_empty() => Some(s.clone()),
+            (Some(s), Some(d), Some(_)) if d.is_empty() => Some(s.clone()),
             (Some(s), Some(d), Some(r)) => Some(s.replace(d.as_str(), r)),
             _ => None,
         };
@@ -175,12 +194,12 @@ proptest! {
     #[test]
     fn substring_and_position(row in row()) {
         let want = match (&row.s, row.n, row.m) {
-            (Some(s), Some(n), Some(m)) => naive_substring(s, n, Some(m)).map(|x| Scalar::Str(x)),
+            (Some(s), Some(n), Some(m)) => naive_substring(s, n, Some(m)).map(Scalar::Str),
             _ => Some(Scalar::Null),
         };
         prop_assert_eq!(sql("SUBSTRING(s FROM n FOR m)", &row), want);
         let want = match (&row.s, row.n) {
-            (Some(s), Some(n)) => naive_substring(s, n, None).map(|x| Scalar::Str(x)),
+            (Some(s), Some(n)) => naive_substring(s, n, None).map(Scalar::Str),
             _ => Some(Scalar::Null),
         };
         prop_assert_eq!(sql("substring(s, n)", &row), want);
@@ -194,7 +213,7 @@ proptest! {
     #[test]
     fn split_part_and_trims(row in row()) {
         let want = match (&row.s, &row.d, row.n) {
-            (Some(s), Some(d), Some(n)) => naive_split_part(s, d, n).map(|x| Scalar::Str(x)),
+            (Some(s), Some(d), Some(n)) => naive_split_part(s, d, n).map(Scalar::Str),
             _ => Some(Scalar::Null),
         };
         prop_assert_eq!(sql("split_part(s, d, n)", &row), want);

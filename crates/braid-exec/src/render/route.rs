@@ -209,7 +209,11 @@ impl Router {
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
             RouteImpl::Grid(left, rows, cols) => {
                 let seq = batch.key(i).seq;
-                let side = if left.holds(&row, arena)? { *rows } else { *cols };
+                let side = if left.holds(&row, arena)? {
+                    *rows
+                } else {
+                    *cols
+                };
                 return Ok(Dest::Class(side, seq % side));
             }
         };

@@ -57,7 +57,12 @@ pub(super) fn data_type(f: Func, args: &[Expr], tys: &[DataType]) -> Result<Data
             "a string, a delimiter and a field number (bigint)",
             String,
         ),
-        _ => return Err(Error::Internal(format!("{} is no string function", f.name()))),
+        _ => {
+            return Err(Error::Internal(format!(
+                "{} is no string function",
+                f.name()
+            )))
+        }
     };
     if !ok {
         return Err(Error::Plan(format!(

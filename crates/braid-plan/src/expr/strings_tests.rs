@@ -131,18 +131,31 @@ fn trims_remove_the_given_characters() {
 #[test]
 fn replace_position_and_split_part() {
     use L::*;
-    assert_eq!(call(Func::Replace, &[S("abcabc"), S("b"), S("XY")]), s("aXYcaXYc"));
+    assert_eq!(
+        call(Func::Replace, &[S("abcabc"), S("b"), S("XY")]),
+        s("aXYcaXYc")
+    );
     assert_eq!(call(Func::Replace, &[S("aaa"), S("aa"), S("b")]), s("ba"));
     assert_eq!(call(Func::Replace, &[S("abc"), S(""), S("x")]), s("abc"));
-    assert_eq!(call(Func::Replace, &[S("naïve"), S("ï"), S("i")]), s("naive"));
+    assert_eq!(
+        call(Func::Replace, &[S("naïve"), S("ï"), S("i")]),
+        s("naive")
+    );
     assert_eq!(call(Func::Replace, &[S("abc"), S("b"), S("")]), s("ac"));
     assert_eq!(call(Func::Replace, &[S("abc"), N, S("")]), NULL);
-    assert_eq!(call(Func::Strpos, &[S("héllo"), S("llo")]), Ok(Scalar::Int(3)));
-    assert_eq!(call(Func::Strpos, &[S("hello"), S("z")]), Ok(Scalar::Int(0)));
+    assert_eq!(
+        call(Func::Strpos, &[S("héllo"), S("llo")]),
+        Ok(Scalar::Int(3))
+    );
+    assert_eq!(
+        call(Func::Strpos, &[S("hello"), S("z")]),
+        Ok(Scalar::Int(0))
+    );
     assert_eq!(call(Func::Strpos, &[S("hello"), S("")]), Ok(Scalar::Int(1)));
     assert_eq!(call(Func::Strpos, &[S(""), S("a")]), Ok(Scalar::Int(0)));
     assert_eq!(call(Func::Strpos, &[N, S("a")]), NULL);
-    let part = |x: &'static str, d: &'static str, n: i64| call(Func::SplitPart, &[S(x), S(d), I(n)]);
+    let part =
+        |x: &'static str, d: &'static str, n: i64| call(Func::SplitPart, &[S(x), S(d), I(n)]);
     assert_eq!(part("a,b,,c", ",", 2), s("b"));
     assert_eq!(part("a,b,,c", ",", 3), s(""));
     assert_eq!(part("a,b,,c", ",", 4), s("c"));
@@ -157,7 +170,10 @@ fn replace_position_and_split_part() {
     assert_eq!(part("", ",", 1), s(""));
     assert_eq!(call(Func::SplitPart, &[S("a"), N, I(1)]), NULL);
     let e = part("a,b", ",", 0).expect_err("zero");
-    assert!(e.starts_with("split_part field position must not be zero"), "{e}");
+    assert!(
+        e.starts_with("split_part field position must not be zero"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -193,9 +209,16 @@ fn types_are_checked() {
         Some(DataType::String)
     );
     let e = ty(Expr::Call(Func::Upper, vec![col("i")])).expect_err("int");
-    assert!(e.to_string().contains("upper takes one string, found (int64)"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("upper takes one string, found (int64)"),
+        "{e}"
+    );
     let e = ty(Expr::Call(Func::Substring, vec![col("s"), col("s")])).expect_err("str");
-    assert!(e.to_string().contains("substring takes a string, a start"), "{e}");
+    assert!(
+        e.to_string().contains("substring takes a string, a start"),
+        "{e}"
+    );
     let e = ty(col("s").bin(BinOp::Concat, col("i"))).expect_err("int");
     assert!(e.to_string().contains("CAST(x AS TEXT)"), "{e}");
     assert!(ty(Expr::Call(Func::Concat, vec![])).is_err());

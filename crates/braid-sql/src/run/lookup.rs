@@ -52,7 +52,13 @@ impl Lookup {
     /// Emits `row` joined with each table row of its key that passes the residual.
     /// A row whose keys fault is skipped, and a pair whose residual faults is not
     /// emitted, with the fault.
-    pub(super) fn push(&mut self, row: Row<'_>, out: &mut Batch, faults: &mut Faults, arena: &Arena) {
+    pub(super) fn push(
+        &mut self,
+        row: Row<'_>,
+        out: &mut Batch,
+        faults: &mut Faults,
+        arena: &Arena,
+    ) {
         let t = &self.table;
         self.key.clear();
         for k in &self.keys {
