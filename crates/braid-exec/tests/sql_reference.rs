@@ -147,7 +147,7 @@ fn eval(e: &Expr, values: &[Scalar]) -> Scalar {
     let mut b = Batch::new(values.len());
     let vals: Vec<Value<'_>> = values.iter().map(|s| s.as_value()).collect();
     b.push(RowKey::default(), &vals);
-    match e.eval(&b.row(0)) {
+    match e.eval(&b.row(0), &braid_plan::expr::Arena::new()) {
         Ok(v) => v.to_scalar(),
         Err(f) => panic!("the reference met a fault: {f}"),
     }

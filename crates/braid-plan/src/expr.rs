@@ -6,6 +6,17 @@ use crate::types::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod strings;
+
+/// Where the values an evaluation makes are kept: the strings that string functions
+/// build (`upper`, `concat`, `CAST(x AS TEXT)`, ...). [`Expr::eval`] borrows it for as
+/// long as the values it returns, and the operator that evaluates resets it
+/// (`Arena::reset`) once it has copied them out, say after each row. An expression
+/// without such a function never touches it, and `reset` of an untouched arena is one
+/// comparison, so the hot path of an expression over numbers allocates nothing. (A
+/// `Value` that owned its string instead would need a destructor on every value.)
+pub use bumpalo::Bump as Arena;
+
 /// A value an expression cannot compute on some row: integer overflow, division by
 /// zero, a failed cast, a float result out of range. Operators turn it into a run error
 /// or a counted, reported skip of the row (`OnError` of the runtime), never into a
@@ -78,6 +89,8 @@ pub enum BinOp {
     And,
     /// `OR` (three-valued)
     Or,
+    /// `||`: two strings joined (null if either is null).
+    Concat,
 }
 
 impl BinOp {
@@ -126,6 +139,7 @@ impl BinOp {
             BinOp::GtEq => ">=",
             BinOp::And => "AND",
             BinOp::Or => "OR",
+            BinOp::Concat => "||",
         }
     }
 }
@@ -153,8 +167,28 @@ pub enum Func {
     Ceil,
     /// `round(x)`, a float (halves away from zero).
     Round,
-    /// `sqrt(x)`, a float (null for negative x).
+    /// `sqrt(x)`, a float (a negative x is a [`Fault`]).
     Sqrt,
+    /// `upper(s)`.
+    Upper,
+    /// `lower(s)`.
+    Lower,
+    /// `concat(a, b, ...)`: the arguments' text joined, nulls skipped.
+    Concat,
+    /// `substring(s, start[, len])` (SQL `SUBSTRING(s FROM start FOR len)`), 1-based.
+    Substring,
+    /// `btrim(s[, chars])` (SQL `TRIM([BOTH] [chars FROM] s)`), chars default a space.
+    Btrim,
+    /// `ltrim(s[, chars])` (SQL `TRIM(LEADING ...)`).
+    Ltrim,
+    /// `rtrim(s[, chars])` (SQL `TRIM(TRAILING ...)`).
+    Rtrim,
+    /// `replace(s, from, to)`.
+    Replace,
+    /// `strpos(s, sub)` (SQL `POSITION(sub IN s)`): 1-based, 0 if absent.
+    Strpos,
+    /// `split_part(s, delim, n)`: field n, 1-based, negative n from the end.
+    SplitPart,
 }
 
 impl Func {
@@ -172,13 +206,24 @@ impl Func {
             "ceil" | "ceiling" => Some(Func::Ceil),
             "round" => Some(Func::Round),
             "sqrt" => Some(Func::Sqrt),
+            "upper" => Some(Func::Upper),
+            "lower" => Some(Func::Lower),
+            "concat" => Some(Func::Concat),
+            "substring" | "substr" => Some(Func::Substring),
+            "btrim" => Some(Func::Btrim),
+            "ltrim" => Some(Func::Ltrim),
+            "rtrim" => Some(Func::Rtrim),
+            "replace" => Some(Func::Replace),
+            "strpos" => Some(Func::Strpos),
+            "split_part" => Some(Func::SplitPart),
             _ => None,
         }
     }
 
     /// Names of all built-in functions.
     pub const NAMES: &'static str =
-        "abs, hash, least, greatest, coalesce, like, length, floor, ceil, round, sqrt";
+        "abs, hash, least, greatest, coalesce, like, length, floor, ceil, round, sqrt, \
+         upper, lower, concat, substring, btrim, ltrim, rtrim, replace, strpos, split_part";
 
     fn name(&self) -> &'static str {
         match self {
@@ -193,6 +238,16 @@ impl Func {
             Func::Ceil => "ceil",
             Func::Round => "round",
             Func::Sqrt => "sqrt",
+            Func::Upper => "upper",
+            Func::Lower => "lower",
+            Func::Concat => "concat",
+            Func::Substring => "substring",
+            Func::Btrim => "btrim",
+            Func::Ltrim => "ltrim",
+            Func::Rtrim => "rtrim",
+            Func::Replace => "replace",
+            Func::Strpos => "strpos",
+            Func::SplitPart => "split_part",
         }
     }
 }
@@ -369,6 +424,7 @@ impl Expr {
                         (Bool, Bool) => Bool,
                         _ => return Err(type_error(op.symbol(), a, b)),
                     },
+                    BinOp::Concat => strings::concat_type((l, a), (r, b))?,
                     _ => {
                         let numeric = |t| matches!(t, Int64 | Float64);
                         if a == b || (numeric(a) && numeric(b)) {
@@ -416,6 +472,11 @@ impl Expr {
                     ty = Some(dt);
                 }
                 ty.unwrap_or(Int64)
+            }
+            Expr::Cast(e, DataType::String) if e.data_type(schema)?.is_time() => {
+                return Err(Error::NotSupported(
+                    "CAST of a timestamp or date to text (it would be its int64)".into(),
+                ))
             }
             Expr::Cast(_, t) => *t,
             Expr::Udf(u, args) => {
@@ -494,6 +555,7 @@ impl Expr {
                         }
                         first
                     }
+                    _ => strings::data_type(*f, args, &tys)?,
                 }
             }
         })
@@ -502,10 +564,11 @@ impl Expr {
     /// Evaluates the expression on a row: its value, or the [`Fault`] (overflow,
     /// division by zero, a failed cast) that keeps it from having one: the first one
     /// met, evaluating left to right, `AND`, `OR` and `CASE` no further than they need.
+    /// Strings the expression makes are kept in `arena` (see [`Arena`]).
     #[inline]
-    pub fn eval<'a>(&'a self, row: &Row<'a>) -> Eval<'a> {
+    pub fn eval<'a>(&'a self, row: &Row<'a>, arena: &'a Arena) -> Eval<'a> {
         let mut fault = None;
-        let v = self.value(row, &mut fault);
+        let v = self.value(row, &mut fault, arena);
         match fault {
             None => Ok(v),
             Some(f) => Err(f),
@@ -516,29 +579,37 @@ impl Expr {
     /// is evaluated on nulls and thrown away (expressions have no effects), so the hot
     /// path checks nothing after each operand: returning a plain `Value` keeps it as
     /// fast as before faults existed (a `Result` per node measured 1.5x slower).
-    fn value<'a>(&'a self, row: &Row<'a>, fault: &mut Option<Fault>) -> Value<'a> {
+    fn value<'a>(
+        &'a self,
+        row: &Row<'a>,
+        fault: &mut Option<Fault>,
+        arena: &'a Arena,
+    ) -> Value<'a> {
         match self {
             Expr::Column(i, _) => row.get(*i),
             Expr::Literal(s) => s.as_value(),
             Expr::Binary(op, l, r) => {
-                let a = l.value(row, fault);
+                let a = l.value(row, fault, arena);
                 // Short-circuit AND/OR with three-valued logic.
                 match (op, a) {
                     (BinOp::And, Value::Bool(false)) => return Value::Bool(false),
                     (BinOp::Or, Value::Bool(true)) => return Value::Bool(true),
                     _ => {}
                 }
-                let b = r.value(row, fault);
+                let b = r.value(row, fault, arena);
+                if let (BinOp::Concat, Value::Str(x), Value::Str(y)) = (op, a, b) {
+                    return Value::Str(strings::concat2(x, y, arena));
+                }
                 match binary(*op, a, b) {
                     Ok(v) => v,
                     Err(why) => fail(fault, || binary_fault(why, self, *op, a, b)),
                 }
             }
-            Expr::Not(e) => match e.value(row, fault) {
+            Expr::Not(e) => match e.value(row, fault, arena) {
                 Value::Bool(b) => Value::Bool(!b),
                 _ => Value::Null,
             },
-            Expr::Neg(e) => match e.value(row, fault) {
+            Expr::Neg(e) => match e.value(row, fault, arena) {
                 Value::Int(i) => match i.checked_neg() {
                     Some(n) => Value::Int(n),
                     None => fail(fault, || {
@@ -549,31 +620,34 @@ impl Expr {
                 _ => Value::Null,
             },
             Expr::IsNull(e, negated) => {
-                Value::Bool(matches!(e.value(row, fault), Value::Null) != *negated)
+                Value::Bool(matches!(e.value(row, fault, arena), Value::Null) != *negated)
             }
             Expr::Case(arms, default) => {
                 for (c, v) in arms {
-                    if c.value(row, fault).is_true() {
-                        return v.value(row, fault);
+                    if c.value(row, fault, arena).is_true() {
+                        return v.value(row, fault, arena);
                     }
                 }
                 match default {
-                    Some(d) => d.value(row, fault),
+                    Some(d) => d.value(row, fault, arena),
                     None => Value::Null,
                 }
             }
             Expr::Cast(e, t) => {
-                let v = e.value(row, fault);
+                let v = e.value(row, fault, arena);
+                if *t == DataType::String {
+                    return strings::to_text(v, arena);
+                }
                 match cast(v, *t) {
                     Ok(v) => v,
                     Err(why) => fail(fault, || value_fault(why, self, "", v)),
                 }
             }
-            Expr::Call(f, args) => match call(*f, args, row, fault) {
+            Expr::Call(f, args) => match call(*f, args, row, fault, arena) {
                 Ok(v) => v,
-                Err((why, v)) => fail(fault, || value_fault(why, self, f.name(), v)),
+                Err((why, vals, n)) => fail(fault, || call_fault(why, self, f.name(), &vals[..n])),
             },
-            Expr::Udf(u, args) => udf(u, args, row, fault),
+            Expr::Udf(u, args) => udf(u, args, row, fault, arena),
         }
     }
 }
@@ -589,10 +663,16 @@ fn fail<'a>(fault: &mut Option<Fault>, make: impl FnOnce() -> Fault) -> Value<'a
 }
 
 /// A registered scalar function's value.
-fn udf<'a>(u: &Udf, args: &'a [Expr], row: &Row<'a>, fault: &mut Option<Fault>) -> Value<'a> {
+fn udf<'a>(
+    u: &Udf,
+    args: &'a [Expr],
+    row: &Row<'a>,
+    fault: &mut Option<Fault>,
+    arena: &'a Arena,
+) -> Value<'a> {
     let mut vals = [Value::Null; UDF_MAX_ARGS];
     for (v, a) in vals.iter_mut().zip(args) {
-        *v = a.value(row, fault);
+        *v = a.value(row, fault, arena);
     }
     match u.f.call(&vals[..args.len().min(UDF_MAX_ARGS)]) {
         Scalar::Int(i) => Value::Int(i),
@@ -617,6 +697,17 @@ fn binary_fault(why: &str, expr: &Expr, op: BinOp, a: Value<'_>, b: Value<'_>) -
         expr,
         &format!("{} {} {}", shown(a), op.symbol(), shown(b)),
     )
+}
+
+/// Why a built-in function has no value: what, and its first (at most three) arguments.
+type CallError<'a> = (&'static str, [Value<'a>; 3], usize);
+
+/// The fault of the call `f(vals...)` in `expr`.
+#[cold]
+#[inline(never)]
+fn call_fault(why: &str, expr: &Expr, f: &str, vals: &[Value<'_>]) -> Fault {
+    let vals: Vec<String> = vals.iter().map(|v| shown(*v)).collect();
+    Fault::at(why, expr, &format!("{f}({})", vals.join(", ")))
 }
 
 /// The fault of `f(v)` in `expr` (`f` empty: just the value; `-`: a negation).
@@ -652,6 +743,8 @@ fn binary<'a>(
             (Bool(false), Bool(false)) => Bool(false),
             _ => Null,
         },
+        // Two strings are joined by `Expr::value`, which has the arena; a null gives null.
+        BinOp::Concat => Null,
         BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => match (a, b) {
             (Int(x), Int(y)) => {
                 if y == 0 && matches!(op, BinOp::Div | BinOp::Mod) {
@@ -747,8 +840,7 @@ fn cast(v: Value<'_>, t: DataType) -> std::result::Result<Value<'_>, &'static st
                 _ => "cannot cast to timestamp",
             })?)
         }
-        // The planner refuses every other cast (casting to a string would need an
-        // owned result).
+        // Casts to a string are `strings::to_text`'s, with the arena.
         _ => return Err("unsupported cast"),
     })
 }
@@ -788,15 +880,18 @@ fn call<'a>(
     args: &'a [Expr],
     row: &Row<'a>,
     fault: &mut Option<Fault>,
-) -> std::result::Result<Value<'a>, (&'static str, Value<'a>)> {
-    let mut arg = |a: &'a Expr| -> std::result::Result<Value<'a>, (&'static str, Value<'a>)> {
-        Ok(a.value(row, fault))
+    arena: &'a Arena,
+) -> std::result::Result<Value<'a>, CallError<'a>> {
+    let mut arg = |a: &'a Expr| -> std::result::Result<Value<'a>, CallError<'a>> {
+        Ok(a.value(row, fault, arena))
     };
+    let own = |why: &'static str, v: Value<'a>| (why, [v, Value::Null, Value::Null], 1);
     Ok(match f {
         Func::Abs => match args.first().map(arg).transpose()? {
-            Some(Value::Int(i)) => {
-                Value::Int(i.checked_abs().ok_or(("integer overflow", Value::Int(i)))?)
-            }
+            Some(Value::Int(i)) => Value::Int(
+                i.checked_abs()
+                    .ok_or(own("integer overflow", Value::Int(i)))?,
+            ),
             Some(Value::Float(x)) => Value::Float(x.abs()),
             _ => Value::Null,
         },
@@ -840,9 +935,33 @@ fn call<'a>(
                 Func::Floor => x.floor(),
                 Func::Ceil => x.ceil(),
                 Func::Round => x.round(),
-                _ if x < 0.0 => return Err(("square root of a negative number", v)),
+                _ if x < 0.0 => return Err(own("square root of a negative number", v)),
                 _ => x.sqrt(),
             })
+        }
+        Func::Concat => {
+            let mut out = bumpalo::collections::String::new_in(arena);
+            for a in args {
+                strings::append(&mut out, arg(a)?);
+            }
+            Value::Str(out.into_bump_str())
+        }
+        Func::Upper
+        | Func::Lower
+        | Func::Substring
+        | Func::Btrim
+        | Func::Ltrim
+        | Func::Rtrim
+        | Func::Replace
+        | Func::Strpos
+        | Func::SplitPart => {
+            // At most three arguments (the type check saw to it).
+            let mut vals = [Value::Null; 3];
+            for (v, a) in vals.iter_mut().zip(args) {
+                *v = arg(a)?;
+            }
+            let n = args.len().min(3);
+            strings::call(f, &vals[..n], arena).map_err(|why| (why, vals, n))?
         }
         Func::Least | Func::Greatest => {
             let mut best: Option<Value<'a>> = None;

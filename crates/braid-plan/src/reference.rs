@@ -20,7 +20,7 @@
 
 use crate::batch::{Batch, Datum, Row, RowKey, Scalar, Value};
 use crate::error::{Error, Result};
-use crate::expr::Fault;
+use crate::expr::{Arena, Fault};
 use crate::function::{Emitter, Registry, RouteFn, RowFault, StreamFunction};
 use crate::output::OutRow;
 use crate::plan::{Agg, Combine, MergeKind, Plan, Route, Source, SourceSpec, Split};
@@ -135,6 +135,8 @@ impl<'a> Routing<'a> {
 
     fn try_targets(&self, row: Row<'_>, seq: u64) -> std::result::Result<Vec<u32>, Fault> {
         let q = u64::from(self.split.q.max(1));
+        // The interpreter is an oracle, not a hot path: a fresh arena per row.
+        let arena = Arena::new();
         let all = |class: Option<(u64, u64)>| -> Vec<u32> {
             (0..q)
                 .filter(|p| class.is_none_or(|(m, r)| p % m == r))
@@ -142,7 +144,7 @@ impl<'a> Routing<'a> {
                 .collect()
         };
         if let Some(b) = &self.split.broadcast {
-            if b.eval(&row)?.is_true() {
+            if b.eval(&row, &arena)?.is_true() {
                 return Ok(all(None));
             }
         }
@@ -150,12 +152,12 @@ impl<'a> Routing<'a> {
         Ok(match &self.split.route {
             Route::Expr { expr, when } => {
                 if let Some(w) = when {
-                    if !w.eval(&row)?.is_true() {
+                    if !w.eval(&row, &arena)?.is_true() {
                         return Ok(Vec::new());
                     }
                 }
                 one(expr
-                    .eval(&row)?
+                    .eval(&row, &arena)?
                     .as_int()
                     .map(|v| v.rem_euclid(q as i64) as u64))
             }
@@ -168,7 +170,7 @@ impl<'a> Routing<'a> {
             }
             Route::RoundRobin => one(Some(seq % q)),
             Route::Grid { left, rows, cols } => {
-                let side = if left.eval(&row)?.is_true() {
+                let side = if left.eval(&row, &arena)?.is_true() {
                     *rows
                 } else {
                     *cols
@@ -475,7 +477,7 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                             let vals: Vec<Value<'_>> =
                                 r.values.iter().map(|s| s.as_value()).collect();
                             tmp.push(r.key, &vals);
-                            match f.eval(&tmp.row(0)) {
+                            match f.eval(&tmp.row(0), &Arena::new()) {
                                 Ok(v) if v.is_true() => {}
                                 Ok(_) => {
                                     out.push(r.clone());

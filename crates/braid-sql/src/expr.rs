@@ -15,6 +15,8 @@ use sqlparser::tokenizer::Span;
 
 pub use crate::located::locate;
 
+mod strings;
+
 /// Parses `text` as a scalar expression over `schema` and type-checks it.
 pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
     let dialect = GenericDialect {};
@@ -135,9 +137,6 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
                 let e = Error::NotSupported(format!("CAST to {why}"));
                 mark_word(Span::new(end, end), &word, e)
             })?;
-            if t == DataType::String {
-                return Err(Error::NotSupported("CAST to string".into()));
-            }
             let x = sub(expr, r)?;
             crate::time::cast(x.clone(), r.type_of(&x), t)?.unwrap_or(Expr::Cast(Box::new(x), t))
         }
@@ -171,6 +170,25 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         }
         E::Floor { expr, field } => rounding(Func::Floor, "FLOOR", expr, field, r)?,
         E::Ceil { expr, field } => rounding(Func::Ceil, "CEIL", expr, field, r)?,
+        E::Substring {
+            expr,
+            substring_from,
+            substring_for,
+            ..
+        } => strings::substring(expr, substring_from.as_deref(), substring_for.as_deref(), r)?,
+        E::Trim {
+            expr,
+            trim_where,
+            trim_what,
+            trim_characters,
+        } => strings::trim(
+            expr,
+            trim_where.as_ref(),
+            trim_what.as_deref(),
+            trim_characters.as_deref(),
+            r,
+        )?,
+        E::Position { expr, r#in } => strings::position(expr, r#in, r)?,
         other => return Err(Error::NotSupported(format!("expression `{other}`"))),
     })
 }
@@ -356,6 +374,7 @@ fn binary_op(op: &ast::BinaryOperator) -> Result<BinOp> {
         B::GtEq => BinOp::GtEq,
         B::And => BinOp::And,
         B::Or => BinOp::Or,
+        B::StringConcat => BinOp::Concat,
         other => return Err(Error::NotSupported(format!("operator {other}"))),
     })
 }

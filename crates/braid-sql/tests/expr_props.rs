@@ -167,7 +167,7 @@ fn eval(e: &Expr, row: &[Option<i64>]) -> V {
         .map(|v| v.map_or(Value::Null, Value::Int))
         .collect();
     b.push(RowKey::default(), &vals);
-    match e.eval(&b.row(0)) {
+    match e.eval(&b.row(0), &braid_plan::expr::Arena::new()) {
         Err(_) => V::Fault,
         Ok(Value::Int(i)) => V::I(Some(i)),
         Ok(Value::Bool(x)) => V::B(Some(x)),

@@ -5,4 +5,5 @@ mod planner;
 mod positions;
 mod refusals;
 mod script_fuzz;
+mod string_props;
 mod time;

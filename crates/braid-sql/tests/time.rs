@@ -240,7 +240,7 @@ fn time_types_refuse_what_would_be_a_guess() {
     );
     stamped_refused(
         "SELECT CAST(ts AS VARCHAR) AS x FROM s",
-        "CAST to string",
+        "CAST from timestamp to string",
         "ts AS",
     );
     stamped_refused(

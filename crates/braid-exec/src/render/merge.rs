@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::shared::Shared;
 use braid_plan::batch::{Batch, Datum, RowKey, Scalar};
 use braid_plan::combine::{Groups, KeyedMerge};
-use braid_plan::expr::Expr;
+use braid_plan::expr::{Arena, Expr};
 use braid_plan::function::Registry;
 use braid_plan::output::same_key_order;
 use braid_plan::plan::{Merge, MergeKind};
@@ -86,6 +86,8 @@ fn select<'s>(
 ) -> Windows<'s> {
     let keep = report.is_some();
     input.unary::<WindowBuilder, _, _, _>(Pipeline, name, move |_, _| {
+        // The strings the filter makes for one row (see `Arena`), reset after each.
+        let mut arena = Arena::new();
         move |input, output| {
             input.for_each(|cap, data| {
                 let mut session = output.session(&cap);
@@ -93,7 +95,8 @@ fn select<'s>(
                     let b = &w.batch;
                     let mut out = Batch::new(b.arity());
                     for i in 0..b.len() {
-                        match filter.eval(&b.row(i)) {
+                        arena.reset();
+                        match filter.eval(&b.row(i), &arena) {
                             Ok(v) if v.is_true() == keep => out.push_row_of(b, i, b.key(i)),
                             Ok(_) => {}
                             Err(f) => {

@@ -7,9 +7,10 @@
 use crate::shared::Shared;
 use braid_plan::batch::{Batch, Datum, Row, Scalar};
 use braid_plan::error::Result;
-use braid_plan::expr::{BinOp, Expr, Fault};
+use braid_plan::expr::{Arena, BinOp, Expr, Fault};
 use braid_plan::function::{Registry, RouteFn};
 use braid_plan::plan::{Route, Split};
+use std::cell::RefCell;
 use std::sync::Arc;
 
 /// Routing as one closure: destination partitions of a row, in ascending order.
@@ -21,6 +22,10 @@ pub(crate) struct Router {
     /// Where faults go, with the site's name and whether it reads a source (see
     /// [`Router::reporting`]); a fault without it panics.
     faults: Option<(Arc<Shared>, String, Option<String>)>,
+    /// The strings the expressions make for one row (see [`Arena`]), reset after each
+    /// row: a route is an int and a condition a bool, so nothing outlives the row.
+    /// Untouched without string functions.
+    arena: RefCell<Arena>,
 }
 
 /// `v.rem_euclid(q)` for a fixed `q > 0`: a mask when `q` is a power of two (two's
@@ -81,25 +86,25 @@ impl Compiled {
 
     /// The value as a partition number source: an int, or None.
     #[inline]
-    fn int(&self, row: &Row<'_>) -> Result<Option<i64>, Fault> {
+    fn int(&self, row: &Row<'_>, arena: &Arena) -> Result<Option<i64>, Fault> {
         Ok(match self {
             Compiled::Column(c) => row.int(*c),
             Compiled::ColumnCmpInt(..) => None,
-            Compiled::Expr(e) => e.eval(row)?.as_int(),
+            Compiled::Expr(e) => e.eval(row, arena)?.as_int(),
         })
     }
 
     /// True only when the predicate is true (not null, not false).
     #[inline]
-    fn holds(&self, row: &Row<'_>) -> Result<bool, Fault> {
+    fn holds(&self, row: &Row<'_>, arena: &Arena) -> Result<bool, Fault> {
         Ok(match self {
             Compiled::ColumnCmpInt(c, op, k, e) => match row.datum(*c) {
                 Datum::Int(v) => op.compare(v.cmp(k)),
                 // Floats, nulls and other types compare as the interpreter does.
-                _ => e.eval(row)?.is_true(),
+                _ => e.eval(row, arena)?.is_true(),
             },
             Compiled::Column(c) => row.get(*c).is_true(),
-            Compiled::Expr(e) => e.eval(row)?.is_true(),
+            Compiled::Expr(e) => e.eval(row, arena)?.is_true(),
         })
     }
 }
@@ -136,6 +141,7 @@ impl Router {
             route,
             broadcast: split.broadcast.as_ref().map(Compiled::new),
             faults: None,
+            arena: RefCell::new(Arena::new()),
         })
     }
 
@@ -169,6 +175,14 @@ impl Router {
     /// is reported). Round robin reads the row's sequence number from its key.
     #[inline]
     pub(crate) fn dest(&self, batch: &Batch, i: usize) -> Dest {
+        let dest = self.dest_in(batch, i, &self.arena.borrow());
+        self.arena.borrow_mut().reset();
+        dest
+    }
+
+    /// [`Router::dest`], the strings made kept in `arena`.
+    #[inline]
+    fn dest_in(&self, batch: &Batch, i: usize, arena: &Arena) -> Dest {
         let row = batch.row(i);
         // Faults leave by the cold path, so that the common one returns a plain Dest.
         macro_rules! ok {
@@ -180,24 +194,28 @@ impl Router {
             };
         }
         if let Some(b) = &self.broadcast {
-            if ok!(b.holds(&row)) {
+            if ok!(b.holds(&row, arena)) {
                 return Dest::Broadcast;
             }
         }
         let p = match &self.route {
             RouteImpl::Expr(e, when) => {
                 if let Some(w) = when {
-                    if !ok!(w.holds(&row)) {
+                    if !ok!(w.holds(&row, arena)) {
                         return Dest::Omit;
                     }
                 }
-                ok!(e.int(&row)).map(|v| u64::from(self.modulo.of(v)))
+                ok!(e.int(&row, arena)).map(|v| u64::from(self.modulo.of(v)))
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
             RouteImpl::Grid(left, rows, cols) => {
                 let seq = batch.key(i).seq;
-                let side = if ok!(left.holds(&row)) { *rows } else { *cols };
+                let side = if ok!(left.holds(&row, arena)) {
+                    *rows
+                } else {
+                    *cols
+                };
                 return Dest::Class(side, seq % side);
             }
         };
@@ -320,6 +338,7 @@ mod tests {
             );
         }
         let col = |c: usize| Expr::Column(c, format!("c{c}"));
+        let arena = Arena::new();
         for i in 0..b.len() {
             let row = b.row(i);
             for c in 0..2 {
@@ -329,20 +348,20 @@ mod tests {
                         let compiled = Compiled::new(&e);
                         assert!(matches!(compiled, Compiled::ColumnCmpInt(..)));
                         assert_eq!(
-                            compiled.holds(&row).ok(),
-                            e.eval(&row).ok().map(|v| v.is_true()),
+                            compiled.holds(&row, &arena).ok(),
+                            e.eval(&row, &arena).ok().map(|v| v.is_true()),
                             "{e} row {i}"
                         );
                     }
                 }
                 let compiled = Compiled::new(&col(c));
                 assert_eq!(
-                    compiled.int(&row).ok(),
-                    col(c).eval(&row).ok().map(|v| v.as_int())
+                    compiled.int(&row, &arena).ok(),
+                    col(c).eval(&row, &arena).ok().map(|v| v.as_int())
                 );
                 assert_eq!(
-                    compiled.holds(&row).ok(),
-                    col(c).eval(&row).ok().map(|v| v.is_true())
+                    compiled.holds(&row, &arena).ok(),
+                    col(c).eval(&row, &arena).ok().map(|v| v.is_true())
                 );
             }
         }
@@ -428,7 +447,7 @@ mod tests {
                             (route, broadcast, d)
                         {
                             let v = expr
-                                .eval(&b.row(i))
+                                .eval(&b.row(i), &Arena::new())
                                 .ok()
                                 .and_then(|v| v.as_int())
                                 .expect("an int routes");

@@ -2,7 +2,7 @@
 
 use crate::logical::{AggCall, AggFunc};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
-use braid_plan::expr::Fault;
+use braid_plan::expr::{Arena, Fault};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -37,24 +37,25 @@ pub(super) type Inputs<'r> = SmallVec<[Option<Value<'r>>; 8]>;
 
 /// Evaluates every aggregate's FILTER and argument on `row` into `out`, before any
 /// accumulator changes: a fault leaves them all as they were (the row is skipped
-/// whole).
+/// whole). Strings the expressions make go to `arena`.
 #[inline]
 pub(super) fn inputs<'r>(
     aggs: &'r [AggCall],
     row: &Row<'r>,
+    arena: &'r Arena,
     out: &mut Inputs<'r>,
 ) -> Result<(), Fault> {
     for call in aggs {
         // FILTER (WHERE c): a row counts only where c is true (not false, not null).
         if let Some(c) = &call.filter {
-            if !matches!(c.eval(row)?, Value::Bool(true)) {
+            if !matches!(c.eval(row, arena)?, Value::Bool(true)) {
                 out.push(None);
                 continue;
             }
         }
         out.push(match &call.arg {
             None => Some(Value::Null),
-            Some(a) => match a.eval(row)? {
+            Some(a) => match a.eval(row, arena)? {
                 Value::Null => None,
                 v => Some(v),
             },

@@ -15,7 +15,7 @@ use super::session::Sessions;
 use super::Faults;
 use crate::logical::{AggCall, WindowSpec};
 use braid_plan::batch::{Batch, Row, Scalar};
-use braid_plan::expr::Expr;
+use braid_plan::expr::{Arena, Expr};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -247,17 +247,24 @@ impl AggState {
 
     /// Adds an input row to its window(s), or refuses it as late; a row whose keys or
     /// aggregate inputs fault is skipped with the fault.
-    pub(super) fn push(&mut self, row: Row<'_>, cx: &Cx, out: &mut Batch, faults: &mut Faults) {
+    pub(super) fn push(
+        &mut self,
+        row: Row<'_>,
+        cx: &Cx,
+        out: &mut Batch,
+        faults: &mut Faults,
+        arena: &Arena,
+    ) {
         self.key.clear();
         for k in &self.keys {
-            match k.eval(&row) {
+            match k.eval(&row, arena) {
                 Ok(v) => self.key.push(v.to_scalar()),
                 Err(f) => return faults.push(("aggregate", f)),
             }
         }
         let aggs = Rc::clone(&self.aggs);
         let mut inputs = Inputs::new();
-        if let Err(f) = accumulate::inputs(&aggs, &row, &mut inputs) {
+        if let Err(f) = accumulate::inputs(&aggs, &row, arena, &mut inputs) {
             return faults.push(("aggregate", f));
         }
         let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);

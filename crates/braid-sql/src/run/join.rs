@@ -7,7 +7,7 @@ use super::late::{Cx, LateBuild, LateOut};
 use super::Faults;
 use crate::logical::{JoinWindow, Logical};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar};
-use braid_plan::expr::Expr;
+use braid_plan::expr::{Arena, Expr};
 use std::collections::BTreeMap;
 
 /// Rows kept by one side of a join.
@@ -40,7 +40,13 @@ impl Side {
     }
 
     /// Keeps rows `i >= from` with `keep(time)`; rebuilds the index.
-    fn retain(&mut self, from: usize, keep: impl Fn(i64) -> bool, keys: &[Expr]) {
+    fn retain(
+        &mut self,
+        from: usize,
+        keep: impl Fn(i64) -> bool,
+        keys: &[Expr],
+        arena: &mut Arena,
+    ) {
         let live = (from..self.rows.len())
             .filter(|&i| keep(self.times[i]))
             .count();
@@ -65,8 +71,9 @@ impl Side {
                 // The keys evaluated without a fault when the row was kept.
                 let key: Vec<Scalar> = keys
                     .iter()
-                    .map(|k| k.eval(&r).map_or(Scalar::Null, |v| v.to_scalar()))
+                    .map(|k| k.eval(&r, arena).map_or(Scalar::Null, |v| v.to_scalar()))
                     .collect();
+                arena.reset();
                 self.index.entry(key).or_default().push(i as u32);
             }
         }
@@ -128,12 +135,13 @@ impl JoinState {
         cx: &Cx,
         out: &mut Batch,
         faults: &mut Faults,
+        arena: &Arena,
     ) {
         let t = self.time[side].and_then(|c| row.int(c)).unwrap_or(0);
         let keyed = !self.keys[side].is_empty();
         let mut key: Vec<Scalar> = Vec::with_capacity(self.keys[side].len());
         for k in &self.keys[side] {
-            match k.eval(&row) {
+            match k.eval(&row, arena) {
                 Ok(v) => key.push(v.to_scalar()),
                 Err(f) => return faults.push(("join", f)),
             }
@@ -168,7 +176,7 @@ impl JoinState {
                 out.push_value(r.get(c));
             }
             if let Some(p) = &self.residual {
-                match p.eval(&out.row(out.len() - 1)) {
+                match p.eval(&out.row(out.len() - 1), arena) {
                     Ok(v) if v.is_true() => {}
                     Ok(_) => out.abandon_row(),
                     Err(f) => {
@@ -203,19 +211,19 @@ impl JoinState {
             }
             if s.start > n.max(1024) {
                 let from = s.start;
-                s.retain(from, |_| true, &[]);
+                s.retain(from, |_| true, &[], &mut Arena::new());
             }
         }
     }
 
     /// Drops the rows no future row can meet.
-    pub(super) fn advance(&mut self, wm: i64) {
+    pub(super) fn advance(&mut self, wm: i64, arena: &mut Arena) {
         if let JoinWindow::Interval { lo, hi } = self.window {
             // A left row can still meet right rows with time >= wm if t + hi >= wm; a
             // right row can meet left rows with time >= wm if t - lo >= wm.
             let [l, r] = &mut self.sides;
-            l.retain(0, |t| t.saturating_add(hi) >= wm, &self.keys[0]);
-            r.retain(0, |t| t.saturating_sub(lo) >= wm, &self.keys[1]);
+            l.retain(0, |t| t.saturating_add(hi) >= wm, &self.keys[0], arena);
+            r.retain(0, |t| t.saturating_sub(lo) >= wm, &self.keys[1], arena);
         }
     }
 }

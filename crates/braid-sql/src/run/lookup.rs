@@ -4,7 +4,7 @@
 use super::Faults;
 use crate::catalog::TableDef;
 use braid_plan::batch::{Batch, Row, RowKey, Scalar};
-use braid_plan::expr::Expr;
+use braid_plan::expr::{Arena, Expr};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -52,11 +52,17 @@ impl Lookup {
     /// Emits `row` joined with each table row of its key that passes the residual.
     /// A row whose keys fault is skipped, and a pair whose residual faults is not
     /// emitted, with the fault.
-    pub(super) fn push(&mut self, row: Row<'_>, out: &mut Batch, faults: &mut Faults) {
+    pub(super) fn push(
+        &mut self,
+        row: Row<'_>,
+        out: &mut Batch,
+        faults: &mut Faults,
+        arena: &Arena,
+    ) {
         let t = &self.table;
         self.key.clear();
         for k in &self.keys {
-            match k.eval(&row) {
+            match k.eval(&row, arena) {
                 Ok(v) => self.key.push(v.to_scalar()),
                 Err(f) => return faults.push(("lookup", f)),
             }
@@ -77,7 +83,7 @@ impl Lookup {
                 out.push_value(tr.get(c));
             }
             if let Some(r) = &self.residual {
-                match r.eval(&out.row(out.len() - 1)) {
+                match r.eval(&out.row(out.len() - 1), arena) {
                     Ok(v) if v.is_true() => {}
                     Ok(_) => out.abandon_row(),
                     Err(f) => {

@@ -40,7 +40,7 @@ use crate::logical::Logical;
 use aggregate::AggState;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::error::Result;
-use braid_plan::expr::{Expr, Fault};
+use braid_plan::expr::{Arena, Expr, Fault};
 use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use braid_plan::types::Schema;
 use join::JoinState;
@@ -281,6 +281,10 @@ struct Node {
     op: Op,
     kids: Vec<Node>,
     bufs: Vec<Batch>,
+    /// The strings the operator's expressions make for one row (see [`Arena`]): reset
+    /// after each row the operator takes, once what it made of the row is copied into
+    /// its output batch or its state. Untouched, and free, without string functions.
+    arena: Arena,
 }
 
 /// One operator of the tree; stateful ones hold their state.
@@ -358,11 +362,21 @@ impl Node {
             .iter()
             .map(|c| Batch::new(c.schema().arity()))
             .collect();
-        Node { op, kids, bufs }
+        Node {
+            op,
+            kids,
+            bufs,
+            arena: Arena::new(),
+        }
     }
 
     fn push(&mut self, input: usize, row: Row<'_>, cx: &Cx, out: &mut Batch, f: &mut Faults) {
-        let Node { op, kids, bufs } = self;
+        let Node {
+            op,
+            kids,
+            bufs,
+            arena,
+        } = self;
         if let Op::Scan {
             input: mine,
             offset,
@@ -377,14 +391,20 @@ impl Node {
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.push(input, row, cx, &mut bufs[k], f);
             for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), cx, out, f);
+                op.push(k, bufs[k].row(i), cx, out, f, arena);
+                arena.reset();
             }
             bufs[k].clear();
         }
     }
 
     fn advance(&mut self, wm: i64, out: &mut Batch, f: &mut Faults) {
-        let Node { op, kids, bufs } = self;
+        let Node {
+            op,
+            kids,
+            bufs,
+            arena,
+        } = self;
         let cx = Cx {
             wm: i64::MIN,
             at: i64::MIN,
@@ -392,15 +412,21 @@ impl Node {
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.advance(wm, &mut bufs[k], f);
             for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), &cx, out, f);
+                op.push(k, bufs[k].row(i), &cx, out, f, arena);
+                arena.reset();
             }
             bufs[k].clear();
         }
-        op.advance(wm, out, f);
+        op.advance(wm, out, f, arena);
     }
 
     fn finish(&mut self, out: &mut Batch, f: &mut Faults) {
-        let Node { op, kids, bufs } = self;
+        let Node {
+            op,
+            kids,
+            bufs,
+            arena,
+        } = self;
         let cx = Cx {
             wm: i64::MIN,
             at: i64::MAX,
@@ -408,31 +434,41 @@ impl Node {
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.finish(&mut bufs[k], f);
             for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), &cx, out, f);
+                op.push(k, bufs[k].row(i), &cx, out, f, arena);
+                arena.reset();
             }
             bufs[k].clear();
         }
-        op.advance(i64::MAX, out, f);
+        op.advance(i64::MAX, out, f, arena);
     }
 }
 
 impl Op {
-    fn push(&mut self, side: usize, row: Row<'_>, cx: &Cx, out: &mut Batch, f: &mut Faults) {
+    /// Takes one row of input `side`; the strings its expressions make go to `arena`.
+    fn push(
+        &mut self,
+        side: usize,
+        row: Row<'_>,
+        cx: &Cx,
+        out: &mut Batch,
+        f: &mut Faults,
+        arena: &Arena,
+    ) {
         match self {
             Op::Scan { .. } => {}
-            Op::Filter(p) => project::filter(p, row, out, f),
-            Op::Project(exprs) => project::project(exprs, row, out, f),
+            Op::Filter(p) => project::filter(p, row, out, f, arena),
+            Op::Project(exprs) => project::project(exprs, row, out, f, arena),
             Op::Union => project::union(row, out),
-            Op::Agg(a) => a.push(row, cx, out, f),
-            Op::Join(j) => j.push(side, row, cx, out, f),
-            Op::Lookup(l) => l.push(row, out, f),
+            Op::Agg(a) => a.push(row, cx, out, f, arena),
+            Op::Join(j) => j.push(side, row, cx, out, f, arena),
+            Op::Lookup(l) => l.push(row, out, f, arena),
         }
     }
 
-    fn advance(&mut self, wm: i64, out: &mut Batch, f: &mut Faults) {
+    fn advance(&mut self, wm: i64, out: &mut Batch, f: &mut Faults, arena: &mut Arena) {
         match self {
             Op::Agg(a) => a.advance(wm, out, f),
-            Op::Join(j) => j.advance(wm),
+            Op::Join(j) => j.advance(wm, arena),
             _ => {}
         }
     }

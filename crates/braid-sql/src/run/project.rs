@@ -4,7 +4,7 @@
 
 use super::Faults;
 use braid_plan::batch::{Batch, Row, RowKey};
-use braid_plan::expr::Expr;
+use braid_plan::expr::{Arena, Expr};
 
 /// Copies columns `offset..offset + arity` of the physical row (one input stream's).
 pub(super) fn scan(row: &Row<'_>, offset: usize, arity: usize, out: &mut Batch) {
@@ -15,8 +15,14 @@ pub(super) fn scan(row: &Row<'_>, offset: usize, arity: usize, out: &mut Batch) 
 }
 
 /// Passes the row on if `predicate` is true; a fault skips it.
-pub(super) fn filter(predicate: &Expr, row: Row<'_>, out: &mut Batch, faults: &mut Faults) {
-    match predicate.eval(&row) {
+pub(super) fn filter(
+    predicate: &Expr,
+    row: Row<'_>,
+    out: &mut Batch,
+    faults: &mut Faults,
+    arena: &Arena,
+) {
+    match predicate.eval(&row, arena) {
         Ok(v) if v.is_true() => {
             let (b, i) = row.location();
             out.push_row_of(b, i, RowKey::default());
@@ -27,10 +33,16 @@ pub(super) fn filter(predicate: &Expr, row: Row<'_>, out: &mut Batch, faults: &m
 }
 
 /// Writes one value per expression; a fault skips the row.
-pub(super) fn project(exprs: &[Expr], row: Row<'_>, out: &mut Batch, faults: &mut Faults) {
+pub(super) fn project(
+    exprs: &[Expr],
+    row: Row<'_>,
+    out: &mut Batch,
+    faults: &mut Faults,
+    arena: &Arena,
+) {
     out.start_row(RowKey::default());
     for e in exprs {
-        match e.eval(&row) {
+        match e.eval(&row, arena) {
             Ok(v) => out.push_value(v),
             Err(f) => {
                 out.abandon_row();
