@@ -148,6 +148,30 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
         "SELECT c.caller, c.start, t.start AS tstart, t.dur FROM calls AS c JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 10",
     ),
     (
+        "left_join",
+        "SELECT c.caller, c.start, t.start AS tstart, t.dur FROM calls AS c LEFT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 10",
+    ),
+    (
+        "right_join",
+        "SELECT c.caller, c.dur, t.sender, t.start FROM calls AS c RIGHT OUTER JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 4 AND c.start + 3 AND t.dur > c.dur",
+    ),
+    (
+        "full_join",
+        "SELECT * FROM calls AS c FULL JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start AND c.start + 6",
+    ),
+    (
+        "full_theta_join",
+        "SELECT c.caller, t.sender, c.start, t.start AS ts FROM calls AS c FULL OUTER JOIN texts AS t ON c.dur < t.dur - 300 AND t.start BETWEEN c.start - 3 AND c.start + 3",
+    ),
+    (
+        "left_join_then_aggregate",
+        "SELECT window_end, c.caller, count(*) AS n, count(t.sender) AS met FROM calls AS c LEFT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(c.start, 50), c.caller",
+    ),
+    (
+        "left_lookup",
+        "SELECT caller, dur, number, risk FROM calls LEFT JOIN watch ON calls.caller = watch.number AND watch.risk < calls.dur % 7",
+    ),
+    (
         "theta_join",
         "SELECT c.caller, t.sender, c.start FROM calls AS c JOIN texts AS t ON c.dur < t.dur - 500 AND t.start >= c.start - 3 AND t.start <= c.start + 3",
     ),
@@ -334,6 +358,8 @@ fn sql_partitioning_follows_state() {
         ("lookup", "hash hash((dur / 100))"),
         ("interval_join", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
         ("theta_join", "grid, left rows where (_stream <> 1)"),
+        ("full_theta_join", "single partition"),
+        ("left_join_then_aggregate", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
         ("count_join", "single partition"),
         ("union", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
         ("join_then_aggregate_by_key", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
@@ -725,6 +751,8 @@ pub(crate) const LATE_QUERIES: &[&str] = &[
     "hop_all",
     "session",
     "interval_join",
+    "left_join",
+    "full_join",
     "join_then_aggregate",
     "aggregate_then_aggregate",
 ];

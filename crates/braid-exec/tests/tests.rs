@@ -15,6 +15,7 @@ mod cancel;
 mod session;
 mod sql;
 mod sql_faults;
+mod sql_outer;
 mod sql_reference;
 mod sql_time;
 mod sql_timestamp;

@@ -166,6 +166,42 @@ pub enum JoinWindow {
     },
 }
 
+/// Which rows of a join come out without a partner: none (inner), those of the left
+/// input, of the right input, or of both, with nulls for the other side's columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinKind {
+    /// `[INNER] JOIN`: only joined rows.
+    Inner,
+    /// `LEFT [OUTER] JOIN`.
+    Left,
+    /// `RIGHT [OUTER] JOIN`.
+    Right,
+    /// `FULL [OUTER] JOIN`.
+    Full,
+}
+
+impl JoinKind {
+    /// Whether a row of input `side` (0 left, 1 right) without a partner comes out.
+    pub fn keeps(self, side: usize) -> bool {
+        match self {
+            JoinKind::Inner => false,
+            JoinKind::Left => side == 0,
+            JoinKind::Right => side == 1,
+            JoinKind::Full => true,
+        }
+    }
+
+    /// How EXPLAIN names it before the join (nothing for an inner join).
+    fn label(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "",
+            JoinKind::Left => " (left outer)",
+            JoinKind::Right => " (right outer)",
+            JoinKind::Full => " (full outer)",
+        }
+    }
+}
+
 /// A logical operator. Every node knows its output schema; `event_time` of the schema
 /// is the column windows and joins use.
 #[derive(Clone, Debug)]
@@ -221,6 +257,8 @@ pub enum Logical {
         residual: Option<Expr>,
         /// What bounds the state.
         window: JoinWindow,
+        /// Inner or outer.
+        kind: JoinKind,
         /// Output columns.
         schema: Schema,
     },
@@ -235,6 +273,8 @@ pub enum Logical {
         keys: Vec<(Expr, usize)>,
         /// Other conditions, over the output columns.
         residual: Option<Expr>,
+        /// Inner, or left outer: a stream row without a table row comes out with nulls.
+        kind: JoinKind,
         /// Output columns.
         schema: Schema,
     },
@@ -322,12 +362,14 @@ impl Logical {
                 table,
                 keys,
                 residual,
+                kind,
                 schema,
             } => Logical::Lookup {
                 input: one(input),
                 table,
                 keys,
                 residual,
+                kind,
                 schema,
             },
             Logical::Join {
@@ -336,6 +378,7 @@ impl Logical {
                 equi,
                 residual,
                 window,
+                kind,
                 schema,
             } => {
                 let left = one(left);
@@ -345,6 +388,7 @@ impl Logical {
                     equi,
                     residual,
                     window,
+                    kind,
                     schema,
                 }
             }
@@ -418,6 +462,7 @@ impl Logical {
                 equi,
                 residual,
                 window,
+                kind,
                 ..
             } => {
                 let eq: Vec<String> = equi.iter().map(|(l, r)| format!("{l} = {r}")).collect();
@@ -427,7 +472,7 @@ impl Logical {
                     }
                     JoinWindow::Count { left, right } => format!("last {left} x last {right} rows"),
                 };
-                let mut s = format!("Join {w}");
+                let mut s = format!("Join{} {w}", kind.label());
                 if !eq.is_empty() {
                     s += &format!(" on [{}]", eq.join(", "));
                 }
@@ -440,6 +485,7 @@ impl Logical {
                 table,
                 keys,
                 residual,
+                kind,
                 ..
             } => {
                 let eq: Vec<String> = keys
@@ -447,7 +493,8 @@ impl Logical {
                     .map(|(e, c)| format!("{e} = {}.{}", table.name, table.schema.fields[*c].name))
                     .collect();
                 let mut s = format!(
-                    "Lookup table {} ({} rows) on [{}]",
+                    "Lookup{} table {} ({} rows) on [{}]",
+                    kind.label(),
                     table.name,
                     table.rows.len(),
                     eq.join(", ")

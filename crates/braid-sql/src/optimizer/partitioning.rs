@@ -6,7 +6,7 @@
 //! one partitioning. State that cannot be partitioned (an aggregate without keys, count
 //! windows, conflicting keys) runs in one partition, and EXPLAIN says why.
 
-use crate::logical::{JoinWindow, Logical};
+use crate::logical::{JoinKind, JoinWindow, Logical};
 use crate::physical::Partitioning;
 use crate::run::Layout;
 use braid_plan::expr::{Expr, Func};
@@ -66,16 +66,22 @@ pub(super) fn trace(
         // expression over one side's columns traces into that side. (A join without
         // keys copies rows over a grid, so nothing traces through it; `partitioning`
         // never combines a grid with another operator.)
+        // An outer join's padded rows have nulls where the other side's key was, and
+        // live where their own row does: only a preserved side's columns trace.
         Logical::Join {
-            left, right, equi, ..
+            left,
+            right,
+            equi,
+            kind,
+            ..
         } if !equi.is_empty() => {
             let cols = e.columns();
             let la = left.schema().arity();
             if cols.is_empty() {
                 None
-            } else if cols.iter().all(|&c| c < la) {
+            } else if cols.iter().all(|&c| c < la) && !kind.keeps(1) {
                 trace(left, e, layout, phys)
-            } else if cols.iter().all(|&c| c >= la) {
+            } else if cols.iter().all(|&c| c >= la) && !kind.keeps(0) {
                 let shifted = e.map_columns(&|c, _| {
                     Expr::Column(c - la, right.schema().fields[c - la].name.clone())
                 });
@@ -213,6 +219,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
             right,
             equi,
             window,
+            kind,
             ..
         } => {
             if let JoinWindow::Count { .. } = window {
@@ -223,6 +230,11 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
             let (li, ri) = (left.inputs(), right.inputs());
             if li.iter().any(|i| ri.contains(i)) {
                 return Need::Only(Partitioning::Single("a stream joined with itself".into()));
+            }
+            if equi.is_empty() && *kind != JoinKind::Inner {
+                return Need::Only(Partitioning::Single(
+                    "an outer join without equality keys: whether a row met a partner is known only where all its pairs meet".into(),
+                ));
             }
             if equi.is_empty() {
                 return Need::Only(match (layout.tag, ri.as_slice()) {

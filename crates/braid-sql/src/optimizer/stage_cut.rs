@@ -108,6 +108,7 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
         equi,
         residual,
         window,
+        kind,
         schema,
     } = l
     else {
@@ -118,10 +119,11 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
     }
     let below = wide_union(left, right).filter(|b| fits(b))?;
     let (ls, rs) = (left.schema().clone(), right.schema().clone());
-    let (equi, residual, window, schema) = (
+    let (equi, residual, window, kind, schema) = (
         equi.clone(),
         residual.clone(),
         window.clone(),
+        *kind,
         schema.clone(),
     );
     let join: JoinOver = Box::new(move |k| {
@@ -138,6 +140,7 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
             equi,
             residual,
             window,
+            kind,
             schema,
         }
     });

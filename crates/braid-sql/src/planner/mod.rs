@@ -9,6 +9,7 @@
 
 mod aggregate;
 mod join;
+mod outer;
 mod relation;
 mod rewrite;
 mod scope;

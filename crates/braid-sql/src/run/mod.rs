@@ -332,6 +332,7 @@ impl Node {
                 equi,
                 residual,
                 window,
+                kind,
                 ..
             } => Op::Join(Box::new(JoinState::new(
                 left,
@@ -339,12 +340,19 @@ impl Node {
                 equi,
                 residual.clone(),
                 window.clone(),
+                *kind,
                 late,
             ))),
-            Logical::Lookup { keys, residual, .. } => {
+            Logical::Lookup {
+                keys,
+                residual,
+                kind,
+                ..
+            } => {
                 let t = tables.next().cloned().expect("one index per lookup");
                 let keys = keys.iter().map(|k| k.0.clone()).collect();
-                Op::Lookup(Box::new(Lookup::new(t, keys, residual.clone())))
+                let outer = *kind != crate::logical::JoinKind::Inner;
+                Op::Lookup(Box::new(Lookup::new(t, keys, residual.clone(), outer)))
             }
             Logical::Union { .. } => Op::Union,
         };
@@ -432,7 +440,7 @@ impl Op {
     fn advance(&mut self, wm: i64, out: &mut Batch, f: &mut Faults) {
         match self {
             Op::Agg(a) => a.advance(wm, out, f),
-            Op::Join(j) => j.advance(wm),
+            Op::Join(j) => j.advance(wm, out),
             _ => {}
         }
     }
