@@ -168,6 +168,10 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
         "SELECT window_end, c.caller, count(*) AS n, count(t.sender) AS met FROM calls AS c LEFT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(c.start, 50), c.caller",
     ),
     (
+        "right_join_then_aggregate",
+        "SELECT window_end, c.dur / 60 AS minutes, count(*) AS n, count(c.caller) AS met FROM calls AS c RIGHT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(t.start, 50), c.dur / 60",
+    ),
+    (
         "left_lookup",
         "SELECT caller, dur, number, risk FROM calls LEFT JOIN watch ON calls.caller = watch.number AND watch.risk < calls.dur % 7",
     ),
@@ -359,6 +363,7 @@ fn sql_partitioning_follows_state() {
         ("interval_join", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
         ("theta_join", "grid, left rows where (_stream <> 1)"),
         ("full_theta_join", "single partition"),
+        ("right_join_then_aggregate", "stage 1: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (equi-join keys); stage 2: hash hash((dur / 60))"),
         ("left_join_then_aggregate", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
         ("count_join", "single partition"),
         ("union", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
