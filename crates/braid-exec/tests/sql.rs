@@ -172,6 +172,14 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
         "SELECT window_end, c.dur / 60 AS minutes, count(*) AS n, count(c.caller) AS met FROM calls AS c RIGHT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(t.start, 50), c.dur / 60",
     ),
     (
+        "top_n",
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rownum FROM (SELECT window_start, window_end, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller)) WHERE rownum <= 3",
+    ),
+    (
+        "top_n_per_key",
+        "SELECT window_end, caller, k, d, r FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, caller ORDER BY d DESC, k) AS r FROM (SELECT window_start, window_end, caller, callee % 4 AS k, sum(dur) AS d FROM calls GROUP BY HOP(start, 20, 40), caller, callee % 4)) t WHERE r <= 2 AND t.d > 100",
+    ),
+    (
         "left_lookup",
         "SELECT caller, dur, number, risk FROM calls LEFT JOIN watch ON calls.caller = watch.number AND watch.risk < calls.dur % 7",
     ),
@@ -363,6 +371,8 @@ fn sql_partitioning_follows_state() {
         ("interval_join", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
         ("theta_join", "grid, left rows where (_stream <> 1)"),
         ("full_theta_join", "single partition"),
+        ("top_n", "stage 1: hash hash(caller) (group-by keys); stage 2: single partition"),
+        ("top_n_per_key", "stage 1: hash hash(caller, (callee % 4)) (group-by keys); stage 2: hash hash(caller) (top-N partition keys)"),
         ("right_join_then_aggregate", "stage 1: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (equi-join keys); stage 2: hash hash((dur / 60))"),
         ("left_join_then_aggregate", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
         ("count_join", "single partition"),

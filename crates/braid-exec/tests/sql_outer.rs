@@ -13,13 +13,13 @@ use proptest::prelude::*;
 use std::path::Path;
 
 /// Rows in time order (nothing is late: times only grow, within a stream).
-fn in_order() -> impl Strategy<Value = Vec<Call>> {
-    prop::collection::vec((0i64..6, 0i64..4, 0i64..600), 0..80).prop_map(|v| {
+pub(crate) fn in_order() -> impl Strategy<Value = Vec<Call>> {
+    prop::collection::vec((0i64..6, 0i64..4, 0i64..600, 0i64..4), 0..80).prop_map(|v| {
         let mut t = 0;
         v.into_iter()
-            .map(|(k, step, dur)| {
+            .map(|(k, step, dur, callee)| {
                 t += step;
-                (k, 0, t, dur)
+                (k, callee, t, dur)
             })
             .collect()
     })
@@ -27,7 +27,7 @@ fn in_order() -> impl Strategy<Value = Vec<Call>> {
 
 /// The rows of `query` run serially and on 1, 2, 4 workers (8 partitions, both
 /// merges), each sorted; all must be equal, and the serial one is returned.
-fn runs(dir: &Path, query: &str) -> Vec<Vec<Scalar>> {
+pub(crate) fn runs(dir: &Path, query: &str) -> Vec<Vec<Scalar>> {
     let rows = |settings: &str, workers: usize| {
         let s = script(dir, settings, query);
         let cfg = RunConfig {

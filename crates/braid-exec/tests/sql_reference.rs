@@ -256,6 +256,13 @@ fn node(l: &Logical, cx: &mut Cx<'_>) -> Vec<Ev> {
             }
             out
         }
+        Logical::TopN {
+            input,
+            partition,
+            order,
+            limit,
+            ..
+        } => top_n(node(input, cx), partition, order, *limit),
         Logical::Aggregate {
             input,
             window,
@@ -756,6 +763,55 @@ fn join(
         }
     }
     assert_eq!(i, rows.len(), "rows at an epoch the input does not have");
+    out
+}
+
+/// A window top-N: the rows made at one end of an epoch (or of the input), per value of
+/// the `partition` columns, ranked by `order` then all columns; the first `limit` of
+/// each, numbered from 1, come out at that end.
+fn top_n(rows: Vec<Ev>, partition: &[usize], order: &[(usize, bool)], limit: u64) -> Vec<Ev> {
+    type Groups = BTreeMap<(u64, Phase), BTreeMap<Vec<Scalar>, Vec<Vec<Scalar>>>>;
+    let mut ends: Groups = BTreeMap::new();
+    for ev in rows {
+        let part: Vec<Scalar> = partition.iter().map(|&c| ev.values[c].clone()).collect();
+        let phase = ev.phase.max(Phase::End);
+        ends.entry((ev.epoch, phase))
+            .or_default()
+            .entry(part)
+            .or_default()
+            .push(ev.values);
+    }
+    let mut out = Vec::new();
+    for ((epoch, phase), parts) in ends {
+        for (_, mut rows) in parts {
+            // Sort keys: each ORDER BY column (negated order for DESC), then the row.
+            rows.sort_by(|a, b| {
+                let by = |r: &Vec<Scalar>, c: usize| r[c].clone();
+                order
+                    .iter()
+                    .map(|&(c, desc)| {
+                        let o = by(a, c).cmp(&by(b, c));
+                        if desc {
+                            o.reverse()
+                        } else {
+                            o
+                        }
+                    })
+                    .find(|o| o.is_ne())
+                    .unwrap_or_else(|| a.cmp(b))
+            });
+            for (k, mut v) in rows.into_iter().take(limit as usize).enumerate() {
+                v.push(Scalar::Int(k as i64 + 1));
+                out.push(Ev {
+                    epoch,
+                    phase,
+                    seq: 0,
+                    kid: 0,
+                    values: v,
+                });
+            }
+        }
+    }
     out
 }
 

@@ -19,6 +19,7 @@ mod sql_outer;
 mod sql_reference;
 mod sql_time;
 mod sql_timestamp;
+mod sql_topn;
 mod sql_trust;
 
 use braid_exec::runtime::{run, RunConfig};

@@ -278,6 +278,25 @@ pub enum Logical {
         /// Output columns.
         schema: Schema,
     },
+    /// Window top-N (Flink's `ROW_NUMBER() OVER (PARTITION BY window_start, window_end,
+    /// ... ORDER BY ...) AS rownum` filtered by `rownum <= n`) over a windowed
+    /// aggregate's output: per value of the `partition` columns, the `limit` rows first
+    /// by `order` (column, descending), ties by every column in order, numbered from 1,
+    /// emitted when their window closes. Output: the input columns, then `rownum`.
+    TopN {
+        /// Input (a windowed aggregate's rows, made when windows close).
+        input: Box<Logical>,
+        /// PARTITION BY columns (the window's bounds among them).
+        partition: Vec<usize>,
+        /// The columns that are the window's `window_start` and `window_end`.
+        window: [usize; 2],
+        /// ORDER BY columns, each with whether it is descending.
+        order: Vec<(usize, bool)>,
+        /// Rows kept per partition.
+        limit: u64,
+        /// Output columns.
+        schema: Schema,
+    },
     /// `UNION ALL` of inputs with the same column types.
     Union {
         /// Inputs.
@@ -296,6 +315,7 @@ impl Logical {
             | Logical::Aggregate { schema, .. }
             | Logical::Join { schema, .. }
             | Logical::Lookup { schema, .. }
+            | Logical::TopN { schema, .. }
             | Logical::Union { schema, .. } => schema,
             Logical::Filter { input, .. } => input.schema(),
         }
@@ -308,7 +328,8 @@ impl Logical {
             Logical::Filter { input, .. }
             | Logical::Project { input, .. }
             | Logical::Aggregate { input, .. }
-            | Logical::Lookup { input, .. } => vec![input],
+            | Logical::Lookup { input, .. }
+            | Logical::TopN { input, .. } => vec![input],
             Logical::Join { left, right, .. } => vec![left, right],
             Logical::Union { inputs, .. } => inputs.iter().collect(),
         }
@@ -322,6 +343,7 @@ impl Logical {
                 | Logical::Project { .. }
                 | Logical::Aggregate { .. }
                 | Logical::Lookup { .. }
+                | Logical::TopN { .. }
         )
     }
 
@@ -392,6 +414,21 @@ impl Logical {
                     schema,
                 }
             }
+            Logical::TopN {
+                input,
+                partition,
+                window,
+                order,
+                limit,
+                schema,
+            } => Logical::TopN {
+                input: one(input),
+                partition,
+                window,
+                order,
+                limit,
+                schema,
+            },
             Logical::Union { inputs, schema } => Logical::Union {
                 inputs: inputs.into_iter().map(f).collect(),
                 schema,
@@ -419,7 +456,10 @@ impl Logical {
 
     /// Whether the node keeps state across rows (an aggregate or a stream join).
     pub fn is_stateful(&self) -> bool {
-        matches!(self, Logical::Aggregate { .. } | Logical::Join { .. })
+        matches!(
+            self,
+            Logical::Aggregate { .. } | Logical::Join { .. } | Logical::TopN { .. }
+        )
     }
 
     /// One line describing the node (without its inputs).
@@ -503,6 +543,24 @@ impl Logical {
                     s += &format!(" where {r}");
                 }
                 s
+            }
+            Logical::TopN {
+                partition,
+                order,
+                limit,
+                input,
+                ..
+            } => {
+                let name = |c: &usize| input.schema().fields[*c].name.clone();
+                let by: Vec<String> = order
+                    .iter()
+                    .map(|(c, desc)| name(c) + if *desc { " DESC" } else { "" })
+                    .collect();
+                format!(
+                    "TopN {limit} per [{}] by [{}]",
+                    partition.iter().map(name).collect::<Vec<_>>().join(", "),
+                    by.join(", ")
+                )
             }
             Logical::Union { inputs, .. } => format!("Union all ({} inputs)", inputs.len()),
         }

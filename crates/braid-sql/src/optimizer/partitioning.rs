@@ -29,6 +29,13 @@ pub(super) fn trace(
             )])
         }
         Logical::Filter { input, .. } => trace(input, e, layout, phys),
+        // A top-N keeps its input's rows where they are; its row number traces nowhere.
+        Logical::TopN { input, .. } => {
+            match e.columns().iter().all(|&c| c < input.schema().arity()) {
+                true => trace(input, e, layout, phys),
+                false => None,
+            }
+        }
         Logical::Project { input, exprs, .. } => {
             let sub = e.map_columns(&|i, _| exprs[i].clone());
             trace(input, &sub, layout, phys)
@@ -266,6 +273,34 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
                 None => Need::Only(Partitioning::Single(
                     "the join keys are computed from an aggregate's results or a join without keys"
                         .into(),
+                )),
+            }
+        }
+        Logical::TopN {
+            input,
+            partition,
+            window,
+            ..
+        } => {
+            // The window's bounds are the same for every group of a window: the other
+            // PARTITION BY columns must trace to the input, or one partition sees all.
+            let keys: Vec<Expr> = partition
+                .iter()
+                .filter(|c| !window.contains(c))
+                .map(|&c| Expr::Column(c, input.schema().fields[c].name.clone()))
+                .collect();
+            let float: Vec<bool> = keys
+                .iter()
+                .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
+                .collect();
+            let per = match keys.is_empty() {
+                true => None,
+                false => keyed(trace_keys(input, &keys, layout, phys), float),
+            };
+            match per {
+                Some(k) => Need::Keys(k, "top-N partition keys"),
+                None => Need::Only(Partitioning::Single(
+                    "a window top-N ranks every group of a window (PARTITION BY only the window, or by keys that are not the input's)".into(),
                 )),
             }
         }

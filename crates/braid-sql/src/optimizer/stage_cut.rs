@@ -78,6 +78,27 @@ fn cut_stateful(l: Logical, stages: &mut Vec<Logical>, layout: &Layout, phys: &S
                 schema,
             }
         }
+        // A top-N after an aggregate keyed otherwise: the aggregate is a stage.
+        Logical::TopN {
+            input,
+            partition,
+            window,
+            order,
+            limit,
+            schema,
+        } if contains_stateful(&input) => {
+            let below = cut_stateful(*input, stages, layout, phys);
+            let s = below.schema().clone();
+            stages.push(below);
+            Logical::TopN {
+                input: Box::new(stage_scan(stages.len(), &s)),
+                partition,
+                window,
+                order,
+                limit,
+                schema,
+            }
+        }
         Logical::Join { .. } if stages.is_empty() => match cut_join(&l, layout, phys) {
             Some((below, join)) => {
                 stages.push(below);

@@ -14,6 +14,7 @@ mod relation;
 mod rewrite;
 mod scope;
 mod select;
+mod topn;
 mod window;
 
 pub(crate) use scope::Scope;

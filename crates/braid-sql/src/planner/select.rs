@@ -24,6 +24,9 @@ impl Planner<'_> {
             )
             .at(self.text, s.span()));
         }
+        if let Some(top) = self.window_top_n(s)? {
+            return Ok(top);
+        }
         let [from] = s.from.as_slice() else {
             return Err(
                 Error::NotSupported("FROM with several relations; use JOIN ... ON".into())
@@ -194,7 +197,12 @@ impl Planner<'_> {
 
     /// The SELECT list over `plan` (of a query without aggregates); `SELECT *` alone
     /// leaves the plan as it is.
-    fn project(&self, s: &ast::Select, plan: Logical, scope: Scope) -> Result<(Logical, Scope)> {
+    pub(super) fn project(
+        &self,
+        s: &ast::Select,
+        plan: Logical,
+        scope: Scope,
+    ) -> Result<(Logical, Scope)> {
         let schema = plan.schema().clone();
         let mut exprs = Vec::new();
         let mut fields = Vec::new();

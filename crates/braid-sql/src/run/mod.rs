@@ -33,6 +33,7 @@ mod late;
 mod lookup;
 mod project;
 mod session;
+mod topn;
 
 pub use late::{LateLayout, LateRows, LateStage};
 
@@ -295,6 +296,7 @@ enum Op {
     Agg(Box<AggState>),
     Join(Box<JoinState>),
     Lookup(Box<Lookup>),
+    TopN(Box<topn::TopN>),
     Union,
 }
 
@@ -354,6 +356,16 @@ impl Node {
                 let outer = *kind != crate::logical::JoinKind::Inner;
                 Op::Lookup(Box::new(Lookup::new(t, keys, residual.clone(), outer)))
             }
+            Logical::TopN {
+                partition,
+                order,
+                limit,
+                ..
+            } => Op::TopN(Box::new(topn::TopN::new(
+                partition.clone(),
+                order.clone(),
+                *limit,
+            ))),
             Logical::Union { .. } => Op::Union,
         };
         let kids: Vec<Node> = l
@@ -434,6 +446,7 @@ impl Op {
             Op::Agg(a) => a.push(row, cx, out, f),
             Op::Join(j) => j.push(side, row, cx, out, f),
             Op::Lookup(l) => l.push(row, out, f),
+            Op::TopN(t) => t.push(row),
         }
     }
 
@@ -441,6 +454,7 @@ impl Op {
         match self {
             Op::Agg(a) => a.advance(wm, out, f),
             Op::Join(j) => j.advance(wm, out),
+            Op::TopN(t) => t.advance(out),
             _ => {}
         }
     }
