@@ -6,3 +6,4 @@ mod planner;
 mod refusals;
 mod script_fuzz;
 mod time;
+mod topn;

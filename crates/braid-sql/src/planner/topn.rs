@@ -34,7 +34,7 @@ impl Planner<'_> {
             return refuse("GROUP BY or HAVING over the ranked rows", s.span());
         }
         if over.window_frame.is_some() || over.window_name.is_some() || over.order_by.is_empty() {
-            return refuse("ROW_NUMBER() needs OVER (PARTITION BY ... ORDER BY ...) without a frame or a named window, and", inner.span());
+            return refuse("ROW_NUMBER() needs OVER (PARTITION BY ... ORDER BY ...) without a frame or a named window, and", inner.projection[1].span());
         }
         let (plan, _) = self.query(sub)?;
         let scope = Scope::of(plan.schema(), None);
@@ -71,7 +71,7 @@ impl Planner<'_> {
             return Err(Error::NotSupported(
                 "a window top-N needs a windowed aggregate (TUMBLE, HOP, CUMULATE or SESSION) below and PARTITION BY window_start, window_end of it (a top-N over a whole stream never ends)".into(),
             )
-            .at(self.text, inner.span()))
+            .at(self.text, inner.projection[1].span()))
             }
         };
         let mut schema = plan.schema().clone();
