@@ -35,6 +35,14 @@ fn a_window_top_n_is_a_top_n_node() {
         .schema()
         .clone();
     assert_eq!(schema.fields[1].name, "rownum");
+    // Aliases on both subqueries qualify their columns.
+    let q = format!("SELECT t.caller FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY a.window_start, a.window_end ORDER BY a.n DESC) AS r FROM {AGG} AS a) AS t WHERE t.r <= 1");
+    let s = compile(&q).expect("compiles with aliases");
+    let plan = s.jobs[0].logical.as_ref().expect("logical").to_string();
+    assert!(
+        plan.contains("TopN 1 per [window_start, window_end] by [n DESC]"),
+        "{plan}"
+    );
 }
 
 #[test]

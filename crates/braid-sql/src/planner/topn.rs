@@ -16,7 +16,7 @@ use sqlparser::ast::{self, Spanned};
 impl Planner<'_> {
     /// The window top-N `s` spells, if it is one.
     pub(super) fn window_top_n(&mut self, s: &ast::Select) -> Result<Option<(Logical, Scope)>> {
-        let Some((inner, sub, alias)) = derived(s) else {
+        let Some((inner, sub, alias, ialias)) = derived(s) else {
             return Ok(None);
         };
         let Some((over, rownum)) = row_number(inner) else {
@@ -37,7 +37,7 @@ impl Planner<'_> {
             return refuse("ROW_NUMBER() needs OVER (PARTITION BY ... ORDER BY ...) without a frame or a named window, and", inner.projection[1].span());
         }
         let (plan, _) = self.query(sub)?;
-        let scope = Scope::of(plan.schema(), None);
+        let scope = Scope::of(plan.schema(), ialias.as_deref());
         let col = |e: &ast::Expr| -> Result<usize> {
             match self.expr(e, &scope, plan.schema())? {
                 Expr::Column(c, _) => Ok(c),
@@ -97,8 +97,16 @@ impl Planner<'_> {
     }
 }
 
-/// `FROM (SELECT ... FROM (subquery)) [alias]`: the inner SELECT, its subquery, the alias.
-fn derived(s: &ast::Select) -> Option<(&ast::Select, &ast::Query, Option<String>)> {
+type Derived<'s> = (
+    &'s ast::Select,
+    &'s ast::Query,
+    Option<String>,
+    Option<String>,
+);
+
+/// `FROM (SELECT ... FROM (subquery) [inner alias]) [alias]`: the inner SELECT, its
+/// subquery, the alias and the inner alias.
+fn derived(s: &ast::Select) -> Option<Derived<'_>> {
     let [from] = s.from.as_slice() else {
         return None;
     };
@@ -119,7 +127,7 @@ fn derived(s: &ast::Select) -> Option<(&ast::Select, &ast::Query, Option<String>
     };
     let ast::TableFactor::Derived {
         subquery: sub,
-        alias: None,
+        alias: ialias,
         ..
     } = &ifrom.relation
     else {
@@ -132,12 +140,14 @@ fn derived(s: &ast::Select) -> Option<(&ast::Select, &ast::Query, Option<String>
         && inner.having.is_none()
         && inner.distinct.is_none()
         && matches!(&inner.group_by, ast::GroupByExpr::Expressions(g, _) if g.is_empty())
-        && alias.as_ref().is_none_or(|a| a.columns.is_empty());
+        && alias.as_ref().is_none_or(|a| a.columns.is_empty())
+        && ialias.as_ref().is_none_or(|a| a.columns.is_empty());
     simple.then(|| {
         (
             inner.as_ref(),
             sub.as_ref(),
             alias.as_ref().map(|a| a.name.value.clone()),
+            ialias.as_ref().map(|a| a.name.value.clone()),
         )
     })
 }
