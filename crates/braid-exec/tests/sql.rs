@@ -148,6 +148,42 @@ pub(crate) const QUERIES: &[(&str, &str)] = &[
         "SELECT c.caller, c.start, t.start AS tstart, t.dur FROM calls AS c JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 10",
     ),
     (
+        "left_join",
+        "SELECT c.caller, c.start, t.start AS tstart, t.dur FROM calls AS c LEFT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 10",
+    ),
+    (
+        "right_join",
+        "SELECT c.caller, c.dur, t.sender, t.start FROM calls AS c RIGHT OUTER JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 4 AND c.start + 3 AND t.dur > c.dur",
+    ),
+    (
+        "full_join",
+        "SELECT * FROM calls AS c FULL JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start AND c.start + 6",
+    ),
+    (
+        "full_theta_join",
+        "SELECT c.caller, t.sender, c.start, t.start AS ts FROM calls AS c FULL OUTER JOIN texts AS t ON c.dur < t.dur - 300 AND t.start BETWEEN c.start - 3 AND c.start + 3",
+    ),
+    (
+        "left_join_then_aggregate",
+        "SELECT window_end, c.caller, count(*) AS n, count(t.sender) AS met FROM calls AS c LEFT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(c.start, 50), c.caller",
+    ),
+    (
+        "right_join_then_aggregate",
+        "SELECT window_end, c.dur / 60 AS minutes, count(*) AS n, count(c.caller) AS met FROM calls AS c RIGHT JOIN texts AS t ON c.caller = t.sender AND t.start BETWEEN c.start - 5 AND c.start + 8 GROUP BY TUMBLE(t.start, 50), c.dur / 60",
+    ),
+    (
+        "top_n",
+        "SELECT * FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end ORDER BY n DESC) AS rownum FROM (SELECT window_start, window_end, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50), caller)) WHERE rownum <= 3",
+    ),
+    (
+        "top_n_per_key",
+        "SELECT window_end, caller, k, d, r FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, caller ORDER BY d DESC, k) AS r FROM (SELECT window_start, window_end, caller, callee % 4 AS k, sum(dur) AS d FROM calls GROUP BY HOP(start, 20, 40), caller, callee % 4)) t WHERE r <= 2 AND t.d > 100",
+    ),
+    (
+        "left_lookup",
+        "SELECT caller, dur, number, risk FROM calls LEFT JOIN watch ON calls.caller = watch.number AND watch.risk < calls.dur % 7",
+    ),
+    (
         "theta_join",
         "SELECT c.caller, t.sender, c.start FROM calls AS c JOIN texts AS t ON c.dur < t.dur - 500 AND t.start >= c.start - 3 AND t.start <= c.start + 3",
     ),
@@ -334,6 +370,11 @@ fn sql_partitioning_follows_state() {
         ("lookup", "hash hash((dur / 100))"),
         ("interval_join", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
         ("theta_join", "grid, left rows where (_stream <> 1)"),
+        ("full_theta_join", "single partition"),
+        ("top_n", "stage 1: hash hash(caller) (group-by keys); stage 2: single partition"),
+        ("top_n_per_key", "stage 1: hash hash(caller, (callee % 4)) (group-by keys); stage 2: hash hash(caller) (top-N partition keys)"),
+        ("right_join_then_aggregate", "stage 1: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (equi-join keys); stage 2: hash hash((dur / 60))"),
+        ("left_join_then_aggregate", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
         ("count_join", "single partition"),
         ("union", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
         ("join_then_aggregate_by_key", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
@@ -725,6 +766,8 @@ pub(crate) const LATE_QUERIES: &[&str] = &[
     "hop_all",
     "session",
     "interval_join",
+    "left_join",
+    "full_join",
     "join_then_aggregate",
     "aggregate_then_aggregate",
 ];

@@ -47,7 +47,7 @@ use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, RowKey, Scalar, Value};
 use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Schema};
-use braid_sql::logical::{AggCall, AggFunc, JoinWindow, Logical, WindowSpec};
+use braid_sql::logical::{AggCall, AggFunc, JoinKind, JoinWindow, Logical, WindowSpec};
 use braid_sql::{Job, Script};
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -224,15 +224,17 @@ fn node(l: &Logical, cx: &mut Cx<'_>) -> Vec<Ev> {
             table,
             keys,
             residual,
+            kind,
             ..
         } => {
             let mut out = Vec::new();
             for ev in node(input, cx) {
                 let key: Vec<Scalar> = keys.iter().map(|(e, _)| eval(e, &ev.values)).collect();
-                if key.contains(&Scalar::Null) {
-                    continue;
-                }
+                let before = out.len();
                 for j in 0..table.rows.len() {
+                    if key.contains(&Scalar::Null) {
+                        break;
+                    }
                     let t = table.rows.row(j).to_scalars();
                     if keys.iter().zip(&key).all(|((_, c), k)| t[*c] == *k) {
                         let mut v = ev.values.clone();
@@ -245,9 +247,22 @@ fn node(l: &Logical, cx: &mut Cx<'_>) -> Vec<Ev> {
                         }
                     }
                 }
+                // A left outer lookup: a row that met no table row, with nulls.
+                if *kind == JoinKind::Left && out.len() == before {
+                    let mut v = ev.values.clone();
+                    v.resize(v.len() + table.schema.arity(), Scalar::Null);
+                    out.push(ev.with(v));
+                }
             }
             out
         }
+        Logical::TopN {
+            input,
+            partition,
+            order,
+            limit,
+            ..
+        } => top_n(node(input, cx), partition, order, *limit),
         Logical::Aggregate {
             input,
             window,
@@ -264,6 +279,7 @@ fn node(l: &Logical, cx: &mut Cx<'_>) -> Vec<Ev> {
             equi,
             residual,
             window,
+            kind,
             ..
         } => {
             let l = node(left, cx);
@@ -272,7 +288,7 @@ fn node(l: &Logical, cx: &mut Cx<'_>) -> Vec<Ev> {
                 [left.schema(), right.schema()],
                 equi,
                 residual.as_ref(),
-                window,
+                (window, *kind),
                 merged(vec![l, r]),
                 cx,
             )
@@ -620,6 +636,8 @@ struct Kept {
     time: i64,
     key: Vec<Scalar>,
     values: Vec<Scalar>,
+    /// It has met a partner.
+    met: bool,
 }
 
 /// A join of two streams over `rows` (both inputs, in the order the join sees them).
@@ -627,12 +645,20 @@ fn join(
     schemas: [&Schema; 2],
     equi: &[(Expr, Expr)],
     residual: Option<&Expr>,
-    window: &JoinWindow,
+    (window, kind): (&JoinWindow, JoinKind),
     rows: Vec<Ev>,
     cx: &mut Cx<'_>,
 ) -> Vec<Ev> {
     let mut kept: [Vec<Kept>; 2] = [Vec::new(), Vec::new()];
     let mut out = Vec::new();
+    // A row of `side` without a partner, with nulls for the other side's columns.
+    let padded = |side: usize, values: &[Scalar]| {
+        let nulls = vec![Scalar::Null; schemas[1 - side].arity()];
+        match side {
+            0 => [values, &nulls].concat(),
+            _ => [&nulls, values].concat(),
+        }
+    };
     let mut i = 0;
     let epochs = cx.time.epochs.clone();
     for e in epochs.iter().copied().chain([u64::MAX]) {
@@ -655,18 +681,23 @@ fn join(
                 }
             }
             if key.contains(&Scalar::Null) {
+                if kind.keeps(side) {
+                    out.push(ev.with(padded(side, &ev.values)));
+                }
                 continue;
             }
-            let others: Vec<&Kept> = match *window {
-                JoinWindow::Interval { .. } => kept[1 - side].iter().collect(),
+            let all = kept[1 - side].len();
+            let others = match *window {
+                JoinWindow::Interval { .. } => 0..all,
                 // The other side's last rows.
                 JoinWindow::Count { left, right } => {
                     let n = if side == 0 { right } else { left } as usize;
-                    let all = &kept[1 - side];
-                    all[all.len().saturating_sub(n)..].iter().collect()
+                    all.saturating_sub(n)..all
                 }
             };
-            for o in others {
+            let mut met = false;
+            for j in others {
+                let o = &mut kept[1 - side][j];
                 if o.key != key {
                     continue;
                 }
@@ -681,17 +712,13 @@ fn join(
                         continue;
                     }
                 }
-                let mut v = if side == 0 {
-                    ev.values.clone()
-                } else {
-                    o.values.clone()
+                let v = match side {
+                    0 => [&ev.values[..], &o.values].concat(),
+                    _ => [&o.values[..], &ev.values].concat(),
                 };
-                v.extend(if side == 0 {
-                    o.values.iter().cloned()
-                } else {
-                    ev.values.iter().cloned()
-                });
                 if residual.is_none_or(|r| eval(r, &v) == Scalar::Bool(true)) {
+                    o.met = true;
+                    met = true;
                     out.push(ev.with(v));
                 }
             }
@@ -699,16 +726,92 @@ fn join(
                 time: t,
                 key,
                 values: ev.values.clone(),
+                met,
             });
         }
-        // At the end of epoch e, a kept row that no row still on time can meet goes.
-        if let (JoinWindow::Interval { lo, hi }, true) = (window, e != u64::MAX) {
+        // At the end of epoch e, a kept row that no row still on time can meet goes,
+        // and a row of an outer join's preserved side that met none comes out padded;
+        // at the end of the input, every row goes.
+        if let JoinWindow::Interval { lo, hi } = *window {
             let wm = cx.time.closed_after(e);
-            kept[0].retain(|k| k.time.saturating_add(*hi) >= wm);
-            kept[1].retain(|k| k.time.saturating_sub(*lo) >= wm);
+            let at = Ev {
+                epoch: e,
+                phase: if e == u64::MAX {
+                    Phase::Finish
+                } else {
+                    Phase::End
+                },
+                seq: 0,
+                kid: 0,
+                values: Vec::new(),
+            };
+            for (side, rows) in kept.iter_mut().enumerate() {
+                let stays = |k: &Kept| {
+                    e != u64::MAX
+                        && match side {
+                            0 => k.time.saturating_add(hi) >= wm,
+                            _ => k.time.saturating_sub(lo) >= wm,
+                        }
+                };
+                for k in rows.iter() {
+                    if !stays(k) && !k.met && kind.keeps(side) {
+                        out.push(at.with(padded(side, &k.values)));
+                    }
+                }
+                rows.retain(stays);
+            }
         }
     }
     assert_eq!(i, rows.len(), "rows at an epoch the input does not have");
+    out
+}
+
+/// A window top-N: the rows made at one end of an epoch (or of the input), per value of
+/// the `partition` columns, ranked by `order` then all columns; the first `limit` of
+/// each, numbered from 1, come out at that end.
+fn top_n(rows: Vec<Ev>, partition: &[usize], order: &[(usize, bool)], limit: u64) -> Vec<Ev> {
+    type Groups = BTreeMap<(u64, Phase), BTreeMap<Vec<Scalar>, Vec<Vec<Scalar>>>>;
+    let mut ends: Groups = BTreeMap::new();
+    for ev in rows {
+        let part: Vec<Scalar> = partition.iter().map(|&c| ev.values[c].clone()).collect();
+        let phase = ev.phase.max(Phase::End);
+        ends.entry((ev.epoch, phase))
+            .or_default()
+            .entry(part)
+            .or_default()
+            .push(ev.values);
+    }
+    let mut out = Vec::new();
+    for ((epoch, phase), parts) in ends {
+        for (_, mut rows) in parts {
+            // Sort keys: each ORDER BY column (negated order for DESC), then the row.
+            rows.sort_by(|a, b| {
+                let by = |r: &Vec<Scalar>, c: usize| r[c].clone();
+                order
+                    .iter()
+                    .map(|&(c, desc)| {
+                        let o = by(a, c).cmp(&by(b, c));
+                        if desc {
+                            o.reverse()
+                        } else {
+                            o
+                        }
+                    })
+                    .find(|o| o.is_ne())
+                    .unwrap_or_else(|| a.cmp(b))
+            });
+            for (k, mut v) in rows.into_iter().take(limit as usize).enumerate() {
+                v.push(Scalar::Int(k as i64 + 1));
+                out.push(Ev {
+                    epoch,
+                    phase,
+                    seq: 0,
+                    kid: 0,
+                    values: v,
+                });
+            }
+        }
+    }
     out
 }
 

@@ -16,10 +16,12 @@ mod session;
 mod sql;
 mod sql_count_join;
 mod sql_faults;
+mod sql_outer;
 mod sql_reference;
 mod sql_relational;
 mod sql_time;
 mod sql_timestamp;
+mod sql_topn;
 mod sql_trust;
 
 use braid_exec::runtime::{run, RunConfig};

@@ -166,6 +166,42 @@ pub enum JoinWindow {
     },
 }
 
+/// Which rows of a join come out without a partner: none (inner), those of the left
+/// input, of the right input, or of both, with nulls for the other side's columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JoinKind {
+    /// `[INNER] JOIN`: only joined rows.
+    Inner,
+    /// `LEFT [OUTER] JOIN`.
+    Left,
+    /// `RIGHT [OUTER] JOIN`.
+    Right,
+    /// `FULL [OUTER] JOIN`.
+    Full,
+}
+
+impl JoinKind {
+    /// Whether a row of input `side` (0 left, 1 right) without a partner comes out.
+    pub fn keeps(self, side: usize) -> bool {
+        match self {
+            JoinKind::Inner => false,
+            JoinKind::Left => side == 0,
+            JoinKind::Right => side == 1,
+            JoinKind::Full => true,
+        }
+    }
+
+    /// How EXPLAIN names it before the join (nothing for an inner join).
+    fn label(self) -> &'static str {
+        match self {
+            JoinKind::Inner => "",
+            JoinKind::Left => " (left outer)",
+            JoinKind::Right => " (right outer)",
+            JoinKind::Full => " (full outer)",
+        }
+    }
+}
+
 /// A logical operator. Every node knows its output schema; `event_time` of the schema
 /// is the column windows and joins use.
 #[derive(Clone, Debug)]
@@ -221,6 +257,8 @@ pub enum Logical {
         residual: Option<Expr>,
         /// What bounds the state.
         window: JoinWindow,
+        /// Inner or outer.
+        kind: JoinKind,
         /// Output columns.
         schema: Schema,
     },
@@ -235,6 +273,27 @@ pub enum Logical {
         keys: Vec<(Expr, usize)>,
         /// Other conditions, over the output columns.
         residual: Option<Expr>,
+        /// Inner, or left outer: a stream row without a table row comes out with nulls.
+        kind: JoinKind,
+        /// Output columns.
+        schema: Schema,
+    },
+    /// Window top-N (Flink's `ROW_NUMBER() OVER (PARTITION BY window_start, window_end,
+    /// ... ORDER BY ...) AS rownum` filtered by `rownum <= n`) over a windowed
+    /// aggregate's output: per value of the `partition` columns, the `limit` rows first
+    /// by `order` (column, descending), ties by every column in order, numbered from 1,
+    /// emitted when their window closes. Output: the input columns, then `rownum`.
+    TopN {
+        /// Input (a windowed aggregate's rows, made when windows close).
+        input: Box<Logical>,
+        /// PARTITION BY columns (the window's bounds among them).
+        partition: Vec<usize>,
+        /// The columns that are the window's `window_start` and `window_end`.
+        window: [usize; 2],
+        /// ORDER BY columns, each with whether it is descending.
+        order: Vec<(usize, bool)>,
+        /// Rows kept per partition.
+        limit: u64,
         /// Output columns.
         schema: Schema,
     },
@@ -256,6 +315,7 @@ impl Logical {
             | Logical::Aggregate { schema, .. }
             | Logical::Join { schema, .. }
             | Logical::Lookup { schema, .. }
+            | Logical::TopN { schema, .. }
             | Logical::Union { schema, .. } => schema,
             Logical::Filter { input, .. } => input.schema(),
         }
@@ -268,7 +328,8 @@ impl Logical {
             Logical::Filter { input, .. }
             | Logical::Project { input, .. }
             | Logical::Aggregate { input, .. }
-            | Logical::Lookup { input, .. } => vec![input],
+            | Logical::Lookup { input, .. }
+            | Logical::TopN { input, .. } => vec![input],
             Logical::Join { left, right, .. } => vec![left, right],
             Logical::Union { inputs, .. } => inputs.iter().collect(),
         }
@@ -282,6 +343,7 @@ impl Logical {
                 | Logical::Project { .. }
                 | Logical::Aggregate { .. }
                 | Logical::Lookup { .. }
+                | Logical::TopN { .. }
         )
     }
 
@@ -322,12 +384,14 @@ impl Logical {
                 table,
                 keys,
                 residual,
+                kind,
                 schema,
             } => Logical::Lookup {
                 input: one(input),
                 table,
                 keys,
                 residual,
+                kind,
                 schema,
             },
             Logical::Join {
@@ -336,6 +400,7 @@ impl Logical {
                 equi,
                 residual,
                 window,
+                kind,
                 schema,
             } => {
                 let left = one(left);
@@ -345,9 +410,25 @@ impl Logical {
                     equi,
                     residual,
                     window,
+                    kind,
                     schema,
                 }
             }
+            Logical::TopN {
+                input,
+                partition,
+                window,
+                order,
+                limit,
+                schema,
+            } => Logical::TopN {
+                input: one(input),
+                partition,
+                window,
+                order,
+                limit,
+                schema,
+            },
             Logical::Union { inputs, schema } => Logical::Union {
                 inputs: inputs.into_iter().map(f).collect(),
                 schema,
@@ -375,7 +456,10 @@ impl Logical {
 
     /// Whether the node keeps state across rows (an aggregate or a stream join).
     pub fn is_stateful(&self) -> bool {
-        matches!(self, Logical::Aggregate { .. } | Logical::Join { .. })
+        matches!(
+            self,
+            Logical::Aggregate { .. } | Logical::Join { .. } | Logical::TopN { .. }
+        )
     }
 
     /// One line describing the node (without its inputs).
@@ -418,6 +502,7 @@ impl Logical {
                 equi,
                 residual,
                 window,
+                kind,
                 ..
             } => {
                 let eq: Vec<String> = equi.iter().map(|(l, r)| format!("{l} = {r}")).collect();
@@ -427,7 +512,7 @@ impl Logical {
                     }
                     JoinWindow::Count { left, right } => format!("last {left} x last {right} rows"),
                 };
-                let mut s = format!("Join {w}");
+                let mut s = format!("Join{} {w}", kind.label());
                 if !eq.is_empty() {
                     s += &format!(" on [{}]", eq.join(", "));
                 }
@@ -440,6 +525,7 @@ impl Logical {
                 table,
                 keys,
                 residual,
+                kind,
                 ..
             } => {
                 let eq: Vec<String> = keys
@@ -447,7 +533,8 @@ impl Logical {
                     .map(|(e, c)| format!("{e} = {}.{}", table.name, table.schema.fields[*c].name))
                     .collect();
                 let mut s = format!(
-                    "Lookup table {} ({} rows) on [{}]",
+                    "Lookup{} table {} ({} rows) on [{}]",
+                    kind.label(),
                     table.name,
                     table.rows.len(),
                     eq.join(", ")
@@ -456,6 +543,24 @@ impl Logical {
                     s += &format!(" where {r}");
                 }
                 s
+            }
+            Logical::TopN {
+                partition,
+                order,
+                limit,
+                input,
+                ..
+            } => {
+                let name = |c: &usize| input.schema().fields[*c].name.clone();
+                let by: Vec<String> = order
+                    .iter()
+                    .map(|(c, desc)| name(c) + if *desc { " DESC" } else { "" })
+                    .collect();
+                format!(
+                    "TopN {limit} per [{}] by [{}]",
+                    partition.iter().map(name).collect::<Vec<_>>().join(", "),
+                    by.join(", ")
+                )
             }
             Logical::Union { inputs, .. } => format!("Union all ({} inputs)", inputs.len()),
         }

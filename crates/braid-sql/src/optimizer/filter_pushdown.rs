@@ -36,9 +36,11 @@ pub(crate) fn push_filters_down(l: Logical) -> Logical {
                 table,
                 keys,
                 residual,
+                kind,
                 schema,
             } => {
-                // Conditions on stream columns go below the lookup; the rest stay above.
+                // Conditions on stream columns go below the lookup (the stream is the
+                // preserved side of an outer lookup); the rest stay above.
                 let arity = inner.schema().arity();
                 let (below, above): (Vec<Expr>, Vec<Expr>) = conjuncts(predicate)
                     .into_iter()
@@ -55,6 +57,7 @@ pub(crate) fn push_filters_down(l: Logical) -> Logical {
                     table,
                     keys,
                     residual,
+                    kind,
                     schema,
                 };
                 match and_all(above) {
@@ -152,6 +155,7 @@ mod tests {
             table,
             keys: vec![(col(&s, "a"), 0)],
             residual: None,
+            kind: crate::logical::JoinKind::Inner,
             schema,
         };
         let on_stream = col(&lookup, "t").bin(braid_plan::expr::BinOp::Gt, Expr::int(5));

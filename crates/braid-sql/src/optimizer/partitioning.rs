@@ -6,7 +6,7 @@
 //! one partitioning. State that cannot be partitioned (an aggregate without keys, count
 //! windows, conflicting keys) runs in one partition, and EXPLAIN says why.
 
-use crate::logical::{JoinWindow, Logical};
+use crate::logical::{JoinKind, JoinWindow, Logical};
 use crate::physical::Partitioning;
 use crate::run::Layout;
 use braid_plan::expr::{Expr, Func};
@@ -29,6 +29,13 @@ pub(super) fn trace(
             )])
         }
         Logical::Filter { input, .. } => trace(input, e, layout, phys),
+        // A top-N keeps its input's rows where they are; its row number traces nowhere.
+        Logical::TopN { input, .. } => {
+            match e.columns().iter().all(|&c| c < input.schema().arity()) {
+                true => trace(input, e, layout, phys),
+                false => None,
+            }
+        }
         Logical::Project { input, exprs, .. } => {
             let sub = e.map_columns(&|i, _| exprs[i].clone());
             trace(input, &sub, layout, phys)
@@ -66,16 +73,22 @@ pub(super) fn trace(
         // expression over one side's columns traces into that side. (A join without
         // keys copies rows over a grid, so nothing traces through it; `partitioning`
         // never combines a grid with another operator.)
+        // An outer join's padded rows have nulls where the other side's key was, and
+        // live where their own row does: only a preserved side's columns trace.
         Logical::Join {
-            left, right, equi, ..
+            left,
+            right,
+            equi,
+            kind,
+            ..
         } if !equi.is_empty() => {
             let cols = e.columns();
             let la = left.schema().arity();
             if cols.is_empty() {
                 None
-            } else if cols.iter().all(|&c| c < la) {
+            } else if cols.iter().all(|&c| c < la) && !kind.keeps(1) {
                 trace(left, e, layout, phys)
-            } else if cols.iter().all(|&c| c >= la) {
+            } else if cols.iter().all(|&c| c >= la) && !kind.keeps(0) {
                 let shifted = e.map_columns(&|c, _| {
                     Expr::Column(c - la, right.schema().fields[c - la].name.clone())
                 });
@@ -213,6 +226,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
             right,
             equi,
             window,
+            kind,
             ..
         } => {
             if let JoinWindow::Count { .. } = window {
@@ -223,6 +237,11 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
             let (li, ri) = (left.inputs(), right.inputs());
             if li.iter().any(|i| ri.contains(i)) {
                 return Need::Only(Partitioning::Single("a stream joined with itself".into()));
+            }
+            if equi.is_empty() && *kind != JoinKind::Inner {
+                return Need::Only(Partitioning::Single(
+                    "an outer join without equality keys: whether a row met a partner is known only where all its pairs meet".into(),
+                ));
             }
             if equi.is_empty() {
                 return Need::Only(match (layout.tag, ri.as_slice()) {
@@ -254,6 +273,34 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
                 None => Need::Only(Partitioning::Single(
                     "the join keys are computed from an aggregate's results or a join without keys"
                         .into(),
+                )),
+            }
+        }
+        Logical::TopN {
+            input,
+            partition,
+            window,
+            ..
+        } => {
+            // The window's bounds are the same for every group of a window: the other
+            // PARTITION BY columns must trace to the input, or one partition sees all.
+            let keys: Vec<Expr> = partition
+                .iter()
+                .filter(|c| !window.contains(c))
+                .map(|&c| Expr::Column(c, input.schema().fields[c].name.clone()))
+                .collect();
+            let float: Vec<bool> = keys
+                .iter()
+                .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
+                .collect();
+            let per = match keys.is_empty() {
+                true => None,
+                false => keyed(trace_keys(input, &keys, layout, phys), float),
+            };
+            match per {
+                Some(k) => Need::Keys(k, "top-N partition keys"),
+                None => Need::Only(Partitioning::Single(
+                    "a window top-N ranks every group of a window (PARTITION BY only the window, or by keys that are not the input's)".into(),
                 )),
             }
         }

@@ -78,6 +78,27 @@ fn cut_stateful(l: Logical, stages: &mut Vec<Logical>, layout: &Layout, phys: &S
                 schema,
             }
         }
+        // A top-N after an aggregate keyed otherwise: the aggregate is a stage.
+        Logical::TopN {
+            input,
+            partition,
+            window,
+            order,
+            limit,
+            schema,
+        } if contains_stateful(&input) => {
+            let below = cut_stateful(*input, stages, layout, phys);
+            let s = below.schema().clone();
+            stages.push(below);
+            Logical::TopN {
+                input: Box::new(stage_scan(stages.len(), &s)),
+                partition,
+                window,
+                order,
+                limit,
+                schema,
+            }
+        }
         Logical::Join { .. } if stages.is_empty() => match cut_join(&l, layout, phys) {
             Some((below, join)) => {
                 stages.push(below);
@@ -108,6 +129,7 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
         equi,
         residual,
         window,
+        kind,
         schema,
     } = l
     else {
@@ -118,10 +140,11 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
     }
     let below = wide_union(left, right).filter(|b| fits(b))?;
     let (ls, rs) = (left.schema().clone(), right.schema().clone());
-    let (equi, residual, window, schema) = (
+    let (equi, residual, window, kind, schema) = (
         equi.clone(),
         residual.clone(),
         window.clone(),
+        *kind,
         schema.clone(),
     );
     let join: JoinOver = Box::new(move |k| {
@@ -138,6 +161,7 @@ fn cut_join(l: &Logical, layout: &Layout, phys: &Schema) -> Option<(Logical, Joi
             equi,
             residual,
             window,
+            kind,
             schema,
         }
     });

@@ -4,11 +4,11 @@
 
 use super::relation::Rel;
 use super::scope::Scope;
-use super::{concat_schema, Planner};
+use super::{concat_schema, outer, Planner};
 use crate::catalog::TableDef;
 use crate::expr::{and_all, conjuncts};
 use crate::located::At;
-use crate::logical::{JoinWindow, Logical};
+use crate::logical::{JoinKind, JoinWindow, Logical};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::{BinOp, Expr};
@@ -32,33 +32,40 @@ struct Condition {
 }
 
 impl Planner<'_> {
-    /// `left JOIN right ON ...` (inner joins only).
+    /// `left [INNER | LEFT | RIGHT | FULL] JOIN right ON ...`.
     pub(super) fn join(
         &mut self,
         left: Side,
         right: Rel,
         j: &ast::Join,
     ) -> Result<(Logical, Scope)> {
-        let on = match &j.join_operator {
-            ast::JoinOperator::Join(ast::JoinConstraint::On(e))
-            | ast::JoinOperator::Inner(ast::JoinConstraint::On(e)) => e,
-            other => {
-                return Err(Error::NotSupported(format!(
-                    "{}; Braid joins streams with [INNER] JOIN ... ON",
-                    join_kind(other)
-                ))
-                .at(self.text, j.relation.span()))
+        let (kind, on) = self.join_kind(j)?;
+        let (plan, scope) = match right {
+            Rel::Table(table, alias) => {
+                if matches!(kind, JoinKind::Right | JoinKind::Full) {
+                    return Err(Error::NotSupported(
+                        "a RIGHT or FULL JOIN with a table (its rows without a stream partner would be known only at the end of the input); write `stream LEFT JOIN table`".into(),
+                    )
+                    .at(self.text, j.relation.span()));
+                }
+                self.lookup(left, table, &alias, on, j)?
             }
-        };
-        match right {
-            Rel::Table(table, alias) => self.lookup(left, table, &alias, on, j),
             Rel::Stream {
                 window: Some(_), ..
-            } => Err(window_join().at(self.text, j.relation.span())),
+            } => return Err(window_join().at(self.text, j.relation.span())),
             Rel::Stream {
                 plan, scope, last, ..
-            } => self.stream_join(left, (plan, scope, last), on, j),
-        }
+            } => {
+                if kind != JoinKind::Inner && (left.2.is_some() || last.is_some()) {
+                    return Err(Error::NotSupported(
+                        "an outer join of count windows (LAST): a row leaves a count window whenever newer rows push it out, so when it has met no partner is not defined by event time; write [INNER] JOIN".into(),
+                    )
+                    .at(self.text, j.relation.span()));
+                }
+                self.stream_join(left, (plan, scope, last), on, j)?
+            }
+        };
+        Ok((outer::pad(plan, kind), scope))
     }
 
     /// A stream joined with a table: the condition needs an equality between a stream
@@ -99,6 +106,7 @@ impl Planner<'_> {
                 table,
                 keys,
                 residual: and_all(rest),
+                kind: JoinKind::Inner,
                 schema,
             },
             scope,
@@ -160,6 +168,7 @@ impl Planner<'_> {
                 equi,
                 residual: and_all(rest),
                 window,
+                kind: JoinKind::Inner,
                 schema,
             },
             scope,
@@ -265,23 +274,6 @@ fn keyable(a: &Expr, b: &Expr, schema: &Schema) -> bool {
     match (a.data_type(schema), b.data_type(schema)) {
         (Ok(x), Ok(y)) => x == y && x != DataType::Float64,
         _ => false,
-    }
-}
-
-/// How a join that is not an inner join is named in the message refusing it.
-fn join_kind(op: &ast::JoinOperator) -> &'static str {
-    use ast::JoinConstraint as C;
-    match op {
-        ast::JoinOperator::Join(c) | ast::JoinOperator::Inner(c) => match c {
-            C::Natural => "NATURAL JOIN (name the condition with JOIN ... ON)",
-            C::Using(_) => "JOIN ... USING (...) (write the equality with JOIN ... ON)",
-            _ => "JOIN without ON",
-        },
-        ast::JoinOperator::LeftOuter(_) | ast::JoinOperator::Left(_) => "LEFT JOIN",
-        ast::JoinOperator::RightOuter(_) | ast::JoinOperator::Right(_) => "RIGHT JOIN",
-        ast::JoinOperator::FullOuter(_) => "FULL JOIN",
-        ast::JoinOperator::CrossJoin(_) => "CROSS JOIN (give a condition with JOIN ... ON)",
-        _ => "this join",
     }
 }
 

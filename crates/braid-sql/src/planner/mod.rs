@@ -12,10 +12,12 @@ mod comma;
 mod distinct;
 mod join;
 mod named;
+mod outer;
 mod relation;
 mod rewrite;
 mod scope;
 mod select;
+mod topn;
 mod window;
 
 pub(crate) use scope::Scope;

@@ -13,7 +13,8 @@ use braid_plan::types::Schema;
 use sqlparser::ast::{self, Spanned};
 use std::sync::Arc;
 
-/// A relation in FROM.
+/// A relation in FROM (built once per FROM item: its size does not matter).
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Rel {
     /// A stream (or subquery); `last` is the row count of `LAST(stream, n)`, `window`
     /// the window of a window table function (`TABLE(TUMBLE(TABLE t, ...))`), which

@@ -19,6 +19,9 @@ impl Planner<'_> {
     pub(super) fn select(&mut self, s: &ast::Select) -> Result<(Logical, Scope)> {
         // Syntax a stream query cannot have.
         self.refuse_ignored(s)?;
+        if let Some(top) = self.window_top_n(s)? {
+            return Ok(top);
+        }
         let distinct = self.is_distinct(s)?;
         // FROM, with its joins (a comma list joins by conditions of WHERE).
         let (mut plan, scope, selection, window, from_span) = match s.from.as_slice() {
@@ -217,7 +220,12 @@ impl Planner<'_> {
 
     /// The SELECT list over `plan` (of a query without aggregates); `SELECT *` alone
     /// leaves the plan as it is.
-    fn project(&self, s: &ast::Select, plan: Logical, scope: Scope) -> Result<(Logical, Scope)> {
+    pub(super) fn project(
+        &self,
+        s: &ast::Select,
+        plan: Logical,
+        scope: Scope,
+    ) -> Result<(Logical, Scope)> {
         let schema = plan.schema().clone();
         let mut exprs = Vec::new();
         let mut fields = Vec::new();

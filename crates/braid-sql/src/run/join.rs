@@ -2,11 +2,17 @@
 //! `lo..=hi`; state older than the watermark allows is dropped) and a join of count
 //! windows (`LAST(a, n) JOIN LAST(b, m)`: each row meets the other side's last rows).
 //! Rows are indexed by the equality keys when there are any.
+//!
+//! An outer interval join (LEFT, RIGHT, FULL) marks each kept row of a preserved side
+//! when it meets a partner; a row dropped unmarked (when the watermark passes the last
+//! time a partner could come, see [`JoinState::advance`]) comes out then, once, with
+//! nulls for the other side's columns, as Flink's interval outer join does. A row whose
+//! key is null can meet nothing and comes out padded at once.
 
 use super::late::{Cx, LateBuild, LateOut};
 use super::Faults;
-use crate::logical::{JoinWindow, Logical};
-use braid_plan::batch::{Batch, Row, RowKey, Scalar};
+use crate::logical::{JoinKind, JoinWindow, Logical};
+use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{Arena, Expr};
 use std::collections::BTreeMap;
 
@@ -15,6 +21,8 @@ struct Side {
     rows: Batch,
     times: Vec<i64>,
     index: BTreeMap<Vec<Scalar>, Vec<u32>>,
+    /// Per row: it has met a partner (read by outer joins only).
+    matched: Vec<bool>,
     /// First live row (count windows drop from the front).
     start: usize,
 }
@@ -25,15 +33,17 @@ impl Side {
             rows: Batch::new(arity),
             times: Vec::new(),
             index: BTreeMap::new(),
+            matched: Vec::new(),
             start: 0,
         }
     }
 
-    fn insert(&mut self, row: &Row<'_>, t: i64, key: Vec<Scalar>, keyed: bool) {
+    fn insert(&mut self, row: &Row<'_>, t: i64, key: Vec<Scalar>, keyed: bool, matched: bool) {
         let (b, i) = row.location();
         let at = self.rows.len() as u32;
         self.rows.push_row_of(b, i, RowKey::default());
         self.times.push(t);
+        self.matched.push(matched);
         if keyed {
             self.index.entry(key).or_default().push(at);
         }
@@ -55,14 +65,17 @@ impl Side {
         }
         let mut rows = Batch::new(self.rows.arity());
         let mut times = Vec::with_capacity(live);
+        let mut matched = Vec::with_capacity(live);
         for i in from..self.rows.len() {
             if keep(self.times[i]) {
                 rows.push_row_of(&self.rows, i, RowKey::default());
                 times.push(self.times[i]);
+                matched.push(self.matched[i]);
             }
         }
         self.rows = rows;
         self.times = times;
+        self.matched = matched;
         self.start = 0;
         self.index.clear();
         if !keys.is_empty() {
@@ -85,8 +98,11 @@ pub(super) struct JoinState {
     keys: [Vec<Expr>; 2],
     residual: Option<Expr>,
     window: JoinWindow,
+    kind: JoinKind,
     time: [Option<usize>; 2],
     sides: [Side; 2],
+    /// The other side's rows the current row met (reused).
+    hits: Vec<usize>,
     /// Per side.
     late: [LateOut; 2],
 }
@@ -100,6 +116,7 @@ impl JoinState {
         equi: &[(Expr, Expr)],
         residual: Option<Expr>,
         window: JoinWindow,
+        kind: JoinKind,
         late: &mut LateBuild<'_>,
     ) -> JoinState {
         let late = match window {
@@ -116,11 +133,13 @@ impl JoinState {
             ],
             residual,
             window,
+            kind,
             time: [left.schema().event_time, right.schema().event_time],
             sides: [
                 Side::new(left.schema().arity()),
                 Side::new(right.schema().arity()),
             ],
+            hits: Vec::new(),
             late,
         }
     }
@@ -154,6 +173,8 @@ impl JoinState {
         }
         let other = &self.sides[1 - side];
         let null_key = key.iter().any(|k| matches!(k, Scalar::Null));
+        let hits = &mut self.hits;
+        hits.clear();
         let mut matches = |j: usize| {
             let ot = other.times[j];
             if let JoinWindow::Interval { lo, hi } = self.window {
@@ -178,13 +199,15 @@ impl JoinState {
             if let Some(p) = &self.residual {
                 match p.eval(&out.row(out.len() - 1), arena) {
                     Ok(v) if v.is_true() => {}
-                    Ok(_) => out.abandon_row(),
+                    Ok(_) => return out.abandon_row(),
                     Err(f) => {
+                        // Counted as met: a pair skipped on a fault pads neither row.
                         out.abandon_row();
                         faults.push(("join", f));
                     }
                 }
             }
+            hits.push(j);
         };
         if keyed {
             if !null_key {
@@ -199,10 +222,17 @@ impl JoinState {
                 matches(j);
             }
         }
+        let met = !self.hits.is_empty();
+        for &j in &self.hits {
+            self.sides[1 - side].matched[j] = true;
+        }
         if keyed && null_key {
+            if self.kind.keeps(side) {
+                self.pad(side, &row, out);
+            }
             return;
         }
-        self.sides[side].insert(&row, t, key, keyed);
+        self.sides[side].insert(&row, t, key, keyed, met);
         if let JoinWindow::Count { left, right } = self.window {
             let n = if side == 0 { left } else { right } as usize;
             let s = &mut self.sides[side];
@@ -216,14 +246,46 @@ impl JoinState {
         }
     }
 
-    /// Drops the rows no future row can meet.
-    pub(super) fn advance(&mut self, wm: i64, arena: &mut Arena) {
+    /// Drops the rows no future row can meet (all of them at the end of the input,
+    /// `wm == i64::MAX`); an outer join first emits those of a preserved side that met
+    /// no partner, padded with nulls.
+    pub(super) fn advance(&mut self, wm: i64, out: &mut Batch, arena: &mut Arena) {
         if let JoinWindow::Interval { lo, hi } = self.window {
             // A left row can still meet right rows with time >= wm if t + hi >= wm; a
             // right row can meet left rows with time >= wm if t - lo >= wm.
-            let [l, r] = &mut self.sides;
-            l.retain(0, |t| t.saturating_add(hi) >= wm, &self.keys[0], arena);
-            r.retain(0, |t| t.saturating_sub(lo) >= wm, &self.keys[1], arena);
+            let end = wm == i64::MAX;
+            let keep = |side: usize, t: i64| {
+                !end && match side {
+                    0 => t.saturating_add(hi) >= wm,
+                    _ => t.saturating_sub(lo) >= wm,
+                }
+            };
+            for side in 0..2 {
+                if self.kind.keeps(side) {
+                    let s = &self.sides[side];
+                    for i in 0..s.rows.len() {
+                        if !s.matched[i] && !keep(side, s.times[i]) {
+                            self.pad(side, &s.rows.row(i), out);
+                        }
+                    }
+                }
+                self.sides[side].retain(0, |t| keep(side, t), &self.keys[side], arena);
+            }
+        }
+    }
+
+    /// Emits `row` of input `side` with nulls for the other side's columns.
+    fn pad(&self, side: usize, row: &Row<'_>, out: &mut Batch) {
+        let nulls = self.sides[1 - side].rows.arity();
+        out.start_row(RowKey::default());
+        if side == 1 {
+            (0..nulls).for_each(|_| out.push_value(Value::Null));
+        }
+        for c in 0..row.arity() {
+            out.push_value(row.get(c));
+        }
+        if side == 0 {
+            (0..nulls).for_each(|_| out.push_value(Value::Null));
         }
     }
 }

@@ -1,9 +1,11 @@
 //! A stream joined with a table held in memory: each stream row meets the table rows
-//! with its key (a row with a null key meets none).
+//! with its key (a row with a null key meets none). A left outer lookup emits a row
+//! that meets none with nulls for the table's columns (the table never changes, so
+//! that is known at once), unless the condition faulted on one of its table rows.
 
 use super::Faults;
 use crate::catalog::TableDef;
-use braid_plan::batch::{Batch, Row, RowKey, Scalar};
+use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{Arena, Expr};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -36,16 +38,24 @@ pub(super) struct Lookup {
     residual: Option<Expr>,
     /// The current row's key (reused).
     key: Vec<Scalar>,
+    /// A left outer join: a row that meets no table row comes out with nulls.
+    outer: bool,
 }
 
 impl Lookup {
     /// A lookup in `table` by `keys`.
-    pub(super) fn new(table: Arc<TableIndex>, keys: Vec<Expr>, residual: Option<Expr>) -> Lookup {
+    pub(super) fn new(
+        table: Arc<TableIndex>,
+        keys: Vec<Expr>,
+        residual: Option<Expr>,
+        outer: bool,
+    ) -> Lookup {
         Lookup {
             table,
             keys,
             residual,
             key: Vec::new(),
+            outer,
         }
     }
 
@@ -67,13 +77,13 @@ impl Lookup {
                 Err(f) => return faults.push(("lookup", f)),
             }
         }
-        if self.key.iter().any(|k| matches!(k, Scalar::Null)) {
-            return;
-        }
-        let Some(hits) = t.index.get(self.key.as_slice()) else {
-            return;
+        let (before, faulted) = (out.len(), faults.len());
+        let null_key = self.key.iter().any(|k| matches!(k, Scalar::Null));
+        let hits = match null_key {
+            true => None,
+            false => t.index.get(self.key.as_slice()),
         };
-        for &j in hits {
+        for &j in hits.into_iter().flatten() {
             out.start_row(RowKey::default());
             for c in 0..row.arity() {
                 out.push_value(row.get(c));
@@ -91,6 +101,15 @@ impl Lookup {
                         faults.push(("lookup", f));
                     }
                 }
+            }
+        }
+        if self.outer && out.len() == before && faults.len() == faulted {
+            out.start_row(RowKey::default());
+            for c in 0..row.arity() {
+                out.push_value(row.get(c));
+            }
+            for _ in 0..t.table.rows.arity() {
+                out.push_value(Value::Null);
             }
         }
     }

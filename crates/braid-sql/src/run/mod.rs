@@ -33,6 +33,7 @@ mod late;
 mod lookup;
 mod project;
 mod session;
+mod topn;
 
 pub use late::{LateLayout, LateRows, LateStage};
 
@@ -299,6 +300,7 @@ enum Op {
     Agg(Box<AggState>),
     Join(Box<JoinState>),
     Lookup(Box<Lookup>),
+    TopN(Box<topn::TopN>),
     Union,
 }
 
@@ -336,6 +338,7 @@ impl Node {
                 equi,
                 residual,
                 window,
+                kind,
                 ..
             } => Op::Join(Box::new(JoinState::new(
                 left,
@@ -343,13 +346,30 @@ impl Node {
                 equi,
                 residual.clone(),
                 window.clone(),
+                *kind,
                 late,
             ))),
-            Logical::Lookup { keys, residual, .. } => {
+            Logical::Lookup {
+                keys,
+                residual,
+                kind,
+                ..
+            } => {
                 let t = tables.next().cloned().expect("one index per lookup");
                 let keys = keys.iter().map(|k| k.0.clone()).collect();
-                Op::Lookup(Box::new(Lookup::new(t, keys, residual.clone())))
+                let outer = *kind != crate::logical::JoinKind::Inner;
+                Op::Lookup(Box::new(Lookup::new(t, keys, residual.clone(), outer)))
             }
+            Logical::TopN {
+                partition,
+                order,
+                limit,
+                ..
+            } => Op::TopN(Box::new(topn::TopN::new(
+                partition.clone(),
+                order.clone(),
+                *limit,
+            ))),
             Logical::Union { .. } => Op::Union,
         };
         let kids: Vec<Node> = l
@@ -462,13 +482,15 @@ impl Op {
             Op::Agg(a) => a.push(row, cx, out, f, arena),
             Op::Join(j) => j.push(side, row, cx, out, f, arena),
             Op::Lookup(l) => l.push(row, out, f, arena),
+            Op::TopN(t) => t.push(row),
         }
     }
 
     fn advance(&mut self, wm: i64, out: &mut Batch, f: &mut Faults, arena: &mut Arena) {
         match self {
             Op::Agg(a) => a.advance(wm, out, f),
-            Op::Join(j) => j.advance(wm, arena),
+            Op::Join(j) => j.advance(wm, out, arena),
+            Op::TopN(t) => t.advance(out),
             _ => {}
         }
     }
