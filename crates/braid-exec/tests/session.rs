@@ -3,9 +3,9 @@
 //! writing to `sink`, reports returned as data, and refusals that leave the session as
 //! it was.
 
+use crate::sql::sorted_ints;
 use braid_exec::runtime::RunConfig;
 use braid_exec::session::Session;
-use braid_plan::batch::Scalar;
 use braid_plan::function::Registry;
 use std::path::{Path, PathBuf};
 
@@ -51,23 +51,6 @@ fn session(workers: usize) -> Session {
     )
 }
 
-fn ints(rows: &[braid_plan::output::OutRow]) -> Vec<Vec<i64>> {
-    let mut v: Vec<Vec<i64>> = rows
-        .iter()
-        .map(|r| {
-            r.values
-                .iter()
-                .map(|s| match s {
-                    Scalar::Int(i) => *i,
-                    other => panic!("an int, found {other:?}"),
-                })
-                .collect()
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn a_session_runs_queries_and_their_late_readers_in_one_job() {
     let dir = calls("late");
@@ -89,11 +72,11 @@ fn a_session_runs_queries_and_their_late_readers_in_one_job() {
         assert_eq!(r.run.rows_in, 22);
         // Windows [0, 50) .. [150, 200): 5 calls each; the two calls at 5 are late.
         assert_eq!(
-            ints(&r.run.collected),
+            sorted_ints(&r.run.collected),
             vec![vec![50, 5], vec![100, 5], vec![150, 5], vec![200, 5]]
         );
         assert_eq!(
-            ints(&r.run.collected_late[0]),
+            sorted_ints(&r.run.collected_late[0]),
             vec![vec![7, 100], vec![8, 200]]
         );
         assert_eq!(r.late.len(), 1);

@@ -457,7 +457,7 @@ pub(crate) fn int_rows(name: &str, calls: &[Call], query: &str) -> Vec<Vec<i64>>
 }
 
 /// Rows whose values are all ints, as ints, sorted.
-fn sorted_ints(rows: &[OutRow]) -> Vec<Vec<i64>> {
+pub(crate) fn sorted_ints(rows: &[OutRow]) -> Vec<Vec<i64>> {
     let mut got: Vec<Vec<i64>> = rows
         .iter()
         .map(|r| {

@@ -4,11 +4,10 @@
 //! (`--on-error fail`). Expected rows and faults come from plain loops with Rust's
 //! checked arithmetic, on 1, 2 and 4 workers and serially.
 
-use crate::sql::{scratch, script, write_calls, Call};
+use crate::sql::{scratch, script, sorted_ints, write_calls, Call};
 use braid_exec::error::Error;
 use braid_exec::runtime::{run, RunConfig, RunReport};
 use braid_exec::source::ReadOptions;
-use braid_plan::batch::Scalar;
 
 /// Runs `query` over `calls` with `settings` on `workers` workers.
 fn run_query(
@@ -32,23 +31,6 @@ fn run_query(
         ..RunConfig::default()
     };
     run(&s.jobs[0].plan, &s.registry, &cfg)
-}
-
-fn ints(rows: &[braid_plan::output::OutRow]) -> Vec<Vec<i64>> {
-    let mut v: Vec<Vec<i64>> = rows
-        .iter()
-        .map(|r| {
-            r.values
-                .iter()
-                .map(|s| match s {
-                    Scalar::Int(i) => *i,
-                    other => panic!("not an int: {other:?}"),
-                })
-                .collect()
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 const SETTINGS: [&str; 3] = [
@@ -82,7 +64,11 @@ fn sql_overflow_and_division_by_zero_skip_the_row_and_report_it() {
     for settings in SETTINGS {
         for workers in [1, 2, 4] {
             let r = run_query(&calls, settings, query, workers, false).expect("run");
-            assert_eq!(ints(&r.collected), want, "{settings} {workers} workers");
+            assert_eq!(
+                sorted_ints(&r.collected),
+                want,
+                "{settings} {workers} workers"
+            );
             let faults: u64 = r.faults.iter().map(|f| f.count).sum();
             assert_eq!(faults, faulty.len() as u64, "{settings} {workers} workers");
             let first = &r.faults[0].first;
@@ -129,7 +115,11 @@ fn sql_filter_and_case_faults_are_reported_where_they_happen() {
     for settings in SETTINGS {
         for workers in [1, 2, 4] {
             let r = run_query(&calls, settings, query, workers, false).expect("run");
-            assert_eq!(ints(&r.collected), want, "{settings} {workers} workers");
+            assert_eq!(
+                sorted_ints(&r.collected),
+                want,
+                "{settings} {workers} workers"
+            );
             let all: Vec<String> = r
                 .faults
                 .iter()
@@ -161,7 +151,7 @@ fn sql_failed_cast_is_a_fault() {
         .collect();
     for workers in [1, 2, 4] {
         let r = run_query(&calls, "SET partitions = 4;", query, workers, false).expect("run");
-        assert_eq!(ints(&r.collected), want);
+        assert_eq!(sorted_ints(&r.collected), want);
         let f = &r.faults[0];
         assert_eq!(f.count, 4);
         assert!(
@@ -196,7 +186,11 @@ fn sql_sum_overflow_skips_the_window_and_names_it() {
     for settings in SETTINGS {
         for workers in [1, 2, 4] {
             let r = run_query(&calls, settings, query, workers, false).expect("run");
-            assert_eq!(ints(&r.collected), want, "{settings} {workers} workers");
+            assert_eq!(
+                sorted_ints(&r.collected),
+                want,
+                "{settings} {workers} workers"
+            );
             let f: Vec<String> = r
                 .faults
                 .iter()

@@ -410,11 +410,7 @@ impl Node {
         }
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.push(input, row, cx, &mut bufs[k], f);
-            for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), cx, out, f, arena);
-                arena.reset();
-            }
-            bufs[k].clear();
+            op.take(k, &mut bufs[k], cx, out, f, arena);
         }
     }
 
@@ -431,11 +427,7 @@ impl Node {
         };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.advance(wm, &mut bufs[k], f);
-            for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), &cx, out, f, arena);
-                arena.reset();
-            }
-            bufs[k].clear();
+            op.take(k, &mut bufs[k], &cx, out, f, arena);
         }
         op.advance(wm, out, f, arena);
     }
@@ -453,17 +445,31 @@ impl Node {
         };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.finish(&mut bufs[k], f);
-            for i in 0..bufs[k].len() {
-                op.push(k, bufs[k].row(i), &cx, out, f, arena);
-                arena.reset();
-            }
-            bufs[k].clear();
+            op.take(k, &mut bufs[k], &cx, out, f, arena);
         }
         op.advance(i64::MAX, out, f, arena);
     }
 }
 
 impl Op {
+    /// Takes every row input `side` made (in `rows`, emptied), resetting `arena` after
+    /// each once what the operator made of it is copied out.
+    fn take(
+        &mut self,
+        side: usize,
+        rows: &mut Batch,
+        cx: &Cx,
+        out: &mut Batch,
+        f: &mut Faults,
+        arena: &mut Arena,
+    ) {
+        for i in 0..rows.len() {
+            self.push(side, rows.row(i), cx, out, f, arena);
+            arena.reset();
+        }
+        rows.clear();
+    }
+
     /// Takes one row of input `side`; the strings its expressions make go to `arena`.
     fn push(
         &mut self,
