@@ -34,7 +34,7 @@ pub enum Error {
         /// Where: the query stage (`query1`, `query1_2`) or split.
         site: String,
         /// The operator, the row and what went wrong.
-        row: crate::shared::FaultRow,
+        row: crate::fault::FaultRow,
     },
     /// An operating-system error (file, socket).
     #[error("{context}: {error}")]

@@ -25,6 +25,7 @@
 pub mod calibrate;
 pub mod cancel;
 pub mod error;
+pub mod fault;
 pub mod render;
 pub mod runtime;
 pub mod session;

@@ -4,9 +4,10 @@
 
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+pub use crate::fault::{FaultRow, Faults};
 use crate::render::{self, Feeder, Place, Window};
+pub use crate::shared::PartitionCost;
 use crate::shared::{panic_message, Shared};
-pub use crate::shared::{FaultRow, Faults, PartitionCost};
 use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;
 use braid_plan::optimize::{resolve, Env};
