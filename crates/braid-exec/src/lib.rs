@@ -26,6 +26,7 @@ pub mod calibrate;
 pub mod cancel;
 pub mod error;
 pub mod fault;
+pub mod live;
 pub mod render;
 pub mod runtime;
 pub mod session;

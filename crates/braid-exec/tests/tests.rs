@@ -12,6 +12,7 @@
 
 mod bad_input;
 mod cancel;
+mod live;
 mod session;
 mod sql;
 mod sql_count_join;

@@ -76,6 +76,7 @@ mod query;
 pub mod run;
 mod script;
 mod show;
+pub mod split;
 mod statement;
 pub mod time;
 mod view;

@@ -360,7 +360,10 @@ fn create(
     match word {
         Some(Word::Stream) => {
             let what = format!("stream `{name}`");
-            let opts = watermark::options(&what, opts, watermark, text)?;
+            let mut opts = watermark::options(&what, opts, watermark, text)?;
+            if script.catalog.live {
+                opts.default_to_log();
+            }
             let def = catalog::stream(&name, schema, opts, base);
             script.catalog.streams.insert(lower, def.at(text, span)?);
         }

@@ -8,7 +8,7 @@
 mod map;
 mod merge;
 mod route;
-mod sink;
+pub(crate) mod sink;
 mod split;
 mod stash;
 

@@ -28,6 +28,15 @@ impl Options {
         }
     }
 
+    /// A stream declared without `source` or `path` reads its log (`source = 'log'`):
+    /// streams live in Braid.
+    pub fn default_to_log(&mut self) {
+        if !self.values.contains_key("source") && !self.values.contains_key("path") {
+            self.values
+                .insert("source".into(), Scalar::Str("log".into()));
+        }
+    }
+
     fn take(&mut self, key: &str) -> Option<Scalar> {
         self.used.push(key.to_string());
         self.values.remove(key)
@@ -312,6 +321,13 @@ fn source_spec(
             (spec, need_columns(columns)?, None)
         }
         "stdin" => (SourceSpec::Stdin, need_columns(columns)?, None),
+        // A stream that lives in Braid: its log, read through the source the server
+        // registers as `log:<name>`.
+        "log" => (
+            SourceSpec::Native(format!("log:{}", name.to_ascii_lowercase())),
+            need_columns(columns)?,
+            None,
+        ),
         "tcp" => {
             let addr = o.string("addr")?.unwrap_or_else(|| "127.0.0.1:7878".into());
             (SourceSpec::Tcp { addr }, need_columns(columns)?, None)
@@ -336,12 +352,12 @@ fn source_spec(
         }
         "" => {
             return Err(Error::Plan(format!(
-                "stream `{name}` needs a source: WITH (source = 'csv', path = '...'); sources are csv, binary, stdin, tcp, generator"
+                "stream `{name}` needs a source: WITH (source = 'csv', path = '...'); sources are csv, binary, stdin, tcp, generator, log"
             )))
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, generator"
+                "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, generator, log"
             )))
         }
     })

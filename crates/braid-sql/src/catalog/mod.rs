@@ -88,6 +88,9 @@ pub struct Catalog {
     /// Late-row streams by lower-case sink name: `LATE(sink)` reads the rows that the
     /// query writing to `sink` refused as late.
     pub late: BTreeMap<String, LateStream>,
+    /// Streams live in Braid (the server): a stream declared without a source or path
+    /// is a log that `INSERT`, `COPY` and queries append to (`source = 'log'`).
+    pub live: bool,
 }
 
 /// The late rows of a query, as a stream another query reads in the same dataflow.

@@ -1,0 +1,204 @@
+//! A named stream that lives in Braid: an append-only log of row batches.
+//!
+//! Producers append (`INSERT`, `COPY`, a query's output); readers (queries, subscribers)
+//! each keep their own offset, so one ingest serves any number of them. With a
+//! directory, every append is written to the stream's file as CSV lines and synced
+//! before [`StreamLog::append`] returns: a row is acknowledged once it is durable.
+//! The log keeps its rows in memory too (recovery and trimming are later work: see
+//! ARCHITECTURE.md).
+
+use crate::error::{Error, Result};
+use crate::render::sink::write_csv_row;
+use braid_plan::batch::{Batch, RowKey};
+use braid_plan::types::{DataType, Schema};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+/// A named, append-only stream of rows.
+pub struct StreamLog {
+    name: String,
+    schema: Schema,
+    inner: Mutex<Inner>,
+    path: Option<PathBuf>,
+}
+
+struct Inner {
+    /// Appended batches, each keyed by its rows' sequence numbers in the stream.
+    entries: Vec<Arc<Batch>>,
+    rows: u64,
+    /// No more appends: readers end once they have read everything.
+    closed: bool,
+    /// When the last row came, and the largest event time so far (heartbeats).
+    last_arrival: Instant,
+    max_time: Option<i64>,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    /// Readers waiting for the next append.
+    wakers: Vec<Waker>,
+}
+
+/// What a reader finds at its offset.
+pub enum Read {
+    /// The next batch.
+    Batch(Arc<Batch>),
+    /// Nothing yet: the last row came at this instant, with the largest event time so
+    /// far.
+    Idle(Instant, Option<i64>),
+    /// The stream was dropped and everything was read.
+    Closed,
+}
+
+impl StreamLog {
+    /// An empty stream `name` of rows of `schema`; written to `dir/<name>.csv` when a
+    /// directory is given (an existing file is replaced).
+    pub fn create(name: &str, schema: Schema, dir: Option<&Path>) -> Result<Arc<StreamLog>> {
+        let (path, file) = match dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+                let path = dir.join(format!("{name}.csv"));
+                let file = std::fs::File::create(&path)
+                    .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
+                (Some(path), Some(std::io::BufWriter::new(file)))
+            }
+            None => (None, None),
+        };
+        Ok(Arc::new(StreamLog {
+            name: name.to_string(),
+            schema,
+            inner: Mutex::new(Inner {
+                entries: Vec::new(),
+                rows: 0,
+                closed: false,
+                last_arrival: Instant::now(),
+                max_time: None,
+                file,
+                wakers: Vec::new(),
+            }),
+            path,
+        }))
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The stream's columns.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The file the log is written to, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Rows appended so far.
+    pub fn rows(&self) -> u64 {
+        self.lock().rows
+    }
+
+    /// Batches appended so far (a reader at this offset reads only what comes next).
+    pub fn end(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends `rows` (their keys are replaced by their sequence numbers in the
+    /// stream); returns once they are in the log (and synced to its file). An empty
+    /// batch appends nothing.
+    pub fn append(&self, rows: &Batch) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let types: Vec<DataType> = self.schema.fields.iter().map(|f| f.ty).collect();
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(Error::Internal(format!("stream {} was dropped", self.name)));
+        }
+        let mut batch = Batch::with_capacity(rows.arity(), rows.len());
+        let first = inner.rows;
+        for i in 0..rows.len() {
+            batch.push_row_of(
+                rows,
+                i,
+                RowKey {
+                    seq: first + i as u64,
+                    lane: 0,
+                },
+            );
+        }
+        if let Some(file) = inner.file.as_mut() {
+            let written = (|| {
+                for row in batch.rows() {
+                    write_csv_row(file, &row, &types, None)?;
+                }
+                file.flush()?;
+                file.get_ref().sync_data()
+            })();
+            written
+                .map_err(|e| Error::io(format!("writing the log of stream {}", self.name), e))?;
+        }
+        if let Some(c) = self.schema.event_time {
+            let max = batch.rows().filter_map(|r| r.int(c)).max();
+            inner.max_time = inner.max_time.max(max);
+        }
+        inner.rows += batch.len() as u64;
+        inner.last_arrival = Instant::now();
+        inner.entries.push(Arc::new(batch));
+        for w in inner.wakers.drain(..) {
+            w.wake();
+        }
+        Ok(())
+    }
+
+    /// The batch at `offset`, or why there is none.
+    pub fn read(&self, offset: usize) -> Read {
+        let inner = self.lock();
+        match inner.entries.get(offset) {
+            Some(b) => Read::Batch(b.clone()),
+            None if inner.closed => Read::Closed,
+            None => Read::Idle(inner.last_arrival, inner.max_time),
+        }
+    }
+
+    /// Like [`StreamLog::read`], registering `cx`'s waker to be woken by the next
+    /// append (or close) when there is nothing at `offset` yet.
+    pub fn poll_read(&self, offset: usize, cx: &mut Context<'_>) -> Poll<Option<Arc<Batch>>> {
+        let mut inner = self.lock();
+        match inner.entries.get(offset) {
+            Some(b) => Poll::Ready(Some(b.clone())),
+            None if inner.closed => Poll::Ready(None),
+            None => {
+                inner.wakers.push(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+
+    /// No more appends (the stream was dropped): readers end after what is there.
+    pub fn close(&self) {
+        let mut inner = self.lock();
+        inner.closed = true;
+        for w in inner.wakers.drain(..) {
+            w.wake();
+        }
+    }
+
+    /// Whether the stream was closed.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+}
+
+impl std::fmt::Debug for StreamLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "StreamLog({}, {} rows)", self.name, self.rows())
+    }
+}

@@ -1,0 +1,12 @@
+//! Braid as a running system: streams that live in Braid ([`log`]), queries installed
+//! on long-running workers and dropped while others run ([`engine`]), producers
+//! ([`ingest`]) and the session the server's front ends talk to ([`session`]).
+
+pub mod engine;
+pub mod ingest;
+pub mod io;
+pub mod log;
+pub mod session;
+
+pub use engine::{Engine, Status};
+pub use session::{LiveSession, Outcome, Subscription};
