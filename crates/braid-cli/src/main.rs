@@ -93,6 +93,26 @@ enum Command {
         #[arg(long)]
         dot: bool,
     },
+    /// Run the server: streams live in Braid, queries come and go; clients connect
+    /// with psql or any Postgres driver.
+    Server {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:6875")]
+        listen: std::net::SocketAddr,
+        /// Worker threads.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        workers: u64,
+        /// Data directory (stream logs).
+        #[arg(long, default_value = "braid-data")]
+        data: PathBuf,
+        /// Milliseconds a stream may be idle before its time moves with the clock.
+        #[arg(long, default_value_t = 50)]
+        idle_ms: u64,
+        /// Runtime faults (overflow, division by zero, bad casts) fail the query instead
+        /// of being counted, reported skips.
+        #[arg(long)]
+        strict: bool,
+    },
     /// Linear Road: generate data, run, explain, validate.
     Lrb {
         #[command(subcommand)]
@@ -176,5 +196,30 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Lrb { which } => lrb::run(which),
+        Command::Server {
+            listen,
+            workers,
+            data,
+            idle_ms,
+            strict,
+        } => {
+            let config = braid_server::ServerConfig {
+                listen,
+                workers: workers as usize,
+                data: Some(data),
+                idle: std::time::Duration::from_millis(idle_ms),
+                strict,
+            };
+            let running =
+                braid_server::start(&config, &braid_plan::function::Registry::with_builtins())?;
+            eprintln!(
+                "braid server listening on {} (psql -h {} -p {})",
+                running.addr,
+                running.addr.ip(),
+                running.addr.port()
+            );
+            running.wait();
+            Ok(())
+        }
     }
 }

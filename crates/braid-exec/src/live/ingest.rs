@@ -55,6 +55,11 @@ impl Ingest {
         }
     }
 
+    /// Columns of the stream.
+    pub fn columns(&self) -> usize {
+        self.log.schema().fields.len()
+    }
+
     /// Takes `bytes` (any cut of the producer's data): appends its complete lines.
     pub fn push(&mut self, bytes: &[u8]) -> Result<()> {
         self.partial.extend_from_slice(bytes);

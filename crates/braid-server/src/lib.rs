@@ -1,0 +1,136 @@
+//! `braid server`: one long-running process where streams live and queries come and
+//! go. Clients speak the PostgreSQL wire protocol (`psql` and every Postgres driver);
+//! each connection is a thin client of one shared [`LiveSession`], which owns the
+//! catalog, the stream logs and the engine's workers.
+//!
+//! The front end lives in its own crate so that the execution crate never depends on
+//! the web and wire stack.
+
+mod pg;
+mod text;
+
+use braid_exec::live::LiveSession;
+use braid_plan::function::Registry;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How to run the server.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Where clients connect (127.0.0.1 unless told otherwise).
+    pub listen: SocketAddr,
+    /// Worker threads of the engine.
+    pub workers: usize,
+    /// The data directory (stream logs under `streams/`); in memory when `None`.
+    pub data: Option<PathBuf>,
+    /// How long a stream may be idle before its time moves with the clock.
+    pub idle: Duration,
+    /// Runtime faults fail a query instead of being counted skips.
+    pub strict: bool,
+}
+
+impl Default for ServerConfig {
+    fn default() -> ServerConfig {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 6875)),
+            workers: 1,
+            data: Some(PathBuf::from("braid-data")),
+            idle: Duration::from_millis(50),
+            strict: false,
+        }
+    }
+}
+
+/// A server error.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Starting the session or its workers failed.
+    #[error(transparent)]
+    Exec(#[from] braid_exec::error::Error),
+    /// The socket could not be opened.
+    #[error("listening on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A running server: its address, and a handle that stops it.
+pub struct Running {
+    /// The address it listens on (the port is known once bound, also for port 0).
+    pub addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting clients and ends the server (open connections end with it).
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    /// Waits until the server ends (it runs until stopped).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    fn halt(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Starts a server with `registry`'s user code on a thread of its own; returns once it
+/// listens.
+pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Error> {
+    let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let mut session = LiveSession::new(registry, config.workers, config.data.as_deref(), &base)?;
+    session.idle = config.idle;
+    session.strict = config.strict;
+    let session = Arc::new(Mutex::new(session));
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| Error::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    let addr = listener.local_addr().map_err(|source| Error::Listen {
+        addr: config.listen,
+        source,
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| Error::Listen { addr, source })?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("braid-server".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("a tokio runtime");
+            runtime.block_on(pg::serve(listener, session, stopped));
+            runtime.shutdown_timeout(Duration::from_millis(200));
+        })
+        .map_err(|source| Error::Listen { addr, source })?;
+    Ok(Running {
+        addr,
+        stop: Some(stop),
+        thread: Some(thread),
+    })
+}

@@ -1,0 +1,357 @@
+//! The PostgreSQL wire protocol front end (simple queries and COPY): each connection
+//! hands its statements to the shared live session and carries out what comes back.
+//! Rows of a SUBSCRIBE or a streaming SELECT are written and flushed batch by batch
+//! as the query makes them, so a client sees them at once; `COPY (...) TO STDOUT`
+//! streams them as COPY data (what `psql` prints as it arrives).
+
+use crate::text::{cell, copy_line, pg_type};
+use async_trait::async_trait;
+use braid_exec::error::Error as ExecError;
+use braid_exec::live::ingest::Ingest;
+use braid_exec::live::{LiveSession, Outcome, Subscription};
+use braid_plan::types::DataType;
+use futures::{Sink, SinkExt};
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::query::SimpleQueryHandler;
+use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
+use pgwire::messages::data::RowDescription;
+use pgwire::messages::response::{CommandComplete, NoticeResponse};
+use pgwire::messages::PgWireBackendMessage;
+use std::fmt::Debug;
+use std::sync::{Arc, Mutex};
+
+type Shared = Arc<Mutex<LiveSession>>;
+
+/// Accepts clients until `stopped`.
+pub async fn serve(
+    listener: std::net::TcpListener,
+    session: Shared,
+    mut stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = &mut stopped => return,
+            accepted = listener.accept() => {
+                let Ok((socket, _)) = accepted else { continue };
+                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None) });
+                tokio::spawn(async move {
+                    let _ = pgwire::tokio::process_socket(socket, None, Handlers(conn)).await;
+                });
+            }
+        }
+    }
+}
+
+/// One client's connection: the session, and the COPY it is feeding.
+struct Conn {
+    session: Shared,
+    copy: Mutex<Option<Ingest>>,
+}
+
+struct Handlers(Arc<Conn>);
+
+impl PgWireServerHandlers for Handlers {
+    fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
+        self.0.clone()
+    }
+
+    fn copy_handler(&self) -> Arc<impl CopyHandler> {
+        self.0.clone()
+    }
+}
+
+/// A Postgres error for a Braid error: SQLSTATE by kind, and the cursor position
+/// when the message locates it (`line L, column C` in the statement's text).
+fn pg_error(e: &ExecError, query: &str) -> ErrorInfo {
+    let message = e.to_string();
+    let code = match e {
+        ExecError::Plan(braid_plan::error::Error::NotSupported(_)) => "0A000",
+        ExecError::Plan(braid_plan::error::Error::Parse { .. }) => "42601",
+        ExecError::Plan(_) => "42000",
+        ExecError::Fault { .. } => "22000",
+        _ => "XX000",
+    };
+    let mut info = ErrorInfo::new("ERROR".into(), code.into(), message.clone());
+    info.position = position(&message, query).map(|p| p.to_string());
+    info
+}
+
+/// The 1-based character position of `line L, column C` of `message` in `query`.
+fn position(message: &str, query: &str) -> Option<usize> {
+    let at = message.find("line ")?;
+    let rest = &message[at + 5..];
+    let (line, rest) = rest.split_once(", column ")?;
+    let line: usize = line.trim().parse().ok()?;
+    let column: usize = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()?;
+    let before: usize = query
+        .split('\n')
+        .take(line.saturating_sub(1))
+        .map(|l| l.chars().count() + 1)
+        .sum();
+    Some(before + column)
+}
+
+fn user_error(info: ErrorInfo) -> PgWireError {
+    PgWireError::UserError(Box::new(info))
+}
+
+fn fields(columns: &[(String, DataType)]) -> Arc<Vec<FieldInfo>> {
+    Arc::new(
+        columns
+            .iter()
+            .map(|(n, t)| FieldInfo::new(n.clone(), None, None, pg_type(*t), FieldFormat::Text))
+            .collect(),
+    )
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Conn {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let outcomes = {
+            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            session.execute(query)
+        };
+        let mut responses = Vec::new();
+        for outcome in outcomes {
+            match outcome {
+                Err(e) => responses.push(Response::Error(Box::new(pg_error(&e, query)))),
+                Ok(Outcome::Done(tag)) => responses.push(Response::Execution(Tag::new(&tag))),
+                Ok(Outcome::Listing(l)) => {
+                    let columns: Vec<(String, DataType)> = l
+                        .header
+                        .iter()
+                        .map(|h| (h.clone(), DataType::String))
+                        .collect();
+                    let schema = fields(&columns);
+                    let mut encoder = DataRowEncoder::new(schema.clone());
+                    let mut rows = Vec::new();
+                    for r in &l.rows {
+                        for v in r {
+                            encoder.encode_field(&Some(v.as_str()))?;
+                        }
+                        rows.push(Ok(encoder.take_row()));
+                    }
+                    responses.push(Response::Query(QueryResponse::new(
+                        schema,
+                        futures::stream::iter(rows),
+                    )));
+                }
+                Ok(Outcome::CopyIn(ingest)) => {
+                    let columns = ingest_columns(&ingest);
+                    *self.copy.lock().unwrap_or_else(|p| p.into_inner()) = Some(ingest);
+                    responses.push(Response::CopyIn(pgwire::api::results::CopyResponse::new(
+                        0,
+                        columns,
+                        futures::stream::empty(),
+                    )));
+                }
+                Ok(Outcome::Rows(sub, copy)) => {
+                    // Earlier results go first; the rows stream until the query ends.
+                    for r in responses.drain(..) {
+                        send_response(client, r).await?;
+                    }
+                    stream_rows(client, sub, copy).await?;
+                }
+            }
+        }
+        Ok(responses)
+    }
+}
+
+/// Sends a response the way pgwire would (used before a streaming result).
+async fn send_response<C>(client: &mut C, r: Response) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    match r {
+        Response::Execution(tag) => {
+            client
+                .send(PgWireBackendMessage::CommandComplete(tag.into()))
+                .await?
+        }
+        Response::Query(q) => pgwire::api::query::send_query_response(client, q, true).await?,
+        Response::Error(e) => {
+            client
+                .send(PgWireBackendMessage::ErrorResponse((*e).into()))
+                .await?
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Pushes a subscription's rows to the client as they come, flushing each batch,
+/// until the stream ends (or the client goes: the write fails, the subscription is
+/// dropped with its private query).
+async fn stream_rows<C>(client: &mut C, mut sub: Subscription, copy: bool) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let types: Vec<DataType> = sub.columns.iter().map(|c| c.1).collect();
+    let schema = fields(&sub.columns);
+    if copy {
+        let header = CopyOutResponse::new(0, types.len() as i16, vec![0; types.len()]);
+        client
+            .send(PgWireBackendMessage::CopyOutResponse(header))
+            .await?;
+    } else {
+        let desc = RowDescription::new(schema.iter().map(Into::into).collect());
+        client
+            .send(PgWireBackendMessage::RowDescription(desc))
+            .await?;
+    }
+    let mut encoder = DataRowEncoder::new(schema.clone());
+    let mut rows = 0usize;
+    let mut line = String::new();
+    while let Some(batch) = futures::future::poll_fn(|cx| sub.poll_next(cx)).await {
+        for row in batch.rows() {
+            rows += 1;
+            if copy {
+                line.clear();
+                copy_line(&row, &types, &mut line);
+                let data = CopyData::new(bytes::Bytes::copy_from_slice(line.as_bytes()));
+                client.feed(PgWireBackendMessage::CopyData(data)).await?;
+            } else {
+                for (c, &ty) in types.iter().enumerate() {
+                    encoder.encode_field(&cell(&row, c, ty))?;
+                }
+                client
+                    .feed(PgWireBackendMessage::DataRow(encoder.take_row()))
+                    .await?;
+            }
+        }
+        client.flush().await?;
+    }
+    if let Some(e) = sub.error() {
+        if copy {
+            client
+                .send(PgWireBackendMessage::CopyFail(CopyFail::new(e.clone())))
+                .await?;
+        }
+        let info = ErrorInfo::new("ERROR".into(), "22000".into(), e);
+        client
+            .send(PgWireBackendMessage::ErrorResponse(info.into()))
+            .await?;
+        return Ok(());
+    }
+    let tag = match copy {
+        true => {
+            client
+                .feed(PgWireBackendMessage::CopyDone(CopyDone::new()))
+                .await?;
+            Tag::new("COPY").with_rows(rows)
+        }
+        false => Tag::new("SELECT").with_rows(rows),
+    };
+    let done: CommandComplete = tag.into();
+    client
+        .send(PgWireBackendMessage::CommandComplete(done))
+        .await?;
+    Ok(())
+}
+
+fn ingest_columns(ingest: &Ingest) -> usize {
+    ingest.columns()
+}
+
+#[async_trait]
+impl CopyHandler for Conn {
+    async fn on_copy_data<C>(&self, _client: &mut C, data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut copy = self.copy.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(ingest) = copy.as_mut() {
+            ingest.push(&data.data).map_err(|e| {
+                user_error(ErrorInfo::new(
+                    "ERROR".into(),
+                    "58030".into(),
+                    e.to_string(),
+                ))
+            })?;
+        }
+        Ok(())
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let ingest = self.copy.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(mut ingest) = ingest else {
+            return Ok(());
+        };
+        ingest.finish().map_err(|e| {
+            user_error(ErrorInfo::new(
+                "ERROR".into(),
+                "58030".into(),
+                e.to_string(),
+            ))
+        })?;
+        // The producer's acknowledgement: the rows taken, and the malformed ones.
+        if ingest.rejected > 0 {
+            let mut text = format!("{} malformed rows skipped", ingest.rejected);
+            for r in &ingest.rejects {
+                text.push_str(&format!(
+                    "\nline {}, column {}: {}",
+                    r.line, r.column, r.reason
+                ));
+            }
+            let notice = ErrorInfo::new("WARNING".into(), "22P04".into(), text);
+            client
+                .send(PgWireBackendMessage::NoticeResponse(NoticeResponse::from(
+                    notice,
+                )))
+                .await?;
+        }
+        let tag = Tag::new("COPY").with_rows(ingest.rows as usize);
+        client
+            .send(PgWireBackendMessage::CommandComplete(tag.into()))
+            .await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        // Rows of complete lines before the failure are already in the stream.
+        let ingest = self.copy.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let rows = ingest.map_or(0, |i| i.rows);
+        user_error(ErrorInfo::new(
+            "ERROR".into(),
+            "57014".into(),
+            format!(
+                "COPY ended by the client: {} ({rows} rows were taken before)",
+                fail.message
+            ),
+        ))
+    }
+}
