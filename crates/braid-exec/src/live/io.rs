@@ -53,6 +53,7 @@ impl SourceFactory for LogSource {
                 window: self.source.window.max(1),
                 time: self.source.schema.event_time,
                 heartbeat: self.heartbeat,
+                last_beat: Instant::now(),
             }) as Box<dyn NativeSource>
         })
     }
@@ -73,7 +74,12 @@ struct LogReader {
     window: usize,
     time: Option<usize>,
     heartbeat: Option<Heartbeat>,
+    /// When time last moved without data (heartbeats come at most every [`BEAT`]).
+    last_beat: Instant,
 }
+
+/// The shortest time between two heartbeats of a reader.
+const BEAT: Duration = Duration::from_millis(10);
 
 impl LogReader {
     fn epoch_of(&self, b: &Batch, i: usize) -> u64 {
@@ -85,7 +91,7 @@ impl LogReader {
     fn beat(&self, last: Instant, max_time: Option<i64>) -> Option<u64> {
         let hb = self.heartbeat?;
         let idle = last.elapsed();
-        if idle < hb.idle {
+        if idle < hb.idle || self.last_beat.elapsed() < BEAT {
             return None;
         }
         let epoch = match (self.time, hb.units_per_second) {
@@ -130,6 +136,7 @@ impl NativeSource for LogReader {
                 Read::Idle(last, max_time) => {
                     return Ok(match self.beat(last, max_time) {
                         Some(epoch) => {
+                            self.last_beat = Instant::now();
                             self.epoch = epoch;
                             self.dirty = false;
                             SourceNext::Window(epoch)

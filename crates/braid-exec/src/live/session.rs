@@ -489,10 +489,16 @@ impl LiveSession {
     /// `COPY stream FROM STDIN [WITH (FORMAT csv, HEADER)]` or `COPY (query) TO STDOUT`.
     fn copy(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
         if matches!(p.tokens.get(1), Some((Lead::Symbol(s), _)) if s == "(") {
-            let close = p
-                .tokens
-                .iter()
-                .rposition(|(t, _)| *t == Lead::Symbol(")".into()));
+            // The parenthesis that closes the one after COPY.
+            let mut depth = 0i32;
+            let close = p.tokens.iter().enumerate().skip(1).find_map(|(i, (t, _))| {
+                match t {
+                    Lead::Symbol(s) if s == "(" => depth += 1,
+                    Lead::Symbol(s) if s == ")" => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(i)
+            });
             let Some(close) = close else {
                 return Err(plan_error("COPY (query) TO STDOUT: no closing parenthesis"));
             };

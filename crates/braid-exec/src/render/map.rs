@@ -26,8 +26,8 @@ use timely::dataflow::operators::{Capability, Concat};
 /// Epoch of outputs made when the input has ended.
 pub(crate) const END_EPOCH: u64 = u64::MAX;
 
-/// For every epoch in which this worker's share of `source` has rows, one empty window
-/// to every worker.
+/// For every epoch in which this worker's share of `source` sent a window (rows, or an
+/// empty one: a live source's heartbeat), one empty window to every worker.
 pub(crate) fn ticks(source: Windows<'_>, place: Place) -> Windows<'_> {
     let peers = place.peers;
     source.unary::<WindowBuilder, _, _, _>(Pipeline, "EpochTicks", move |_, _| {
@@ -38,7 +38,9 @@ pub(crate) fn ticks(source: Windows<'_>, place: Place) -> Windows<'_> {
                 let Some(&epoch) = cap.least() else {
                     return;
                 };
-                if last == Some(epoch) || data.iter().all(|w| w.batch.is_empty()) {
+                // An empty window counts: a live source sends one when time moves
+                // without data (a heartbeat), and windows must close then.
+                if last == Some(epoch) {
                     return;
                 }
                 last = Some(epoch);

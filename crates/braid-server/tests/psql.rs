@@ -1,0 +1,328 @@
+//! The server driven by the real `psql` (Debian's postgresql-client; `.ci/run`
+//! installs it): scripted sessions that create streams and views, subscribe, insert
+//! from other connections and read the pushed rows. Expected rows are computed here
+//! from the inserted values, not by Braid.
+
+use std::io::Write;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    running: Option<braid_server::Running>,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl Server {
+    fn start(name: &str, workers: usize) -> Server {
+        let dir = std::env::temp_dir().join(format!("braid-server-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = braid_server::ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            workers,
+            data: Some(dir.clone()),
+            ..Default::default()
+        };
+        let running =
+            braid_server::start(&config, &braid_plan::function::Registry::with_builtins())
+                .expect("the server starts");
+        Server {
+            port: running.addr.port(),
+            running: Some(running),
+            dir,
+        }
+    }
+
+    fn psql(&self) -> Command {
+        let mut c = Command::new("psql");
+        c.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "braid",
+            "-X",
+            "-A",
+            "-t",
+            "-F",
+            ",",
+        ])
+        .env("PGCONNECT_TIMEOUT", "5")
+        .stdin(Stdio::null());
+        c
+    }
+
+    /// Runs `sql` in a new connection; its output (stdout and stderr) and status.
+    fn run(&self, sql: &str) -> Output {
+        self.psql()
+            .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .expect("psql runs (install postgresql-client)")
+    }
+
+    /// Runs `sql`, which must succeed; its standard output.
+    fn ok(&self, sql: &str) -> String {
+        let out = self.run(sql);
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    /// Starts `sql` in a connection of its own (a subscriber), without waiting.
+    fn spawn(&self, sql: &str) -> Child {
+        self.psql()
+            .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("psql runs")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Waits for `child` (at most `timeout`); its stdout lines.
+fn lines_of(mut child: Child, timeout: Duration) -> Vec<String> {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "a subscriber did not finish in {timeout:?}; it printed {:?} {:?}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Calls: (caller, dur, start).
+fn calls(n: i64) -> Vec<(i64, i64, i64)> {
+    (0..n).map(|i| (i % 5, (i * 37) % 200, i * 3)).collect()
+}
+
+fn values(rows: &[(i64, i64, i64)]) -> String {
+    let v: Vec<String> = rows
+        .iter()
+        .map(|(a, b, c)| format!("({a},{b},{c})"))
+        .collect();
+    v.join(",")
+}
+
+#[test]
+fn three_subscribers_with_different_filters_each_get_exactly_their_rows() {
+    for workers in [1, 2, 4] {
+        let s = Server::start(&format!("filters{workers}"), workers);
+        s.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')");
+        let rows = calls(150);
+        let filters = ["caller = 1", "dur > 150", "caller = 3 AND dur < 100"];
+        let pick: [&dyn Fn(&(i64, i64, i64)) -> bool; 3] =
+            [&|r| r.0 == 1, &|r| r.1 > 150, &|r| r.0 == 3 && r.1 < 100];
+        let mut subscribers = Vec::new();
+        for (f, p) in filters.iter().zip(pick) {
+            let want: Vec<String> = rows
+                .iter()
+                .filter(|r| p(r))
+                .map(|r| format!("{},{},{}", r.0, r.1, r.2))
+                .collect();
+            let sql = format!(
+                "SELECT caller, dur, start FROM calls WHERE {f} LIMIT {}",
+                want.len()
+            );
+            subscribers.push((s.spawn(&sql), want));
+        }
+        // Inserted from other connections, in three parts, while the subscribers wait.
+        for part in rows.chunks(50) {
+            s.ok(&format!("INSERT INTO calls VALUES {}", values(part)));
+        }
+        for (child, want) in subscribers {
+            assert_eq!(
+                lines_of(child, Duration::from_secs(30)),
+                want,
+                "{workers} workers"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_view_over_a_view_and_a_drop_while_others_run() {
+    let s = Server::start("views", 2);
+    s.ok(
+        "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')",
+    );
+    s.ok("CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur, start FROM calls WHERE dur > 100");
+    s.ok("CREATE STREAM very_long AS SELECT caller, dur FROM long_calls WHERE dur > 180");
+    s.ok("CREATE STREAM by_one AS SELECT caller, dur FROM calls WHERE caller = 1");
+    let rows = calls(200);
+    s.ok(&format!(
+        "INSERT INTO calls VALUES {}",
+        values(&rows[..100])
+    ));
+    // Dropping what a running query reads is refused, with the reason.
+    let refused = s.run("DROP MATERIALIZED VIEW long_calls");
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("read by running queries 2"));
+    s.ok("DROP STREAM very_long");
+    s.ok(&format!(
+        "INSERT INTO calls VALUES {}",
+        values(&rows[100..])
+    ));
+    let want: Vec<String> = rows
+        .iter()
+        .filter(|r| r.0 == 1)
+        .map(|r| format!("{},{}", r.0, r.1))
+        .collect();
+    let sub = s.spawn(&format!(
+        "COPY (SELECT caller, dur FROM by_one LIMIT {}) TO STDOUT WITH (FORMAT csv)",
+        want.len()
+    ));
+    let got: Vec<String> = lines_of(sub, Duration::from_secs(30))
+        .iter()
+        .map(|l| l.replace('\t', ","))
+        .collect();
+    assert_eq!(got, want);
+    let queries = s.ok("SHOW QUERIES");
+    let states: Vec<&str> = queries
+        .lines()
+        .map(|l| l.split(',').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(&states[..3], ["running", "dropped", "running"], "{queries}");
+}
+
+#[test]
+fn copy_from_eight_producers_at_once_takes_every_good_row_once_and_counts_the_bad() {
+    let s = Server::start("copy", 2);
+    s.ok("CREATE STREAM events (producer BIGINT, n BIGINT)");
+    let mut producers = Vec::new();
+    for p in 0..8i64 {
+        let mut child = s
+            .psql()
+            .args(["-c", "\\copy events FROM STDIN WITH (FORMAT csv)"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut data = String::new();
+        for n in 0..500 {
+            data.push_str(&format!("{p},{n}\n"));
+            if p == 7 && n % 100 == 0 {
+                data.push_str("garbage,line\n"); // producer 7 also sends garbage
+            }
+        }
+        let mut stdin = child.stdin.take().unwrap();
+        producers.push(std::thread::spawn(move || {
+            stdin.write_all(data.as_bytes()).unwrap();
+            drop(stdin);
+            child.wait_with_output().unwrap()
+        }));
+    }
+    for (p, h) in producers.into_iter().enumerate() {
+        let out = h.join().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stdout.contains("COPY 500"),
+            "producer {p}: {stdout} {stderr}"
+        );
+        if p == 7 {
+            assert!(stderr.contains("5 malformed rows skipped"), "{stderr}");
+            assert!(
+                stderr.contains("column producer: \"garbage\" is not an int64"),
+                "{stderr}"
+            );
+        } else {
+            assert!(!stderr.contains("malformed"), "{stderr}");
+        }
+    }
+    // Every good row exactly once: 4000 rows, each (producer, n) once.
+    let rows = s.ok("SELECT producer, n FROM events LIMIT 4000");
+    let mut got: Vec<&str> = rows.lines().collect();
+    got.sort();
+    let mut want: Vec<String> = (0..8)
+        .flat_map(|p| (0..500).map(move |n| format!("{p},{n}")))
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn errors_carry_sqlstate_and_position() {
+    let s = Server::start("errors", 1);
+    s.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)");
+    let out = s
+        .psql()
+        .args(["-v", "VERBOSITY=verbose", "-c", "SELECT nope FROM calls"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ERROR:  42000"), "{err}");
+    assert!(err.contains("no column `nope`"), "{err}");
+    // psql draws the cursor from the position: under `nope` (column 8).
+    assert!(
+        err.contains("LINE 1: SELECT nope FROM calls\n               ^"),
+        "{err}"
+    );
+    let out = s
+        .psql()
+        .args([
+            "-v",
+            "VERBOSITY=verbose",
+            "-c",
+            "SELECT sum(dur) OVER (PARTITION BY caller) FROM calls",
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ERROR:  0A000"));
+    // One client's error leaves the others and the server as they were.
+    assert_eq!(
+        s.ok("INSERT INTO calls VALUES (1, 2, 3)").trim(),
+        "INSERT 0 1"
+    );
+}
+
+#[test]
+fn a_trickled_row_reaches_its_subscriber_without_later_data() {
+    let s = Server::start("trickle", 2);
+    s.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms')");
+    let sub = s.spawn(
+        "SELECT caller, sum(dur) AS total FROM calls GROUP BY TUMBLE(start, 1000), caller LIMIT 2",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let start = Instant::now();
+    s.ok("INSERT INTO calls VALUES (1, 5, 100), (2, 7, 200), (1, 3, 900)");
+    let mut got = lines_of(sub, Duration::from_secs(30));
+    got.sort();
+    assert_eq!(got, ["1,8", "2,7"]);
+    // The window [0, 1000 ms) closes by the heartbeat about 100 ms of event time after
+    // the last row: well within a second (the measured latency is in the benchmarks).
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
