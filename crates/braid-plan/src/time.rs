@@ -166,7 +166,10 @@ mod tests {
         // 0001-01-01 is day -719162; the day before is 1 BC (PostgreSQL's year 0).
         assert_eq!(sql_text(-719_162, DataType::Date), "0001-01-01");
         assert_eq!(sql_text(-719_163, DataType::Date), "0001-12-31 BC");
-        assert_eq!(sql_text(-719_163 * 86_400_000_000, tz), "0001-12-31 00:00:00+00 BC");
+        assert_eq!(
+            sql_text(-719_163 * 86_400_000_000, tz),
+            "0001-12-31 00:00:00+00 BC"
+        );
         let mut s = String::new();
         assert!(!write_sql_text(&mut s, i64::MAX, ts) && s.is_empty());
         assert!(!write_sql_text(&mut s, i64::MAX, DataType::Date) && s.is_empty());

@@ -289,7 +289,7 @@ fn statement(
             let Some(src) = &ins.source else {
                 return Err(at(Error::NotSupported("INSERT without a query".into())));
             };
-            let job = limited_job(script, text, src, &sink, &st.to_string())?;
+            let job = crate::order::job(script, text, src, &sink, &st.to_string())?;
             script.add_job(job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
@@ -299,7 +299,7 @@ fn statement(
                 stamp_emit: false,
                 header: false,
             };
-            let job = limited_job(script, text, q, &sink, &st.to_string())?;
+            let job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             script.add_job(job, None).map_err(at)
         }
         ast::Statement::Drop {
@@ -431,7 +431,7 @@ fn set(script: &mut Script, base: &Path, key: &str, values: &[ast::Expr]) -> Res
 /// A query's job, its sink stopping the query after `LIMIT n` rows. Only a plain
 /// `LIMIT n` of the whole query is taken; with OFFSET (or the forms of other dialects) it
 /// is refused by name, and so is a LIMIT inside a subquery (by the planner).
-fn limited_job(
+pub(crate) fn limited_job(
     script: &mut Script,
     text: &str,
     q: &ast::Query,

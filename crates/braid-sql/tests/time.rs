@@ -118,7 +118,9 @@ fn window_table_functions_plan_as_group_by_windows() {
     let session = logical("SELECT window_start, window_end, count(*) AS n FROM TABLE(SESSION(TABLE calls, DESCRIPTOR(start), INTERVAL '10' SECOND)) GROUP BY window_start, window_end");
     assert_eq!(
         session,
-        logical("SELECT window_start, window_end, count(*) AS n FROM calls GROUP BY SESSION(start, 10)")
+        logical(
+            "SELECT window_start, window_end, count(*) AS n FROM calls GROUP BY SESSION(start, 10)"
+        )
     );
     assert!(session.contains("window=SESSION(10) keys=[]"), "{session}");
 }
