@@ -70,6 +70,30 @@ fn node_text(
             let kind = match &m.kind {
                 MergeKind::Union => "union".to_string(),
                 MergeKind::TimeOrdered => "time-ordered (serial order, on worker 0)".to_string(),
+                MergeKind::Sorted(by) => {
+                    let names = m
+                        .input
+                        .schema(registry)
+                        .map(|s| s.fields)
+                        .unwrap_or_default();
+                    let cols: Vec<String> = by
+                        .iter()
+                        .map(|k| {
+                            let name = names.get(k.column).map_or("?", |f| f.name.as_str());
+                            let dir = if k.descending { " DESC" } else { "" };
+                            let nulls = match (k.descending, k.nulls_first) {
+                                (false, false) => " NULLS LAST",
+                                (true, true) => " NULLS FIRST",
+                                _ => "",
+                            };
+                            format!("{name}{dir}{nulls}")
+                        })
+                        .collect();
+                    format!(
+                        "time-ordered (serial order, on worker 0), the rows of windows closed together by {}",
+                        cols.join(", ")
+                    )
+                }
                 MergeKind::Keyed {
                     key,
                     combine,

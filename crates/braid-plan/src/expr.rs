@@ -195,6 +195,11 @@ pub enum Func {
     Strpos,
     /// `split_part(s, delim, n)`: field n, 1-based, negative n from the end.
     SplitPart,
+    /// `CAST(x AS TEXT)` of a value of the time type it holds (TIMESTAMP, TIMESTAMPTZ
+    /// or DATE, all int64 at run time): PostgreSQL's text of it
+    /// ([`crate::time::write_sql_text`]). Not callable by name; SQL's CAST, `||` and
+    /// `concat` of a time make it.
+    TimeText(DataType),
 }
 
 impl Func {
@@ -254,6 +259,7 @@ impl Func {
             Func::Replace => "replace",
             Func::Strpos => "strpos",
             Func::SplitPart => "split_part",
+            Func::TimeText(_) => "CAST",
         }
     }
 }
@@ -586,6 +592,9 @@ impl fmt::Display for Expr {
                 f.write_str(" END")
             }
             Expr::Cast(e, t) => write!(f, "CAST({e} AS {t})"),
+            Expr::Call(Func::TimeText(_), args) if args.len() == 1 => {
+                write!(f, "CAST({} AS {})", args[0], DataType::String)
+            }
             Expr::Call(_, args) | Expr::Udf(_, args) => {
                 let name = match self {
                     Expr::Call(func, _) => func.name(),

@@ -344,6 +344,17 @@ pub enum Combine {
     Native(String),
 }
 
+/// A column of a sort: ascending or descending, nulls first or last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SortKey {
+    /// Column index.
+    pub column: usize,
+    /// Largest first.
+    pub descending: bool,
+    /// Nulls before every value (else after every value).
+    pub nulls_first: bool,
+}
+
 /// How partition outputs are merged.
 #[derive(Clone, Debug, PartialEq)]
 pub enum MergeKind {
@@ -351,6 +362,10 @@ pub enum MergeKind {
     Union,
     /// Output in serial order (epoch, then source order, then partition).
     TimeOrdered,
+    /// Output in serial order as [`MergeKind::TimeOrdered`], but rows with the same
+    /// serial position (SQL's rows made at the end of an epoch: the windows that close
+    /// together) sorted by these columns first (SQL's ORDER BY of a window's rows).
+    Sorted(Vec<SortKey>),
     /// Partial rows with equal key columns (within an epoch) are combined.
     Keyed {
         /// Key column indexes.
@@ -696,6 +711,16 @@ impl Plan {
                 let input = m.input.check(registry, within)?;
                 match &m.kind {
                     MergeKind::Union | MergeKind::TimeOrdered => Ok(input),
+                    MergeKind::Sorted(by) => {
+                        if let Some(k) = by.iter().find(|k| k.column >= input.arity()) {
+                            return Err(Error::Plan(format!(
+                                "a sorted merge by column {} of {} columns",
+                                k.column,
+                                input.arity()
+                            )));
+                        }
+                        Ok(input)
+                    }
                     MergeKind::Keyed {
                         key,
                         combine,

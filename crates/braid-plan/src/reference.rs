@@ -444,12 +444,16 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
             let mut rows = eval(&merge.input, registry, input, cx)?;
             match &merge.kind {
                 MergeKind::Union => Ok(rows),
-                MergeKind::TimeOrdered => {
+                MergeKind::TimeOrdered | MergeKind::Sorted(_) => {
                     let time = merge.input.schema(registry)?.event_time;
+                    let by = match &merge.kind {
+                        MergeKind::Sorted(by) => by.as_slice(),
+                        _ => &[],
+                    };
                     rows.sort_by(|a, b| {
-                        (a.epoch, a.key)
-                            .cmp(&(b.epoch, b.key))
-                            .then_with(|| crate::output::same_key_order(&a.values, &b.values, time))
+                        (a.epoch, a.key).cmp(&(b.epoch, b.key)).then_with(|| {
+                            crate::output::sorted_order(&a.values, &b.values, by, time)
+                        })
                     });
                     Ok(rows)
                 }

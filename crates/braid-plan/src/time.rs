@@ -51,14 +51,7 @@ fn civil_micros(t: &str) -> Option<i64> {
 /// what the calendar holds is shown as its number.
 pub fn format(v: i64, ty: DataType) -> String {
     let shown = match ty {
-        DataType::Date => i32::try_from(v)
-            .ok()
-            .and_then(|d| {
-                Date::constant(1970, 1, 1)
-                    .checked_add(jiff::Span::new().try_days(d).ok()?)
-                    .ok()
-            })
-            .map(|d| d.to_string()),
+        DataType::Date => date_of_days(v).map(|d| d.to_string()),
         _ => Timestamp::from_microsecond(v).ok().map(|ts| {
             let dt = ts.to_zoned(TimeZone::UTC).datetime();
             let s = dt.strftime("%Y-%m-%d %H:%M:%S%.f").to_string();
@@ -70,6 +63,59 @@ pub fn format(v: i64, ty: DataType) -> String {
         }),
     };
     shown.unwrap_or_else(|| v.to_string())
+}
+
+/// Writes value `v` of time type `ty` to `out` as PostgreSQL writes it as text
+/// (`CAST(ts AS TEXT)`, with the session's zone UTC): `2026-11-24 10:15:00` for a
+/// TIMESTAMP, `2026-11-24 10:15:00+00` for a TIMESTAMPTZ, `2026-11-24` for a DATE;
+/// fractional seconds only when nonzero, without trailing zeros (`.5`, `.000123`);
+/// a year before 1 as PostgreSQL's `BC` years (year 0 is `0001 ... BC`). False, with
+/// nothing written, when the value is outside the years -9999 to 9999 that `jiff` holds.
+pub fn write_sql_text(out: &mut impl std::fmt::Write, v: i64, ty: DataType) -> bool {
+    let (date, time) = match ty {
+        DataType::Date => match date_of_days(v) {
+            Some(d) => (d, None),
+            None => return false,
+        },
+        _ => match Timestamp::from_microsecond(v) {
+            Ok(ts) => {
+                let dt = Offset::UTC.to_datetime(ts);
+                (dt.date(), Some(dt.time()))
+            }
+            Err(_) => return false,
+        },
+    };
+    let year = i32::from(date.year());
+    let bc = year <= 0;
+    let year = if bc { 1 - year } else { year };
+    // Writing to a string cannot fail.
+    let _ = write!(out, "{year:04}-{:02}-{:02}", date.month(), date.day());
+    if let Some(t) = time {
+        let _ = write!(out, " {:02}:{:02}:{:02}", t.hour(), t.minute(), t.second());
+        let (mut us, mut width) = (t.subsec_nanosecond() / 1000, 6);
+        if us != 0 {
+            while us % 10 == 0 {
+                us /= 10;
+                width -= 1;
+            }
+            let _ = write!(out, ".{us:0width$}");
+        }
+    }
+    if ty == DataType::TimestampTz {
+        let _ = out.write_str("+00");
+    }
+    if bc {
+        let _ = out.write_str(" BC");
+    }
+    true
+}
+
+/// Day `d` since 1970-01-01 as a date, if the calendar holds it.
+fn date_of_days(d: i64) -> Option<Date> {
+    let d = i32::try_from(d).ok()?;
+    Date::constant(1970, 1, 1)
+        .checked_add(jiff::Span::new().try_days(d).ok()?)
+        .ok()
 }
 
 #[cfg(test)]
@@ -96,5 +142,36 @@ mod tests {
         assert_eq!(format(20_781, DataType::Date), "2026-11-24");
         assert!(parse("2026-13-01", DataType::Date).is_err());
         assert!(parse("yesterday", ts).is_err());
+    }
+
+    fn sql_text(v: i64, ty: DataType) -> String {
+        let mut s = String::new();
+        assert!(write_sql_text(&mut s, v, ty), "{v} {ty}");
+        s
+    }
+
+    #[test]
+    fn sql_text_is_postgresql_s() {
+        let (ts, tz) = (DataType::Timestamp, DataType::TimestampTz);
+        // 2024-01-01 00:00:05 is 19723 days and 5 s after 1970-01-01.
+        let v = 19_723 * 86_400_000_000 + 5_000_000;
+        assert_eq!(sql_text(v, ts), "2024-01-01 00:00:05");
+        assert_eq!(sql_text(v, tz), "2024-01-01 00:00:05+00");
+        assert_eq!(sql_text(v + 500_000, ts), "2024-01-01 00:00:05.5");
+        assert_eq!(sql_text(v + 123, tz), "2024-01-01 00:00:05.000123+00");
+        assert_eq!(sql_text(v + 120_000, ts), "2024-01-01 00:00:05.12");
+        assert_eq!(sql_text(19_723, DataType::Date), "2024-01-01");
+        assert_eq!(sql_text(-1, ts), "1969-12-31 23:59:59.999999");
+        assert_eq!(sql_text(-1, DataType::Date), "1969-12-31");
+        // 0001-01-01 is day -719162; the day before is 1 BC (PostgreSQL's year 0).
+        assert_eq!(sql_text(-719_162, DataType::Date), "0001-01-01");
+        assert_eq!(sql_text(-719_163, DataType::Date), "0001-12-31 BC");
+        assert_eq!(
+            sql_text(-719_163 * 86_400_000_000, tz),
+            "0001-12-31 00:00:00+00 BC"
+        );
+        let mut s = String::new();
+        assert!(!write_sql_text(&mut s, i64::MAX, ts) && s.is_empty());
+        assert!(!write_sql_text(&mut s, i64::MAX, DataType::Date) && s.is_empty());
     }
 }

@@ -576,7 +576,14 @@ fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
     if let ast::FunctionArguments::List(list) = &f.args {
         for a in &list.args {
             match a {
-                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => args.push(sub(x, r)?),
+                ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) => {
+                    let x = sub(x, r)?;
+                    // concat writes each argument's text, a time's as CAST writes it.
+                    args.push(match func {
+                        Some(Func::Concat) => crate::time::text_if_time(x, r),
+                        _ => x,
+                    })
+                }
                 other => return Err(Error::NotSupported(format!("function argument {other}"))),
             }
         }

@@ -69,6 +69,7 @@ pub mod expr;
 mod located;
 pub mod logical;
 mod optimizer;
+mod order;
 mod parallel;
 pub mod physical;
 mod planner;

@@ -44,7 +44,7 @@ pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize>
     let (statements, kinds) = parsed.map_err(|e| {
         // sqlparser does not parse SESSION's PARTITION BY: refuse it by name.
         match session {
-            Some(at) => session_tvf().at(text, at),
+            Some(at) => session_partition_by().at(text, at),
             None => parse_error(text, &e.to_string()),
         }
     })?;
@@ -57,11 +57,27 @@ pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize>
     Ok(script.jobs.len() - before)
 }
 
-/// The SESSION window table function is not built.
-pub(crate) fn session_tvf() -> Error {
+/// Flink's `PARTITION BY` in the SESSION window table function (which sqlparser does
+/// not parse) is not built.
+fn session_partition_by() -> Error {
     Error::NotSupported(
-        "the SESSION window table function (TABLE(SESSION(TABLE t, PARTITION BY k, DESCRIPTOR(time), gap))); write GROUP BY SESSION(time, gap), keys".into(),
+        "PARTITION BY in the SESSION window table function (TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(time), gap))); sessions per key are written GROUP BY SESSION(time, gap), k".into(),
     )
+}
+
+/// Where `PARTITION` is when `tokens` (after SESSION's `TABLE`) start with a stream
+/// name and `PARTITION BY` (Flink's form, or with a comma before it).
+fn partition_by(tokens: &[TokenWithSpan]) -> Option<Span> {
+    tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .take(5)
+        .take_while(|t| !matches!(t.token, Token::LParen | Token::RParen))
+        .find(|t| {
+            matches!(&t.token, Token::Word(w)
+                if w.quote_style.is_none() && w.value.eq_ignore_ascii_case("partition"))
+        })
+        .map(|t| t.span)
 }
 
 /// The tokens sqlparser reads, and per statement what Braid took out of them. Every
@@ -74,7 +90,7 @@ struct Patched {
     tokens: Vec<TokenWithSpan>,
     /// Per statement: Braid's word after CREATE (or DROP), and where its first word is.
     kinds: Vec<(Option<Word>, Span)>,
-    /// Where a SESSION window table function is.
+    /// Where the PARTITION BY of a SESSION window table function is.
     session: Option<Span>,
     /// Per statement: its WATERMARK clause.
     watermarks: Vec<Option<Watermark>>,
@@ -141,7 +157,7 @@ fn braid_words(text: &str) -> Option<Patched> {
             if tvf && w.value.eq_ignore_ascii_case("table") && w.quote_style.is_none() {
                 blank.push(i..i + 1);
                 if f.value.eq_ignore_ascii_case("session") {
-                    session = Some(t.span);
+                    session = session.or_else(|| partition_by(&tokens[i + 1..]));
                 }
             }
         }
@@ -273,7 +289,7 @@ fn statement(
             let Some(src) = &ins.source else {
                 return Err(at(Error::NotSupported("INSERT without a query".into())));
             };
-            let job = limited_job(script, text, src, &sink, &st.to_string())?;
+            let job = crate::order::job(script, text, src, &sink, &st.to_string())?;
             script.add_job(job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
@@ -283,7 +299,7 @@ fn statement(
                 stamp_emit: false,
                 header: false,
             };
-            let job = limited_job(script, text, q, &sink, &st.to_string())?;
+            let job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             script.add_job(job, None).map_err(at)
         }
         ast::Statement::Drop {
@@ -418,7 +434,7 @@ fn set(script: &mut Script, base: &Path, key: &str, values: &[ast::Expr]) -> Res
 /// A query's job, its sink stopping the query after `LIMIT n` rows. Only a plain
 /// `LIMIT n` of the whole query is taken; with OFFSET (or the forms of other dialects) it
 /// is refused by name, and so is a LIMIT inside a subquery (by the planner).
-fn limited_job(
+pub(crate) fn limited_job(
     script: &mut Script,
     text: &str,
     q: &ast::Query,

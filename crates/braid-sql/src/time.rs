@@ -7,7 +7,7 @@ use crate::expr::{sql_type, sub, Resolve};
 use crate::located::mark;
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
-use braid_plan::expr::{BinOp, Expr};
+use braid_plan::expr::{BinOp, Expr, Func};
 use braid_plan::types::DataType;
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
@@ -245,6 +245,17 @@ pub(crate) fn arithmetic(
     }
     let l = side(li, l, rt, left)?;
     let rr = side(ri, rr, lt, right)?;
+    if op == BinOp::Concat {
+        // A time joined with text is its text, as in PostgreSQL (`'at ' || ts`).
+        let is_text = |x: &Expr| {
+            matches!(x, Expr::Literal(Scalar::Null)) || r.type_of(x) == Some(DataType::String)
+        };
+        return Ok(match (lt, rt) {
+            (Some(t), None) if is_text(&rr) => text(l, t).bin(op, rr),
+            (None, Some(t)) if is_text(&l) => l.bin(op, text(rr, t)),
+            _ => l.bin(op, rr),
+        });
+    }
     Ok(l.bin(op, rr))
 }
 
@@ -289,6 +300,21 @@ pub(crate) fn refuse_clock(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// `x`, of time type `ty`, as PostgreSQL's text of it (`CAST(x AS TEXT)`; the plain
+/// cast would write its int64).
+pub(crate) fn text(x: Expr, ty: DataType) -> Expr {
+    Expr::Call(Func::TimeText(ty), vec![x])
+}
+
+/// `x` as text when it is of a time type (an operand of `||`, an argument of
+/// `concat`), else `x`.
+pub(crate) fn text_if_time(x: Expr, r: &dyn Resolve) -> Expr {
+    match r.type_of(&x) {
+        Some(t) if t.is_time() => text(x, t),
+        _ => x,
+    }
+}
+
 /// `CAST(x AS to)` where a time type is involved (`from` is x's type when known): None
 /// when the plain cast is right (text parsed, BIGINT taken as microseconds or days, a
 /// time type as its BIGINT), a DATE made microseconds for a timestamp, the rest refused.
@@ -296,7 +322,7 @@ pub(crate) fn cast(x: Expr, from: Option<DataType>, to: DataType) -> Result<Opti
     use DataType::*;
     let refuse = |f: DataType| {
         Err(Error::NotSupported(format!(
-            "CAST from {f} to {to}; a time type casts from TEXT or BIGINT (microseconds, or days for DATE) and to BIGINT, and DATE to TIMESTAMP (not yet to TEXT)"
+            "CAST from {f} to {to}; a time type casts from TEXT or BIGINT (microseconds, or days for DATE) and to BIGINT and TEXT, and DATE to TIMESTAMP"
         )))
     };
     match (from, to) {
@@ -307,9 +333,8 @@ pub(crate) fn cast(x: Expr, from: Option<DataType>, to: DataType) -> Result<Opti
         }
         (Some(Timestamp | TimestampTz), Date) => refuse(from.unwrap_or(to)),
         (Some(f @ (Float64 | Bool)), Timestamp | TimestampTz | Date) => refuse(f),
-        // Text of a time would be its int64 (the string functions' CAST writes numbers):
-        // not built, so refused rather than wrong.
-        (Some(f @ (Timestamp | TimestampTz | Date)), Float64 | Bool | String) => refuse(f),
+        (Some(f @ (Timestamp | TimestampTz | Date)), String) => Ok(Some(text(x, f))),
+        (Some(f @ (Timestamp | TimestampTz | Date)), Float64 | Bool) => refuse(f),
         _ => Ok(None),
     }
 }

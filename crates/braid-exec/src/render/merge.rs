@@ -9,8 +9,8 @@ use braid_plan::batch::{Batch, Datum, RowKey, Scalar};
 use braid_plan::combine::{Groups, KeyedMerge};
 use braid_plan::expr::{Arena, Expr};
 use braid_plan::function::Registry;
-use braid_plan::output::same_key_order;
-use braid_plan::plan::{Merge, MergeKind};
+use braid_plan::output::sorted_order;
+use braid_plan::plan::{Merge, MergeKind, SortKey};
 use braid_plan::types::Schema;
 use std::collections::HashMap;
 use std::rc::Rc;
@@ -35,7 +35,8 @@ pub(crate) fn render<'s>(
 ) -> Result<Windows<'s>> {
     Ok(match &merge.kind {
         MergeKind::Union => input,
-        MergeKind::TimeOrdered => time_ordered(input, in_schema.event_time),
+        MergeKind::TimeOrdered => time_ordered(input, in_schema.event_time, Vec::new()),
+        MergeKind::Sorted(by) => time_ordered(input, in_schema.event_time, by.clone()),
         MergeKind::Keyed {
             key,
             combine,
@@ -117,9 +118,10 @@ fn select<'s>(
 }
 
 /// Collects every epoch's rows on one worker and emits them sorted by serial position;
-/// rows with the same position (SQL's rows made at the end of an epoch) by their
-/// event-time column `time`, then their values ([`same_key_order`]).
-fn time_ordered(input: Windows<'_>, time: Option<usize>) -> Windows<'_> {
+/// rows with the same position (SQL's rows made at the end of an epoch) by the
+/// columns `by` (a sorted merge; none for the time-ordered one), then their event-time
+/// column `time`, then their values ([`sorted_order`]).
+fn time_ordered(input: Windows<'_>, time: Option<usize>, by: Vec<SortKey>) -> Windows<'_> {
     input.unary_frontier::<WindowBuilder, _, _, _>(
         to_worker(MERGE_WORKER),
         "Merge(time-ordered)",
@@ -157,7 +159,7 @@ fn time_ordered(input: Windows<'_>, time: Option<usize>) -> Windows<'_> {
                                 .iter()
                                 .map(|&x| (batches[x.1 as usize].row(x.2 as usize).to_scalars(), x))
                                 .collect();
-                            run.sort_by(|a, b| same_key_order(&a.0, &b.0, time));
+                            run.sort_by(|a, b| sorted_order(&a.0, &b.0, &by, time));
                             for (slot, (_, x)) in order[start..end].iter_mut().zip(run) {
                                 *slot = x;
                             }

@@ -226,6 +226,16 @@ pub(super) fn call<'a>(
             }
             Value::Str(out.into_bump_str())
         }
+        Func::TimeText(t) => match arg(&args[0])? {
+            Value::Int(v) => {
+                let mut out = bumpalo::collections::String::new_in(arena);
+                if !crate::time::write_sql_text(&mut out, v, t) {
+                    return Err(own("value out of range for text", Value::Int(v)));
+                }
+                Value::Str(out.into_bump_str())
+            }
+            _ => Value::Null,
+        },
         Func::Upper
         | Func::Lower
         | Func::Substring

@@ -31,10 +31,11 @@ pub(super) fn data_type(f: Func, args: &[Expr], tys: &[DataType]) -> Result<Data
     let int = |k: usize| tys.get(k) == Some(&Int64);
     let (ok, takes, ty) = match f {
         Func::Upper | Func::Lower => (tys.len() == 1 && text(0), "one string", String),
-        // A time's text would be its int64: not built, so refused.
+        // A time's plain text would be its int64: SQL wraps a time argument in
+        // `Func::TimeText`, so one here unwrapped is refused rather than wrong.
         Func::Concat => (
             !tys.is_empty() && !tys.iter().any(|t| t.is_time()),
-            "one or more values (not yet a timestamp or date)",
+            "one or more values (a timestamp or date as CAST(x AS TEXT))",
             String,
         ),
         Func::Substring => (

@@ -167,6 +167,15 @@ impl Expr {
                         }
                         first
                     }
+                    Func::TimeText(t) => match tys.as_slice() {
+                        [x] if x == t => String,
+                        _ => {
+                            return Err(Error::Internal(format!(
+                                "the text of a {t} given {}",
+                                list(&tys)
+                            )))
+                        }
+                    },
                     _ => strings::data_type(*f, args, &tys)?,
                 }
             }

@@ -133,6 +133,14 @@ impl Planner<'_> {
                 g.window = w;
                 continue;
             }
+            if let Some(WindowSpec::Session { .. }) = tvf {
+                // Flink's sessions without PARTITION BY span every key (GROUP BY's keys
+                // split each session); Braid's sessions are per key.
+                return Err(Error::NotSupported(
+                    "GROUP BY keys over the SESSION window table function: without PARTITION BY its sessions span the whole stream and the keys would split each one; for sessions per key write GROUP BY SESSION(time, gap), keys".into(),
+                )
+                .at(self.text, e.span()));
+            }
             self.refuse_aggregates(e, "GROUP BY")?;
             let x = self.expr(e, scope, in_schema)?;
             let ty = x.data_type(in_schema)?;

@@ -168,8 +168,9 @@ impl Planner<'_> {
 
     /// A window table function, if `n` names one: Flink's
     /// `TABLE(TUMBLE(TABLE t, DESCRIPTOR(time), size))` (`flink`) or RisingWave's
-    /// `TUMBLE(t, time, size)`, likewise HOP with slide and size. The rows are the
-    /// stream's; the window goes to GROUP BY window_start, window_end.
+    /// `TUMBLE(t, time, size)`, likewise HOP with slide and size, CUMULATE with step
+    /// and size, and Flink's SESSION with its gap. The rows are the stream's; the
+    /// window goes to GROUP BY window_start, window_end.
     fn window_table(
         &mut self,
         f: &ast::TableFactor,
@@ -189,9 +190,10 @@ impl Planner<'_> {
         };
         match name.as_str() {
             "tumble" | "hop" | "cumulate" => {}
+            "session" if flink => {}
             "session" => {
                 return Err(Error::NotSupported(format!(
-                    "the SESSION window table function ({form}); write GROUP BY SESSION(time, gap), keys"
+                    "the SESSION window table function in RisingWave's form ({form}), which RisingWave does not have; write Flink's TABLE(SESSION(TABLE stream, DESCRIPTOR(time), gap)) or GROUP BY SESSION(time, gap), keys"
                 ))
                 .at(self.text, f.span()))
             }
