@@ -119,6 +119,9 @@ fn lines_of(mut child: Child, timeout: Duration) -> Vec<String> {
         .collect()
 }
 
+/// Picks the rows a subscriber's filter keeps.
+type Pick = dyn Fn(&(i64, i64, i64)) -> bool;
+
 /// Calls: (caller, dur, start).
 fn calls(n: i64) -> Vec<(i64, i64, i64)> {
     (0..n).map(|i| (i % 5, (i * 37) % 200, i * 3)).collect()
@@ -139,8 +142,7 @@ fn three_subscribers_with_different_filters_each_get_exactly_their_rows() {
         s.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')");
         let rows = calls(150);
         let filters = ["caller = 1", "dur > 150", "caller = 3 AND dur < 100"];
-        let pick: [&dyn Fn(&(i64, i64, i64)) -> bool; 3] =
-            [&|r| r.0 == 1, &|r| r.1 > 150, &|r| r.0 == 3 && r.1 < 100];
+        let pick: [&Pick; 3] = [&|r| r.0 == 1, &|r| r.1 > 150, &|r| r.0 == 3 && r.1 < 100];
         let mut subscribers = Vec::new();
         for (f, p) in filters.iter().zip(pick) {
             let want: Vec<String> = rows

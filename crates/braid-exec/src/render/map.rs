@@ -34,7 +34,7 @@ pub(crate) fn ticks(source: Windows<'_>, place: Place) -> Windows<'_> {
         // The source's epochs only grow: this skips repeats within an epoch.
         let mut last: Option<u64> = None;
         move |input, output| {
-            input.for_each(|cap, data| {
+            input.for_each(|cap, _data| {
                 let Some(&epoch) = cap.least() else {
                     return;
                 };
