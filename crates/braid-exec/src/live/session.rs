@@ -365,7 +365,7 @@ impl LiveSession {
         let key = name.to_ascii_lowercase();
         let log = self.logs.get(&key).cloned().ok_or_else(|| {
             Error::Plan(braid_plan::error::Error::Plan(format!(
-                "no stream named `{name}` lives in Braid (SHOW STREAMS lists them)"
+                "no stream named `{key}` lives in Braid (SHOW STREAMS lists them)"
             )))
         })?;
         let status = self
