@@ -6,6 +6,7 @@
 //! The front end lives in its own crate so that the execution crate never depends on
 //! the web and wire stack.
 
+mod ext;
 mod pg;
 mod text;
 

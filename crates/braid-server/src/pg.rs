@@ -19,12 +19,12 @@ use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::data::RowDescription;
-use pgwire::messages::response::{CommandComplete, NoticeResponse};
+use pgwire::messages::response::NoticeResponse;
 use pgwire::messages::PgWireBackendMessage;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
-type Shared = Arc<Mutex<LiveSession>>;
+pub(crate) type Shared = Arc<Mutex<LiveSession>>;
 
 /// Accepts clients until `stopped`.
 pub async fn serve(
@@ -50,9 +50,9 @@ pub async fn serve(
 }
 
 /// One client's connection: the session, and the COPY it is feeding.
-struct Conn {
-    session: Shared,
-    copy: Mutex<Option<Ingest>>,
+pub(crate) struct Conn {
+    pub(crate) session: Shared,
+    pub(crate) copy: Mutex<Option<Ingest>>,
 }
 
 struct Handlers(Arc<Conn>);
@@ -65,11 +65,15 @@ impl PgWireServerHandlers for Handlers {
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.0.clone()
     }
+
+    fn extended_query_handler(&self) -> Arc<impl pgwire::api::query::ExtendedQueryHandler> {
+        self.0.clone()
+    }
 }
 
 /// A Postgres error for a Braid error: SQLSTATE by kind, and the cursor position
 /// when the message locates it (`line L, column C` in the statement's text).
-fn pg_error(e: &ExecError, query: &str) -> ErrorInfo {
+pub(crate) fn pg_error(e: &ExecError, query: &str) -> ErrorInfo {
     let message = e.to_string();
     let code = match e {
         ExecError::Plan(braid_plan::error::Error::NotSupported(_)) => "0A000",
@@ -106,7 +110,7 @@ fn user_error(info: ErrorInfo) -> PgWireError {
     PgWireError::UserError(Box::new(info))
 }
 
-fn fields(columns: &[(String, DataType)]) -> Arc<Vec<FieldInfo>> {
+pub(crate) fn fields(columns: &[(String, DataType)]) -> Arc<Vec<FieldInfo>> {
     Arc::new(
         columns
             .iter()
@@ -201,8 +205,31 @@ where
 
 /// Pushes a subscription's rows to the client as they come, flushing each batch,
 /// until the stream ends (or the client goes: the write fails, the subscription is
-/// dropped with its private query).
-async fn stream_rows<C>(client: &mut C, mut sub: Subscription, copy: bool) -> PgWireResult<()>
+/// dropped with its private query); then ends the command (CommandComplete, or the
+/// error its query failed with).
+async fn stream_rows<C>(client: &mut C, sub: Subscription, copy: bool) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let message = match push_rows(client, sub, copy, true).await? {
+        Ok(tag) => PgWireBackendMessage::CommandComplete(tag.into()),
+        Err(info) => PgWireBackendMessage::ErrorResponse(info.into()),
+    };
+    client.send(message).await?;
+    Ok(())
+}
+
+/// Pushes a subscription's rows (with their row description first when `describe`;
+/// the extended protocol sent it at Describe); the tag that ends the command, or the
+/// error the query failed with.
+pub(crate) async fn push_rows<C>(
+    client: &mut C,
+    mut sub: Subscription,
+    copy: bool,
+    describe: bool,
+) -> PgWireResult<Result<Tag, ErrorInfo>>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
     C::Error: Debug,
@@ -215,7 +242,7 @@ where
         client
             .send(PgWireBackendMessage::CopyOutResponse(header))
             .await?;
-    } else {
+    } else if describe {
         let desc = RowDescription::new(schema.iter().map(Into::into).collect());
         client
             .send(PgWireBackendMessage::RowDescription(desc))
@@ -249,13 +276,9 @@ where
                 .send(PgWireBackendMessage::CopyFail(CopyFail::new(e.clone())))
                 .await?;
         }
-        let info = ErrorInfo::new("ERROR".into(), "22000".into(), e);
-        client
-            .send(PgWireBackendMessage::ErrorResponse(info.into()))
-            .await?;
-        return Ok(());
+        return Ok(Err(ErrorInfo::new("ERROR".into(), "22000".into(), e)));
     }
-    let tag = match copy {
+    Ok(Ok(match copy {
         true => {
             client
                 .feed(PgWireBackendMessage::CopyDone(CopyDone::new()))
@@ -263,12 +286,7 @@ where
             Tag::new("COPY").with_rows(rows)
         }
         false => Tag::new("SELECT").with_rows(rows),
-    };
-    let done: CommandComplete = tag.into();
-    client
-        .send(PgWireBackendMessage::CommandComplete(done))
-        .await?;
-    Ok(())
+    }))
 }
 
 fn ingest_columns(ingest: &Ingest) -> usize {

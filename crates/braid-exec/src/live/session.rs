@@ -186,6 +186,44 @@ impl LiveSession {
         out
     }
 
+    /// The columns a statement's result will have, without running it (what a client's
+    /// `Describe` asks before `Execute`): the query's output for SELECT, the stream's
+    /// columns for SUBSCRIBE, the listing's header for SHOW, DESCRIBE and EXPLAIN (run:
+    /// they change nothing); `None` for a statement that returns no rows (COPY among
+    /// them: it has its own response).
+    pub fn describe(&mut self, text: &str) -> Result<Option<Vec<(String, DataType)>>> {
+        let Some(p) = statements(text).and_then(|v| v.into_iter().next()) else {
+            return Ok(None);
+        };
+        let own = alone(text, p.range.clone());
+        if p.starts_with(&["SUBSCRIBE"]) {
+            let k = if p.word(1) == Some("TO") { 2 } else { 1 };
+            let sub = self.subscribe(p.word(k).unwrap_or(""), false)?;
+            return Ok(Some(sub.columns.clone()));
+        }
+        if p.starts_with(&["SELECT"]) || p.starts_with(&["WITH"]) {
+            let jobs = self.script.jobs.len();
+            let compiled = self.compile_query(&own);
+            self.script.jobs.truncate(jobs);
+            return Ok(Some(columns(&compiled?.2)));
+        }
+        let listing = ["SHOW", "DESCRIBE", "EXPLAIN"]
+            .iter()
+            .any(|w| p.starts_with(&[w]));
+        if !listing {
+            return Ok(None);
+        }
+        match self.statement(text, &p)? {
+            Outcome::Listing(l) => Ok(Some(
+                l.header
+                    .into_iter()
+                    .map(|h| (h, DataType::String))
+                    .collect(),
+            )),
+            _ => Ok(None),
+        }
+    }
+
     fn statement(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
         let own = alone(text, p.range.clone());
         if p.starts_with(&["SUBSCRIBE"]) {
