@@ -112,6 +112,13 @@ enum Command {
         /// of being counted, reported skips.
         #[arg(long)]
         strict: bool,
+        /// A subscriber more rows than this behind its stream is disconnected.
+        #[arg(long, default_value_t = 1_000_000)]
+        max_subscriber_lag: u64,
+        /// A subscriber that takes longer than this many milliseconds to take a batch
+        /// of rows is disconnected.
+        #[arg(long, default_value_t = 10_000)]
+        slow_subscriber_ms: u64,
     },
     /// Linear Road: generate data, run, explain, validate.
     Lrb {
@@ -202,6 +209,8 @@ fn run() -> anyhow::Result<()> {
             data,
             idle_ms,
             strict,
+            max_subscriber_lag,
+            slow_subscriber_ms,
         } => {
             let config = braid_server::ServerConfig {
                 listen,
@@ -209,6 +218,8 @@ fn run() -> anyhow::Result<()> {
                 data: Some(data),
                 idle: std::time::Duration::from_millis(idle_ms),
                 strict,
+                max_lag: max_subscriber_lag,
+                slow: std::time::Duration::from_millis(slow_subscriber_ms),
             };
             let running =
                 braid_server::start(&config, &braid_plan::function::Registry::with_builtins())?;

@@ -218,3 +218,77 @@ fn copy_lines_count_bad_rows_and_keep_good_ones() {
     let got = read(&mut all, 3, Duration::from_secs(5));
     assert_eq!(got, vec![vec![1, 2, 3], vec![4, 5, 6], vec![12, 13, 14]]);
 }
+
+/// A scalar function that panics on 13 (a bug in user code).
+struct Boom;
+
+impl braid_plan::expr::ScalarUdf for Boom {
+    fn return_type(
+        &self,
+        _: &[braid_plan::types::DataType],
+    ) -> braid_plan::error::Result<braid_plan::types::DataType> {
+        Ok(braid_plan::types::DataType::Int64)
+    }
+
+    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> Scalar {
+        match args[0] {
+            braid_plan::batch::Value::Int(13) => panic!("boom on 13"),
+            braid_plan::batch::Value::Int(v) => Scalar::Int(v),
+            _ => Scalar::Null,
+        }
+    }
+}
+
+#[test]
+fn a_panicking_query_function_fails_that_query_only() {
+    for (workers, query) in [
+        (1, "SELECT caller, boom(dur) AS b FROM calls"),
+        (2, "SELECT caller, boom(dur) AS b FROM calls"),
+        (2, "SELECT caller FROM calls WHERE boom(dur) > 0"),
+    ] {
+        let mut registry = Registry::with_builtins();
+        registry.add_scalar("boom", std::sync::Arc::new(Boom));
+        let mut s = LiveSession::new(&registry, workers, None, std::path::Path::new(".")).unwrap();
+        run(
+            &mut s,
+            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)",
+        );
+        let mut bad = subscription(&mut s, query);
+        let mut good = subscription(
+            &mut s,
+            "SELECT caller, dur, start FROM calls WHERE caller > 1",
+        );
+        run(
+            &mut s,
+            "INSERT INTO calls VALUES (1, 5, 0), (2, 13, 1), (3, 7, 2)",
+        );
+        // The bad query fails with the panic's message; its subscriber's stream ends.
+        let start = Instant::now();
+        while sub_open(&mut bad) && start.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let e = bad.error().unwrap_or_default();
+        assert!(
+            e.contains("boom on 13"),
+            "{query} on {workers} workers: {e:?}"
+        );
+        // The other query, and the session, go on.
+        run(&mut s, "INSERT INTO calls VALUES (4, 1, 3)");
+        let got = read(&mut good, 3, Duration::from_secs(10));
+        assert_eq!(
+            got,
+            vec![vec![2, 13, 1], vec![3, 7, 2], vec![4, 1, 3]],
+            "{query} on {workers} workers"
+        );
+    }
+}
+
+/// Whether `sub`'s stream is still open (reading what is there).
+fn sub_open(sub: &mut Subscription) -> bool {
+    loop {
+        match sub.try_next() {
+            Ok(_) => continue,
+            Err(ended) => return !ended,
+        }
+    }
+}

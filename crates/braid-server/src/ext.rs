@@ -347,10 +347,12 @@ impl ExtendedQueryHandler for Conn {
                 ))
             }
             // Rows go out as they come; the command's tag (or its query's error) ends it.
-            Ok(Outcome::Rows(sub, copy)) => match push_rows(client, sub, copy, false).await? {
-                Ok(tag) => Response::Execution(tag),
-                Err(info) => Response::Error(Box::new(info)),
-            },
+            Ok(Outcome::Rows(sub, copy)) => {
+                match push_rows(client, sub, copy, false, self.limits).await? {
+                    Ok(tag) => Response::Execution(tag),
+                    Err(info) => Response::Error(Box::new(info)),
+                }
+            }
         })
     }
 }

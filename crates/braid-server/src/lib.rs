@@ -30,6 +30,10 @@ pub struct ServerConfig {
     pub idle: Duration,
     /// Runtime faults fail a query instead of being counted skips.
     pub strict: bool,
+    /// A subscriber more rows than this behind its stream is disconnected.
+    pub max_lag: u64,
+    /// A subscriber that takes longer than this to take a batch is disconnected.
+    pub slow: Duration,
 }
 
 impl Default for ServerConfig {
@@ -40,6 +44,8 @@ impl Default for ServerConfig {
             data: Some(PathBuf::from("braid-data")),
             idle: Duration::from_millis(50),
             strict: false,
+            max_lag: 1_000_000,
+            slow: Duration::from_secs(10),
         }
     }
 }
@@ -117,6 +123,10 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
         .set_nonblocking(true)
         .map_err(|source| Error::Listen { addr, source })?;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let limits = pg::Limits {
+        max_lag: config.max_lag,
+        slow: config.slow,
+    };
     let thread = std::thread::Builder::new()
         .name("braid-server".into())
         .spawn(move || {
@@ -125,7 +135,7 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
                 .enable_all()
                 .build()
                 .expect("a tokio runtime");
-            runtime.block_on(pg::serve(listener, session, stopped));
+            runtime.block_on(pg::serve(listener, session, limits, stopped));
             runtime.shutdown_timeout(Duration::from_millis(200));
         })
         .map_err(|source| Error::Listen { addr, source })?;

@@ -20,16 +20,31 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::data::RowDescription;
 use pgwire::messages::response::NoticeResponse;
+use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 
 pub(crate) type Shared = Arc<Mutex<LiveSession>>;
 
+/// What a subscriber may cost the server.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Rows a subscriber may be behind its stream.
+    pub max_lag: u64,
+    /// How long a subscriber may take to take one batch.
+    pub slow: std::time::Duration,
+}
+
+/// How long a subscription may be idle before the server checks the client is there
+/// (a status message it must take: a client gone makes the write fail).
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Accepts clients until `stopped`.
 pub async fn serve(
     listener: std::net::TcpListener,
     session: Shared,
+    limits: Limits,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
@@ -40,7 +55,7 @@ pub async fn serve(
             _ = &mut stopped => return,
             accepted = listener.accept() => {
                 let Ok((socket, _)) = accepted else { continue };
-                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None) });
+                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None), limits });
                 tokio::spawn(async move {
                     let _ = pgwire::tokio::process_socket(socket, None, Handlers(conn)).await;
                 });
@@ -53,6 +68,7 @@ pub async fn serve(
 pub(crate) struct Conn {
     pub(crate) session: Shared,
     pub(crate) copy: Mutex<Option<Ingest>>,
+    pub(crate) limits: Limits,
 }
 
 struct Handlers(Arc<Conn>);
@@ -171,7 +187,7 @@ impl SimpleQueryHandler for Conn {
                     for r in responses.drain(..) {
                         send_response(client, r).await?;
                     }
-                    stream_rows(client, sub, copy).await?;
+                    stream_rows(client, sub, copy, self.limits).await?;
                 }
             }
         }
@@ -207,13 +223,18 @@ where
 /// until the stream ends (or the client goes: the write fails, the subscription is
 /// dropped with its private query); then ends the command (CommandComplete, or the
 /// error its query failed with).
-async fn stream_rows<C>(client: &mut C, sub: Subscription, copy: bool) -> PgWireResult<()>
+async fn stream_rows<C>(
+    client: &mut C,
+    sub: Subscription,
+    copy: bool,
+    limits: Limits,
+) -> PgWireResult<()>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
     C::Error: Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
-    let message = match push_rows(client, sub, copy, true).await? {
+    let message = match push_rows(client, sub, copy, true, limits).await? {
         Ok(tag) => PgWireBackendMessage::CommandComplete(tag.into()),
         Err(info) => PgWireBackendMessage::ErrorResponse(info.into()),
     };
@@ -229,6 +250,7 @@ pub(crate) async fn push_rows<C>(
     mut sub: Subscription,
     copy: bool,
     describe: bool,
+    limits: Limits,
 ) -> PgWireResult<Result<Tag, ErrorInfo>>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
@@ -251,24 +273,51 @@ where
     let mut encoder = DataRowEncoder::new(schema.clone());
     let mut rows = 0usize;
     let mut line = String::new();
-    while let Some(batch) = futures::future::poll_fn(|cx| sub.poll_next(cx)).await {
-        for row in batch.rows() {
-            rows += 1;
-            if copy {
-                line.clear();
-                copy_line(&row, &types, &mut line);
-                let data = CopyData::new(bytes::Bytes::copy_from_slice(line.as_bytes()));
-                client.feed(PgWireBackendMessage::CopyData(data)).await?;
-            } else {
-                for (c, &ty) in types.iter().enumerate() {
-                    encoder.encode_field(&cell(&row, c, ty))?;
-                }
-                client
-                    .feed(PgWireBackendMessage::DataRow(encoder.take_row()))
-                    .await?;
+    loop {
+        let next = futures::future::poll_fn(|cx| sub.poll_next(cx));
+        let batch = match tokio::time::timeout(KEEPALIVE, next).await {
+            Ok(Some(batch)) => batch,
+            Ok(None) => break,
+            Err(_) => {
+                // Idle: a status message the client must take (a client gone makes
+                // the write fail, and the subscription ends with its query).
+                let beat = ParameterStatus::new("braid_keepalive".into(), "on".into());
+                within(
+                    limits,
+                    client.send(PgWireBackendMessage::ParameterStatus(beat)),
+                )
+                .await??;
+                continue;
             }
+        };
+        if sub.behind() > limits.max_lag {
+            return Err(too_slow(format!(
+                "the subscriber fell {} rows behind its stream (at most {} allowed): it reads too slowly",
+                sub.behind(),
+                limits.max_lag
+            )));
         }
-        client.flush().await?;
+        let send = async {
+            for row in batch.rows() {
+                rows += 1;
+                if copy {
+                    line.clear();
+                    copy_line(&row, &types, &mut line);
+                    let data = CopyData::new(bytes::Bytes::copy_from_slice(line.as_bytes()));
+                    client.feed(PgWireBackendMessage::CopyData(data)).await?;
+                } else {
+                    for (c, &ty) in types.iter().enumerate() {
+                        encoder.encode_field(&cell(&row, c, ty))?;
+                    }
+                    client
+                        .feed(PgWireBackendMessage::DataRow(encoder.take_row()))
+                        .await?;
+                }
+            }
+            client.flush().await?;
+            PgWireResult::Ok(())
+        };
+        within(limits, send).await??;
     }
     if let Some(e) = sub.error() {
         if copy {
@@ -287,6 +336,26 @@ where
         }
         false => Tag::new("SELECT").with_rows(rows),
     }))
+}
+
+/// `f`, unless the client takes longer than the limit to take what is sent: then the
+/// subscriber is too slow and is disconnected.
+async fn within<T>(limits: Limits, f: impl std::future::Future<Output = T>) -> PgWireResult<T> {
+    tokio::time::timeout(limits.slow, f).await.map_err(|_| {
+        too_slow(format!(
+            "the subscriber took more than {:?} to take a batch of rows: it reads too slowly",
+            limits.slow
+        ))
+    })
+}
+
+/// The FATAL error that disconnects a slow subscriber.
+fn too_slow(message: String) -> PgWireError {
+    user_error(ErrorInfo::new(
+        pgwire::error::SEVERITY_FATAL.into(),
+        "53400".into(),
+        message,
+    ))
 }
 
 fn ingest_columns(ingest: &Ingest) -> usize {

@@ -4,6 +4,7 @@
 //! from the inserted values, not by Braid.
 
 use std::io::Write;
+
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -15,14 +16,23 @@ struct Server {
 
 impl Server {
     fn start(name: &str, workers: usize) -> Server {
+        Server::with(name, workers, |_| {})
+    }
+
+    fn with(
+        name: &str,
+        workers: usize,
+        set: impl FnOnce(&mut braid_server::ServerConfig),
+    ) -> Server {
         let dir = std::env::temp_dir().join(format!("braid-server-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let config = braid_server::ServerConfig {
+        let mut config = braid_server::ServerConfig {
             listen: "127.0.0.1:0".parse().unwrap(),
             workers,
             data: Some(dir.clone()),
             ..Default::default()
         };
+        set(&mut config);
         let running =
             braid_server::start(&config, &braid_plan::function::Registry::with_builtins())
                 .expect("the server starts");
@@ -326,5 +336,79 @@ fn a_trickled_row_reaches_its_subscriber_without_later_data() {
         start.elapsed() < Duration::from_secs(5),
         "{:?}",
         start.elapsed()
+    );
+}
+
+/// A client that subscribes and then never reads, speaking the protocol by hand.
+fn stuck_subscriber(port: u16, sql: &str) -> std::net::TcpStream {
+    use std::io::Read;
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let body = b"\0\x03\0\0user\0braid\0\0";
+    c.write_all(&((body.len() + 4) as u32).to_be_bytes())
+        .unwrap();
+    c.write_all(body).unwrap();
+    // Read until ReadyForQuery ('Z').
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !seen.windows(2).any(|w| w == b"Z\0") {
+        let n = c.read(&mut buf).unwrap();
+        assert!(n > 0, "the server closed during startup");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let mut q = vec![b'Q'];
+    q.extend_from_slice(&((sql.len() + 5) as u32).to_be_bytes());
+    q.extend_from_slice(sql.as_bytes());
+    q.push(0);
+    c.write_all(&q).unwrap();
+    c
+}
+
+#[test]
+fn a_subscriber_that_does_not_read_is_disconnected_and_its_query_dropped() {
+    use std::io::Read;
+    let s = Server::with("slow", 2, |c| {
+        c.max_lag = 5_000;
+        c.slow = Duration::from_millis(500);
+    });
+    s.ok("CREATE STREAM s (a BIGINT, b VARCHAR)");
+    let mut stuck = stuck_subscriber(s.port, "COPY (SELECT a, b FROM s) TO STDOUT");
+    // 200k rows of about 60 bytes: far more than the socket buffers hold.
+    let mut copy = s
+        .psql()
+        .args(["-c", "\\copy s FROM STDIN WITH (FORMAT csv)"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pad = "x".repeat(50);
+    let data: String = (0..200_000).map(|i| format!("{i},{pad}\n")).collect();
+    copy.stdin
+        .take()
+        .unwrap()
+        .write_all(data.as_bytes())
+        .unwrap();
+    assert!(copy.wait().unwrap().success());
+    // The subscriber's query ends (dropped with its subscription); the server goes on.
+    let start = Instant::now();
+    loop {
+        let q = s.ok("SHOW QUERIES");
+        if q.lines().next().is_some_and(|l| l.starts_with("1,ended")) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "{q}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(s.ok("SELECT a FROM s WHERE a = 5 LIMIT 1").trim(), "5");
+    // What the stuck client finds once it reads: its rows so far, then the reason.
+    stuck
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut all = Vec::new();
+    let _ = stuck.read_to_end(&mut all);
+    let text = String::from_utf8_lossy(&all);
+    assert!(
+        text.contains("reads too slowly"),
+        "{} bytes, no reason",
+        all.len()
     );
 }

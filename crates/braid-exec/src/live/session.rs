@@ -48,6 +48,8 @@ pub struct Subscription {
     pub log: Arc<StreamLog>,
     /// The next batch to read.
     pub offset: usize,
+    /// Rows read so far.
+    pub read: u64,
     /// The query making the rows, when it is the subscriber's own.
     pub status: Option<Arc<Status>>,
     drop: Option<Box<dyn FnOnce() + Send>>,
@@ -61,8 +63,9 @@ impl Subscription {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Arc<braid_plan::batch::Batch>>> {
         let r = self.log.poll_read(self.offset, cx);
-        if let std::task::Poll::Ready(Some(_)) = &r {
+        if let std::task::Poll::Ready(Some(b)) = &r {
             self.offset += 1;
+            self.read += b.len() as u64;
         }
         r
     }
@@ -73,11 +76,17 @@ impl Subscription {
         match self.log.read(self.offset) {
             super::log::Read::Batch(b) => {
                 self.offset += 1;
+                self.read += b.len() as u64;
                 Ok(b)
             }
             super::log::Read::Closed => Err(true),
             super::log::Read::Idle(..) => Err(false),
         }
+    }
+
+    /// Rows in the stream this subscriber has not read yet.
+    pub fn behind(&self) -> u64 {
+        self.log.rows().saturating_sub(self.read)
     }
 
     /// The error the query making the rows failed with, if it did.
@@ -393,6 +402,7 @@ impl LiveSession {
             columns: columns(&schema),
             log,
             offset: 0,
+            read: 0,
             status: Some(status),
             drop: Some(Box::new(move || senders(id))),
         })
@@ -414,6 +424,7 @@ impl LiveSession {
             columns: columns(log.schema()),
             log,
             offset: 0,
+            read: 0,
             status,
             drop: None,
         })
