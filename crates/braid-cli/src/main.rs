@@ -112,6 +112,10 @@ enum Command {
         /// of being counted, reported skips.
         #[arg(long)]
         strict: bool,
+        /// Clients must give this password (MD5 challenge); read from BRAID_PASSWORD
+        /// when set. Without one, anyone who can reach the address may connect.
+        #[arg(long, env = "BRAID_PASSWORD", hide_env_values = true)]
+        password: Option<String>,
         /// A subscriber more rows than this behind its stream is disconnected.
         #[arg(long, default_value_t = 1_000_000)]
         max_subscriber_lag: u64,
@@ -211,6 +215,7 @@ fn run() -> anyhow::Result<()> {
             strict,
             max_subscriber_lag,
             slow_subscriber_ms,
+            password,
         } => {
             let config = braid_server::ServerConfig {
                 listen,
@@ -219,6 +224,7 @@ fn run() -> anyhow::Result<()> {
                 idle: std::time::Duration::from_millis(idle_ms),
                 strict,
                 max_lag: max_subscriber_lag,
+                password,
                 slow: std::time::Duration::from_millis(slow_subscriber_ms),
             };
             let running =

@@ -6,6 +6,7 @@
 //! The front end lives in its own crate so that the execution crate never depends on
 //! the web and wire stack.
 
+mod auth;
 mod ext;
 mod pg;
 mod text;
@@ -32,6 +33,8 @@ pub struct ServerConfig {
     pub strict: bool,
     /// A subscriber more rows than this behind its stream is disconnected.
     pub max_lag: u64,
+    /// Clients must give this password (MD5 challenge); anyone may connect when `None`.
+    pub password: Option<String>,
     /// A subscriber that takes longer than this to take a batch is disconnected.
     pub slow: Duration,
 }
@@ -45,6 +48,7 @@ impl Default for ServerConfig {
             idle: Duration::from_millis(50),
             strict: false,
             max_lag: 1_000_000,
+            password: None,
             slow: Duration::from_secs(10),
         }
     }
@@ -127,6 +131,7 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
         max_lag: config.max_lag,
         slow: config.slow,
     };
+    let startup = Arc::new(auth::Startup::new(config.password.as_deref()));
     let thread = std::thread::Builder::new()
         .name("braid-server".into())
         .spawn(move || {
@@ -135,7 +140,7 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
                 .enable_all()
                 .build()
                 .expect("a tokio runtime");
-            runtime.block_on(pg::serve(listener, session, limits, stopped));
+            runtime.block_on(pg::serve(listener, session, limits, startup, stopped));
             runtime.shutdown_timeout(Duration::from_millis(200));
         })
         .map_err(|source| Error::Listen { addr, source })?;

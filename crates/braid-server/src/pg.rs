@@ -45,6 +45,7 @@ pub async fn serve(
     listener: std::net::TcpListener,
     session: Shared,
     limits: Limits,
+    startup: Arc<crate::auth::Startup>,
     mut stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
@@ -56,8 +57,9 @@ pub async fn serve(
             accepted = listener.accept() => {
                 let Ok((socket, _)) = accepted else { continue };
                 let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None), limits });
+                let startup = startup.clone();
                 tokio::spawn(async move {
-                    let _ = pgwire::tokio::process_socket(socket, None, Handlers(conn)).await;
+                    let _ = pgwire::tokio::process_socket(socket, None, Handlers(conn, startup)).await;
                 });
             }
         }
@@ -71,7 +73,7 @@ pub(crate) struct Conn {
     pub(crate) limits: Limits,
 }
 
-struct Handlers(Arc<Conn>);
+struct Handlers(Arc<Conn>, Arc<crate::auth::Startup>);
 
 impl PgWireServerHandlers for Handlers {
     fn simple_query_handler(&self) -> Arc<impl SimpleQueryHandler> {
@@ -80,6 +82,10 @@ impl PgWireServerHandlers for Handlers {
 
     fn copy_handler(&self) -> Arc<impl CopyHandler> {
         self.0.clone()
+    }
+
+    fn startup_handler(&self) -> Arc<impl pgwire::api::auth::StartupHandler> {
+        self.1.clone()
     }
 
     fn extended_query_handler(&self) -> Arc<impl pgwire::api::query::ExtendedQueryHandler> {

@@ -412,3 +412,28 @@ fn a_subscriber_that_does_not_read_is_disconnected_and_its_query_dropped() {
         all.len()
     );
 }
+
+#[test]
+fn a_password_lets_in_who_knows_it() {
+    let s = Server::with("password", 1, |c| c.password = Some("s3cret".into()));
+    let out = s
+        .psql()
+        .env("PGPASSWORD", "s3cret")
+        .args(["-c", "SHOW STREAMS"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = s
+        .psql()
+        .env("PGPASSWORD", "wrong")
+        .args(["-c", "SHOW STREAMS"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Password authentication failed"), "{err}");
+}
