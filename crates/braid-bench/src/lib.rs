@@ -26,6 +26,7 @@ pub mod probe;
 pub mod query;
 pub mod rate;
 pub mod report;
+pub mod server;
 pub mod split;
 pub mod sql;
 pub mod sql_windows;

@@ -5,7 +5,7 @@
 //! ```
 
 use anyhow::Result;
-use braid_bench::{parse, placement, rate, split, sql, tune};
+use braid_bench::{parse, placement, rate, server, split, sql, tune};
 use clap::{Parser, Subcommand};
 
 /// mimalloc, as in the `braid` binary, so that the numbers are those of the shipped
@@ -38,6 +38,8 @@ enum Command {
     Rate(rate::RateArgs),
     /// Raw CSV parse speed of a file: Braid's CSV reader alone, no dataflow.
     Parse(parse::ParseArgs),
+    /// The running system: ingest, fan-out to subscribers, latency, memory per query.
+    Server(server::ServerArgs),
 }
 
 fn main() {
@@ -55,5 +57,6 @@ fn run() -> Result<()> {
         Command::Tune(a) => tune::run(a),
         Command::Rate(a) => rate::run(a),
         Command::Parse(a) => parse::run(a),
+        Command::Server(a) => server::run(a),
     }
 }

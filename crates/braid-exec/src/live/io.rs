@@ -54,6 +54,7 @@ impl SourceFactory for LogSource {
                 time: self.source.schema.event_time,
                 heartbeat: self.heartbeat,
                 last_beat: Instant::now(),
+                opened: None,
             }) as Box<dyn NativeSource>
         })
     }
@@ -76,6 +77,9 @@ struct LogReader {
     heartbeat: Option<Heartbeat>,
     /// When time last moved without data (heartbeats come at most every [`BEAT`]).
     last_beat: Instant,
+    /// When the current epoch got its first row (epochs that count rows close after
+    /// `idle` even while rows keep coming).
+    opened: Option<Instant>,
 }
 
 /// The shortest time between two heartbeats of a reader.
@@ -107,8 +111,27 @@ impl LogReader {
     }
 }
 
+impl LogReader {
+    /// Whether the current epoch counts rows (no event time, or one of unknown unit)
+    /// and has been open longer than the heartbeat's `idle`: then it closes now, so a
+    /// slow stream's rows do not wait for the epoch to fill.
+    fn overdue(&self) -> bool {
+        let Some(hb) = self.heartbeat else {
+            return false;
+        };
+        let counts_rows = self.time.is_none() || hb.units_per_second.is_none();
+        counts_rows && self.dirty && self.opened.is_some_and(|t| t.elapsed() >= hb.idle)
+    }
+}
+
 impl NativeSource for LogReader {
     fn next(&mut self, out: &mut Batch) -> std::io::Result<SourceNext> {
+        if self.overdue() {
+            self.epoch += 1;
+            self.dirty = false;
+            self.opened = None;
+            return Ok(SourceNext::Window(self.epoch));
+        }
         loop {
             if let Some(b) = self.batch.clone() {
                 if self.row < b.len() {
@@ -119,6 +142,9 @@ impl NativeSource for LogReader {
                     {
                         out.push_row_of(&b, self.row, b.key(self.row));
                         self.row += 1;
+                    }
+                    if epoch != self.epoch || !self.dirty {
+                        self.opened = Some(Instant::now());
                     }
                     self.dirty = true;
                     self.epoch = epoch;
@@ -139,6 +165,7 @@ impl NativeSource for LogReader {
                             self.last_beat = Instant::now();
                             self.epoch = epoch;
                             self.dirty = false;
+                            self.opened = None;
                             SourceNext::Window(epoch)
                         }
                         None => SourceNext::Wait,
