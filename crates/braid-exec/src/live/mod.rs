@@ -5,6 +5,7 @@
 pub mod engine;
 pub mod ingest;
 pub mod io;
+pub mod json;
 pub mod log;
 pub mod session;
 
