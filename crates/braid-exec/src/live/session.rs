@@ -445,6 +445,7 @@ impl LiveSession {
             },
             lateness: 0,
             time_unit: time.and(time_unit),
+            feeds: Default::default(),
         };
         self.install(sql, plan, format!("stream {name}"), Some(log.clone()))?;
         self.made_by.insert(name.clone(), self.queries.len() - 1);
