@@ -112,6 +112,10 @@ enum Command {
         /// of being counted, reported skips.
         #[arg(long)]
         strict: bool,
+        /// Also take batches over HTTP here (`POST /streams/<name>`), e.g.
+        /// 127.0.0.1:6876; off when not given.
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
     },
     /// Linear Road: generate data, run, explain, validate.
     Lrb {
@@ -202,6 +206,7 @@ fn run() -> anyhow::Result<()> {
             data,
             idle_ms,
             strict,
+            http,
         } => {
             let config = braid_server::ServerConfig {
                 listen,
@@ -209,6 +214,7 @@ fn run() -> anyhow::Result<()> {
                 data: Some(data),
                 idle: std::time::Duration::from_millis(idle_ms),
                 strict,
+                http,
             };
             let running =
                 braid_server::start(&config, &braid_plan::function::Registry::with_builtins())?;
@@ -218,6 +224,9 @@ fn run() -> anyhow::Result<()> {
                 running.addr.ip(),
                 running.addr.port()
             );
+            if let Some(at) = running.http {
+                eprintln!("braid server takes batches at http://{at}/streams/<name>");
+            }
             running.wait();
             Ok(())
         }
