@@ -187,6 +187,8 @@ fn concurrent_tcp_producers_each_row_once_bad_lines_counted() {
             let (text, bad) = lines_of_producer(p);
             move || {
                 let mut stream = TcpStream::connect(addr).unwrap();
+                // A missing acknowledgement fails the test rather than hanging it.
+                stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
                 let mut acks = BufReader::new(stream.try_clone().unwrap());
                 send_in_cuts(&mut stream, text.as_bytes(), p);
                 if p == 7 {
