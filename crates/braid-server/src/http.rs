@@ -73,8 +73,8 @@ async fn append(
             return error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 format!(
-                    "Content-Type {other:?}: a batch is text/csv or application/x-ndjson (JSON lines)"
-                ),
+                "Content-Type {other:?}: a batch is text/csv or application/x-ndjson (JSON lines)"
+            ),
             )
         }
     };
@@ -93,7 +93,7 @@ async fn append(
             .log(&name)
             .cloned();
         let Some(log) = log else {
-            return Err(error(
+            return Err((
                 StatusCode::NOT_FOUND,
                 format!("no stream named `{name}` lives in Braid (SHOW STREAMS lists them)"),
             ));
@@ -102,13 +102,13 @@ async fn append(
         ingest
             .push(&body)
             .and_then(|()| ingest.finish())
-            .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+            .map_err(|e| (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
         Ok(ingest)
     })
     .await;
     let ingest = match done {
         Ok(Ok(ingest)) => ingest,
-        Ok(Err(response)) => return response,
+        Ok(Err((status, message))) => return error(status, message),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let rejects: Vec<serde_json::Value> = ingest

@@ -45,7 +45,17 @@ impl Server {
     fn ok_within(&self, sql: &str, timeout: Duration) -> Vec<String> {
         let port = self.port.to_string();
         let mut child = Command::new("psql")
-            .args(["-h", "127.0.0.1", "-p", &port, "-U", "braid", "-X", "-A", "-t"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                "braid",
+                "-X",
+                "-A",
+                "-t",
+            ])
             .args(["-F", ",", "-v", "ON_ERROR_STOP=1", "-c", sql])
             .env("PGCONNECT_TIMEOUT", "5")
             .stdin(Stdio::null())
@@ -63,7 +73,11 @@ impl Server {
         }
         let out = child.wait_with_output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         text.lines().map(String::from).collect()
     }
 
@@ -126,7 +140,11 @@ fn lines_of_producer(p: usize) -> (String, Vec<u64>) {
         text += &format!("{p},{i}\n");
         line += 1;
         if p == 6 && i % 37 == 5 {
-            text += if i % 2 == 0 { "oops\n" } else { "1,not a number\n" };
+            text += if i % 2 == 0 {
+                "oops\n"
+            } else {
+                "1,not a number\n"
+            };
             line += 1;
             bad.push(line);
         }
@@ -158,7 +176,10 @@ fn wait_ack(acks: &mut BufReader<TcpStream>, rows: usize, server: &Server, p: us
     let mut line = String::new();
     loop {
         line.clear();
-        assert!(acks.read_line(&mut line).unwrap() > 0, "no ack of {rows} rows");
+        assert!(
+            acks.read_line(&mut line).unwrap() > 0,
+            "no ack of {rows} rows"
+        );
         let words: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(words[0], "ok", "{line}");
         let acked: usize = words[1].parse().unwrap();
@@ -168,7 +189,10 @@ fn wait_ack(acks: &mut BufReader<TcpStream>, rows: usize, server: &Server, p: us
             .iter()
             .filter(|l| l.starts_with(&prefix))
             .count();
-        assert!(durable >= acked, "producer {p}: {acked} acknowledged, {durable} in the log");
+        assert!(
+            durable >= acked,
+            "producer {p}: {acked} acknowledged, {durable} in the log"
+        );
         if acked >= rows {
             return;
         }
@@ -188,7 +212,9 @@ fn concurrent_tcp_producers_each_row_once_bad_lines_counted() {
             move || {
                 let mut stream = TcpStream::connect(addr).unwrap();
                 // A missing acknowledgement fails the test rather than hanging it.
-                stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(20)))
+                    .unwrap();
                 let mut acks = BufReader::new(stream.try_clone().unwrap());
                 send_in_cuts(&mut stream, text.as_bytes(), p);
                 if p == 7 {
@@ -207,10 +233,7 @@ fn concurrent_tcp_producers_each_row_once_bad_lines_counted() {
                 stream.shutdown(Shutdown::Write).unwrap();
                 let mut rest = String::new();
                 acks.read_to_string(&mut rest).unwrap();
-                let last: Vec<&str> = rest
-                    .lines()
-                    .skip_while(|l| l.starts_with("ok "))
-                    .collect();
+                let last: Vec<&str> = rest.lines().skip_while(|l| l.starts_with("ok ")).collect();
                 assert_eq!(last[0], format!("done {N} {}", bad.len()), "producer {p}");
                 let lines: Vec<String> = bad
                     .iter()
@@ -241,7 +264,10 @@ fn concurrent_tcp_producers_each_row_once_bad_lines_counted() {
     assert_eq!(sorted(server.ok(&sql)), want, "read back by a query");
     // DROP STREAM stops the listener.
     server.ok("DROP STREAM s");
-    assert!(TcpStream::connect(addr).is_err(), "still listening after DROP");
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "still listening after DROP"
+    );
 }
 
 /// One HTTP/1.1 request; the status and the body.
@@ -269,10 +295,24 @@ fn http_post_csv_and_json_batches() {
     let (status, body) = post(at, "/streams/h", "text/csv; header=present", csv);
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((v["rows"].as_u64(), v["rejected"].as_u64()), (Some(3), Some(1)), "{body}");
+    assert_eq!(
+        (v["rows"].as_u64(), v["rejected"].as_u64()),
+        (Some(3), Some(1)),
+        "{body}"
+    );
     let r = &v["rejects"][0];
-    assert_eq!((r["line"].as_u64(), r["column"].as_u64()), (Some(3), Some(1)), "{body}");
-    assert!(r["reason"].as_str().unwrap().contains("\"bad\" is not an int64"), "{body}");
+    assert_eq!(
+        (r["line"].as_u64(), r["column"].as_u64()),
+        (Some(3), Some(1)),
+        "{body}"
+    );
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("\"bad\" is not an int64"),
+        "{body}"
+    );
     // The rows are durable when the answer comes.
     assert_eq!(server.log_lines("h").len(), 3);
 
@@ -280,7 +320,11 @@ fn http_post_csv_and_json_batches() {
     let (status, body) = post(at, "/streams/H", "application/x-ndjson", json);
     assert_eq!(status, 200, "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    assert_eq!((v["rows"].as_u64(), v["rejected"].as_u64()), (Some(2), Some(2)), "{body}");
+    assert_eq!(
+        (v["rows"].as_u64(), v["rejected"].as_u64()),
+        (Some(2), Some(2)),
+        "{body}"
+    );
     let lines: Vec<_> = (0..2).map(|i| v["rejects"][i]["line"].as_u64()).collect();
     assert_eq!(lines, [Some(2), Some(4)], "{body}");
 
@@ -297,7 +341,11 @@ fn http_post_csv_and_json_batches() {
 
     let want = ["1,x", "2,z, quoted", "3,w", "4,v", "5,"].map(String::from);
     assert_eq!(sorted(server.ok("SELECT a, s FROM h LIMIT 5")), want);
-    assert_eq!(server.log_lines("h").len(), 5, "nothing from the refused posts");
+    assert_eq!(
+        server.log_lines("h").len(),
+        5,
+        "nothing from the refused posts"
+    );
 }
 
 #[test]
@@ -329,10 +377,17 @@ fn a_tailed_file_is_followed_as_it_grows_until_drop() {
         append(&format!("{i},s{i}\n"));
     }
     server.wait_feed("t", 24, 1);
-    assert!(server.feed("t")[6].contains("line 5 column 1"), "{:?}", server.feed("t"));
+    assert!(
+        server.feed("t")[6].contains("line 5 column 1"),
+        "{:?}",
+        server.feed("t")
+    );
     let mut want: Vec<String> = ["1,x", "2,y", "3,z", "4,w"].map(String::from).to_vec();
     want.extend((5..25).map(|i| format!("{i},s{i}")));
-    assert_eq!(sorted(server.ok("SELECT a, b FROM t LIMIT 24")), sorted(want));
+    assert_eq!(
+        sorted(server.ok("SELECT a, b FROM t LIMIT 24")),
+        sorted(want)
+    );
     server.ok("DROP STREAM t");
     append("99,late\n");
     assert!(server.ok("SHOW FEEDS").is_empty());

@@ -46,7 +46,10 @@ fn wrong_feed_options_are_refused() {
     let e = declare("WITH (tail = 'f', format = 'json', header = true)").unwrap_err();
     assert!(e.contains("JSON lines have no header"), "{e}");
     let e = declare("WITH (listen = 7001, port = 2)").unwrap_err();
-    assert!(e.contains("unknown option `port`") && e.contains("listen"), "{e}");
+    assert!(
+        e.contains("unknown option `port`") && e.contains("listen"),
+        "{e}"
+    );
     // Only a stream that lives in Braid has producers.
     let e = declare("WITH (path = 'x.csv', listen = 7001)").unwrap_err();
     assert!(e.contains("unknown option `listen`"), "{e}");

@@ -63,7 +63,8 @@ impl FeedStats {
     /// Adds what `ingest` did since it stood at `before` (rows, rejected); `who` names
     /// the producer in the first malformed lines.
     fn add(&self, ingest: &Ingest, before: (u64, u64), who: &str) {
-        self.rows.fetch_add(ingest.rows - before.0, Ordering::Relaxed);
+        self.rows
+            .fetch_add(ingest.rows - before.0, Ordering::Relaxed);
         self.rejected
             .fetch_add(ingest.rejected - before.1, Ordering::Relaxed);
         let mut first = self.first.lock().unwrap_or_else(|p| p.into_inner());
@@ -83,7 +84,11 @@ impl Feed {
         if feeds.listen.is_none() && feeds.tail.is_none() {
             return Ok(None);
         }
-        let format = if feeds.json { Format::Json } else { Format::Csv };
+        let format = if feeds.json {
+            Format::Json
+        } else {
+            Format::Csv
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(FeedStats::default());
         let mut feed = Feed {
@@ -100,7 +105,8 @@ impl Feed {
             let listener = TcpListener::bind(addr).map_err(io)?;
             feed.addr = Some(listener.local_addr().map_err(io)?);
             listener.set_nonblocking(true).map_err(io)?;
-            let (log, stop, stats, header) = (log.clone(), stop.clone(), stats.clone(), feeds.header);
+            let (log, stop, stats, header) =
+                (log.clone(), stop.clone(), stats.clone(), feeds.header);
             let t = std::thread::Builder::new()
                 .name(format!("listen-{name}"))
                 .spawn(move || accept(listener, log, format, header, stop, stats))
@@ -111,7 +117,14 @@ impl Feed {
             let (log, header) = (log.clone(), feeds.header);
             let t = std::thread::Builder::new()
                 .name(format!("tail-{name}"))
-                .spawn(move || tail(&path, || Ingest::new(log.clone(), format, header), &stop, &stats))
+                .spawn(move || {
+                    tail(
+                        &path,
+                        || Ingest::new(log.clone(), format, header),
+                        &stop,
+                        &stats,
+                    )
+                })
                 .map_err(|e| Error::io(format!("stream {name}: tailing"), e))?;
             feed.threads.push(t);
         }
@@ -215,7 +228,10 @@ fn produce(
             return;
         }
         if (ingest.rows, ingest.rejected) != before {
-            say(&mut stream, &format!("ok {} {}\n", ingest.rows, ingest.rejected));
+            say(
+                &mut stream,
+                &format!("ok {} {}\n", ingest.rows, ingest.rejected),
+            );
         }
     }
 }
@@ -281,7 +297,13 @@ pub fn listing(feeds: &std::collections::BTreeMap<String, Feed>) -> braid_sql::c
         .collect();
     braid_sql::catalog::Listing {
         header: [
-            "stream", "from", "format", "producers", "rows", "rejected", "first_rejected",
+            "stream",
+            "from",
+            "format",
+            "producers",
+            "rows",
+            "rejected",
+            "first_rejected",
         ]
         .map(String::from)
         .to_vec(),

@@ -347,7 +347,16 @@ mod tests {
         let got: Vec<(u64, u64)> = ingest.rejects.iter().map(|r| (r.line, r.column)).collect();
         assert_eq!(
             got,
-            [(2, 0), (3, 1), (4, 1), (5, 1), (6, 0), (7, 3), (8, 0), (9, 1)]
+            [
+                (2, 0),
+                (3, 1),
+                (4, 1),
+                (5, 1),
+                (6, 0),
+                (7, 3),
+                (8, 0),
+                (9, 1)
+            ]
         );
         let reasons: Vec<&str> = ingest.rejects.iter().map(|r| r.reason.as_str()).collect();
         assert!(reasons[0].starts_with("unknown key \"c\""), "{reasons:?}");

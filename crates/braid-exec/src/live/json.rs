@@ -19,12 +19,7 @@ pub fn push_row(
 ) -> std::result::Result<(), (u64, String)> {
     let object = match serde_json::from_slice::<Json>(raw) {
         Ok(Json::Object(o)) => o,
-        Ok(other) => {
-            return Err((
-                0,
-                format!("a JSON {}, expected an object", kind(&other)),
-            ))
-        }
+        Ok(other) => return Err((0, format!("a JSON {}, expected an object", kind(&other)))),
         Err(e) => return Err((0, format!("not JSON: {e}"))),
     };
     let mut slots: Vec<Option<&Json>> = vec![None; schema.fields.len()];
