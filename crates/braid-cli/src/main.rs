@@ -123,6 +123,10 @@ enum Command {
         /// of rows is disconnected.
         #[arg(long, default_value_t = 10_000)]
         slow_subscriber_ms: u64,
+        /// Also take batches over HTTP here (`POST /streams/<name>`), e.g.
+        /// 127.0.0.1:6876; off when not given.
+        #[arg(long)]
+        http: Option<std::net::SocketAddr>,
     },
     /// Linear Road: generate data, run, explain, validate.
     Lrb {
@@ -216,6 +220,7 @@ fn run() -> anyhow::Result<()> {
             max_subscriber_lag,
             slow_subscriber_ms,
             password,
+            http,
         } => {
             let config = braid_server::ServerConfig {
                 listen,
@@ -226,6 +231,7 @@ fn run() -> anyhow::Result<()> {
                 max_lag: max_subscriber_lag,
                 password,
                 slow: std::time::Duration::from_millis(slow_subscriber_ms),
+                http,
             };
             let running =
                 braid_server::start(&config, &braid_plan::function::Registry::with_builtins())?;
@@ -235,6 +241,9 @@ fn run() -> anyhow::Result<()> {
                 running.addr.ip(),
                 running.addr.port()
             );
+            if let Some(at) = running.http {
+                eprintln!("braid server takes batches at http://{at}/streams/<name>");
+            }
             running.wait();
             Ok(())
         }

@@ -1,13 +1,16 @@
 //! `braid server`: one long-running process where streams live and queries come and
 //! go. Clients speak the PostgreSQL wire protocol (`psql` and every Postgres driver);
 //! each connection is a thin client of one shared [`LiveSession`], which owns the
-//! catalog, the stream logs and the engine's workers.
+//! catalog, the stream logs and the engine's workers. Producers may also append
+//! batches over HTTP ([`http`], when `ServerConfig::http` is given); TCP and file
+//! producers of a stream are the session's (`braid_exec::live::feeds`).
 //!
 //! The front end lives in its own crate so that the execution crate never depends on
 //! the web and wire stack.
 
 mod auth;
 mod ext;
+pub mod http;
 mod pg;
 mod text;
 
@@ -37,6 +40,8 @@ pub struct ServerConfig {
     pub password: Option<String>,
     /// A subscriber that takes longer than this to take a batch is disconnected.
     pub slow: Duration,
+    /// Where HTTP producers POST batches (`POST /streams/<name>`); none when `None`.
+    pub http: Option<SocketAddr>,
 }
 
 impl Default for ServerConfig {
@@ -50,6 +55,7 @@ impl Default for ServerConfig {
             max_lag: 1_000_000,
             password: None,
             slow: Duration::from_secs(10),
+            http: None,
         }
     }
 }
@@ -74,6 +80,8 @@ pub enum Error {
 pub struct Running {
     /// The address it listens on (the port is known once bound, also for port 0).
     pub addr: SocketAddr,
+    /// The address of the HTTP listener, when there is one.
+    pub http: Option<SocketAddr>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -126,6 +134,16 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
     listener
         .set_nonblocking(true)
         .map_err(|source| Error::Listen { addr, source })?;
+    let http = match config.http {
+        Some(at) => {
+            let io = |source| Error::Listen { addr: at, source };
+            let l = std::net::TcpListener::bind(at).map_err(io)?;
+            l.set_nonblocking(true).map_err(io)?;
+            Some(l)
+        }
+        None => None,
+    };
+    let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let limits = pg::Limits {
         max_lag: config.max_lag,
@@ -140,12 +158,16 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
                 .enable_all()
                 .build()
                 .expect("a tokio runtime");
+            if let Some(l) = http {
+                runtime.spawn(http::serve(l, session.clone()));
+            }
             runtime.block_on(pg::serve(listener, session, limits, startup, stopped));
             runtime.shutdown_timeout(Duration::from_millis(200));
         })
         .map_err(|source| Error::Listen { addr, source })?;
     Ok(Running {
         addr,
+        http: http_addr,
         stop: Some(stop),
         thread: Some(thread),
     })

@@ -114,6 +114,7 @@ impl Script {
                         },
                         lateness: 0,
                         time_unit: job.time_unit,
+                        feeds: Default::default(),
                     },
                     job: owner,
                     ambiguous,

@@ -1,6 +1,7 @@
 //! braid-sql's integration tests, one binary (link time dominates on 2 cores).
 
 mod expr_props;
+mod feeds;
 mod outer_joins;
 mod planner;
 mod positions;

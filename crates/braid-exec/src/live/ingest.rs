@@ -1,7 +1,9 @@
-//! Rows from producers into a stream's log: lines of CSV or of PostgreSQL's COPY text
-//! format (tab-separated, `\N` for null), and `INSERT ... VALUES` literals. A
-//! malformed line is counted and kept (line, column, reason) for the producer's
-//! acknowledgement; the good lines of the same call are appended.
+//! Rows from producers into a stream's log: lines of CSV, of PostgreSQL's COPY text
+//! format (tab-separated, `\N` for null) or of JSON (one object a line, see
+//! [`super::json`]), and `INSERT ... VALUES` literals. A malformed line is counted and
+//! kept (line, column, reason) for the producer's acknowledgement; the good lines of
+//! the same call are appended. A line longer than [`Ingest::MAX_LINE`] is malformed and
+//! skipped without being kept, so a producer holds bounded memory.
 
 use super::log::StreamLog;
 use crate::error::Result;
@@ -17,6 +19,9 @@ pub enum Format {
     Text,
     /// CSV (RFC 4180 quoting); an empty field is null.
     Csv,
+    /// JSON lines: one object a line, keyed by column name; a missing nullable column
+    /// is null.
+    Json,
 }
 
 /// One producer's ingest into one stream: cuts what it sends into lines (a line may
@@ -28,6 +33,8 @@ pub struct Ingest {
     skip_header: bool,
     /// The unfinished last line of what came so far.
     partial: Vec<u8>,
+    /// Skipping the rest of a line longer than [`Ingest::MAX_LINE`].
+    skipping: bool,
     line: u64,
     /// Rows appended.
     pub rows: u64,
@@ -40,6 +47,8 @@ pub struct Ingest {
 impl Ingest {
     /// How many malformed lines are kept for the acknowledgement.
     pub const KEEP: usize = 10;
+    /// The longest line taken, in bytes.
+    pub const MAX_LINE: usize = 1 << 20;
 
     /// A producer of `format` lines into `log` (a header line first when `header`).
     pub fn new(log: Arc<StreamLog>, format: Format, header: bool) -> Ingest {
@@ -48,6 +57,7 @@ impl Ingest {
             format,
             skip_header: header,
             partial: Vec::new(),
+            skipping: false,
             line: 0,
             rows: 0,
             rejected: 0,
@@ -60,21 +70,65 @@ impl Ingest {
         self.log.schema().fields.len()
     }
 
+    /// The log rows go to.
+    pub fn log(&self) -> &Arc<StreamLog> {
+        &self.log
+    }
+
     /// Takes `bytes` (any cut of the producer's data): appends its complete lines.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<()> {
+    pub fn push(&mut self, mut bytes: &[u8]) -> Result<()> {
+        if self.skipping {
+            let Some(end) = bytes.iter().position(|&b| b == b'\n') else {
+                return Ok(());
+            };
+            self.skipping = false;
+            bytes = &bytes[end + 1..];
+        }
         self.partial.extend_from_slice(bytes);
-        let Some(last) = self.partial.iter().rposition(|&b| b == b'\n') else {
-            return Ok(());
-        };
-        let rest = self.partial.split_off(last + 1);
-        let lines = std::mem::replace(&mut self.partial, rest);
-        self.lines(&lines)
+        if let Some(last) = self.partial.iter().rposition(|&b| b == b'\n') {
+            let rest = self.partial.split_off(last + 1);
+            let lines = std::mem::replace(&mut self.partial, rest);
+            self.lines(&lines)?;
+        }
+        if self.partial.len() > Ingest::MAX_LINE {
+            self.line += 1;
+            self.skip_header = false;
+            let reason = format!("a line longer than {} bytes", Ingest::MAX_LINE);
+            self.reject(self.line, 0, reason);
+            self.partial = Vec::new();
+            self.skipping = true;
+        }
+        Ok(())
     }
 
     /// The producer is done: appends its last line if it had no newline.
     pub fn finish(&mut self) -> Result<()> {
         let rest = std::mem::take(&mut self.partial);
+        self.skipping = false;
         self.lines(&rest)
+    }
+
+    /// The producer went away mid-line (its connection was reset): its unfinished
+    /// line, if any, is dropped and counted as malformed.
+    pub fn abandon(&mut self) {
+        if !self.partial.is_empty() || self.skipping {
+            self.line += 1;
+            let reason = "the line was cut off: the connection was reset".to_string();
+            self.reject(self.line, 0, reason);
+        }
+        self.partial.clear();
+        self.skipping = false;
+    }
+
+    fn reject(&mut self, line: u64, column: u64, reason: String) {
+        self.rejected += 1;
+        if self.rejects.len() < Ingest::KEEP {
+            self.rejects.push(Reject {
+                line,
+                column,
+                reason,
+            });
+        }
     }
 
     fn lines(&mut self, bytes: &[u8]) -> Result<()> {
@@ -95,24 +149,16 @@ impl Ingest {
             if raw == b"\\." || raw.is_empty() {
                 continue;
             }
-            let parsed = match self.format {
-                Format::Text => split_text(raw, &mut fields),
-                Format::Csv => split_csv(raw, &mut fields),
+            let row = match self.format {
+                Format::Text => split_text(raw, &mut fields)
+                    .and_then(|()| push_row(&mut batch, &schema, &fields, self.rows)),
+                Format::Csv => split_csv(raw, &mut fields)
+                    .and_then(|()| push_row(&mut batch, &schema, &fields, self.rows)),
+                Format::Json => super::json::push_row(&mut batch, &schema, raw, self.rows),
             };
-            let row = parsed.and_then(|()| push_row(&mut batch, &schema, &fields, self.rows));
             match row {
                 Ok(()) => self.rows += 1,
-                Err((column, reason)) => {
-                    self.rejected += 1;
-                    if self.rejects.len() < Ingest::KEEP {
-                        let line = self.line;
-                        self.rejects.push(Reject {
-                            line,
-                            column,
-                            reason,
-                        });
-                    }
-                }
+                Err((column, reason)) => self.reject(self.line, column, reason),
             }
         }
         self.log.append(&batch)
@@ -221,4 +267,130 @@ pub fn insert(log: &StreamLog, rows: &[Vec<Option<String>>]) -> std::result::Res
     }
     log.append(&batch).map_err(|e| e.to_string())?;
     Ok(rows.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_plan::types::{DataType, Field};
+
+    /// A stream `(a BIGINT NOT NULL, b DOUBLE, s TEXT, t TIMESTAMP)` in memory.
+    fn log() -> Arc<StreamLog> {
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::Int64),
+            Field::nullable("b", DataType::Float64),
+            Field::nullable("s", DataType::String),
+            Field::nullable("t", DataType::Timestamp),
+        ]);
+        StreamLog::create("s", schema, None).unwrap()
+    }
+
+    /// Every row of `log` as text, `-` for null.
+    fn rows(log: &StreamLog) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let super::super::log::Read::Batch(b) = log.read(at) {
+            at += 1;
+            for r in b.rows() {
+                let cells: Vec<String> = (0..4)
+                    .map(|c| match r.get(c) {
+                        Value::Null => "-".into(),
+                        Value::Int(i) => i.to_string(),
+                        Value::Float(f) => f.to_string(),
+                        Value::Bool(b) => b.to_string(),
+                        Value::Str(s) => s.to_string(),
+                    })
+                    .collect();
+                out.push(cells.join(","));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn json_lines_by_column_name() {
+        let log = log();
+        let mut ingest = Ingest::new(log.clone(), Format::Json, false);
+        // Cut mid-line: the second send finishes the first line.
+        ingest.push(br#"{"a": 1, "b": 2.5, "s": "x"#).unwrap();
+        ingest
+            .push(b"\"}\n{\"A\": 2}\n{\"t\": \"1970-01-01 00:00:01\", \"a\": -3, \"b\": 4}\n")
+            .unwrap();
+        ingest.finish().unwrap();
+        assert_eq!(ingest.rows, 3);
+        assert_eq!(ingest.rejected, 0);
+        assert_eq!(rows(&log), ["1,2.5,x,-", "2,-,-,-", "-3,4,-,1000000"]);
+    }
+
+    #[test]
+    fn json_malformed_lines_name_line_column_reason() {
+        let log = log();
+        let mut ingest = Ingest::new(log.clone(), Format::Json, false);
+        let text = [
+            r#"{"a": 1}"#,
+            r#"{"a": 2, "c": 1}"#,
+            r#"{"b": 1.0}"#,
+            r#"{"a": "3"}"#,
+            r#"{"a": 1.5}"#,
+            r#"[1, 2]"#,
+            r#"{"a": 4, "s": 5}"#,
+            r#"{"a": 5"#,
+            r#"{"a": null}"#,
+            r#"{"a": 6, "b": null}"#,
+        ]
+        .join("\n");
+        ingest.push(text.as_bytes()).unwrap();
+        ingest.finish().unwrap();
+        assert_eq!(rows(&log), ["1,-,-,-", "6,-,-,-"]);
+        assert_eq!(ingest.rows, 2);
+        assert_eq!(ingest.rejected, 8);
+        let got: Vec<(u64, u64)> = ingest.rejects.iter().map(|r| (r.line, r.column)).collect();
+        assert_eq!(
+            got,
+            [
+                (2, 0),
+                (3, 1),
+                (4, 1),
+                (5, 1),
+                (6, 0),
+                (7, 3),
+                (8, 0),
+                (9, 1)
+            ]
+        );
+        let reasons: Vec<&str> = ingest.rejects.iter().map(|r| r.reason.as_str()).collect();
+        assert!(reasons[0].starts_with("unknown key \"c\""), "{reasons:?}");
+        assert!(reasons[1].contains("missing"), "{reasons:?}");
+        assert_eq!(reasons[2], "column a: a JSON string, expected int64");
+        assert_eq!(reasons[3], "column a: 1.5 is not an int64");
+        assert_eq!(reasons[4], "a JSON array, expected an object");
+        assert!(reasons[6].starts_with("not JSON"), "{reasons:?}");
+    }
+
+    #[test]
+    fn an_overlong_line_is_skipped_and_counted() {
+        let log = log();
+        let mut ingest = Ingest::new(log.clone(), Format::Csv, false);
+        ingest.push(b"1,,,\n").unwrap();
+        let chunk = vec![b'9'; 64 * 1024];
+        for _ in 0..(Ingest::MAX_LINE / chunk.len() + 2) {
+            ingest.push(&chunk).unwrap();
+            assert!(ingest.partial.len() <= Ingest::MAX_LINE + chunk.len());
+        }
+        ingest.push(b"9\n2,,,\n").unwrap();
+        ingest.finish().unwrap();
+        assert_eq!(rows(&log), ["1,-,-,-", "2,-,-,-"]);
+        assert_eq!((ingest.rejected, ingest.rejects[0].line), (1, 2));
+    }
+
+    #[test]
+    fn a_reset_drops_only_the_cut_line() {
+        let log = log();
+        let mut ingest = Ingest::new(log.clone(), Format::Csv, false);
+        ingest.push(b"1,,,\n2,").unwrap();
+        ingest.abandon();
+        assert_eq!(rows(&log), ["1,-,-,-"]);
+        assert_eq!((ingest.rows, ingest.rejected), (1, 1));
+        assert_eq!((ingest.rejects[0].line, ingest.rejects[0].column), (2, 0));
+    }
 }

@@ -3,8 +3,10 @@
 //! ([`ingest`]) and the session the server's front ends talk to ([`session`]).
 
 pub mod engine;
+pub mod feeds;
 pub mod ingest;
 pub mod io;
+pub mod json;
 pub mod log;
 pub mod session;
 

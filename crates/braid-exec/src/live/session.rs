@@ -8,9 +8,11 @@
 //! name AS SELECT ...` (a running query whose output is a stream others read),
 //! `SUBSCRIBE [TO] name`, a bare `SELECT` (a query whose rows go to the client only),
 //! `COPY (SELECT | SUBSCRIBE ...) TO STDOUT`, `DROP STREAM | VIEW | MATERIALIZED VIEW`,
-//! `SHOW QUERIES`, `EXPLAIN`.
+//! `SHOW QUERIES`, `SHOW FEEDS` (the TCP and file producers of streams, see
+//! [`super::feeds`]), `EXPLAIN`.
 
 use super::engine::{Engine, Status};
+use super::feeds::Feed;
 use super::ingest::{self, Format, Ingest};
 use super::io::{Heartbeat, LogSink, LogSource};
 use super::log::StreamLog;
@@ -126,6 +128,8 @@ pub struct LiveSession {
     script: Script,
     engine: Engine,
     logs: BTreeMap<String, Arc<StreamLog>>,
+    /// The TCP and file producers of streams (stopped when dropped).
+    feeds: BTreeMap<String, Feed>,
     /// Streams made by a query: stream -> index in `queries`.
     made_by: BTreeMap<String, usize>,
     queries: Vec<LiveQuery>,
@@ -157,6 +161,7 @@ impl LiveSession {
             script,
             engine: Engine::start(workers)?,
             logs: BTreeMap::new(),
+            feeds: BTreeMap::new(),
             made_by: BTreeMap::new(),
             queries: Vec::new(),
             dir: dir.map(|d| d.join("streams")),
@@ -174,6 +179,11 @@ impl LiveSession {
     /// The log of stream `name`.
     pub fn log(&self, name: &str) -> Option<&Arc<StreamLog>> {
         self.logs.get(&name.to_ascii_lowercase())
+    }
+
+    /// The TCP and file producers of stream `name`, if it has any.
+    pub fn feed(&self, name: &str) -> Option<&Feed> {
+        self.feeds.get(&name.to_ascii_lowercase())
     }
 
     /// Runs the statements of `text` in order; stops at the first that fails (its
@@ -265,6 +275,9 @@ impl LiveSession {
                 return Ok(o);
             }
         }
+        if p.starts_with(&["SHOW", "FEEDS"]) {
+            return Ok(Outcome::Listing(super::feeds::listing(&self.feeds)));
+        }
         if p.starts_with(&["SHOW", "QUERIES"]) {
             return Ok(Outcome::Listing(self.queries_listing()));
         }
@@ -311,6 +324,17 @@ impl LiveSession {
             let def = self.script.catalog.streams[&name].clone();
             if matches!(&def.source.spec, SourceSpec::Native(n) if n.starts_with("log:")) {
                 let log = StreamLog::create(&name, def.source.schema.clone(), self.dir.as_deref())?;
+                match Feed::start(&def.feeds, &log) {
+                    Ok(None) => {}
+                    Ok(Some(feed)) => {
+                        self.feeds.insert(name.clone(), feed);
+                    }
+                    Err(e) => {
+                        self.script.catalog.streams.remove(&name);
+                        log.close();
+                        return Err(e);
+                    }
+                }
                 self.add_log(name, &def, log);
             }
         }
@@ -494,6 +518,7 @@ impl LiveSession {
             },
             lateness: 0,
             time_unit: time.and(time_unit),
+            feeds: Default::default(),
         };
         self.install(sql, plan, format!("stream {name}"), Some(log.clone()))?;
         self.made_by.insert(name.clone(), self.queries.len() - 1);
@@ -623,6 +648,7 @@ impl LiveSession {
             self.queries[q].dropped = true;
             self.engine.drop_query(self.queries[q].id)?;
         }
+        self.feeds.remove(&name);
         log.close();
         self.logs.remove(&name);
         self.script.catalog.streams.remove(&name);

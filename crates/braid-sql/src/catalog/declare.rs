@@ -1,7 +1,7 @@
 //! Definitions from `CREATE STREAM/TABLE/SINK ... WITH (options)`: sources, sinks and
 //! tables loaded from CSV.
 
-use super::{SinkDef, StreamDef, TableDef};
+use super::{Feeds, SinkDef, StreamDef, TableDef};
 use crate::time::TimeUnit;
 use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::error::{Error, Result};
@@ -232,6 +232,10 @@ pub fn stream(
     let speed = o.float("speed")?;
     let units = o.float("units_per_second")?;
     let units = units.unwrap_or_else(|| time_unit.map_or(1.0, TimeUnit::per_second));
+    let feeds = match kind.as_str() {
+        "log" => feeds(name, &mut o, base)?,
+        _ => Feeds::default(),
+    };
     let (spec, mut schema, children) = source_spec(name, &kind, path, columns, &mut o, base)?;
     o.done()?;
     let event_time =
@@ -269,6 +273,58 @@ pub fn stream(
         source,
         lateness,
         time_unit,
+        feeds,
+    })
+}
+
+/// The producers of a stream that lives in Braid: `listen` (an address, or a port on
+/// 127.0.0.1), `tail` (a file), `format` ('csv' or 'json') and `header`.
+fn feeds(name: &str, o: &mut Options, base: &Path) -> Result<Feeds> {
+    let listen = match o.take("listen") {
+        None => None,
+        Some(Scalar::Int(port)) => Some(format!("127.0.0.1:{port}")),
+        Some(Scalar::Str(s)) if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) => {
+            Some(format!("127.0.0.1:{s}"))
+        }
+        Some(Scalar::Str(s)) => Some(s),
+        Some(other) => return Err(o.expected("listen", "an address or a port", &other)),
+    };
+    let listen = listen
+        .map(|a| {
+            a.parse::<std::net::SocketAddr>().map_err(|_| {
+                Error::Plan(format!(
+                    "stream `{name}`: listen = '{a}' is not an address; give an IP address and port ('127.0.0.1:7001') or a port"
+                ))
+            })
+        })
+        .transpose()?;
+    let tail = o.string("tail")?.map(|p| resolve_path(base, &p));
+    let format = o.string("format")?;
+    let header = o.bool("header")?;
+    if listen.is_none() && tail.is_none() && (format.is_some() || header.is_some()) {
+        return Err(Error::Plan(format!(
+            "stream `{name}`: format and header are options of its producers; give listen = 'address' or tail = 'file'"
+        )));
+    }
+    let json = match format.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        None | Some("csv") => false,
+        Some("json") => true,
+        Some(other) => {
+            return Err(Error::Plan(format!(
+                "stream `{name}`: unknown format '{other}'; formats are 'csv' and 'json'"
+            )))
+        }
+    };
+    if json && header == Some(true) {
+        return Err(Error::Plan(format!(
+            "stream `{name}`: JSON lines have no header; header is an option of format = 'csv'"
+        )));
+    }
+    Ok(Feeds {
+        listen,
+        tail,
+        json,
+        header: header.unwrap_or(false),
     })
 }
 

@@ -33,6 +33,22 @@ pub struct StreamDef {
     /// The unit of the event time, when declared (`time_unit`): what INTERVAL converts
     /// to.
     pub time_unit: Option<crate::time::TimeUnit>,
+    /// How producers reach a stream that lives in Braid besides INSERT and COPY.
+    pub feeds: Feeds,
+}
+
+/// The producers of a stream that lives in Braid, from its options: TCP clients
+/// (`listen`) and a growing file (`tail`), writing CSV or JSON lines (`format`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Feeds {
+    /// Accept TCP producers at this address (`listen = '127.0.0.1:7001'`, or a port).
+    pub listen: Option<std::net::SocketAddr>,
+    /// Follow this file as it grows (`tail = 'path.csv'`).
+    pub tail: Option<std::path::PathBuf>,
+    /// The lines are JSON objects (`format = 'json'`); CSV otherwise.
+    pub json: bool,
+    /// The first line (of the file, of each TCP producer) is a header (`header`).
+    pub header: bool,
 }
 
 /// A declared table: rows loaded when the script is compiled, joined by lookup.
