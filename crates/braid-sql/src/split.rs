@@ -35,20 +35,26 @@ pub fn statements(text: &str) -> Option<Vec<Piece>> {
     let tokens = Tokenizer::new(&GenericDialect {}, text)
         .tokenize_with_location()
         .ok()?;
-    // Byte offset of each line's start, for the tokens' (line, column).
-    let mut lines = vec![0usize];
-    lines.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-    let offset = |line: u64, column: u64| -> usize {
-        let start = lines
-            .get(line.saturating_sub(1) as usize)
-            .copied()
-            .unwrap_or(text.len());
-        let rest = &text[start..];
-        start
-            + rest
-                .char_indices()
-                .nth(column.saturating_sub(1) as usize)
-                .map_or(rest.len(), |(i, _)| i)
+    // Byte offset of a token's (line, column). Tokens come in order, so a cursor moves
+    // forward from the last one (counting characters from each line's start made a long
+    // one-line INSERT quadratic).
+    let mut cursor = (1u64, 1u64, 0usize);
+    let mut offset = |line: u64, column: u64| -> usize {
+        let (mut l, mut c, mut at) = cursor;
+        if (line, column) < (l, c) {
+            (l, c, at) = (1, 1, 0);
+        }
+        let mut chars = text[at..].chars();
+        while (l, c) < (line, column) {
+            match chars.next() {
+                Some('\n') => (l, c) = (l + 1, 1),
+                Some(_) => c += 1,
+                None => break,
+            }
+            at = text.len() - chars.as_str().len();
+        }
+        cursor = (l, c, at);
+        at
     };
     let mut out = Vec::new();
     let mut current: Vec<(Lead, usize)> = Vec::new();
