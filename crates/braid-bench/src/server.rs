@@ -166,6 +166,9 @@ COPY is acknowledged (every row written and synced to the stream's log). **query
 caught up**: rows per second until `SHOW QUERIES` says the query has read them all.\n\
 - **ingest INSERT**: `INSERT INTO events VALUES` with 1,000 rows per statement, sent \
 by one psql session.\n\
+- **ingest TCP**: producers on the stream's TCP port (`listen`), each sending its share \
+of the same rows as CSV lines and reading its acknowledgements; rows per second until \
+every producer has its `done` (every row written and synced).\n\
 - **fan-out**: k private queries (`SELECT k, v, t FROM events WHERE k % k = i`), each \
 subscriber getting 1/k of the rows; rows per second from the first append until every \
 subscriber has read all its rows. In-process (the live session's subscriptions, no \
@@ -177,6 +180,38 @@ the latency floor at low rates.\n\
 - **memory per idle query**: resident memory (`/proc/self/statm`) added by 100 queries \
 over an empty stream, divided by 100, measured first in the process (before the big \
 runs, whose freed memory the allocator keeps).\n";
+
+/// Sends `lines` to a stream's TCP port, shuts down its side, and reads the
+/// acknowledgements until `done` (which must count every line).
+fn tcp_produce(addr: &str, lines: &[&[u8]]) -> Result<()> {
+    use std::io::{BufRead, BufReader};
+    let mut c = std::net::TcpStream::connect(addr)?;
+    let reader = c.try_clone()?;
+    let acks = std::thread::spawn(move || -> Result<String> {
+        let mut last = String::new();
+        for line in BufReader::new(reader).lines() {
+            last = line?;
+            if last.starts_with("done") {
+                break;
+            }
+        }
+        Ok(last)
+    });
+    let mut w = std::io::BufWriter::with_capacity(1 << 16, &mut c);
+    for l in lines {
+        w.write_all(l)?;
+    }
+    w.flush()?;
+    drop(w);
+    c.shutdown(std::net::Shutdown::Write)?;
+    let done = acks
+        .join()
+        .map_err(|_| anyhow::anyhow!("the ack reader panicked"))??;
+    if done != format!("done {} 0", lines.len()) {
+        bail!("a TCP producer sent {} lines and got {done:?}", lines.len());
+    }
+    Ok(())
+}
 
 /// `rows` rows of `k,v,t` (k in 0..1000).
 fn write_events(path: &Path, rows: u64) -> Result<()> {
@@ -195,6 +230,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// COPY and INSERT over the wire.
 fn ingest(a: &ServerArgs, csv: &Path, scratch: &Path) -> Result<Vec<Row>> {
     let (mut copy, mut caught, mut insert) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tcp = [Vec::new(), Vec::new()];
     for run in 0..a.runs {
         let config = braid_server::ServerConfig {
             listen: "127.0.0.1:0".parse()?,
@@ -283,6 +319,37 @@ fn ingest(a: &ServerArgs, csv: &Path, scratch: &Path) -> Result<Vec<Row>> {
             bail!("INSERT script: {}", String::from_utf8_lossy(&out.stderr));
         }
         insert.push(100_000.0 / start.elapsed().as_secs_f64());
+        // TCP producers: 1 and 4 at once, each sending its share of the CSV file and
+        // reading its acknowledgements, until `done`.
+        for (k, producers) in [(0, 1usize), (1, 4)] {
+            let name = format!("tcp{producers}");
+            psql(&format!("CREATE STREAM {name} (k BIGINT, v BIGINT, t BIGINT) WITH (listen = '127.0.0.1:0', format = 'csv')"))?;
+            let feeds = psql("SHOW FEEDS")?;
+            let addr = feeds
+                .lines()
+                .find(|l| l.starts_with(&format!("{name},")))
+                .and_then(|l| l.split(',').nth(1))
+                .and_then(|f| f.strip_prefix("listen "))
+                .context("the stream's listen address in SHOW FEEDS")?
+                .to_string();
+            let data = std::fs::read(csv)?;
+            let lines: Vec<&[u8]> = data.split_inclusive(|&b| b == b'\n').collect();
+            let per = lines.len().div_ceil(producers);
+            let start = Instant::now();
+            std::thread::scope(|scope| -> Result<()> {
+                let mut handles = Vec::new();
+                for part in lines.chunks(per) {
+                    let addr = addr.clone();
+                    handles.push(scope.spawn(move || tcp_produce(&addr, part)));
+                }
+                for h in handles {
+                    h.join()
+                        .map_err(|_| anyhow::anyhow!("a producer panicked"))??;
+                }
+                Ok(())
+            })?;
+            tcp[k].push(a.rows as f64 / start.elapsed().as_secs_f64());
+        }
         server.stop();
     }
     Ok(vec![
@@ -302,6 +369,18 @@ fn ingest(a: &ServerArgs, csv: &Path, scratch: &Path) -> Result<Vec<Row>> {
             "ingest INSERT (1,000 rows per statement)",
             "1 query",
             round(median(insert), 0),
+            "rows/s",
+        ),
+        row(
+            "ingest TCP (acknowledged, durable)",
+            "1 producer",
+            round(median(tcp[0].clone()), 0),
+            "rows/s",
+        ),
+        row(
+            "ingest TCP (acknowledged, durable)",
+            "4 producers",
+            round(median(tcp[1].clone()), 0),
             "rows/s",
         ),
     ])
