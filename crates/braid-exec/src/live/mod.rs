@@ -9,6 +9,7 @@ pub mod io;
 pub mod json;
 pub mod log;
 pub mod session;
+pub mod subscription;
 
 pub use engine::{Engine, Status};
 pub use session::{LiveSession, Outcome, Subscription};

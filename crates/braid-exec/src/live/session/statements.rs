@@ -1,0 +1,362 @@
+//! The live session's own statements: SELECT and SUBSCRIBE for subscribers, CREATE
+//! ... AS, INSERT, COPY, DROP, EXPLAIN and SHOW QUERIES.
+
+use super::{columns, plan_error, LiveSession, Outcome};
+use crate::error::{Error, Result};
+use crate::live::ingest::{self, Format, Ingest};
+use crate::live::log::StreamLog;
+use crate::live::subscription::Subscription;
+use braid_plan::plan::SourceSpec;
+use braid_sql::add_statements;
+use braid_sql::catalog::{Listing, StreamDef};
+use braid_sql::split::{alone, statements, Lead, Piece};
+use std::sync::Arc;
+
+impl LiveSession {
+    /// A bare SELECT: a private query whose rows go to this subscriber only.
+    pub(super) fn select(&mut self, text: &str) -> Result<Subscription> {
+        let (sql, plan, schema) = self.compile_query(text)?;
+        let n = self.queries.len() + 1;
+        let log = StreamLog::create(&format!("select{n}"), schema.clone(), None)?;
+        let status = self.install(sql, plan, "subscriber".into(), Some(log.clone()))?;
+        let (senders, id) = (self.engine.dropper(), self.queries[n - 1].id);
+        Ok(Subscription {
+            columns: columns(&schema),
+            log,
+            offset: 0,
+            read: 0,
+            status: Some(status),
+            drop: Some(Box::new(move || senders(id))),
+        })
+    }
+
+    /// `SUBSCRIBE TO name`: the stream from its start (later rows as they come).
+    pub(super) fn subscribe(&mut self, name: &str, _copy: bool) -> Result<Subscription> {
+        let key = name.to_ascii_lowercase();
+        let log = self.logs.get(&key).cloned().ok_or_else(|| {
+            Error::Plan(braid_plan::error::Error::Plan(format!(
+                "no stream named `{key}` lives in Braid (SHOW STREAMS lists them)"
+            )))
+        })?;
+        let status = self
+            .made_by
+            .get(&key)
+            .map(|&q| self.queries[q].status.clone());
+        Ok(Subscription {
+            columns: columns(log.schema()),
+            log,
+            offset: 0,
+            read: 0,
+            status,
+            drop: None,
+        })
+    }
+
+    /// `CREATE STREAM name AS query` / `CREATE MATERIALIZED VIEW name AS query`.
+    pub(super) fn create_as(&mut self, text: &str, p: &Piece, name_at: usize) -> Result<Outcome> {
+        let name = p.word(name_at).unwrap_or("").to_ascii_lowercase();
+        let Some(as_at) = p
+            .tokens
+            .iter()
+            .position(|(t, _)| *t == Lead::Word("AS".into()))
+        else {
+            return Err(plan_error("CREATE ... AS needs AS and a query"));
+        };
+        if as_at != name_at + 1 || name.is_empty() {
+            return Err(plan_error(&format!(
+                "CREATE {} name AS SELECT ...: options between the name and AS are not taken",
+                if name_at == 3 {
+                    "MATERIALIZED VIEW"
+                } else {
+                    "STREAM"
+                }
+            )));
+        }
+        if self.script.catalog.kind_of(&name).is_some() {
+            return Err(plan_error(&format!(
+                "`{name}` is already declared; DROP it first"
+            )));
+        }
+        let query = alone(text, p.at(as_at + 1)..p.range.end);
+        let (sql, plan, mut schema) = self.compile_query(&query)?;
+        // The new stream's event time: the input's event-time column if the output
+        // keeps it, else window_start.
+        let input = plan.leaf_source().clone();
+        let time = input
+            .schema
+            .event_time
+            .map(|c| input.schema.fields[c].name.clone())
+            .filter(|n| schema.index_of(n).is_ok())
+            .or_else(|| {
+                schema
+                    .index_of("window_start")
+                    .ok()
+                    .map(|_| "window_start".to_string())
+            });
+        if let Some(t) = &time {
+            schema = schema.with_event_time(t)?;
+        }
+        let log = StreamLog::create(&name, schema.clone(), self.dir.as_deref())?;
+        let time_unit = self
+            .script
+            .catalog
+            .streams
+            .get(&input.name.to_ascii_lowercase())
+            .and_then(|d| d.time_unit);
+        let def = StreamDef {
+            name: name.clone(),
+            source: braid_plan::plan::Source {
+                name: name.clone(),
+                spec: SourceSpec::Native(format!("log:{name}")),
+                schema,
+                epoch: if time.is_some() { input.epoch } else { 1024 },
+                window: 1024,
+                pace: braid_plan::plan::Pace::Max,
+                out_of_order: true,
+            },
+            lateness: 0,
+            time_unit: time.and(time_unit),
+            feeds: Default::default(),
+        };
+        self.install(sql, plan, format!("stream {name}"), Some(log.clone()))?;
+        self.made_by.insert(name.clone(), self.queries.len() - 1);
+        self.add_log(name.clone(), &def, log);
+        self.script.catalog.streams.insert(name, def);
+        Ok(Outcome::Done(match name_at {
+            3 => "CREATE MATERIALIZED VIEW".into(),
+            _ => "CREATE STREAM".into(),
+        }))
+    }
+
+    /// `INSERT INTO stream VALUES (...), ...` or `INSERT INTO stream SELECT ...`.
+    pub(super) fn insert(&mut self, text: &str, p: &Piece, log: Arc<StreamLog>) -> Result<Outcome> {
+        if p.word(3) != Some("VALUES") {
+            // A query appending to the stream, running until dropped.
+            let (sql, plan, schema) = self.compile_query(&alone(text, p.at(3)..p.range.end))?;
+            let want = columns(log.schema());
+            let got = columns(&schema);
+            if want.iter().map(|c| c.1).ne(got.iter().map(|c| c.1)) {
+                return Err(plan_error(&format!(
+                    "INSERT INTO {}: the query makes ({}), the stream has ({})",
+                    log.name(),
+                    schema.column_list(),
+                    log.schema().column_list()
+                )));
+            }
+            let _ = sql;
+            self.install(
+                text[p.range.clone()].to_string(),
+                plan,
+                format!("stream {}", log.name()),
+                Some(log),
+            )?;
+            return Ok(Outcome::Done("INSERT 0 0".into()));
+        }
+        let rows = values(p)?;
+        let n = ingest::insert(&log, &rows)
+            .map_err(|e| plan_error(&format!("INSERT INTO {}: {e}", log.name())))?;
+        Ok(Outcome::Done(format!("INSERT 0 {n}")))
+    }
+
+    /// `COPY stream FROM STDIN [WITH (FORMAT csv, HEADER)]` or `COPY (query) TO STDOUT`.
+    pub(super) fn copy(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
+        if matches!(p.tokens.get(1), Some((Lead::Symbol(s), _)) if s == "(") {
+            // The parenthesis that closes the one after COPY.
+            let mut depth = 0i32;
+            let close = p.tokens.iter().enumerate().skip(1).find_map(|(i, (t, _))| {
+                match t {
+                    Lead::Symbol(s) if s == "(" => depth += 1,
+                    Lead::Symbol(s) if s == ")" => depth -= 1,
+                    _ => {}
+                }
+                (depth == 0).then_some(i)
+            });
+            let Some(close) = close else {
+                return Err(plan_error("COPY (query) TO STDOUT: no closing parenthesis"));
+            };
+            let inner = alone(text, p.at(2)..p.tokens[close].1);
+            let inner_piece = statements(&inner).and_then(|v| v.into_iter().next());
+            let Some(ip) = inner_piece else {
+                return Err(plan_error("COPY (query) TO STDOUT: empty query"));
+            };
+            if ip.starts_with(&["SUBSCRIBE"]) {
+                let k = if ip.word(1) == Some("TO") { 2 } else { 1 };
+                return self
+                    .subscribe(ip.word(k).unwrap_or(""), true)
+                    .map(|s| Outcome::Rows(s, true));
+            }
+            return self.select(&inner).map(|s| Outcome::Rows(s, true));
+        }
+        let name = p.word(1).unwrap_or("");
+        let log = self.log(name).cloned().ok_or_else(|| {
+            plan_error(&format!(
+                "COPY {name}: no stream named `{name}` lives in Braid"
+            ))
+        })?;
+        if p.word(2) != Some("FROM") || p.word(3) != Some("STDIN") {
+            return Err(plan_error("COPY stream FROM STDIN [WITH (FORMAT csv, HEADER true)] is the COPY a stream takes"));
+        }
+        let words: Vec<&str> = (4..p.tokens.len()).filter_map(|i| p.word(i)).collect();
+        let format = if words.contains(&"CSV") {
+            Format::Csv
+        } else {
+            Format::Text
+        };
+        let header = words.contains(&"HEADER");
+        Ok(Outcome::CopyIn(Ingest::new(log, format, header)))
+    }
+
+    /// `DROP STREAM | VIEW | MATERIALIZED VIEW name` of a stream living in Braid.
+    pub(super) fn drop_live(&mut self, p: &Piece) -> Result<Option<Outcome>> {
+        let k = match (p.word(1), p.word(2)) {
+            (Some("MATERIALIZED"), Some("VIEW")) => 3,
+            (Some("STREAM" | "VIEW"), _) => 2,
+            (Some("QUERY"), _) => return self.drop_query(p).map(Some),
+            _ => return Ok(None),
+        };
+        let (if_exists, k) = match (p.word(k), p.word(k + 1)) {
+            (Some("IF"), Some("EXISTS")) => (true, k + 2),
+            _ => (false, k),
+        };
+        let name = p.word(k).unwrap_or("").to_ascii_lowercase();
+        let Some(log) = self.logs.get(&name).cloned() else {
+            if if_exists {
+                return Ok(Some(Outcome::Done("DROP".into())));
+            }
+            return match p.word(1) {
+                Some("MATERIALIZED") => {
+                    Err(plan_error(&format!("no materialized view named `{name}`")))
+                }
+                _ => Ok(None),
+            };
+        };
+        let readers: Vec<String> = self
+            .queries
+            .iter()
+            .filter(|q| !q.dropped && !q.status.ended() && q.reads.contains(&name))
+            .map(|q| q.number.to_string())
+            .collect();
+        if !readers.is_empty() {
+            return Err(plan_error(&format!(
+                "stream `{name}` is read by running queries {} (DROP QUERY n, or DROP what they make, first)",
+                readers.join(", ")
+            )));
+        }
+        if let Some(q) = self.made_by.remove(&name) {
+            self.queries[q].dropped = true;
+            self.engine.drop_query(self.queries[q].id)?;
+        }
+        self.feeds.remove(&name);
+        log.close();
+        self.logs.remove(&name);
+        self.script.catalog.streams.remove(&name);
+        Ok(Some(Outcome::Done(format!(
+            "DROP {}",
+            if k >= 3 && p.word(1) == Some("MATERIALIZED") {
+                "MATERIALIZED VIEW"
+            } else {
+                "STREAM"
+            }
+        ))))
+    }
+
+    /// `DROP QUERY n`: stops query n (what it made stays, and ends).
+    pub(super) fn drop_query(&mut self, p: &Piece) -> Result<Outcome> {
+        let n = match p.tokens.get(2) {
+            Some((Lead::Number(n), _)) => n.parse::<usize>().ok(),
+            _ => None,
+        };
+        let Some(q) = n.and_then(|n| self.queries.get_mut(n.wrapping_sub(1))) else {
+            return Err(plan_error(
+                "DROP QUERY n: n is a query's number in SHOW QUERIES",
+            ));
+        };
+        q.dropped = true;
+        self.engine.drop_query(q.id)?;
+        Ok(Outcome::Done("DROP QUERY".into()))
+    }
+
+    /// `EXPLAIN query`: its stages and physical plan.
+    pub(super) fn explain(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
+        let query = alone(text, p.at(1)..p.range.end);
+        let jobs = self.script.jobs.len();
+        add_statements(&mut self.script, &query, &self.base)?;
+        let mut rows = Vec::new();
+        for job in self.script.jobs.drain(jobs..) {
+            let s = braid_sql::explain(&job, &self.script.registry, self.engine.workers());
+            rows.extend(s.lines().map(|l| vec![l.to_string()]));
+        }
+        Ok(Outcome::Listing(Listing {
+            header: vec!["QUERY PLAN".into()],
+            rows,
+        }))
+    }
+
+    /// `SHOW QUERIES`: number, state, rows in and out, what it writes, its text.
+    pub(super) fn queries_listing(&self) -> Listing {
+        let rows = self
+            .queries
+            .iter()
+            .map(|q| {
+                let state = match (q.status.error(), q.dropped, q.status.ended()) {
+                    (Some(e), _, _) => format!("failed: {e}"),
+                    (None, true, _) => "dropped".into(),
+                    (None, false, true) => "ended".into(),
+                    (None, false, false) => "running".into(),
+                };
+                vec![
+                    q.number.to_string(),
+                    state,
+                    q.status.rows_in().to_string(),
+                    q.status.rows_out().to_string(),
+                    q.status.faults().to_string(),
+                    q.writes.clone(),
+                    q.sql.clone(),
+                ]
+            })
+            .collect();
+        Listing {
+            header: [
+                "query", "state", "rows_in", "rows_out", "skipped", "writes", "sql",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }
+    }
+}
+
+/// The rows of `INSERT INTO s VALUES (...), (...)`: literals as text (`None`: NULL).
+fn values(p: &Piece) -> Result<Vec<Vec<Option<String>>>> {
+    let mut rows = Vec::new();
+    let mut row: Option<Vec<Option<String>>> = None;
+    let mut negative = false;
+    for (t, _) in &p.tokens[4..] {
+        match (t, row.as_mut()) {
+            (Lead::Symbol(s), None) if s == "(" => row = Some(Vec::new()),
+            (Lead::Symbol(s), Some(_)) if s == ")" => rows.push(row.take().unwrap_or_default()),
+            (Lead::Symbol(s), _) if s == "," => {}
+            (Lead::Symbol(s), Some(_)) if s == "-" => negative = true,
+            (Lead::Number(n), Some(r)) => {
+                r.push(Some(if negative { format!("-{n}") } else { n.clone() }));
+                negative = false;
+            }
+            (Lead::Str(s), Some(r)) => r.push(Some(s.clone())),
+            (Lead::Word(w), Some(r)) if w == "NULL" => r.push(None),
+            (Lead::Word(w), Some(r)) if w == "TRUE" || w == "FALSE" => r.push(Some(w.to_ascii_lowercase())),
+            // TIMESTAMP '...', DATE '...': the string that follows is the value.
+            (Lead::Word(w), Some(_)) if matches!(w.as_str(), "TIMESTAMP" | "TIMESTAMPTZ" | "DATE") => {}
+            (other, _) => {
+                return Err(plan_error(&format!(
+                    "INSERT ... VALUES takes literals (numbers, 'strings', NULL, TRUE/FALSE, TIMESTAMP '...'); found {other:?}"
+                )))
+            }
+        }
+    }
+    if row.is_some() {
+        return Err(plan_error(
+            "INSERT ... VALUES: a row is not closed with `)`",
+        ));
+    }
+    Ok(rows)
+}
