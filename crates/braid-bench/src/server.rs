@@ -75,16 +75,18 @@ pub fn run(a: ServerArgs) -> Result<()> {
     eprintln!("ingest over the wire ...");
     rows.extend(ingest(&a, &csv, &scratch)?);
     eprintln!("fan-out ...");
-    let fan = fan_out(&a)?;
+    let fan = fan_out(&a, false)?;
+    let post = fan_out(&a, true)?;
     let one = fan.iter().find(|f| f.0 == 1).map_or(0.0, |f| f.1);
-    rows.extend(fan.iter().map(|&(k, r)| {
-        row(
-            "fan-out",
-            &format!("{k} subscribers"),
-            round(r, 0),
-            "rows/s",
-        )
-    }));
+    for (what, f) in [
+        ("fan-out, a query each (SELECT ... WHERE)", &fan),
+        ("fan-out, postfilters (SUBSCRIBE ... WHERE)", &post),
+    ] {
+        rows.extend(
+            f.iter()
+                .map(|&(k, r)| row(what, &format!("{k} subscribers"), round(r, 0), "rows/s")),
+        );
+    }
     eprintln!("latency ...");
     for share in [0.1, 0.8] {
         let (p50, p99, achieved) = latency(&a, one * share)?;
@@ -117,10 +119,16 @@ pub fn run(a: ServerArgs) -> Result<()> {
         y_label: "rows/s ingested and delivered".into(),
         log_x: true,
         log_y: false,
-        series: vec![Series::line(
-            "rows/s",
-            fan.iter().map(|&(k, r)| (k as f64, r)).collect(),
-        )],
+        series: vec![
+            Series::line(
+                "a query each (SELECT ... WHERE)",
+                fan.iter().map(|&(k, r)| (k as f64, r)).collect(),
+            ),
+            Series::line(
+                "postfilters (SUBSCRIBE ... WHERE)",
+                post.iter().map(|&(k, r)| (k as f64, r)).collect(),
+            ),
+        ],
         hlines: Vec::new(),
     };
     chart.write_svg(&a.out.join("server-fanout.svg"), 640, 400)?;
@@ -169,7 +177,10 @@ by one psql session.\n\
 - **ingest TCP**: producers on the stream's TCP port (`listen`), each sending its share \
 of the same rows as CSV lines and reading its acknowledgements; rows per second until \
 every producer has its `done` (every row written and synced).\n\
-- **fan-out**: k private queries (`SELECT k, v, t FROM events WHERE k % k = i`), each \
+- **fan-out, postfilters**: k subscribers of the stream itself, \
+`SUBSCRIBE TO events WHERE k % k = i`, each filter applied as its subscriber reads the \
+log (no dataflow per subscriber).\n\
+- **fan-out, a query each**: k private queries (`SELECT k, v, t FROM events WHERE k % k = i`), each \
 subscriber getting 1/k of the rows; rows per second from the first append until every \
 subscriber has read all its rows. In-process (the live session's subscriptions, no \
 wire); ingest by the COPY parser (`Ingest`, CSV lines) in chunks of 10,000 rows.\n\
@@ -420,8 +431,10 @@ fn chunk(from: u64, to: u64, stamp: Option<u64>) -> String {
     s
 }
 
-/// Ingest rate with k subscribers, for k = 1, 10, 100.
-fn fan_out(a: &ServerArgs) -> Result<Vec<(usize, f64)>> {
+/// Ingest rate with k subscribers, for k = 1, 10, 100: each a query of its own
+/// (`SELECT ... WHERE`), or, with `postfilter`, a reader of the stream with its filter
+/// applied as it reads (`SUBSCRIBE TO events WHERE ...`).
+fn fan_out(a: &ServerArgs, postfilter: bool) -> Result<Vec<(usize, f64)>> {
     let mut out = Vec::new();
     for k in [1usize, 10, 100] {
         let mut runs = Vec::new();
@@ -433,9 +446,11 @@ fn fan_out(a: &ServerArgs) -> Result<Vec<(usize, f64)>> {
             )?;
             let mut subs = Vec::new();
             for i in 0..k {
-                let sql = match k {
-                    1 => "SELECT k, v, t FROM events".to_string(),
-                    _ => format!("SELECT k, v, t FROM events WHERE k % {k} = {i}"),
+                let sql = match (k, postfilter) {
+                    (1, false) => "SELECT k, v, t FROM events".to_string(),
+                    (1, true) => "SUBSCRIBE TO events".to_string(),
+                    (_, false) => format!("SELECT k, v, t FROM events WHERE k % {k} = {i}"),
+                    (_, true) => format!("SUBSCRIBE TO events WHERE k % {k} = {i}"),
                 };
                 subs.push(subscribe(&mut s, &sql)?);
             }

@@ -292,3 +292,51 @@ fn sub_open(sub: &mut Subscription) -> bool {
         }
     }
 }
+
+#[test]
+fn subscribers_postfilters_apply_as_they_read_and_a_fault_ends_only_theirs() {
+    for workers in [1, 2] {
+        let mut s = session(workers);
+        run(
+            &mut s,
+            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)",
+        );
+        let mut threes = subscription(&mut s, "SUBSCRIBE TO calls WHERE caller = 3 AND dur < 150");
+        let mut faulty = subscription(&mut s, "SUBSCRIBE calls WHERE 100 / (dur - 74) > 0");
+        let rows = calls(200);
+        run(
+            &mut s,
+            &format!("INSERT INTO calls VALUES {}", values(&rows)),
+        );
+        let want: Vec<Vec<i64>> = rows
+            .iter()
+            .filter(|r| r.0 == 3 && r.1 < 150)
+            .map(|&(a, b, c)| vec![a, b, c])
+            .collect();
+        assert_eq!(read(&mut threes, want.len(), Duration::from_secs(10)), want);
+        // dur = 74 divides by zero: the subscription ends with the fault, naming the
+        // filter and the row; the rows before it were delivered.
+        let before: Vec<Vec<i64>> = rows
+            .iter()
+            .take_while(|r| r.1 != 74)
+            .filter(|r| 100 / (r.1 - 74) > 0)
+            .map(|&(a, b, c)| vec![a, b, c])
+            .collect();
+        assert_eq!(
+            read(&mut faulty, before.len() + 1, Duration::from_secs(2)),
+            before
+        );
+        let e = faulty.error().unwrap_or_default();
+        assert!(
+            e.contains("100 / (dur - 74)") && e.contains("division by zero"),
+            "{e}"
+        );
+    }
+    let mut s = session(1);
+    run(
+        &mut s,
+        "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)",
+    );
+    let refused = s.execute("SUBSCRIBE TO calls WHERE nope > 1");
+    assert!(matches!(refused.last(), Some(Err(e)) if e.to_string().contains("nope")));
+}

@@ -155,8 +155,7 @@ impl LiveSession {
         };
         let own = alone(text, p.range.clone());
         if p.starts_with(&["SUBSCRIBE"]) {
-            let k = if p.word(1) == Some("TO") { 2 } else { 1 };
-            let sub = self.subscribe(p.word(k).unwrap_or(""), false)?;
+            let sub = self.subscribe_piece(text, &p, 1)?;
             return Ok(Some(sub.columns.clone()));
         }
         if p.starts_with(&["SELECT"]) || p.starts_with(&["WITH"]) {
@@ -185,9 +184,8 @@ impl LiveSession {
     fn statement(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
         let own = alone(text, p.range.clone());
         if p.starts_with(&["SUBSCRIBE"]) {
-            let k = if p.word(1) == Some("TO") { 2 } else { 1 };
             return self
-                .subscribe(p.word(k).unwrap_or(""), false)
+                .subscribe_piece(text, p, 1)
                 .map(|s| Outcome::Rows(s, false));
         }
         if p.starts_with(&["COPY"]) {

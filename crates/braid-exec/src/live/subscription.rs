@@ -1,9 +1,55 @@
 //! A subscriber: a reader of a stream's log from an offset of its own.
 
 use super::engine::Status;
-use super::log::StreamLog;
+use super::log::{Read, StreamLog};
+use braid_plan::batch::{Batch, Value};
+use braid_plan::expr::{Arena, Expr};
 use braid_plan::types::DataType;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// A subscriber's own filter (`SUBSCRIBE TO v WHERE ...`), applied as it reads, before
+/// rows are sent to it: the postfilter of a stream process's subscriber.
+pub struct Filter {
+    /// The predicate over the stream's columns.
+    pub expr: Expr,
+    /// Its text, for errors.
+    pub text: String,
+    pub(super) arena: Arena,
+}
+
+impl Filter {
+    /// A filter `expr` (written `text`).
+    pub fn new(expr: Expr, text: &str) -> Filter {
+        Filter {
+            expr,
+            text: text.to_string(),
+            arena: Arena::new(),
+        }
+    }
+
+    /// The rows of `b` the predicate holds for; the fault (with the row) that keeps it
+    /// from being computed, if one does.
+    fn apply(&mut self, b: &Batch) -> Result<Batch, String> {
+        let mut out = Batch::with_capacity(b.arity(), b.len());
+        for (i, row) in b.rows().enumerate() {
+            self.arena.reset();
+            match self.expr.eval(&row, &self.arena) {
+                Ok(Value::Bool(true)) => out.push_row_of(b, i, b.key(i)),
+                Ok(_) => {}
+                Err(f) => {
+                    return Err(format!(
+                        "the subscription's filter `{}` on row {:?}: {}",
+                        self.text,
+                        row.to_scalars(),
+                        f.message
+                    ))
+                }
+            }
+        }
+        Ok(out)
+    }
+}
 
 /// A reader of a stream's log from an offset; a private query (a bare SELECT) is
 /// dropped with it.
@@ -18,35 +64,66 @@ pub struct Subscription {
     pub read: u64,
     /// The query making the rows, when it is the subscriber's own.
     pub status: Option<Arc<Status>>,
+    /// The subscriber's own filter, if any.
+    pub filter: Option<Filter>,
+    /// The fault that ended the subscription (its filter could not be computed).
+    pub fault: Option<String>,
     pub(super) drop: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Subscription {
     /// The next batch of rows, waking `cx` when one comes; `Ready(None)` once the
-    /// stream has ended (dropped, or its query ended) and everything was read.
-    pub fn poll_next(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Arc<braid_plan::batch::Batch>>> {
-        let r = self.log.poll_read(self.offset, cx);
-        if let std::task::Poll::Ready(Some(b)) = &r {
-            self.offset += 1;
-            self.read += b.len() as u64;
+    /// stream has ended (dropped, or its query ended) and everything was read, or the
+    /// subscriber's filter met a fault ([`Subscription::error`] says which).
+    pub fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<Arc<Batch>>> {
+        loop {
+            if self.fault.is_some() {
+                return Poll::Ready(None);
+            }
+            let b = match self.log.poll_read(self.offset, cx) {
+                Poll::Ready(Some(b)) => b,
+                other => return other,
+            };
+            if let Some(b) = self.take(b) {
+                return Poll::Ready(Some(b));
+            }
         }
-        r
     }
 
     /// The next batch if there is one now; `Err(true)` once the stream has ended and
-    /// everything was read, `Err(false)` when nothing is there yet.
-    pub fn try_next(&mut self) -> std::result::Result<Arc<braid_plan::batch::Batch>, bool> {
-        match self.log.read(self.offset) {
-            super::log::Read::Batch(b) => {
-                self.offset += 1;
-                self.read += b.len() as u64;
-                Ok(b)
+    /// everything was read (or the filter met a fault), `Err(false)` when nothing is
+    /// there yet.
+    pub fn try_next(&mut self) -> std::result::Result<Arc<Batch>, bool> {
+        loop {
+            if self.fault.is_some() {
+                return Err(true);
             }
-            super::log::Read::Closed => Err(true),
-            super::log::Read::Idle(..) => Err(false),
+            match self.log.read(self.offset) {
+                Read::Batch(b) => {
+                    if let Some(b) = self.take(b) {
+                        return Ok(b);
+                    }
+                }
+                Read::Closed => return Err(true),
+                Read::Idle(..) => return Err(false),
+            }
+        }
+    }
+
+    /// Moves past batch `b`; its rows for this subscriber (none: `None`).
+    fn take(&mut self, b: Arc<Batch>) -> Option<Arc<Batch>> {
+        self.offset += 1;
+        self.read += b.len() as u64;
+        let Some(f) = self.filter.as_mut() else {
+            return Some(b);
+        };
+        match f.apply(&b) {
+            Ok(kept) if kept.is_empty() => None,
+            Ok(kept) => Some(Arc::new(kept)),
+            Err(e) => {
+                self.fault = Some(e);
+                None
+            }
         }
     }
 
@@ -55,9 +132,11 @@ impl Subscription {
         self.log.rows().saturating_sub(self.read)
     }
 
-    /// The error the query making the rows failed with, if it did.
+    /// The error the query making the rows failed with, or the fault its filter met.
     pub fn error(&self) -> Option<String> {
-        self.status.as_ref().and_then(|s| s.error())
+        self.fault
+            .clone()
+            .or_else(|| self.status.as_ref().and_then(|s| s.error()))
     }
 }
 

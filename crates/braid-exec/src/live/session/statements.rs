@@ -26,11 +26,40 @@ impl LiveSession {
             offset: 0,
             read: 0,
             status: Some(status),
+            filter: None,
+            fault: None,
             drop: Some(Box::new(move || senders(id))),
         })
     }
 
     /// `SUBSCRIBE TO name`: the stream from its start (later rows as they come).
+    /// `SUBSCRIBE [TO] name [WHERE predicate]` in `p` from token `at`: the stream from
+    /// its start, the predicate applied as the subscriber reads (a postfilter).
+    pub(super) fn subscribe_piece(
+        &mut self,
+        text: &str,
+        p: &Piece,
+        at: usize,
+    ) -> Result<Subscription> {
+        let k = if p.word(at) == Some("TO") { at + 1 } else { at };
+        let mut sub = self.subscribe(p.word(k).unwrap_or(""), false)?;
+        match p.word(k + 1) {
+            None => {}
+            Some("WHERE") => {
+                let pred = text[p.at(k + 2)..p.range.end].to_string();
+                let expr = braid_sql::expr::parse_expr(&pred, sub.log.schema())?;
+                sub.filter = Some(crate::live::subscription::Filter::new(expr, &pred));
+            }
+            Some(w) => {
+                return Err(plan_error(&format!(
+                    "SUBSCRIBE TO {} takes WHERE predicate; found {w}",
+                    sub.log.name()
+                )))
+            }
+        }
+        Ok(sub)
+    }
+
     pub(super) fn subscribe(&mut self, name: &str, _copy: bool) -> Result<Subscription> {
         let key = name.to_ascii_lowercase();
         let log = self.logs.get(&key).cloned().ok_or_else(|| {
@@ -48,6 +77,8 @@ impl LiveSession {
             offset: 0,
             read: 0,
             status,
+            filter: None,
+            fault: None,
             drop: None,
         })
     }
@@ -180,9 +211,12 @@ impl LiveSession {
                 return Err(plan_error("COPY (query) TO STDOUT: empty query"));
             };
             if ip.starts_with(&["SUBSCRIBE"]) {
-                let k = if ip.word(1) == Some("TO") { 2 } else { 1 };
+                let ip = braid_sql::split::Piece {
+                    range: ip.range.start..ip.range.end.min(inner.trim_end().len()),
+                    tokens: ip.tokens,
+                };
                 return self
-                    .subscribe(ip.word(k).unwrap_or(""), true)
+                    .subscribe_piece(&inner, &ip, 1)
                     .map(|s| Outcome::Rows(s, true));
             }
             return self.select(&inner).map(|s| Outcome::Rows(s, true));
