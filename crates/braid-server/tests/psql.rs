@@ -437,3 +437,44 @@ fn a_password_lets_in_who_knows_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("Password authentication failed"), "{err}");
 }
+
+#[test]
+fn a_client_that_goes_away_takes_its_query_with_it() {
+    let s = Server::start("gone", 2);
+    s.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)");
+    s.ok("CREATE MATERIALIZED VIEW all_calls AS SELECT caller, dur FROM calls");
+    // A subscriber's own query, with no rows coming: the client is killed.
+    let mut sub = s.spawn("SELECT caller FROM calls WHERE dur > 1000");
+    let start = Instant::now();
+    while !s.ok("SHOW QUERIES").contains("running,0,0,0,subscriber") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the subscriber's query never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    sub.kill().unwrap();
+    sub.wait().unwrap();
+    // The keepalive finds the connection gone; the query ends, the view runs on.
+    let start = Instant::now();
+    loop {
+        let q = s.ok("SHOW QUERIES");
+        let states: Vec<&str> = q
+            .lines()
+            .map(|l| l.split(',').nth(1).unwrap_or(""))
+            .collect();
+        if states == ["running", "ended"] {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "{q}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        s.ok("INSERT INTO calls VALUES (1, 2, 3)").trim(),
+        "INSERT 0 1"
+    );
+    assert_eq!(
+        s.ok("SELECT caller, dur FROM all_calls LIMIT 1").trim(),
+        "1,2"
+    );
+}
