@@ -4,17 +4,15 @@
 //! what runs is an ordinary statement of the live session. Results are text; a client
 //! asking for binary results is refused with a message.
 
-use crate::pg::{fields, pg_error, push_rows, Conn, Shared};
+use crate::pg::{fields, listing_response, pg_error, push_rows, Conn, Shared};
 use async_trait::async_trait;
 use braid_exec::live::Outcome;
-use braid_plan::types::DataType;
 use braid_sql::split::{statements, Lead};
 use futures::Sink;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::ExtendedQueryHandler;
 use pgwire::api::results::{
-    DataRowEncoder, DescribePortalResponse, DescribeStatementResponse, FieldInfo, QueryResponse,
-    Response, Tag,
+    DescribePortalResponse, DescribeStatementResponse, FieldInfo, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
 use pgwire::api::store::PortalStore;
@@ -320,32 +318,8 @@ impl ExtendedQueryHandler for Conn {
         Ok(match outcome {
             Err(e) => Response::Error(Box::new(pg_error(&e, &sql))),
             Ok(Outcome::Done(tag)) => Response::Execution(Tag::new(&tag)),
-            Ok(Outcome::Listing(l)) => {
-                let columns: Vec<(String, DataType)> = l
-                    .header
-                    .iter()
-                    .map(|h| (h.clone(), DataType::String))
-                    .collect();
-                let schema = fields(&columns);
-                let mut encoder = DataRowEncoder::new(schema.clone());
-                let mut rows = Vec::new();
-                for r in &l.rows {
-                    for v in r {
-                        encoder.encode_field(&Some(v.as_str()))?;
-                    }
-                    rows.push(Ok(encoder.take_row()));
-                }
-                Response::Query(QueryResponse::new(schema, futures::stream::iter(rows)))
-            }
-            Ok(Outcome::CopyIn(ingest)) => {
-                let columns = ingest.columns();
-                *self.copy.lock().unwrap_or_else(|p| p.into_inner()) = Some(ingest);
-                Response::CopyIn(pgwire::api::results::CopyResponse::new(
-                    0,
-                    columns,
-                    futures::stream::empty(),
-                ))
-            }
+            Ok(Outcome::Listing(l)) => listing_response(&l)?,
+            Ok(Outcome::CopyIn(ingest)) => self.copy_in(ingest),
             // Rows go out as they come; the command's tag (or its query's error) ends it.
             Ok(Outcome::Rows(sub, copy)) => {
                 match push_rows(client, sub, copy, false, self.limits).await? {

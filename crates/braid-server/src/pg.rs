@@ -10,6 +10,7 @@ use braid_exec::error::Error as ExecError;
 use braid_exec::live::ingest::Ingest;
 use braid_exec::live::{LiveSession, Outcome, Subscription};
 use braid_plan::types::DataType;
+use braid_sql::catalog::Listing;
 use futures::{Sink, SinkExt};
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::query::SimpleQueryHandler;
@@ -159,35 +160,8 @@ impl SimpleQueryHandler for Conn {
             match outcome {
                 Err(e) => responses.push(Response::Error(Box::new(pg_error(&e, query)))),
                 Ok(Outcome::Done(tag)) => responses.push(Response::Execution(Tag::new(&tag))),
-                Ok(Outcome::Listing(l)) => {
-                    let columns: Vec<(String, DataType)> = l
-                        .header
-                        .iter()
-                        .map(|h| (h.clone(), DataType::String))
-                        .collect();
-                    let schema = fields(&columns);
-                    let mut encoder = DataRowEncoder::new(schema.clone());
-                    let mut rows = Vec::new();
-                    for r in &l.rows {
-                        for v in r {
-                            encoder.encode_field(&Some(v.as_str()))?;
-                        }
-                        rows.push(Ok(encoder.take_row()));
-                    }
-                    responses.push(Response::Query(QueryResponse::new(
-                        schema,
-                        futures::stream::iter(rows),
-                    )));
-                }
-                Ok(Outcome::CopyIn(ingest)) => {
-                    let columns = ingest_columns(&ingest);
-                    *self.copy.lock().unwrap_or_else(|p| p.into_inner()) = Some(ingest);
-                    responses.push(Response::CopyIn(pgwire::api::results::CopyResponse::new(
-                        0,
-                        columns,
-                        futures::stream::empty(),
-                    )));
-                }
+                Ok(Outcome::Listing(l)) => responses.push(listing_response(&l)?),
+                Ok(Outcome::CopyIn(ingest)) => responses.push(self.copy_in(ingest)),
                 Ok(Outcome::Rows(sub, copy)) => {
                     // Earlier results go first; the rows stream until the query ends.
                     for r in responses.drain(..) {
@@ -364,8 +338,39 @@ fn too_slow(message: String) -> PgWireError {
     ))
 }
 
-fn ingest_columns(ingest: &Ingest) -> usize {
-    ingest.columns()
+/// A SHOW, DESCRIBE or EXPLAIN listing as rows of text columns.
+pub(crate) fn listing_response(l: &Listing) -> PgWireResult<Response> {
+    let columns: Vec<(String, DataType)> = l
+        .header
+        .iter()
+        .map(|h| (h.clone(), DataType::String))
+        .collect();
+    let schema = fields(&columns);
+    let mut encoder = DataRowEncoder::new(schema.clone());
+    let mut rows = Vec::new();
+    for r in &l.rows {
+        for v in r {
+            encoder.encode_field(&Some(v.as_str()))?;
+        }
+        rows.push(Ok(encoder.take_row()));
+    }
+    Ok(Response::Query(QueryResponse::new(
+        schema,
+        futures::stream::iter(rows),
+    )))
+}
+
+impl Conn {
+    /// Starts a COPY into a stream: the connection keeps `ingest` for the data to come.
+    pub(crate) fn copy_in(&self, ingest: Ingest) -> Response {
+        let columns = ingest.columns();
+        *self.copy.lock().unwrap_or_else(|p| p.into_inner()) = Some(ingest);
+        Response::CopyIn(pgwire::api::results::CopyResponse::new(
+            0,
+            columns,
+            futures::stream::empty(),
+        ))
+    }
 }
 
 #[async_trait]
