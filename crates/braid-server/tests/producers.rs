@@ -6,36 +6,19 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Server {
-    running: Option<braid_server::Running>,
-    port: u16,
-    dir: std::path::PathBuf,
+mod common;
+use common::Server;
+
+/// A server that also takes HTTP batches.
+fn server(name: &str, workers: usize) -> Server {
+    Server::with(&format!("prod-{name}"), workers, |c| {
+        c.http = Some("127.0.0.1:0".parse().unwrap())
+    })
 }
 
 impl Server {
-    fn start(name: &str, workers: usize) -> Server {
-        let dir = std::env::temp_dir().join(format!("braid-prod-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let config = braid_server::ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            workers,
-            data: Some(dir.clone()),
-            http: Some("127.0.0.1:0".parse().unwrap()),
-            ..Default::default()
-        };
-        let running =
-            braid_server::start(&config, &braid_plan::function::Registry::with_builtins())
-                .expect("the server starts");
-        Server {
-            port: running.addr.port(),
-            running: Some(running),
-            dir,
-        }
-    }
-
     fn http(&self) -> SocketAddr {
         self.running.as_ref().unwrap().http.unwrap()
     }
@@ -43,26 +26,7 @@ impl Server {
     /// Runs `sql` in a new psql connection (at most `timeout`); must succeed; its
     /// output lines (`,`-separated, unaligned).
     fn ok_within(&self, sql: &str, timeout: Duration) -> Vec<String> {
-        let port = self.port.to_string();
-        let mut child = Command::new("psql")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                "braid",
-                "-X",
-                "-A",
-                "-t",
-            ])
-            .args(["-F", ",", "-v", "ON_ERROR_STOP=1", "-c", sql])
-            .env("PGCONNECT_TIMEOUT", "5")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("psql runs (install postgresql-client)");
+        let mut child = self.spawn(sql);
         let start = Instant::now();
         while child.try_wait().unwrap().is_none() {
             if start.elapsed() > timeout {
@@ -112,15 +76,6 @@ impl Server {
         let path = self.dir.join("streams").join(format!("{stream}.csv"));
         let text = std::fs::read_to_string(path).unwrap_or_default();
         text.lines().map(String::from).collect()
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(r) = self.running.take() {
-            r.stop();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -201,7 +156,7 @@ fn wait_ack(acks: &mut BufReader<TcpStream>, rows: usize, server: &Server, p: us
 
 #[test]
 fn concurrent_tcp_producers_each_row_once_bad_lines_counted() {
-    let server = Server::start("tcp", 2);
+    let server = server("tcp", 2);
     server.ok("CREATE STREAM s (a BIGINT, b BIGINT) WITH (listen = '127.0.0.1:0')");
     let from = server.feed("s")[1].clone();
     let addr: SocketAddr = from.strip_prefix("listen ").unwrap().parse().unwrap();
@@ -288,7 +243,7 @@ fn post(at: SocketAddr, path: &str, content_type: &str, body: &[u8]) -> (u16, St
 
 #[test]
 fn http_post_csv_and_json_batches() {
-    let server = Server::start("http", 2);
+    let server = server("http", 2);
     server.ok("CREATE STREAM h (a BIGINT, s TEXT)");
     let at = server.http();
     let csv = b"a,s\n1,x\nbad,y\n2,\"z, quoted\"\n3,w";
@@ -350,7 +305,7 @@ fn http_post_csv_and_json_batches() {
 
 #[test]
 fn a_tailed_file_is_followed_as_it_grows_until_drop() {
-    let server = Server::start("tail", 1);
+    let server = server("tail", 1);
     let file = server.dir.join("in.csv");
     std::fs::create_dir_all(&server.dir).unwrap();
     let sql = format!(

@@ -5,64 +5,13 @@
 
 use std::io::Write;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Server {
-    running: Option<braid_server::Running>,
-    port: u16,
-    dir: std::path::PathBuf,
-}
+mod common;
+use common::Server;
 
 impl Server {
-    fn start(name: &str, workers: usize) -> Server {
-        Server::with(name, workers, |_| {})
-    }
-
-    fn with(
-        name: &str,
-        workers: usize,
-        set: impl FnOnce(&mut braid_server::ServerConfig),
-    ) -> Server {
-        let dir = std::env::temp_dir().join(format!("braid-server-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let mut config = braid_server::ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            workers,
-            data: Some(dir.clone()),
-            ..Default::default()
-        };
-        set(&mut config);
-        let running =
-            braid_server::start(&config, &braid_plan::function::Registry::with_builtins())
-                .expect("the server starts");
-        Server {
-            port: running.addr.port(),
-            running: Some(running),
-            dir,
-        }
-    }
-
-    fn psql(&self) -> Command {
-        let mut c = Command::new("psql");
-        c.args([
-            "-h",
-            "127.0.0.1",
-            "-p",
-            &self.port.to_string(),
-            "-U",
-            "braid",
-            "-X",
-            "-A",
-            "-t",
-            "-F",
-            ",",
-        ])
-        .env("PGCONNECT_TIMEOUT", "5")
-        .stdin(Stdio::null());
-        c
-    }
-
     /// Runs `sql` in a new connection; its output (stdout and stderr) and status.
     fn run(&self, sql: &str) -> Output {
         self.psql()
@@ -80,25 +29,6 @@ impl Server {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).to_string()
-    }
-
-    /// Starts `sql` in a connection of its own (a subscriber), without waiting.
-    fn spawn(&self, sql: &str) -> Child {
-        self.psql()
-            .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("psql runs")
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(r) = self.running.take() {
-            r.stop();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
