@@ -296,6 +296,40 @@ pub fn parse_schema(text: &str) -> Result<Schema> {
         .map_err(|e| Usage(format!("--schema: {e}")).into())
 }
 
+/// A server's place in a cluster of `processes` (`None` for one process).
+pub fn cluster(
+    processes: usize,
+    process: usize,
+    hosts: Option<PathBuf>,
+) -> Result<Option<braid_exec::live::engine::Cluster>> {
+    if process >= processes {
+        bail!(Usage(format!(
+            "--process-index {process} is not below --processes {processes}"
+        )));
+    }
+    if processes == 1 {
+        return Ok(None);
+    }
+    let hosts: Vec<String> = match &hosts {
+        Some(p) => std::fs::read_to_string(p)
+            .with_context(|| format!("reading hosts file {}", p.display()))?
+            .lines()
+            .map(|l| l.trim().to_string())
+            .filter(|l| !l.is_empty())
+            .collect(),
+        None => (0..processes)
+            .map(|i| format!("localhost:{}", 2101 + i))
+            .collect(),
+    };
+    if hosts.len() != processes {
+        bail!(Usage(format!(
+            "the hosts file has {} addresses for --processes {processes}",
+            hosts.len()
+        )));
+    }
+    Ok(Some(braid_exec::live::engine::Cluster { process, hosts }))
+}
+
 impl QueryArgs {
     /// The run configuration of these flags.
     pub fn run_config(&self) -> Result<RunConfig> {

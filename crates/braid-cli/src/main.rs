@@ -127,6 +127,16 @@ enum Command {
         /// 127.0.0.1:6876; off when not given.
         #[arg(long)]
         http: Option<std::net::SocketAddr>,
+        /// Processes of the server (timely's cluster mode): process 0 serves clients,
+        /// the others take their share of every query.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+        processes: u64,
+        /// This process's index among --processes.
+        #[arg(long, default_value_t = 0)]
+        process_index: u64,
+        /// A file with one host:port per process (default localhost:2101, 2102, ...).
+        #[arg(long)]
+        hosts: Option<PathBuf>,
     },
     /// Linear Road: generate data, run, explain, validate.
     Lrb {
@@ -221,7 +231,11 @@ fn run() -> anyhow::Result<()> {
             slow_subscriber_ms,
             password,
             http,
+            processes,
+            process_index,
+            hosts,
         } => {
+            let cluster = args::cluster(processes as usize, process_index as usize, hosts)?;
             let config = braid_server::ServerConfig {
                 listen,
                 workers: workers as usize,
@@ -232,7 +246,15 @@ fn run() -> anyhow::Result<()> {
                 password,
                 slow: std::time::Duration::from_millis(slow_subscriber_ms),
                 http,
+                cluster,
             };
+            if config.cluster.as_ref().is_some_and(|c| c.process > 0) {
+                eprintln!(
+                    "braid server: process {process_index} of {processes}, following process 0"
+                );
+                braid_server::follow(&config, &braid_plan::function::Registry::with_builtins())?;
+                return Ok(());
+            }
             let running =
                 braid_server::start(&config, &braid_plan::function::Registry::with_builtins())?;
             eprintln!(

@@ -14,6 +14,7 @@ pub mod http;
 mod pg;
 mod text;
 
+use braid_exec::live::engine::Cluster;
 use braid_exec::live::LiveSession;
 use braid_plan::function::Registry;
 use std::net::SocketAddr;
@@ -42,6 +43,9 @@ pub struct ServerConfig {
     pub slow: Duration,
     /// Where HTTP producers POST batches (`POST /streams/<name>`); none when `None`.
     pub http: Option<SocketAddr>,
+    /// This process's place among several (timely's cluster mode): process 0 serves
+    /// clients, the others run [`follow`]. One process when `None`.
+    pub cluster: Option<Cluster>,
 }
 
 impl Default for ServerConfig {
@@ -56,6 +60,7 @@ impl Default for ServerConfig {
             password: None,
             slow: Duration::from_secs(10),
             http: None,
+            cluster: None,
         }
     }
 }
@@ -115,11 +120,41 @@ impl Drop for Running {
     }
 }
 
+/// Runs process `config.cluster.process` (> 0) of a cluster: its workers take their
+/// share of every query process 0 runs, as process 0's session tells them. Returns
+/// when process 0 goes away, or with an error if this process no longer agrees with it.
+pub fn follow(config: &ServerConfig, registry: &Registry) -> Result<(), Error> {
+    let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let internal = |m: String| Error::Exec(braid_exec::error::Error::Internal(m));
+    let Some(cluster) = config.cluster.as_ref().filter(|c| c.process > 0) else {
+        return Err(internal("only processes > 0 of a cluster follow".into()));
+    };
+    let (mut session, commands) =
+        LiveSession::in_cluster(registry, config.workers, cluster, None, &base)?;
+    session.idle = config.idle;
+    session.strict = config.strict;
+    let commands = commands.ok_or_else(|| internal("no commands to follow".into()))?;
+    session.follow(commands)?;
+    Ok(())
+}
+
 /// Starts a server with `registry`'s user code on a thread of its own; returns once it
 /// listens.
 pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Error> {
     let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    let mut session = LiveSession::new(registry, config.workers, config.data.as_deref(), &base)?;
+    let mut session = match &config.cluster {
+        Some(c) if c.process > 0 => {
+            return Err(Error::Exec(braid_exec::error::Error::Internal(format!(
+                "process {} of a cluster follows process 0: run it with `follow`",
+                c.process
+            ))))
+        }
+        Some(c) => {
+            let dir = config.data.as_deref();
+            LiveSession::in_cluster(registry, config.workers, c, dir, &base)?.0
+        }
+        None => LiveSession::new(registry, config.workers, config.data.as_deref(), &base)?,
+    };
     session.idle = config.idle;
     session.strict = config.strict;
     let session = Arc::new(Mutex::new(session));

@@ -9,8 +9,12 @@
 //! briefly when nothing moved. A query's dataflow ends when its input does (its
 //! stream was dropped) or when it is dropped; dropping frees its operators' state.
 //!
-//! One process for now: cluster mode would carry the commands in a timely dataflow
-//! of their own (see ARCHITECTURE.md).
+//! Over several processes (timely's cluster mode) the session runs on process 0 and
+//! a follower session on every other process. What changes the catalog or the
+//! installed queries travels as a [`Replicated`] command through a timely
+//! [`Sequencer`] (a dataflow of its own, the first on every worker): every process
+//! sees the same commands in the same order and installs the same dataflows in the
+//! same order (see ARCHITECTURE.md).
 
 use super::log::StreamLog;
 use crate::error::{Error, Result};
@@ -22,8 +26,36 @@ use braid_plan::plan::Plan;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use timely::dataflow::ProbeHandle;
+use timely::synchronization::Sequencer;
+
+/// Where this process stands among the processes of a cluster (timely's cluster
+/// mode: one `host:port` per process, the same list for all).
+#[derive(Clone, Debug)]
+pub struct Cluster {
+    /// This process's index (0 runs the session clients talk to).
+    pub process: usize,
+    /// One address per process.
+    pub hosts: Vec<String>,
+}
+
+/// What every process of a cluster applies, in the same order: a statement that
+/// changed the catalog or installed queries (run again by the followers), or the drop
+/// of a query (a subscriber that went away).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub enum Replicated {
+    /// A statement, and the id the leader's engine gave its first query (a follower
+    /// whose next id differs has gone astray and stops).
+    Statement {
+        /// The statement's text.
+        text: String,
+        /// The leader's next query id before the statement ran.
+        first_id: u64,
+    },
+    /// Drop query `id`.
+    Drop(u64),
+}
 
 /// What a worker is told to do.
 enum Command {
@@ -93,44 +125,145 @@ pub struct Engine {
     senders: Vec<Sender<Command>>,
     thread: Option<std::thread::JoinHandle<()>>,
     next: u64,
+    /// Workers over all processes.
+    peers: usize,
+    /// Where this process stands in a cluster: the leader proposes commands to the
+    /// sequencer (through its worker 0); a follower only applies what comes.
+    role: Role,
+}
+
+#[derive(Clone)]
+enum Role {
+    Alone,
+    Leader(Sender<Replicated>),
+    Follower,
 }
 
 impl Engine {
     /// Starts `workers` worker threads with nothing installed.
     pub fn start(workers: usize) -> Result<Engine> {
+        Ok(Engine::start_in(workers, None)?.0)
+    }
+
+    /// Starts `workers` worker threads in this process, one of a `cluster`'s processes
+    /// when given. A follower (process > 0) also gets the commands the leader
+    /// replicates, in the leader's order.
+    pub fn start_in(
+        workers: usize,
+        cluster: Option<&Cluster>,
+    ) -> Result<(Engine, Option<Receiver<Replicated>>)> {
         let workers = workers.max(1);
         let (senders, receivers): (Vec<_>, Vec<_>) =
             (0..workers).map(|_| channel::<Command>()).unzip();
         let receivers: Arc<Vec<Mutex<Option<Receiver<Command>>>>> =
             Arc::new(receivers.into_iter().map(|r| Mutex::new(Some(r))).collect());
-        let config = match workers {
-            1 => timely::Config::thread(),
-            n => timely::Config::process(n),
+        let (config, peers) = match cluster {
+            Some(c) if c.hosts.len() > 1 => {
+                let communication = timely::CommunicationConfig::Cluster {
+                    threads: workers,
+                    process: c.process,
+                    addresses: c.hosts.clone(),
+                    report: false,
+                    zerocopy: false,
+                };
+                let config = timely::Config {
+                    communication,
+                    worker: timely::WorkerConfig::default(),
+                };
+                (config, workers * c.hosts.len())
+            }
+            _ if workers == 1 => (timely::Config::thread(), 1),
+            _ => (timely::Config::process(workers), workers),
         };
+        let clustered = peers > workers;
+        let leader = cluster.is_some_and(|c| c.process == 0);
+        // The leader's proposals reach the sequencer through its worker 0; a
+        // follower's worker 0 hands the sequence to the follower session.
+        let (propose, proposals) = channel::<Replicated>();
+        let (deliver, delivered) = channel::<Replicated>();
+        let ends = Arc::new(Mutex::new(Some((proposals, deliver))));
         let guards = timely::execute(config, move |worker| {
-            let rx = receivers[worker.index()]
-                .lock()
-                .ok()
-                .and_then(|mut r| r.take());
+            let sequencer = clustered.then(|| Sequencer::<Replicated>::new(worker, Instant::now()));
+            let local = worker.index() % workers;
+            let mine = match local {
+                0 => ends.lock().ok().and_then(|mut e| e.take()),
+                _ => None,
+            };
+            let (proposals, deliver) = match mine {
+                Some((p, _)) if leader => (Some(p), None),
+                Some((_, d)) => (None, Some(d)),
+                None => (None, None),
+            };
+            let rx = receivers[local].lock().ok().and_then(|mut r| r.take());
             if let Some(rx) = rx {
-                serve(worker, rx);
+                let sequence = sequencer.map(|s| Sequence {
+                    sequencer: s,
+                    proposals,
+                    deliver,
+                });
+                serve(worker, rx, workers, sequence);
             }
         })
         .map_err(Error::Startup)?;
         let thread = std::thread::Builder::new()
             .name("braid-engine".into())
-            .spawn(move || drop(guards.join()))
+            .spawn(move || {
+                // Joining panics too when the cluster's network threads did.
+                let joined =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| guards.join()));
+                let failed = joined.map_or(true, |r| r.iter().any(|r| r.is_err()));
+                // Fail-stop: a cluster that lost a process (its connection broke, or
+                // a worker panicked) cannot go on, and its queries would wait forever.
+                if failed && clustered {
+                    eprintln!("braid: a process of the cluster stopped; stopping this one too (restart them all)");
+                    std::process::exit(1);
+                }
+            })
             .map_err(|e| Error::io("starting the engine", e))?;
-        Ok(Engine {
+        let role = match (clustered, leader) {
+            (false, _) => Role::Alone,
+            (true, true) => Role::Leader(propose),
+            (true, false) => Role::Follower,
+        };
+        let follow = matches!(role, Role::Follower).then_some(delivered);
+        let engine = Engine {
             senders,
             thread: Some(thread),
             next: 0,
-        })
+            peers,
+            role,
+        };
+        Ok((engine, follow))
     }
 
-    /// Worker threads.
+    /// Worker threads over all processes.
     pub fn workers(&self) -> usize {
-        self.senders.len()
+        self.peers
+    }
+
+    /// The id the next installed query gets.
+    pub fn next_id(&self) -> u64 {
+        self.next
+    }
+
+    /// Whether this engine leads a cluster (its statements are to be replicated).
+    pub fn leads(&self) -> bool {
+        matches!(self.role, Role::Leader(_))
+    }
+
+    /// Whether this engine follows a cluster's leader.
+    pub fn follows(&self) -> bool {
+        matches!(self.role, Role::Follower)
+    }
+
+    /// Sends `command` to every process of the cluster (nothing outside one).
+    pub fn replicate(&self, command: Replicated) -> Result<()> {
+        match &self.role {
+            Role::Leader(s) => s
+                .send(command)
+                .map_err(|_| Error::Internal("the engine's workers have stopped".into())),
+            _ => Ok(()),
+        }
     }
 
     /// Installs `plan` (its sources and sinks named in `registry`) on every worker; it
@@ -143,8 +276,8 @@ impl Engine {
         strict: bool,
         closes: Vec<Arc<StreamLog>>,
     ) -> Result<(u64, Arc<Status>)> {
-        let workers = self.workers();
-        let plan = crate::runtime::prepare(plan, registry, workers)?;
+        let plan = crate::runtime::prepare(plan, registry, self.peers)?;
+        let workers = self.senders.len();
         let sinks = match &plan {
             Plan::Together(p) => p.len(),
             _ => 1,
@@ -175,12 +308,20 @@ impl Engine {
     }
 
     /// A function that drops a query from any thread (what a subscription that owns its
-    /// query calls when it goes away).
+    /// query calls when it goes away). The leader of a cluster drops it on every
+    /// process; a follower's does nothing (the leader's drop reaches it).
     pub fn dropper(&self) -> impl Fn(u64) + Send + 'static {
-        let senders = self.senders.clone();
+        let senders = match self.role {
+            Role::Follower => Vec::new(),
+            _ => self.senders.clone(),
+        };
+        let role = self.role.clone();
         move |id| {
             for s in &senders {
                 let _ = s.send(Command::Drop(id));
+            }
+            if let Role::Leader(s) = &role {
+                let _ = s.send(Replicated::Drop(id));
             }
         }
     }
@@ -213,12 +354,46 @@ struct Running {
     status: Arc<Status>,
 }
 
+/// The cluster's sequence of commands on one worker: worker 0 of the leader proposes
+/// the leader's, worker 0 of a follower delivers them to its session, the others only
+/// keep up (every worker must take part for the sequence to form).
+struct Sequence {
+    sequencer: Sequencer<Replicated>,
+    proposals: Option<Receiver<Replicated>>,
+    deliver: Option<Sender<Replicated>>,
+}
+
+impl Sequence {
+    /// Proposes and delivers what there is; whether anything moved.
+    fn turn(&mut self) -> bool {
+        let mut busy = false;
+        if let Some(p) = &self.proposals {
+            while let Ok(c) = p.try_recv() {
+                self.sequencer.push(c);
+                busy = true;
+            }
+        }
+        for c in self.sequencer.by_ref() {
+            busy = true;
+            if let Some(d) = &self.deliver {
+                let _ = d.send(c);
+            }
+        }
+        busy
+    }
+}
+
 /// A worker's loop: commands, sources, steps.
-fn serve(worker: &mut timely::worker::Worker, rx: Receiver<Command>) {
+fn serve(
+    worker: &mut timely::worker::Worker,
+    rx: Receiver<Command>,
+    threads: usize,
+    mut sequence: Option<Sequence>,
+) {
     let place = Place {
         index: worker.index(),
         peers: worker.peers(),
-        threads: worker.peers(),
+        threads,
     };
     let mut running: Vec<Running> = Vec::new();
     loop {
@@ -240,7 +415,7 @@ fn serve(worker: &mut timely::worker::Worker, rx: Receiver<Command>) {
                 }
             }
         }
-        let mut busy = false;
+        let mut busy = sequence.as_mut().is_some_and(Sequence::turn);
         for r in &mut running {
             busy |= poll(r, place);
         }

@@ -11,7 +11,7 @@
 //! `SHOW QUERIES`, `SHOW FEEDS` (the TCP and file producers of streams, see
 //! [`super::feeds`]), `EXPLAIN`.
 
-use super::engine::{Engine, Status};
+use super::engine::{Cluster, Engine, Replicated, Status};
 use super::feeds::Feed;
 use super::ingest::Ingest;
 pub use super::subscription::Subscription;
@@ -28,6 +28,7 @@ use braid_sql::split::{alone, statements, Lead, Piece};
 use braid_sql::{add_statements, Script, Show};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,6 +90,67 @@ impl LiveSession {
         dir: Option<&Path>,
         base: &Path,
     ) -> Result<LiveSession> {
+        Self::with_engine(registry, Engine::start(workers)?, dir, base)
+    }
+
+    /// A session on `workers` worker threads of this process, one of `cluster`'s.
+    /// Process 0 leads: clients talk to its session, which replicates what changes the
+    /// catalog or the queries. Every other process follows: it gets the receiver of
+    /// those commands, to hand to [`LiveSession::follow`]; its streams hold no rows
+    /// (sources and sinks run on worker 0, which is the leader's) and it starts no
+    /// producers.
+    pub fn in_cluster(
+        registry: &Registry,
+        workers: usize,
+        cluster: &Cluster,
+        dir: Option<&Path>,
+        base: &Path,
+    ) -> Result<(LiveSession, Option<Receiver<Replicated>>)> {
+        let (engine, follow) = Engine::start_in(workers, Some(cluster))?;
+        let dir = if follow.is_some() { None } else { dir };
+        Ok((Self::with_engine(registry, engine, dir, base)?, follow))
+    }
+
+    /// Applies the leader's commands as they come, until the leader goes away. A
+    /// statement that found this session in another state than the leader's (its
+    /// query ids differ) is an error: the cluster cannot go on.
+    pub fn follow(mut self, commands: Receiver<Replicated>) -> Result<()> {
+        for c in commands {
+            self.replay(c)?;
+        }
+        Ok(())
+    }
+
+    /// Applies one of the leader's commands.
+    pub fn replay(&mut self, command: Replicated) -> Result<()> {
+        match command {
+            Replicated::Drop(id) => self.engine.drop_query(id),
+            Replicated::Statement { text, first_id } => {
+                if self.engine.next_id() != first_id {
+                    return Err(Error::Internal(format!(
+                        "this process's queries differ from the leader's (next id {} here, {first_id} there) before `{}`",
+                        self.engine.next_id(),
+                        text.trim()
+                    )));
+                }
+                // Its outcome was the leader's to report; a subscription made here
+                // (a SELECT's) ends when the leader's drop comes.
+                for outcome in self.execute(&text).into_iter().flatten() {
+                    if let Outcome::Rows(mut sub, _) = outcome {
+                        sub.drop = None;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn with_engine(
+        registry: &Registry,
+        engine: Engine,
+        dir: Option<&Path>,
+        base: &Path,
+    ) -> Result<LiveSession> {
         let mut script = Script {
             catalog: Default::default(),
             jobs: Vec::new(),
@@ -98,7 +160,7 @@ impl LiveSession {
         script.catalog.live = true;
         Ok(LiveSession {
             script,
-            engine: Engine::start(workers)?,
+            engine,
             logs: BTreeMap::new(),
             feeds: BTreeMap::new(),
             made_by: BTreeMap::new(),
@@ -134,7 +196,23 @@ impl LiveSession {
         };
         let mut out = Vec::new();
         for p in pieces {
+            let first_id = self.engine.next_id();
             let r = self.statement(text, &p);
+            // The followers of a cluster run what changed the catalog or the queries
+            // (also a failed statement that installed a query before failing).
+            if self.engine.leads()
+                && replicates(&p)
+                && (r.is_ok() || self.engine.next_id() != first_id)
+            {
+                let text = alone(text, p.range.clone());
+                if let Err(e) = self
+                    .engine
+                    .replicate(Replicated::Statement { text, first_id })
+                {
+                    out.push(Err(e));
+                    break;
+                }
+            }
             let failed = r.is_err();
             out.push(r);
             if failed {
@@ -261,7 +339,12 @@ impl LiveSession {
             let def = self.script.catalog.streams[&name].clone();
             if matches!(&def.source.spec, SourceSpec::Native(n) if n.starts_with("log:")) {
                 let log = StreamLog::create(&name, def.source.schema.clone(), self.dir.as_deref())?;
-                match Feed::start(&def.feeds, &log) {
+                // A follower's streams hold no rows: the leader runs the producers.
+                let feeds = match self.engine.follows() {
+                    true => Default::default(),
+                    false => def.feeds.clone(),
+                };
+                match Feed::start(&feeds, &log) {
                     Ok(None) => {}
                     Ok(Some(feed)) => {
                         self.feeds.insert(name.clone(), feed);
@@ -351,6 +434,20 @@ impl LiveSession {
         };
         Ok((job.0, job.1, schema))
     }
+}
+
+/// Whether the followers of a cluster run statement `p` too: all but those that only
+/// read, and those that only add rows (rows live on the leader).
+fn replicates(p: &Piece) -> bool {
+    let reads = ["SHOW", "DESCRIBE", "EXPLAIN", "SUBSCRIBE"];
+    if reads.iter().any(|w| p.starts_with(&[w])) {
+        return false;
+    }
+    if p.starts_with(&["INSERT", "INTO"]) && p.word(3) == Some("VALUES") {
+        return false;
+    }
+    // `COPY stream FROM ...` adds rows; `COPY (query) TO STDOUT` installs a query.
+    !(p.starts_with(&["COPY"]) && p.word(1).is_some())
 }
 
 /// A job's text and plan.

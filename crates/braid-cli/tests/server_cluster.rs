@@ -1,0 +1,228 @@
+//! `braid server` over 2 processes on loopback (timely's cluster mode): process 0
+//! serves psql, process 1 follows it. A grouped view's partitions live on both
+//! processes' workers, so its rows come out right only if process 1 installed every
+//! query process 0 did, in the same order. Expected rows are computed here from the
+//! inserted values.
+
+use std::io::Read;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The two server processes and their scratch directory, killed and removed on drop.
+struct Cluster {
+    kids: Vec<Child>,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in &mut self.kids {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+impl Cluster {
+    /// Starts process 1 (a follower) and process 0 (listening for clients), `workers`
+    /// threads each; returns once process 0 takes connections.
+    fn start(workers: usize) -> Cluster {
+        let dir = std::env::temp_dir().join(format!("braid-server-cluster-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let hosts = dir.join("hosts");
+        let (a, b) = (free_port(), free_port());
+        std::fs::write(&hosts, format!("127.0.0.1:{a}\n127.0.0.1:{b}\n")).expect("hosts file");
+        let port = free_port();
+        let mut cluster = Cluster {
+            kids: Vec::new(),
+            dir: dir.clone(),
+            port,
+        };
+        for process in [1, 0] {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
+            c.args([
+                "server",
+                "--workers",
+                &workers.to_string(),
+                "--processes",
+                "2",
+            ])
+            .args(["--process-index", &process.to_string()])
+            .arg("--hosts")
+            .arg(&hosts)
+            .arg("--data")
+            .arg(dir.join(format!("data{process}")))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+            cluster.kids.push(c.spawn().expect("braid starts"));
+        }
+        let start = Instant::now();
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            for k in &mut cluster.kids {
+                if let Ok(Some(status)) = k.try_wait() {
+                    let mut err = String::new();
+                    if let Some(e) = k.stderr.as_mut() {
+                        let _ = e.read_to_string(&mut err);
+                    }
+                    panic!("a server process ended ({status}): {err}");
+                }
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "process 0 never listened"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        cluster
+    }
+
+    fn psql(&self, sql: &str) -> Command {
+        let mut c = Command::new("psql");
+        c.args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            "braid",
+        ])
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-F",
+            ",",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
+        .env("PGCONNECT_TIMEOUT", "5")
+        .stdin(Stdio::null());
+        c
+    }
+
+    fn ok(&self, sql: &str) -> String {
+        let out: Output = self.psql(sql).output().expect("psql runs");
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
+    fn spawn(&self, sql: &str) -> Child {
+        self.psql(sql)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("psql runs")
+    }
+}
+
+/// Waits for a subscriber (at most 60 s); its output lines, sorted.
+fn sorted_lines(mut child: Child) -> Vec<String> {
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "a subscriber did not finish; it printed {:?} {:?}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut v: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| l.replace('\t', ","))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Calls: (caller, dur, start in ms).
+fn calls(n: i64) -> Vec<(i64, i64, i64)> {
+    (0..n).map(|i| (i % 7, (i * 37) % 200, i * 10)).collect()
+}
+
+#[test]
+fn a_server_over_two_processes_answers_as_one_does() {
+    let c = Cluster::start(2);
+    c.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms')");
+    c.ok("CREATE MATERIALIZED VIEW per_caller AS SELECT caller, window_end, count(*) AS n, sum(dur) AS total FROM calls GROUP BY caller, TUMBLE(start, 1000)");
+    c.ok("CREATE STREAM busy AS SELECT caller, window_end, n FROM per_caller WHERE total > 2000");
+    let rows = calls(400);
+    // Expected: windows of 1000 ms per caller.
+    let mut groups = std::collections::BTreeMap::<(i64, i64), (i64, i64)>::new();
+    for &(caller, dur, start) in &rows {
+        let g = groups
+            .entry((caller, (start / 1000 + 1) * 1000))
+            .or_default();
+        g.0 += 1;
+        g.1 += dur;
+    }
+    let mut want: Vec<String> = groups
+        .iter()
+        .map(|((caller, end), (n, total))| format!("{caller},{end},{n},{total}"))
+        .collect();
+    want.sort();
+    let mut want_busy: Vec<String> = groups
+        .iter()
+        .filter(|(_, (_, total))| *total > 2000)
+        .map(|((caller, end), (n, _))| format!("{caller},{end},{n}"))
+        .collect();
+    want_busy.sort();
+    let all = c.spawn(&format!(
+        "COPY (SELECT caller, window_end, n, total FROM per_caller LIMIT {}) TO STDOUT",
+        want.len()
+    ));
+    let busy = c.spawn(&format!(
+        "COPY (SELECT * FROM busy LIMIT {}) TO STDOUT",
+        want_busy.len()
+    ));
+    for part in rows.chunks(100) {
+        let v: Vec<String> = part
+            .iter()
+            .map(|(a, b, t)| format!("({a},{b},{t})"))
+            .collect();
+        c.ok(&format!("INSERT INTO calls VALUES {}", v.join(",")));
+    }
+    assert_eq!(sorted_lines(all), want);
+    assert_eq!(sorted_lines(busy), want_busy);
+    // The plan spreads the view over the workers of both processes.
+    let plan =
+        c.ok("EXPLAIN SELECT caller, count(*) FROM calls GROUP BY caller, TUMBLE(start, 1000)");
+    assert!(plan.contains("worker 3: partitions"), "{plan}");
+    // The subscribers' private queries ended (their clients left): dropped everywhere,
+    // and a later query still runs on both processes.
+    c.ok("DROP STREAM busy");
+    let again = c.spawn(&format!(
+        "COPY (SELECT caller, window_end, n, total FROM per_caller LIMIT {}) TO STDOUT",
+        want.len()
+    ));
+    assert_eq!(sorted_lines(again), want);
+}
