@@ -24,6 +24,7 @@ mod sql_time;
 mod sql_timestamp;
 mod sql_topn;
 mod sql_trust;
+mod taps;
 
 use braid_exec::runtime::{run, RunConfig};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};

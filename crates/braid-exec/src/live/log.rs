@@ -7,9 +7,11 @@
 //! The log keeps its rows in memory too (recovery and trimming are later work: see
 //! ARCHITECTURE.md).
 
+use super::taps::Taps;
 use crate::error::{Error, Result};
 use crate::render::sink::write_csv_row;
 use braid_plan::batch::{Batch, RowKey};
+use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Schema};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,6 +39,20 @@ struct Inner {
     file: Option<std::io::BufWriter<std::fs::File>>,
     /// Readers waiting for the next append.
     wakers: Vec<Waker>,
+    /// Subscribers' filters, run as batches are appended.
+    taps: Taps,
+}
+
+/// What a tap (a subscriber's filter run at the log, see [`super::taps`]) has.
+pub enum TapRead {
+    /// The next batch of its rows.
+    Batch(Arc<Batch>),
+    /// Its filter met this fault: it gets nothing more.
+    Fault(String),
+    /// The stream was dropped and it has taken everything.
+    Closed,
+    /// Nothing yet.
+    Idle,
 }
 
 /// What a reader finds at its offset.
@@ -76,6 +92,7 @@ impl StreamLog {
                 max_time: None,
                 file,
                 wakers: Vec::new(),
+                taps: Taps::default(),
             }),
             path,
         }))
@@ -151,7 +168,9 @@ impl StreamLog {
         }
         inner.rows += batch.len() as u64;
         inner.last_arrival = Instant::now();
-        inner.entries.push(Arc::new(batch));
+        let batch = Arc::new(batch);
+        inner.taps.dispatch(&batch);
+        inner.entries.push(batch);
         for w in inner.wakers.drain(..) {
             w.wake();
         }
@@ -189,6 +208,50 @@ impl StreamLog {
         for w in inner.wakers.drain(..) {
             w.wake();
         }
+        inner.taps.wake_all();
+    }
+
+    /// Registers a subscriber's filter `expr` (written `text`) to be run on every batch
+    /// appended from now on; its id, and the offset of the first batch it sees (the
+    /// subscriber reads what comes before from the log itself).
+    pub fn tap(&self, expr: Expr, text: &str) -> (u64, usize) {
+        let mut inner = self.lock();
+        let id = inner.taps.add(expr, text, &self.schema);
+        (id, inner.entries.len())
+    }
+
+    /// Takes the next batch of tap `id`; when there is none yet, `waker` (if given)
+    /// is woken when there is.
+    pub fn take_tap(&self, id: u64, waker: Option<&Waker>) -> TapRead {
+        let mut inner = self.lock();
+        let closed = inner.closed;
+        let Some(t) = inner.taps.get_mut(id) else {
+            return TapRead::Closed;
+        };
+        if let Some(f) = &t.fault {
+            return TapRead::Fault(f.clone());
+        }
+        match t.queue.pop_front() {
+            Some(b) => {
+                t.queued -= b.len() as u64;
+                TapRead::Batch(b)
+            }
+            None if closed => TapRead::Closed,
+            None => {
+                t.waker = waker.cloned();
+                TapRead::Idle
+            }
+        }
+    }
+
+    /// Rows tap `id` holds that its subscriber has not taken.
+    pub fn tap_queued(&self, id: u64) -> u64 {
+        self.lock().taps.get_mut(id).map_or(0, |t| t.queued)
+    }
+
+    /// Takes tap `id` away.
+    pub fn untap(&self, id: u64) {
+        self.lock().taps.remove(id);
     }
 
     /// Whether the stream was closed.

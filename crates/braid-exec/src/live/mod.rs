@@ -10,6 +10,7 @@ pub mod json;
 pub mod log;
 pub mod session;
 pub mod subscription;
+mod taps;
 
 pub use engine::{Engine, Status};
 pub use session::{LiveSession, Outcome, Subscription};

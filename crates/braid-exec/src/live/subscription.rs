@@ -1,7 +1,7 @@
 //! A subscriber: a reader of a stream's log from an offset of its own.
 
 use super::engine::Status;
-use super::log::{Read, StreamLog};
+use super::log::{Read, StreamLog, TapRead};
 use braid_plan::batch::{Batch, Value};
 use braid_plan::expr::{Arena, Expr};
 use braid_plan::types::DataType;
@@ -64,14 +64,34 @@ pub struct Subscription {
     pub read: u64,
     /// The query making the rows, when it is the subscriber's own.
     pub status: Option<Arc<Status>>,
-    /// The subscriber's own filter, if any.
-    pub filter: Option<Filter>,
+    /// The subscriber's own filter, if any ([`Subscription::set_filter`]): applied here
+    /// to the batches before `tap`'s offset, at the log to those after.
+    pub(super) filter: Option<Filter>,
+    /// The filter's tap on the log, and the first batch the tap sees.
+    pub(super) tap: Option<(u64, usize)>,
     /// The fault that ended the subscription (its filter could not be computed).
     pub fault: Option<String>,
     pub(super) drop: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl Subscription {
+    /// Gives the subscriber a filter: it runs at the log as rows are appended (see
+    /// `taps`), and here on what the log held before.
+    pub fn set_filter(&mut self, filter: Filter) {
+        if let Some((id, _)) = self.tap.take() {
+            self.log.untap(id);
+        }
+        self.tap = Some(self.log.tap(filter.expr.clone(), &filter.text));
+        self.filter = Some(filter);
+    }
+
+    /// The tap's next batch when the subscriber has caught up with it (`None`: read
+    /// the log).
+    fn tapped(&mut self, waker: Option<&std::task::Waker>) -> Option<TapRead> {
+        let (id, from) = self.tap?;
+        (self.offset >= from).then(|| self.log.take_tap(id, waker))
+    }
+
     /// The next batch of rows, waking `cx` when one comes; `Ready(None)` once the
     /// stream has ended (dropped, or its query ended) and everything was read, or the
     /// subscriber's filter met a fault ([`Subscription::error`] says which).
@@ -79,6 +99,16 @@ impl Subscription {
         loop {
             if self.fault.is_some() {
                 return Poll::Ready(None);
+            }
+            match self.tapped(Some(cx.waker())) {
+                None => {}
+                Some(TapRead::Batch(b)) => return Poll::Ready(Some(b)),
+                Some(TapRead::Idle) => return Poll::Pending,
+                Some(TapRead::Closed) => return Poll::Ready(None),
+                Some(TapRead::Fault(f)) => {
+                    self.fault = Some(f);
+                    return Poll::Ready(None);
+                }
             }
             let b = match self.log.poll_read(self.offset, cx) {
                 Poll::Ready(Some(b)) => b,
@@ -97,6 +127,16 @@ impl Subscription {
         loop {
             if self.fault.is_some() {
                 return Err(true);
+            }
+            match self.tapped(None) {
+                None => {}
+                Some(TapRead::Batch(b)) => return Ok(b),
+                Some(TapRead::Idle) => return Err(false),
+                Some(TapRead::Closed) => return Err(true),
+                Some(TapRead::Fault(f)) => {
+                    self.fault = Some(f);
+                    return Err(true);
+                }
             }
             match self.log.read(self.offset) {
                 Read::Batch(b) => {
@@ -127,9 +167,13 @@ impl Subscription {
         }
     }
 
-    /// Rows in the stream this subscriber has not read yet.
+    /// Rows this subscriber has yet to read: of the stream while it catches up, of its
+    /// own rows held at the log once it has.
     pub fn behind(&self) -> u64 {
-        self.log.rows().saturating_sub(self.read)
+        match self.tap {
+            Some((id, from)) if self.offset >= from => self.log.tap_queued(id),
+            _ => self.log.rows().saturating_sub(self.read),
+        }
     }
 
     /// The error the query making the rows failed with, or the fault its filter met.
@@ -142,6 +186,9 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        if let Some((id, _)) = self.tap.take() {
+            self.log.untap(id);
+        }
         if let Some(d) = self.drop.take() {
             d();
         }

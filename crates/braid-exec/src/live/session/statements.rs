@@ -27,6 +27,7 @@ impl LiveSession {
             read: 0,
             status: Some(status),
             filter: None,
+            tap: None,
             fault: None,
             drop: Some(Box::new(move || senders(id))),
         })
@@ -48,7 +49,7 @@ impl LiveSession {
             Some("WHERE") => {
                 let pred = text[p.at(k + 2)..p.range.end].to_string();
                 let expr = braid_sql::expr::parse_expr(&pred, sub.log.schema())?;
-                sub.filter = Some(crate::live::subscription::Filter::new(expr, &pred));
+                sub.set_filter(crate::live::subscription::Filter::new(expr, &pred));
             }
             Some(w) => {
                 return Err(plan_error(&format!(
@@ -78,6 +79,7 @@ impl LiveSession {
             read: 0,
             status,
             filter: None,
+            tap: None,
             fault: None,
             drop: None,
         })
