@@ -357,6 +357,6 @@ fn dot_node(
     me
 }
 
-fn node_text_single(plan: &Plan, registry: &Registry, workers: usize, out: &mut String) {
+pub(crate) fn node_text_single(plan: &Plan, registry: &Registry, workers: usize, out: &mut String) {
     node_text(plan, registry, workers, 0, false, out);
 }

@@ -32,6 +32,7 @@ pub mod error;
 pub mod explain;
 pub mod expr;
 pub mod function;
+pub mod graph;
 pub mod interleave;
 pub mod optimize;
 pub mod output;

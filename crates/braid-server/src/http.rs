@@ -1,4 +1,4 @@
-//! Batches over HTTP: `POST /streams/<name>` with a CSV body (`Content-Type: text/csv`,
+//! The HTTP listener: the dashboard and `/metrics` ([`crate::dashboard`]), and batches: `POST /streams/<name>` with a CSV body (`Content-Type: text/csv`,
 //! `text/csv; header=present` when its first line is a header) or JSON lines
 //! (`application/x-ndjson`). The answer comes once the rows are in the stream's log
 //! (written and synced): `200 {"rows": n, "rejected": m, "rejects": [{"line": l,
@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use braid_exec::live::ingest::{Format, Ingest};
 use braid_exec::live::LiveSession;
@@ -22,21 +22,33 @@ type Shared = Arc<Mutex<LiveSession>>;
 /// The largest body taken.
 pub const MAX_BODY: usize = 64 << 20;
 
-/// Serves HTTP producers on `listener` (until the runtime ends).
+/// Serves the dashboard, `/metrics` and HTTP producers on `listener` (until the
+/// runtime ends).
 pub async fn serve(listener: std::net::TcpListener, session: Shared) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
+    use crate::dashboard as d;
+    let board = d::Board::start(session.clone());
+    let dashboard = Router::new()
+        .route("/", get(d::page))
+        .route("/assets/{file}", get(d::asset))
+        .route("/api/history", get(d::history))
+        .route("/api/snapshot", get(d::snapshot))
+        .route("/api/events", get(d::events))
+        .route("/metrics", get(d::metrics))
+        .with_state(board);
     let app = Router::new()
         .route("/streams/{name}", post(append))
         .fallback(|| async {
             answer(
                 StatusCode::NOT_FOUND,
-                json!({"error": "not found: POST /streams/<name> appends a batch to a stream"}),
+                json!({"error": "not found: / is the dashboard, /metrics the figures, POST /streams/<name> appends a batch to a stream"}),
             )
         })
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .with_state(session);
+        .with_state(session)
+        .merge(dashboard);
     let _ = axum::serve(listener, app).await;
 }
 

@@ -9,8 +9,10 @@
 //! the web and wire stack.
 
 mod auth;
+pub mod dashboard;
 mod ext;
 pub mod http;
+pub mod metrics;
 mod pg;
 mod text;
 

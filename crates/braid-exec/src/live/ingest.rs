@@ -122,6 +122,7 @@ impl Ingest {
 
     fn reject(&mut self, line: u64, column: u64, reason: String) {
         self.rejected += 1;
+        self.log.note_rejected();
         if self.rejects.len() < Ingest::KEEP {
             self.rejects.push(Reject {
                 line,

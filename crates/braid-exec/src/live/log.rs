@@ -15,6 +15,7 @@ use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Schema};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -25,6 +26,10 @@ pub struct StreamLog {
     schema: Schema,
     inner: Mutex<Inner>,
     path: Option<PathBuf>,
+    /// Malformed rows its producers skipped (COPY, TCP, HTTP, tails), over all of them.
+    rejected: AtomicU64,
+    /// Subscribers reading it now.
+    subscribers: AtomicUsize,
 }
 
 struct Inner {
@@ -95,7 +100,37 @@ impl StreamLog {
                 taps: Taps::default(),
             }),
             path,
+            rejected: AtomicU64::new(0),
+            subscribers: AtomicUsize::new(0),
         }))
+    }
+
+    /// Counts a malformed row a producer skipped.
+    pub fn note_rejected(&self) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Malformed rows skipped so far, over all producers.
+    pub fn rejected(&self) -> u64 {
+        self.rejected.load(Ordering::Relaxed)
+    }
+
+    /// Counts a subscriber in (`true`) or out.
+    pub(super) fn subscriber(&self, arrives: bool) {
+        match arrives {
+            true => self.subscribers.fetch_add(1, Ordering::Relaxed),
+            false => self.subscribers.fetch_sub(1, Ordering::Relaxed),
+        };
+    }
+
+    /// Subscribers reading the stream now.
+    pub fn subscribers(&self) -> usize {
+        self.subscribers.load(Ordering::Relaxed)
+    }
+
+    /// Subscribers whose filters run at the log.
+    pub fn filters(&self) -> usize {
+        self.lock().taps.len()
     }
 
     /// The stream's name.

@@ -9,6 +9,7 @@ pub mod io;
 pub mod json;
 pub mod log;
 pub mod session;
+pub mod snapshot;
 pub mod subscription;
 mod taps;
 

@@ -61,6 +61,8 @@ pub struct LiveQuery {
     pub status: Arc<Status>,
     /// Dropped by a statement (or its subscriber left).
     pub dropped: bool,
+    /// Its physical plan (shapes resolved) as boxes and edges.
+    pub graph: Vec<braid_plan::graph::GraphNode>,
 }
 
 /// Streams that live in Braid and the queries running over them.
@@ -175,6 +177,23 @@ impl LiveSession {
     /// The queries installed so far.
     pub fn queries(&self) -> &[LiveQuery] {
         &self.queries
+    }
+
+    /// The streams living in Braid, by name.
+    pub fn streams(&self) -> impl Iterator<Item = (&String, &Arc<StreamLog>)> {
+        self.logs.iter()
+    }
+
+    /// The number of the query making stream `name`, if a query makes it.
+    pub fn made_by(&self, name: &str) -> Option<usize> {
+        self.made_by
+            .get(&name.to_ascii_lowercase())
+            .map(|&q| self.queries[q].number)
+    }
+
+    /// Worker threads over all processes.
+    pub fn workers(&self) -> usize {
+        self.engine.workers()
     }
 
     /// The log of stream `name`.
@@ -384,6 +403,9 @@ impl LiveSession {
         }
         let closes: Vec<Arc<StreamLog>> = out.into_iter().collect();
         let (id, status) = self.engine.install(&plan, &registry, self.strict, closes)?;
+        let graph = crate::runtime::prepare(&plan, &registry, self.engine.workers())
+            .map(|p| braid_plan::graph::graph(&p, &registry, self.engine.workers()))
+            .unwrap_or_default();
         self.queries.push(LiveQuery {
             number: self.queries.len() + 1,
             id,
@@ -392,6 +414,7 @@ impl LiveSession {
             reads,
             status: status.clone(),
             dropped: false,
+            graph,
         });
         Ok(status)
     }

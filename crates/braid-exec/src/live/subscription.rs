@@ -186,6 +186,7 @@ impl Subscription {
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        self.log.subscriber(false);
         if let Some((id, _)) = self.tap.take() {
             self.log.untap(id);
         }

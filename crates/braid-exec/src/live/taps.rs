@@ -121,6 +121,11 @@ impl Taps {
         self.groups.retain(|g| !g.members.is_empty());
     }
 
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.taps.len()
+    }
+
     /// Tap `id`, if it is there.
     pub fn get_mut(&mut self, id: u64) -> Option<&mut Tap> {
         self.taps.get_mut(&id)

@@ -20,6 +20,7 @@ impl LiveSession {
         let log = StreamLog::create(&format!("select{n}"), schema.clone(), None)?;
         let status = self.install(sql, plan, "subscriber".into(), Some(log.clone()))?;
         let (senders, id) = (self.engine.dropper(), self.queries[n - 1].id);
+        log.subscriber(true);
         Ok(Subscription {
             columns: columns(&schema),
             log,
@@ -72,6 +73,7 @@ impl LiveSession {
             .made_by
             .get(&key)
             .map(|&q| self.queries[q].status.clone());
+        log.subscriber(true);
         Ok(Subscription {
             columns: columns(log.schema()),
             log,
@@ -334,11 +336,9 @@ impl LiveSession {
             .queries
             .iter()
             .map(|q| {
-                let state = match (q.status.error(), q.dropped, q.status.ended()) {
-                    (Some(e), _, _) => format!("failed: {e}"),
-                    (None, true, _) => "dropped".into(),
-                    (None, false, true) => "ended".into(),
-                    (None, false, false) => "running".into(),
+                let state = match crate::live::snapshot::state(q) {
+                    (_, Some(e)) => format!("failed: {e}"),
+                    (s, None) => s.to_string(),
                 };
                 vec![
                     q.number.to_string(),

@@ -1,0 +1,131 @@
+//! What the live session looks like now, for the dashboard and `/metrics`: its streams
+//! (rows, subscribers, producers, malformed rows) and its queries (state, counters, the
+//! physical plan as a graph). Taking one holds the session only to copy counters.
+
+use super::session::{LiveQuery, LiveSession};
+use braid_plan::graph::GraphNode;
+use serde::Serialize;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// The session at one moment.
+#[derive(Clone, Debug, Serialize)]
+pub struct Snapshot {
+    /// Worker threads over all processes.
+    pub workers: usize,
+    /// Streams living in Braid, by name.
+    pub streams: Vec<StreamSnapshot>,
+    /// Queries in the order they were installed (dropped and ended ones too).
+    pub queries: Vec<QuerySnapshot>,
+}
+
+/// One stream.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamSnapshot {
+    /// Its name.
+    pub name: String,
+    /// Rows appended so far.
+    pub rows: u64,
+    /// Malformed rows its producers skipped so far.
+    pub malformed: u64,
+    /// Subscribers reading it now, and how many of them filter at the log.
+    pub subscribers: usize,
+    /// Subscribers whose filters run at the log.
+    pub filters: usize,
+    /// TCP producers connected now.
+    pub producers: u64,
+    /// The query making it (its number), for a stream made by one.
+    pub made_by: Option<usize>,
+    /// Queries reading it now (their numbers).
+    pub read_by: Vec<usize>,
+}
+
+/// One query.
+#[derive(Clone, Debug, Serialize)]
+pub struct QuerySnapshot {
+    /// Its number (as SHOW QUERIES lists it).
+    pub number: usize,
+    /// `running`, `ended`, `dropped` or `failed`.
+    pub state: &'static str,
+    /// The error it failed with.
+    pub error: Option<String>,
+    /// Its text.
+    pub sql: String,
+    /// What it writes.
+    pub writes: String,
+    /// The streams it reads.
+    pub reads: Vec<String>,
+    /// Rows its source read, rows its sinks wrote, rows skipped on runtime faults.
+    pub rows_in: u64,
+    /// Rows its sinks wrote.
+    pub rows_out: u64,
+    /// Rows skipped on runtime faults.
+    pub faults: u64,
+    /// The latest epoch read, and the latest every sink has completed.
+    pub epoch_in: u64,
+    /// The latest epoch every sink has completed.
+    pub epoch_out: u64,
+    /// Its physical plan as boxes and edges.
+    pub graph: Vec<GraphNode>,
+}
+
+/// A query's state word and error.
+pub(super) fn state(q: &LiveQuery) -> (&'static str, Option<String>) {
+    match (q.status.error(), q.dropped, q.status.ended()) {
+        (Some(e), _, _) => ("failed", Some(e)),
+        (None, true, _) => ("dropped", None),
+        (None, false, true) => ("ended", None),
+        (None, false, false) => ("running", None),
+    }
+}
+
+impl LiveSession {
+    /// The session now.
+    pub fn snapshot(&self) -> Snapshot {
+        let queries: Vec<QuerySnapshot> = self
+            .queries()
+            .iter()
+            .map(|q| {
+                let (state, error) = state(q);
+                let c = &q.status.shared.counters;
+                QuerySnapshot {
+                    number: q.number,
+                    state,
+                    error,
+                    sql: q.sql.clone(),
+                    writes: q.writes.clone(),
+                    reads: q.reads.clone(),
+                    rows_in: q.status.rows_in(),
+                    rows_out: q.status.rows_out(),
+                    faults: q.status.faults(),
+                    epoch_in: c.epoch_in.load(Relaxed),
+                    epoch_out: c.epoch_out.load(Relaxed),
+                    graph: q.graph.clone(),
+                }
+            })
+            .collect();
+        let streams = self
+            .streams()
+            .map(|(name, log)| StreamSnapshot {
+                name: name.clone(),
+                rows: log.rows(),
+                malformed: log.rejected(),
+                subscribers: log.subscribers(),
+                filters: log.filters(),
+                producers: self
+                    .feed(name)
+                    .map_or(0, |f| f.stats.producers.load(Relaxed)),
+                made_by: self.made_by(name),
+                read_by: queries
+                    .iter()
+                    .filter(|q| q.state == "running" && q.reads.contains(name))
+                    .map(|q| q.number)
+                    .collect(),
+            })
+            .collect();
+        Snapshot {
+            workers: self.workers(),
+            streams,
+            queries,
+        }
+    }
+}

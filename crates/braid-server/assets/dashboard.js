@@ -1,0 +1,252 @@
+// Braid's dashboard: /api/history for the timeline, then a server-sent event per
+// second (/api/events) with the session's snapshot: streams, queries, plan graphs.
+"use strict";
+
+const braid = (window.braid = { updates: 0, graphs: {}, samples: [] });
+const fmt = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
+
+// Counters of one sample: {t, streams: {name: rows}, queries: {n: [in, out]}}.
+function sampleOf(t, snapshot) {
+  const streams = {};
+  for (const s of snapshot.streams) streams[s.name] = s.rows;
+  const queries = {};
+  for (const q of snapshot.queries) queries[q.number] = [q.rows_in, q.rows_out];
+  return { t, streams, queries };
+}
+
+function sum(obj, pick) {
+  let total = 0;
+  for (const k in obj) total += pick(obj[k]);
+  return total;
+}
+
+// Rows per second between consecutive samples: ingest (all streams) and output
+// (all queries).
+function rates(samples) {
+  const xs = [], ingest = [], output = [];
+  for (let i = 1; i < samples.length; i++) {
+    const a = samples[i - 1], b = samples[i];
+    const dt = b.t - a.t;
+    if (dt <= 0) continue;
+    xs.push(b.t);
+    ingest.push(Math.max(0, (sum(b.streams, (r) => r) - sum(a.streams, (r) => r)) / dt));
+    output.push(Math.max(0, (sum(b.queries, (r) => r[1]) - sum(a.queries, (r) => r[1])) / dt));
+  }
+  return [xs, ingest, output];
+}
+
+let chart = null;
+function drawTimeline() {
+  const data = rates(braid.samples);
+  if (!chart) {
+    const el = document.getElementById("timeline");
+    chart = new uPlot(
+      {
+        width: Math.min(1100, window.innerWidth - 60),
+        height: 220,
+        scales: { x: { time: false } },
+        axes: [{ label: "seconds since the server started" }, { label: "rows/s", size: 70 }],
+        series: [
+          {},
+          { label: "rows in (all streams)", stroke: "#2b6cb0", width: 2 },
+          { label: "rows out (all queries)", stroke: "#d9822b", width: 2 },
+        ],
+      },
+      data,
+      el
+    );
+  } else {
+    chart.setData(data);
+  }
+}
+
+function rateOf(name) {
+  const s = braid.samples;
+  if (s.length < 2) return 0;
+  const a = s[s.length - 2], b = s[s.length - 1];
+  const dt = b.t - a.t;
+  return dt > 0 ? Math.max(0, ((b.streams[name] || 0) - (a.streams[name] || 0)) / dt) : 0;
+}
+
+function queryRate(n, side) {
+  const s = braid.samples;
+  if (s.length < 2) return 0;
+  const a = s[s.length - 2].queries[n], b = s[s.length - 1].queries[n];
+  const dt = s[s.length - 1].t - s[s.length - 2].t;
+  if (!a || !b || dt <= 0) return 0;
+  return Math.max(0, (b[side] - a[side]) / dt);
+}
+
+function cell(text) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  return td;
+}
+
+function drawStreams(snapshot) {
+  const body = document.querySelector("#streams tbody");
+  body.replaceChildren();
+  for (const s of snapshot.streams) {
+    const tr = document.createElement("tr");
+    tr.dataset.stream = s.name;
+    tr.append(
+      cell(s.name),
+      cell(fmt.format(s.rows)),
+      cell(fmt.format(rateOf(s.name))),
+      cell(s.subscribers),
+      cell(s.filters),
+      cell(s.producers),
+      cell(fmt.format(s.malformed)),
+      cell(s.made_by ? "query " + s.made_by : ""),
+      cell(s.read_by.map((n) => "query " + n).join(", "))
+    );
+    tr.children[1].className = "rows";
+    body.append(tr);
+  }
+}
+
+// Busy share 0..1 as a colour from green through yellow to red; grey when unknown.
+function busyColour(busy) {
+  if (busy === undefined || busy === null) return "#cfd5de";
+  const b = Math.max(0, Math.min(1, busy));
+  const hue = 120 - 120 * b;
+  return `hsl(${hue}, 70%, 60%)`;
+}
+
+function graphElements(q) {
+  const els = [];
+  for (const n of q.graph) {
+    els.push({
+      data: { id: "n" + n.id, label: n.kind + ": " + n.label, kind: n.kind, busy: n.busy },
+    });
+    for (const i of n.inputs) els.push({ data: { id: `e${i}-${n.id}`, source: "n" + i, target: "n" + n.id } });
+  }
+  return els;
+}
+
+function drawGraph(container, q) {
+  const cy = cytoscape({
+    container,
+    elements: graphElements(q),
+    userZoomingEnabled: false,
+    boxSelectionEnabled: false,
+    layout: {
+      name: "breadthfirst",
+      directed: true,
+      roots: q.graph.filter((n) => n.inputs.length === 0).map((n) => "#n" + n.id),
+      spacingFactor: 0.9,
+    },
+    style: [
+      {
+        selector: "node",
+        style: {
+          shape: "round-rectangle",
+          "background-color": (e) => busyColour(e.data("busy")),
+          label: "data(label)",
+          "text-wrap": "wrap",
+          "text-max-width": 150,
+          "text-valign": "center",
+          "font-size": 9,
+          width: 160,
+          height: 42,
+          "border-width": 1,
+          "border-color": "#8a94a6",
+        },
+      },
+      {
+        selector: "edge",
+        style: {
+          width: 1.5,
+          "line-color": "#8a94a6",
+          "target-arrow-color": "#8a94a6",
+          "target-arrow-shape": "triangle",
+          "curve-style": "bezier",
+        },
+      },
+    ],
+  });
+  return cy;
+}
+
+function drawQueries(snapshot) {
+  const box = document.getElementById("queries");
+  const shown = new Set();
+  for (const q of snapshot.queries) {
+    if (q.state !== "running" && q.state !== "failed") continue;
+    shown.add(String(q.number));
+    let card = box.querySelector(`[data-query="${q.number}"]`);
+    if (!card) {
+      card = document.createElement("div");
+      card.className = "query";
+      card.dataset.query = q.number;
+      card.innerHTML =
+        '<h3></h3><code></code><div class="figures"></div><div class="graph"></div>' +
+        '<div class="legend">boxes coloured by busy share (green idle, red busy; grey: not measured)</div>';
+      box.append(card);
+      card.querySelector("code").textContent = q.sql;
+      braid.graphs[q.number] = drawGraph(card.querySelector(".graph"), q);
+      card.dataset.nodes = q.graph.length;
+    } else {
+      const cy = braid.graphs[q.number];
+      for (const n of q.graph) cy.$id("n" + n.id).data("busy", n.busy);
+    }
+    const h = card.querySelector("h3");
+    h.innerHTML = "";
+    h.append(`Query ${q.number} → ${q.writes}`);
+    const st = document.createElement("span");
+    st.className = "state " + q.state;
+    st.textContent = q.state + (q.error ? ": " + q.error : "");
+    h.append(st);
+    card.querySelector(".figures").textContent =
+      `in ${fmt.format(q.rows_in)} (${fmt.format(queryRate(q.number, 0))}/s) · ` +
+      `out ${fmt.format(q.rows_out)} (${fmt.format(queryRate(q.number, 1))}/s) · ` +
+      `skipped on faults ${fmt.format(q.faults)} · epochs read, not yet complete: ${Math.max(0, q.epoch_in - q.epoch_out)}`;
+  }
+  for (const card of [...box.children]) {
+    if (!shown.has(card.dataset.query)) {
+      const cy = braid.graphs[card.dataset.query];
+      if (cy) cy.destroy();
+      delete braid.graphs[card.dataset.query];
+      card.remove();
+    }
+  }
+}
+
+function update(t, snapshot) {
+  braid.samples.push(sampleOf(t, snapshot));
+  if (braid.samples.length > 300) braid.samples.shift();
+  braid.snapshot = snapshot;
+  document.getElementById("workers").textContent = snapshot.workers + " workers";
+  drawStreams(snapshot);
+  drawQueries(snapshot);
+  drawTimeline();
+  braid.updates += 1;
+}
+
+async function start() {
+  const status = document.getElementById("status");
+  try {
+    const history = await (await fetch("/api/history")).json();
+    braid.samples = history;
+  } catch (e) {
+    console.warn("no history", e);
+  }
+  const events = new EventSource("/api/events");
+  events.onopen = () => {
+    status.textContent = "live";
+    status.className = "status live";
+  };
+  events.onerror = () => {
+    status.textContent = "connection lost; retrying";
+    status.className = "status lost";
+  };
+  events.onmessage = (m) => {
+    const u = JSON.parse(m.data);
+    // The first event may repeat the last sample of the history.
+    const last = braid.samples[braid.samples.length - 1];
+    if (last && last.t >= u.t) braid.samples.pop();
+    update(u.t, u.snapshot);
+  };
+}
+
+start();

@@ -1,0 +1,217 @@
+//! The live dashboard and Prometheus `/metrics`, on the HTTP listener.
+//!
+//! A sampler takes a [`Snapshot`] of the session every second (holding the session
+//! only to copy counters) and keeps the last [`KEEP`] samples' counters for the
+//! timeline. The page (`assets/dashboard.*`, with Cytoscape.js for plan graphs and
+//! uPlot for the timeline, bundled into the binary) loads `/api/history`, then follows
+//! `/api/events`, a server-sent event per sample carrying the whole snapshot.
+
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use braid_exec::live::snapshot::Snapshot;
+use braid_exec::live::LiveSession;
+use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+
+/// Samples kept for the timeline (one a second: the last five minutes).
+pub const KEEP: usize = 300;
+
+/// The sampler's state, shared by the HTTP handlers.
+pub struct Board {
+    session: Arc<Mutex<LiveSession>>,
+    start: Instant,
+    history: Mutex<VecDeque<Sample>>,
+    latest: Mutex<Option<Arc<String>>>,
+    events: broadcast::Sender<Arc<String>>,
+}
+
+/// One sample's counters: rows of each stream, rows in and out of each query.
+#[derive(Clone, Serialize)]
+struct Sample {
+    /// Seconds since the server started.
+    t: f64,
+    streams: BTreeMap<String, u64>,
+    queries: BTreeMap<usize, [u64; 2]>,
+}
+
+/// What a server-sent event carries.
+#[derive(Serialize)]
+struct Update<'a> {
+    t: f64,
+    snapshot: &'a Snapshot,
+}
+
+impl Board {
+    /// A board over `session`, its sampler running on the current tokio runtime.
+    pub fn start(session: Arc<Mutex<LiveSession>>) -> Arc<Board> {
+        let (events, _) = broadcast::channel(16);
+        let board = Arc::new(Board {
+            session,
+            start: Instant::now(),
+            history: Mutex::new(VecDeque::new()),
+            latest: Mutex::new(None),
+            events,
+        });
+        let b = board.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                let s = b.clone();
+                if tokio::task::spawn_blocking(move || s.sample())
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        });
+        board
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        self.session
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .snapshot()
+    }
+
+    /// Takes a sample: keeps its counters, sends the snapshot to the pages.
+    fn sample(&self) {
+        let snapshot = self.snapshot();
+        let t = self.start.elapsed().as_secs_f64();
+        let sample = Sample {
+            t,
+            streams: snapshot
+                .streams
+                .iter()
+                .map(|s| (s.name.clone(), s.rows))
+                .collect(),
+            queries: snapshot
+                .queries
+                .iter()
+                .map(|q| (q.number, [q.rows_in, q.rows_out]))
+                .collect(),
+        };
+        {
+            let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());
+            if h.len() == KEEP {
+                h.pop_front();
+            }
+            h.push_back(sample);
+        }
+        let update = Update {
+            t,
+            snapshot: &snapshot,
+        };
+        if let Ok(text) = serde_json::to_string(&update) {
+            let text = Arc::new(text);
+            *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(text.clone());
+            let _ = self.events.send(text);
+        }
+    }
+}
+
+type Shared = Arc<Board>;
+
+/// `GET /`: the page.
+pub async fn page() -> Response {
+    asset_response("dashboard.html")
+}
+
+/// `GET /assets/<file>`: the page's scripts and styles.
+pub async fn asset(Path(file): Path<String>) -> Response {
+    asset_response(&file)
+}
+
+fn asset_response(file: &str) -> Response {
+    let (body, kind): (&'static str, &str) = match file {
+        "dashboard.html" => (include_str!("../assets/dashboard.html"), "text/html"),
+        "dashboard.js" => (include_str!("../assets/dashboard.js"), "text/javascript"),
+        "dashboard.css" => (include_str!("../assets/dashboard.css"), "text/css"),
+        "cytoscape.min.js" => (
+            include_str!("../assets/vendor/cytoscape.min.js"),
+            "text/javascript",
+        ),
+        "uPlot.iife.min.js" => (
+            include_str!("../assets/vendor/uPlot.iife.min.js"),
+            "text/javascript",
+        ),
+        "uPlot.min.css" => (include_str!("../assets/vendor/uPlot.min.css"), "text/css"),
+        _ => return (StatusCode::NOT_FOUND, "no such file\n").into_response(),
+    };
+    let kind = format!("{kind}; charset=utf-8");
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
+}
+
+/// `GET /api/history`: the kept samples, oldest first.
+pub async fn history(State(board): State<Shared>) -> Response {
+    let h: Vec<Sample> = board
+        .history
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    json(serde_json::to_string(&h).unwrap_or_default())
+}
+
+/// `GET /api/snapshot`: the session now.
+pub async fn snapshot(State(board): State<Shared>) -> Response {
+    let b = board.clone();
+    match tokio::task::spawn_blocking(move || b.snapshot()).await {
+        Ok(s) => json(serde_json::to_string(&s).unwrap_or_default()),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn json(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// `GET /api/events`: a server-sent event per sample (the latest one first).
+pub async fn events(State(board): State<Shared>) -> impl IntoResponse {
+    let first = board
+        .latest
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let rx = board.events.subscribe();
+    let stream = futures::stream::unfold((first, rx), |(first, mut rx)| async move {
+        if let Some(text) = first {
+            return Some((Ok(Event::default().data(text.as_str())), (None, rx)));
+        }
+        loop {
+            match rx.recv().await {
+                Ok(text) => return Some((Ok(Event::default().data(text.as_str())), (None, rx))),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let stream: std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<Event, std::convert::Infallible>> + Send>,
+    > = Box::pin(stream);
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// `GET /metrics`: the session's figures in Prometheus's text format.
+pub async fn metrics(State(board): State<Shared>) -> Response {
+    let b = board.clone();
+    match tokio::task::spawn_blocking(move || b.snapshot()).await {
+        Ok(s) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            crate::metrics::render(&s),
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}

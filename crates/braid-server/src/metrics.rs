@@ -1,0 +1,150 @@
+//! The session's figures in Prometheus's text exposition format (version 0.0.4):
+//! counters end in `_total`, every family has its HELP and TYPE, label values are
+//! escaped.
+
+use braid_exec::live::snapshot::Snapshot;
+use std::fmt::Write;
+
+/// One family: its name, type, help, and samples (labels, value).
+struct Family<'a> {
+    name: &'a str,
+    kind: &'a str,
+    help: &'a str,
+    samples: Vec<(Vec<(&'a str, String)>, f64)>,
+}
+
+/// The text for `s`.
+pub fn render(s: &Snapshot) -> String {
+    let stream = |n: &str| vec![("stream", n.to_string())];
+    let query = |n: usize| vec![("query", n.to_string())];
+    let families = [
+        Family {
+            name: "braid_workers",
+            kind: "gauge",
+            help: "Worker threads of the engine over all processes.",
+            samples: vec![(vec![], s.workers as f64)],
+        },
+        Family {
+            name: "braid_stream_rows_total",
+            kind: "counter",
+            help: "Rows appended to a stream living in Braid.",
+            samples: s
+                .streams
+                .iter()
+                .map(|x| (stream(&x.name), x.rows as f64))
+                .collect(),
+        },
+        Family {
+            name: "braid_stream_malformed_rows_total",
+            kind: "counter",
+            help: "Malformed rows a stream's producers sent, skipped and counted.",
+            samples: s
+                .streams
+                .iter()
+                .map(|x| (stream(&x.name), x.malformed as f64))
+                .collect(),
+        },
+        Family {
+            name: "braid_stream_subscribers",
+            kind: "gauge",
+            help: "Subscribers reading a stream now.",
+            samples: s
+                .streams
+                .iter()
+                .map(|x| (stream(&x.name), x.subscribers as f64))
+                .collect(),
+        },
+        Family {
+            name: "braid_stream_producers",
+            kind: "gauge",
+            help: "TCP producers connected to a stream now.",
+            samples: s
+                .streams
+                .iter()
+                .map(|x| (stream(&x.name), x.producers as f64))
+                .collect(),
+        },
+        Family {
+            name: "braid_query_running",
+            kind: "gauge",
+            help: "1 while a query runs, 0 once it ended, was dropped or failed.",
+            samples: s
+                .queries
+                .iter()
+                .map(|q| (query(q.number), f64::from(u8::from(q.state == "running"))))
+                .collect(),
+        },
+        Family {
+            name: "braid_query_rows_in_total",
+            kind: "counter",
+            help: "Rows a query's source read.",
+            samples: s
+                .queries
+                .iter()
+                .map(|q| (query(q.number), q.rows_in as f64))
+                .collect(),
+        },
+        Family {
+            name: "braid_query_rows_out_total",
+            kind: "counter",
+            help: "Rows a query's sinks wrote.",
+            samples: s
+                .queries
+                .iter()
+                .map(|q| (query(q.number), q.rows_out as f64))
+                .collect(),
+        },
+        Family {
+            name: "braid_query_fault_rows_total",
+            kind: "counter",
+            help: "Rows a query skipped on runtime faults (overflow, division by zero, bad casts).",
+            samples: s
+                .queries
+                .iter()
+                .map(|q| (query(q.number), q.faults as f64))
+                .collect(),
+        },
+        Family {
+            name: "braid_query_epoch_lag",
+            kind: "gauge",
+            help: "Epochs a query has read but not yet completed at its sinks.",
+            samples: s
+                .queries
+                .iter()
+                .map(|q| {
+                    (
+                        query(q.number),
+                        q.epoch_in.saturating_sub(q.epoch_out) as f64,
+                    )
+                })
+                .collect(),
+        },
+    ];
+    let mut out = String::new();
+    for f in families {
+        let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
+        let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
+        for (labels, value) in f.samples {
+            let labels: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                .collect();
+            match labels.is_empty() {
+                true => {
+                    let _ = writeln!(out, "{} {value}", f.name);
+                }
+                false => {
+                    let _ = writeln!(out, "{}{{{}}} {value}", f.name, labels.join(","));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A label value as the format writes it: `\`, `"` and newlines escaped.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
