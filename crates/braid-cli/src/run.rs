@@ -3,8 +3,9 @@
 
 use crate::args::{check, QueryArgs, Use};
 use crate::progress::Progress;
-use crate::{listing, lrb, report};
+use crate::{listing, lrb, profile, report};
 use anyhow::Result;
+use braid_exec::profile::Profiler;
 use braid_exec::runtime::RunConfig;
 use braid_exec::session::Session;
 use braid_plan::function::Registry;
@@ -44,11 +45,14 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
         listing::print_due(&mut session)?;
         let (counters, progress) = Progress::maybe(q.progress);
         session.set_counters(counters);
+        session.set_profile(q.profile.then(Profiler::new));
         let Some(next) = session.run_next() else {
             break;
         };
         drop(progress);
-        report::query(&next?);
+        let next = next?;
+        report::query(&next);
+        eprint!("{}", profile::tables(&next.run));
     }
     listing::print_due(&mut session)?;
     if let Some(sink) = lr_sink {
@@ -67,6 +71,7 @@ fn flags(q: &QueryArgs) -> Result<()> {
         &registry,
         RunConfig {
             counters,
+            profile: q.profile.then(Profiler::new),
             ..q.run_config()?
         },
     );
@@ -85,6 +90,7 @@ fn flags(q: &QueryArgs) -> Result<()> {
         q.processes
     );
     report::rejects(&report);
+    eprint!("{}", profile::tables(&report));
     Ok(())
 }
 

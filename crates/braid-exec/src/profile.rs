@@ -17,6 +17,7 @@
 
 use crate::shared::PartitionCost;
 pub use braid_plan::explain::NodeAt;
+use braid_plan::plan::{MergeKind, Plan};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -32,7 +33,8 @@ pub struct Profiler {
     workers: Mutex<BTreeMap<usize, WorkerLog>>,
     /// (nanoseconds, rows) by (stage, partition).
     partitions: Mutex<BTreeMap<(usize, u32), (u64, u64)>>,
-    rows: Mutex<Vec<(NodeAt, Arc<AtomicU64>)>>,
+    /// Rows put out, by plan node and worker.
+    rows: Mutex<Vec<((NodeAt, usize), Arc<AtomicU64>)>>,
 }
 
 /// What one worker's logger gathered.
@@ -66,8 +68,8 @@ pub struct Profile {
     pub workers: Vec<WorkerProfile>,
     /// The time and rows of every partition's stream function, by stage and partition.
     pub partitions: Vec<PartitionCost>,
-    /// Rows each plan node put out (a `Sink`: rows it was given).
-    pub rows: Vec<(NodeAt, u64)>,
+    /// Rows each plan node put out on each worker, by node and worker.
+    pub rows: Vec<(NodeAt, usize, u64)>,
 }
 
 /// One timely operator on one worker.
@@ -103,7 +105,7 @@ pub struct WorkerProfile {
 /// What one plan node measured, over every worker.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NodeFigures {
-    /// Rows it was given (rows its input put out), when known.
+    /// Rows it was given (rows its input put out), when known (over every worker).
     pub rows_in: Option<u64>,
     /// Rows it put out, when counted.
     pub rows_out: Option<u64>,
@@ -158,14 +160,14 @@ impl Profiler {
         self.with(worker, |w| w.ended = Some(Instant::now()));
     }
 
-    /// The counter of rows plan node `node` puts out (one for every worker).
-    pub(crate) fn rows_of(&self, node: NodeAt) -> Arc<AtomicU64> {
+    /// The counter of rows plan node `node` puts out on `worker`.
+    pub(crate) fn rows_of(&self, node: NodeAt, worker: usize) -> Arc<AtomicU64> {
         let mut rows = self.rows.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, c)) = rows.iter().find(|(n, _)| *n == node) {
+        if let Some((_, c)) = rows.iter().find(|(n, _)| *n == (node, worker)) {
             return c.clone();
         }
         let c = Arc::new(AtomicU64::new(0));
-        rows.push((node, c.clone()));
+        rows.push(((node, worker), c.clone()));
         c
     }
 
@@ -232,7 +234,10 @@ impl Profiler {
             });
         }
         let rows = self.rows.lock().unwrap_or_else(|e| e.into_inner());
-        profile.rows = rows.iter().map(|(n, c)| (*n, c.load(Relaxed))).collect();
+        profile.rows = rows
+            .iter()
+            .map(|((n, w), c)| (*n, *w, c.load(Relaxed)))
+            .collect();
         profile.rows.sort();
         profile
     }
@@ -278,33 +283,42 @@ impl WorkerLog {
 }
 
 impl Profile {
-    /// Nanoseconds of wall time over every worker.
-    pub fn wall(&self) -> u64 {
-        self.workers.iter().map(|w| w.wall).sum()
-    }
-
-    /// What plan node `node` measured over every worker (a union merge runs no
-    /// operator of its own: only its rows); `None` if nothing.
-    pub fn node(&self, node: NodeAt) -> Option<NodeFigures> {
+    /// What plan node `node` measured on `worker`, or over every worker when `None`
+    /// (a union merge runs no operator of its own: only its rows); `None` if nothing.
+    pub fn node(&self, node: NodeAt, worker: Option<usize>) -> Option<NodeFigures> {
+        let on = |w: usize| worker.is_none_or(|x| x == w);
         let ops: Vec<&OperatorProfile> = self
             .operators
             .iter()
-            .filter(|o| o.node == Some(node))
+            .filter(|o| o.node == Some(node) && on(o.worker))
             .collect();
-        let rows = |n: NodeAt| self.rows.iter().find(|(at, _)| *at == n).map(|r| r.1);
+        let rows = |n: NodeAt| {
+            let mut of = self.rows.iter().filter(|r| r.0 == n && on(r.1)).peekable();
+            of.peek().is_some().then(|| of.map(|r| r.2).sum::<u64>())
+        };
         if ops.is_empty() && rows(node).is_none() {
             return None;
         }
+        let wall: u64 = self
+            .workers
+            .iter()
+            .filter(|w| on(w.worker))
+            .map(|w| w.wall)
+            .sum();
         let nanos: u64 = ops.iter().map(|o| o.nanos).sum();
         Some(NodeFigures {
-            rows_in: rows(NodeAt {
-                depth: node.depth + 1,
-                ..node
-            }),
+            // A worker's node reads what the node below put out on any worker.
+            rows_in: match worker {
+                None => rows(NodeAt {
+                    depth: node.depth + 1,
+                    ..node
+                }),
+                Some(_) => None,
+            },
             rows_out: rows(node),
             activations: ops.iter().map(|o| o.activations).sum(),
             nanos,
-            busy: nanos as f64 / self.wall().max(1) as f64,
+            busy: nanos as f64 / wall.max(1) as f64,
         })
     }
 
@@ -327,7 +341,7 @@ impl NodeFigures {
             s.push_str(&format!(" rows out {n},"));
         }
         s.push_str(&format!(
-            " {} activations, {:.1} ms, busy {:.1}%",
+            " {} activations, {:.2} ms, busy {:.1}%",
             self.activations,
             self.nanos as f64 / 1e6,
             self.busy * 100.0
@@ -339,12 +353,37 @@ impl NodeFigures {
 /// The physical plan `plan` (as run: shapes resolved) as EXPLAIN prints it, each node
 /// with what it measured in `profile` below it (EXPLAIN ANALYZE).
 pub fn annotate(
-    plan: &braid_plan::plan::Plan,
+    plan: &Plan,
     registry: &braid_plan::function::Registry,
     workers: usize,
     profile: &Profile,
 ) -> String {
     braid_plan::explain::text_with(plan, registry, workers, &|at| {
-        profile.node(at).map(|f| f.line())
+        profile.node(at, None).map(|f| f.line())
+    })
+}
+
+/// The plan node at `at` as the profile names it: its kind and what EXPLAIN heads it
+/// with (`Source: gen`, `Split: q = 8`, `Map: count`, `Merge: union`, `Sink`).
+pub fn node_label(plan: &Plan, at: NodeAt) -> Option<String> {
+    let mut node = match plan {
+        Plan::Together(plans) => plans.get(at.plan)?,
+        one if at.plan == 0 => one,
+        _ => return None,
+    };
+    for _ in 0..at.depth {
+        node = node.input()?;
+    }
+    Some(match node {
+        Plan::Source(s) => format!("Source: {}", s.name),
+        Plan::Split(s) => format!("Split: q = {}", s.q),
+        Plan::Map(m) => format!("Map: {}", m.function),
+        Plan::Merge(m) => match &m.kind {
+            MergeKind::Union => "Merge: union".into(),
+            MergeKind::TimeOrdered | MergeKind::Sorted(_) => "Merge: time-ordered".into(),
+            MergeKind::Keyed { .. } => "Merge: keyed".into(),
+        },
+        Plan::Sink(_) => "Sink".into(),
+        Plan::Together(_) => "Together".into(),
     })
 }

@@ -118,15 +118,15 @@ fn operator_times_add_up_to_the_busy_time_measured_around_them() {
         // (A union merge only concatenates streams: it has rows but no operator.)
         for at in [SINK, MAP, SPLIT, SOURCE] {
             let f = profile
-                .node(at)
+                .node(at, None)
                 .unwrap_or_else(|| panic!("{at:?} measured"));
             assert!(f.activations > 0 && f.nanos > 0, "{at:?}: {f:?}");
         }
-        assert_eq!(profile.node(MERGE).unwrap().rows_out, Some(40_000));
-        let map = profile.node(MAP).unwrap();
+        assert_eq!(profile.node(MERGE, None).unwrap().rows_out, Some(40_000));
+        let map = profile.node(MAP, None).unwrap();
         assert_eq!(map.rows_in, Some(40_000));
         assert_eq!(map.rows_out, Some(40_000));
-        assert_eq!(profile.node(SOURCE).unwrap().rows_out, Some(40_000));
+        assert_eq!(profile.node(SOURCE, None).unwrap().rows_out, Some(40_000));
         // 40 000 rows spun for 10 us each: at least 400 ms in the Map.
         assert!(map.nanos >= 400_000_000, "{map:?}");
         let rows: u64 = profile.partitions.iter().map(|p| p.rows).sum();

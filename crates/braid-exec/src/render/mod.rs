@@ -230,7 +230,10 @@ impl<'s> Cx<'_, 's> {
     fn counted(&mut self, node: NodeAt, out: Windows<'s>) -> Windows<'s> {
         match self.shared.profiling().cloned() {
             None => out,
-            Some(p) => self.owned(None, |_| count_rows(out, p.rows_of(node))),
+            Some(p) => {
+                let rows = p.rows_of(node, self.place.index);
+                self.owned(None, |_| count_rows(out, rows))
+            }
         }
     }
 
