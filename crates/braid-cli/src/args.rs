@@ -130,7 +130,10 @@ pub struct QueryArgs {
     /// Write malformed records to this file.
     #[arg(long)]
     pub rejects: Option<PathBuf>,
-    /// Draw a progress line (rows in and out, rates, epochs) while queries run.
+    /// Draw the progress line (rows in and out, rate, lag behind a paced source's
+    /// schedule, malformed and late rows) even when standard error is not a terminal
+    /// (then a line a second). Without it, `run` draws it only on a terminal, and only
+    /// when the query's output does not go to the same screen; the shell only with it.
     #[arg(long)]
     pub progress: bool,
     /// Profile each query: at its end, print the time of every operator on every

@@ -43,7 +43,7 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
     loop {
         // SHOW and DESCRIBE print where they are in the script, between the queries.
         listing::print_due(&mut session)?;
-        let (counters, progress) = Progress::maybe(q.progress);
+        let (counters, progress) = Progress::maybe(q.progress, None);
         session.set_counters(counters);
         session.set_profile(q.profile.then(Profiler::new));
         let Some(next) = session.run_next() else {
@@ -66,7 +66,10 @@ fn flags(q: &QueryArgs) -> Result<()> {
     let registry = Registry::with_builtins();
     let mut plan = q.plan()?;
     apply_rates(&mut plan, q, &registry)?;
-    let (counters, progress) = Progress::maybe(q.progress);
+    // The generator's rows are known: a bar.
+    let input_given = q.csv.is_some() || q.tcp.is_some() || q.binary.is_some();
+    let total = (!input_given).then_some(q.tuples);
+    let (counters, progress) = Progress::maybe(q.progress, total);
     let mut session = Session::new(
         &registry,
         RunConfig {

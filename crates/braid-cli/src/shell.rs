@@ -113,7 +113,7 @@ fn statement(session: &mut Session, text: &str, progress: bool) -> Result<()> {
     }
     loop {
         listing::print_due(session)?;
-        let (counters, bar) = Progress::maybe(progress);
+        let (counters, bar) = Progress::only_if(progress, None);
         session.set_counters(counters);
         let Some(next) = session.run_next() else {
             return listing::print_due(session);

@@ -376,6 +376,10 @@ fn feed(
             worker.step_or_park(Some(left.min(Duration::from_millis(1))));
         }
     };
+    if let Some(at) = release {
+        let epoch = at(source.epoch).as_secs_f64();
+        let _ = shared.counters.pacing.set((start, epoch));
+    }
     let mut sent = 0u64;
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();

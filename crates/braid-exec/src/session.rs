@@ -477,8 +477,12 @@ impl Session {
             cancel: Some(self.cancel.clone()),
             ..self.config.clone()
         };
-        let report = run(&plan, &self.script.registry, &config)?;
         let members = self.members(index);
+        if let Some(c) = &config.counters {
+            let mut late = c.late_rows.lock().unwrap_or_else(|e| e.into_inner());
+            *late = members.iter().map(|(_, j)| j.late.clone()).collect();
+        }
+        let report = run(&plan, &self.script.registry, &config)?;
         let mut late = Vec::new();
         for &(i, j) in &members {
             j.late.flush();

@@ -1,6 +1,7 @@
 //! Profiling (`RunConfig::profile`): the operators' times add up to the workers' busy
 //! time measured around them, an expensive partition comes out as the hot spot, and
-//! EXPLAIN ANALYZE names the plan's nodes with their figures.
+//! EXPLAIN ANALYZE names the plan's nodes with their figures; the live counters say how
+//! far a paced run is behind its schedule.
 
 use braid_exec::profile::{annotate, NodeAt, Profile, Profiler};
 use braid_exec::runtime::{run, RunConfig, RunReport};
@@ -223,4 +224,51 @@ fn explain_analyze_shows_each_node_with_its_figures() {
         5,
         "{text}"
     );
+}
+
+#[test]
+fn a_paced_run_that_cannot_keep_up_is_seen_behind_its_schedule() {
+    use braid_exec::session::Counters;
+    use braid_plan::plan::Pace;
+    // 3 epochs of 1000 rows, due over 0.3 s; each row takes 0.5 ms: 1.5 s of work.
+    let registry = registry(Spin {
+        hot: None,
+        spin: Duration::ZERO,
+        cool: Duration::from_micros(500),
+    });
+    let mut plan = plan(3000);
+    plan.leaf_source_mut().pace = Pace::EventTime {
+        units_per_second: 1.0,
+        speed: 10.0,
+    };
+    let counters = Arc::new(Counters::default());
+    let cfg = RunConfig {
+        counters: Some(counters.clone()),
+        ..RunConfig::default()
+    };
+    let watch = counters.clone();
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = done.clone();
+    let watcher = std::thread::spawn(move || {
+        let mut most = Duration::ZERO;
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            most = most.max(watch.behind().unwrap_or_default());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        most
+    });
+    run(&plan, &registry, &cfg).expect("runs");
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let most = watcher.join().unwrap();
+    assert!(most >= Duration::from_millis(500), "{most:?}");
+    // An unpaced run has no schedule to be behind.
+    let counters = Arc::new(Counters::default());
+    let cfg = RunConfig {
+        counters: Some(counters.clone()),
+        ..RunConfig::default()
+    };
+    let mut unpaced = self::plan(100);
+    unpaced.leaf_source_mut().pace = Pace::Max;
+    run(&unpaced, &registry, &cfg).expect("runs");
+    assert_eq!(counters.behind(), None);
 }
