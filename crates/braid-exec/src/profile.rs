@@ -34,8 +34,11 @@ pub struct Profiler {
     /// (nanoseconds, rows) by (stage, partition).
     partitions: Mutex<BTreeMap<(usize, u32), (u64, u64)>>,
     /// Rows put out, by plan node and worker.
-    rows: Mutex<Vec<((NodeAt, usize), Arc<AtomicU64>)>>,
+    rows: Mutex<Vec<(NodeOn, Arc<AtomicU64>)>>,
 }
+
+/// A plan node on a worker.
+type NodeOn = (NodeAt, usize);
 
 /// What one worker's logger gathered.
 #[derive(Default)]
