@@ -130,9 +130,16 @@ pub struct QueryArgs {
     /// Write malformed records to this file.
     #[arg(long)]
     pub rejects: Option<PathBuf>,
-    /// Draw a progress line (rows in and out, rates, epochs) while queries run.
+    /// Draw the progress line (rows in and out, rate, lag behind a paced source's
+    /// schedule, malformed and late rows) even when standard error is not a terminal
+    /// (then a line a second). Without it, `run` draws it only on a terminal, and only
+    /// when the query's output does not go to the same screen; the shell only with it.
     #[arg(long)]
     pub progress: bool,
+    /// Profile each query: at its end, print the time of every operator on every
+    /// worker, the workers' busy time and the partitions that took the most time.
+    #[arg(long)]
+    pub profile: bool,
     /// Desired input rate in rows/s (Paper V's Phi_D): the single-splitter rate is
     /// measured (or taken from --splitter-rate) and parasplit/autosplit choose p by eq. 6.
     #[arg(long)]
@@ -201,6 +208,7 @@ const RUN_FLAGS: &[&str] = &[
     "on_error",
     "rejects",
     "progress",
+    "profile",
     "calibrate",
 ];
 
@@ -240,6 +248,12 @@ impl Use {
             Use::ExplainScript if query => Some(SQL),
             Use::ExplainScript | Use::ExplainFlags if id == "progress" => {
                 Some("explain runs no query (a calibration run reports its own numbers)")
+            }
+            Use::ExplainScript | Use::ExplainFlags if id == "profile" => {
+                Some("braid explain --analyze runs the queries and shows the plan with what each node measured")
+            }
+            Use::Shell if id == "profile" => {
+                Some("in the shell, EXPLAIN ANALYZE <query>; runs it and shows what each node measured")
             }
             Use::ExplainFlags if lrb => Some(NO_LRB),
             Use::Convert

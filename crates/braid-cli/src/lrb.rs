@@ -62,7 +62,9 @@ pub enum Lrb {
         /// Fan-in of the balance merge tree (default: per worker, then global).
         #[arg(long)]
         fanin: Option<u32>,
-        /// Print a progress line every second.
+        /// Draw the progress line (rows, rate, lag behind the schedule) even when
+        /// standard error is not a terminal (a line a second); on a terminal it is
+        /// drawn anyway unless the output goes to the screen.
         #[arg(long)]
         progress: bool,
     },
@@ -331,7 +333,7 @@ pub fn run(which: Lrb) -> Result<()> {
                 speed: (!max_speed).then_some(speed),
                 ..Default::default()
             };
-            let (counters, bar) = crate::progress::Progress::maybe(progress);
+            let (counters, bar) = crate::progress::Progress::maybe(progress, None);
             let cfg = RunConfig {
                 workers,
                 counters,

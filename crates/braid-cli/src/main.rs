@@ -29,6 +29,7 @@ mod convert;
 mod explain;
 mod listing;
 mod lrb;
+mod profile;
 mod progress;
 mod report;
 mod run;
@@ -92,6 +93,11 @@ enum Command {
         /// Print Graphviz DOT instead of text.
         #[arg(long)]
         dot: bool,
+        /// EXPLAIN ANALYZE: run the queries (their sinks write as with `braid run`),
+        /// then print each physical plan with what each node measured: rows, time,
+        /// busy share.
+        #[arg(long, conflicts_with = "dot")]
+        analyze: bool,
     },
     /// Run the server: streams live in Braid, queries come and go; clients connect
     /// with psql or any Postgres driver.
@@ -207,7 +213,14 @@ fn run() -> anyhow::Result<()> {
         .ok_or_else(|| Usage("give a subcommand (see braid --help)".into()))?;
     match cli.command {
         Command::Run(q) => run::run(&q, sub),
-        Command::Explain { query, dot } => explain::explain(&query, dot, sub),
+        Command::Explain {
+            query,
+            dot,
+            analyze,
+        } => match analyze {
+            true => explain::analyze(&query, sub),
+            false => explain::explain(&query, dot, sub),
+        },
         Command::Shell(q) => shell::shell(&q, sub),
         Command::Convert { query, to } => convert::convert(&query, &to, sub),
         Command::ExamplesData {

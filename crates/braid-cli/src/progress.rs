@@ -1,5 +1,10 @@
-//! The progress line of `--progress`, drawn with indicatif from the live counters the
-//! library exposes (`braid_exec::session::Counters`); the library itself prints nothing.
+//! The progress line, drawn with indicatif from the live counters the library exposes
+//! (`braid_exec::session::Counters`); the library itself prints nothing.
+//!
+//! A bar when the number of input rows is known, a spinner otherwise: rows in and their
+//! rate, rows out, how far a paced source is behind its schedule, malformed, late and
+//! skipped rows. Drawn on a terminal; with `--progress` and standard error not a
+//! terminal, a line a second instead.
 
 use braid_exec::session::Counters;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -8,32 +13,43 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// A progress line drawn while it lives (on a terminal: redrawn in place; otherwise a
-/// line a second).
+/// A progress line drawn while it lives.
 pub struct Progress {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Progress {
-    /// Starts drawing `counters` on standard error.
-    pub fn start(counters: Arc<Counters>) -> Progress {
+    /// Starts drawing `counters` on standard error, as a bar up to `total` input rows
+    /// when known.
+    pub fn start(counters: Arc<Counters>, total: Option<u64>) -> Progress {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::spawn(move || draw(&counters, &flag));
+        let thread = std::thread::spawn(move || draw(&counters, total, &flag));
         Progress {
             stop,
             thread: Some(thread),
         }
     }
 
+    /// Counters and a progress line over them: when `asked` (`--progress`), or when
+    /// standard error is a terminal and the query's output does not go to the same
+    /// screen (standard output is not a terminal).
+    pub fn maybe(asked: bool, total: Option<u64>) -> (Option<Arc<Counters>>, Option<Progress>) {
+        let auto = std::io::stderr().is_terminal() && !std::io::stdout().is_terminal();
+        Progress::only_if(asked || auto, total)
+    }
+
     /// Counters and a progress line over them when `on`.
-    pub fn maybe(on: bool) -> (Option<Arc<Counters>>, Option<Progress>) {
+    pub fn only_if(on: bool, total: Option<u64>) -> (Option<Arc<Counters>>, Option<Progress>) {
         if !on {
             return (None, None);
         }
         let counters = Arc::new(Counters::default());
-        (Some(counters.clone()), Some(Progress::start(counters)))
+        (
+            Some(counters.clone()),
+            Some(Progress::start(counters, total)),
+        )
     }
 }
 
@@ -46,44 +62,54 @@ impl Drop for Progress {
     }
 }
 
-fn line(c: &Counters, rate: u64) -> String {
-    let (ein, eout) = (c.epoch_in.load(Relaxed), c.epoch_out.load(Relaxed));
-    format!(
-        "in {} ({rate}/s) out {} malformed {} epoch in {ein} out {eout} (lag {} epochs)",
-        c.rows_in.load(Relaxed),
-        c.rows_out.load(Relaxed),
-        c.malformed.load(Relaxed),
-        ein.saturating_sub(eout)
-    )
+/// The figures after the rows in: rate, rows out, lag, malformed, late, skipped.
+fn message(c: &Counters, rate: u64) -> String {
+    let mut s = format!("{rate} rows/s, out {}", c.rows_out.load(Relaxed));
+    if let Some(behind) = c.behind() {
+        s.push_str(&format!(", {:.1} s behind schedule", behind.as_secs_f64()));
+    }
+    for (what, n) in [
+        ("malformed", c.malformed.load(Relaxed)),
+        ("late", c.late()),
+        ("skipped on faults", c.faults.load(Relaxed)),
+    ] {
+        if n > 0 {
+            s.push_str(&format!(", {n} {what}"));
+        }
+    }
+    s
 }
 
-fn draw(c: &Counters, stop: &AtomicBool) {
+fn draw(c: &Counters, total: Option<u64>, stop: &AtomicBool) {
     let terminal = std::io::stderr().is_terminal();
-    let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+    let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+    let template = match total {
+        Some(_) => "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} rows in, {msg}",
+        None => "{spinner} [{elapsed_precise}] {pos} rows in, {msg}",
+    };
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let start = Instant::now();
     let (mut last_rows, mut last_at) = (0u64, Instant::now());
     let mut rate = 0;
     while !stop.load(Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
+        let rows = c.rows_in.load(Relaxed);
         if last_at.elapsed() >= Duration::from_secs(1) {
-            let rows = c.rows_in.load(Relaxed);
             rate = ((rows - last_rows.min(rows)) as f64 / last_at.elapsed().as_secs_f64()) as u64;
             (last_rows, last_at) = (rows, Instant::now());
             if !terminal {
                 eprintln!(
-                    "[{:>6.1}s] {}",
+                    "[{:>6.1}s] {rows} rows in, {}",
                     start.elapsed().as_secs_f64(),
-                    line(c, rate)
+                    message(c, rate)
                 );
             }
         }
         if terminal {
-            bar.set_message(line(c, rate));
-            bar.tick();
+            bar.set_position(rows);
+            bar.set_message(message(c, rate));
         }
     }
     bar.finish_and_clear();

@@ -3,8 +3,9 @@
 
 use crate::args::{check, QueryArgs, Use};
 use crate::progress::Progress;
-use crate::{listing, lrb, report};
+use crate::{listing, lrb, profile, report};
 use anyhow::Result;
+use braid_exec::profile::Profiler;
 use braid_exec::runtime::RunConfig;
 use braid_exec::session::Session;
 use braid_plan::function::Registry;
@@ -42,13 +43,16 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
     loop {
         // SHOW and DESCRIBE print where they are in the script, between the queries.
         listing::print_due(&mut session)?;
-        let (counters, progress) = Progress::maybe(q.progress);
+        let (counters, progress) = Progress::maybe(q.progress, None);
         session.set_counters(counters);
+        session.set_profile(q.profile.then(Profiler::new));
         let Some(next) = session.run_next() else {
             break;
         };
         drop(progress);
-        report::query(&next?);
+        let next = next?;
+        report::query(&next);
+        eprint!("{}", profile::tables(&next.run));
     }
     listing::print_due(&mut session)?;
     if let Some(sink) = lr_sink {
@@ -62,11 +66,15 @@ fn flags(q: &QueryArgs) -> Result<()> {
     let registry = Registry::with_builtins();
     let mut plan = q.plan()?;
     apply_rates(&mut plan, q, &registry)?;
-    let (counters, progress) = Progress::maybe(q.progress);
+    // The generator's rows are known: a bar.
+    let input_given = q.csv.is_some() || q.tcp.is_some() || q.binary.is_some();
+    let total = (!input_given).then_some(q.tuples);
+    let (counters, progress) = Progress::maybe(q.progress, total);
     let mut session = Session::new(
         &registry,
         RunConfig {
             counters,
+            profile: q.profile.then(Profiler::new),
             ..q.run_config()?
         },
     );
@@ -85,6 +93,7 @@ fn flags(q: &QueryArgs) -> Result<()> {
         q.processes
     );
     report::rejects(&report);
+    eprint!("{}", profile::tables(&report));
     Ok(())
 }
 

@@ -9,6 +9,7 @@ use crate::args::{check, QueryArgs, Use};
 use crate::progress::Progress;
 use crate::{listing, lrb, report};
 use anyhow::Result;
+use braid_exec::profile::Profiler;
 use braid_exec::session::Session;
 use braid_plan::function::Registry;
 use clap::ArgMatches;
@@ -100,6 +101,9 @@ pub fn shell(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
 /// closed standard output ends it. What compiled before an error still runs.
 fn statement(session: &mut Session, text: &str, progress: bool) -> Result<()> {
     let trimmed = text.trim_start();
+    if let Some(query) = after_words(trimmed, &["explain", "analyze"]) {
+        return analyze(session, query);
+    }
     let explain = trimmed.len() > 8 && trimmed[..8].eq_ignore_ascii_case("explain ");
     if explain {
         match session.explain_statements(&trimmed[8..], Path::new("."), false) {
@@ -113,7 +117,7 @@ fn statement(session: &mut Session, text: &str, progress: bool) -> Result<()> {
     }
     loop {
         listing::print_due(session)?;
-        let (counters, bar) = Progress::maybe(progress);
+        let (counters, bar) = Progress::only_if(progress, None);
         session.set_counters(counters);
         let Some(next) = session.run_next() else {
             return listing::print_due(session);
@@ -135,4 +139,41 @@ fn statement(session: &mut Session, text: &str, progress: bool) -> Result<()> {
             }
         }
     }
+}
+
+/// The text after `words` (any case, separated by white space) at the start of `text`.
+fn after_words<'t>(mut text: &'t str, words: &[&str]) -> Option<&'t str> {
+    for w in words {
+        let head = text.get(..w.len())?;
+        let rest = &text[w.len()..];
+        if !head.eq_ignore_ascii_case(w) || !rest.starts_with(char::is_whitespace) {
+            return None;
+        }
+        text = rest.trim_start();
+    }
+    Some(text)
+}
+
+/// `EXPLAIN ANALYZE <query>;`: runs the query (its rows stream as usual), then prints
+/// its physical plan with what each node measured.
+fn analyze(session: &mut Session, query: &str) -> Result<()> {
+    if let Err(e) = session.compile(query, Path::new(".")) {
+        eprintln!("{e}");
+        return Ok(());
+    }
+    loop {
+        session.set_profile(Some(Profiler::new()));
+        let Some(next) = session.run_next() else {
+            break;
+        };
+        match next {
+            Ok(r) => {
+                report::query(&r);
+                out!("{}", session.analyze(&r.run).unwrap_or_default())?;
+            }
+            Err(e) => eprintln!("braid: {:#}", anyhow::Error::from(e)),
+        }
+    }
+    session.set_profile(None);
+    Ok(())
 }

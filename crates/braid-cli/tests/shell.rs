@@ -102,3 +102,24 @@ fn run_script_writes_results_and_explain_names_the_stages() {
         "{text}"
     );
 }
+
+#[test]
+fn explain_analyze_runs_the_query_and_annotates_its_plan() {
+    let home = std::env::temp_dir().join(format!("braid-shell-analyze-{}", std::process::id()));
+    std::fs::create_dir_all(&home).expect("home");
+    let input = "CREATE STREAM calls (caller BIGINT, callee BIGINT, start BIGINT, dur BIGINT)\n\
+                 WITH (path = 'data/calls.csv', event_time = 'start', epoch = 60);\n\
+                 explain  ANALYZE SELECT caller FROM calls WHERE dur > 100;\n\
+                 \\q\n";
+    let out = run_shell(&examples(), &home, input);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The query ran (its report), and its plan came with what each node measured.
+    assert!(stderr.contains("rows in"), "{stderr}");
+    let source = stdout.find("Source: calls").expect("the plan");
+    let note = &stdout[source..];
+    assert!(note.contains("measured: rows out "), "{stdout}");
+    assert!(stdout.contains("Map: query1"), "{stdout}");
+    assert!(stdout.matches("measured:").count() >= 4, "{stdout}");
+}

@@ -5,6 +5,7 @@ mod cluster;
 mod faults;
 mod golden;
 mod late;
+mod profile;
 mod server_cluster;
 mod shell;
 mod shell_commands;

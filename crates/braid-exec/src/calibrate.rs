@@ -173,6 +173,7 @@ pub fn calibrate(
         max_rows: Some(rows),
         counters: None,
         measure_costs: true,
+        profile: None,
         ..cfg.clone()
     };
     let report = run(&pilot, registry, &pilot_cfg)?;

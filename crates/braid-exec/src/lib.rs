@@ -27,6 +27,7 @@ pub mod cancel;
 pub mod error;
 pub mod fault;
 pub mod live;
+pub mod profile;
 pub mod render;
 pub mod runtime;
 pub mod session;

@@ -5,6 +5,7 @@
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 pub use crate::fault::{FaultRow, Faults};
+use crate::profile::{Profile, Profiler};
 use crate::render::{self, Feeder, Place, Window};
 pub use crate::shared::PartitionCost;
 use crate::shared::{panic_message, Shared};
@@ -52,6 +53,11 @@ pub struct RunConfig {
     pub measure_costs: bool,
     /// Cancels the run from another thread (see [`crate::cancel`]); none when `None`.
     pub cancel: Option<Cancel>,
+    /// Profile the run into this ([`crate::profile`]: each operator's time on each
+    /// worker, from timely's logging, and each partition's, as with `measure_costs`);
+    /// its figures are live while the run goes, and [`RunReport::profile`] is what it
+    /// holds at the end. Give a fresh one to each run. Off (`None`), nothing is timed.
+    pub profile: Option<Arc<Profiler>>,
 }
 
 impl Default for RunConfig {
@@ -71,6 +77,7 @@ impl Default for RunConfig {
             max_rows: None,
             measure_costs: false,
             cancel: None,
+            profile: None,
         }
     }
 }
@@ -102,6 +109,8 @@ pub struct RunReport {
     /// The run was cancelled ([`RunConfig::cancel`]): it ended early, and its sinks
     /// wrote a prefix of its output (`rows_out` rows).
     pub cancelled: bool,
+    /// The profile, with [`RunConfig::profile`].
+    pub profile: Option<Profile>,
 }
 
 fn timely_config(cfg: &RunConfig) -> timely::Config {
@@ -146,6 +155,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     let shared = Arc::new(Shared::new(
         cfg.counters.clone().unwrap_or_default(),
         cfg.measure_costs,
+        cfg.profile.clone(),
         cfg.read.strict,
         cfg.cancel.clone().unwrap_or_default(),
         match &plan {
@@ -161,6 +171,10 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             peers: worker.peers(),
             threads: cfg_w.workers.max(1),
         };
+        let profiler = shared_w.profiling().cloned();
+        if let Some(p) = &profiler {
+            p.attach(worker);
+        }
         let mut input = Feeder::new();
         let probe = ProbeHandle::new();
         let built = worker.dataflow::<u64, _, _>(|scope| {
@@ -204,6 +218,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
                 .died
                 .store(true, std::sync::atomic::Ordering::Relaxed);
             abandon(worker);
+        }
+        if let Some(p) = &profiler {
+            p.ended(place.index);
         }
     })
     .map_err(Error::Startup)?;
@@ -263,12 +280,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     collected.resize_with(plans.max(collected.len()), Vec::new);
     let collected_late = collected.split_off(1);
     let collected = collected.pop().unwrap_or_default();
-    let mut costs = shared
-        .costs
-        .lock()
-        .map(|mut c| std::mem::take(&mut *c))
-        .unwrap_or_default();
-    costs.sort_by_key(|c| (c.stage, c.partition));
+    let costs = shared.profiler.partitions();
     let c = &shared.counters;
     Ok(RunReport {
         rows_in: c.rows_in.load(std::sync::atomic::Ordering::Relaxed),
@@ -281,6 +293,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         plan: Some(plan),
         costs,
         cancelled: shared.cancel.is_cancelled(),
+        profile: shared.profiling().map(|p| p.snapshot()),
     })
 }
 
@@ -363,6 +376,10 @@ fn feed(
             worker.step_or_park(Some(left.min(Duration::from_millis(1))));
         }
     };
+    if let Some(at) = release {
+        let epoch = at(source.epoch).as_secs_f64();
+        let _ = shared.counters.pacing.set((start, epoch));
+    }
     let mut sent = 0u64;
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();

@@ -39,6 +39,7 @@
 use crate::calibrate::{calibrate, Calibration};
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
+use crate::profile::{annotate, Profiler};
 use crate::runtime::{prepare, run, RunConfig, RunReport};
 use braid_plan::explain;
 use braid_plan::function::Registry;
@@ -157,6 +158,29 @@ impl Session {
     /// Sets the live counters of the next runs (see [`RunConfig::counters`]).
     pub fn set_counters(&mut self, counters: Option<std::sync::Arc<Counters>>) {
         self.config.counters = counters;
+    }
+
+    /// Profiles the next run into `profile` (see [`RunConfig::profile`]; a fresh one
+    /// for each run).
+    pub fn set_profile(&mut self, profile: Option<std::sync::Arc<Profiler>>) {
+        self.config.profile = profile;
+    }
+
+    /// EXPLAIN ANALYZE of a profiled run: its physical plan as EXPLAIN prints it, each
+    /// node annotated with what it measured; `None` if the run was not profiled.
+    pub fn analyze(&self, run: &RunReport) -> Option<String> {
+        let (plan, profile) = (run.plan.as_ref()?, run.profile.as_ref()?);
+        Some(annotate(
+            plan,
+            &self.script.registry,
+            self.workers(),
+            profile,
+        ))
+    }
+
+    /// The registry of user code the session's plans name (its compiled queries too).
+    pub fn registry(&self) -> &Registry {
+        &self.script.registry
     }
 
     /// The declarations, compiled queries and registry.
@@ -453,8 +477,12 @@ impl Session {
             cancel: Some(self.cancel.clone()),
             ..self.config.clone()
         };
-        let report = run(&plan, &self.script.registry, &config)?;
         let members = self.members(index);
+        if let Some(c) = &config.counters {
+            let mut late = c.late_rows.lock().unwrap_or_else(|e| e.into_inner());
+            *late = members.iter().map(|(_, j)| j.late.clone()).collect();
+        }
+        let report = run(&plan, &self.script.registry, &config)?;
         let mut late = Vec::new();
         for &(i, j) in &members {
             j.late.flush();

@@ -5,6 +5,7 @@
 use crate::cancel::Cancel;
 use crate::error::Error;
 use crate::fault::{FaultRow, Faults};
+use crate::profile::Profiler;
 use crate::source::{Counters, Rejects};
 use braid_plan::batch::RowKey;
 use braid_plan::expr::Fault;
@@ -36,8 +37,11 @@ pub struct Shared {
     pub start: Instant,
     /// Rows of the `Collect` sinks, by plan of a `Together` (0 for other plans).
     pub collected: Mutex<Vec<Vec<OutRow>>>,
-    pub(crate) costs: Mutex<Vec<PartitionCost>>,
-    /// [`RunConfig::measure_costs`].
+    /// Partition costs, and with [`RunConfig::profile`] the operators' times.
+    ///
+    /// [`RunConfig::profile`]: crate::runtime::RunConfig::profile
+    pub(crate) profiler: Arc<Profiler>,
+    /// [`RunConfig::measure_costs`], or profiling.
     pub(crate) measure_costs: bool,
     pub(crate) errors: Mutex<Vec<Error>>,
     pub(crate) rejects: Mutex<Vec<Rejects>>,
@@ -56,11 +60,13 @@ pub struct Shared {
 
 impl Shared {
     /// The state of a new run: `counters` to count in, whether it measures partition
-    /// costs, whether a runtime fault fails it (`strict`) or is a reported skip, the
-    /// caller's cancel handle, and how many sinks the plan has.
+    /// costs, the caller's profiler (which measures them too), whether a runtime fault
+    /// fails it (`strict`) or is a reported skip, the caller's cancel handle, and how
+    /// many sinks the plan has.
     pub(crate) fn new(
         counters: Arc<Counters>,
         measure_costs: bool,
+        profiler: Option<Arc<Profiler>>,
         strict: bool,
         cancel: Cancel,
         sinks: usize,
@@ -69,8 +75,8 @@ impl Shared {
             counters,
             start: Instant::now(),
             collected: Mutex::new(Vec::new()),
-            costs: Mutex::new(Vec::new()),
-            measure_costs,
+            measure_costs: measure_costs || profiler.is_some(),
+            profiler: profiler.unwrap_or_default(),
             errors: Mutex::new(Vec::new()),
             rejects: Mutex::new(Vec::new()),
             fatal: Mutex::new(None),
@@ -95,21 +101,17 @@ impl Shared {
         }
     }
 
-    /// Adds a Map's measured costs at the end of its input: `spent[k]` (nanoseconds,
+    /// Adds to a Map's measured costs (after each epoch): `spent[k]` (nanoseconds,
     /// rows) of partition `local[k]` of `stage`.
     pub(crate) fn add_costs(&self, stage: usize, local: &[u32], spent: &[(u64, u64)]) {
-        if let Ok(mut c) = self.costs.lock() {
-            for (&partition, &(nanos, rows)) in local.iter().zip(spent) {
-                if rows > 0 || nanos > 0 {
-                    c.push(PartitionCost {
-                        stage,
-                        partition,
-                        nanos,
-                        rows,
-                    });
-                }
-            }
-        }
+        self.profiler.add_costs(stage, local, spent);
+    }
+
+    /// Whether operators are timed ([`RunConfig::profile`]).
+    ///
+    /// [`RunConfig::profile`]: crate::runtime::RunConfig::profile
+    pub(crate) fn profiling(&self) -> Option<&Arc<Profiler>> {
+        Some(&self.profiler).filter(|p| p.timed)
     }
 
     /// Records a runtime fault of `operator` at `site` (a stream function, a split) on

@@ -13,6 +13,7 @@
 mod bad_input;
 mod cancel;
 mod live;
+mod profile;
 mod session;
 mod sql;
 mod sql_count_join;

@@ -9,9 +9,44 @@ use std::fmt::Write;
 
 /// The plan as indented text, one node per line with details below it.
 pub fn text(plan: &Plan, registry: &Registry, workers: usize) -> String {
+    text_with(plan, registry, workers, &|_| None)
+}
+
+/// Where a node is in a plan: in plan `plan` of a [`Plan::Together`] (0 in other plans),
+/// `depth` nodes below that plan's root (its `Sink` is depth 0, the node it reads 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeAt {
+    /// The plan of a `Together` (0 otherwise).
+    pub plan: usize,
+    /// Nodes between it and its plan's root.
+    pub depth: usize,
+}
+
+/// [`text`] with a line of `note` below each node it has one for (EXPLAIN ANALYZE
+/// annotates the plan with what each node measured).
+pub fn text_with(
+    plan: &Plan,
+    registry: &Registry,
+    workers: usize,
+    note: &dyn Fn(NodeAt) -> Option<String>,
+) -> String {
     let mut out = String::new();
-    node_text(plan, registry, workers, 0, true, &mut out);
+    let mut cx = Cx {
+        registry,
+        workers,
+        note,
+        out: &mut out,
+    };
+    node_text(&mut cx, plan, NodeAt { plan: 0, depth: 0 }, 0, true);
     out
+}
+
+/// What writing the text of a plan needs.
+struct Cx<'a> {
+    registry: &'a Registry,
+    workers: usize,
+    note: &'a dyn Fn(NodeAt) -> Option<String>,
+    out: &'a mut String,
 }
 
 fn list(items: &[u64]) -> String {
@@ -23,14 +58,9 @@ fn list(items: &[u64]) -> String {
     s.join(",")
 }
 
-fn node_text(
-    plan: &Plan,
-    registry: &Registry,
-    workers: usize,
-    depth: usize,
-    recurse: bool,
-    out: &mut String,
-) {
+fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bool) {
+    let (registry, workers) = (cx.registry, cx.workers);
+    let out = &mut *cx.out;
     let pad = "  ".repeat(depth);
     let schema = plan
         .schema(registry)
@@ -44,8 +74,8 @@ fn node_text(
                 plans.len()
             );
             for (i, p) in plans.iter().enumerate() {
-                let _ = writeln!(out, "{pad}  plan {i}:");
-                node_text(p, registry, workers, depth + 2, recurse, out);
+                let _ = writeln!(cx.out, "{pad}  plan {i}:");
+                node_text(cx, p, NodeAt { plan: i, depth: 0 }, depth + 2, recurse);
             }
             return;
         }
@@ -135,8 +165,15 @@ fn node_text(
             }
         }
     }
+    if let Some(note) = (cx.note)(at) {
+        let _ = writeln!(cx.out, "{pad}  {note}");
+    }
     if let (true, Some(input)) = (recurse, plan.input()) {
-        node_text(input, registry, workers, depth + 1, true, out);
+        let below = NodeAt {
+            depth: at.depth + 1,
+            ..at
+        };
+        node_text(cx, input, below, depth + 1, true);
     }
 }
 
@@ -358,5 +395,11 @@ fn dot_node(
 }
 
 pub(crate) fn node_text_single(plan: &Plan, registry: &Registry, workers: usize, out: &mut String) {
-    node_text(plan, registry, workers, 0, false, out);
+    let mut cx = Cx {
+        registry,
+        workers,
+        note: &|_| None,
+        out,
+    };
+    node_text(&mut cx, plan, NodeAt { plan: 0, depth: 0 }, 0, false);
 }

@@ -282,7 +282,14 @@ impl Engine {
             Plan::Together(p) => p.len(),
             _ => 1,
         };
-        let shared = Shared::new(Arc::default(), false, strict, Default::default(), sinks);
+        let shared = Shared::new(
+            Arc::default(),
+            false,
+            None,
+            strict,
+            Default::default(),
+            sinks,
+        );
         let status = Arc::new(Status {
             shared: Arc::new(shared),
             ended: AtomicUsize::new(0),

@@ -250,6 +250,11 @@ pub(crate) fn render<'s>(
                     list.clear();
                 }
                 report_faults(&mut faults, &shared, &function, source.as_deref());
+                if timed {
+                    // Live: a profile read during the run sees each epoch's costs.
+                    shared.add_costs(stage, &local, &spent);
+                    spent.iter_mut().for_each(|s| *s = (0, 0));
+                }
                 if let Some(w) = take_window(&mut out, me) {
                     output.session(&cap).give(w);
                 }
@@ -279,7 +284,6 @@ pub(crate) fn render<'s>(
                     if let Some(w) = take_window(&mut out, me) {
                         output.session(&cap).give(w);
                     }
-                    shared.add_costs(stage, &local, &spent);
                 }
             }
         }

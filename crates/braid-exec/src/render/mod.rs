@@ -17,9 +17,11 @@ pub use split::WindowSplitter;
 use crate::error::Result;
 use crate::shared::Shared;
 use braid_plan::batch::Batch;
+use braid_plan::explain::NodeAt;
 use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, Source, SourceSpec};
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::operators::{Concatenate, Input, Probe};
@@ -179,7 +181,7 @@ pub(crate) fn render<'s>(
             .any(|r| matches!(r.leaf_source().spec, SourceSpec::Late { of } if of == i));
         cx.lates.push(Vec::new());
         (cx.leaf, cx.ticks) = (None, None);
-        outs.push(node(&mut cx, p)?);
+        outs.push(node(&mut cx, p, 0)?);
         cx.stage_base += p.maps();
     }
     match outs.len() {
@@ -212,6 +214,29 @@ struct Cx<'a, 's> {
 }
 
 impl<'s> Cx<'_, 's> {
+    /// Runs `make` and, when profiling, notes the operators it made as `node`'s (the
+    /// operators of the nodes it renders below are theirs: the narrowest note wins).
+    fn owned<R>(&mut self, node: Option<NodeAt>, make: impl FnOnce(&mut Self) -> R) -> R {
+        let from = self.scope.worker().peek_identifier();
+        let made = make(self);
+        if let Some(p) = self.shared.profiling() {
+            let to = self.scope.worker().peek_identifier();
+            p.made(self.place.index, from, to, node);
+        }
+        made
+    }
+
+    /// `out`, with its rows counted as `node`'s when profiling.
+    fn counted(&mut self, node: NodeAt, out: Windows<'s>) -> Windows<'s> {
+        match self.shared.profiling().cloned() {
+            None => out,
+            Some(p) => {
+                let rows = p.rows_of(node, self.place.index);
+                self.owned(None, |_| count_rows(out, rows))
+            }
+        }
+    }
+
     /// Ticks for every epoch of the plan's input: every stage of a plan hears of every
     /// epoch of its input, as one stage would, not only of those in which the stage
     /// before it made rows.
@@ -231,8 +256,24 @@ impl<'s> Cx<'_, 's> {
     }
 }
 
-fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
+/// Renders `plan`, `depth` nodes below the root of its plan; when profiling, notes the
+/// operators it made and counts the rows it puts out.
+fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Windows<'s>> {
+    let at = NodeAt {
+        plan: cx.plan,
+        depth,
+    };
+    let out = cx.owned(Some(at), |cx| node_ops(cx, plan, depth))?;
+    Ok(match plan {
+        // What a sink is given is what its input put out.
+        Plan::Sink(_) => out,
+        _ => cx.counted(at, out),
+    })
+}
+
+fn node_ops<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Windows<'s>> {
     let (registry, place, shared) = (cx.registry, cx.place, cx.shared);
+    let below = depth + 1;
     Ok(match plan {
         Plan::Together(_) => {
             return Err(braid_plan::error::Error::Plan("a Together below the root".into()).into())
@@ -258,7 +299,7 @@ fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
             input
         }
         Plan::Split(s) => {
-            let upstream = split_input(cx, &s.input)?;
+            let upstream = split_input(cx, &s.input, below)?;
             split::render(upstream, s, registry, place, shared)?
         }
         Plan::Map(m) => {
@@ -268,14 +309,17 @@ fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
                 // The function wants every epoch of the plan's input (a later stage's
                 // too: see `Cx::ticks`).
                 Plan::Split(s) if every_epoch => {
-                    let source = split_input(cx, &s.input)?;
-                    let ticks = cx.ticks()?;
-                    (
-                        split::render(source, s, registry, place, shared)?,
-                        Some(ticks),
-                    )
+                    let split_at = NodeAt {
+                        plan: cx.plan,
+                        depth: below,
+                    };
+                    let split = cx.owned(Some(split_at), |cx| {
+                        let source = split_input(cx, &s.input, below + 1)?;
+                        split::render(source, s, registry, place, shared)
+                    })?;
+                    (cx.counted(split_at, split), Some(cx.ticks()?))
                 }
-                _ => (node(cx, &m.input)?, None),
+                _ => (node(cx, &m.input, below)?, None),
             };
             let late = match cx.late_read {
                 true => registry.function(&m.function)?.late_schema(),
@@ -300,21 +344,39 @@ fn node<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
             out
         }
         Plan::Merge(m) => {
-            let upstream = node(cx, &m.input)?;
+            let upstream = node(cx, &m.input, below)?;
             let in_schema = m.input.schema(registry)?;
             merge::render(upstream, m, &in_schema, registry, place, shared)?
         }
         Plan::Sink(s) => {
-            let upstream = node(cx, &s.input)?;
+            let upstream = node(cx, &s.input, below)?;
             sink::render(upstream, s, registry, place, cx.plan, shared.clone())?
+        }
+    })
+}
+
+/// Counts the rows of every window into `rows` (profiling).
+fn count_rows(input: Windows<'_>, rows: Arc<AtomicU64>) -> Windows<'_> {
+    use timely::dataflow::channels::pact::Pipeline;
+    use timely::dataflow::operators::generic::Operator;
+    input.unary::<WindowBuilder, _, _, _>(Pipeline, "RowCount", move |_, _| {
+        move |input, output| {
+            input.for_each(|cap, data| {
+                let n: usize = data
+                    .iter()
+                    .map(|w| w.rows.as_ref().map_or(w.batch.len(), Vec::len))
+                    .sum();
+                rows.fetch_add(n as u64, Ordering::Relaxed);
+                output.session(&cap).give_container(data);
+            });
         }
     })
 }
 
 /// What a split reads: the source, or an earlier stage's merged output with each row
 /// keyed by a hash of its values (see [`rekey`]).
-fn split_input<'s>(cx: &mut Cx<'_, 's>, plan: &Plan) -> Result<Windows<'s>> {
-    let upstream = node(cx, plan)?;
+fn split_input<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Windows<'s>> {
+    let upstream = node(cx, plan, depth)?;
     Ok(match plan {
         Plan::Source(_) => upstream,
         _ => rekey(upstream),

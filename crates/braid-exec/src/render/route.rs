@@ -421,6 +421,7 @@ mod tests {
         let shared = Arc::new(Shared::new(
             Default::default(),
             false,
+            None,
             false,
             Default::default(),
             1,

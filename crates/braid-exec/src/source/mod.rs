@@ -158,12 +158,36 @@ pub struct Counters {
     pub epoch_in: AtomicU64,
     /// Epochs every sink has completed (the output frontier).
     pub epoch_out: AtomicU64,
+    /// When the source is paced by event time: when the run started and the seconds
+    /// of the schedule an epoch takes (see [`Counters::behind`]).
+    pub pacing: std::sync::OnceLock<(std::time::Instant, f64)>,
+    /// The late-row counts of the queries running (SQL; see [`Counters::late`]).
+    pub late_rows: std::sync::Mutex<Vec<Arc<braid_sql::run::LateRows>>>,
 }
 
 impl Counters {
     /// Adds to a counter.
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// For a source paced by event time: how far the output is behind the source's
+    /// schedule. The output has completed the epochs before `epoch_out`; on schedule,
+    /// the clock is within the epoch after them (its end is not due yet).
+    pub fn behind(&self) -> Option<std::time::Duration> {
+        let (started, epoch_secs) = *self.pacing.get()?;
+        let done = (self.epoch_out.load(Ordering::Relaxed) + 1) as f64 * epoch_secs;
+        Some(
+            started
+                .elapsed()
+                .saturating_sub(std::time::Duration::from_secs_f64(done)),
+        )
+    }
+
+    /// Rows the running queries have refused as late so far.
+    pub fn late(&self) -> u64 {
+        let late = self.late_rows.lock().unwrap_or_else(|e| e.into_inner());
+        late.iter().map(|l| l.count.load(Ordering::Relaxed)).sum()
     }
 }
 
