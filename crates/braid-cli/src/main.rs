@@ -129,10 +129,13 @@ enum Command {
         /// of rows is disconnected.
         #[arg(long, default_value_t = 10_000)]
         slow_subscriber_ms: u64,
-        /// Also take batches over HTTP here (`POST /streams/<name>`), e.g.
-        /// 127.0.0.1:6876; off when not given.
+        /// The HTTP listener: the live dashboard (`/`), Prometheus metrics
+        /// (`/metrics`) and batches from producers (`POST /streams/<name>`).
+        #[arg(long, default_value = "127.0.0.1:6876")]
+        http: std::net::SocketAddr,
+        /// No HTTP listener (no dashboard, metrics or HTTP producers).
         #[arg(long)]
-        http: Option<std::net::SocketAddr>,
+        no_http: bool,
         /// Processes of the server (timely's cluster mode): process 0 serves clients,
         /// the others take their share of every query.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
@@ -244,6 +247,7 @@ fn run() -> anyhow::Result<()> {
             slow_subscriber_ms,
             password,
             http,
+            no_http,
             processes,
             process_index,
             hosts,
@@ -258,7 +262,7 @@ fn run() -> anyhow::Result<()> {
                 max_lag: max_subscriber_lag,
                 password,
                 slow: std::time::Duration::from_millis(slow_subscriber_ms),
-                http,
+                http: (!no_http).then_some(http),
                 cluster,
             };
             if config.cluster.as_ref().is_some_and(|c| c.process > 0) {
@@ -277,7 +281,9 @@ fn run() -> anyhow::Result<()> {
                 running.addr.port()
             );
             if let Some(at) = running.http {
-                eprintln!("braid server takes batches at http://{at}/streams/<name>");
+                eprintln!(
+                    "braid dashboard at http://{at}/ (metrics at /metrics, batches at POST /streams/<name>)"
+                );
             }
             running.wait();
             Ok(())

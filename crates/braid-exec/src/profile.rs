@@ -152,6 +152,17 @@ impl Profiler {
         });
     }
 
+    /// A timely event of `worker` for an operator of this profiler's dataflow (the live
+    /// engine's workers run many dataflows, and hand each its own events).
+    pub(crate) fn event(&self, worker: usize, at: Duration, e: &TimelyEvent) {
+        self.with(worker, |w| {
+            if w.started.is_none() {
+                w.started = Some(Instant::now());
+            }
+            w.event(at, e)
+        });
+    }
+
     /// Notes the operator identifiers `[from, to)` that plan node `node` made on
     /// `worker` (`None`: profiling's own).
     pub(crate) fn made(&self, worker: usize, from: usize, to: usize, node: Option<NodeAt>) {

@@ -24,6 +24,13 @@ pub struct GraphNode {
     pub depth: usize,
     /// The boxes it reads from.
     pub inputs: Vec<usize>,
+    /// Nanoseconds its operators have run so far, when measured (filled in by who
+    /// measured them: the live session's profiler).
+    pub nanos: Option<u64>,
+    /// Rows it has put out so far, when counted.
+    pub rows_out: Option<u64>,
+    /// Workers it has operators on (its time spreads over them).
+    pub on_workers: usize,
 }
 
 /// `plan` on `workers` workers as a graph; the root is the last node.
@@ -72,10 +79,17 @@ fn add(
                 nodes.push(GraphNode {
                     id,
                     kind,
-                    label: format!("{}\nworker {w}: {} partitions", m.function, parts.len()),
+                    label: format!(
+                        "Map: {}\nworker {w}: {} partitions",
+                        m.function,
+                        parts.len()
+                    ),
                     worker: Some(w),
                     depth,
                     inputs: inputs.clone(),
+                    nanos: None,
+                    rows_out: None,
+                    on_workers: 1,
                 });
                 id
             })
@@ -89,6 +103,9 @@ fn add(
         worker: None,
         depth,
         inputs,
+        nanos: None,
+        rows_out: None,
+        on_workers: 0,
     });
     vec![id]
 }

@@ -45,9 +45,10 @@ function drawTimeline() {
         width: Math.min(1100, window.innerWidth - 60),
         height: 220,
         scales: { x: { time: false } },
+        legend: { live: false },
         axes: [{ label: "seconds since the server started" }, { label: "rows/s", size: 70 }],
         series: [
-          {},
+          { label: "seconds" },
           { label: "rows in (all streams)", stroke: "#2b6cb0", width: 2 },
           { label: "rows out (all queries)", stroke: "#d9822b", width: 2 },
         ],
@@ -113,15 +114,55 @@ function busyColour(busy) {
   return `hsl(${hue}, 70%, 60%)`;
 }
 
+// Busy share of each box since the last update: its operators' time over the wall
+// time of the workers it runs on.
+const lastNanos = {};
+function measure(q, t) {
+  for (const n of q.graph) {
+    const key = q.number + "/" + n.id;
+    const prev = lastNanos[key];
+    n.busy = undefined;
+    if (n.nanos !== null && n.nanos !== undefined) {
+      if (prev && t > prev.t) {
+        n.busy = (n.nanos - prev.nanos) / 1e9 / (t - prev.t) / Math.max(1, n.on_workers);
+      }
+      lastNanos[key] = { nanos: n.nanos, t };
+    }
+  }
+}
+
+function labelOf(n) {
+  let l = n.label;
+  const figures = [];
+  if (n.busy !== undefined) figures.push("busy " + Math.round(n.busy * 100) + "%");
+  if (n.rows_out !== null && n.rows_out !== undefined) figures.push(fmt.format(n.rows_out) + " rows out");
+  if (figures.length) l += "\n" + figures.join(" · ");
+  return l;
+}
+
 function graphElements(q) {
   const els = [];
   for (const n of q.graph) {
     els.push({
-      data: { id: "n" + n.id, label: n.kind + ": " + n.label, kind: n.kind, busy: n.busy },
+      data: { id: "n" + n.id, label: labelOf(n), kind: n.kind, busy: n.busy },
     });
     for (const i of n.inputs) els.push({ data: { id: `e${i}-${n.id}`, source: "n" + i, target: "n" + n.id } });
   }
   return els;
+}
+
+function positions(q) {
+  const deepest = Math.max(...q.graph.map((n) => n.depth));
+  const rows = {};
+  for (const n of q.graph) (rows[n.depth] = rows[n.depth] || []).push(n.id);
+  const at = {};
+  for (const d in rows) {
+    const ids = rows[d];
+    ids.forEach((id, k) => {
+      at["n" + id] = { x: (k - (ids.length - 1) / 2) * 190, y: (deepest - d) * 75 };
+    });
+  }
+  return at;
 }
 
 function drawGraph(container, q) {
@@ -130,12 +171,9 @@ function drawGraph(container, q) {
     elements: graphElements(q),
     userZoomingEnabled: false,
     boxSelectionEnabled: false,
-    layout: {
-      name: "breadthfirst",
-      directed: true,
-      roots: q.graph.filter((n) => n.inputs.length === 0).map((n) => "#n" + n.id),
-      spacingFactor: 0.9,
-    },
+    // EXPLAIN's nesting as rows, the source at the top; a Map's worker boxes side by
+    // side.
+    layout: { name: "preset", positions: positions(q), fit: true, padding: 12 },
     style: [
       {
         selector: "node",
@@ -147,8 +185,8 @@ function drawGraph(container, q) {
           "text-max-width": 150,
           "text-valign": "center",
           "font-size": 9,
-          width: 160,
-          height: 42,
+          width: 170,
+          height: 50,
           "border-width": 1,
           "border-color": "#8a94a6",
         },
@@ -168,11 +206,12 @@ function drawGraph(container, q) {
   return cy;
 }
 
-function drawQueries(snapshot) {
+function drawQueries(t, snapshot) {
   const box = document.getElementById("queries");
   const shown = new Set();
   for (const q of snapshot.queries) {
     if (q.state !== "running" && q.state !== "failed") continue;
+    measure(q, t);
     shown.add(String(q.number));
     let card = box.querySelector(`[data-query="${q.number}"]`);
     if (!card) {
@@ -188,7 +227,10 @@ function drawQueries(snapshot) {
       card.dataset.nodes = q.graph.length;
     } else {
       const cy = braid.graphs[q.number];
-      for (const n of q.graph) cy.$id("n" + n.id).data("busy", n.busy);
+      for (const n of q.graph) {
+        cy.$id("n" + n.id).data("busy", n.busy);
+        cy.$id("n" + n.id).data("label", labelOf(n));
+      }
     }
     const h = card.querySelector("h3");
     h.innerHTML = "";
@@ -218,7 +260,7 @@ function update(t, snapshot) {
   braid.snapshot = snapshot;
   document.getElementById("workers").textContent = snapshot.workers + " workers";
   drawStreams(snapshot);
-  drawQueries(snapshot);
+  drawQueries(t, snapshot);
   drawTimeline();
   braid.updates += 1;
 }

@@ -32,6 +32,7 @@ pub async fn serve(listener: std::net::TcpListener, session: Shared) {
     let board = d::Board::start(session.clone());
     let dashboard = Router::new()
         .route("/", get(d::page))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
         .route("/assets/{file}", get(d::asset))
         .route("/api/history", get(d::history))
         .route("/api/snapshot", get(d::snapshot))

@@ -119,6 +119,18 @@ pub fn render(s: &Snapshot) -> String {
                 })
                 .collect(),
         },
+        Family {
+            name: "braid_node_busy_seconds_total",
+            kind: "counter",
+            help: "Seconds the operators of a plan node (a box of the dashboard's graph) ran, on a worker's clock.",
+            samples: nodes(s, |n| n.nanos.map(|ns| ns as f64 / 1e9)),
+        },
+        Family {
+            name: "braid_node_rows_out_total",
+            kind: "counter",
+            help: "Rows a plan node (a box of the dashboard's graph) put out.",
+            samples: nodes(s, |n| n.rows_out.map(|r| r as f64)),
+        },
     ];
     let mut out = String::new();
     for f in families {
@@ -137,6 +149,30 @@ pub fn render(s: &Snapshot) -> String {
                     let _ = writeln!(out, "{}{{{}}} {value}", f.name, labels.join(","));
                 }
             }
+        }
+    }
+    out
+}
+
+/// One sample per measured box of every running query's plan graph: labels query,
+/// node (the box's id), kind, and worker for a `Map` box.
+fn nodes<'a>(
+    s: &'a Snapshot,
+    value: impl Fn(&braid_plan::graph::GraphNode) -> Option<f64>,
+) -> Vec<(Vec<(&'a str, String)>, f64)> {
+    let mut out = Vec::new();
+    for q in s.queries.iter().filter(|q| q.state == "running") {
+        for n in &q.graph {
+            let Some(v) = value(n) else { continue };
+            let mut labels = vec![
+                ("query", q.number.to_string()),
+                ("node", n.id.to_string()),
+                ("kind", n.kind.to_string()),
+            ];
+            if let Some(w) = n.worker {
+                labels.push(("worker", w.to_string()));
+            }
+            out.push((labels, v));
         }
     }
     out

@@ -14,7 +14,7 @@ fn a_psycopg_session_runs_on_the_extended_protocol() {
         };
         let server = braid_server::start(&config, &braid_plan::function::Registry::with_builtins())
             .expect("the server starts");
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/psycopg_session.py");
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/psycopg_session.py");
         let out = std::process::Command::new("python3")
             .arg(script)
             .arg(server.addr.port().to_string())

@@ -282,10 +282,11 @@ impl Engine {
             Plan::Together(p) => p.len(),
             _ => 1,
         };
+        // Every live query is profiled: the dashboard and /metrics show its operators.
         let shared = Shared::new(
             Arc::default(),
             false,
-            None,
+            Some(crate::profile::Profiler::new()),
             strict,
             Default::default(),
             sinks,
@@ -390,6 +391,64 @@ impl Sequence {
     }
 }
 
+/// Each dataflow's profiler, by dataflow index, on one worker: the worker's one timely
+/// logger hands each operator's events to the profiler of the dataflow it is in (the
+/// first element of its address).
+struct Profilers {
+    by_dataflow: std::rc::Rc<std::cell::RefCell<Registered>>,
+}
+
+#[derive(Default)]
+struct Registered {
+    profilers: std::collections::HashMap<usize, std::sync::Weak<crate::profile::Profiler>>,
+    /// Operator id -> dataflow index.
+    operators: std::collections::HashMap<usize, usize>,
+}
+
+impl Profilers {
+    fn attach(worker: &mut timely::worker::Worker) -> Profilers {
+        use timely::logging::{TimelyEvent, TimelyEventBuilder};
+        let by_dataflow = std::rc::Rc::new(std::cell::RefCell::new(Registered::default()));
+        let index = worker.index();
+        let all = by_dataflow.clone();
+        if let Some(mut register) = worker.log_register() {
+            register.insert::<TimelyEventBuilder, _>("timely", move |_, data| {
+                let Some(events) = data else { return };
+                let mut all = all.borrow_mut();
+                for (at, e) in events.iter() {
+                    let dataflow = match e {
+                        TimelyEvent::Operates(o) => {
+                            let Some(&d) = o.addr.first() else { continue };
+                            all.operators.insert(o.id, d);
+                            d
+                        }
+                        TimelyEvent::Schedule(s) => match all.operators.get(&s.id) {
+                            Some(&d) => d,
+                            None => continue,
+                        },
+                        _ => continue,
+                    };
+                    match all.profilers.get(&dataflow).and_then(|p| p.upgrade()) {
+                        Some(p) => p.event(index, *at, e),
+                        None => {
+                            all.profilers.remove(&dataflow);
+                        }
+                    }
+                }
+            });
+        }
+        Profilers { by_dataflow }
+    }
+
+    fn add(&self, dataflow: usize, profiler: &Arc<crate::profile::Profiler>) {
+        let mut all = self.by_dataflow.borrow_mut();
+        // The operators of dropped dataflows go with them.
+        let live: Vec<usize> = all.profilers.keys().copied().collect();
+        all.operators.retain(|_, d| live.contains(d));
+        all.profilers.insert(dataflow, Arc::downgrade(profiler));
+    }
+}
+
 /// A worker's loop: commands, sources, steps.
 fn serve(
     worker: &mut timely::worker::Worker,
@@ -403,10 +462,14 @@ fn serve(
         threads,
     };
     let mut running: Vec<Running> = Vec::new();
+    let profilers = Profilers::attach(worker);
     loop {
         loop {
             match rx.try_recv() {
-                Ok(Command::Install(i)) => running.push(install(worker, &i, place)),
+                Ok(Command::Install(i)) => {
+                    profilers.add(worker.next_dataflow_index(), &i.status.shared.profiler);
+                    running.push(install(worker, &i, place));
+                }
                 Ok(Command::Drop(id)) => {
                     if let Some(k) = running.iter().position(|r| r.id == id) {
                         let r = running.swap_remove(k);

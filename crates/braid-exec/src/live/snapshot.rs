@@ -68,6 +68,39 @@ pub struct QuerySnapshot {
     pub graph: Vec<GraphNode>,
 }
 
+/// A query's plan graph with what its profiler measured so far in each box.
+fn measured(q: &LiveQuery) -> Vec<GraphNode> {
+    let profile = q.status.shared.profiler.snapshot();
+    let mut graph = q.graph.clone();
+    for n in &mut graph {
+        let at = braid_plan::explain::NodeAt {
+            plan: 0,
+            depth: n.depth,
+        };
+        let on = |w: usize| n.worker.is_none_or(|x| x == w);
+        let mut workers = std::collections::BTreeSet::new();
+        let mut nanos = None;
+        for o in profile
+            .operators
+            .iter()
+            .filter(|o| o.node == Some(at) && on(o.worker))
+        {
+            *nanos.get_or_insert(0) += o.nanos;
+            workers.insert(o.worker);
+        }
+        let rows: Vec<u64> = profile
+            .rows
+            .iter()
+            .filter(|r| r.0 == at && on(r.1))
+            .map(|r| r.2)
+            .collect();
+        n.nanos = nanos;
+        n.rows_out = (!rows.is_empty()).then(|| rows.iter().sum());
+        n.on_workers = workers.len();
+    }
+    graph
+}
+
 /// A query's state word and error.
 pub(super) fn state(q: &LiveQuery) -> (&'static str, Option<String>) {
     match (q.status.error(), q.dropped, q.status.ended()) {
@@ -99,7 +132,7 @@ impl LiveSession {
                     faults: q.status.faults(),
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
-                    graph: q.graph.clone(),
+                    graph: measured(q),
                 }
             })
             .collect();

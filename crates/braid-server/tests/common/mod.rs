@@ -7,6 +7,9 @@ use std::process::{Child, Command, Stdio};
 pub struct Server {
     pub running: Option<braid_server::Running>,
     pub port: u16,
+    /// The HTTP listener's address, when the configuration asked for one.
+    #[allow(dead_code)] // only the dashboard's tests use it
+    pub http: Option<std::net::SocketAddr>,
     pub dir: std::path::PathBuf,
 }
 
@@ -37,6 +40,7 @@ impl Server {
                 .expect("the server starts");
         Server {
             port: running.addr.port(),
+            http: running.http,
             running: Some(running),
             dir,
         }

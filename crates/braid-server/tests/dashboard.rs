@@ -1,0 +1,206 @@
+//! The dashboard and /metrics: the page loaded in a real headless Chromium while rows
+//! flow (`py/dashboard_check.py`, Playwright), and /metrics read by Prometheus's own
+//! parser (`py/metrics_check.py`, prometheus_client), its figures checked against the
+//! rows inserted here and against SHOW QUERIES. `.ci/run` installs Chromium, Playwright
+//! and prometheus_client.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mod common;
+use common::Server;
+
+fn server(name: &str, workers: usize) -> Server {
+    Server::with(name, workers, |c| {
+        c.http = Some("127.0.0.1:0".parse().unwrap())
+    })
+}
+
+fn psql_ok(s: &Server, sql: &str) -> String {
+    let out = s
+        .psql()
+        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .expect("psql runs");
+    assert!(
+        out.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+fn script(name: &str) -> String {
+    format!("{}/tests/py/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// POSTs a CSV batch to the stream over plain HTTP/1.1; the answer's body.
+fn post(at: std::net::SocketAddr, stream: &str, body: &str) -> String {
+    let mut c = std::net::TcpStream::connect(at).expect("connect");
+    write!(
+        c,
+        "POST /streams/{stream} HTTP/1.1\r\nHost: braid\r\nContent-Type: text/csv\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    answer
+}
+
+/// The samples /metrics has, as Prometheus's parser reads them: `name{labels}` -> value.
+fn metrics(at: std::net::SocketAddr) -> BTreeMap<String, f64> {
+    let out = Command::new("python3")
+        .arg(script("metrics_check.py"))
+        .arg(format!("http://{at}/metrics"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .map(|(k, v)| (k.to_string(), v.parse().expect("a number")))
+        .collect()
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
+    for workers in [1, 2] {
+        let s = server(&format!("metrics{workers}"), workers);
+        let at = s.http.expect("the HTTP listener");
+        psql_ok(
+            &s,
+            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)",
+        );
+        psql_ok(
+            &s,
+            "CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur FROM calls WHERE dur > 100",
+        );
+        let rows: Vec<(i64, i64, i64)> = (0..300).map(|i| (i % 7, (i * 37) % 200, i)).collect();
+        let v: Vec<String> = rows
+            .iter()
+            .map(|(a, b, c)| format!("({a},{b},{c})"))
+            .collect();
+        psql_ok(&s, &format!("INSERT INTO calls VALUES {}", v.join(",")));
+        // Two malformed lines (a bad number, a field too many) among three good ones
+        // (empty fields are NULLs).
+        let answer = post(
+            at,
+            "calls",
+            "1,150,300\nx,1,1\n2,10,301\n3,,\n4,190,302,9\n",
+        );
+        assert!(
+            answer.contains("\"rows\":3") && answer.contains("\"rejected\":2"),
+            "{answer}"
+        );
+        let total = rows.len() as f64 + 3.0;
+        let long = rows.iter().filter(|r| r.1 > 100).count() as f64 + 1.0;
+        // Wait until the query has read every row.
+        let start = Instant::now();
+        let shown = loop {
+            let q = psql_ok(&s, "SHOW QUERIES");
+            let cols: Vec<String> = q
+                .lines()
+                .next()
+                .unwrap_or("")
+                .split(',')
+                .map(String::from)
+                .collect();
+            if cols.get(2).and_then(|c| c.parse::<f64>().ok()) == Some(total)
+                && cols.get(3).and_then(|c| c.parse::<f64>().ok()) == Some(long)
+            {
+                break cols;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "SHOW QUERIES: {q}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let m = metrics(at);
+        let get = |k: &str| {
+            m.get(k)
+                .copied()
+                .unwrap_or_else(|| panic!("no {k} in {m:?}"))
+        };
+        assert_eq!(get("braid_stream_rows_total{stream=calls}"), total);
+        assert_eq!(get("braid_stream_malformed_rows_total{stream=calls}"), 2.0);
+        assert_eq!(get("braid_stream_rows_total{stream=long_calls}"), long);
+        assert_eq!(
+            get("braid_query_rows_in_total{query=1}").to_string(),
+            shown[2]
+        );
+        assert_eq!(
+            get("braid_query_rows_out_total{query=1}").to_string(),
+            shown[3]
+        );
+        assert_eq!(get("braid_query_running{query=1}"), 1.0);
+        assert_eq!(get("braid_workers{}"), workers as f64);
+        // The profiler's figures: every box of the plan, its time and rows.
+        let busy: f64 = m
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with("braid_node_busy_seconds_total{") && k.contains("query=1")
+            })
+            .map(|(_, v)| v)
+            .sum();
+        assert!(busy > 0.0, "no busy time in {m:?}");
+        let merged: Vec<f64> = m
+            .iter()
+            .filter(|(k, _)| {
+                k.starts_with("braid_node_rows_out_total{kind=Merge,") && k.contains("query=1")
+            })
+            .map(|(_, v)| *v)
+            .collect();
+        assert_eq!(merged, [long], "{m:?}");
+    }
+}
+
+#[test]
+fn the_dashboard_shows_the_running_query_in_a_real_browser() {
+    let s = server("dashboard", 2);
+    let at = s.http.expect("the HTTP listener");
+    psql_ok(&s, "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms')");
+    psql_ok(&s, "CREATE MATERIALIZED VIEW per_caller AS SELECT caller, count(*) AS n FROM calls GROUP BY caller, TUMBLE(start, 1000)");
+    // Rows flow while the page is open: a batch every 50 ms.
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let feeder = std::thread::spawn(move || {
+        let mut i = 0i64;
+        while !flag.load(Ordering::Relaxed) {
+            let body: String = (i..i + 200)
+                .map(|k| format!("{},{},{}\n", k % 13, k % 200, k))
+                .collect();
+            post(at, "calls", &body);
+            i += 200;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    // Source, Split, a Map box per worker, Merge, Sink.
+    let shot = std::env::var("BRAID_DASHBOARD_SCREENSHOT").ok();
+    let mut c = Command::new("python3");
+    c.arg(script("dashboard_check.py"))
+        .arg(format!("http://{at}/"))
+        .arg("6");
+    if let Some(path) = &shot {
+        c.arg(path);
+    }
+    let out = c.output().expect("python3 runs");
+    stop.store(true, Ordering::Relaxed);
+    feeder.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.trim() == "ok",
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
