@@ -140,6 +140,11 @@ pub struct QueryArgs {
     /// worker, the workers' busy time and the partitions that took the most time.
     #[arg(long)]
     pub profile: bool,
+    /// Serve the live dashboard of the run here (e.g. 127.0.0.1:6876) while it runs:
+    /// each query's plan coloured by how busy its operators are, rates, a timeline, and
+    /// `/metrics`. The queries are profiled.
+    #[arg(long)]
+    pub dashboard: Option<std::net::SocketAddr>,
     /// Desired input rate in rows/s (Paper V's Phi_D): the single-splitter rate is
     /// measured (or taken from --splitter-rate) and parasplit/autosplit choose p by eq. 6.
     #[arg(long)]
@@ -209,6 +214,7 @@ const RUN_FLAGS: &[&str] = &[
     "rejects",
     "progress",
     "profile",
+    "dashboard",
     "calibrate",
 ];
 
@@ -251,6 +257,9 @@ impl Use {
             }
             Use::ExplainScript | Use::ExplainFlags if id == "profile" => {
                 Some("braid explain --analyze runs the queries and shows the plan with what each node measured")
+            }
+            Use::ExplainScript | Use::ExplainFlags | Use::Shell if id == "dashboard" => {
+                Some("the dashboard shows a run: braid run --dashboard, or braid server")
             }
             Use::Shell if id == "profile" => {
                 Some("in the shell, EXPLAIN ANALYZE <query>; runs it and shows what each node measured")

@@ -26,6 +26,7 @@ macro_rules! out {
 
 mod args;
 mod convert;
+mod dashboard;
 mod explain;
 mod listing;
 mod lrb;

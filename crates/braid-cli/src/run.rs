@@ -2,6 +2,7 @@
 //! query built from flags.
 
 use crate::args::{check, QueryArgs, Use};
+use crate::dashboard::RunBoard;
 use crate::progress::Progress;
 use crate::{listing, lrb, profile, report};
 use anyhow::Result;
@@ -12,6 +13,7 @@ use braid_plan::function::Registry;
 use braid_plan::plan::Plan;
 use clap::ArgMatches;
 use std::path::Path;
+use std::sync::Arc;
 
 /// Runs what `q` says.
 pub fn run(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
@@ -40,25 +42,43 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
             path.display()
         );
     }
+    let board = board(q)?;
     loop {
         // SHOW and DESCRIBE print where they are in the script, between the queries.
         listing::print_due(&mut session)?;
         let (counters, progress) = Progress::maybe(q.progress, None);
-        session.set_counters(counters);
-        session.set_profile(q.profile.then(Profiler::new));
+        let counters = counters.or_else(|| board.as_ref().map(|_| Arc::default()));
+        session.set_counters(counters.clone());
+        let mut profiler = q.profile.then(Profiler::new);
+        if let (Some(b), Some(job), Some(c)) = (&board, session.next_job(), &counters) {
+            profiler = Some(b.begin(&job.sql, &job.plan, session.registry(), c.clone()));
+        }
+        session.set_profile(profiler);
         let Some(next) = session.run_next() else {
             break;
         };
         drop(progress);
+        if let Some(b) = &board {
+            b.end();
+        }
         let next = next?;
         report::query(&next);
-        eprint!("{}", profile::tables(&next.run));
+        if q.profile {
+            eprint!("{}", profile::tables(&next.run));
+        }
     }
     listing::print_due(&mut session)?;
     if let Some(sink) = lr_sink {
         braid_plan::function::SinkFn::flush(sink.as_ref())?;
     }
     Ok(())
+}
+
+/// The run's dashboard, when `--dashboard` asks for one.
+fn board(q: &QueryArgs) -> Result<Option<RunBoard>> {
+    q.dashboard
+        .map(|at| RunBoard::start(at, q.workers * q.processes.max(1)))
+        .transpose()
 }
 
 /// Runs the split/map/merge query the flags describe.
@@ -70,17 +90,28 @@ fn flags(q: &QueryArgs) -> Result<()> {
     let input_given = q.csv.is_some() || q.tcp.is_some() || q.binary.is_some();
     let total = (!input_given).then_some(q.tuples);
     let (counters, progress) = Progress::maybe(q.progress, total);
+    let board = board(q)?;
+    let counters = counters.or_else(|| board.as_ref().map(|_| Arc::default()));
+    let profile = match (&board, &counters) {
+        (Some(b), Some(c)) => {
+            Some(b.begin("(a query built from flags)", &plan, &registry, c.clone()))
+        }
+        _ => q.profile.then(Profiler::new),
+    };
     let mut session = Session::new(
         &registry,
         RunConfig {
             counters,
-            profile: q.profile.then(Profiler::new),
+            profile,
             ..q.run_config()?
         },
     );
     session.set_calibration(q.calibrate);
     let (report, calibration) = session.run_plan(&plan)?;
     drop(progress);
+    if let Some(b) = &board {
+        b.end();
+    }
     report::calibration(calibration.as_ref());
     let secs = report.elapsed.as_secs_f64();
     eprintln!(
@@ -93,7 +124,9 @@ fn flags(q: &QueryArgs) -> Result<()> {
         q.processes
     );
     report::rejects(&report);
-    eprint!("{}", profile::tables(&report));
+    if q.profile {
+        eprint!("{}", profile::tables(&report));
+    }
     Ok(())
 }
 

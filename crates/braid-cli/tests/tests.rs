@@ -2,6 +2,7 @@
 
 mod calibrate;
 mod cluster;
+mod dashboard;
 mod faults;
 mod golden;
 mod late;

@@ -236,6 +236,13 @@ impl Session {
         Ok(reports)
     }
 
+    /// The query [`Session::run_next`] runs next, if one is left.
+    pub fn next_job(&self) -> Option<&braid_sql::Job> {
+        self.script.jobs[self.ran.min(self.script.jobs.len())..]
+            .iter()
+            .find(|j| j.runs_in.is_none())
+    }
+
     /// Runs the next query not run yet (see [`Session::run_pending`]); `None` when every
     /// query has run.
     pub fn run_next(&mut self) -> Option<Result<QueryReport>> {

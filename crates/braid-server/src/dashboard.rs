@@ -21,9 +21,13 @@ use tokio::sync::broadcast;
 /// Samples kept for the timeline (one a second: the last five minutes).
 pub const KEEP: usize = 300;
 
+/// Where the figures come from: the live session, or a one-shot run (`braid run
+/// --dashboard`).
+pub type Source = Box<dyn Fn() -> Snapshot + Send + Sync>;
+
 /// The sampler's state, shared by the HTTP handlers.
 pub struct Board {
-    session: Arc<Mutex<LiveSession>>,
+    source: Source,
     start: Instant,
     history: Mutex<VecDeque<Sample>>,
     latest: Mutex<Option<Arc<String>>>,
@@ -47,11 +51,19 @@ struct Update<'a> {
 }
 
 impl Board {
-    /// A board over `session`, its sampler running on the current tokio runtime.
-    pub fn start(session: Arc<Mutex<LiveSession>>) -> Arc<Board> {
+    /// A board over the live `session`, its sampler running on the current tokio
+    /// runtime.
+    pub fn live(session: Arc<Mutex<LiveSession>>) -> Arc<Board> {
+        Board::start(Box::new(move || {
+            session.lock().unwrap_or_else(|p| p.into_inner()).snapshot()
+        }))
+    }
+
+    /// A board over `source`, its sampler running on the current tokio runtime.
+    pub fn start(source: Source) -> Arc<Board> {
         let (events, _) = broadcast::channel(16);
         let board = Arc::new(Board {
-            session,
+            source,
             start: Instant::now(),
             history: Mutex::new(VecDeque::new()),
             latest: Mutex::new(None),
@@ -75,10 +87,7 @@ impl Board {
     }
 
     fn snapshot(&self) -> Snapshot {
-        self.session
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .snapshot()
+        (self.source)()
     }
 
     /// Takes a sample: keeps its counters, sends the snapshot to the pages.
@@ -118,6 +127,44 @@ impl Board {
 }
 
 type Shared = Arc<Board>;
+
+/// The dashboard's routes over `board`.
+pub fn routes(board: Shared) -> axum::Router {
+    use axum::routing::get;
+    axum::Router::new()
+        .route("/", get(page))
+        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
+        .route("/assets/{file}", get(asset))
+        .route("/api/history", get(history))
+        .route("/api/snapshot", get(snapshot))
+        .route("/api/events", get(events))
+        .route("/metrics", get(metrics))
+        .with_state(board)
+}
+
+/// Serves the dashboard of `source` alone (a one-shot run's) on `listener`, on a
+/// thread of its own with its own runtime, for as long as the process lives.
+pub fn serve_alone(listener: std::net::TcpListener, source: Source) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    std::thread::Builder::new()
+        .name("braid-dashboard".into())
+        .spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    return;
+                };
+                let board = Board::start(source);
+                let _ = axum::serve(listener, routes(board)).await;
+            });
+        })?;
+    Ok(())
+}
 
 /// `GET /`: the page.
 pub async fn page() -> Response {

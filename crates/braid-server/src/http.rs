@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::post;
 use axum::Router;
 use braid_exec::live::ingest::{Format, Ingest};
 use braid_exec::live::LiveSession;
@@ -28,17 +28,7 @@ pub async fn serve(listener: std::net::TcpListener, session: Shared) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
-    use crate::dashboard as d;
-    let board = d::Board::start(session.clone());
-    let dashboard = Router::new()
-        .route("/", get(d::page))
-        .route("/favicon.ico", get(|| async { StatusCode::NO_CONTENT }))
-        .route("/assets/{file}", get(d::asset))
-        .route("/api/history", get(d::history))
-        .route("/api/snapshot", get(d::snapshot))
-        .route("/api/events", get(d::events))
-        .route("/metrics", get(d::metrics))
-        .with_state(board);
+    let dashboard = crate::dashboard::routes(crate::dashboard::Board::live(session.clone()));
     let app = Router::new()
         .route("/streams/{name}", post(append))
         .fallback(|| async {

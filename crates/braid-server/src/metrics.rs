@@ -156,10 +156,10 @@ pub fn render(s: &Snapshot) -> String {
 
 /// One sample per measured box of every running query's plan graph: labels query,
 /// node (the box's id), kind, and worker for a `Map` box.
-fn nodes<'a>(
-    s: &'a Snapshot,
+fn nodes(
+    s: &Snapshot,
     value: impl Fn(&braid_plan::graph::GraphNode) -> Option<f64>,
-) -> Vec<(Vec<(&'a str, String)>, f64)> {
+) -> Vec<(Vec<(&'static str, String)>, f64)> {
     let mut out = Vec::new();
     for q in s.queries.iter().filter(|q| q.state == "running") {
         for n in &q.graph {

@@ -70,8 +70,13 @@ pub struct QuerySnapshot {
 
 /// A query's plan graph with what its profiler measured so far in each box.
 fn measured(q: &LiveQuery) -> Vec<GraphNode> {
-    let profile = q.status.shared.profiler.snapshot();
-    let mut graph = q.graph.clone();
+    measure(&q.graph, &q.status.shared.profiler.snapshot())
+}
+
+/// `graph` with what `profile` measured in each box (the time of its operators, on the
+/// box's worker for a `Map` box, and the rows it put out).
+pub fn measure(graph: &[GraphNode], profile: &crate::profile::Profile) -> Vec<GraphNode> {
+    let mut graph = graph.to_vec();
     for n in &mut graph {
         let at = braid_plan::explain::NodeAt {
             plan: 0,

@@ -68,6 +68,7 @@ impl Server {
     }
 
     /// Starts `sql` in a connection of its own, without waiting.
+    #[allow(dead_code)] // not every test file subscribes
     pub fn spawn(&self, sql: &str) -> Child {
         self.psql()
             .args(["-v", "ON_ERROR_STOP=1", "-c", sql])

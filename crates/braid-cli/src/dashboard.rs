@@ -1,0 +1,128 @@
+//! `braid run --dashboard`: the server's live dashboard over a one-shot run. Each query
+//! of the run is shown as it runs (its plan as boxes coloured by busy share, its
+//! counters), from the run's live counters and profiler.
+
+use anyhow::{Context, Result};
+use braid_exec::live::snapshot::{measure, QuerySnapshot, Snapshot, StreamSnapshot};
+use braid_exec::profile::Profiler;
+use braid_exec::source::Counters;
+use braid_plan::function::Registry;
+use braid_plan::graph::GraphNode;
+use braid_plan::plan::Plan;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex};
+
+/// The run's queries so far, as the dashboard shows them.
+#[derive(Clone, Default)]
+pub struct RunBoard {
+    queries: Arc<Mutex<Vec<Query>>>,
+    workers: usize,
+}
+
+struct Query {
+    sql: String,
+    source: String,
+    graph: Vec<GraphNode>,
+    counters: Arc<Counters>,
+    profiler: Arc<Profiler>,
+    ended: bool,
+}
+
+impl RunBoard {
+    /// Serves the dashboard at `at` for `workers` workers in all; says where.
+    pub fn start(at: SocketAddr, workers: usize) -> Result<RunBoard> {
+        let listener = std::net::TcpListener::bind(at)
+            .with_context(|| format!("binding the dashboard's address {at}"))?;
+        let addr = listener.local_addr()?;
+        let board = RunBoard {
+            queries: Arc::default(),
+            workers,
+        };
+        let b = board.clone();
+        braid_server::dashboard::serve_alone(listener, Box::new(move || b.snapshot()))?;
+        eprintln!("braid: dashboard of this run at http://{addr}/ (metrics at /metrics)");
+        Ok(board)
+    }
+
+    /// Query `sql` with `plan` starts: counted in `counters`, profiled into the profiler
+    /// returned.
+    pub fn begin(
+        &self,
+        sql: &str,
+        plan: &Plan,
+        registry: &Registry,
+        counters: Arc<Counters>,
+    ) -> Arc<Profiler> {
+        let profiler = Profiler::new();
+        let graph = braid_exec::runtime::prepare(plan, registry, self.workers)
+            .map(|p| braid_plan::graph::graph(&p, registry, self.workers))
+            .unwrap_or_default();
+        let mut q = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+        for old in q.iter_mut() {
+            old.ended = true;
+        }
+        q.push(Query {
+            sql: sql.to_string(),
+            source: plan.leaf_source().name.clone(),
+            graph,
+            counters,
+            profiler: profiler.clone(),
+            ended: false,
+        });
+        profiler
+    }
+
+    /// The last query ended.
+    pub fn end(&self) {
+        let mut q = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(last) = q.last_mut() {
+            last.ended = true;
+        }
+    }
+
+    fn snapshot(&self) -> Snapshot {
+        let q = self.queries.lock().unwrap_or_else(|p| p.into_inner());
+        let queries: Vec<QuerySnapshot> = q
+            .iter()
+            .enumerate()
+            .map(|(i, q)| {
+                let c = &q.counters;
+                QuerySnapshot {
+                    number: i + 1,
+                    state: if q.ended { "ended" } else { "running" },
+                    error: None,
+                    sql: q.sql.clone(),
+                    writes: "its sinks".into(),
+                    reads: vec![q.source.clone()],
+                    rows_in: c.rows_in.load(Relaxed),
+                    rows_out: c.rows_out.load(Relaxed),
+                    faults: c.faults.load(Relaxed),
+                    epoch_in: c.epoch_in.load(Relaxed),
+                    epoch_out: c.epoch_out.load(Relaxed),
+                    graph: measure(&q.graph, &q.profiler.snapshot()),
+                }
+            })
+            .collect();
+        let streams = q
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| !q.ended)
+            .map(|(i, q)| StreamSnapshot {
+                name: q.source.clone(),
+                rows: q.counters.rows_in.load(Relaxed),
+                malformed: q.counters.malformed.load(Relaxed),
+                subscribers: 0,
+                filters: 0,
+                producers: 0,
+                made_by: None,
+                read_by: vec![i + 1],
+            })
+            .collect();
+        Snapshot {
+            workers: self.workers,
+            streams,
+            queries,
+        }
+    }
+}
