@@ -67,6 +67,10 @@ pub enum Lrb {
         /// drawn anyway unless the output goes to the screen.
         #[arg(long)]
         progress: bool,
+        /// Profile the run: at its end, print the time of every operator on every
+        /// worker, the workers' busy time and the partitions that took the most time.
+        #[arg(long)]
+        profile: bool,
     },
     /// Show the Linear Road physical plan.
     Explain {
@@ -325,6 +329,7 @@ pub fn run(which: Lrb) -> Result<()> {
             strategy,
             fanin,
             progress,
+            profile,
         } => {
             let opts = linear_road::app::LrOptions {
                 q: parts,
@@ -337,6 +342,7 @@ pub fn run(which: Lrb) -> Result<()> {
             let cfg = RunConfig {
                 workers,
                 counters,
+                profile: profile.then(braid_exec::profile::Profiler::new),
                 ..RunConfig::default()
             };
             let run = linear_road::app::run_files(
@@ -349,6 +355,9 @@ pub fn run(which: Lrb) -> Result<()> {
             )?;
             drop(bar);
             print_lr_run(&run, &opts)?;
+            if profile {
+                eprint!("{}", crate::profile::tables(&run.report));
+            }
             if run.stats.late.iter().sum::<u64>() > 0 && !max_speed {
                 return Err(crate::Failed.into());
             }
