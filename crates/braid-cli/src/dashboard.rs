@@ -98,6 +98,7 @@ impl RunBoard {
                     rows_in: c.rows_in.load(Relaxed),
                     rows_out: c.rows_out.load(Relaxed),
                     faults: c.faults.load(Relaxed),
+                    late: c.late(),
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measure(&q.graph, &q.profiler.snapshot()),
@@ -117,6 +118,7 @@ impl RunBoard {
                 producers: 0,
                 made_by: None,
                 read_by: vec![i + 1],
+                queued: 0,
             })
             .collect();
         Snapshot {

@@ -98,6 +98,7 @@ function drawStreams(snapshot) {
       cell(s.filters),
       cell(s.producers),
       cell(fmt.format(s.malformed)),
+      cell(fmt.format(s.queued)),
       cell(s.made_by ? "query " + s.made_by : ""),
       cell(s.read_by.map((n) => "query " + n).join(", "))
     );
@@ -122,12 +123,16 @@ function measure(q, t) {
     const key = q.number + "/" + n.id;
     const prev = lastNanos[key];
     n.busy = undefined;
-    if (n.nanos !== null && n.nanos !== undefined) {
-      if (prev && t > prev.t) {
+    n.rate = undefined;
+    if (prev && t > prev.t) {
+      if (n.nanos !== null && n.nanos !== undefined && prev.nanos !== null) {
         n.busy = (n.nanos - prev.nanos) / 1e9 / (t - prev.t) / Math.max(1, n.on_workers);
       }
-      lastNanos[key] = { nanos: n.nanos, t };
+      if (n.rows_out !== null && n.rows_out !== undefined && prev.rows !== null) {
+        n.rate = Math.max(0, (n.rows_out - prev.rows) / (t - prev.t));
+      }
     }
+    lastNanos[key] = { nanos: n.nanos ?? null, rows: n.rows_out ?? null, t };
   }
 }
 
@@ -135,7 +140,8 @@ function labelOf(n) {
   let l = n.label;
   const figures = [];
   if (n.busy !== undefined) figures.push("busy " + Math.round(n.busy * 100) + "%");
-  if (n.rows_out !== null && n.rows_out !== undefined) figures.push(fmt.format(n.rows_out) + " rows out");
+  if (n.rate !== undefined) figures.push(fmt.format(n.rate) + " rows/s out");
+  else if (n.rows_out !== null && n.rows_out !== undefined) figures.push(fmt.format(n.rows_out) + " rows out");
   if (figures.length) l += "\n" + figures.join(" · ");
   return l;
 }
@@ -242,7 +248,8 @@ function drawQueries(t, snapshot) {
     card.querySelector(".figures").textContent =
       `in ${fmt.format(q.rows_in)} (${fmt.format(queryRate(q.number, 0))}/s) · ` +
       `out ${fmt.format(q.rows_out)} (${fmt.format(queryRate(q.number, 1))}/s) · ` +
-      `skipped on faults ${fmt.format(q.faults)} · epochs read, not yet complete: ${Math.max(0, q.epoch_in - q.epoch_out)}`;
+      `skipped on faults ${fmt.format(q.faults)} · late ${fmt.format(q.late)} · ` +
+      `epochs read, not yet complete: ${Math.max(0, q.epoch_in - q.epoch_out)}`;
   }
   for (const card of [...box.children]) {
     if (!shown.has(card.dataset.query)) {

@@ -105,6 +105,22 @@ pub fn render(s: &Snapshot) -> String {
                 .collect(),
         },
         Family {
+            name: "braid_query_late_rows_total",
+            kind: "counter",
+            help: "Rows a query refused as late (after their window or join state had closed).",
+            samples: s.queries.iter().map(|q| (query(q.number), q.late as f64)).collect(),
+        },
+        Family {
+            name: "braid_stream_queued_rows",
+            kind: "gauge",
+            help: "Rows of a stream the slowest query reading it has not read yet.",
+            samples: s
+                .streams
+                .iter()
+                .map(|x| (stream(&x.name), x.queued as f64))
+                .collect(),
+        },
+        Family {
             name: "braid_query_epoch_lag",
             kind: "gauge",
             help: "Epochs a query has read but not yet completed at its sinks.",

@@ -144,6 +144,8 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
             shown[3]
         );
         assert_eq!(get("braid_query_running{query=1}"), 1.0);
+        assert_eq!(get("braid_query_late_rows_total{query=1}"), 0.0);
+        assert_eq!(get("braid_stream_queued_rows{stream=calls}"), 0.0);
         assert_eq!(get("braid_workers{}"), workers as f64);
         // The profiler's figures: every box of the plan, its time and rows.
         let busy: f64 = m

@@ -81,6 +81,8 @@ pub struct LiveSession {
     pub idle: Duration,
     /// Runtime faults fail a query (else they are counted skips).
     pub strict: bool,
+    /// The late-row counter of the query compiled last (its install counts with it).
+    late: Option<Arc<braid_sql::run::LateRows>>,
 }
 
 impl LiveSession {
@@ -171,6 +173,7 @@ impl LiveSession {
             base: base.to_path_buf(),
             idle: Duration::from_millis(50),
             strict: false,
+            late: None,
         })
     }
 
@@ -337,6 +340,7 @@ impl LiveSession {
             }));
         }
         if self.script.jobs.len() > jobs {
+            self.late = Some(self.script.jobs[jobs].late.clone());
             let job = self.script.jobs[jobs].clone_parts();
             let writes = match &job.1 {
                 Plan::Sink(s) => format!("{:?}", s.spec),
@@ -403,6 +407,13 @@ impl LiveSession {
         }
         let closes: Vec<Arc<StreamLog>> = out.into_iter().collect();
         let (id, status) = self.engine.install(&plan, &registry, self.strict, closes)?;
+        if let Some(late) = self.late.take() {
+            let c = &status.shared.counters;
+            c.late_rows
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(late);
+        }
         let graph = crate::runtime::prepare(&plan, &registry, self.engine.workers())
             .map(|p| braid_plan::graph::graph(&p, &registry, self.engine.workers()))
             .unwrap_or_default();
@@ -445,6 +456,7 @@ impl LiveSession {
                 "expected one query".into(),
             )));
         }
+        self.late = Some(self.script.jobs[jobs].late.clone());
         let job = self.script.jobs[jobs].clone_parts();
         let job = (job.0, job.1);
         let schema = match &job.1 {

@@ -37,6 +37,8 @@ pub struct StreamSnapshot {
     pub made_by: Option<usize>,
     /// Queries reading it now (their numbers).
     pub read_by: Vec<usize>,
+    /// Rows of it the slowest query reading it has not read yet (queued at the log).
+    pub queued: u64,
 }
 
 /// One query.
@@ -60,6 +62,8 @@ pub struct QuerySnapshot {
     pub rows_out: u64,
     /// Rows skipped on runtime faults.
     pub faults: u64,
+    /// Rows refused as late (after their window or join state had closed).
+    pub late: u64,
     /// The latest epoch read, and the latest every sink has completed.
     pub epoch_in: u64,
     /// The latest epoch every sink has completed.
@@ -135,6 +139,7 @@ impl LiveSession {
                     rows_in: q.status.rows_in(),
                     rows_out: q.status.rows_out(),
                     faults: q.status.faults(),
+                    late: c.late(),
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measured(q),
@@ -158,6 +163,12 @@ impl LiveSession {
                     .filter(|q| q.state == "running" && q.reads.contains(name))
                     .map(|q| q.number)
                     .collect(),
+                queued: queries
+                    .iter()
+                    .filter(|q| q.state == "running" && q.reads == [name.clone()])
+                    .map(|q| log.rows().saturating_sub(q.rows_in))
+                    .max()
+                    .unwrap_or(0),
             })
             .collect();
         Snapshot {
