@@ -75,7 +75,7 @@ impl Shared {
             counters,
             start: Instant::now(),
             collected: Mutex::new(Vec::new()),
-            measure_costs: measure_costs || profiler.is_some(),
+            measure_costs: measure_costs || profiler.as_ref().is_some_and(|p| p.per_partition),
             profiler: profiler.unwrap_or_default(),
             errors: Mutex::new(Vec::new()),
             rejects: Mutex::new(Vec::new()),

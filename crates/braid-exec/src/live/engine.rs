@@ -286,7 +286,7 @@ impl Engine {
         let shared = Shared::new(
             Arc::default(),
             false,
-            Some(crate::profile::Profiler::new()),
+            Some(crate::profile::Profiler::operators_only()),
             strict,
             Default::default(),
             sinks,
