@@ -340,3 +340,53 @@ fn subscribers_postfilters_apply_as_they_read_and_a_fault_ends_only_theirs() {
     let refused = s.execute("SUBSCRIBE TO calls WHERE nope > 1");
     assert!(matches!(refused.last(), Some(Err(e)) if e.to_string().contains("nope")));
 }
+
+#[test]
+fn explain_analyze_of_a_running_query_shows_what_each_node_measured() {
+    for workers in [1, 2, 4] {
+        let mut s = session(workers);
+        run(
+            &mut s,
+            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)",
+        );
+        run(
+            &mut s,
+            "CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur FROM calls WHERE dur > 100",
+        );
+        let rows = calls(300);
+        run(
+            &mut s,
+            &format!("INSERT INTO calls VALUES {}", values(&rows)),
+        );
+        let long = rows.iter().filter(|r| r.1 > 100).count();
+        let mut sub = subscription(&mut s, "SUBSCRIBE TO long_calls");
+        assert_eq!(read(&mut sub, long, Duration::from_secs(10)).len(), long);
+        let lines: Vec<String> = match run(&mut s, "EXPLAIN ANALYZE QUERY 1").pop() {
+            Some(Outcome::Listing(l)) => l.rows.into_iter().map(|r| r.join("")).collect(),
+            _ => panic!("no listing"),
+        };
+        let text = lines.join("\n");
+        // The plan as EXPLAIN prints it, a `measured:` line under each node.
+        for node in ["Sink:", "Merge:", "Map:", "Split:", "Source:"] {
+            let at = lines
+                .iter()
+                .position(|l| l.trim_start().starts_with(node))
+                .unwrap_or_else(|| panic!("no {node} in\n{text}"));
+            assert!(
+                lines[at + 1..].iter().any(|l| l.contains("measured:")),
+                "{node} has no figures in\n{text}"
+            );
+        }
+        // The source read every row; the merge put out the long calls.
+        assert!(text.contains(&format!("rows out {}", rows.len())), "{text}");
+        assert!(text.contains(&format!("rows out {long}")), "{text}");
+        // Not a running query: refused by name.
+        for bad in [
+            "EXPLAIN ANALYZE SELECT * FROM calls",
+            "EXPLAIN ANALYZE QUERY 9",
+        ] {
+            let e = s.execute(bad).pop().unwrap().err().expect("refused");
+            assert!(e.to_string().contains("EXPLAIN ANALYZE"), "{e}");
+        }
+    }
+}

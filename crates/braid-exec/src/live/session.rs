@@ -63,6 +63,8 @@ pub struct LiveQuery {
     pub dropped: bool,
     /// Its physical plan (shapes resolved) as boxes and edges.
     pub graph: Vec<braid_plan::graph::GraphNode>,
+    /// Its physical plan as installed (shapes resolved), and the registry it names.
+    plan: Option<(Plan, Registry)>,
 }
 
 /// Streams that live in Braid and the queries running over them.
@@ -318,6 +320,9 @@ impl LiveSession {
         if p.starts_with(&["SHOW", "QUERIES"]) {
             return Ok(Outcome::Listing(self.queries_listing()));
         }
+        if p.starts_with(&["EXPLAIN", "ANALYZE"]) {
+            return self.explain_analyze(p);
+        }
         if p.starts_with(&["EXPLAIN"]) {
             return self.explain(&own, p);
         }
@@ -414,8 +419,10 @@ impl LiveSession {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(late);
         }
-        let graph = crate::runtime::prepare(&plan, &registry, self.engine.workers())
-            .map(|p| braid_plan::graph::graph(&p, &registry, self.engine.workers()))
+        let prepared = crate::runtime::prepare(&plan, &registry, self.engine.workers()).ok();
+        let graph = prepared
+            .as_ref()
+            .map(|p| braid_plan::graph::graph(p, &registry, self.engine.workers()))
             .unwrap_or_default();
         self.queries.push(LiveQuery {
             number: self.queries.len() + 1,
@@ -426,6 +433,7 @@ impl LiveSession {
             status: status.clone(),
             dropped: false,
             graph,
+            plan: prepared.map(|p| (p, registry)),
         });
         Ok(status)
     }

@@ -314,6 +314,37 @@ impl LiveSession {
         Ok(Outcome::Done("DROP QUERY".into()))
     }
 
+    /// `EXPLAIN ANALYZE QUERY n`: running query n's physical plan, each node with what
+    /// it has measured so far (rows, activations, time, busy share since it started).
+    pub(super) fn explain_analyze(&mut self, p: &Piece) -> Result<Outcome> {
+        let n = match (p.word(2), p.tokens.get(3)) {
+            (Some("QUERY"), Some((Lead::Number(n), _))) if p.tokens.len() == 4 => {
+                n.parse::<usize>().ok()
+            }
+            _ => {
+                return Err(Error::Plan(braid_plan::error::Error::NotSupported(
+                    "EXPLAIN ANALYZE of a query that is not running: in the server, start it \
+                     (CREATE MATERIALIZED VIEW, SELECT) and EXPLAIN ANALYZE QUERY n, n from SHOW QUERIES"
+                        .into(),
+                )))
+            }
+        };
+        let Some(q) = n.and_then(|n| self.queries.get(n.wrapping_sub(1))) else {
+            return Err(plan_error(
+                "EXPLAIN ANALYZE QUERY n: n is a query's number in SHOW QUERIES",
+            ));
+        };
+        let Some((plan, registry)) = &q.plan else {
+            return Err(plan_error("this query's plan was not kept"));
+        };
+        let profile = q.status.shared.profiler.snapshot();
+        let text = crate::profile::annotate(plan, registry, self.engine.workers(), &profile);
+        Ok(Outcome::Listing(Listing {
+            header: vec!["QUERY PLAN".into()],
+            rows: text.lines().map(|l| vec![l.to_string()]).collect(),
+        }))
+    }
+
     /// `EXPLAIN query`: its stages and physical plan.
     pub(super) fn explain(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
         let query = alone(text, p.at(1)..p.range.end);
