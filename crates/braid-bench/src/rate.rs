@@ -85,23 +85,32 @@ pub fn run(a: RateArgs) -> Result<()> {
     let mut candidates = a.candidates.clone();
     candidates.sort_unstable();
     let mut results: Vec<Rated> = Vec::new();
+    let bar = crate::report::bar(candidates.len() as u64, "candidates");
     for l in candidates {
         let spent = start.elapsed().as_secs_f64() / 60.0;
         if spent + per_run > a.budget_minutes {
-            eprintln!(
-                "braid-bench: time budget reached ({spent:.1} of {} min); not trying L = {l}",
-                a.budget_minutes
+            crate::report::say(
+                &bar,
+                &format!(
+                    "braid-bench: time budget reached ({spent:.1} of {} min); not trying L = {l}",
+                    a.budget_minutes
+                ),
             );
             break;
         }
         let load_before = host::loadavg();
-        eprintln!(
-            "braid-bench: L = {l}: {} + {} min at speed {} (load {load_before})",
-            a.warmup, a.minutes, a.speed
+        bar.set_message(format!("L = {l}, {:.0} min each", per_run));
+        crate::report::say(
+            &bar,
+            &format!(
+                "braid-bench: L = {l}: {} + {} min at speed {} (load {load_before})",
+                a.warmup, a.minutes, a.speed
+            ),
         );
         let c = run_candidate(&cfg, l).with_context(|| format!("running L = {l}"))?;
+        bar.inc(1);
         let peak_rss_mb = host::peak_rss_mb();
-        eprintln!(
+        crate::report::say(&bar, &format!(
             "braid-bench: L = {}: {} rows in {:.0} s, late {:?}, sampled copies {}, peak RSS {:.0} MB -> {}",
             c.l,
             c.rows_in,
@@ -110,7 +119,7 @@ pub fn run(a: RateArgs) -> Result<()> {
             c.validation.iter().map(|(k, r)| format!("{k}:{}", if r.passed() { "ok" } else { "FAIL" })).collect::<Vec<_>>().join(" "),
             peak_rss_mb,
             if c.passed { "PASS" } else { "FAIL" }
-        );
+        ));
         let passed = c.passed;
         results.push(Rated {
             candidate: c,
@@ -121,6 +130,7 @@ pub fn run(a: RateArgs) -> Result<()> {
             break;
         }
     }
+    bar.finish_and_clear();
     let best = results
         .iter()
         .filter(|r| r.candidate.passed)

@@ -67,3 +67,29 @@ pub fn round(v: f64, digits: i32) -> f64 {
     let k = 10f64.powi(digits);
     (v * k).round() / k
 }
+
+/// A progress bar of `total` steps (`what`) on standard error: drawn on a terminal,
+/// hidden otherwise (then [`say`] prints plain lines).
+pub fn bar(total: u64, what: &str) -> indicatif::ProgressBar {
+    use std::io::IsTerminal;
+    let bar = match std::io::stderr().is_terminal() {
+        true => indicatif::ProgressBar::new(total),
+        false => indicatif::ProgressBar::hidden(),
+    };
+    let template =
+        format!("{{spinner}} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {what} {{msg}}");
+    if let Ok(style) = indicatif::ProgressStyle::with_template(&template) {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// Prints `line` on standard error above `bar` (or plainly when it is hidden).
+pub fn say(bar: &indicatif::ProgressBar, line: &str) {
+    if bar.is_hidden() {
+        eprintln!("{line}");
+    } else {
+        bar.println(line);
+    }
+}

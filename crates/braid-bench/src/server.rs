@@ -70,13 +70,23 @@ pub fn run(a: ServerArgs) -> Result<()> {
     write_events(&csv, a.rows)?;
 
     // First, while the process has not yet held (and kept) the memory of big runs.
-    eprintln!("memory per idle query ...");
+    let bar = crate::report::bar(5, "stages");
+    let stage = |what: &str| {
+        bar.set_message(what.to_string());
+        crate::report::say(&bar, &format!("{what} ..."));
+    };
+    stage("memory per idle query");
     let (filter_kb, window_kb) = idle_memory(&a)?;
-    eprintln!("ingest over the wire ...");
+    bar.inc(1);
+    stage("ingest over the wire");
     rows.extend(ingest(&a, &csv, &scratch)?);
-    eprintln!("fan-out ...");
+    bar.inc(1);
+    stage("fan-out, a query each");
     let fan = fan_out(&a, false)?;
+    bar.inc(1);
+    stage("fan-out, postfilters");
     let post = fan_out(&a, true)?;
+    bar.inc(1);
     let one = fan.iter().find(|f| f.0 == 1).map_or(0.0, |f| f.1);
     for (what, f) in [
         ("fan-out, a query each (SELECT ... WHERE)", &fan),
@@ -87,7 +97,7 @@ pub fn run(a: ServerArgs) -> Result<()> {
                 .map(|&(k, r)| row(what, &format!("{k} subscribers"), round(r, 0), "rows/s")),
         );
     }
-    eprintln!("latency ...");
+    stage("latency");
     for share in [0.1, 0.8] {
         let (p50, p99, achieved) = latency(&a, one * share)?;
         let setting = format!("{:.0}% ({:.0} rows/s)", share * 100.0, achieved);
@@ -106,6 +116,7 @@ pub fn run(a: ServerArgs) -> Result<()> {
         round(window_kb, 0),
         "KB",
     ));
+    bar.finish_and_clear();
     let _ = std::fs::remove_dir_all(&scratch);
 
     std::fs::create_dir_all(&a.out)?;
