@@ -102,6 +102,7 @@ impl RunBoard {
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measure(&q.graph, &q.profiler.snapshot()),
+                    latency: Default::default(),
                 }
             })
             .collect();

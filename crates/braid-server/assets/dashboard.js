@@ -10,8 +10,13 @@ function sampleOf(t, snapshot) {
   const streams = {};
   for (const s of snapshot.streams) streams[s.name] = s.rows;
   const queries = {};
-  for (const q of snapshot.queries) queries[q.number] = [q.rows_in, q.rows_out];
-  return { t, streams, queries };
+  let latency = null;
+  for (const q of snapshot.queries) {
+    queries[q.number] = [q.rows_in, q.rows_out];
+    const p99 = q.latency && q.latency.p99_ms;
+    if (q.state === "running" && p99 !== null && p99 !== undefined) latency = Math.max(latency ?? 0, p99);
+  }
+  return { t, streams, queries, latency };
 }
 
 function sum(obj, pick) {
@@ -23,7 +28,7 @@ function sum(obj, pick) {
 // Rows per second between consecutive samples: ingest (all streams) and output
 // (all queries).
 function rates(samples) {
-  const xs = [], ingest = [], output = [];
+  const xs = [], ingest = [], output = [], latency = [];
   for (let i = 1; i < samples.length; i++) {
     const a = samples[i - 1], b = samples[i];
     const dt = b.t - a.t;
@@ -31,8 +36,9 @@ function rates(samples) {
     xs.push(b.t);
     ingest.push(Math.max(0, (sum(b.streams, (r) => r) - sum(a.streams, (r) => r)) / dt));
     output.push(Math.max(0, (sum(b.queries, (r) => r[1]) - sum(a.queries, (r) => r[1])) / dt));
+    latency.push(b.latency ?? null);
   }
-  return [xs, ingest, output];
+  return [xs, ingest, output, latency];
 }
 
 let chart = null;
@@ -44,13 +50,18 @@ function drawTimeline() {
       {
         width: Math.min(1100, window.innerWidth - 60),
         height: 220,
-        scales: { x: { time: false } },
+        scales: { x: { time: false }, ms: { auto: true } },
         legend: { live: false },
-        axes: [{ label: "seconds since the server started" }, { label: "rows/s", size: 70 }],
+        axes: [
+          { label: "seconds since the server started" },
+          { label: "rows/s", size: 70 },
+          { scale: "ms", side: 1, label: "p99 latency (ms)", size: 60, grid: { show: false } },
+        ],
         series: [
           { label: "seconds" },
           { label: "rows in (all streams)", stroke: "#2b6cb0", width: 2 },
           { label: "rows out (all queries)", stroke: "#d9822b", width: 2 },
+          { label: "p99 latency, worst query (ms)", stroke: "#9b2c2c", width: 1.5, dash: [4, 3], scale: "ms" },
         ],
       },
       data,
@@ -76,6 +87,10 @@ function queryRate(n, side) {
   const dt = s[s.length - 1].t - s[s.length - 2].t;
   if (!a || !b || dt <= 0) return 0;
   return Math.max(0, (b[side] - a[side]) / dt);
+}
+
+function ms(v) {
+  return v === null || v === undefined ? "–" : v.toFixed(v < 10 ? 1 : 0) + " ms";
 }
 
 function cell(text) {
@@ -248,6 +263,7 @@ function drawQueries(t, snapshot) {
     card.querySelector(".figures").textContent =
       `in ${fmt.format(q.rows_in)} (${fmt.format(queryRate(q.number, 0))}/s) · ` +
       `out ${fmt.format(q.rows_out)} (${fmt.format(queryRate(q.number, 1))}/s) · ` +
+      `latency p50 ${ms(q.latency.p50_ms)} · p99 ${ms(q.latency.p99_ms)} · ` +
       `skipped on faults ${fmt.format(q.faults)} · late ${fmt.format(q.late)} · ` +
       `epochs read, not yet complete: ${Math.max(0, q.epoch_in - q.epoch_out)}`;
   }

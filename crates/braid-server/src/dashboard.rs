@@ -41,6 +41,8 @@ struct Sample {
     t: f64,
     streams: BTreeMap<String, u64>,
     queries: BTreeMap<usize, [u64; 2]>,
+    /// The highest p99 latency (ms) of the running queries.
+    latency: Option<f64>,
 }
 
 /// What a server-sent event carries.
@@ -106,6 +108,12 @@ impl Board {
                 .iter()
                 .map(|q| (q.number, [q.rows_in, q.rows_out]))
                 .collect(),
+            latency: snapshot
+                .queries
+                .iter()
+                .filter(|q| q.state == "running")
+                .filter_map(|q| q.latency.p99_ms)
+                .reduce(f64::max),
         };
         {
             let mut h = self.history.lock().unwrap_or_else(|p| p.into_inner());

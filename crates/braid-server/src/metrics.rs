@@ -149,6 +149,7 @@ pub fn render(s: &Snapshot) -> String {
         },
     ];
     let mut out = String::new();
+    histogram(&mut out, s);
     for f in families {
         let _ = writeln!(out, "# HELP {} {}", f.name, f.help);
         let _ = writeln!(out, "# TYPE {} {}", f.name, f.kind);
@@ -168,6 +169,35 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
     out
+}
+
+/// `braid_query_latency_seconds`: each running query's end-to-end latency per epoch.
+fn histogram(out: &mut String, s: &Snapshot) {
+    let name = "braid_query_latency_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} From a query's source closing an epoch to its output completing it."
+    );
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for q in s.queries.iter().filter(|q| q.state == "running") {
+        let l = &q.latency;
+        let n = q.number;
+        let mut cumulative = 0;
+        for (k, bound) in braid_exec::live::latency::BOUNDS.iter().enumerate() {
+            cumulative += l.buckets.get(k).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{query=\"{n}\",le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{query=\"{n}\",le=\"+Inf\"}} {}",
+            l.count
+        );
+        let _ = writeln!(out, "{name}_sum{{query=\"{n}\"}} {}", l.sum);
+        let _ = writeln!(out, "{name}_count{{query=\"{n}\"}} {}", l.count);
+    }
 }
 
 /// One sample per measured box of every running query's plan graph: labels query,

@@ -126,7 +126,31 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
             );
             std::thread::sleep(Duration::from_millis(50));
         };
-        let m = metrics(at);
+        // A windowed query and a row that comes after its window closed: one late row.
+        psql_ok(
+            &s,
+            "CREATE STREAM ev (k BIGINT, t BIGINT) WITH (event_time = 't')",
+        );
+        psql_ok(
+            &s,
+            "CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n FROM ev GROUP BY k, TUMBLE(t, 100)",
+        );
+        let ev: Vec<String> = (0..1000).map(|t| format!("({},{t})", t % 3)).collect();
+        psql_ok(&s, &format!("INSERT INTO ev VALUES {}", ev.join(",")));
+        std::thread::sleep(Duration::from_millis(300)); // the idle stream's epoch closes
+        psql_ok(&s, "INSERT INTO ev VALUES (1, 5)");
+        let start = Instant::now();
+        let m = loop {
+            let m = metrics(at);
+            if m.get("braid_query_late_rows_total{query=2}") == Some(&1.0) {
+                break m;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "no late row in {m:?}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
         let get = |k: &str| {
             m.get(k)
                 .copied()
@@ -145,6 +169,22 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
         );
         assert_eq!(get("braid_query_running{query=1}"), 1.0);
         assert_eq!(get("braid_query_late_rows_total{query=1}"), 0.0);
+        // Latency: a histogram over the epochs the query completed; cumulative buckets.
+        let count = get("braid_query_latency_seconds_count{query=1}");
+        assert!(count > 0.0, "{m:?}");
+        assert_eq!(
+            get("braid_query_latency_seconds_bucket{le=+Inf,query=1}"),
+            count
+        );
+        let buckets: Vec<f64> = ["0.001", "0.01", "0.1", "1", "10"]
+            .iter()
+            .map(|le| {
+                get(&format!(
+                    "braid_query_latency_seconds_bucket{{le={le},query=1}}"
+                ))
+            })
+            .collect();
+        assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
         assert_eq!(get("braid_stream_queued_rows{stream=calls}"), 0.0);
         assert_eq!(get("braid_workers{}"), workers as f64);
         // The profiler's figures: every box of the plan, its time and rows.

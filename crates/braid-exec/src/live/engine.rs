@@ -79,6 +79,8 @@ pub struct Status {
     workers: usize,
     /// Logs its output goes to, closed when it ends (their readers then end too).
     closes: Vec<Arc<StreamLog>>,
+    /// Its end-to-end latency, epoch by epoch.
+    pub latency: Mutex<super::latency::Latency>,
 }
 
 impl Status {
@@ -296,6 +298,7 @@ impl Engine {
             ended: AtomicUsize::new(0),
             workers,
             closes,
+            latency: Mutex::default(),
         });
         let id = self.next;
         self.next += 1;
@@ -358,7 +361,10 @@ struct Running {
     dataflow: usize,
     input: Option<Feeder>,
     feed: Option<Box<dyn Feed>>,
-    _probe: ProbeHandle<u64>,
+    probe: ProbeHandle<u64>,
+    /// Epochs its source closed (all before this one), and when: the output frontier
+    /// passing one gives its latency.
+    closed: std::collections::VecDeque<(u64, Instant)>,
     status: Arc<Status>,
 }
 
@@ -488,6 +494,7 @@ fn serve(
         let mut busy = sequence.as_mut().is_some_and(Sequence::turn);
         for r in &mut running {
             busy |= poll(r, place);
+            measure(r);
         }
         // A query whose input ended has drained once its dataflow is gone.
         let installed = worker.installed_dataflows();
@@ -544,7 +551,8 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
         dataflow,
         input,
         feed,
-        _probe: probe,
+        probe,
+        closed: Default::default(),
         status: i.status.clone(),
     }
 }
@@ -572,6 +580,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
                 let epoch = epoch.max(*input.time());
                 if epoch > *input.time() {
                     input.advance_to(epoch);
+                    r.closed.push_back((epoch, Instant::now()));
                     shared.counters.epoch_in.fetch_max(epoch, Ordering::Relaxed);
                 }
                 // An empty window is a heartbeat: it tells the stream functions that
@@ -595,6 +604,24 @@ fn poll(r: &mut Running, place: Place) -> bool {
     }
     input.flush();
     busy
+}
+
+/// The latency of each epoch the output frontier has passed since the last look.
+fn measure(r: &mut Running) {
+    if r.closed.is_empty() {
+        return;
+    }
+    let done = r
+        .probe
+        .with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
+    let mut latency = r.status.latency.lock().unwrap_or_else(|p| p.into_inner());
+    while let Some(&(epoch, at)) = r.closed.front() {
+        if epoch > done {
+            break;
+        }
+        latency.record(at.elapsed());
+        r.closed.pop_front();
+    }
 }
 
 /// Takes a query off this worker.

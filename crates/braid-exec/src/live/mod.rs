@@ -7,6 +7,7 @@ pub mod feeds;
 pub mod ingest;
 pub mod io;
 pub mod json;
+pub mod latency;
 pub mod log;
 pub mod session;
 pub mod snapshot;

@@ -70,6 +70,36 @@ pub struct QuerySnapshot {
     pub epoch_out: u64,
     /// Its physical plan as boxes and edges.
     pub graph: Vec<GraphNode>,
+    /// Its end-to-end latency, epoch by epoch (see [`super::latency`]).
+    pub latency: LatencySnapshot,
+}
+
+/// A query's latency figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LatencySnapshot {
+    /// Median and 99th percentile of the recent epochs, in milliseconds.
+    pub p50_ms: Option<f64>,
+    /// The 99th percentile, in milliseconds.
+    pub p99_ms: Option<f64>,
+    /// Epochs in each bucket of [`super::latency::BOUNDS`] (and one above them all).
+    pub buckets: Vec<u64>,
+    /// Epochs measured.
+    pub count: u64,
+    /// Their latencies added up, in seconds.
+    pub sum: f64,
+}
+
+impl LatencySnapshot {
+    /// The figures of `l`.
+    pub fn of(l: &super::latency::Latency) -> LatencySnapshot {
+        LatencySnapshot {
+            p50_ms: l.quantile(0.5).map(|s| s * 1e3),
+            p99_ms: l.quantile(0.99).map(|s| s * 1e3),
+            buckets: l.buckets.to_vec(),
+            count: l.count,
+            sum: l.sum,
+        }
+    }
 }
 
 /// A query's plan graph with what its profiler measured so far in each box.
@@ -143,6 +173,9 @@ impl LiveSession {
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measured(q),
+                    latency: LatencySnapshot::of(
+                        &q.status.latency.lock().unwrap_or_else(|p| p.into_inner()),
+                    ),
                 }
             })
             .collect();

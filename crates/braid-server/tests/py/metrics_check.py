@@ -16,7 +16,7 @@ lines = []
 for family in text_string_to_metric_families(text):
     if not family.documentation:
         sys.exit(f"{family.name} has no HELP")
-    if family.type not in ("counter", "gauge"):
+    if family.type not in ("counter", "gauge", "histogram"):
         sys.exit(f"{family.name} has type {family.type}")
     for s in family.samples:
         if family.type == "counter" and not s.name.endswith("_total"):
