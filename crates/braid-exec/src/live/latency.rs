@@ -1,8 +1,10 @@
 //! End-to-end latency of a live query, epoch by epoch: from the moment its source
 //! closed an epoch (every row of it read, or a heartbeat moved time past it) to the
-//! moment the query's output frontier passed it (every result of it written). Rows
-//! of a window that is still open wait for it: a windowed query's latency includes
-//! the rest of its window, as its results do.
+//! moment the query's output frontier passed it (the query is done with it: every
+//! result it makes from it is written). A window's result carries the time of the
+//! window's end, so an epoch inside a window that is still open completes without
+//! waiting for the window: this is how long the query takes with an epoch's rows, not
+//! how long a row waits for its window.
 
 use std::collections::VecDeque;
 use std::time::Duration;
