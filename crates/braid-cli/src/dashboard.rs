@@ -101,7 +101,7 @@ impl RunBoard {
                     late: c.late(),
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
-                    graph: measure(&q.graph, &q.profiler.snapshot()),
+                    graph: measure(&q.graph, &q.profiler),
                     latency: Default::default(),
                 }
             })

@@ -24,6 +24,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use timely::logging::{StartStop, TimelyEvent, TimelyEventBuilder};
 
+/// Epoch closes and frontier moves kept for latencies.
+const KEPT: usize = 1024;
+
 /// The live figures of one run (make a fresh one per run).
 #[derive(Default)]
 pub struct Profiler {
@@ -37,6 +40,11 @@ pub struct Profiler {
     partitions: Mutex<BTreeMap<(usize, u32), (u64, u64)>>,
     /// Rows put out, by plan node and worker.
     rows: Mutex<Vec<(NodeOn, Arc<AtomicU64>)>>,
+    /// When the source closed each epoch (the live engine notes it), and when each plan
+    /// node's output frontier passed each value, by node and worker: their differences
+    /// are how long each node took to be done with an epoch.
+    closes: Mutex<std::collections::VecDeque<(u64, Instant)>>,
+    passes: Mutex<HashMap<NodeOn, std::collections::VecDeque<(u64, Instant)>>>,
 }
 
 /// A plan node on a worker.
@@ -184,6 +192,59 @@ impl Profiler {
     /// `worker` has finished.
     pub(crate) fn ended(&self, worker: usize) {
         self.with(worker, |w| w.ended = Some(Instant::now()));
+    }
+
+    /// The source closed every epoch before `epoch` at `at`.
+    pub(crate) fn closed(&self, epoch: u64, at: Instant) {
+        let mut c = self.closes.lock().unwrap_or_else(|e| e.into_inner());
+        if c.len() == KEPT {
+            c.pop_front();
+        }
+        c.push_back((epoch, at));
+    }
+
+    /// Plan node `node`'s output frontier on `worker` moved to `frontier` at `at`.
+    pub(crate) fn passed(&self, node: NodeAt, worker: usize, frontier: u64, at: Instant) {
+        let mut all = self.passes.lock().unwrap_or_else(|e| e.into_inner());
+        let p = all.entry((node, worker)).or_default();
+        if p.len() == KEPT {
+            p.pop_front();
+        }
+        p.push_back((frontier, at));
+    }
+
+    /// For each recent epoch the source closed that plan node `node` is done with (on
+    /// `worker`; on every worker when `None`, the last of them), how long that took.
+    pub fn node_latencies(&self, node: NodeAt, worker: Option<usize>) -> Vec<Duration> {
+        let closes: Vec<(u64, Instant)> = self
+            .closes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .collect();
+        let all = self.passes.lock().unwrap_or_else(|e| e.into_inner());
+        let passes: Vec<&std::collections::VecDeque<(u64, Instant)>> = all
+            .iter()
+            .filter(|((n, w), _)| *n == node && worker.is_none_or(|x| x == *w))
+            .map(|(_, p)| p)
+            .collect();
+        if passes.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for (epoch, closed) in closes {
+            // The first time each worker's frontier reached the epoch; the last worker's.
+            let done = passes
+                .iter()
+                .map(|p| p.iter().find(|(f, _)| *f >= epoch).map(|(_, t)| *t))
+                .collect::<Option<Vec<Instant>>>()
+                .and_then(|ts| ts.into_iter().max());
+            if let Some(done) = done {
+                out.push(done.saturating_duration_since(closed));
+            }
+        }
+        out
     }
 
     /// The counter of rows plan node `node` puts out on `worker`.

@@ -31,6 +31,9 @@ pub struct GraphNode {
     pub rows_out: Option<u64>,
     /// Workers it has operators on (its time spreads over them).
     pub on_workers: usize,
+    /// How long after the source closed an epoch this node was done with it (its output
+    /// frontier passed it), median and 99th percentile over recent epochs, in ms.
+    pub latency_ms: Option<[f64; 2]>,
 }
 
 /// `plan` on `workers` workers as a graph; the root is the last node.
@@ -90,6 +93,7 @@ fn add(
                     nanos: None,
                     rows_out: None,
                     on_workers: 1,
+                    latency_ms: None,
                 });
                 id
             })
@@ -106,6 +110,7 @@ fn add(
         nanos: None,
         rows_out: None,
         on_workers: 0,
+        latency_ms: None,
     });
     vec![id]
 }

@@ -158,7 +158,15 @@ function labelOf(n) {
   if (n.rate !== undefined) figures.push(fmt.format(n.rate) + " rows/s out");
   else if (n.rows_out !== null && n.rows_out !== undefined) figures.push(fmt.format(n.rows_out) + " rows out");
   if (figures.length) l += "\n" + figures.join(" · ");
+  if (n.latency_ms) l += "\ndone after " + ms(n.latency_ms[0]) + " / " + ms(n.latency_ms[1]) + " (p50/p99)";
   return l;
+}
+
+// What an edge adds to latency: the p99 at its end less the p99 at its start.
+function edgeLabel(q, from, to) {
+  const a = q.graph[from] && q.graph[from].latency_ms, b = to.latency_ms;
+  if (!a || !b) return "";
+  return "+" + ms(Math.max(0, b[1] - a[1])) + " p99";
 }
 
 function graphElements(q) {
@@ -167,7 +175,9 @@ function graphElements(q) {
     els.push({
       data: { id: "n" + n.id, label: labelOf(n), kind: n.kind, busy: n.busy },
     });
-    for (const i of n.inputs) els.push({ data: { id: `e${i}-${n.id}`, source: "n" + i, target: "n" + n.id } });
+    for (const i of n.inputs) {
+      els.push({ data: { id: `e${i}-${n.id}`, source: "n" + i, target: "n" + n.id, label: edgeLabel(q, i, n) } });
+    }
   }
   return els;
 }
@@ -180,7 +190,7 @@ function positions(q) {
   for (const d in rows) {
     const ids = rows[d];
     ids.forEach((id, k) => {
-      at["n" + id] = { x: (k - (ids.length - 1) / 2) * 190, y: (deepest - d) * 75 };
+      at["n" + id] = { x: (k - (ids.length - 1) / 2) * 190, y: (deepest - d) * 95 };
     });
   }
   return at;
@@ -207,7 +217,7 @@ function drawGraph(container, q) {
           "text-valign": "center",
           "font-size": 9,
           width: 170,
-          height: 50,
+          height: 58,
           "border-width": 1,
           "border-color": "#8a94a6",
         },
@@ -220,6 +230,11 @@ function drawGraph(container, q) {
           "target-arrow-color": "#8a94a6",
           "target-arrow-shape": "triangle",
           "curve-style": "bezier",
+          label: "data(label)",
+          "font-size": 8,
+          color: "#5b6475",
+          "text-background-color": "#fff",
+          "text-background-opacity": 1,
         },
       },
     ],
@@ -251,6 +266,7 @@ function drawQueries(t, snapshot) {
       for (const n of q.graph) {
         cy.$id("n" + n.id).data("busy", n.busy);
         cy.$id("n" + n.id).data("label", labelOf(n));
+        for (const i of n.inputs) cy.$id(`e${i}-${n.id}`).data("label", edgeLabel(q, i, n));
       }
     }
     const h = card.querySelector("h3");

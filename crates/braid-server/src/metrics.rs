@@ -142,6 +142,23 @@ pub fn render(s: &Snapshot) -> String {
             samples: nodes(s, |n| n.nanos.map(|ns| ns as f64 / 1e9)),
         },
         Family {
+            name: "braid_node_latency_seconds",
+            kind: "gauge",
+            help: "How long after the source closed an epoch a plan node was done with it (its output frontier passed it), over recent epochs; label quantile 0.5 or 0.99.",
+            samples: ["0.5", "0.99"]
+                .iter()
+                .enumerate()
+                .flat_map(|(k, quantile)| {
+                    nodes(s, move |n| n.latency_ms.map(|l| l[k] / 1e3))
+                        .into_iter()
+                        .map(move |(mut labels, v)| {
+                            labels.push(("quantile", quantile.to_string()));
+                            (labels, v)
+                        })
+                })
+                .collect(),
+        },
+        Family {
             name: "braid_node_rows_out_total",
             kind: "counter",
             help: "Rows a plan node (a box of the dashboard's graph) put out.",

@@ -185,6 +185,13 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
             })
             .collect();
         assert!(buckets.windows(2).all(|w| w[0] <= w[1]), "{buckets:?}");
+        // Each plan node's latency: a median and a 99th percentile, in that order.
+        let split = |q: &str| {
+            let key =
+                format!("braid_node_latency_seconds{{kind=Split,node=1,quantile={q},query=1}}");
+            get(&key)
+        };
+        assert!(split("0.5") <= split("0.99"), "{m:?}");
         assert_eq!(get("braid_stream_queued_rows{stream=calls}"), 0.0);
         assert_eq!(get("braid_workers{}"), workers as f64);
         // The profiler's figures: every box of the plan, its time and rows.

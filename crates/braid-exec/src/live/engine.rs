@@ -580,7 +580,9 @@ fn poll(r: &mut Running, place: Place) -> bool {
                 let epoch = epoch.max(*input.time());
                 if epoch > *input.time() {
                     input.advance_to(epoch);
-                    r.closed.push_back((epoch, Instant::now()));
+                    let now = Instant::now();
+                    r.closed.push_back((epoch, now));
+                    shared.profiler.closed(epoch, now);
                     shared.counters.epoch_in.fetch_max(epoch, Ordering::Relaxed);
                 }
                 // An empty window is a heartbeat: it tells the stream functions that

@@ -104,12 +104,14 @@ impl LatencySnapshot {
 
 /// A query's plan graph with what its profiler measured so far in each box.
 fn measured(q: &LiveQuery) -> Vec<GraphNode> {
-    measure(&q.graph, &q.status.shared.profiler.snapshot())
+    measure(&q.graph, &q.status.shared.profiler)
 }
 
-/// `graph` with what `profile` measured in each box (the time of its operators, on the
-/// box's worker for a `Map` box, and the rows it put out).
-pub fn measure(graph: &[GraphNode], profile: &crate::profile::Profile) -> Vec<GraphNode> {
+/// `graph` with what `profiler` measured in each box (the time of its operators, on
+/// the box's worker for a `Map` box, the rows it put out, how long it took with each
+/// epoch).
+pub fn measure(graph: &[GraphNode], profiler: &crate::profile::Profiler) -> Vec<GraphNode> {
+    let profile = profiler.snapshot();
     let mut graph = graph.to_vec();
     for n in &mut graph {
         let at = braid_plan::explain::NodeAt {
@@ -136,6 +138,14 @@ pub fn measure(graph: &[GraphNode], profile: &crate::profile::Profile) -> Vec<Gr
         n.nanos = nanos;
         n.rows_out = (!rows.is_empty()).then(|| rows.iter().sum());
         n.on_workers = workers.len();
+        let mut took: Vec<f64> = profiler
+            .node_latencies(at, n.worker)
+            .iter()
+            .map(|d| d.as_secs_f64() * 1e3)
+            .collect();
+        took.sort_by(f64::total_cmp);
+        let q = |f: f64| took[((took.len() as f64 * f).ceil() as usize).clamp(1, took.len()) - 1];
+        n.latency_ms = (!took.is_empty()).then(|| [q(0.5), q(0.99)]);
     }
     graph
 }
@@ -177,6 +187,15 @@ impl LiveSession {
                         &q.status.latency.lock().unwrap_or_else(|p| p.into_inner()),
                     ),
                 }
+            })
+            .map(|mut q| {
+                // The sink is done with an epoch when the query is: its end-to-end figure.
+                if let (Some(p50), Some(p99)) = (q.latency.p50_ms, q.latency.p99_ms) {
+                    for n in q.graph.iter_mut().filter(|n| n.kind == "Sink") {
+                        n.latency_ms.get_or_insert([p50, p99]);
+                    }
+                }
+                q
             })
             .collect();
         let streams = self

@@ -232,7 +232,9 @@ impl<'s> Cx<'_, 's> {
             None => out,
             Some(p) => {
                 let rows = p.rows_of(node, self.place.index);
-                self.owned(None, |_| count_rows(out, rows))
+                let worker = self.place.index;
+                let moved = move |f: u64| p.passed(node, worker, f, std::time::Instant::now());
+                self.owned(None, |_| count_rows(out, rows, moved))
             }
         }
     }
@@ -356,11 +358,23 @@ fn node_ops<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Window
 }
 
 /// Counts the rows of every window into `rows` (profiling).
-fn count_rows(input: Windows<'_>, rows: Arc<AtomicU64>) -> Windows<'_> {
+fn count_rows(
+    input: Windows<'_>,
+    rows: Arc<AtomicU64>,
+    moved: impl Fn(u64) + 'static,
+) -> Windows<'_> {
     use timely::dataflow::channels::pact::Pipeline;
     use timely::dataflow::operators::generic::Operator;
-    input.unary::<WindowBuilder, _, _, _>(Pipeline, "RowCount", move |_, _| {
-        move |input, output| {
+    // The node's output frontier, as this operator's input sees it: each move is noted
+    // (the node is done with the epochs before it), for latencies.
+    let mut last = 0u64;
+    input.unary_frontier::<WindowBuilder, _, _, _>(Pipeline, "RowCount", move |_, _| {
+        move |(input, frontier), output| {
+            let f = frontier.frontier().first().copied().unwrap_or(u64::MAX);
+            if f > last {
+                last = f;
+                moved(f);
+            }
             input.for_each(|cap, data| {
                 let n: usize = data
                     .iter()
