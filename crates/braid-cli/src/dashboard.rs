@@ -114,6 +114,7 @@ impl RunBoard {
                 name: q.source.clone(),
                 rows: q.counters.rows_in.load(Relaxed),
                 malformed: q.counters.malformed.load(Relaxed),
+                bytes: 0,
                 subscribers: 0,
                 filters: 0,
                 producers: 0,

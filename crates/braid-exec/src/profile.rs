@@ -213,6 +213,16 @@ impl Profiler {
         p.push_back((frontier, at));
     }
 
+    /// Plan node `node`'s output frontier now (on `worker`; the least over the workers
+    /// when `None`), if it has moved.
+    pub fn node_frontier(&self, node: NodeAt, worker: Option<usize>) -> Option<u64> {
+        let all = self.passes.lock().unwrap_or_else(|e| e.into_inner());
+        all.iter()
+            .filter(|((n, w), _)| *n == node && worker.is_none_or(|x| x == *w))
+            .filter_map(|(_, p)| p.back().map(|(f, _)| *f))
+            .min()
+    }
+
     /// For each recent epoch the source closed that plan node `node` is done with (on
     /// `worker`; on every worker when `None`, the last of them), how long that took.
     pub fn node_latencies(&self, node: NodeAt, worker: Option<usize>) -> Vec<Duration> {

@@ -34,6 +34,9 @@ pub struct GraphNode {
     /// How long after the source closed an epoch this node was done with it (its output
     /// frontier passed it), median and 99th percentile over recent epochs, in ms.
     pub latency_ms: Option<[f64; 2]>,
+    /// Its output frontier now (the epochs before it are done), when known: epochs done
+    /// at an edge's start and not at its end wait on that edge.
+    pub frontier: Option<u64>,
 }
 
 /// `plan` on `workers` workers as a graph; the root is the last node.
@@ -94,6 +97,7 @@ fn add(
                     rows_out: None,
                     on_workers: 1,
                     latency_ms: None,
+                    frontier: None,
                 });
                 id
             })
@@ -111,6 +115,7 @@ fn add(
         rows_out: None,
         on_workers: 0,
         latency_ms: None,
+        frontier: None,
     });
     vec![id]
 }

@@ -155,6 +155,7 @@ function labelOf(n) {
   let l = n.label;
   const figures = [];
   if (n.busy !== undefined) figures.push("busy " + Math.round(n.busy * 100) + "%");
+  if (n.nanos !== null && n.nanos !== undefined) figures.push("ran " + (n.nanos / 1e9).toFixed(2) + " s");
   if (n.rate !== undefined) figures.push(fmt.format(n.rate) + " rows/s out");
   else if (n.rows_out !== null && n.rows_out !== undefined) figures.push(fmt.format(n.rows_out) + " rows out");
   if (figures.length) l += "\n" + figures.join(" · ");
@@ -163,10 +164,16 @@ function labelOf(n) {
 }
 
 // What an edge adds to latency: the p99 at its end less the p99 at its start.
+// and the epochs done at its start but not yet at its end (where they queue).
 function edgeLabel(q, from, to) {
+  const parts = [];
   const a = q.graph[from] && q.graph[from].latency_ms, b = to.latency_ms;
-  if (!a || !b) return "";
-  return "+" + ms(Math.max(0, b[1] - a[1])) + " p99";
+  if (a && b) parts.push("+" + ms(Math.max(0, b[1] - a[1])) + " p99");
+  const fa = q.graph[from] && q.graph[from].frontier, fb = to.frontier;
+  if (fa !== null && fa !== undefined && fb !== null && fb !== undefined) {
+    parts.push(Math.max(0, fa - fb) + " epochs queued");
+  }
+  return parts.join(" · ");
 }
 
 function graphElements(q) {

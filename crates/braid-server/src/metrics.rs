@@ -35,6 +35,12 @@ pub fn render(s: &Snapshot) -> String {
                 .collect(),
         },
         Family {
+            name: "braid_stream_ingested_bytes_total",
+            kind: "counter",
+            help: "Bytes a stream's producers sent (COPY, TCP, HTTP, tails), good lines and bad.",
+            samples: s.streams.iter().map(|x| (stream(&x.name), x.bytes as f64)).collect(),
+        },
+        Family {
             name: "braid_stream_malformed_rows_total",
             kind: "counter",
             help: "Malformed rows a stream's producers sent, skipped and counted.",

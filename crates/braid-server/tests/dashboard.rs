@@ -93,11 +93,8 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
         psql_ok(&s, &format!("INSERT INTO calls VALUES {}", v.join(",")));
         // Two malformed lines (a bad number, a field too many) among three good ones
         // (empty fields are NULLs).
-        let answer = post(
-            at,
-            "calls",
-            "1,150,300\nx,1,1\n2,10,301\n3,,\n4,190,302,9\n",
-        );
+        let batch = "1,150,300\nx,1,1\n2,10,301\n3,,\n4,190,302,9\n";
+        let answer = post(at, "calls", batch);
         assert!(
             answer.contains("\"rows\":3") && answer.contains("\"rejected\":2"),
             "{answer}"
@@ -158,6 +155,11 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
         };
         assert_eq!(get("braid_stream_rows_total{stream=calls}"), total);
         assert_eq!(get("braid_stream_malformed_rows_total{stream=calls}"), 2.0);
+        // Bytes producers sent: the HTTP batch (INSERT's literals are no producer's).
+        assert_eq!(
+            get("braid_stream_ingested_bytes_total{stream=calls}"),
+            batch.len() as f64
+        );
         assert_eq!(get("braid_stream_rows_total{stream=long_calls}"), long);
         assert_eq!(
             get("braid_query_rows_in_total{query=1}").to_string(),

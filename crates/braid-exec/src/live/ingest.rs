@@ -77,6 +77,7 @@ impl Ingest {
 
     /// Takes `bytes` (any cut of the producer's data): appends its complete lines.
     pub fn push(&mut self, mut bytes: &[u8]) -> Result<()> {
+        self.log.note_bytes(bytes.len());
         if self.skipping {
             let Some(end) = bytes.iter().position(|&b| b == b'\n') else {
                 return Ok(());

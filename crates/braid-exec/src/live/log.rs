@@ -30,6 +30,8 @@ pub struct StreamLog {
     rejected: AtomicU64,
     /// Subscribers reading it now.
     subscribers: AtomicUsize,
+    /// Bytes its producers sent (COPY, TCP, HTTP, tails), good lines and bad.
+    bytes: AtomicU64,
 }
 
 struct Inner {
@@ -102,12 +104,23 @@ impl StreamLog {
             path,
             rejected: AtomicU64::new(0),
             subscribers: AtomicUsize::new(0),
+            bytes: AtomicU64::new(0),
         }))
     }
 
     /// Counts a malformed row a producer skipped.
     pub fn note_rejected(&self) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts `n` bytes a producer sent.
+    pub fn note_bytes(&self, n: usize) {
+        self.bytes.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes producers sent so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
     }
 
     /// Malformed rows skipped so far, over all producers.

@@ -27,6 +27,8 @@ pub struct StreamSnapshot {
     pub rows: u64,
     /// Malformed rows its producers skipped so far.
     pub malformed: u64,
+    /// Bytes its producers sent so far.
+    pub bytes: u64,
     /// Subscribers reading it now, and how many of them filter at the log.
     pub subscribers: usize,
     /// Subscribers whose filters run at the log.
@@ -146,6 +148,7 @@ pub fn measure(graph: &[GraphNode], profiler: &crate::profile::Profiler) -> Vec<
         took.sort_by(f64::total_cmp);
         let q = |f: f64| took[((took.len() as f64 * f).ceil() as usize).clamp(1, took.len()) - 1];
         n.latency_ms = (!took.is_empty()).then(|| [q(0.5), q(0.99)]);
+        n.frontier = profiler.node_frontier(at, n.worker);
     }
     graph
 }
@@ -204,6 +207,7 @@ impl LiveSession {
                 name: name.clone(),
                 rows: log.rows(),
                 malformed: log.rejected(),
+                bytes: log.bytes(),
                 subscribers: log.subscribers(),
                 filters: log.filters(),
                 producers: self
