@@ -313,23 +313,30 @@ pub fn run(a: SplitArgs) -> Result<()> {
     // Repetitions interleaved over all points (rotated each round), so that drifting
     // load spreads over every configuration instead of hitting a few.
     let k = points.len();
+    let bar = crate::report::bar((reps * k) as u64, "runs");
     for round in 0..reps {
+        bar.set_message(format!("round {}/{reps}", round + 1));
         for j in 0..k {
             let i = (j + round * k / reps.max(1)) % k;
             let pt = &mut points[i];
+            bar.inc(1);
             if pt.runs.len() > round {
                 continue;
             }
             let p = plan(gen_spec(pt.n, a.rate, pt.b), pt.q, pt.strategy, a.window)?;
             pt.runs.push(measure(&p, &registry, pt.workers)?);
         }
-        eprintln!(
-            "bench split: round {}/{reps} done at {:.0} s (load {})",
-            round + 1,
-            started.elapsed().as_secs_f64(),
-            host::loadavg()
+        crate::report::say(
+            &bar,
+            &format!(
+                "bench split: round {}/{reps} done at {:.0} s (load {})",
+                round + 1,
+                started.elapsed().as_secs_f64(),
+                host::loadavg()
+            ),
         );
     }
+    bar.finish_and_clear();
     let elapsed = started.elapsed().as_secs_f64();
     let load_after = host::loadavg();
     let busy = host::system_busy() - sys0;
