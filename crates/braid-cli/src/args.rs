@@ -319,30 +319,39 @@ pub fn parse_schema(text: &str) -> Result<Schema> {
         .map_err(|e| Usage(format!("--schema: {e}")).into())
 }
 
+/// The addresses of a hosts file: one `host:port` a line, blank lines skipped.
+fn read_hosts(path: &std::path::Path) -> Result<Vec<String>> {
+    Ok(std::fs::read_to_string(path)
+        .with_context(|| format!("reading hosts file {}", path.display()))?
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect())
+}
+
+/// `--process-index` must be below `--processes`.
+fn check_process_index(process: usize, processes: usize) -> Result<()> {
+    if process >= processes {
+        bail!(Usage(format!(
+            "--process-index {process} is not below --processes {processes}"
+        )));
+    }
+    Ok(())
+}
+
 /// A server's place in a cluster of `processes` (`None` for one process).
 pub fn cluster(
     processes: usize,
     process: usize,
     hosts: Option<PathBuf>,
 ) -> Result<Option<braid_exec::live::engine::Cluster>> {
-    if process >= processes {
-        bail!(Usage(format!(
-            "--process-index {process} is not below --processes {processes}"
-        )));
-    }
+    check_process_index(process, processes)?;
     if processes == 1 {
         return Ok(None);
     }
-    let hosts: Vec<String> = match &hosts {
-        Some(p) => std::fs::read_to_string(p)
-            .with_context(|| format!("reading hosts file {}", p.display()))?
-            .lines()
-            .map(|l| l.trim().to_string())
-            .filter(|l| !l.is_empty())
-            .collect(),
-        None => (0..processes)
-            .map(|i| format!("localhost:{}", 2101 + i))
-            .collect(),
+    let hosts = match &hosts {
+        Some(p) => read_hosts(p)?,
+        None => braid_exec::runtime::default_hosts(processes),
     };
     if hosts.len() != processes {
         bail!(Usage(format!(
@@ -357,20 +366,10 @@ impl QueryArgs {
     /// The run configuration of these flags.
     pub fn run_config(&self) -> Result<RunConfig> {
         let hosts = match &self.hosts {
-            Some(p) => std::fs::read_to_string(p)
-                .with_context(|| format!("reading hosts file {}", p.display()))?
-                .lines()
-                .map(|l| l.trim().to_string())
-                .filter(|l| !l.is_empty())
-                .collect(),
+            Some(p) => read_hosts(p)?,
             None => Vec::new(),
         };
-        if self.process_index >= self.processes {
-            bail!(Usage(format!(
-                "--process-index {} is not below --processes {}",
-                self.process_index, self.processes
-            )));
-        }
+        check_process_index(self.process_index, self.processes)?;
         Ok(RunConfig {
             workers: self.workers,
             processes: self.processes,

@@ -113,6 +113,14 @@ pub struct RunReport {
     pub profile: Option<Profile>,
 }
 
+/// The addresses of `processes` processes when no hosts file names them: timely's
+/// default, localhost:2101, 2102, ...
+pub fn default_hosts(processes: usize) -> Vec<String> {
+    (0..processes)
+        .map(|i| format!("localhost:{}", 2101 + i))
+        .collect()
+}
+
 fn timely_config(cfg: &RunConfig) -> timely::Config {
     use timely::CommunicationConfig as C;
     let communication = if cfg.processes > 1 {
@@ -120,9 +128,7 @@ fn timely_config(cfg: &RunConfig) -> timely::Config {
             threads: cfg.workers.max(1),
             process: cfg.process,
             addresses: if cfg.hosts.is_empty() {
-                (0..cfg.processes)
-                    .map(|i| format!("localhost:{}", 2101 + i))
-                    .collect()
+                default_hosts(cfg.processes)
             } else {
                 cfg.hosts.clone()
             },

@@ -270,14 +270,15 @@ impl Engine {
 
     /// Installs `plan` (its sources and sinks named in `registry`) on every worker; it
     /// runs until its input ends or [`Engine::drop_query`]. A runtime fault fails it
-    /// when `strict`, and is a counted skip otherwise.
+    /// when `strict`, and is a counted skip otherwise. Returns its id, its status and the
+    /// plan as installed (shapes resolved).
     pub fn install(
         &mut self,
         plan: &Plan,
         registry: &Registry,
         strict: bool,
         closes: Vec<Arc<StreamLog>>,
-    ) -> Result<(u64, Arc<Status>)> {
+    ) -> Result<(u64, Arc<Status>, Plan)> {
         let plan = crate::runtime::prepare(plan, registry, self.peers)?;
         let workers = self.senders.len();
         let sinks = match &plan {
@@ -304,12 +305,12 @@ impl Engine {
         self.next += 1;
         let install = Arc::new(Install {
             id,
-            plan,
+            plan: plan.clone(),
             registry: registry.clone(),
             status: status.clone(),
         });
         self.send(|| Command::Install(install.clone()))?;
-        Ok((id, status))
+        Ok((id, status, plan))
     }
 
     /// Drops query `id` on every worker (its state is freed; its sinks write nothing

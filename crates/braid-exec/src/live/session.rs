@@ -64,7 +64,7 @@ pub struct LiveQuery {
     /// Its physical plan (shapes resolved) as boxes and edges.
     pub graph: Vec<braid_plan::graph::GraphNode>,
     /// Its physical plan as installed (shapes resolved), and the registry it names.
-    plan: Option<(Plan, Registry)>,
+    plan: (Plan, Registry),
 }
 
 /// Streams that live in Braid and the queries running over them.
@@ -411,7 +411,7 @@ impl LiveSession {
             sink.header = false;
         }
         let closes: Vec<Arc<StreamLog>> = out.into_iter().collect();
-        let (id, status) = self.engine.install(&plan, &registry, self.strict, closes)?;
+        let (id, status, prepared) = self.engine.install(&plan, &registry, self.strict, closes)?;
         if let Some(late) = self.late.take() {
             let c = &status.shared.counters;
             c.late_rows
@@ -419,11 +419,7 @@ impl LiveSession {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(late);
         }
-        let prepared = crate::runtime::prepare(&plan, &registry, self.engine.workers()).ok();
-        let graph = prepared
-            .as_ref()
-            .map(|p| braid_plan::graph::graph(p, &registry, self.engine.workers()))
-            .unwrap_or_default();
+        let graph = braid_plan::graph::graph(&prepared, &registry, self.engine.workers());
         self.queries.push(LiveQuery {
             number: self.queries.len() + 1,
             id,
@@ -433,7 +429,7 @@ impl LiveSession {
             status: status.clone(),
             dropped: false,
             graph,
-            plan: prepared.map(|p| (p, registry)),
+            plan: (prepared, registry),
         });
         Ok(status)
     }

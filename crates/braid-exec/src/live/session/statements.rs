@@ -334,9 +334,7 @@ impl LiveSession {
                 "EXPLAIN ANALYZE QUERY n: n is a query's number in SHOW QUERIES",
             ));
         };
-        let Some((plan, registry)) = &q.plan else {
-            return Err(plan_error("this query's plan was not kept"));
-        };
+        let (plan, registry) = &q.plan;
         let profile = q.status.shared.profiler.snapshot();
         let text = crate::profile::annotate(plan, registry, self.engine.workers(), &profile);
         Ok(Outcome::Listing(Listing {
