@@ -15,7 +15,6 @@
 //! worker, so a caller holding the `Arc` may [`Profiler::snapshot`] it while the run
 //! goes; the run's report carries the snapshot taken at its end.
 
-use crate::shared::PartitionCost;
 pub use braid_plan::explain::NodeAt;
 use braid_plan::plan::{MergeKind, Plan};
 use std::collections::{BTreeMap, HashMap};
@@ -23,6 +22,21 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use timely::logging::{StartStop, TimelyEvent, TimelyEventBuilder};
+
+/// The measured cost of one logical partition of one stage: the time its stream
+/// function took and the rows it processed, summed over the run. Stage `k` is the `Map`
+/// with `k` Maps below it (0 nearest the source).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionCost {
+    /// The stage (see the type's doc).
+    pub stage: usize,
+    /// The partition.
+    pub partition: u32,
+    /// Nanoseconds in the stream function (`process` and `end_of_epoch`).
+    pub nanos: u64,
+    /// Rows processed.
+    pub rows: u64,
+}
 
 /// Epoch closes and frontier moves kept for latencies.
 const KEPT: usize = 1024;

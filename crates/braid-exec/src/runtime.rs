@@ -5,9 +5,9 @@
 use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 pub use crate::fault::{FaultRow, Faults};
+pub use crate::profile::PartitionCost;
 use crate::profile::{Profile, Profiler};
 use crate::render::{self, Feeder, Place, Window};
-pub use crate::shared::PartitionCost;
 use crate::shared::{panic_message, Shared};
 use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;

@@ -14,21 +14,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// The measured cost of one logical partition of one stage: the time its stream
-/// function took and the rows it processed, summed over the run. Stage `k` is the `Map`
-/// with `k` Maps below it (0 nearest the source).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PartitionCost {
-    /// The stage (see the type's doc).
-    pub stage: usize,
-    /// The partition.
-    pub partition: u32,
-    /// Nanoseconds in the stream function (`process` and `end_of_epoch`).
-    pub nanos: u64,
-    /// Rows processed.
-    pub rows: u64,
-}
-
 /// State shared by the workers of one process.
 pub struct Shared {
     /// Live counters.
