@@ -8,7 +8,7 @@ use braid_plan::batch::Scalar;
 use braid_plan::function::Registry;
 use std::time::{Duration, Instant};
 
-fn session(workers: usize) -> LiveSession {
+pub(crate) fn session(workers: usize) -> LiveSession {
     LiveSession::new(
         &Registry::with_builtins(),
         workers,
@@ -26,7 +26,7 @@ fn run(s: &mut LiveSession, text: &str) -> Vec<Outcome> {
         .collect()
 }
 
-fn subscription(s: &mut LiveSession, text: &str) -> Subscription {
+pub(crate) fn subscription(s: &mut LiveSession, text: &str) -> Subscription {
     match run(s, text).pop() {
         Some(Outcome::Rows(sub, _)) => sub,
         _ => panic!("{text}: no rows outcome"),

@@ -4,9 +4,9 @@
 //! after the inserts; expected rows come from plain Rust predicates over the inserted
 //! values, not from Braid's expressions.
 
-use braid_exec::live::{LiveSession, Outcome, Subscription};
+use crate::live::{session, subscription};
+use braid_exec::live::{LiveSession, Subscription};
 use braid_plan::batch::Scalar;
-use braid_plan::function::Registry;
 use std::time::{Duration, Instant};
 
 /// A row: k (NULL every 13th), v, name (NULL every 17th), f.
@@ -80,24 +80,6 @@ fn filters() -> Vec<(String, Pick)> {
     f
 }
 
-fn session(workers: usize) -> LiveSession {
-    LiveSession::new(
-        &Registry::with_builtins(),
-        workers,
-        None,
-        std::path::Path::new("."),
-    )
-    .unwrap()
-}
-
-fn subscribe(s: &mut LiveSession, sql: &str) -> Subscription {
-    match s.execute(sql).pop() {
-        Some(Ok(Outcome::Rows(sub, _))) => sub,
-        Some(Err(e)) => panic!("{sql}: {e}"),
-        _ => panic!("{sql}: no rows"),
-    }
-}
-
 fn insert(s: &mut LiveSession, rows: &[Row]) {
     let sql = format!("INSERT INTO ev VALUES {}", sql_values(rows));
     for r in s.execute(&sql) {
@@ -137,16 +119,22 @@ fn filters_at_the_log_give_each_subscriber_exactly_its_rows() {
         // Subscribed before any row, after the first third, and after all rows.
         let mut subs: Vec<(usize, Subscription)> = Vec::new();
         for (i, (f, _)) in filters.iter().enumerate() {
-            subs.push((i, subscribe(&mut s, &format!("SUBSCRIBE TO ev WHERE {f}"))));
+            subs.push((
+                i,
+                subscription(&mut s, &format!("SUBSCRIBE TO ev WHERE {f}")),
+            ));
         }
         insert(&mut s, &all[..200]);
         for (i, (f, _)) in filters.iter().enumerate() {
-            subs.push((i, subscribe(&mut s, &format!("SUBSCRIBE TO ev WHERE {f}"))));
+            subs.push((
+                i,
+                subscription(&mut s, &format!("SUBSCRIBE TO ev WHERE {f}")),
+            ));
         }
         insert(&mut s, &all[200..450]);
         insert(&mut s, &all[450..]);
         for (i, (f, _)) in filters.iter().enumerate() {
-            subs.push((i, subscribe(&mut s, &format!("SUBSCRIBE ev WHERE {f}"))));
+            subs.push((i, subscription(&mut s, &format!("SUBSCRIBE ev WHERE {f}"))));
         }
         for (n, (i, sub)) in subs.iter_mut().enumerate() {
             let (f, pick) = &filters[*i];
@@ -173,16 +161,16 @@ fn a_fault_in_a_filter_at_the_log_ends_that_subscriber_only() {
     }
     let all = rows(100);
     let faulty_sql = "SUBSCRIBE TO ev WHERE k % 10 = 3 AND 10 / (k - 3) > 0";
-    let mut faulty = subscribe(&mut s, faulty_sql);
-    let mut threes = subscribe(&mut s, "SUBSCRIBE TO ev WHERE k % 10 = 3");
+    let mut faulty = subscription(&mut s, faulty_sql);
+    let mut threes = subscription(&mut s, "SUBSCRIBE TO ev WHERE k % 10 = 3");
     // Where the indexed side is NULL the rest of the filter is still evaluated (NULL
     // AND x evaluates x), so its fault on the NULL row (row 5) must come out.
     let null_sql = "SUBSCRIBE TO ev WHERE k % 10 = 3 AND 10 / coalesce(k, 0) > 0";
-    let mut on_null = subscribe(&mut s, null_sql);
+    let mut on_null = subscription(&mut s, null_sql);
     insert(&mut s, &all[..2]); // no k = 3 yet
     insert(&mut s, &all[2..]);
-    let mut late = subscribe(&mut s, faulty_sql);
-    let mut on_null_late = subscribe(&mut s, null_sql);
+    let mut late = subscription(&mut s, faulty_sql);
+    let mut on_null_late = subscription(&mut s, null_sql);
     for sub in [&mut faulty, &mut late, &mut on_null, &mut on_null_late] {
         let start = Instant::now();
         while sub.try_next() != Err(true) {
