@@ -875,8 +875,7 @@ pub fn answer(script: &Script, job: &Job, streams: &BTreeMap<String, Vec<Vec<Sca
         .map(|ev| {
             let (seq, lane) = match ev.phase {
                 Phase::Row => (ev.seq, hash(&ev.values)),
-                Phase::End => (RowKey::END_OF_EPOCH, 0),
-                Phase::Finish => (RowKey::FINISH, 0),
+                Phase::End | Phase::Finish => (RowKey::END_OF_EPOCH, 0),
             };
             let t = time.map(|t| ev.values[t].clone());
             (ev.epoch, seq, lane, t, ev.values.clone())

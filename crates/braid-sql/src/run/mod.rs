@@ -272,6 +272,13 @@ impl StreamFunction for QueryFn {
     }
 
     fn finish(&mut self, out: &mut Emitter<'_>) {
+        // Rows made at the end of the input join those made at the end of the last
+        // epoch in one run, ordered by event time then values. Whether a partition's
+        // windows close at `end_of_epoch` of the final epoch (`u64::MAX`, when an
+        // earlier stage's end-of-input rows reach it) or only here depends on where its
+        // partners' rows went, so the two must not be told apart in the output order.
+        let p = out.partition();
+        out.restart(RowKey::END_OF_EPOCH, p);
         self.root.finish(&mut self.buf, &mut self.faults);
         self.flush(out, true);
     }
