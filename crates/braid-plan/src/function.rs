@@ -189,6 +189,25 @@ pub trait StreamFunction {
 
     /// Called once when the input has ended.
     fn finish(&mut self, _out: &mut Emitter<'_>) {}
+
+    /// Appends the instance's whole state to `out` (a checkpoint: called between
+    /// epochs, after `end_of_epoch` of the checkpoint's epoch and before any row of a
+    /// later one). Only called when the factory's
+    /// [`StreamFunctionFactory::checkpoints`] is true.
+    fn save(&self, _out: &mut Vec<u8>) -> Result<()> {
+        Err(Error::NotSupported(
+            "checkpoints of this stream function".into(),
+        ))
+    }
+
+    /// Replaces the state of a fresh instance (`create(p, q)` with the same `p` and `q`)
+    /// by what [`StreamFunction::save`] wrote; the instance then goes on as the saved one
+    /// would have. Bytes it cannot read are an error, never a silently different state.
+    fn restore(&mut self, _bytes: &[u8]) -> Result<()> {
+        Err(Error::NotSupported(
+            "checkpoints of this stream function".into(),
+        ))
+    }
 }
 
 /// Makes the stream function instances of a `Map`.
@@ -204,6 +223,13 @@ pub trait StreamFunctionFactory: Send + Sync {
     /// which it received rows itself: windows then close at the same epoch whatever the
     /// partitioning.
     fn every_epoch(&self) -> bool {
+        false
+    }
+
+    /// Whether instances implement [`StreamFunction::save`] and
+    /// [`StreamFunction::restore`]: a run that takes checkpoints refuses a plan with a
+    /// function that does not, by name.
+    fn checkpoints(&self) -> bool {
         false
     }
 
