@@ -162,6 +162,41 @@ pub struct QueryArgs {
     /// --calibrate`). Needs a file or generator input and one process.
     #[arg(long, value_name = "ROWS")]
     pub calibrate: Option<u64>,
+    /// Take checkpoints into this directory while the queries run (state after an
+    /// epoch, committed atomically; a file output is committed with them): a run killed
+    /// at any moment resumes with --recover DIR, with output identical to a run that
+    /// was never interrupted. Earlier checkpoints in DIR are removed.
+    #[arg(long, value_name = "DIR", conflicts_with = "recover")]
+    pub checkpoint: Option<PathBuf>,
+    /// Resume from the last checkpoint committed in DIR (a fresh start when there is
+    /// none), and go on taking checkpoints there.
+    #[arg(long, value_name = "DIR")]
+    pub recover: Option<PathBuf>,
+    /// Wall time between checkpoints (e.g. 500ms, 2s, 1m).
+    #[arg(long, default_value = "2s", value_parser = duration)]
+    pub checkpoint_interval: std::time::Duration,
+}
+
+/// A duration: a number and a unit (ms, s or m).
+pub(crate) fn duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (n, unit) = s.split_at(split);
+    let n: f64 = n
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a number and a unit, e.g. 500ms or 2s"))?;
+    let secs = match unit.trim() {
+        "ms" => n / 1000.0,
+        "s" | "" => n,
+        "m" | "min" => n * 60.0,
+        u => return Err(format!("`{s}`: unknown unit `{u}` (expected ms, s or m)")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err(format!("`{s}`: must be more than 0"));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }
 
 pub(crate) fn positive_usize(s: &str) -> Result<usize, String> {
@@ -216,6 +251,9 @@ const RUN_FLAGS: &[&str] = &[
     "profile",
     "dashboard",
     "calibrate",
+    "checkpoint",
+    "recover",
+    "checkpoint_interval",
 ];
 
 /// Flags for scripts that name Linear Road's functions.
@@ -260,6 +298,11 @@ impl Use {
             }
             Use::ExplainScript | Use::ExplainFlags | Use::Shell if id == "dashboard" => {
                 Some("the dashboard shows a run: braid run --dashboard, or braid server")
+            }
+            Use::ExplainScript | Use::ExplainFlags | Use::Shell
+                if matches!(id, "checkpoint" | "recover" | "checkpoint_interval") =>
+            {
+                Some("checkpoints are taken by braid run")
             }
             Use::Shell if id == "profile" => {
                 Some("in the shell, EXPLAIN ANALYZE <query>; runs it and shows what each node measured")
@@ -370,7 +413,24 @@ impl QueryArgs {
             None => Vec::new(),
         };
         check_process_index(self.process_index, self.processes)?;
+        let checkpoint = match (&self.checkpoint, &self.recover) {
+            (Some(dir), _) | (None, Some(dir)) => {
+                if self.calibrate.is_some() {
+                    return Err(Usage(
+                        "--calibrate does not apply with checkpoints: its trial run would be checkpointed too".into(),
+                    )
+                    .into());
+                }
+                Some(braid_exec::checkpoint::CheckpointConfig {
+                    dir: dir.clone(),
+                    interval: self.checkpoint_interval,
+                    recover: self.recover.is_some(),
+                })
+            }
+            (None, None) => None,
+        };
         Ok(RunConfig {
+            checkpoint,
             workers: self.workers,
             processes: self.processes,
             process: self.process_index,

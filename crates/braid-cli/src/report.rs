@@ -22,8 +22,42 @@ pub fn rejects(report: &RunReport) {
     }
 }
 
+/// Checkpoints: where the run resumed from, how many it took, their size and time.
+pub fn checkpoints(r: &RunReport) {
+    if let Some(e) = r.resumed_from {
+        eprintln!("braid: resumed from the checkpoint after epoch {e}");
+    }
+    if r.checkpoints.is_empty() {
+        return;
+    }
+    let n = r.checkpoints.len();
+    let bytes: u64 = r.checkpoints.iter().map(|c| c.bytes).sum();
+    let mut ms: Vec<f64> = r
+        .checkpoints
+        .iter()
+        .map(|c| c.duration.as_secs_f64() * 1000.0)
+        .collect();
+    ms.sort_by(f64::total_cmp);
+    let last = &r.checkpoints[n - 1];
+    eprintln!(
+        "braid: {n} checkpoint(s), the last after epoch {} ({:.1} MB); {:.1} MB in all, median {:.0} ms, max {:.0} ms from barrier to commit",
+        last.epoch,
+        last.bytes as f64 / 1e6,
+        bytes as f64 / 1e6,
+        ms[n / 2],
+        ms[n - 1]
+    );
+}
+
 /// One job of a script: rows, time, partitioning, late rows, malformed records.
 pub fn query(r: &QueryReport) {
+    if r.run.finished_before {
+        eprintln!(
+            "braid: query {} had finished before the checkpoint directory's run stopped: not run again",
+            r.query + 1
+        );
+        return;
+    }
     calibration(r.calibration.as_ref());
     let secs = r.run.elapsed.as_secs_f64();
     eprintln!(
@@ -52,5 +86,6 @@ pub fn query(r: &QueryReport) {
             None => eprintln!("braid: {} late row(s){query}{read}", l.rows),
         }
     }
+    checkpoints(&r.run);
     rejects(&r.run);
 }

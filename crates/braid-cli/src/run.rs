@@ -123,6 +123,7 @@ fn flags(q: &QueryArgs) -> Result<()> {
         q.workers,
         q.processes
     );
+    report::checkpoints(&report);
     report::rejects(&report);
     if q.profile {
         eprint!("{}", profile::tables(&report));

@@ -24,6 +24,7 @@
 
 pub mod calibrate;
 pub mod cancel;
+pub mod checkpoint;
 pub mod error;
 pub mod fault;
 pub mod live;

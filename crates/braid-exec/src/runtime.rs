@@ -3,11 +3,12 @@
 //! every dataflow has drained.
 
 use crate::cancel::Cancel;
+use crate::checkpoint::{CheckpointConfig, Clock, Store, Taken};
 use crate::error::{Error, Result};
 pub use crate::fault::{FaultRow, Faults};
 pub use crate::profile::PartitionCost;
 use crate::profile::{Profile, Profiler};
-use crate::render::{self, Feeder, Place, Window};
+use crate::render::{self, Control, Feeder, Place, Window};
 use crate::shared::{panic_message, Shared};
 use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;
@@ -58,6 +59,9 @@ pub struct RunConfig {
     /// its figures are live while the run goes, and [`RunReport::profile`] is what it
     /// holds at the end. Give a fresh one to each run. Off (`None`), nothing is timed.
     pub profile: Option<Arc<Profiler>>,
+    /// Take checkpoints (and, with `recover`, resume from the last one): see
+    /// [`crate::checkpoint`].
+    pub checkpoint: Option<CheckpointConfig>,
 }
 
 impl Default for RunConfig {
@@ -78,6 +82,7 @@ impl Default for RunConfig {
             measure_costs: false,
             cancel: None,
             profile: None,
+            checkpoint: None,
         }
     }
 }
@@ -111,6 +116,14 @@ pub struct RunReport {
     pub cancelled: bool,
     /// The profile, with [`RunConfig::profile`].
     pub profile: Option<Profile>,
+    /// With [`RunConfig::checkpoint`]: the epoch of the checkpoint the run resumed
+    /// from, if any, and the checkpoints this process committed.
+    pub resumed_from: Option<u64>,
+    /// Checkpoints committed (by process 0).
+    pub checkpoints: Vec<Taken>,
+    /// Resuming ([`CheckpointConfig::recover`]), the query had already finished: it
+    /// did not run again.
+    pub finished_before: bool,
 }
 
 /// The addresses of `processes` processes when no hosts file names them: timely's
@@ -157,8 +170,18 @@ pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan>
 /// Runs `plan` to the end of its input.
 pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunReport> {
     let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
+    let store = match &cfg.checkpoint {
+        Some(c) => Some(Arc::new(Store::open(
+            c,
+            plan,
+            registry,
+            total_workers,
+            cfg.process == 0,
+        )?)),
+        None => None,
+    };
     let plan = prepare(plan, registry, total_workers)?;
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         cfg.counters.clone().unwrap_or_default(),
         cfg.measure_costs,
         cfg.profile.clone(),
@@ -168,7 +191,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             Plan::Together(p) => p.len(),
             _ => 1,
         },
-    ));
+    );
+    shared.checkpoints = store.clone();
+    let shared = Arc::new(shared);
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
     let guards = timely::execute(timely_config(cfg), move |worker| {
@@ -182,13 +207,14 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             p.attach(worker);
         }
         let mut input = Feeder::new();
+        let mut control = shared_w.checkpoints.as_ref().map(|_| Control::new());
         let probe = ProbeHandle::new();
         let built = worker.dataflow::<u64, _, _>(|scope| {
             render::render(
                 scope,
                 &plan_w,
                 &registry_w,
-                &mut input,
+                (&mut input, control.as_mut()),
                 &probe,
                 place,
                 &shared_w,
@@ -211,8 +237,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         // source) fails the run; the other workers see the failure and stop instead of
         // waiting for this one forever.
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            feed(worker, input, &probe, &ctx);
-            drain(worker, &shared_w);
+            let mut clock = Clock::new();
+            feed(worker, input, control, &probe, &mut clock, &ctx);
+            drain_committing(worker, &probe, &mut clock, &shared_w);
         }));
         if let Err(payload) = ran {
             shared_w.fatal(Error::Internal(format!(
@@ -300,6 +327,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         costs,
         cancelled: shared.cancel.is_cancelled(),
         profile: shared.profiling().map(|p| p.snapshot()),
+        resumed_from: store.as_ref().and_then(|s| s.restored_epoch()),
+        checkpoints: store.as_ref().map(|s| s.taken()).unwrap_or_default(),
+        finished_before: false,
     })
 }
 
@@ -312,6 +342,36 @@ fn drain(worker: &mut timely::worker::Worker, shared: &Shared) {
             return;
         }
         worker.step_or_park(Some(Duration::from_millis(50)));
+    }
+}
+
+/// [`drain`], committing on worker 0 the checkpoints the output passes meanwhile.
+fn drain_committing(
+    worker: &mut timely::worker::Worker,
+    probe: &ProbeHandle<u64>,
+    clock: &mut Clock,
+    shared: &Shared,
+) {
+    let Some(store) = shared.checkpoints.as_ref().filter(|_| worker.index() == 0) else {
+        return drain(worker, shared);
+    };
+    while worker.has_dataflows() {
+        if shared.worker_died() {
+            abandon(worker);
+            return;
+        }
+        commit(store, clock, probe, shared);
+        worker.step_or_park(Some(Duration::from_millis(50)));
+    }
+}
+
+/// Commits the checkpoints the output frontier has passed (worker 0).
+fn commit(store: &Store, clock: &mut Clock, probe: &ProbeHandle<u64>, shared: &Shared) {
+    if shared.failed() {
+        return;
+    }
+    if let Err(e) = clock.commit_passed(store, |c| !probe.less_equal(&c)) {
+        shared.fatal(e);
     }
 }
 
@@ -338,7 +398,9 @@ struct FeedCtx<'a> {
 fn feed(
     worker: &mut timely::worker::Worker,
     mut input: Feeder,
+    mut control: Option<Control>,
     probe: &ProbeHandle<u64>,
+    clock: &mut Clock,
     ctx: &FeedCtx<'_>,
 ) {
     let FeedCtx {
@@ -390,17 +452,48 @@ fn feed(
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
     let mut in_flight_rows = 0u64;
+    // Checkpoints: the store, and (worker 0) who decides them; resuming, the epochs
+    // already in the checkpoint are read again but not handed on.
+    let store = shared.checkpoints.as_deref();
+    let leader = place.index == 0;
+    let resumed = store.and_then(Store::restored_epoch);
     loop {
         // Failed, cancelled, or every sink has its LIMIT: end the input here.
         if shared.stopping() {
             break;
+        }
+        if let (Some(store), true) = (store, leader) {
+            commit(store, clock, probe, shared);
         }
         match feed.next() {
             Ok(Next::Window(epoch, batch)) => {
                 // Input time cannot go back: a window of an earlier epoch than the
                 // current one joins the current epoch (the reference clamps alike).
                 let epoch = epoch.max(*input.time());
+                if resumed.is_some_and(|r| epoch <= r) {
+                    if epoch > *input.time() {
+                        input.advance_to(epoch);
+                        if let Some(c) = control.as_mut() {
+                            c.advance_to(epoch);
+                        }
+                    }
+                    if !counts_rows_itself {
+                        Counters::add(&shared.counters.rows_in, batch.len() as u64);
+                    }
+                    continue;
+                }
                 if epoch > *input.time() {
+                    // The epoch closing may be a checkpoint (worker 0 decides).
+                    if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
+                        let closing = *input.time();
+                        if clock.due(store, closing) {
+                            c.send(closing);
+                        }
+                        c.advance_to(epoch);
+                        c.flush();
+                    } else if let Some(c) = control.as_mut() {
+                        c.advance_to(epoch);
+                    }
                     // Before opening a new epoch, wait while too many rows of older
                     // epochs are still in the dataflow.
                     loop {

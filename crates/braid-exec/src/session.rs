@@ -480,16 +480,42 @@ impl Session {
 
     fn run_job(&self, index: usize) -> Result<QueryReport> {
         let (plan, calibration) = self.placed_job(index)?;
-        let config = RunConfig {
+        let mut config = RunConfig {
             cancel: Some(self.cancel.clone()),
             ..self.config.clone()
         };
+        // Each query of a script checkpoints into its own directory; resuming, a query
+        // that had finished is not run again (its output is whole).
+        let done = config.checkpoint.as_mut().map(|c| {
+            c.dir = c.dir.join(format!("query-{index}"));
+            c.dir.join("DONE")
+        });
+        if let (Some(done), Some(true)) = (&done, config.checkpoint.as_ref().map(|c| c.recover)) {
+            if done.exists() {
+                let job = &self.script.jobs[index];
+                return Ok(QueryReport {
+                    query: index,
+                    sql: job.sql.clone(),
+                    partitioning: job.partitioning.clone(),
+                    run: RunReport {
+                        finished_before: true,
+                        ..RunReport::default()
+                    },
+                    calibration,
+                    late: Vec::new(),
+                });
+            }
+        }
         let members = self.members(index);
         if let Some(c) = &config.counters {
             let mut late = c.late_rows.lock().unwrap_or_else(|e| e.into_inner());
             *late = members.iter().map(|(_, j)| j.late.clone()).collect();
         }
         let report = run(&plan, &self.script.registry, &config)?;
+        if let (Some(done), false) = (&done, report.cancelled) {
+            std::fs::write(done, b"")
+                .map_err(|e| crate::error::Error::io(format!("writing {}", done.display()), e))?;
+        }
         let mut late = Vec::new();
         for &(i, j) in &members {
             j.late.flush();

@@ -41,6 +41,8 @@ pub struct Shared {
     /// Sinks that may still write: a sink that reached its `LIMIT` takes itself off;
     /// when none is left the sources stop as when cancelled.
     pub(crate) sinks_open: std::sync::atomic::AtomicUsize,
+    /// The run's checkpoint store, when it takes checkpoints.
+    pub(crate) checkpoints: Option<Arc<crate::checkpoint::Store>>,
 }
 
 impl Shared {
@@ -71,6 +73,7 @@ impl Shared {
             died: std::sync::atomic::AtomicBool::new(false),
             cancel,
             sinks_open: std::sync::atomic::AtomicUsize::new(sinks),
+            checkpoints: None,
         }
     }
 

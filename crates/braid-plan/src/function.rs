@@ -419,12 +419,40 @@ impl StreamFunctionFactory for Identity {
     fn create(&self, _: u32, _: u32) -> Box<dyn StreamFunction> {
         Box::new(Identity)
     }
+    fn checkpoints(&self) -> bool {
+        true
+    }
 }
 
 impl StreamFunction for Identity {
     fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
         out.emit_row(row);
     }
+    fn save(&self, _: &mut Vec<u8>) -> Result<()> {
+        Ok(())
+    }
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        words::<0>(bytes, "identity").map(|_| ())
+    }
+}
+
+/// The `N` little-endian 64-bit words a built-in function saved, or an error naming
+/// `function` when `bytes` are not that.
+fn words<const N: usize>(bytes: &[u8], function: &str) -> Result<[u64; N]> {
+    if bytes.len() != 8 * N {
+        return Err(Error::Plan(format!(
+            "the saved state of `{function}` has {} bytes, not the {} it writes",
+            bytes.len(),
+            8 * N
+        )));
+    }
+    let mut out = [0u64; N];
+    for (i, w) in out.iter_mut().enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&bytes[8 * i..8 * i + 8]);
+        *w = u64::from_le_bytes(b);
+    }
+    Ok(out)
 }
 
 /// A stand-in for an expensive continuous query, for benchmarks and tests (not
@@ -444,6 +472,9 @@ struct SpinState {
 impl StreamFunctionFactory for Spin {
     fn output_schema(&self, _: &Schema) -> Result<Schema> {
         Ok(Schema::ints(&["partition", "epoch", "count", "digest"]))
+    }
+    fn checkpoints(&self) -> bool {
+        true
     }
     fn create(&self, partition: u32, _: u32) -> Box<dyn StreamFunction> {
         Box::new(SpinState {
@@ -473,6 +504,16 @@ impl StreamFunction for SpinState {
     fn finish(&mut self, out: &mut Emitter<'_>) {
         out.emit_ints(&[self.partition, -1, self.n, (self.acc >> 1) as i64]);
     }
+    fn save(&self, out: &mut Vec<u8>) -> Result<()> {
+        out.extend((self.n as u64).to_le_bytes());
+        out.extend(self.acc.to_le_bytes());
+        Ok(())
+    }
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let [n, acc] = words::<2>(bytes, "spin")?;
+        (self.n, self.acc) = (n as i64, acc);
+        Ok(())
+    }
 }
 
 /// Stream function `count`: counts its partition's rows; at each epoch's end emits
@@ -487,6 +528,9 @@ struct CountState {
 impl StreamFunctionFactory for Count {
     fn output_schema(&self, _: &Schema) -> Result<Schema> {
         Ok(Schema::ints(&["partition", "epoch", "count"]))
+    }
+    fn checkpoints(&self) -> bool {
+        true
     }
     fn create(&self, partition: u32, _: u32) -> Box<dyn StreamFunction> {
         Box::new(CountState {
@@ -505,6 +549,15 @@ impl StreamFunction for CountState {
     }
     fn finish(&mut self, out: &mut Emitter<'_>) {
         out.emit_ints(&[self.partition, -1, self.n]);
+    }
+    fn save(&self, out: &mut Vec<u8>) -> Result<()> {
+        out.extend((self.n as u64).to_le_bytes());
+        Ok(())
+    }
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let [n] = words::<1>(bytes, "count")?;
+        self.n = n as i64;
+        Ok(())
     }
 }
 

@@ -523,7 +523,7 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
             scope,
             &i.plan,
             &i.registry,
-            &mut input,
+            (&mut input, None),
             &probe,
             place,
             shared,

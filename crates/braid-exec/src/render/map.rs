@@ -8,7 +8,8 @@
 //! worker for every epoch in which the source had rows.
 
 use super::stash::EpochStash;
-use super::{by_to, Place, Window, WindowBuilder, Windows};
+use super::{by_to, Barriers, Place, Window, WindowBuilder, Windows};
+use crate::checkpoint::Store;
 use crate::error::Result;
 use crate::shared::Shared;
 use braid_plan::batch::{Batch, Row, RowKey};
@@ -74,6 +75,7 @@ const LATE_NODE: u64 = u64::MAX;
 pub(crate) fn render<'s>(
     input: Windows<'s>,
     ticks: Option<Windows<'s>>,
+    barriers: Barriers<'s>,
     map: &Map,
     registry: &Registry,
     layout: Layout,
@@ -116,178 +118,220 @@ pub(crate) fn render<'s>(
         Some(ticks) => input.concat(ticks),
         None => input,
     };
-    let out = input.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, move |cap, _| {
-        let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
-        drop(cap);
-        let mut parts = Partitions {
-            slots: local
-                .iter()
-                .map(|&partition| Slot {
-                    f: None,
-                    partition,
-                    failed: false,
-                    touched: false,
-                })
-                .collect(),
-            factory,
-            q,
-            function: function.clone(),
-            shared: shared.clone(),
-        };
-        let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
-        // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
-        let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
-        let mut out = Batch::new(out_arity);
-        let mut late = late_arity.map(Batch::new);
-        let mut faults: Vec<RowFault> = Vec::new();
-        let mut targets = BroadcastTargets::default();
-        // Per local partition: nanoseconds in its stream function, and rows.
-        let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
-        move |(input, frontier), output| {
-            input.for_each(|cap, data| {
-                if let Some(windows) = stash.at(&cap, Vec::new) {
-                    windows.append(data);
+    let store = shared.checkpoints.clone();
+    let out = input.binary_frontier::<_, WindowBuilder, _, _, _, _>(
+        barriers,
+        by_to(),
+        Pipeline,
+        &name,
+        move |cap, _| {
+            let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
+            drop(cap);
+            let mut parts = Partitions {
+                slots: local
+                    .iter()
+                    .map(|&partition| Slot {
+                        f: None,
+                        partition,
+                        failed: false,
+                        touched: false,
+                    })
+                    .collect(),
+                factory,
+                q,
+                function: function.clone(),
+                shared: shared.clone(),
+            };
+            if let Some(store) = &store {
+                if let Err(e) = parts.restore(store, stage) {
+                    shared.fatal(e);
                 }
-            });
-            while let Some((epoch, cap, mut batches)) = stash.pop_complete(frontier) {
-                // A splitter's batch holds rows of one source window in order, and
-                // windows cover disjoint runs of sequence numbers: in the order of
-                // their first rows, batches from different splitters usually give
-                // every partition's rows already sorted (which the sort below then
-                // only checks).
-                batches.sort_unstable_by_key(|w| w.batch.keys().first().map_or(0, |k| k.seq));
-                // Usually the rows now come in serial order, and then every partition's
-                // rows do: unless costs are measured per partition, each row goes to its
-                // partition's function as it comes, in one pass, instead of through
-                // per-partition lists.
-                let direct = !timed && in_serial_order(&batches);
-                let mut misrouted = None;
-                if direct {
-                    let mut emit = Emitter::new(&mut out, 0, 0)
-                        .at_epoch(epoch)
-                        .with_late(late.as_mut())
-                        .with_faults(&mut faults);
-                    let ran = catch_unwind(AssertUnwindSafe(|| {
+            }
+            // Checkpoint barriers, each held until this Map's part of it is written.
+            let mut held: std::collections::BTreeMap<u64, Capability<u64>> = Default::default();
+            let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
+            // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
+            let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
+            let mut out = Batch::new(out_arity);
+            let mut late = late_arity.map(Batch::new);
+            let mut faults: Vec<RowFault> = Vec::new();
+            let mut targets = BroadcastTargets::default();
+            // Per local partition: nanoseconds in its stream function, and rows.
+            let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
+            move |(input, frontier), (barrier_in, barrier_frontier), output| {
+                input.for_each(|cap, data| {
+                    if let Some(windows) = stash.at(&cap, Vec::new) {
+                        windows.append(data);
+                    }
+                });
+                barrier_in.for_each(|cap, data| {
+                    for &c in data.iter() {
+                        if let Some(cap) = cap.retain_least(0) {
+                            held.insert(c, cap.delayed(&c));
+                        }
+                    }
+                });
+                // An epoch is done once neither rows nor a barrier can still come for it.
+                let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
+                while let Some((epoch, cap, mut batches)) = stash.pop_done(done) {
+                    // Checkpoints before this epoch: the state holds exactly their epochs.
+                    while let Some(entry) = held.first_entry().filter(|e| *e.key() < epoch) {
+                        let c = *entry.key();
+                        entry.remove();
+                        if let Some(store) = &store {
+                            if let Err(e) = parts.save(store, stage, c) {
+                                shared.fatal(e);
+                            }
+                        }
+                    }
+                    // A splitter's batch holds rows of one source window in order, and
+                    // windows cover disjoint runs of sequence numbers: in the order of
+                    // their first rows, batches from different splitters usually give
+                    // every partition's rows already sorted (which the sort below then
+                    // only checks).
+                    batches.sort_unstable_by_key(|w| w.batch.keys().first().map_or(0, |k| k.seq));
+                    // Usually the rows now come in serial order, and then every partition's
+                    // rows do: unless costs are measured per partition, each row goes to its
+                    // partition's function as it comes, in one pass, instead of through
+                    // per-partition lists.
+                    let direct = !timed && in_serial_order(&batches);
+                    let mut misrouted = None;
+                    if direct {
+                        let mut emit = Emitter::new(&mut out, 0, 0)
+                            .at_epoch(epoch)
+                            .with_late(late.as_mut())
+                            .with_faults(&mut faults);
+                        let ran = catch_unwind(AssertUnwindSafe(|| {
+                            each_row(
+                                &batches,
+                                &index,
+                                &mut targets,
+                                q,
+                                &mut misrouted,
+                                |k, seq, row, _, _| {
+                                    let (f, p) = parts.live(k as usize);
+                                    emit.restart(seq, p);
+                                    f.process(row, &mut emit);
+                                },
+                            )
+                        }));
+                        if let Err(payload) = ran {
+                            // The emitter was last restarted for the failing call.
+                            let k = index[emit.partition() as usize];
+                            parts.fail(k as usize, payload.as_ref());
+                        }
+                    } else {
                         each_row(
                             &batches,
                             &index,
                             &mut targets,
                             q,
                             &mut misrouted,
-                            |k, seq, row, _, _| {
-                                let (f, p) = parts.live(k as usize);
-                                emit.restart(seq, p);
-                                f.process(row, &mut emit);
-                            },
-                        )
-                    }));
-                    if let Err(payload) = ran {
-                        // The emitter was last restarted for the failing call.
-                        let k = index[emit.partition() as usize];
-                        parts.fail(k as usize, payload.as_ref());
-                    }
-                } else {
-                    each_row(
-                        &batches,
-                        &index,
-                        &mut targets,
-                        q,
-                        &mut misrouted,
-                        |k, seq, _, b, i| rows[k as usize].push((seq, b as u32, i as u32)),
-                    );
-                }
-                if let Some(lane) = misrouted {
-                    shared.bug(format!(
-                        "a row for partition {lane} of {q} reached worker {me}, which does \
-                             not host it"
-                    ));
-                }
-                // One clock reading per partition: each partition's time runs from
-                // the previous reading.
-                let mut last = Instant::now();
-                for (k, list) in rows.iter_mut().enumerate() {
-                    // Partitions with rows, and with an every-epoch function, every
-                    // partition created so far.
-                    let touched = std::mem::take(&mut parts.slots[k].touched);
-                    if parts.slots[k].failed {
-                        list.clear();
-                        continue;
-                    }
-                    if list.is_empty() && !touched && !(every_epoch && parts.created(k)) {
-                        continue;
-                    }
-                    list.sort_unstable();
-                    // User code: a panic fails the run with an error naming the
-                    // function, instead of taking the worker down (the other workers
-                    // would wait for it forever).
-                    let ran = catch_unwind(AssertUnwindSafe(|| {
-                        let p = local[k];
-                        let f = parts.get(k);
-                        let mut emit = Emitter::new(&mut out, 0, p)
-                            .at_epoch(epoch)
-                            .with_late(late.as_mut())
-                            .with_faults(&mut faults);
-                        for &(seq, b, i) in list.iter() {
-                            emit.restart(seq, p);
-                            f.process(batches[b as usize].batch.row(i as usize), &mut emit);
-                        }
-                        f.end_of_epoch(
-                            epoch,
-                            &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p)
-                                .at_epoch(epoch)
-                                .with_faults(&mut faults),
+                            |k, seq, _, b, i| rows[k as usize].push((seq, b as u32, i as u32)),
                         );
-                    }));
-                    if let Err(payload) = ran {
-                        parts.fail(k, payload.as_ref());
                     }
-                    if timed {
-                        let now = Instant::now();
-                        spent[k].0 += (now - last).as_nanos() as u64;
-                        last = now;
-                        spent[k].1 += list.len() as u64;
+                    if let Some(lane) = misrouted {
+                        shared.bug(format!(
+                            "a row for partition {lane} of {q} reached worker {me}, which does \
+                             not host it"
+                        ));
                     }
-                    list.clear();
-                }
-                report_faults(&mut faults, &shared, &function, source.as_deref());
-                if timed {
-                    // Live: a profile read during the run sees each epoch's costs.
-                    shared.add_costs(stage, &local, &spent);
-                    spent.iter_mut().for_each(|s| *s = (0, 0));
-                }
-                if let Some(w) = take_window(&mut out, me) {
-                    output.session(&cap).give(w);
-                }
-                if let Some(mut w) = late.as_mut().and_then(|l| take_window(l, me)) {
-                    w.node = LATE_NODE;
-                    output.session(&cap).give(w);
-                }
-            }
-            if frontier.is_empty() {
-                if let Some(cap) = end_cap.take() {
-                    for (k, &p) in local.iter().enumerate() {
-                        if !parts.created(k) {
+                    // One clock reading per partition: each partition's time runs from
+                    // the previous reading.
+                    let mut last = Instant::now();
+                    for (k, list) in rows.iter_mut().enumerate() {
+                        // Partitions with rows, and with an every-epoch function, every
+                        // partition created so far.
+                        let touched = std::mem::take(&mut parts.slots[k].touched);
+                        if parts.slots[k].failed {
+                            list.clear();
                             continue;
                         }
+                        if list.is_empty() && !touched && !(every_epoch && parts.created(k)) {
+                            continue;
+                        }
+                        list.sort_unstable();
+                        // User code: a panic fails the run with an error naming the
+                        // function, instead of taking the worker down (the other workers
+                        // would wait for it forever).
                         let ran = catch_unwind(AssertUnwindSafe(|| {
-                            parts.get(k).finish(
-                                &mut Emitter::new(&mut out, RowKey::FINISH, p)
-                                    .at_epoch(END_EPOCH)
+                            let p = local[k];
+                            let f = parts.get(k);
+                            let mut emit = Emitter::new(&mut out, 0, p)
+                                .at_epoch(epoch)
+                                .with_late(late.as_mut())
+                                .with_faults(&mut faults);
+                            for &(seq, b, i) in list.iter() {
+                                emit.restart(seq, p);
+                                f.process(batches[b as usize].batch.row(i as usize), &mut emit);
+                            }
+                            f.end_of_epoch(
+                                epoch,
+                                &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p)
+                                    .at_epoch(epoch)
                                     .with_faults(&mut faults),
-                            )
+                            );
                         }));
                         if let Err(payload) = ran {
                             parts.fail(k, payload.as_ref());
                         }
+                        if timed {
+                            let now = Instant::now();
+                            spent[k].0 += (now - last).as_nanos() as u64;
+                            last = now;
+                            spent[k].1 += list.len() as u64;
+                        }
+                        list.clear();
                     }
                     report_faults(&mut faults, &shared, &function, source.as_deref());
+                    if timed {
+                        // Live: a profile read during the run sees each epoch's costs.
+                        shared.add_costs(stage, &local, &spent);
+                        spent.iter_mut().for_each(|s| *s = (0, 0));
+                    }
                     if let Some(w) = take_window(&mut out, me) {
                         output.session(&cap).give(w);
                     }
+                    if let Some(mut w) = late.as_mut().and_then(|l| take_window(l, me)) {
+                        w.node = LATE_NODE;
+                        output.session(&cap).give(w);
+                    }
+                }
+                while let Some(entry) = held.first_entry().filter(|e| done(*e.key())) {
+                    let c = *entry.key();
+                    entry.remove();
+                    if let Some(store) = &store {
+                        if let Err(e) = parts.save(store, stage, c) {
+                            shared.fatal(e);
+                        }
+                    }
+                }
+                if frontier.is_empty() {
+                    if let Some(cap) = end_cap.take() {
+                        for (k, &p) in local.iter().enumerate() {
+                            if !parts.created(k) {
+                                continue;
+                            }
+                            let ran = catch_unwind(AssertUnwindSafe(|| {
+                                parts.get(k).finish(
+                                    &mut Emitter::new(&mut out, RowKey::FINISH, p)
+                                        .at_epoch(END_EPOCH)
+                                        .with_faults(&mut faults),
+                                )
+                            }));
+                            if let Err(payload) = ran {
+                                parts.fail(k, payload.as_ref());
+                            }
+                        }
+                        report_faults(&mut faults, &shared, &function, source.as_deref());
+                        if let Some(w) = take_window(&mut out, me) {
+                            output.session(&cap).give(w);
+                        }
+                    }
                 }
             }
-        }
-    });
+        },
+    );
     Ok(match late_arity {
         None => (out, None),
         Some(_) => {
@@ -357,6 +401,44 @@ impl Partitions {
         self.slots[k].touched = true;
         let p = self.slots[k].partition;
         (self.get(k), p)
+    }
+
+    /// Writes every made instance's state for checkpoint `epoch` (a partition not made
+    /// yet has none: recovery makes it fresh, as this run would).
+    fn save(&self, store: &Store, stage: usize, epoch: u64) -> Result<()> {
+        let mut buf = Vec::new();
+        for slot in &self.slots {
+            let Some(f) = slot.f.as_ref().filter(|_| !slot.failed) else {
+                continue;
+            };
+            buf.clear();
+            f.save(&mut buf).map_err(|e| {
+                braid_plan::error::Error::Internal(format!(
+                    "saving partition {} of `{}`: {e}",
+                    slot.partition, self.function
+                ))
+            })?;
+            store.write_part(epoch, stage, slot.partition, &buf)?;
+        }
+        Ok(())
+    }
+
+    /// Makes the instances the checkpoint being resumed from holds, from their state.
+    fn restore(&mut self, store: &Store, stage: usize) -> Result<()> {
+        for slot in &mut self.slots {
+            let Some(bytes) = store.read_part(stage, slot.partition)? else {
+                continue;
+            };
+            let mut f = self.factory.create(slot.partition, self.q);
+            f.restore(&bytes).map_err(|e| {
+                braid_plan::error::Error::Plan(format!(
+                    "restoring partition {} of `{}` (stage {stage}) from the checkpoint: {e}",
+                    slot.partition, self.function
+                ))
+            })?;
+            slot.f = Some(f);
+        }
+        Ok(())
     }
 
     fn created(&self, k: usize) -> bool {

@@ -85,6 +85,13 @@ pub type Windows<'s> = Stream<'s, u64, Vec<Window>>;
 /// The input handle sources feed.
 pub type Feeder = InputHandle<u64, WindowBuilder>;
 
+/// The input worker 0 sends checkpoint barriers on (see [`crate::checkpoint`]): a
+/// barrier `c` at time `c`. Every worker advances its handle with its [`Feeder`].
+pub type Control = InputHandle<u64, CapacityContainerBuilder<Vec<u64>>>;
+
+/// Checkpoint barriers, broadcast to every worker.
+pub(crate) type Barriers<'s> = Stream<'s, u64, Vec<u64>>;
+
 /// Exchange pact routing a window to worker `to`.
 pub(crate) fn by_to(
 ) -> timely::dataflow::channels::pact::Exchange<Window, impl FnMut(&Window) -> u64 + 'static> {
@@ -151,11 +158,17 @@ pub(crate) fn render<'s>(
     scope: Scope<'s, u64>,
     plan: &Plan,
     registry: &Registry,
-    input: &mut Feeder,
+    (input, control): (&mut Feeder, Option<&mut Control>),
     probe: &ProbeHandle<u64>,
     place: Place,
     shared: &std::sync::Arc<Shared>,
 ) -> Result<()> {
+    use timely::dataflow::operators::vec::Broadcast;
+    use timely::dataflow::operators::ToStream;
+    let barriers = match control {
+        Some(c) => scope.input_from(c).broadcast(),
+        None => Vec::<u64>::new().to_stream(scope),
+    };
     let plans = match plan {
         Plan::Together(plans) => plans.as_slice(),
         one => std::slice::from_ref(one),
@@ -172,6 +185,7 @@ pub(crate) fn render<'s>(
         lates: Vec::new(),
         leaf: None,
         ticks: None,
+        barriers,
     };
     let mut outs = Vec::new();
     for (i, p) in plans.iter().enumerate() {
@@ -211,6 +225,8 @@ struct Cx<'a, 's> {
     /// The epochs of the plan's input (see [`map::ticks`]), made for the first Map that
     /// wants them and shared by every stage's.
     ticks: Option<Windows<'s>>,
+    /// Checkpoint barriers (none without checkpoints).
+    barriers: Barriers<'s>,
 }
 
 impl<'s> Cx<'_, 's> {
@@ -330,6 +346,7 @@ fn node_ops<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Window
             let (out, late) = map::render(
                 upstream,
                 ticks,
+                cx.barriers.clone(),
                 m,
                 registry,
                 map::Layout {
@@ -352,7 +369,16 @@ fn node_ops<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Window
         }
         Plan::Sink(s) => {
             let upstream = node(cx, &s.input, below)?;
-            sink::render(upstream, s, registry, place, cx.plan, shared.clone())?
+            let barriers = cx.barriers.clone();
+            sink::render(
+                upstream,
+                barriers,
+                s,
+                registry,
+                place,
+                cx.plan,
+                shared.clone(),
+            )?
         }
     })
 }

@@ -1,7 +1,9 @@
 //! `Sink`: CSV to stdout, a file or a TCP server; discard; or collect in memory.
 //! Writing sinks gather rows on worker 0; discard counts on every worker.
 
-use super::{to_worker, Place, Window, WindowBuilder, Windows};
+use super::stash::EpochStash;
+use super::{to_worker, Barriers, Place, Window, WindowBuilder, Windows};
+use crate::checkpoint::{SinkMark, Store};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
 use crate::source::Counters;
@@ -59,6 +61,7 @@ fn write_header(out: &mut impl Write, names: &[String], stamp: bool) -> std::io:
 
 pub(crate) fn render<'s>(
     input: Windows<'s>,
+    barriers: Barriers<'s>,
     sink: &Sink,
     registry: &braid_plan::function::Registry,
     place: Place,
@@ -84,6 +87,11 @@ pub(crate) fn render<'s>(
                 }
             },
         ));
+    }
+    if let (Some(store), SinkSpec::File(path)) = (shared.checkpoints.clone(), &sink.spec) {
+        return committed_file(
+            input, barriers, sink, path, registry, place, output, shared, store,
+        );
     }
     let mut writer: Option<Box<dyn Write>> = None;
     if place.index == 0 {
@@ -190,6 +198,157 @@ pub(crate) fn render<'s>(
             }
         }),
     )
+}
+
+/// A file sink in a run with checkpoints: it writes each epoch's rows once the epoch is
+/// complete, in epoch order, so that the file's length after epoch `c` is a clean cut;
+/// at each checkpoint barrier it syncs the file and records that length
+/// ([`Store::write_sink`]). Resuming, it truncates the file to the committed length
+/// and appends: a reader of the file never gets a row twice.
+#[allow(clippy::too_many_arguments)]
+fn committed_file<'s>(
+    input: Windows<'s>,
+    barriers: Barriers<'s>,
+    sink: &Sink,
+    path: &std::path::Path,
+    registry: &braid_plan::function::Registry,
+    place: Place,
+    output: usize,
+    shared: Arc<Shared>,
+    store: Arc<Store>,
+) -> Result<Windows<'s>> {
+    let types: Vec<DataType> = sink
+        .input
+        .schema(registry)?
+        .fields
+        .iter()
+        .map(|f| f.ty)
+        .collect();
+    let stamp = sink.stamp_emit;
+    // Worker 0 writes: the file, a handle to sync it, its length and rows so far.
+    let mut file: Option<(std::io::BufWriter<std::fs::File>, std::fs::File, SinkMark)> = None;
+    if place.index == 0 {
+        let io = |what: &str, e| Error::io(format!("{what} output file {}", path.display()), e);
+        let (f, mark) = match store.read_sink(output)? {
+            Some(mark) => {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| io("opening", e))?;
+                // Rows written after the last commit are taken back.
+                f.set_len(mark.bytes).map_err(|e| io("truncating", e))?;
+                Counters::add(&shared.counters.rows_out, mark.rows);
+                (f, mark)
+            }
+            None => (
+                std::fs::File::create(path).map_err(|e| io("creating", e))?,
+                SinkMark { bytes: 0, rows: 0 },
+            ),
+        };
+        let sync = f.try_clone().map_err(|e| io("opening", e))?;
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+        use std::io::Seek;
+        w.seek(std::io::SeekFrom::End(0))
+            .map_err(|e| io("seeking", e))?;
+        let mut mark = mark;
+        if sink.header && mark.bytes == 0 {
+            let schema = sink.input.schema(registry)?;
+            let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
+            let mut head = Vec::new();
+            write_header(&mut head, &names, stamp).map_err(|e| io("writing", e))?;
+            w.write_all(&head).map_err(|e| io("writing", e))?;
+            mark.bytes = head.len() as u64;
+        }
+        file = Some((w, sync, mark));
+    }
+    let name = format!("Sink({:?})", sink.spec);
+    let mut line = Vec::new();
+    Ok(input.binary_frontier::<_, WindowBuilder, _, _, _, _>(
+        barriers,
+        to_worker(0),
+        Pipeline,
+        &name,
+        move |_, _| {
+            let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
+            let mut held: std::collections::BTreeMap<
+                u64,
+                timely::dataflow::operators::Capability<u64>,
+            > = Default::default();
+            // Syncs the file and records its length as checkpoint `c`'s.
+            let commit = move |c: u64,
+                               file: &mut Option<(
+                std::io::BufWriter<std::fs::File>,
+                std::fs::File,
+                SinkMark,
+            )>,
+                               shared: &Shared| {
+                let Some((w, sync, mark)) = file.as_mut() else {
+                    return;
+                };
+                let done = w
+                    .flush()
+                    .and_then(|()| sync.sync_data())
+                    .map_err(|e| Error::io("writing output", e))
+                    .and_then(|()| store.write_sink(c, output, *mark));
+                if let Err(e) = done {
+                    shared.fatal(e);
+                }
+            };
+            move |(input, frontier), (barrier_in, barrier_frontier), _output| {
+                input.for_each(|cap, data| {
+                    if let Some(windows) = stash.at(&cap, Vec::new) {
+                        windows.append(data);
+                    }
+                });
+                barrier_in.for_each(|cap, data| {
+                    for &c in data.iter() {
+                        if let Some(cap) = cap.retain_least(0) {
+                            held.insert(c, cap.delayed(&c));
+                        }
+                    }
+                });
+                let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
+                while let Some((epoch, _cap, windows)) = stash.pop_done(done) {
+                    while let Some(entry) = held.first_entry().filter(|e| *e.key() < epoch) {
+                        commit(*entry.key(), &mut file, &shared);
+                        entry.remove();
+                    }
+                    if shared.failed() || shared.cancel.is_cancelled() {
+                        continue;
+                    }
+                    let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
+                    let Some((w, _, mark)) = file.as_mut() else {
+                        continue;
+                    };
+                    let mut wrote = Ok(());
+                    'windows: for win in &windows {
+                        for r in win.batch.rows() {
+                            line.clear();
+                            wrote = write_csv_row(&mut line, &r, &types, emit_ms)
+                                .and_then(|()| w.write_all(&line));
+                            if wrote.is_err() {
+                                break 'windows;
+                            }
+                            mark.bytes += line.len() as u64;
+                            mark.rows += 1;
+                        }
+                        Counters::add(&shared.counters.rows_out, win.batch.len() as u64);
+                    }
+                    if let Err(e) = wrote.and_then(|()| w.flush()) {
+                        shared.io_error("writing output".into(), e);
+                        file = None;
+                    }
+                }
+                while let Some(entry) = held.first_entry().filter(|e| done(*e.key())) {
+                    commit(*entry.key(), &mut file, &shared);
+                    entry.remove();
+                }
+                if let Some(t) = frontier.frontier().first() {
+                    shared.counters.epoch_out.fetch_max(*t, Ordering::Relaxed);
+                }
+            }
+        },
+    ))
 }
 
 /// How many of a window's `n` rows the sink writes: all of them, or what its LIMIT has

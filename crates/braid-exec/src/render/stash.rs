@@ -31,6 +31,17 @@ impl<D> EpochStash<D> {
         Some(&mut entry.1)
     }
 
+    /// The oldest epoch for which `done` holds, with its capability and state (`done`
+    /// must hold for every epoch before one it holds for: a frontier test).
+    pub fn pop_done(&mut self, done: impl Fn(u64) -> bool) -> Option<(u64, Capability<u64>, D)> {
+        let (&epoch, _) = self.epochs.iter().next()?;
+        if !done(epoch) {
+            return None;
+        }
+        let (cap, state) = self.epochs.remove(&epoch)?;
+        Some((epoch, cap, state))
+    }
+
     /// The oldest epoch the frontier has passed, with its capability and state.
     pub fn pop_complete(
         &mut self,

@@ -1,0 +1,516 @@
+//! Checkpoints and recovery: a run's state after an epoch, written consistently, and a
+//! run that resumes from it with output identical to an uninterrupted one.
+//!
+//! - **When.** Worker 0 decides, from its wall clock, that the epoch its input is in is
+//!   a checkpoint (`c`) when it is about to open a later one and the interval has
+//!   passed. It sends `c` on the control stream, which is broadcast to every worker.
+//! - **What.** Every `Map` and every sink holds the barrier's capability at `c` until
+//!   its input frontier has passed `c`, then writes its part: each stream-function
+//!   instance its state (`save`), stored per logical partition (a key group), and a
+//!   file sink the length of its file after the rows of epochs up to `c`. Timely's
+//!   frontiers align the parts: every part holds the effect of exactly the epochs up to
+//!   `c`.
+//! - **Commit.** Once the output frontier has passed `c` (so every part, on every worker
+//!   of every process, is written), worker 0 writes `chk-c/MANIFEST` and then `LATEST`,
+//!   each by an atomic rename; older checkpoints are removed. A checkpoint without a
+//!   manifest does not exist.
+//! - **Recovery.** A run started with `recover` reads `LATEST`, restores each
+//!   partition's instance from its part (on whatever worker now hosts it: another
+//!   worker or process count is a redistribution of the same key groups), truncates a
+//!   file sink to its committed length, and its sources read their input again from the
+//!   start, handing on only the rows of epochs after `c` (they are replayable sources:
+//!   files, binary files, generators; the same rows, sequence numbers and epochs).
+//!
+//! What a consumer of a file sink sees is exactly-once from the file's committed
+//! prefix: rows written after the last commit are taken back (truncated) on recovery.
+
+use crate::error::{Error, Result};
+use braid_plan::function::Registry;
+use braid_plan::plan::{Plan, SinkSpec, SourceSpec};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Checkpointing for a run.
+#[derive(Clone, Debug)]
+pub struct CheckpointConfig {
+    /// Where checkpoints go (created if missing).
+    pub dir: PathBuf,
+    /// Wall time between checkpoints.
+    pub interval: Duration,
+    /// Resume from the last committed checkpoint in `dir` (a fresh start when there is
+    /// none), instead of starting over and removing what `dir` holds.
+    pub recover: bool,
+}
+
+/// A committed checkpoint's manifest.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    /// The checkpoint holds the effect of epochs up to and including this one.
+    pub epoch: u64,
+    /// Fingerprint of the plan it was taken from (a restore into another plan is
+    /// refused).
+    pub plan: u64,
+    /// Partition count of every stage, in stage order.
+    pub partitions: Vec<u32>,
+    /// Workers in all when it was taken.
+    pub workers: usize,
+    /// Bytes of state written (all parts).
+    pub bytes: u64,
+    /// Milliseconds from the barrier to the commit.
+    pub millis: u64,
+}
+
+/// One taken checkpoint, as the run reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Taken {
+    /// Its epoch.
+    pub epoch: u64,
+    /// Bytes of state written by this process.
+    pub bytes: u64,
+    /// From the barrier to the commit.
+    pub duration: Duration,
+}
+
+/// A file sink's committed length.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SinkMark {
+    /// Bytes of the file holding the rows of the epochs up to the checkpoint's.
+    pub bytes: u64,
+    /// Rows written up to then.
+    pub rows: u64,
+}
+
+/// The checkpoint store of one run, shared by the workers of a process.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    interval: Duration,
+    plan: u64,
+    partitions: Vec<u32>,
+    workers: usize,
+    /// The checkpoint this run resumed from.
+    restored: Option<Manifest>,
+    /// Bytes written per checkpoint epoch by this process, and when its barrier went.
+    written: Mutex<std::collections::BTreeMap<u64, (u64, Instant)>>,
+    taken: Mutex<Vec<Taken>>,
+}
+
+impl Store {
+    /// Opens the store for `plan` (as the user gave it: before shapes are resolved for
+    /// a worker count) run on `workers` workers in all: on `recover`, reads the last
+    /// committed checkpoint; otherwise clears `dir` of earlier checkpoints.
+    pub fn open(
+        cfg: &CheckpointConfig,
+        plan: &Plan,
+        registry: &Registry,
+        workers: usize,
+        leader: bool,
+    ) -> Result<Store> {
+        check_plan(plan, registry)?;
+        let io =
+            |what: &str, e: std::io::Error| Error::io(format!("{what} {}", cfg.dir.display()), e);
+        std::fs::create_dir_all(&cfg.dir).map_err(|e| io("creating checkpoint directory", e))?;
+        let fingerprint = fingerprint(plan);
+        let partitions = stage_partitions(plan);
+        let restored = match cfg.recover {
+            true => latest(&cfg.dir)?,
+            false => None,
+        };
+        if let Some(m) = &restored {
+            if m.plan != fingerprint {
+                return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
+                    "the checkpoint in {} (epoch {}) was taken from another plan; recover with the same query, sources and sinks",
+                    cfg.dir.display(),
+                    m.epoch
+                ))));
+            }
+            if m.partitions != partitions {
+                return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                    "restoring a checkpoint with other partition counts (taken with {:?}, this plan has {:?}): key groups are redistributed over workers and processes, not split or merged",
+                    m.partitions, partitions
+                ))));
+            }
+        }
+        if leader {
+            // Checkpoints that never committed (or, starting over, all of them) go.
+            let keep = restored.as_ref().map(|m| m.epoch);
+            for (epoch, path) in checkpoint_dirs(&cfg.dir)? {
+                if Some(epoch) != keep {
+                    let _ = std::fs::remove_dir_all(path);
+                }
+            }
+            if keep.is_none() {
+                let _ = std::fs::remove_file(cfg.dir.join("LATEST"));
+            }
+        }
+        Ok(Store {
+            dir: cfg.dir.clone(),
+            interval: cfg.interval,
+            plan: fingerprint,
+            partitions,
+            workers,
+            restored,
+            written: Mutex::new(Default::default()),
+            taken: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The epoch of the checkpoint this run resumed from.
+    pub fn restored_epoch(&self) -> Option<u64> {
+        self.restored.as_ref().map(|m| m.epoch)
+    }
+
+    /// Wall time between checkpoints.
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// The checkpoints this process committed (worker 0's) or wrote parts of.
+    pub fn taken(&self) -> Vec<Taken> {
+        self.taken.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    fn chk(&self, epoch: u64) -> PathBuf {
+        self.dir.join(format!("chk-{epoch:020}"))
+    }
+
+    fn part(&self, epoch: u64, stage: usize, partition: u32) -> PathBuf {
+        self.chk(epoch).join(format!("map-{stage}-{partition}.bin"))
+    }
+
+    fn sink(&self, epoch: u64, output: usize) -> PathBuf {
+        self.chk(epoch).join(format!("sink-{output}.json"))
+    }
+
+    /// Notes that the barrier of checkpoint `epoch` went out (worker 0).
+    pub(crate) fn barrier(&self, epoch: u64) {
+        if let Ok(mut w) = self.written.lock() {
+            w.entry(epoch).or_insert((0, Instant::now()));
+        }
+    }
+
+    /// Writes a partition's state for checkpoint `epoch`.
+    pub(crate) fn write_part(
+        &self,
+        epoch: u64,
+        stage: usize,
+        partition: u32,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let dir = self.chk(epoch);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let path = self.part(epoch, stage, partition);
+        write_synced(&path, bytes)?;
+        if let Ok(mut w) = self.written.lock() {
+            w.entry(epoch).or_insert((0, Instant::now())).0 += bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// A partition's state in the checkpoint this run resumed from (None: the partition
+    /// had not been made by then).
+    pub(crate) fn read_part(&self, stage: usize, partition: u32) -> Result<Option<Vec<u8>>> {
+        let Some(m) = &self.restored else {
+            return Ok(None);
+        };
+        let path = self.part(m.epoch, stage, partition);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+        }
+    }
+
+    /// Writes a file sink's committed length for checkpoint `epoch`.
+    pub(crate) fn write_sink(&self, epoch: u64, output: usize, mark: SinkMark) -> Result<()> {
+        let dir = self.chk(epoch);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let text = serde_json::to_vec(&mark).map_err(|e| Error::Internal(e.to_string()))?;
+        write_synced(&self.sink(epoch, output), &text)
+    }
+
+    /// The committed length of sink `output`, when resuming.
+    pub(crate) fn read_sink(&self, output: usize) -> Result<Option<SinkMark>> {
+        let Some(m) = &self.restored else {
+            return Ok(None);
+        };
+        let path = self.sink(m.epoch, output);
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        serde_json::from_slice(&text)
+            .map(Some)
+            .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))
+    }
+
+    /// Commits checkpoint `epoch` (worker 0, once the output frontier has passed it):
+    /// its manifest, then `LATEST`; earlier checkpoints are removed.
+    pub(crate) fn commit(&self, epoch: u64) -> Result<()> {
+        let (bytes, since) = self
+            .written
+            .lock()
+            .ok()
+            .and_then(|mut w| {
+                let v = w.get(&epoch).copied();
+                w.retain(|&e, _| e > epoch);
+                v
+            })
+            .unwrap_or((0, Instant::now()));
+        let manifest = Manifest {
+            epoch,
+            plan: self.plan,
+            partitions: self.partitions.clone(),
+            workers: self.workers,
+            bytes,
+            millis: since.elapsed().as_millis() as u64,
+        };
+        let dir = self.chk(epoch);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let text =
+            serde_json::to_vec_pretty(&manifest).map_err(|e| Error::Internal(e.to_string()))?;
+        replace(&dir.join("MANIFEST"), &text)?;
+        replace(&self.dir.join("LATEST"), format!("{epoch}\n").as_bytes())?;
+        for (e, path) in checkpoint_dirs(&self.dir)? {
+            if e < epoch {
+                let _ = std::fs::remove_dir_all(path);
+            }
+        }
+        if let Ok(mut t) = self.taken.lock() {
+            t.push(Taken {
+                epoch,
+                bytes,
+                duration: since.elapsed(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Worker 0's checkpoint clock: which epochs are checkpoints, and which of them wait
+/// for their commit.
+pub(crate) struct Clock {
+    last: Instant,
+    pending: std::collections::VecDeque<u64>,
+}
+
+impl Clock {
+    pub(crate) fn new() -> Clock {
+        Clock {
+            last: Instant::now(),
+            pending: Default::default(),
+        }
+    }
+
+    /// Whether the epoch being closed (`epoch`, about to be followed by a later one) is
+    /// to be a checkpoint.
+    pub(crate) fn due(&mut self, store: &Store, epoch: u64) -> bool {
+        if self.last.elapsed() < store.interval || store.restored_epoch() >= Some(epoch) {
+            return false;
+        }
+        self.last = Instant::now();
+        self.pending.push_back(epoch);
+        store.barrier(epoch);
+        true
+    }
+
+    /// Commits the pending checkpoints the output frontier has passed (`passed(c)`).
+    pub(crate) fn commit_passed(
+        &mut self,
+        store: &Store,
+        passed: impl Fn(u64) -> bool,
+    ) -> Result<()> {
+        while let Some(&c) = self.pending.front() {
+            if !passed(c) {
+                break;
+            }
+            self.pending.pop_front();
+            store.commit(c)?;
+        }
+        Ok(())
+    }
+}
+
+/// The last committed checkpoint in `dir`.
+pub fn latest(dir: &Path) -> Result<Option<Manifest>> {
+    let path = dir.join("LATEST");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    let epoch: u64 = text.trim().parse().map_err(|_| {
+        Error::Internal(format!(
+            "{}: `{}` is not an epoch",
+            path.display(),
+            text.trim()
+        ))
+    })?;
+    let mpath = dir.join(format!("chk-{epoch:020}")).join("MANIFEST");
+    let m =
+        std::fs::read(&mpath).map_err(|e| Error::io(format!("reading {}", mpath.display()), e))?;
+    serde_json::from_slice(&m)
+        .map(Some)
+        .map_err(|e| Error::Internal(format!("{}: {e}", mpath.display())))
+}
+
+/// Refuses, by name, what a checkpointed run cannot make exactly-once.
+fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
+    let refuse = |what: String| {
+        Err(Error::Plan(braid_plan::error::Error::NotSupported(
+            format!("{what} in a run with checkpoints"),
+        )))
+    };
+    let mut bad = None;
+    walk(plan, &mut |p| {
+        if bad.is_some() {
+            return;
+        }
+        match p {
+            Plan::Source(s) => {
+                let replayable = |spec: &SourceSpec| {
+                    matches!(
+                        spec,
+                        SourceSpec::Csv { .. }
+                            | SourceSpec::Binary { .. }
+                            | SourceSpec::Generator(_)
+                            | SourceSpec::Memory(_)
+                            | SourceSpec::Late { .. }
+                    )
+                };
+                let ok = match &s.spec {
+                    SourceSpec::Interleave(kids) => kids.iter().all(|k| replayable(&k.spec)),
+                    spec => replayable(spec),
+                };
+                if !ok {
+                    bad = Some(format!(
+                        "source {} (stdin, TCP and native sources cannot be read again after a crash: checkpoints need a file, binary file or generator)",
+                        s.name
+                    ));
+                }
+            }
+            Plan::Map(m) => match registry.function(&m.function) {
+                Ok(f) if !f.checkpoints() => {
+                    bad = Some(format!(
+                        "stream function `{}`, which does not save its state",
+                        m.function
+                    ))
+                }
+                _ => {}
+            },
+            Plan::Sink(s)
+                if !matches!(s.spec, SinkSpec::File(_) | SinkSpec::Discard)
+                    || s.limit.is_some() =>
+            {
+                bad = Some(format!(
+                    "sink {:?} (exactly-once output needs a file sink without LIMIT, which recovery truncates to its committed length)",
+                    s.spec
+                ));
+            }
+            _ => {}
+        }
+    });
+    match bad {
+        Some(what) => refuse(what),
+        None => Ok(()),
+    }
+}
+
+/// The partition count of every stage, in stage order (Maps bottom-up, plan by plan).
+fn stage_partitions(plan: &Plan) -> Vec<u32> {
+    let mut out = Vec::new();
+    let plans = match plan {
+        Plan::Together(p) => p.as_slice(),
+        one => std::slice::from_ref(one),
+    };
+    for p in plans {
+        let mut stages = Vec::new();
+        walk(p, &mut |n| {
+            if let Plan::Map(m) = n {
+                if let Plan::Split(s) = m.input.as_ref() {
+                    stages.push((m.input.maps(), s.q));
+                }
+            }
+        });
+        stages.sort();
+        out.extend(stages.into_iter().map(|(_, q)| q));
+    }
+    out
+}
+
+/// Calls `f` on every node of `plan`.
+fn walk(plan: &Plan, f: &mut dyn FnMut(&Plan)) {
+    f(plan);
+    match plan {
+        Plan::Source(_) => {}
+        Plan::Split(s) => walk(&s.input, f),
+        Plan::Map(m) => walk(&m.input, f),
+        Plan::Merge(m) => walk(&m.input, f),
+        Plan::Sink(s) => walk(&s.input, f),
+        Plan::Together(plans) => plans.iter().for_each(|p| walk(p, f)),
+    }
+}
+
+/// A stable fingerprint of `plan` (FNV-1a over its debug form).
+fn fingerprint(plan: &Plan) -> u64 {
+    let text = format!("{plan:?}");
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The `chk-*` directories in `dir`, with their epochs.
+fn checkpoint_dirs(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(epoch) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("chk-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        out.push((epoch, entry.path()));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Writes `bytes` to `path` and syncs it to disk.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let io = |e| Error::io(format!("writing {}", path.display()), e);
+    let mut f = std::fs::File::create(path).map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
+    f.sync_all().map_err(io)
+}
+
+/// Replaces `path` by `bytes` atomically (a synced temporary file renamed over it).
+fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = path.with_extension("tmp");
+    write_synced(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).map_err(|e| {
+        Error::io(
+            format!("renaming {} to {}", tmp.display(), path.display()),
+            e,
+        )
+    })?;
+    if let Some(parent) = path.parent() {
+        if let Ok(d) = std::fs::File::open(parent) {
+            let _ = d.sync_all();
+        }
+    }
+    Ok(())
+}
