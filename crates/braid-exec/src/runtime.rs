@@ -194,6 +194,13 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     );
     shared.checkpoints = store.clone();
     let shared = Arc::new(shared);
+    if cfg.processes > 1 {
+        let hosts = match cfg.hosts.is_empty() {
+            true => default_hosts(cfg.processes),
+            false => cfg.hosts.clone(),
+        };
+        crate::cluster::fail_stop(cfg.process, &hosts);
+    }
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
     let guards = timely::execute(timely_config(cfg), move |worker| {

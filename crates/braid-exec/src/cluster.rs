@@ -1,0 +1,48 @@
+//! Fail-stop for a cluster of processes: when the connection to another process breaks
+//! (it died, or the network failed), timely's network thread panics and the workers
+//! would wait for that process forever. This process then stops at once, with an error
+//! naming the process it lost; a run with checkpoints resumes from the last one.
+
+use std::sync::OnceLock;
+
+/// This process's index and every process's address, for the message.
+static CLUSTER: OnceLock<(usize, Vec<String>)> = OnceLock::new();
+
+/// Exit status of a process that stopped because it lost another one.
+pub const LOST_PEER: i32 = 3;
+
+/// Installs the fail-stop hook (once per process; later calls keep the first cluster).
+pub fn fail_stop(me: usize, hosts: &[String]) {
+    if CLUSTER.set((me, hosts.to_vec())).is_err() {
+        return;
+    }
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("");
+        let peer = name
+            .strip_prefix("timely:recv-")
+            .or_else(|| name.strip_prefix("timely:send-"))
+            .and_then(|i| i.parse::<usize>().ok());
+        let Some(peer) = peer else {
+            return previous(info);
+        };
+        let what = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("the connection broke");
+        let (me, hosts) = CLUSTER
+            .get()
+            .map(|(m, h)| (*m, h.as_slice()))
+            .unwrap_or((0, &[]));
+        let at = hosts
+            .get(peer)
+            .map_or(String::new(), |h| format!(" at {h}"));
+        eprintln!(
+            "braid: process {me} lost process {peer}{at} ({what}); stopping this process too (a run with checkpoints resumes with --recover DIR)"
+        );
+        std::process::exit(LOST_PEER);
+    }));
+}
