@@ -175,6 +175,10 @@ pub struct QueryArgs {
     /// Wall time between checkpoints (e.g. 500ms, 2s, 1m).
     #[arg(long, default_value = "2s", value_parser = duration)]
     pub checkpoint_interval: std::time::Duration,
+    /// Cluster mode: how long a process waits for the others to connect before it stops
+    /// with an error (e.g. 20s).
+    #[arg(long, default_value = "20s", value_parser = duration)]
+    pub connect_timeout: std::time::Duration,
 }
 
 /// A duration: a number and a unit (ms, s or m).
@@ -254,6 +258,7 @@ const RUN_FLAGS: &[&str] = &[
     "checkpoint",
     "recover",
     "checkpoint_interval",
+    "connect_timeout",
 ];
 
 /// Flags for scripts that name Linear Road's functions.
@@ -431,6 +436,7 @@ impl QueryArgs {
         };
         Ok(RunConfig {
             checkpoint,
+            connect_timeout: self.connect_timeout,
             workers: self.workers,
             processes: self.processes,
             process: self.process_index,

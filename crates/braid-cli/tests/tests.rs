@@ -7,6 +7,7 @@ mod faults;
 mod golden;
 mod late;
 mod profile;
+mod recovery;
 mod server_cluster;
 mod shell;
 mod shell_commands;

@@ -46,3 +46,34 @@ pub fn fail_stop(me: usize, hosts: &[String]) {
         std::process::exit(LOST_PEER);
     }));
 }
+
+/// Stops the process with an error naming the cluster when it is not connected (the
+/// flag returned is not set) within `timeout`: timely waits for its peers forever.
+pub fn connect_watchdog(
+    me: usize,
+    hosts: Vec<String>,
+    timeout: std::time::Duration,
+) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    let connected = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = connected.clone();
+    let _ = std::thread::Builder::new()
+        .name("braid-connect".into())
+        .spawn(move || {
+            let start = std::time::Instant::now();
+            while start.elapsed() < timeout {
+                if flag.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                eprintln!(
+                    "braid: process {me} could not connect to every process of the cluster ({}) within {:?}; stopping (start all of them, or raise --connect-timeout)",
+                    hosts.join(", "),
+                    timeout
+                );
+                std::process::exit(LOST_PEER);
+            }
+        });
+    connected
+}

@@ -62,6 +62,9 @@ pub struct RunConfig {
     /// Take checkpoints (and, with `recover`, resume from the last one): see
     /// [`crate::checkpoint`].
     pub checkpoint: Option<CheckpointConfig>,
+    /// Cluster mode: how long this process waits for the others to connect before it
+    /// stops with an error (a process that never came up, or died while starting).
+    pub connect_timeout: Duration,
 }
 
 impl Default for RunConfig {
@@ -83,6 +86,7 @@ impl Default for RunConfig {
             cancel: None,
             profile: None,
             checkpoint: None,
+            connect_timeout: Duration::from_secs(20),
         }
     }
 }
@@ -194,13 +198,21 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     );
     shared.checkpoints = store.clone();
     let shared = Arc::new(shared);
-    if cfg.processes > 1 {
-        let hosts = match cfg.hosts.is_empty() {
-            true => default_hosts(cfg.processes),
-            false => cfg.hosts.clone(),
-        };
-        crate::cluster::fail_stop(cfg.process, &hosts);
-    }
+    let connected = match cfg.processes > 1 {
+        true => {
+            let hosts = match cfg.hosts.is_empty() {
+                true => default_hosts(cfg.processes),
+                false => cfg.hosts.clone(),
+            };
+            crate::cluster::fail_stop(cfg.process, &hosts);
+            Some(crate::cluster::connect_watchdog(
+                cfg.process,
+                hosts,
+                cfg.connect_timeout,
+            ))
+        }
+        false => None,
+    };
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
     let guards = timely::execute(timely_config(cfg), move |worker| {
@@ -264,6 +276,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         }
     })
     .map_err(Error::Startup)?;
+    if let Some(c) = connected {
+        c.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     let results = guards.join();
     for r in results {
         if let Err(e) = r {

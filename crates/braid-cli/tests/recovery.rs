@@ -1,0 +1,348 @@
+//! Crash and recovery of `braid run` with checkpoints: real processes killed with
+//! SIGKILL at random moments (during checkpoint writes too), resumed with `--recover`,
+//! on 1, 2 and 4 workers and on 1 and 2 processes (loopback cluster); the final output
+//! file must be byte for byte the output of a run that was never interrupted (nothing
+//! missing, nothing twice), and it is also checked against rows computed here.
+//! Restores onto another worker or process count than the checkpoint was taken with
+//! are part of the mix, and so is the fail-stop of a cluster that loses a process.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A scratch directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("braid-recovery-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// xorshift64*: the kill moments, reproducible from the seed printed on failure.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// How a job runs: its arguments to `braid run` (workers, processes and checkpoint
+/// flags are added) and the output file it writes.
+struct Job {
+    name: &'static str,
+    args: Vec<String>,
+    output: PathBuf,
+}
+
+/// The processes of one run, killed on drop (a failing test leaves none behind).
+struct Kids(Vec<Child>);
+
+impl Drop for Kids {
+    fn drop(&mut self) {
+        for k in &mut self.0 {
+            let _ = k.kill();
+            let _ = k.wait();
+        }
+    }
+}
+
+impl std::ops::Deref for Kids {
+    type Target = Vec<Child>;
+    fn deref(&self) -> &Vec<Child> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Kids {
+    fn deref_mut(&mut self) -> &mut Vec<Child> {
+        &mut self.0
+    }
+}
+
+/// One `braid run` of `job` on `workers` x `processes`, with `extra` flags.
+fn start(job: &Job, workers: usize, processes: usize, extra: &[String], dir: &Path) -> Kids {
+    let hosts = dir.join("hosts");
+    if processes > 1 {
+        let lines: Vec<String> = (0..processes)
+            .map(|_| format!("127.0.0.1:{}", free_port()))
+            .collect();
+        std::fs::write(&hosts, lines.join("\n") + "\n").expect("hosts file");
+    }
+    let kids = (0..processes)
+        .map(|p| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
+            c.arg("run")
+                .args(&job.args)
+                .args(["--workers", &workers.to_string()]);
+            if processes > 1 {
+                c.args([
+                    "--processes",
+                    &processes.to_string(),
+                    "--process-index",
+                    &p.to_string(),
+                ]);
+                c.arg("--hosts").arg(&hosts);
+                c.args(["--connect-timeout", "3s"]);
+            }
+            c.args(extra)
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join(format!("err-{p}"))).expect("stderr file"));
+            c.spawn().expect("braid runs")
+        })
+        .collect::<Vec<_>>();
+    Kids(kids)
+}
+
+/// Waits for every child until `deadline`; true when all exited (status 0 asserted).
+fn wait_all(kids: &mut [Child], deadline: Instant, dir: &Path) -> bool {
+    loop {
+        let mut all = true;
+        for (p, k) in kids.iter_mut().enumerate() {
+            match k.try_wait().expect("wait") {
+                Some(status) => assert!(
+                    status.success(),
+                    "process {p} failed ({status}): {}",
+                    std::fs::read_to_string(dir.join(format!("err-{p}"))).unwrap_or_default()
+                ),
+                None => all = false,
+            }
+        }
+        if all {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// What the kills hit.
+#[derive(Default, Debug)]
+struct Kills {
+    total: usize,
+    /// Kills that left a checkpoint written in part (a `chk-*` directory newer than
+    /// the committed one).
+    during_checkpoint: usize,
+    /// Recoveries that resumed from a checkpoint (the others started over).
+    resumed: usize,
+}
+
+/// Runs `job` on `workers` x `processes` with checkpoints and kills it at random
+/// moments until it was killed `kills` times, resuming after each kill (on a worker
+/// count from `rescale`, when given); a run that ends before its kill is a finished
+/// episode, and the next starts over. Returns every finished episode's output.
+#[allow(clippy::too_many_arguments)]
+fn crash_until_done(
+    job: &Job,
+    workers: usize,
+    processes: usize,
+    kills: usize,
+    span: Duration,
+    rng: &mut Rng,
+    tally: &mut Kills,
+    rescale: &[usize],
+) -> Vec<Vec<u8>> {
+    let scratch = job.output.parent().expect("output dir").to_path_buf();
+    let dir = scratch.join(format!("ck-{workers}x{processes}"));
+    let mut outputs = Vec::new();
+    let (mut killed, mut first, mut w) = (0, true, workers);
+    loop {
+        if first {
+            let _ = std::fs::remove_dir_all(&dir);
+            let _ = std::fs::remove_file(&job.output);
+            w = workers;
+        }
+        let mut extra = vec![
+            if first { "--checkpoint" } else { "--recover" }.to_string(),
+            dir.display().to_string(),
+        ];
+        extra.extend(["--checkpoint-interval".to_string(), "30ms".to_string()]);
+        let mut kids = start(job, w, processes, &extra, &scratch);
+        let until = match killed < kills {
+            true => Instant::now() + Duration::from_micros(rng.below(span.as_micros() as u64)),
+            false => Instant::now() + Duration::from_secs(300),
+        };
+        if wait_all(&mut kids, until, &scratch) {
+            outputs.push(std::fs::read(&job.output).expect("output"));
+            first = true;
+            if killed >= kills {
+                return outputs;
+            }
+            continue;
+        }
+        assert!(killed < kills, "{}: the last run did not finish", job.name);
+        let victim = rng.below(processes as u64) as usize;
+        kids[victim].kill().expect("kill -9");
+        kids[victim].wait().expect("reap");
+        killed += 1;
+        tally.total += 1;
+        first = false;
+        // Fail-stop: the others stop within seconds, naming the lost process.
+        for (p, k) in kids.iter_mut().enumerate() {
+            if p == victim {
+                continue;
+            }
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let status = loop {
+                if let Some(s) = k.try_wait().expect("wait") {
+                    break s;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "process {p} still runs 10 s after process {victim} was killed"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            };
+            if !status.success() {
+                let err =
+                    std::fs::read_to_string(scratch.join(format!("err-{p}"))).unwrap_or_default();
+                assert!(
+                    err.contains(&format!("lost process {victim}"))
+                        || err.contains("could not connect to every process"),
+                    "process {p} stopped ({status}) without naming process {victim}: {err}"
+                );
+            }
+        }
+        let latest = std::fs::read_to_string(dir.join("LATEST"))
+            .ok()
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        let partial = std::fs::read_dir(&dir)
+            .map(|d| {
+                d.flatten().any(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix("chk-"))
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .is_some_and(|c| Some(c) > latest)
+                })
+            })
+            .unwrap_or(false);
+        tally.during_checkpoint += usize::from(partial);
+        tally.resumed += usize::from(latest.is_some());
+        if !rescale.is_empty() {
+            w = rescale[rng.below(rescale.len() as u64) as usize];
+        }
+    }
+}
+
+/// The uninterrupted run's output and how long it took.
+fn reference(job: &Job, scratch: &Path) -> (Vec<u8>, Duration) {
+    let t = Instant::now();
+    let mut kids = start(job, 1, 1, &[], scratch);
+    assert!(wait_all(
+        &mut kids,
+        Instant::now() + Duration::from_secs(300),
+        scratch
+    ));
+    (std::fs::read(&job.output).expect("output"), t.elapsed())
+}
+
+/// Runs the crash harness for `job` over the worker and process counts, with
+/// `kills` kills per configuration.
+fn harness(job: &Job, scratch: &Path, kills: usize, seed: u64, expect: impl Fn(&[u8])) {
+    let (want, took) = reference(job, scratch);
+    expect(&want);
+    let mut rng = Rng(seed);
+    let mut tally = Kills::default();
+    for (workers, processes, rescale) in [
+        (1, 1, &[][..]),
+        (2, 1, &[1, 4][..]),
+        (4, 1, &[][..]),
+        (1, 2, &[][..]),
+        (2, 2, &[1, 2][..]),
+    ] {
+        let span = took + Duration::from_millis(100);
+        let outputs = crash_until_done(
+            job, workers, processes, kills, span, &mut rng, &mut tally, rescale,
+        );
+        for got in outputs {
+            assert!(
+                got == want,
+                "{}: {workers} worker(s) x {processes} process(es), seed {seed}: the recovered output ({} bytes, {} lines) differs from the uninterrupted run's ({} bytes, {} lines); first difference at byte {}",
+                job.name,
+                got.len(),
+                got.iter().filter(|&&b| b == b'\n').count(),
+                want.len(),
+                want.iter().filter(|&&b| b == b'\n').count(),
+                got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()))
+            );
+        }
+    }
+    eprintln!("{}: {tally:?} (uninterrupted run {took:?})", job.name);
+    assert!(tally.total >= 5 * kills, "{}: {tally:?}", job.name);
+    assert!(
+        tally.resumed > 0,
+        "{}: no kill came after a checkpoint: {tally:?}",
+        job.name
+    );
+}
+
+/// Per-partition row counts at each epoch's end, from the generator: `count` over
+/// hash-routed keys, merged in serial order.
+#[test]
+fn count_survives_kills() {
+    let dir = Scratch::new("count");
+    let output = dir.0.join("out.csv");
+    let job = Job {
+        name: "count",
+        args: [
+            "--tuples",
+            "10000000",
+            "--keys",
+            "1000",
+            "--parts",
+            "8",
+            "--rate",
+            "20000",
+            "--function",
+            "count",
+            "--merge",
+            "ordered",
+            "--output",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([output.display().to_string()])
+        .collect(),
+        output,
+    };
+    let seed = 0x5eed_0001 ^ u64::from(std::process::id());
+    harness(&job, &dir.0, 4, seed, |out| {
+        // Each partition's last count is its share of the tuples: they add up to all.
+        let text = std::str::from_utf8(out).expect("utf-8");
+        let total: i64 = text
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<i64> = l.split(',').map(|x| x.parse().expect("int")).collect();
+                (f[1] == -1).then_some(f[2])
+            })
+            .sum();
+        assert_eq!(total, 10_000_000, "final counts: {text}");
+    });
+}
