@@ -55,7 +55,7 @@ pub(super) struct Windows {
 type SliceGroups = BTreeMap<i64, BTreeMap<Vec<Scalar>, Vec<Acc>>>;
 
 /// The sliced state of hopping windows. Every window ending at or before `cut` has been
-/// taken out of the slices (merged into `AggState::groups`, to be emitted there when the
+/// taken out of the slices (merged into `Windows::groups`, to be emitted there when the
 /// watermark passes its end, as a window of a tumble is); the slices hold the rows of
 /// the windows ending after `cut`, and are dropped once no such window covers them.
 #[derive(Clone, Serialize, Deserialize)]

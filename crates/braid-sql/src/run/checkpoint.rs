@@ -59,7 +59,7 @@ const HEADER_LEN: usize = 4 + 4 + 8 + 4 + 8 + 8;
 enum Saved<'a> {
     Aggregate(Cow<'a, Windows>),
     Join(Cow<'a, [Side; 2]>),
-    TopN(Cow<'a, Vec<Vec<Scalar>>>),
+    TopN(Cow<'a, [Vec<Scalar>]>),
 }
 
 impl Saved<'_> {
@@ -107,7 +107,7 @@ impl Node {
         match &self.op {
             Op::Agg(a) => out.push(Saved::Aggregate(Cow::Borrowed(&a.windows))),
             Op::Join(j) => out.push(Saved::Join(Cow::Borrowed(&j.sides))),
-            Op::TopN(t) => out.push(Saved::TopN(Cow::Borrowed(&t.rows))),
+            Op::TopN(t) => out.push(Saved::TopN(Cow::Borrowed(&t.rows[..]))),
             Op::Scan { .. } | Op::Filter(_) | Op::Project(_) | Op::Lookup(_) | Op::Union => {}
         }
         for k in &self.kids {
