@@ -1,5 +1,6 @@
 //! braid-sql's integration tests, one binary (link time dominates on 2 cores).
 
+mod checkpoint;
 mod expr_props;
 mod feeds;
 mod outer_joins;

@@ -3,13 +3,14 @@
 use crate::logical::{AggCall, AggFunc};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{Arena, Fault};
+use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// An aggregate's running state. Integer sums are kept in 128 bits, so no number of
 /// int64 rows makes them wrap; a result that does not fit its type is a [`Fault`] when
 /// the window is emitted.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) enum Acc {
     Count(i64),
     Sum {

@@ -16,6 +16,7 @@ use super::Faults;
 use crate::logical::{AggCall, WindowSpec};
 use braid_plan::batch::{Batch, Row, Scalar};
 use braid_plan::expr::{Arena, Expr};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -29,27 +30,36 @@ pub(super) struct AggState {
     /// Shared with the [`Inputs`] of the row being added, which may borrow from it.
     aggs: Rc<[AggCall]>,
     time: Option<usize>,
-    /// Time windows and the unbounded window: (end, start) -> key -> accumulators.
-    groups: TimeGroups,
+    /// Hopping windows: the length of a slice, `gcd(size, slide)`.
+    slice: i64,
     /// The current row's key (reused: no allocation per row once a group exists).
     key: Vec<Scalar>,
+    late: LateOut,
+    /// The windows not yet emitted.
+    pub(super) windows: Windows,
+}
+
+/// The windows of one aggregate not yet emitted: everything rows change, and all a
+/// checkpoint saves of it (the rest is rebuilt from the plan).
+#[derive(Clone, Default, Serialize, Deserialize)]
+pub(super) struct Windows {
+    /// Time windows and the unbounded window: (end, start) -> key -> accumulators.
+    groups: TimeGroups,
     sessions: Sessions,
     counts: CountWindows,
     /// Hopping windows: the slices of the windows not yet closed.
     slices: Slices,
-    late: LateOut,
 }
 
 /// Slices of a hopping window's time, by start, then groups by key.
 type SliceGroups = BTreeMap<i64, BTreeMap<Vec<Scalar>, Vec<Acc>>>;
 
 /// The sliced state of hopping windows. Every window ending at or before `cut` has been
-/// taken out of the slices (merged into `AggState::groups`, to be emitted there when the
+/// taken out of the slices (merged into `Windows::groups`, to be emitted there when the
 /// watermark passes its end, as a window of a tumble is); the slices hold the rows of
 /// the windows ending after `cut`, and are dropped once no such window covers them.
+#[derive(Clone, Serialize, Deserialize)]
 struct Slices {
-    /// Slice length: `gcd(size, slide)`.
-    len: i64,
     cut: i64,
     by_start: SliceGroups,
     /// The running merge of the slices of the last window taken out, kept from one
@@ -60,7 +70,6 @@ struct Slices {
 impl Default for Slices {
     fn default() -> Slices {
         Slices {
-            len: 1,
             cut: i64::MIN,
             by_start: BTreeMap::new(),
             running: Running::default(),
@@ -82,9 +91,16 @@ fn next_multiple(x: i128, m: i128) -> i128 {
 }
 
 impl Slices {
-    /// Takes the windows ending in `(cut, to]` out of the slices into `groups` (those
-    /// covering at least one slice), then drops the slices no later window covers.
-    fn close(&mut self, to: i64, size: i64, slide: i64, aggs: &[AggCall], groups: &mut TimeGroups) {
+    /// Takes the windows ending in `(cut, to]` out of the slices (of length `len`) into
+    /// `groups` (those covering at least one slice), then drops the slices no later
+    /// window covers.
+    fn close(
+        &mut self,
+        to: i64,
+        (size, slide, len): (i64, i64, i64),
+        aggs: &[AggCall],
+        groups: &mut TimeGroups,
+    ) {
         if to <= self.cut {
             return;
         }
@@ -124,7 +140,7 @@ impl Slices {
         // that are covered by none.
         let keep = to as i128 - size128 + 1;
         while let Some(entry) = self.by_start.first_entry() {
-            if (*entry.key() as i128) + (self.len as i128) > keep {
+            if (*entry.key() as i128) + (len as i128) > keep {
                 break;
             }
             entry.remove();
@@ -148,7 +164,7 @@ fn merge_keyed(into: &mut Keyed, from: &Keyed, aggs: &[AggCall]) {
 /// merge of two maps, and each slice is merged in about twice, whatever `size / slide`.
 /// `back` holds the newest slices, merged into `back_all`; `front` the oldest, each with
 /// the merge of itself and every newer slice of `front` (the oldest last).
-#[derive(Default)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 struct Running {
     front: Vec<(i64, Keyed)>,
     back: Vec<i64>,
@@ -203,7 +219,38 @@ impl Running {
     }
 }
 
+impl Windows {
+    /// Per group of every window and slice: the lengths of its key and of its
+    /// accumulators.
+    fn shapes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        fn keyed(m: &Keyed) -> impl Iterator<Item = (usize, usize)> + '_ {
+            m.iter().map(|(k, accs)| (k.len(), accs.len()))
+        }
+        let s = &self.slices;
+        let front = s.running.front.iter().map(|(_, m)| m);
+        (self.groups.values().chain(s.by_start.values()).chain(front))
+            .chain([&s.running.back_all])
+            .flat_map(keyed)
+            .chain(self.sessions.shapes())
+            .chain(self.counts.shapes())
+    }
+}
+
 impl AggState {
+    /// Takes `windows` read from a checkpoint, or says why they cannot be this
+    /// aggregate's.
+    pub(super) fn restore(&mut self, windows: Windows) -> Result<(), String> {
+        let want = (self.keys.len(), self.aggs.len());
+        if let Some((k, a)) = windows.shapes().find(|&s| s != want) {
+            return Err(format!(
+                "a group of {k} keys and {a} aggregates, not {} and {}",
+                want.0, want.1
+            ));
+        }
+        self.windows = windows;
+        Ok(())
+    }
+
     /// An empty aggregate over `window`, reading event time from input column `time`.
     pub(super) fn new(
         window: WindowSpec,
@@ -212,24 +259,19 @@ impl AggState {
         time: Option<usize>,
         late: LateOut,
     ) -> AggState {
-        let slices = match window {
-            WindowSpec::Hop { size, slide } => Slices {
-                len: gcd(size, slide),
-                ..Slices::default()
-            },
-            _ => Slices::default(),
+        let slice = match window {
+            WindowSpec::Hop { size, slide } => gcd(size, slide),
+            _ => 1,
         };
         AggState {
             window,
             keys,
             aggs: aggs.into(),
             time,
-            groups: BTreeMap::new(),
+            slice,
             key: Vec::new(),
-            sessions: Sessions::default(),
-            counts: CountWindows::default(),
-            slices,
             late,
+            windows: Windows::default(),
         }
     }
 
@@ -277,7 +319,8 @@ impl AggState {
                     self.late.refuse(&row, cx);
                     return;
                 }
-                let accs = Self::group(&mut self.groups, &self.aggs, end, start, &self.key);
+                let w = &mut self.windows;
+                let accs = Self::group(&mut w.groups, &self.aggs, end, start, &self.key);
                 update(accs, &inputs);
             }
             WindowSpec::Hop { size, slide } => {
@@ -298,18 +341,20 @@ impl AggState {
                     return;
                 }
                 // Windows that closed at a watermark above this row's own still take it.
-                self.slices
-                    .close(cx.wm, size, slide, &self.aggs, &mut self.groups);
-                if cx.wm < self.slices.cut {
-                    self.hop_windows(t, size, slide, cx.wm, self.slices.cut, &inputs);
+                let w = &mut self.windows;
+                let hop = (size, slide, self.slice);
+                w.slices.close(cx.wm, hop, &self.aggs, &mut w.groups);
+                let cut = w.slices.cut;
+                if cx.wm < cut {
+                    self.hop_windows(t, size, slide, cx.wm, cut, &inputs);
                 }
-                if last + size > self.slices.cut {
-                    let len = self.slices.len;
-                    let slice = t - t.rem_euclid(len);
-                    if self.slices.running.next.is_some_and(|n| slice < n) {
-                        self.slices.running = Running::default();
+                if last + size > cut {
+                    let slices = &mut self.windows.slices;
+                    let slice = t - t.rem_euclid(self.slice);
+                    if slices.running.next.is_some_and(|n| slice < n) {
+                        slices.running = Running::default();
                     }
-                    let keyed = self.slices.by_start.entry(slice).or_default();
+                    let keyed = slices.by_start.entry(slice).or_default();
                     let accs = get_or_insert(keyed, &self.key, || fresh(&self.aggs));
                     update(accs, &inputs);
                 }
@@ -328,7 +373,8 @@ impl AggState {
                     any = true;
                     // Ends that saturate at i64::MAX are one window.
                     if last != Some(end) {
-                        let accs = Self::group(&mut self.groups, &self.aggs, end, s, &self.key);
+                        let g = &mut self.windows.groups;
+                        let accs = Self::group(g, &self.aggs, end, s, &self.key);
                         update(accs, &inputs);
                     }
                     last = Some(end);
@@ -342,13 +388,16 @@ impl AggState {
                     self.late.refuse(&row, cx);
                     return;
                 }
-                self.sessions.push(&self.key, &self.aggs, gap, t, &inputs);
+                let sessions = &mut self.windows.sessions;
+                sessions.push(&self.key, &self.aggs, gap, t, &inputs);
             }
             WindowSpec::Count { rows } => self
+                .windows
                 .counts
                 .push(&self.key, &self.aggs, rows, &inputs, out, faults),
             WindowSpec::Unbounded => {
-                let accs = Self::group(&mut self.groups, &self.aggs, i64::MAX, i64::MIN, &self.key);
+                let g = &mut self.windows.groups;
+                let accs = Self::group(g, &self.aggs, i64::MAX, i64::MIN, &self.key);
                 update(accs, &inputs);
             }
         }
@@ -375,7 +424,8 @@ impl AggState {
             }
             any = true;
             if end <= to {
-                let accs = Self::group(&mut self.groups, &self.aggs, end, s, &self.key);
+                let g = &mut self.windows.groups;
+                let accs = Self::group(g, &self.aggs, end, s, &self.key);
                 update(accs, inputs);
             }
             if s == i64::MIN {
@@ -388,11 +438,12 @@ impl AggState {
 
     /// Emits the windows that end at or before `wm` (`i64::MAX`: the input ended).
     pub(super) fn advance(&mut self, wm: i64, out: &mut Batch, faults: &mut Faults) {
+        let w = &mut self.windows;
         if let WindowSpec::Hop { size, slide } = self.window {
-            self.slices
-                .close(wm, size, slide, &self.aggs, &mut self.groups);
+            let hop = (size, slide, self.slice);
+            w.slices.close(wm, hop, &self.aggs, &mut w.groups);
         }
-        while let Some(entry) = self.groups.first_entry() {
+        while let Some(entry) = w.groups.first_entry() {
             if entry.key().0 > wm {
                 break;
             }
@@ -411,12 +462,12 @@ impl AggState {
             }
         }
         if let WindowSpec::Session { gap } = self.window {
-            self.sessions.advance(gap, wm, &self.aggs, out, faults);
+            w.sessions.advance(gap, wm, &self.aggs, out, faults);
         }
         if wm == i64::MAX {
             // End of input: partial count windows too.
             if let WindowSpec::Count { rows } = self.window {
-                self.counts.finish(rows, &self.aggs, out, faults);
+                w.counts.finish(rows, &self.aggs, out, faults);
             }
         }
     }

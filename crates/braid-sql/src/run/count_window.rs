@@ -5,13 +5,19 @@ use super::accumulate::{emit, fresh, get_or_insert, update, Acc, Inputs};
 use super::Faults;
 use crate::logical::AggCall;
 use braid_plan::batch::{Batch, Scalar};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Per key: the window's number, the rows in it so far, and its accumulators.
-#[derive(Default)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 pub(super) struct CountWindows(BTreeMap<Vec<Scalar>, (i64, u64, Vec<Acc>)>);
 
 impl CountWindows {
+    /// Per open window: the lengths of its key and of its accumulators.
+    pub(super) fn shapes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.0.iter().map(|(k, (_, _, accs))| (k.len(), accs.len()))
+    }
+
     /// Adds a row of group `key`; emits the key's window when it holds `rows` rows
     /// (window bounds count rows: `[w * rows, (w + 1) * rows)`).
     pub(super) fn push(

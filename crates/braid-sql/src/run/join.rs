@@ -14,10 +14,13 @@ use super::Faults;
 use crate::logical::{JoinKind, JoinWindow, Logical};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{Arena, Expr};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Rows kept by one side of a join.
-struct Side {
+/// Rows kept by one side of a join: all a checkpoint saves of a join (the rest is
+/// rebuilt from the plan).
+#[derive(Clone, Serialize, Deserialize)]
+pub(super) struct Side {
     rows: Batch,
     times: Vec<i64>,
     index: BTreeMap<Vec<Scalar>, Vec<u32>>,
@@ -47,6 +50,25 @@ impl Side {
         if keyed {
             self.index.entry(key).or_default().push(at);
         }
+    }
+
+    /// Why a side read from a checkpoint cannot be this join's side of `arity` columns
+    /// (its parts of different lengths would make the join index out of bounds).
+    fn misfit(&self, arity: usize) -> Option<String> {
+        let n = self.rows.len();
+        if self.rows.arity() != arity {
+            return Some(format!(
+                "rows of {} columns, not {arity}",
+                self.rows.arity()
+            ));
+        }
+        let index_ok = self.index.values().flatten().all(|&i| (i as usize) < n);
+        if self.times.len() != n || self.matched.len() != n || self.start > n || !index_ok {
+            return Some(format!(
+                "a side of {n} rows whose times, marks or index disagree"
+            ));
+        }
+        None
     }
 
     /// Keeps rows `i >= from` with `keep(time)`; rebuilds the index.
@@ -100,7 +122,8 @@ pub(super) struct JoinState {
     window: JoinWindow,
     kind: JoinKind,
     time: [Option<usize>; 2],
-    sides: [Side; 2],
+    /// The rows kept, left and right.
+    pub(super) sides: [Side; 2],
     /// The other side's rows the current row met (reused).
     hits: Vec<usize>,
     /// Per side.
@@ -272,6 +295,17 @@ impl JoinState {
                 self.sides[side].retain(0, |t| keep(side, t), &self.keys[side], arena);
             }
         }
+    }
+
+    /// Takes `sides` read from a checkpoint, or says why they cannot be this join's.
+    pub(super) fn restore(&mut self, sides: [Side; 2]) -> Result<(), String> {
+        for (name, (new, old)) in ["left", "right"].iter().zip(sides.iter().zip(&self.sides)) {
+            if let Some(why) = new.misfit(old.rows.arity()) {
+                return Err(format!("the join's {name} side: {why}"));
+            }
+        }
+        self.sides = sides;
+        Ok(())
     }
 
     /// Emits `row` of input `side` with nulls for the other side's columns.

@@ -18,7 +18,8 @@
 //!
 //! One file per operator: `project` (scan, filter, project, union), `lookup` (a table
 //! join), `aggregate` with `session` and `count_window` windows, `join` (stream joins),
-//! and `late` (late rows). This module builds the tree and drives it.
+//! and `late` (late rows); `checkpoint` saves and restores the operators' state. This
+//! module builds the tree and drives it.
 //!
 //! Output rows an input row caused carry a lane that is a hash of their values, so the
 //! transparent merge orders them the same way whatever partition made them; rows made
@@ -27,6 +28,7 @@
 
 mod accumulate;
 mod aggregate;
+mod checkpoint;
 mod count_window;
 mod join;
 mod late;
@@ -40,7 +42,7 @@ pub use late::{LateLayout, LateRows, LateStage};
 use crate::logical::Logical;
 use aggregate::AggState;
 use braid_plan::batch::{Batch, Row, RowKey};
-use braid_plan::error::Result;
+use braid_plan::error::{Error, Result};
 use braid_plan::expr::{Arena, Expr, Fault};
 use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use braid_plan::types::Schema;
@@ -92,6 +94,8 @@ pub struct QueryFactory {
     /// It reads an earlier stage's output (whose rows made at the end of an epoch are
     /// marked), not the query's input.
     after_cut: bool,
+    /// What checkpoints of its instances are of (see [`checkpoint::fingerprint`]).
+    plan: u64,
 }
 
 impl QueryFactory {
@@ -106,15 +110,18 @@ impl QueryFactory {
     ) -> QueryFactory {
         let mut tables = Vec::new();
         collect_tables(&root, &mut tables);
+        let epoch = epoch.max(1);
+        let plan = checkpoint::fingerprint(&root, epoch, lateness);
         QueryFactory {
             root,
             layout,
-            epoch: epoch.max(1),
+            epoch,
             lateness,
             late,
             late_stage: None,
             tables,
             after_cut: false,
+            plan,
         }
     }
 
@@ -179,10 +186,15 @@ impl StreamFunctionFactory for QueryFactory {
             buf: Batch::new(self.root.schema().arity()),
             late_buf,
             faults: Vec::new(),
+            plan: self.plan,
         })
     }
 
     fn every_epoch(&self) -> bool {
+        true
+    }
+
+    fn checkpoints(&self) -> bool {
         true
     }
 
@@ -203,6 +215,8 @@ struct QueryFn {
     late_buf: Option<LateBuf>,
     /// The operators' runtime faults since the last flush.
     faults: Faults,
+    /// See [`QueryFactory::plan`].
+    plan: u64,
 }
 
 /// Runtime faults of the operators (named) while a row goes up the tree or windows
@@ -281,6 +295,24 @@ impl StreamFunction for QueryFn {
         out.restart(RowKey::END_OF_EPOCH, p);
         self.root.finish(&mut self.buf, &mut self.faults);
         self.flush(out, true);
+    }
+
+    fn save(&self, out: &mut Vec<u8>) -> Result<()> {
+        // Every row made is handed on before `process` and `end_of_epoch` return.
+        let late = self
+            .late_buf
+            .as_ref()
+            .is_some_and(|b| !b.borrow().is_empty());
+        if !self.buf.is_empty() || !self.faults.is_empty() || late {
+            return Err(Error::Internal(
+                "a checkpoint of a query holding rows not yet emitted".into(),
+            ));
+        }
+        checkpoint::save(&self.root, self.plan, out)
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        checkpoint::restore(&mut self.root, self.plan, bytes)
     }
 }
 

@@ -5,20 +5,30 @@ use super::accumulate::{emit, fresh, update, Acc, Inputs};
 use super::Faults;
 use crate::logical::AggCall;
 use braid_plan::batch::{Batch, Scalar};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One open session of a key.
+#[derive(Clone, Serialize, Deserialize)]
 struct Session {
     start: i64,
     last: i64,
     accs: Vec<Acc>,
 }
 
-/// The open sessions of every key.
-#[derive(Default)]
+/// The open sessions of every key (in the order they were made: merging them in
+/// another order would add floats in another order).
+#[derive(Clone, Default, Serialize, Deserialize)]
 pub(super) struct Sessions(BTreeMap<Vec<Scalar>, Vec<Session>>);
 
 impl Sessions {
+    /// Per open session: the lengths of its key and of its accumulators.
+    pub(super) fn shapes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.0
+            .iter()
+            .flat_map(|(k, list)| list.iter().map(move |s| (k.len(), s.accs.len())))
+    }
+
     /// Adds a row of group `key` at time `t` (not late: `t + gap` is above the watermark).
     pub(super) fn push(
         &mut self,

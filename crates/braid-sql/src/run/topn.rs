@@ -14,8 +14,9 @@ pub(super) struct TopN {
     partition: Vec<usize>,
     order: Vec<(usize, bool)>,
     limit: u64,
-    /// Rows since the last end of an epoch.
-    rows: Vec<Vec<Scalar>>,
+    /// Rows since the last end of an epoch (none between epochs, when checkpoints are
+    /// taken, but saved all the same).
+    pub(super) rows: Vec<Vec<Scalar>>,
 }
 
 impl TopN {
