@@ -346,3 +346,122 @@ fn count_survives_kills() {
         assert_eq!(total, 10_000_000, "final counts: {text}");
     });
 }
+
+/// Calls and texts over `minutes` minutes: `(caller, callee, start, dur)` and
+/// `(sender, receiver, start)`, event times nondecreasing.
+fn write_calls_and_texts(dir: &Path, rows: u64) {
+    let mut rng = Rng(0x00ca_11ed);
+    let mut calls = String::from("caller,callee,start,dur\n");
+    let mut texts = String::from("sender,receiver,start\n");
+    let mut t = 0u64;
+    for _ in 0..rows {
+        t += rng.below(3);
+        let a = rng.below(5000);
+        calls += &format!("{a},{},{t},{}\n", rng.below(5000), rng.below(900));
+        if rng.below(2) == 0 {
+            let s = if rng.below(3) == 0 {
+                a
+            } else {
+                rng.below(5000)
+            };
+            texts += &format!("{s},{},{}\n", rng.below(5000), t + rng.below(20));
+        }
+    }
+    std::fs::write(dir.join("calls.csv"), calls).expect("calls");
+    std::fs::write(dir.join("texts.csv"), texts).expect("texts");
+}
+
+/// The streams of the SQL jobs, and their sink.
+fn sql_head(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "SET partitions = 8;
+CREATE STREAM calls (caller BIGINT NOT NULL, callee BIGINT, start BIGINT NOT NULL, dur BIGINT)
+  WITH (path = '{d}/calls.csv', event_time = 'start', epoch = 60);
+CREATE STREAM texts (sender BIGINT NOT NULL, receiver BIGINT, start BIGINT NOT NULL)
+  WITH (path = '{d}/texts.csv', event_time = 'start', epoch = 60);
+CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
+"
+    )
+}
+
+/// The output's rows as integers (a header line, if any, skipped), sorted.
+fn int_rows(out: &[u8]) -> Vec<Vec<i64>> {
+    let mut rows: Vec<Vec<i64>> = std::str::from_utf8(out)
+        .expect("utf-8")
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit() || c == '-'))
+        .map(|l| {
+            l.split(',')
+                .map(|x| x.parse().unwrap_or(i64::MIN))
+                .collect()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+/// A tumbling aggregate per key (one stage, keyed by the group).
+#[test]
+fn windowed_sql_survives_kills() {
+    let dir = Scratch::new("window");
+    write_calls_and_texts(&dir.0, 300_000);
+    let script = dir.0.join("q.sql");
+    std::fs::write(
+        &script,
+        sql_head(&dir.0)
+            + "INSERT INTO out SELECT window_end, caller % 100 AS k, count(*) AS n, sum(dur) AS total
+FROM calls GROUP BY TUMBLE(start, 600), caller % 100;",
+    )
+    .expect("script");
+    let job = Job {
+        name: "windowed SQL",
+        args: vec![script.display().to_string()],
+        output: dir.0.join("out.csv"),
+    };
+    // The windows, computed here from the input.
+    let calls = std::fs::read_to_string(dir.0.join("calls.csv")).expect("calls");
+    let mut want: std::collections::BTreeMap<(i64, i64), (i64, i64)> = Default::default();
+    for l in calls.lines().skip(1) {
+        let f: Vec<i64> = l.split(',').map(|x| x.parse().expect("int")).collect();
+        let e = want
+            .entry((f[2] / 600 * 600 + 600, f[0] % 100))
+            .or_default();
+        e.0 += 1;
+        e.1 += f[3];
+    }
+    let want: Vec<Vec<i64>> = want
+        .into_iter()
+        .map(|((w, k), (n, s))| vec![w, k, n, s])
+        .collect();
+    let seed = 0x5eed_0002 ^ u64::from(std::process::id());
+    harness(&job, &dir.0, 4, seed, |out| assert_eq!(int_rows(out), want));
+}
+
+/// An interval join keyed by the subscriber, then an aggregate keyed by the call length
+/// band: two stages with their own partitioning, the second reading the first's output.
+#[test]
+fn two_stage_join_survives_kills() {
+    let dir = Scratch::new("join");
+    write_calls_and_texts(&dir.0, 150_000);
+    let script = dir.0.join("q.sql");
+    std::fs::write(
+        &script,
+        sql_head(&dir.0)
+            + "INSERT INTO out
+SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers
+FROM calls AS c JOIN texts AS t
+  ON c.caller = t.sender AND t.start BETWEEN c.start - 60 AND c.start + 60
+GROUP BY TUMBLE(c.start, 3600), c.dur / 60;",
+    )
+    .expect("script");
+    let job = Job {
+        name: "two-stage join",
+        args: vec![script.display().to_string()],
+        output: dir.0.join("out.csv"),
+    };
+    let seed = 0x5eed_0003 ^ u64::from(std::process::id());
+    harness(&job, &dir.0, 4, seed, |out| {
+        assert!(int_rows(out).len() > 100, "too few rows to test anything");
+    });
+}

@@ -30,7 +30,7 @@ use braid_plan::plan::{Plan, SinkSpec, SourceSpec};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Checkpointing for a run.
@@ -96,6 +96,14 @@ pub struct Store {
     /// Bytes written per checkpoint epoch by this process, and when its barrier went.
     written: Mutex<std::collections::BTreeMap<u64, (u64, Instant)>>,
     taken: Mutex<Vec<Taken>>,
+    /// Output files the commits make durable.
+    outputs: Mutex<Vec<PathBuf>>,
+    /// The committer thread (worker 0's process), started with the first commit: it
+    /// syncs a checkpoint's parts and the outputs to disk, then writes the manifest,
+    /// off the workers' path.
+    committer: Mutex<Option<(std::sync::mpsc::Sender<u64>, std::thread::JoinHandle<()>)>>,
+    /// The committer's error, for worker 0 to fail the run with.
+    failed: Mutex<Option<Error>>,
 }
 
 impl Store {
@@ -155,6 +163,9 @@ impl Store {
             restored,
             written: Mutex::new(Default::default()),
             taken: Mutex::new(Vec::new()),
+            outputs: Mutex::new(Vec::new()),
+            committer: Mutex::new(None),
+            failed: Mutex::new(None),
         })
     }
 
@@ -204,7 +215,8 @@ impl Store {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let path = self.part(epoch, stage, partition);
-        write_synced(&path, bytes)?;
+        std::fs::write(&path, bytes)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
         if let Ok(mut w) = self.written.lock() {
             w.entry(epoch).or_insert((0, Instant::now())).0 += bytes.len() as u64;
         }
@@ -231,7 +243,62 @@ impl Store {
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let text = serde_json::to_vec(&mark).map_err(|e| Error::Internal(e.to_string()))?;
-        write_synced(&self.sink(epoch, output), &text)
+        let path = self.sink(epoch, output);
+        std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    }
+
+    /// Notes an output file that commits must make durable.
+    pub(crate) fn output(&self, path: &Path) {
+        if let Ok(mut o) = self.outputs.lock() {
+            o.push(path.to_path_buf());
+        }
+    }
+
+    /// Hands checkpoint `epoch` to the committer thread (see [`Store::commit`]); an
+    /// error of an earlier commit comes back here.
+    pub(crate) fn request_commit(self: &Arc<Self>, epoch: u64) -> Result<()> {
+        if let Some(e) = self.failed.lock().ok().and_then(|mut f| f.take()) {
+            return Err(e);
+        }
+        let mut c = self
+            .committer
+            .lock()
+            .map_err(|_| Error::Internal("the checkpoint committer's lock".into()))?;
+        if c.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<u64>();
+            let me = self.clone();
+            let thread = std::thread::Builder::new()
+                .name("braid-commit".into())
+                .spawn(move || {
+                    for epoch in rx {
+                        if let Err(e) = me.commit(epoch) {
+                            if let Ok(mut f) = me.failed.lock() {
+                                *f = Some(e);
+                            }
+                            return;
+                        }
+                    }
+                })
+                .map_err(|e| Error::io("starting the checkpoint committer", e))?;
+            *c = Some((tx, thread));
+        }
+        if let Some((tx, _)) = c.as_ref() {
+            let _ = tx.send(epoch);
+        }
+        Ok(())
+    }
+
+    /// Waits for the commits handed on so far; the first error of any.
+    pub fn finish(&self) -> Result<()> {
+        let c = self.committer.lock().ok().and_then(|mut c| c.take());
+        if let Some((tx, thread)) = c {
+            drop(tx);
+            let _ = thread.join();
+        }
+        match self.failed.lock().ok().and_then(|mut f| f.take()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     /// The committed length of sink `output`, when resuming.
@@ -250,9 +317,10 @@ impl Store {
             .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))
     }
 
-    /// Commits checkpoint `epoch` (worker 0, once the output frontier has passed it):
-    /// its manifest, then `LATEST`; earlier checkpoints are removed.
-    pub(crate) fn commit(&self, epoch: u64) -> Result<()> {
+    /// Commits checkpoint `epoch` (the committer thread, once the output frontier has
+    /// passed it): syncs its parts and the outputs, writes its manifest, then `LATEST`;
+    /// earlier checkpoints are removed.
+    fn commit(&self, epoch: u64) -> Result<()> {
         let (bytes, since) = self
             .written
             .lock()
@@ -274,6 +342,21 @@ impl Store {
         let dir = self.chk(epoch);
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        // Everything the manifest vouches for is on disk before it is.
+        let sync = |path: &Path| {
+            std::fs::File::open(path)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(format!("syncing {}", path.display()), e))
+        };
+        let parts = std::fs::read_dir(&dir)
+            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
+        for part in parts.flatten() {
+            sync(&part.path())?;
+        }
+        for out in self.outputs.lock().map(|o| o.clone()).unwrap_or_default() {
+            sync(&out)?;
+        }
+        sync(&dir)?;
         let text =
             serde_json::to_vec_pretty(&manifest).map_err(|e| Error::Internal(e.to_string()))?;
         replace(&dir.join("MANIFEST"), &text)?;
@@ -324,7 +407,7 @@ impl Clock {
     /// Commits the pending checkpoints the output frontier has passed (`passed(c)`).
     pub(crate) fn commit_passed(
         &mut self,
-        store: &Store,
+        store: &Arc<Store>,
         passed: impl Fn(u64) -> bool,
     ) -> Result<()> {
         while let Some(&c) = self.pending.front() {
@@ -332,7 +415,7 @@ impl Clock {
                 break;
             }
             self.pending.pop_front();
-            store.commit(c)?;
+            store.request_commit(c)?;
         }
         Ok(())
     }

@@ -280,6 +280,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         c.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     let results = guards.join();
+    if let Some(s) = &store {
+        s.finish()?;
+    }
     for r in results {
         if let Err(e) = r {
             return Err(Error::Internal(format!("a worker failed: {e}")));
@@ -388,7 +391,7 @@ fn drain_committing(
 }
 
 /// Commits the checkpoints the output frontier has passed (worker 0).
-fn commit(store: &Store, clock: &mut Clock, probe: &ProbeHandle<u64>, shared: &Shared) {
+fn commit(store: &Arc<Store>, clock: &mut Clock, probe: &ProbeHandle<u64>, shared: &Shared) {
     if shared.failed() {
         return;
     }
@@ -476,9 +479,9 @@ fn feed(
     let mut in_flight_rows = 0u64;
     // Checkpoints: the store, and (worker 0) who decides them; resuming, the epochs
     // already in the checkpoint are read again but not handed on.
-    let store = shared.checkpoints.as_deref();
+    let store = shared.checkpoints.as_ref();
     let leader = place.index == 0;
-    let resumed = store.and_then(Store::restored_epoch);
+    let resumed = store.and_then(|s| s.restored_epoch());
     loop {
         // Failed, cancelled, or every sink has its LIMIT: end the input here.
         if shared.stopping() {

@@ -259,6 +259,7 @@ fn committed_file<'s>(
             w.write_all(&head).map_err(|e| io("writing", e))?;
             mark.bytes = head.len() as u64;
         }
+        store.output(path);
         file = Some((w, sync, mark));
     }
     let name = format!("Sink({:?})", sink.spec);
@@ -285,9 +286,10 @@ fn committed_file<'s>(
                 let Some((w, sync, mark)) = file.as_mut() else {
                     return;
                 };
+                // The committer syncs the file before the checkpoint counts.
+                let _ = sync;
                 let done = w
                     .flush()
-                    .and_then(|()| sync.sync_data())
                     .map_err(|e| Error::io("writing output", e))
                     .and_then(|()| store.write_sink(c, output, *mark));
                 if let Err(e) = done {
