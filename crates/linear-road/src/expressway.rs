@@ -67,6 +67,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
+use bincode::Options as _;
+use serde::{Deserialize, Serialize};
+
 use crate::history::{SegmentHistory, TollHistory};
 use crate::record::{Input, Output};
 
@@ -268,7 +271,7 @@ fn scale(count: u32) -> i128 {
 }
 
 /// A location (doc 5): expressway (partition-local index), Dir, Lane, Pos.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Loc {
     xway: u32,
     pos: u32,
@@ -277,7 +280,7 @@ struct Loc {
 }
 
 /// Per-trip state of a vehicle on the road.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Trip {
     /// Location of the trip's latest report.
     loc: Loc,
@@ -288,7 +291,7 @@ struct Trip {
 }
 
 /// The trip records of the vehicles on the road: a slab with a free list.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Trips {
     slots: Vec<Trip>,
     free: Vec<u32>,
@@ -319,7 +322,7 @@ impl Trips {
 }
 
 /// Per-vehicle state kept for the whole run.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Vehicle {
     /// Time of the latest position report (of any trip or none).
     last_time: i64,
@@ -335,14 +338,14 @@ struct Vehicle {
 }
 
 /// One (vehicle, segment) accumulator of the current minute.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 struct Group {
     spd_sum: i64,
     count: u32,
 }
 
 /// Aggregate of one completed minute of one segment.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct MinuteAgg {
     minute: i64,
     /// Distinct vehicles that reported.
@@ -358,7 +361,7 @@ const NO_MINUTE: MinuteAgg = MinuteAgg {
 };
 
 /// An accident, stored in the record of its segment.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Span {
     id: u32,
     /// Detection minute; active from the next minute.
@@ -368,7 +371,7 @@ struct Span {
 }
 
 /// The answer for crossings into a segment during one minute.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct SegAnswer {
     nov: i64,
     lav: i64,
@@ -376,7 +379,7 @@ struct SegAnswer {
     accident: i64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct SegState {
     ring: [MinuteAgg; WINDOW],
     cache_minute: i64,
@@ -404,7 +407,7 @@ impl SegState {
 }
 
 /// Vehicles stopped at one location.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Stopped {
     count: u32,
     /// Id of the accident in progress here, or [`NONE`].
@@ -414,7 +417,7 @@ struct Stopped {
 }
 
 /// The state of the expressways of a partition: segments, stopped vehicles, accidents.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 struct Road {
     xway_index: FxMap<i64, u32>,
     /// The last expressway looked up: (number, index).
@@ -631,7 +634,7 @@ fn gcd(mut a: i128, mut b: i128) -> i128 {
 }
 
 /// A type-2 request waiting for the end of its second.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct BalanceRequest {
     time: i64,
     qid: i64,
@@ -639,8 +642,14 @@ struct BalanceRequest {
 }
 
 /// The Linear Road state of one partition of the input (see the module doc).
+///
+/// Serialized (for checkpoints, [`Partition::save_state`]) field by field, except the
+/// shared histories, which are static input the partition's creator supplies.
+#[derive(Serialize, Deserialize)]
 pub struct Partition {
+    #[serde(skip)]
     tolls: Arc<TollHistory>,
+    #[serde(skip)]
     segments: Arc<SegmentHistory>,
     road: Road,
     vehicles: FxMap<i64, Vehicle>,
@@ -735,6 +744,110 @@ impl Partition {
         if self.group_minute != i64::MIN {
             self.road.fold_minute(&mut self.groups, self.group_minute);
         }
+    }
+
+    /// Appends the partition's whole state but the histories to `out` (bincode, varint
+    /// integers): a checkpoint between two seconds, after [`Partition::end_of_second`]
+    /// of the earlier one. Costs nothing per tuple; framing (versions, checksums) is the
+    /// caller's.
+    pub fn save_state(&self, out: &mut Vec<u8>) -> Result<(), String> {
+        state_codec()
+            .serialize_into(out, self)
+            .map_err(|e| format!("encoding the partition state: {e}"))
+    }
+
+    /// Replaces the state by what [`Partition::save_state`] wrote, keeping this
+    /// partition's histories (give it the same ones the saved partition had). Bytes
+    /// that do not decode to exactly one state, or a state whose internal references
+    /// do not hold (slots, segment records, expressway indices), are an error naming
+    /// what is wrong, and leave `self` unchanged.
+    ///
+    /// Outputs after a restore equal the saved partition's: the only hash-map iteration
+    /// that reaches an output (folding a minute's groups, whose order is not restored)
+    /// adds into per-segment sums, which does not depend on the order.
+    pub fn restore_state(&mut self, bytes: &[u8]) -> Result<(), String> {
+        let mut p: Partition = state_codec()
+            .deserialize(bytes)
+            .map_err(|e| format!("the partition state does not decode: {e}"))?;
+        p.check_references()?;
+        p.tolls = self.tolls.clone();
+        p.segments = self.segments.clone();
+        *self = p;
+        Ok(())
+    }
+
+    /// The invariants that indexing relies on, for a decoded state: what would otherwise
+    /// panic later is an error now.
+    fn check_references(&self) -> Result<(), String> {
+        let road = &self.road;
+        let xways = road.xway_index.len();
+        let mut seen = vec![false; xways];
+        for (&x, &i) in &road.xway_index {
+            match seen.get_mut(i as usize) {
+                Some(s) if !*s => *s = true,
+                _ => return Err(format!("expressway {x} has index {i} of {xways}")),
+            }
+        }
+        if let Some((x, i)) = road.last_xway {
+            if road.xway_index.get(&x) != Some(&i) {
+                return Err(format!("cached expressway {x} -> {i} is not in the index"));
+            }
+        }
+        let segs = road.segs.len();
+        if segs != xways * SEGS_PER_XWAY as usize {
+            return Err(format!(
+                "{segs} segment records for {xways} expressways (200 each)"
+            ));
+        }
+        let seg_ok = |seg_id: u32, loc: Option<Loc>| {
+            let xway = loc.map_or(0, |l| l.xway as usize);
+            (seg_id as usize) < segs && (loc.is_none() || xway < xways)
+        };
+        for (loc, s) in &road.stopped {
+            if !seg_ok(s.seg_id, Some(*loc)) || s.count == 0 {
+                return Err(format!("stopped vehicles {s:?} at {loc:?} out of range"));
+            }
+        }
+        for (i, t) in self.trips.slots.iter().enumerate() {
+            if !seg_ok(t.seg_id, Some(t.loc)) {
+                return Err(format!("trip slot {i} {t:?} out of range"));
+            }
+        }
+        let slots = self.trips.slots.len();
+        // Each slot is free or held by one vehicle, not both.
+        let mut held = vec![false; slots];
+        for &f in &self.trips.free {
+            match held.get_mut(f as usize) {
+                Some(h) if !*h => *h = true,
+                _ => {
+                    return Err(format!(
+                        "free trip slot {f} of {slots} is repeated or out of range"
+                    ))
+                }
+            }
+        }
+        for (vid, v) in &self.vehicles {
+            if v.trip == NONE {
+                continue;
+            }
+            match held.get_mut(v.trip as usize) {
+                Some(h) if !*h => *h = true,
+                _ => {
+                    return Err(format!(
+                        "vehicle {vid}'s trip slot {} of {slots} is free, shared or out of range",
+                        v.trip
+                    ))
+                }
+            }
+        }
+        for (&(vid, seg_id), _) in &self.groups {
+            if !seg_ok(seg_id, None) {
+                return Err(format!(
+                    "minute group of vehicle {vid} in segment record {seg_id} of {segs}"
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Sizes of the partition's state.
@@ -912,6 +1025,12 @@ impl Partition {
             v.total += toll;
         }
     }
+}
+
+/// The bincode options of [`Partition::save_state`]: varint integers (most are small),
+/// little endian, trailing bytes rejected.
+fn state_codec() -> impl bincode::Options {
+    bincode::DefaultOptions::new()
 }
 
 /// Type-4 answer (doc 6.7): (TravelTime in s, Toll), or `None` when there is no segment
