@@ -840,7 +840,7 @@ impl Partition {
                 }
             }
         }
-        for (&(vid, seg_id), _) in &self.groups {
+        for &(vid, seg_id) in self.groups.keys() {
             if !seg_ok(seg_id, None) {
                 return Err(format!(
                     "minute group of vehicle {vid} in segment record {seg_id} of {segs}"
@@ -1694,6 +1694,239 @@ mod tests {
         assert!(count(0) > 1000 && count(2) > 10 && count(3) > 0 && count(4) > 10);
         assert!(count(1) > 0 && charged > 0);
         assert_eq!(one, two);
+    }
+
+    /// Every field of a partition's state but the histories, in an order that does not
+    /// depend on hash-map layout. Destructured exhaustively: a new field does not
+    /// compile here until it is added.
+    fn canonical(p: &Partition) -> Vec<(&'static str, String)> {
+        let Partition {
+            tolls: _,
+            segments: _,
+            road,
+            vehicles,
+            trips,
+            groups,
+            group_minute,
+            pending,
+            ignored,
+            ignored_types,
+        } = p;
+        let Road {
+            xway_index,
+            last_xway,
+            segs,
+            stopped,
+            next_accident,
+        } = road;
+        fn sorted<K: Ord + Copy, V: Copy>(m: impl Iterator<Item = (K, V)>) -> Vec<(K, V)> {
+            let mut v: Vec<(K, V)> = m.collect();
+            v.sort_by_key(|e| e.0);
+            v
+        }
+        let stopped = sorted(
+            stopped
+                .iter()
+                .map(|(l, s)| ((l.xway, l.pos, l.dir, l.lane), *s)),
+        );
+        let xway_index = sorted(xway_index.iter().map(|(k, v)| (*k, *v)));
+        let vehicles = sorted(vehicles.iter().map(|(k, v)| (*k, *v)));
+        let groups = sorted(groups.iter().map(|(k, v)| (*k, *v)));
+        vec![
+            ("road.xway_index", format!("{xway_index:?}")),
+            ("road.last_xway", format!("{last_xway:?}")),
+            ("road.segs", format!("{segs:?}")),
+            ("road.stopped", format!("{stopped:?}")),
+            ("road.next_accident", format!("{next_accident}")),
+            ("vehicles", format!("{vehicles:?}")),
+            ("trips", format!("{trips:?}")),
+            ("groups", format!("{groups:?}")),
+            ("group_minute", format!("{group_minute}")),
+            ("pending", format!("{pending:?}")),
+            ("ignored", format!("{ignored} {ignored_types}")),
+        ]
+    }
+
+    /// Asserts two partitions' [`canonical`] states are equal, naming the first field
+    /// that differs and showing where.
+    fn assert_same_state(want: &Partition, got: &Partition, what: &str) {
+        for ((field, a), (_, b)) in canonical(want).iter().zip(canonical(got)) {
+            if *a != b {
+                let at = a
+                    .bytes()
+                    .zip(b.bytes())
+                    .position(|(x, y)| x != y)
+                    .unwrap_or(a.len().min(b.len()));
+                let from = at.saturating_sub(60);
+                let show = |s: &str| {
+                    s.get(from..(at + 60).min(s.len()))
+                        .unwrap_or("")
+                        .to_string()
+                };
+                panic!(
+                    "{what}: {field} differs at character {at}:\n  saved    ...{}...\n  restored ...{}...",
+                    show(a),
+                    show(&b)
+                );
+            }
+        }
+    }
+
+    /// Generated input (2 expressways at a load with tolls and accidents), with two
+    /// records the partition ignores at the start, and its histories.
+    fn generated(minutes: u32) -> (Vec<Input>, Arc<TollHistory>, Arc<SegmentHistory>) {
+        let cfg = crate::generate::GenConfig {
+            xways: 2,
+            minutes,
+            profile: crate::generate::Profile::Steady,
+            seed: 13,
+            peak_vehicles_per_xway: 30_000,
+        };
+        let mut bad = [0i64; 15];
+        bad[0] = 7;
+        let mut input = vec![Input::from_fields(bad), rep(0, 1, 50, 0, 9, 0, 10, 0)];
+        crate::generate::generate(&cfg, &mut |t| input.push(*t), &mut |_| {});
+        let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
+        let mut rows = Vec::new();
+        crate::generate::toll_history(&cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
+        let mut seg_rows = Vec::new();
+        crate::generate::segment_history(&cfg, &mut |r| {
+            seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
+        });
+        (
+            input,
+            Arc::new(TollHistory::from_rows(rows)),
+            Arc::new(SegmentHistory::from_rows(seg_rows)),
+        )
+    }
+
+    /// save_state then restore_state gives back every field (the outputs after it are
+    /// the integration tests' business): at the end of many seconds, with stopped
+    /// vehicles, accidents, minute groups and ignored records.
+    #[test]
+    fn saved_state_restores_every_field() {
+        let (input, tolls, segs) = generated(5);
+        let mut p = Partition::new(tolls.clone(), segs.clone());
+        let mut out = Vec::new();
+        let mut checked = 0;
+        let (mut stopped, mut accidents) = (0, 0);
+        for (i, t) in input.iter().enumerate() {
+            p.process(t, &mut out);
+            if input.get(i + 1).map(|n| n.time) == Some(t.time) {
+                continue;
+            }
+            p.end_of_second(t.time, &mut out);
+            if t.time % 17 != 0 && t.time % 60 != 59 {
+                continue;
+            }
+            let mut bytes = Vec::new();
+            p.save_state(&mut bytes).expect("save");
+            let mut q = Partition::new(tolls.clone(), segs.clone());
+            q.restore_state(&bytes).expect("restore");
+            assert_same_state(&p, &q, &format!("second {}", t.time));
+            let (a, b) = (p.stats(), q.stats());
+            assert_eq!(
+                PartitionStats { heap_bytes: 0, ..a },
+                PartitionStats { heap_bytes: 0, ..b }
+            );
+            assert!(Arc::ptr_eq(&q.tolls, &tolls) && Arc::ptr_eq(&q.segments, &segs));
+            stopped = stopped.max(a.stopped_locations);
+            accidents = accidents.max(a.accidents);
+            checked += 1;
+        }
+        let s = p.stats();
+        assert!(checked > 20 && stopped > 0 && accidents > 0, "{s:?}");
+        assert!(s.ignored_reports == 1 && s.ignored_types == 1, "{s:?}");
+    }
+
+    /// A decoded state whose slots, segment records or expressway indices do not hold
+    /// together is an error, and the partition restored into is unchanged.
+    #[test]
+    fn restore_rejects_dangling_references_and_bad_bytes() {
+        let (input, tolls, segs) = generated(2);
+        let mut p = Partition::new(tolls.clone(), segs.clone());
+        let mut out = Vec::new();
+        for t in &input {
+            p.process(t, &mut out);
+        }
+        let mut good = Vec::new();
+        p.save_state(&mut good).expect("save");
+        let fresh = Partition::new(tolls.clone(), segs.clone());
+        let check = |bytes: &[u8], what: &str| {
+            let mut q = Partition::new(tolls.clone(), segs.clone());
+            match q.restore_state(bytes) {
+                Ok(()) => panic!("restored, expected an error about {what}"),
+                Err(e) => assert!(e.contains(what), "{e}"),
+            }
+            assert_same_state(&fresh, &q, "after a failed restore");
+        };
+        let corrupt = |f: &dyn Fn(&mut Partition)| {
+            let mut q = Partition::new(tolls.clone(), segs.clone());
+            q.restore_state(&good).expect("restore");
+            f(&mut q);
+            let mut bytes = Vec::new();
+            q.save_state(&mut bytes).expect("save");
+            bytes
+        };
+        check(
+            &corrupt(&|q| {
+                let v = q
+                    .vehicles
+                    .values_mut()
+                    .find(|v| v.trip != NONE)
+                    .expect("one");
+                v.trip = q.trips.slots.len() as u32;
+            }),
+            "trip slot",
+        );
+        check(
+            &corrupt(&|q| {
+                q.trips.slots.push(q.trips.slots[0]);
+                let f = q.trips.slots.len() as u32 - 1;
+                q.trips.free.extend([f, f]);
+            }),
+            "free trip slot",
+        );
+        check(
+            &corrupt(&|q| {
+                let v = q.vehicles.values().find(|v| v.trip != NONE).expect("one");
+                let slot = v.trip;
+                q.trips.free.push(slot);
+            }),
+            "is free, shared",
+        );
+        check(
+            &corrupt(&|q| {
+                q.groups.insert((1, 400), Group::default());
+            }),
+            "segment record 400 of 400",
+        );
+        check(
+            &corrupt(&|q| {
+                q.road.xway_index.insert(99, 0);
+            }),
+            "index 0 of 3",
+        );
+        check(
+            &corrupt(&|q| {
+                q.road.segs.pop();
+            }),
+            "399 segment records",
+        );
+        check(
+            &corrupt(&|q| {
+                q.trips.slots[0].seg_id = 1000;
+            }),
+            "trip slot 0",
+        );
+        // Truncated state: never a whole state (decoding is sequential, and trailing
+        // bytes are refused).
+        for len in (0..good.len()).step_by(good.len() / 300 + 1) {
+            check(&good[..len], "does not decode");
+        }
+        let mut longer = good.clone();
+        longer.push(0);
+        check(&longer, "does not decode");
     }
 
     /// Benchmark on the generator's input: 1 expressway at the default peak (54,000
