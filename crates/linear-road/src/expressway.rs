@@ -40,6 +40,15 @@
 //! * For the current minute only: one accumulator per (vehicle, segment) reported from,
 //!   in a hash map cleared (capacity kept) when the minute ends.
 //!
+//! # Checkpoints
+//!
+//! [`Partition::save_state`] writes all of the above (bincode, varint integers; the
+//! histories are not state, their owner supplies them again) between two seconds, where
+//! no type-2 request is pending; [`Partition::restore_state`] reads it back and checks
+//! the slot, segment-record and expressway references before taking it. About 2.9 MB for
+//! one expressway after 10 minutes at the L = 1 peak (54,000 vehicles), most of it the
+//! per-vehicle records and the current minute's groups.
+//!
 //! # Segment statistics (doc 4)
 //!
 //! Reports arrive in time order, so when the first report of minute m arrives, minute

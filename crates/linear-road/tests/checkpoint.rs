@@ -439,6 +439,7 @@ fn checkpoint_size_per_expressway() {
     let mut out = Batch::new(7);
     let start = std::time::Instant::now();
     let mut save_time = std::time::Duration::ZERO;
+    let mut restore_time = std::time::Duration::ZERO;
     run_epochs(f.as_mut(), 0, &epochs, &mut out, |i, f, _| {
         let e = epochs[i].0;
         if e % 60 == 59 {
@@ -446,6 +447,9 @@ fn checkpoint_size_per_expressway() {
             let t = std::time::Instant::now();
             f.save(&mut bytes).expect("save");
             save_time += t.elapsed();
+            let t = std::time::Instant::now();
+            s.factory.create(0, 1).restore(&bytes).expect("restore");
+            restore_time += t.elapsed();
             println!(
                 "after minute {}: {} bytes ({:.2} MB), {} tuples so far",
                 e / 60 + 1,
@@ -456,9 +460,10 @@ fn checkpoint_size_per_expressway() {
         }
     });
     println!(
-        "{} tuples in {:.2} s, of which saving {:.3} s",
+        "{} tuples in {:.2} s, of which saving {:.3} s and restoring {:.3} s (10 each)",
         s.input.len(),
         start.elapsed().as_secs_f64(),
-        save_time.as_secs_f64()
+        save_time.as_secs_f64(),
+        restore_time.as_secs_f64()
     );
 }
