@@ -17,7 +17,7 @@ use crate::expressway::{BalancePartial, Emitted, Partition};
 use crate::history::{SegmentHistory, TollHistory};
 use crate::record::{Input, Output};
 use braid_plan::batch::{Batch, Datum, Row};
-use braid_plan::error::Result;
+use braid_plan::error::{Error, Result};
 use braid_plan::expr::{BinOp, Expr};
 use braid_plan::function::{
     Combiner, Emitter, Registry, SinkFn, StreamFunction, StreamFunctionFactory,
@@ -75,6 +75,10 @@ impl StreamFunctionFactory for LinearRoad {
             )));
         }
         Ok(output_schema())
+    }
+
+    fn checkpoints(&self) -> bool {
+        true
     }
 
     fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction> {
@@ -147,6 +151,54 @@ fn emit_all(buf: &mut Vec<Emitted>, out: &mut Emitter<'_>, partition: i64, parti
     }
 }
 
+/// The first four bytes of a checkpoint of a `linear_road` instance.
+const CHECKPOINT_MAGIC: u32 = u32::from_le_bytes(*b"LRck");
+/// The layout of the checkpoint; a build reads only its own.
+const CHECKPOINT_VERSION: u32 = 1;
+/// Magic, version, partition, partitions (u32 each), then the state's length and
+/// checksum (u64 each), all little endian.
+const CHECKPOINT_HEADER: usize = 32;
+
+/// A 64-bit checksum of a checkpoint's state. Every step is a bijection of the running
+/// value and of the word read, so a change confined to one 8-byte word always changes
+/// the sum; the length is mixed in first, so is truncation.
+fn checksum(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let step = |h: u64, w: u64| (h ^ w).wrapping_mul(K).rotate_left(29);
+    let mut h = step(0x243f_6a88_85a3_08d3, bytes.len() as u64);
+    let mut chunks = bytes.chunks_exact(8);
+    for c in &mut chunks {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(c);
+        h = step(h, u64::from_le_bytes(w));
+    }
+    let mut w = [0u8; 8];
+    w[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    h = step(h, u64::from_le_bytes(w));
+    h ^ (h >> 32)
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&bytes[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+impl Adapter {
+    fn checkpoint_error(&self, what: String) -> Error {
+        Error::Plan(format!(
+            "checkpoint of {FUNCTION} partition {} of {}: {what}",
+            self.partition, self.partitions
+        ))
+    }
+}
+
 impl StreamFunction for Adapter {
     fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
         let mut f = [0i64; 15];
@@ -169,6 +221,88 @@ impl StreamFunction for Adapter {
         self.ignored.types.fetch_add(s.ignored_types, Relaxed);
         self.part.finish(&mut self.buf);
         emit_all(&mut self.buf, out, self.partition, self.partitions);
+    }
+
+    /// Writes the 32-byte header (magic, version, partition, partitions, state length and
+    /// checksum) and the partition's state. The
+    /// adapter's own state is its place (partition, partitions), which `create` sets and
+    /// restore checks; its output buffer is empty between calls and the ignored-record
+    /// counters are the partition's until `finish`.
+    fn save(&self, out: &mut Vec<u8>) -> Result<()> {
+        if !self.buf.is_empty() {
+            return Err(Error::Internal(format!(
+                "{FUNCTION}: checkpoint with {} outputs not emitted",
+                self.buf.len()
+            )));
+        }
+        let start = out.len();
+        out.extend_from_slice(&CHECKPOINT_MAGIC.to_le_bytes());
+        out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
+        out.extend_from_slice(&(self.partition as u32).to_le_bytes());
+        out.extend_from_slice(&(self.partitions as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 16]); // length and checksum, once known
+        let body = out.len();
+        if let Err(e) = self.part.save_state(out) {
+            out.truncate(start);
+            return Err(Error::Internal(format!("{FUNCTION}: {e}")));
+        }
+        let len = (out.len() - body) as u64;
+        let sum = checksum(&out[body..]);
+        out[start + 16..start + 24].copy_from_slice(&len.to_le_bytes());
+        out[start + 24..start + 32].copy_from_slice(&sum.to_le_bytes());
+        Ok(())
+    }
+
+    fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let n = bytes.len();
+        if n >= 4 && u32_at(bytes, 0) != CHECKPOINT_MAGIC {
+            return Err(self.checkpoint_error(format!(
+                "magic {:#010x} is not {:#010x} (`LRck`): not a {FUNCTION} checkpoint",
+                u32_at(bytes, 0),
+                CHECKPOINT_MAGIC
+            )));
+        }
+        if n >= 8 && u32_at(bytes, 4) != CHECKPOINT_VERSION {
+            return Err(self.checkpoint_error(format!(
+                "format version {} (this build reads version {CHECKPOINT_VERSION})",
+                u32_at(bytes, 4)
+            )));
+        }
+        if n < CHECKPOINT_HEADER {
+            return Err(self.checkpoint_error(format!(
+                "truncated: {n} bytes, shorter than the {CHECKPOINT_HEADER}-byte header"
+            )));
+        }
+        let (p, q) = (u32_at(bytes, 8), u32_at(bytes, 12));
+        if (i64::from(p), i64::from(q)) != (self.partition, self.partitions) {
+            return Err(self.checkpoint_error(format!("it was taken of partition {p} of {q}")));
+        }
+        let (len, sum) = (u64_at(bytes, 16), u64_at(bytes, 24));
+        let state = &bytes[CHECKPOINT_HEADER..];
+        if state.len() as u64 != len {
+            return Err(self.checkpoint_error(if (state.len() as u64) < len {
+                format!(
+                    "truncated: the state has {} of its {len} bytes",
+                    state.len()
+                )
+            } else {
+                format!(
+                    "{} bytes after the {len}-byte state",
+                    state.len() as u64 - len
+                )
+            }));
+        }
+        let computed = checksum(state);
+        if computed != sum {
+            return Err(self.checkpoint_error(format!(
+                "checksum {computed:#018x} of the state is not the saved {sum:#018x}: corrupt"
+            )));
+        }
+        self.part
+            .restore_state(state)
+            .map_err(|e| self.checkpoint_error(e))?;
+        self.buf.clear();
+        Ok(())
     }
 }
 

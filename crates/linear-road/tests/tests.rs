@@ -10,6 +10,8 @@ use linear_road::record::parse_output;
 use linear_road::validate::{validate_files, Options};
 use std::path::PathBuf;
 
+mod checkpoint;
+
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("braid-lr-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&d).expect("temp dir");
