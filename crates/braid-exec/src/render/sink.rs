@@ -225,8 +225,8 @@ fn committed_file<'s>(
         .map(|f| f.ty)
         .collect();
     let stamp = sink.stamp_emit;
-    // Worker 0 writes: the file, a handle to sync it, its length and rows so far.
-    let mut file: Option<(std::io::BufWriter<std::fs::File>, std::fs::File, SinkMark)> = None;
+    // Worker 0 writes: the file, its length and rows so far.
+    let mut file: Option<(std::io::BufWriter<std::fs::File>, SinkMark)> = None;
     if place.index == 0 {
         let io = |what: &str, e| Error::io(format!("{what} output file {}", path.display()), e);
         let (f, mark) = match store.read_sink(output)? {
@@ -245,7 +245,6 @@ fn committed_file<'s>(
                 SinkMark { bytes: 0, rows: 0 },
             ),
         };
-        let sync = f.try_clone().map_err(|e| io("opening", e))?;
         let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
         use std::io::Seek;
         w.seek(std::io::SeekFrom::End(0))
@@ -260,7 +259,7 @@ fn committed_file<'s>(
             mark.bytes = head.len() as u64;
         }
         store.output(path);
-        file = Some((w, sync, mark));
+        file = Some((w, mark));
     }
     let name = format!("Sink({:?})", sink.spec);
     let mut line = Vec::new();
@@ -275,19 +274,14 @@ fn committed_file<'s>(
                 u64,
                 timely::dataflow::operators::Capability<u64>,
             > = Default::default();
-            // Syncs the file and records its length as checkpoint `c`'s.
+            // Flushes the file and records its length as checkpoint `c`'s (the
+            // committer syncs it to disk before the checkpoint counts).
             let commit = move |c: u64,
-                               file: &mut Option<(
-                std::io::BufWriter<std::fs::File>,
-                std::fs::File,
-                SinkMark,
-            )>,
+                               file: &mut Option<(std::io::BufWriter<std::fs::File>, SinkMark)>,
                                shared: &Shared| {
-                let Some((w, sync, mark)) = file.as_mut() else {
+                let Some((w, mark)) = file.as_mut() else {
                     return;
                 };
-                // The committer syncs the file before the checkpoint counts.
-                let _ = sync;
                 let done = w
                     .flush()
                     .map_err(|e| Error::io("writing output", e))
@@ -319,7 +313,7 @@ fn committed_file<'s>(
                         continue;
                     }
                     let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
-                    let Some((w, _, mark)) = file.as_mut() else {
+                    let Some((w, mark)) = file.as_mut() else {
                         continue;
                     };
                     let mut wrote = Ok(());
