@@ -179,6 +179,15 @@ pub struct QueryArgs {
     /// with an error (e.g. 20s).
     #[arg(long, default_value = "20s", value_parser = duration)]
     pub connect_timeout: std::time::Duration,
+    /// Start N processes of this run on this machine (a cluster on loopback ports,
+    /// the hosts file printed), each with the same arguments, and wait for them.
+    #[arg(long, value_name = "N", value_parser = positive_usize, conflicts_with = "launch_with")]
+    pub launch: Option<usize>,
+    /// Start one process of this run on every host of the --hosts file with this
+    /// command, given the host name and the braid command line (e.g. `ssh`), and wait
+    /// for them. Each host needs braid and the files at the same paths.
+    #[arg(long, value_name = "CMD")]
+    pub launch_with: Option<String>,
 }
 
 /// A duration: a number and a unit (ms, s or m).
@@ -259,6 +268,8 @@ const RUN_FLAGS: &[&str] = &[
     "recover",
     "checkpoint_interval",
     "connect_timeout",
+    "launch",
+    "launch_with",
 ];
 
 /// Flags for scripts that name Linear Road's functions.
@@ -305,9 +316,12 @@ impl Use {
                 Some("the dashboard shows a run: braid run --dashboard, or braid server")
             }
             Use::ExplainScript | Use::ExplainFlags | Use::Shell
-                if matches!(id, "checkpoint" | "recover" | "checkpoint_interval") =>
+                if matches!(
+                    id,
+                    "checkpoint" | "recover" | "checkpoint_interval" | "launch" | "launch_with"
+                ) =>
             {
-                Some("checkpoints are taken by braid run")
+                Some("checkpoints and launching processes are for braid run")
             }
             Use::Shell if id == "profile" => {
                 Some("in the shell, EXPLAIN ANALYZE <query>; runs it and shows what each node measured")
@@ -368,7 +382,7 @@ pub fn parse_schema(text: &str) -> Result<Schema> {
 }
 
 /// The addresses of a hosts file: one `host:port` a line, blank lines skipped.
-fn read_hosts(path: &std::path::Path) -> Result<Vec<String>> {
+pub(crate) fn read_hosts(path: &std::path::Path) -> Result<Vec<String>> {
     Ok(std::fs::read_to_string(path)
         .with_context(|| format!("reading hosts file {}", path.display()))?
         .lines()

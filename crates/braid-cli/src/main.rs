@@ -28,6 +28,7 @@ mod args;
 mod convert;
 mod dashboard;
 mod explain;
+mod launch;
 mod listing;
 mod lrb;
 mod profile;

@@ -17,6 +17,16 @@ use std::sync::Arc;
 
 /// Runs what `q` says.
 pub fn run(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
+    if q.launch.is_some() || q.launch_with.is_some() {
+        check(
+            matches,
+            match q.script {
+                Some(_) => Use::RunScript,
+                None => Use::RunFlags,
+            },
+        )?;
+        return crate::launch::launch(q);
+    }
     match &q.script {
         Some(path) => {
             check(matches, Use::RunScript)?;

@@ -584,3 +584,74 @@ fn linear_road_survives_kills() {
     let seed = 0x5eed_0004 ^ u64::from(std::process::id());
     harness(&job, &dir.0, 4, seed, validate);
 }
+
+/// `--launch N` starts a local cluster of N processes, and `--launch-with CMD` starts a
+/// process per host of a hosts file through CMD (here a stand-in for ssh that runs the
+/// command line it is given locally); both give the output of one process.
+#[test]
+fn launch_starts_every_process() {
+    let dir = Scratch::new("launch");
+    let braid = env!("CARGO_BIN_EXE_braid");
+    let run = |out: &Path, extra: &[&str]| {
+        let o = Command::new(braid)
+            .args([
+                "run",
+                "--tuples",
+                "400000",
+                "--keys",
+                "100",
+                "--parts",
+                "6",
+                "--function",
+                "count",
+                "--merge",
+                "ordered",
+                "--workers",
+                "2",
+                "--output",
+            ])
+            .arg(out)
+            .args(extra)
+            .output()
+            .expect("braid run");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).to_string()
+    };
+    run(&dir.0.join("one.csv"), &[]);
+    let want = std::fs::read(dir.0.join("one.csv")).expect("output");
+    let said = run(&dir.0.join("local.csv"), &["--launch", "3"]);
+    assert!(said.contains("launching 3 processes"), "{said}");
+    assert_eq!(
+        std::fs::read(dir.0.join("local.csv")).expect("output"),
+        want
+    );
+    // The stand-in for ssh: drops the host, runs the command line.
+    let ssh = dir.0.join("fake-ssh");
+    std::fs::write(
+        &ssh,
+        "#!/bin/sh\necho \"$1\" >> \"$(dirname \"$0\")/hosts-seen\"\nshift\nexec sh -c \"$1\"\n",
+    )
+    .expect("fake ssh");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&ssh, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let hosts = dir.0.join("hosts");
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\nlocalhost:{}\n", free_port(), free_port()),
+    )
+    .expect("hosts");
+    let ssh_cmd = ssh.display().to_string();
+    let hosts_arg = hosts.display().to_string();
+    run(
+        &dir.0.join("remote.csv"),
+        &["--launch-with", &ssh_cmd, "--hosts", &hosts_arg],
+    );
+    assert_eq!(
+        std::fs::read(dir.0.join("remote.csv")).expect("output"),
+        want
+    );
+    let seen = std::fs::read_to_string(dir.0.join("hosts-seen")).expect("hosts seen");
+    let mut seen: Vec<&str> = seen.lines().collect();
+    seen.sort();
+    assert_eq!(seen, ["127.0.0.1", "localhost"]);
+}
