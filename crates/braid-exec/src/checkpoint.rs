@@ -128,17 +128,17 @@ impl Store {
             false => None,
         };
         if let Some(m) = &restored {
+            if m.partitions != partitions {
+                return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                    "restoring a checkpoint with other partition counts (taken with {:?}, this plan has {:?}): key groups are redistributed over workers and processes, not split or merged",
+                    m.partitions, partitions
+                ))));
+            }
             if m.plan != fingerprint {
                 return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
                     "the checkpoint in {} (epoch {}) was taken from another plan; recover with the same query, sources and sinks",
                     cfg.dir.display(),
                     m.epoch
-                ))));
-            }
-            if m.partitions != partitions {
-                return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
-                    "restoring a checkpoint with other partition counts (taken with {:?}, this plan has {:?}): key groups are redistributed over workers and processes, not split or merged",
-                    m.partitions, partitions
                 ))));
             }
         }

@@ -392,7 +392,10 @@ fn drain_committing(
 
 /// Commits the checkpoints the output frontier has passed (worker 0).
 fn commit(store: &Arc<Store>, clock: &mut Clock, probe: &ProbeHandle<u64>, shared: &Shared) {
-    if shared.failed() {
+    // A failed or cancelled run's sinks stop writing: what they skipped would be in
+    // the state of any later checkpoint, so none commits. (A sink skips a row only
+    // after the flag is set, which comes before the output passes that row's epoch.)
+    if shared.failed() || shared.cancel.is_cancelled() {
         return;
     }
     if let Err(e) = clock.commit_passed(store, |c| !probe.less_equal(&c)) {

@@ -12,6 +12,7 @@
 
 mod bad_input;
 mod cancel;
+mod checkpoint;
 mod live;
 mod profile;
 mod session;

@@ -1,0 +1,167 @@
+//! Restoring a checkpoint onto other worker counts: a windowed SQL query checkpointed
+//! on 2 workers and stopped halfway (its file output then holds rows past the last
+//! commit) resumes on 1, 2 and 4 workers with output byte for byte the uninterrupted
+//! run's; another partition count is refused by name, as is another query.
+
+use braid_exec::checkpoint::{latest, CheckpointConfig};
+use braid_exec::runtime::RunConfig;
+use braid_exec::session::Session;
+use braid_exec::source::Counters;
+use braid_plan::function::Registry;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn script(dir: &Path, partitions: u32, key: u32) -> String {
+    let d = dir.display();
+    format!(
+        "SET partitions = {partitions};
+CREATE STREAM calls (caller BIGINT NOT NULL, callee BIGINT, start BIGINT NOT NULL, dur BIGINT)
+  WITH (path = '{d}/calls.csv', event_time = 'start', epoch = 10);
+CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
+INSERT INTO out SELECT window_end, caller % {key} AS k, count(*) AS n, sum(dur) AS total
+FROM calls GROUP BY TUMBLE(start, 100), caller % {key};"
+    )
+}
+
+/// Runs the script's query to its end (or until `stop_at` rows were read) on `workers`.
+fn run(
+    dir: &Path,
+    text: &str,
+    workers: usize,
+    checkpoint: Option<CheckpointConfig>,
+    stop_at: Option<u64>,
+) -> braid_exec::error::Result<()> {
+    let counters = Arc::new(Counters::default());
+    let config = RunConfig {
+        workers,
+        checkpoint,
+        counters: Some(counters.clone()),
+        ..RunConfig::default()
+    };
+    let mut session = Session::new(&Registry::with_builtins(), config);
+    session.compile(text, dir)?;
+    let cancel = session.cancel_handle();
+    let watcher = stop_at.map(|n| {
+        std::thread::spawn(move || {
+            while counters.rows_in.load(Ordering::Relaxed) < n {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            cancel.cancel();
+        })
+    });
+    let report = session.run_next().expect("a query")?;
+    if let Some(w) = watcher {
+        w.join().expect("watcher");
+    }
+    assert_eq!(report.run.cancelled, stop_at.is_some());
+    Ok(())
+}
+
+#[test]
+fn restore_onto_other_worker_counts() {
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("braid-ckpt-rescale-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let mut calls = String::from("caller,callee,start,dur\n");
+    for i in 0..400_000u64 {
+        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
+        calls += &format!("{},{},{},{}\n", x % 997, x % 13, i / 4, x % 600);
+    }
+    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    let text = script(&dir.0, 8, 50);
+    let out = dir.0.join("out.csv");
+    run(&dir.0, &text, 1, None, None).expect("uninterrupted run");
+    let want = std::fs::read(&out).expect("output");
+    assert!(want.len() > 100_000, "too little output to test anything");
+
+    // Checkpointed on 2 workers, stopped halfway.
+    let ck = dir.0.join("ck");
+    let config = |dir: &Path, recover| CheckpointConfig {
+        dir: dir.to_path_buf(),
+        interval: Duration::from_millis(1),
+        recover,
+    };
+    run(&dir.0, &text, 2, Some(config(&ck, false)), Some(200_000)).expect("stopped run");
+    let taken = latest(&ck.join("query-0"))
+        .expect("manifest")
+        .expect("a checkpoint");
+    assert_eq!(taken.workers, 2);
+    assert!(taken.epoch > 0);
+    let partial = std::fs::read(&out).expect("partial output");
+    assert!(partial.len() < want.len());
+
+    let copy = |to: &Path| {
+        let from = ck.join("query-0");
+        let to = to.join("query-0");
+        std::fs::create_dir_all(&to).expect("copy");
+        for e in walk(&from) {
+            let rel = e.strip_prefix(&from).expect("relative");
+            if e.is_dir() {
+                std::fs::create_dir_all(to.join(rel)).expect("copy dir");
+            } else {
+                std::fs::create_dir_all(to.join(rel).parent().expect("parent")).expect("dir");
+                std::fs::copy(&e, to.join(rel)).expect("copy file");
+            }
+        }
+    };
+    for workers in [1, 2, 4] {
+        let at = dir.0.join(format!("ck-{workers}"));
+        copy(&at);
+        std::fs::write(&out, &partial).expect("partial output back");
+        run(&dir.0, &text, workers, Some(config(&at, true)), None).expect("resumed run");
+        let got = std::fs::read(&out).expect("output");
+        assert!(
+            got == want,
+            "resumed on {workers} workers from epoch {}: {} bytes, the uninterrupted run {}",
+            taken.epoch,
+            got.len(),
+            want.len()
+        );
+    }
+
+    // Another partition count, and another query, are refused by name.
+    let at = dir.0.join("ck-q16");
+    copy(&at);
+    let e = run(
+        &dir.0,
+        &script(&dir.0, 16, 50),
+        2,
+        Some(config(&at, true)),
+        None,
+    )
+    .expect_err("q = 16 refused");
+    assert!(e.to_string().contains("other partition counts"), "{e}");
+    let e = run(
+        &dir.0,
+        &script(&dir.0, 8, 49),
+        2,
+        Some(config(&at, true)),
+        None,
+    )
+    .expect_err("another query refused");
+    assert!(e.to_string().contains("another plan"), "{e}");
+}
+
+/// Every path under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}
