@@ -655,3 +655,262 @@ fn launch_starts_every_process() {
     seen.sort();
     assert_eq!(seen, ["127.0.0.1", "localhost"]);
 }
+
+/// Two network namespaces joined by a veth pair: two "hosts" with their own addresses,
+/// made by the test and removed on drop.
+struct Hosts {
+    names: [String; 2],
+    addrs: [String; 2],
+}
+
+impl Hosts {
+    fn new() -> Result<Hosts, String> {
+        let id = std::process::id();
+        let names = [format!("braid{id}a"), format!("braid{id}b")];
+        let net = format!("10.213.{}", id % 250);
+        let addrs = [format!("{net}.1"), format!("{net}.2")];
+        let hosts = Hosts { names, addrs };
+        let (a, b) = (&hosts.names[0], &hosts.names[1]);
+        let (va, vb) = (format!("v{}a", id % 100_000), format!("v{}b", id % 100_000));
+        let steps: Vec<Vec<String>> = vec![
+            vec!["netns".into(), "add".into(), a.clone()],
+            vec!["netns".into(), "add".into(), b.clone()],
+            vec![
+                "link".into(),
+                "add".into(),
+                va.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                vb.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                va.clone(),
+                "netns".into(),
+                a.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                vb.clone(),
+                "netns".into(),
+                b.clone(),
+            ],
+            vec![
+                "-n".into(),
+                a.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/24", hosts.addrs[0]),
+                "dev".into(),
+                va.clone(),
+            ],
+            vec![
+                "-n".into(),
+                b.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{}/24", hosts.addrs[1]),
+                "dev".into(),
+                vb.clone(),
+            ],
+            vec![
+                "-n".into(),
+                a.clone(),
+                "link".into(),
+                "set".into(),
+                va,
+                "up".into(),
+            ],
+            vec![
+                "-n".into(),
+                b.clone(),
+                "link".into(),
+                "set".into(),
+                vb,
+                "up".into(),
+            ],
+            vec![
+                "-n".into(),
+                a.clone(),
+                "link".into(),
+                "set".into(),
+                "lo".into(),
+                "up".into(),
+            ],
+            vec![
+                "-n".into(),
+                b.clone(),
+                "link".into(),
+                "set".into(),
+                "lo".into(),
+                "up".into(),
+            ],
+        ];
+        for s in steps {
+            let o = Command::new("ip")
+                .args(&s)
+                .output()
+                .map_err(|e| format!("ip: {e}"))?;
+            if !o.status.success() {
+                return Err(format!(
+                    "ip {}: {}",
+                    s.join(" "),
+                    String::from_utf8_lossy(&o.stderr)
+                ));
+            }
+        }
+        Ok(hosts)
+    }
+}
+
+impl Drop for Hosts {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", n]).output();
+        }
+    }
+}
+
+/// A cluster of two processes on two hosts (network namespaces): one killed with
+/// SIGKILL, the other stops naming it; both started again with --recover; the output
+/// equals one process's uninterrupted output. Killed twice (each process once).
+#[test]
+fn hosts_in_network_namespaces_survive_a_killed_process() {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0\n"));
+    if !root.unwrap_or(false) {
+        eprintln!(
+            "hosts_in_network_namespaces: not root, network namespaces cannot be made: skipped"
+        );
+        return;
+    }
+    let net = Hosts::new().expect("network namespaces (as root)");
+    let dir = Scratch::new("netns");
+    let braid = env!("CARGO_BIN_EXE_braid");
+    let out = dir.0.join("out.csv");
+    let args: Vec<String> = [
+        "run",
+        "--tuples",
+        "20000000",
+        "--keys",
+        "1000",
+        "--parts",
+        "8",
+        "--rate",
+        "20000",
+        "--function",
+        "count",
+        "--merge",
+        "ordered",
+        "--workers",
+        "2",
+        "--output",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([out.display().to_string()])
+    .collect();
+    let t = Instant::now();
+    let o = Command::new(braid).args(&args).output().expect("braid run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let took = t.elapsed();
+    let want = std::fs::read(&out).expect("output");
+    let hosts = dir.0.join("hosts");
+    std::fs::write(
+        &hosts,
+        format!(
+            "{}:{}\n{}:{}\n",
+            net.addrs[0],
+            free_port(),
+            net.addrs[1],
+            free_port()
+        ),
+    )
+    .expect("hosts");
+    let ck = dir.0.join("ck");
+    let start = |first: bool| -> Kids {
+        let kids = (0..2)
+            .map(|p| {
+                Command::new("ip")
+                    .args(["netns", "exec", &net.names[p], braid])
+                    .args(&args)
+                    .args([
+                        "--processes",
+                        "2",
+                        "--process-index",
+                        &p.to_string(),
+                        "--hosts",
+                    ])
+                    .arg(&hosts)
+                    .arg(if first { "--checkpoint" } else { "--recover" })
+                    .arg(&ck)
+                    .args(["--checkpoint-interval", "30ms", "--connect-timeout", "5s"])
+                    .stdout(Stdio::null())
+                    .stderr(std::fs::File::create(dir.0.join(format!("err-{p}"))).expect("err"))
+                    .spawn()
+                    .expect("ip netns exec braid")
+            })
+            .collect();
+        Kids(kids)
+    };
+    let _ = std::fs::remove_file(&out);
+    for (round, victim) in [(0, 1usize), (1, 0)] {
+        let seen = last_checkpoint(&ck);
+        let mut kids = start(round == 0);
+        // Killed once it has committed a checkpoint of its own, before it ends.
+        let deadline = Instant::now() + took * 3 + Duration::from_secs(10);
+        while last_checkpoint(&ck) <= seen {
+            assert!(Instant::now() < deadline, "no checkpoint committed");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        if kids
+            .iter_mut()
+            .any(|k| k.try_wait().expect("wait").is_some())
+        {
+            panic!("the run ended before the kill: give it more input");
+        }
+        kids[victim].kill().expect("kill -9");
+        kids[victim].wait().expect("reap");
+        let other = 1 - victim;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(s) = kids[other].try_wait().expect("wait") {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "process {other} still runs 10 s after {victim} was killed"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let err = std::fs::read_to_string(dir.0.join(format!("err-{other}"))).unwrap_or_default();
+        assert_eq!(status.code(), Some(3), "{err}");
+        assert!(
+            err.contains(&format!("lost process {victim} at {}", net.addrs[victim])),
+            "{err}"
+        );
+    }
+    let mut kids = start(false);
+    assert!(wait_all(
+        &mut kids,
+        Instant::now() + Duration::from_secs(300),
+        &dir.0
+    ));
+    assert!(
+        std::fs::read(&out).expect("output") == want,
+        "the recovered output differs"
+    );
+}
+
+/// The epoch of the last checkpoint committed in `ck`.
+fn last_checkpoint(ck: &Path) -> Option<u64> {
+    std::fs::read_to_string(ck.join("LATEST"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+}
