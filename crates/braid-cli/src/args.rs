@@ -188,6 +188,10 @@ pub struct QueryArgs {
     /// for them. Each host needs braid and the files at the same paths.
     #[arg(long, value_name = "CMD")]
     pub launch_with: Option<String>,
+    /// With --launch or --launch-with and checkpoints: when a process fails, start all
+    /// of them again from the last checkpoint, up to this many times.
+    #[arg(long, default_value_t = 0)]
+    pub restarts: u32,
 }
 
 /// A duration: a number and a unit (ms, s or m).
@@ -270,6 +274,7 @@ const RUN_FLAGS: &[&str] = &[
     "connect_timeout",
     "launch",
     "launch_with",
+    "restarts",
 ];
 
 /// Flags for scripts that name Linear Road's functions.
@@ -318,7 +323,12 @@ impl Use {
             Use::ExplainScript | Use::ExplainFlags | Use::Shell
                 if matches!(
                     id,
-                    "checkpoint" | "recover" | "checkpoint_interval" | "launch" | "launch_with"
+                    "checkpoint"
+                        | "recover"
+                        | "checkpoint_interval"
+                        | "launch"
+                        | "launch_with"
+                        | "restarts"
                 ) =>
             {
                 Some("checkpoints and launching processes are for braid run")

@@ -14,6 +14,7 @@ use std::process::{Child, Command};
 const OWN: &[&str] = &[
     "--launch",
     "--launch-with",
+    "--restarts",
     "--processes",
     "--process-index",
     "--hosts",
@@ -73,46 +74,112 @@ pub fn launch(q: &QueryArgs) -> Result<()> {
         (None, None, _) => return Ok(()),
     };
     let n = hosts.len();
-    let mut kids: Vec<(usize, Child)> = Vec::new();
-    for (i, host) in hosts.iter().enumerate() {
-        let mut own = args.clone();
-        own.extend([
-            "--processes".into(),
-            n.to_string(),
-            "--process-index".into(),
-            i.to_string(),
-            "--hosts".into(),
-            hosts_file.display().to_string(),
-        ]);
-        let child = match &q.launch_with {
-            None => Command::new(&me).args(&own).spawn(),
-            Some(cmd) => {
-                let line: Vec<String> = std::iter::once(me.display().to_string())
-                    .chain(own)
-                    .map(|a| quote(&a))
-                    .collect();
-                let name = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
-                let shell = format!("{cmd} {} {}", quote(name), quote(&line.join(" ")));
-                Command::new("sh").args(["-c", &shell]).spawn()
+    let restarts = match (q.restarts, &q.checkpoint, &q.recover) {
+        (0, _, _) => 0,
+        (r, Some(_), _) | (r, None, Some(_)) => r,
+        (_, None, None) => {
+            return Err(Usage(
+                "--restarts resumes from checkpoints: give --checkpoint DIR or --recover DIR"
+                    .into(),
+            )
+            .into())
+        }
+    };
+    let mut args = args;
+    for attempt in 0..=restarts {
+        let mut kids = Vec::new();
+        for (i, host) in hosts.iter().enumerate() {
+            let mut own = args.clone();
+            own.extend([
+                "--processes".into(),
+                n.to_string(),
+                "--process-index".into(),
+                i.to_string(),
+                "--hosts".into(),
+                hosts_file.display().to_string(),
+            ]);
+            let child = match &q.launch_with {
+                None => Command::new(&me).args(&own).spawn(),
+                Some(cmd) => {
+                    let line: Vec<String> = std::iter::once(me.display().to_string())
+                        .chain(own)
+                        .map(|a| quote(&a))
+                        .collect();
+                    let name = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+                    let shell = format!("{cmd} {} {}", quote(name), quote(&line.join(" ")));
+                    Command::new("sh").args(["-c", &shell]).spawn()
+                }
+            }
+            .with_context(|| format!("starting process {i} ({host})"))?;
+            kids.push(child);
+        }
+        let failed = supervise(&mut kids, &hosts)?;
+        let Some(first) = failed else {
+            return Ok(());
+        };
+        if attempt == restarts {
+            break;
+        }
+        eprintln!(
+            "braid: process {first} ({}) failed; starting all {n} again from the last checkpoint (restart {} of {restarts})",
+            hosts[first],
+            attempt + 1
+        );
+        // From now on every start resumes.
+        args = resume(args);
+    }
+    Err(Failed.into())
+}
+
+/// Waits for the processes; when one fails, gives the others 10 s to stop (they stop
+/// on their own when they lose it) and kills what is left. The first that failed, if
+/// any.
+fn supervise(kids: &mut [Child], hosts: &[String]) -> Result<Option<usize>> {
+    let mut done = vec![false; kids.len()];
+    let mut failed = None;
+    let mut since: Option<std::time::Instant> = None;
+    while done.iter().any(|d| !d) {
+        for (i, k) in kids.iter_mut().enumerate() {
+            if done[i] {
+                continue;
+            }
+            if let Some(status) = k
+                .try_wait()
+                .with_context(|| format!("waiting for process {i}"))?
+            {
+                done[i] = true;
+                if !status.success() {
+                    eprintln!("braid: process {i} ({}) ended with {status}", hosts[i]);
+                    failed.get_or_insert(i);
+                    since.get_or_insert_with(std::time::Instant::now);
+                }
             }
         }
-        .with_context(|| format!("starting process {i} ({host})"))?;
-        kids.push((i, child));
-    }
-    let mut failed = false;
-    for (i, mut k) in kids {
-        let status = k
-            .wait()
-            .with_context(|| format!("waiting for process {i}"))?;
-        if !status.success() {
-            eprintln!("braid: process {i} ({}) ended with {status}", hosts[i]);
-            failed = true;
+        if since.is_some_and(|t| t.elapsed() > std::time::Duration::from_secs(10)) {
+            for (i, k) in kids.iter_mut().enumerate() {
+                if !done[i] {
+                    let _ = k.kill();
+                    let _ = k.wait();
+                    done[i] = true;
+                }
+            }
         }
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    match failed {
-        true => Err(Failed.into()),
-        false => Ok(()),
-    }
+    Ok(failed)
+}
+
+/// The arguments with `--checkpoint DIR` turned into `--recover DIR`.
+fn resume(args: Vec<String>) -> Vec<String> {
+    args.into_iter()
+        .map(|a| match a.as_str() {
+            "--checkpoint" => "--recover".to_string(),
+            _ => match a.strip_prefix("--checkpoint=") {
+                Some(dir) => format!("--recover={dir}"),
+                None => a,
+            },
+        })
+        .collect()
 }
 
 fn free_port() -> Result<u16> {

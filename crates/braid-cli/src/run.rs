@@ -17,6 +17,12 @@ use std::sync::Arc;
 
 /// Runs what `q` says.
 pub fn run(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
+    if q.restarts > 0 && q.launch.is_none() && q.launch_with.is_none() {
+        return Err(crate::Usage(
+            "--restarts applies to the processes --launch or --launch-with starts".into(),
+        )
+        .into());
+    }
     if q.launch.is_some() || q.launch_with.is_some() {
         check(
             matches,

@@ -914,3 +914,97 @@ fn last_checkpoint(ck: &Path) -> Option<u64> {
         .ok()
         .and_then(|t| t.trim().parse().ok())
 }
+
+/// `--launch 2 --restarts 2` with checkpoints: a process killed with SIGKILL makes the
+/// launcher start both again from the last checkpoint, and the output is the
+/// uninterrupted run's.
+#[test]
+fn launcher_restarts_from_the_last_checkpoint() {
+    let dir = Scratch::new("restart");
+    let braid = env!("CARGO_BIN_EXE_braid");
+    let out = dir.0.join("out.csv");
+    let args: Vec<String> = [
+        "run",
+        "--tuples",
+        "20000000",
+        "--keys",
+        "1000",
+        "--parts",
+        "8",
+        "--rate",
+        "20000",
+        "--function",
+        "count",
+        "--merge",
+        "ordered",
+        "--workers",
+        "2",
+        "--output",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([out.display().to_string()])
+    .collect();
+    let o = Command::new(braid).args(&args).output().expect("braid run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let want = std::fs::read(&out).expect("output");
+    let _ = std::fs::remove_file(&out);
+    let ck = dir.0.join("ck");
+    let err = dir.0.join("err");
+    let mut launcher = Kids(vec![Command::new(braid)
+        .args(&args)
+        .args([
+            "--launch",
+            "2",
+            "--restarts",
+            "2",
+            "--checkpoint-interval",
+            "30ms",
+            "--checkpoint",
+        ])
+        .arg(&ck)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).expect("err"))
+        .spawn()
+        .expect("braid run --launch")]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while last_checkpoint(&ck).is_none() {
+        assert!(Instant::now() < deadline, "no checkpoint committed");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    // One of the launcher's processes, killed.
+    let pid = launcher[0].id();
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .expect("the launcher's children");
+    let victim = children.split_whitespace().last().expect("a child process");
+    let k = Command::new("kill")
+        .args(["-9", victim])
+        .status()
+        .expect("kill");
+    assert!(k.success());
+    assert!(
+        wait_all(
+            &mut launcher,
+            Instant::now() + Duration::from_secs(120),
+            &dir.0
+        ) || {
+            panic!(
+                "the launcher did not finish: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            )
+        }
+    );
+    let said = std::fs::read_to_string(&err).expect("err");
+    assert!(
+        said.contains("starting all 2 again from the last checkpoint (restart 1 of 2)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("resumed from the checkpoint after epoch"),
+        "{said}"
+    );
+    assert!(
+        std::fs::read(&out).expect("output") == want,
+        "the restarted output differs: {said}"
+    );
+}
