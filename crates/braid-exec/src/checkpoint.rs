@@ -237,6 +237,30 @@ impl Store {
         }
     }
 
+    /// Writes where worker `worker`'s source resumes after checkpoint `epoch` (a
+    /// [`crate::source::Feed::resume_point`]).
+    pub(crate) fn write_source(&self, epoch: u64, worker: usize, bytes: &[u8]) -> Result<()> {
+        let dir = self.chk(epoch);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        let path = dir.join(format!("source-{worker}.bin"));
+        std::fs::write(&path, bytes)
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    }
+
+    /// Where worker `worker`'s source resumes, when resuming and its feed said.
+    pub(crate) fn read_source(&self, worker: usize) -> Result<Option<Vec<u8>>> {
+        let Some(m) = &self.restored else {
+            return Ok(None);
+        };
+        let path = self.chk(m.epoch).join(format!("source-{worker}.bin"));
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+        }
+    }
+
     /// Writes a file sink's committed length for checkpoint `epoch`.
     pub(crate) fn write_sink(&self, epoch: u64, output: usize, mark: SinkMark) -> Result<()> {
         let dir = self.chk(epoch);

@@ -439,13 +439,28 @@ fn feed(
         shared,
     } = *ctx;
     let source = plan.leaf_source();
-    let mut feed = match source::open(
+    // Resuming, a feed that said where to start again (a CSV file) starts there; any
+    // other reads from its start and the windows up to the checkpoint are dropped.
+    let resume_at = match shared
+        .checkpoints
+        .as_ref()
+        .map(|s| s.read_source(place.index))
+    {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            shared.fatal(e);
+            return;
+        }
+        None => None,
+    };
+    let mut feed = match source::open_at(
         source,
         place.index,
         place.peers,
         &cfg.read,
         shared.counters.clone(),
         registry,
+        resume_at.as_deref(),
     ) {
         Ok(Some(f)) => f,
         Ok(None) => return, // this worker reads nothing: dropping `input` closes it
@@ -515,6 +530,14 @@ fn feed(
                     if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
                         let closing = *input.time();
                         if clock.due(store, closing) {
+                            // This window is the first after the checkpoint: where it
+                            // starts is where the source resumes.
+                            if let Some(at) = feed.resume_point() {
+                                if let Err(e) = store.write_source(closing, place.index, &at) {
+                                    shared.fatal(e);
+                                    break;
+                                }
+                            }
                             c.send(closing);
                         }
                         c.advance_to(epoch);

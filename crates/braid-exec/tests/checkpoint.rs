@@ -33,14 +33,15 @@ FROM calls GROUP BY TUMBLE(start, 100), caller % {key};"
     )
 }
 
-/// Runs the script's query to its end (or until `stop_at` rows were read) on `workers`.
+/// Runs the script's query to its end (or until `stop_at` rows were read) on `workers`;
+/// the rows it read and the malformed lines it reported.
 fn run(
     dir: &Path,
     text: &str,
     workers: usize,
     checkpoint: Option<CheckpointConfig>,
     stop_at: Option<u64>,
-) -> braid_exec::error::Result<()> {
+) -> braid_exec::error::Result<(u64, u64)> {
     let counters = Arc::new(Counters::default());
     let config = RunConfig {
         workers,
@@ -64,7 +65,8 @@ fn run(
         w.join().expect("watcher");
     }
     assert_eq!(report.run.cancelled, stop_at.is_some());
-    Ok(())
+    let rejects = report.run.rejects.iter().map(|r| r.count).sum();
+    Ok((report.run.rows_in, rejects))
 }
 
 #[test]
@@ -77,11 +79,16 @@ fn restore_onto_other_worker_counts() {
     for i in 0..400_000u64 {
         let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
         calls += &format!("{},{},{},{}\n", x % 997, x % 13, i / 4, x % 600);
+        // Malformed lines all along: a resumed run reports them as the whole run does.
+        if i % 9_999 == 0 {
+            calls += "12,x,y\n";
+        }
     }
     std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
     let text = script(&dir.0, 8, 50);
     let out = dir.0.join("out.csv");
-    run(&dir.0, &text, 1, None, None).expect("uninterrupted run");
+    let whole = run(&dir.0, &text, 1, None, None).expect("uninterrupted run");
+    assert_eq!(whole, (400_000, 41));
     let want = std::fs::read(&out).expect("output");
     assert!(want.len() > 100_000, "too little output to test anything");
 
@@ -99,6 +106,9 @@ fn restore_onto_other_worker_counts() {
     assert_eq!(taken.workers, 2);
     assert!(taken.epoch > 0);
     let partial = std::fs::read(&out).expect("partial output");
+    // The source resumes at the file offset the checkpoint kept (not from the start).
+    let kept = walk(&ck).into_iter().any(|p| p.ends_with("source-0.bin"));
+    assert!(kept, "no source position in the checkpoint");
     assert!(partial.len() < want.len());
 
     let copy = |to: &Path| {
@@ -119,7 +129,10 @@ fn restore_onto_other_worker_counts() {
         let at = dir.0.join(format!("ck-{workers}"));
         copy(&at);
         std::fs::write(&out, &partial).expect("partial output back");
-        run(&dir.0, &text, workers, Some(config(&at, true)), None).expect("resumed run");
+        let resumed =
+            run(&dir.0, &text, workers, Some(config(&at, true)), None).expect("resumed run");
+        assert_eq!(resumed, whole, "rows read and malformed lines reported");
+
         let got = std::fs::read(&out).expect("output");
         assert!(
             got == want,

@@ -17,13 +17,60 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 
 enum Msg {
-    Window(u64, Batch),
+    /// A window, and where its first row starts (a file's resume point).
+    Window(u64, Batch, Option<Resume>),
     Fatal(Error),
+}
+
+/// Where a CSV file's parser was before a row: what it needs to start there again and
+/// go on as it did (a checkpoint keeps the resume point of the first window after it).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Resume {
+    /// Byte offset of the row's line.
+    pub offset: u64,
+    /// Lines before it.
+    line: u64,
+    /// The row's sequence number (rows before it).
+    seq: u64,
+    /// The epoch of the row before it (epochs never go back).
+    epoch: u64,
+    /// The latest event time before it.
+    last_time: i64,
+    /// Malformed records before it, and the first of them.
+    rejects: u64,
+    first: Vec<super::Reject>,
+}
+
+impl Resume {
+    /// A resume point a checkpoint kept, checked against the file it is for.
+    pub fn read(bytes: &[u8], file: &std::fs::File, path: &std::path::Path) -> Result<Resume> {
+        let r: Resume = bincode::deserialize(bytes).map_err(|e| {
+            Error::Internal(format!(
+                "the checkpoint's position in {}: {e}",
+                path.display()
+            ))
+        })?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+            .len();
+        if r.offset > len {
+            return Err(braid_plan::error::Error::Plan(format!(
+                "{} has {len} bytes, shorter than when the checkpoint was taken (it was read up to byte {}): recover with the same input",
+                path.display(),
+                r.offset
+            ))
+            .into());
+        }
+        Ok(r)
+    }
 }
 
 /// A CSV source read on its own thread.
 pub(crate) struct CsvFeed {
     rx: Receiver<Msg>,
+    /// Where the window `next` returned last starts.
+    last: Option<Resume>,
     log: Arc<Mutex<RejectLog>>,
     name: String,
     /// Set when the feed is dropped: reader threads that wait on a socket stop.
@@ -79,12 +126,26 @@ impl CsvFeed {
         opts: &ReadOptions,
         counters: Arc<Counters>,
     ) -> Result<CsvFeed> {
+        CsvFeed::spawn_at(source, reader, header, opts, counters, None)
+    }
+
+    /// [`CsvFeed::spawn`] over a reader already at `at`'s offset, going on from there as
+    /// the parser that made `at` did.
+    pub fn spawn_at(
+        source: &Source,
+        reader: Box<dyn Read + Send>,
+        header: bool,
+        opts: &ReadOptions,
+        counters: Arc<Counters>,
+        at: Option<Resume>,
+    ) -> Result<CsvFeed> {
         CsvFeed::spawn_lines(
             source,
             Box::new(ReadLines(BufReader::with_capacity(1 << 16, reader))),
             header,
             opts,
             counters,
+            at,
         )
     }
 
@@ -94,12 +155,21 @@ impl CsvFeed {
         header: bool,
         opts: &ReadOptions,
         counters: Arc<Counters>,
+        at: Option<Resume>,
     ) -> Result<CsvFeed> {
         let log = Arc::new(Mutex::new(RejectLog::new(
             &source.name,
             opts,
             counters.clone(),
         )?));
+        if let (Some(r), Ok(mut l)) = (&at, log.lock()) {
+            l.rejects.count = r.rejects;
+            l.rejects.first = r.first.clone();
+        }
+        // The rows before the resume point were read, by the run that made it.
+        if let Some(r) = &at {
+            Counters::add(&counters.rows_in, r.seq);
+        }
         let (tx, rx) = sync_channel(64);
         let parser = Parser {
             source: source.clone(),
@@ -110,10 +180,11 @@ impl CsvFeed {
         };
         std::thread::Builder::new()
             .name(format!("braid-read-{}", source.name))
-            .spawn(move || parser.run(lines, header))
+            .spawn(move || parser.run(lines, header, at))
             .map_err(|e| Error::io("starting a reader thread", e))?;
         Ok(CsvFeed {
             rx,
+            last: None,
             log,
             name: source.name.clone(),
             stop: Arc::new(AtomicBool::new(false)),
@@ -143,6 +214,7 @@ impl CsvFeed {
             false,
             opts,
             counters,
+            None,
         )?;
         // The thread polls (accept and reads time out) so that it notices when the
         // feed is dropped (the run ended, say at a strict-mode error) and closes the
@@ -383,11 +455,18 @@ fn split_fields(
 impl Feed for CsvFeed {
     fn next(&mut self) -> Result<Next> {
         match self.rx.try_recv() {
-            Ok(Msg::Window(e, b)) => Ok(Next::Window(e, b)),
+            Ok(Msg::Window(e, b, at)) => {
+                self.last = at;
+                Ok(Next::Window(e, b))
+            }
             Ok(Msg::Fatal(e)) => Err(e),
             Err(TryRecvError::Empty) => Ok(Next::Wait),
             Err(TryRecvError::Disconnected) => Ok(Next::Done),
         }
+    }
+
+    fn resume_point(&self) -> Option<Vec<u8>> {
+        self.last.as_ref().and_then(|r| bincode::serialize(r).ok())
     }
 
     fn rejects(&mut self) -> Rejects {
@@ -463,22 +542,28 @@ impl Parser {
         }
     }
 
-    fn run(self, mut input: Box<dyn Lines>, header: bool) {
+    fn run(self, mut input: Box<dyn Lines>, header: bool, at: Option<Resume>) {
         let schema: &Schema = &self.source.schema;
         let arity = schema.arity();
         let tcol = schema.event_time;
         let mut buf: Vec<u8> = Vec::with_capacity(1 << 12);
         let mut data: Vec<u8> = Vec::with_capacity(1 << 12);
         let mut fields: Vec<(usize, usize, u64)> = Vec::with_capacity(arity + 1);
-        let mut header_pending = header;
-        let mut line = 0u64;
+        let mut header_pending = header && at.is_none();
+        let mut line = at.as_ref().map_or(0, |r| r.line);
         let mut window = Batch::with_capacity(arity, self.source.window);
-        let mut epoch = 0u64;
-        let mut seq = 0u64;
+        let mut epoch = at.as_ref().map_or(0, |r| r.epoch);
+        let mut seq = at.as_ref().map_or(0, |r| r.seq);
         // `line - seq` of the last row: rows are lines `seq + line_offset` until a line
-        // that is no row comes between.
-        let mut line_offset = 0u64;
-        let mut last_time = i64::MIN;
+        // that is no row comes between (resuming, the first row notes where it is).
+        let mut line_offset = match at {
+            Some(_) => u64::MAX,
+            None => 0,
+        };
+        let mut last_time = at.as_ref().map_or(i64::MIN, |r| r.last_time);
+        // Bytes read so far, and where the current line and window start.
+        let mut offset = at.as_ref().map_or(0, |r| r.offset);
+        let mut window_start: Option<Resume> = None;
         loop {
             let end = match input.read_line(&mut buf) {
                 Ok(LineEnd::End) => break,
@@ -488,6 +573,8 @@ impl Parser {
                     return;
                 }
             };
+            let line_at = offset;
+            offset += buf.len() as u64;
             line += 1;
             let mut text: &[u8] = &buf;
             if let Some(t) = text.strip_suffix(b"\n") {
@@ -564,9 +651,28 @@ impl Parser {
                 let full =
                     std::mem::replace(&mut window, Batch::with_capacity(arity, self.source.window));
                 Counters::add(&self.counters.rows_in, full.len() as u64);
-                if self.tx.send(Msg::Window(epoch, full)).is_err() {
+                if self
+                    .tx
+                    .send(Msg::Window(epoch, full, window_start.take()))
+                    .is_err()
+                {
                     return;
                 }
+            }
+            if window.is_empty() {
+                let (rejects, first) = match self.log.lock() {
+                    Ok(l) => (l.rejects.count, l.rejects.first.clone()),
+                    Err(_) => (0, Vec::new()),
+                };
+                window_start = Some(Resume {
+                    offset: line_at,
+                    line: line - 1,
+                    seq,
+                    epoch,
+                    last_time,
+                    rejects,
+                    first,
+                });
             }
             epoch = e;
             window.start_row(RowKey { seq, lane: 0 });
@@ -605,7 +711,9 @@ impl Parser {
         }
         if !window.is_empty() {
             Counters::add(&self.counters.rows_in, window.len() as u64);
-            let _ = self.tx.send(Msg::Window(epoch, window));
+            let _ = self
+                .tx
+                .send(Msg::Window(epoch, window, window_start.take()));
         }
         if let Ok(mut l) = self.log.lock() {
             l.flush();

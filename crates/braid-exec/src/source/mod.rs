@@ -55,12 +55,18 @@ pub enum Next {
 pub trait Feed {
     /// The next window, if any.
     fn next(&mut self) -> Result<Next>;
+    /// Where to start reading again to get the window [`Feed::next`] returned last and
+    /// everything after it, as the feed would have (a checkpoint keeps it); None when
+    /// the feed cannot start anywhere but at its beginning.
+    fn resume_point(&self) -> Option<Vec<u8>> {
+        None
+    }
     /// Malformed-record report, once the feed is done.
     fn rejects(&mut self) -> Rejects;
 }
 
 /// One malformed record.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Reject {
     /// 1-based line (or record number for non-line sources).
     pub line: u64,
@@ -219,6 +225,20 @@ pub fn open(
     counters: Arc<Counters>,
     registry: &braid_plan::function::Registry,
 ) -> Result<Option<Box<dyn Feed>>> {
+    open_at(source, index, peers, opts, counters, registry, None)
+}
+
+/// [`open`], starting at a [`Feed::resume_point`] of a feed of the same source when
+/// given one (a CSV file seeks to it; `Ok(None)` from a feed that cannot).
+pub fn open_at(
+    source: &Source,
+    index: usize,
+    peers: usize,
+    opts: &ReadOptions,
+    counters: Arc<Counters>,
+    registry: &braid_plan::function::Registry,
+    resume: Option<&[u8]>,
+) -> Result<Option<Box<dyn Feed>>> {
     if !reads_on_all_workers(&source.spec) && index != 0 {
         return Ok(None);
     }
@@ -243,18 +263,28 @@ pub fn open(
             source: source.clone(),
         }),
         SourceSpec::Csv { path, header } => {
-            let file = std::fs::File::open(path).map_err(|e| {
+            let mut file = std::fs::File::open(path).map_err(|e| {
                 Error::io(
                     format!("opening {} for source {}", path.display(), source.name),
                     e,
                 )
             })?;
-            Box::new(csv_feed::CsvFeed::spawn(
+            let at = match resume {
+                Some(bytes) => Some(csv_feed::Resume::read(bytes, &file, path)?),
+                None => None,
+            };
+            if let Some(r) = &at {
+                use std::io::Seek;
+                file.seek(std::io::SeekFrom::Start(r.offset))
+                    .map_err(|e| Error::io(format!("seeking in {}", path.display()), e))?;
+            }
+            Box::new(csv_feed::CsvFeed::spawn_at(
                 source,
                 Box::new(file),
                 *header,
                 opts,
                 counters,
+                at,
             )?)
         }
         SourceSpec::Stdin => Box::new(csv_feed::CsvFeed::spawn(
