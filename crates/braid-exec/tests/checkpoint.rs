@@ -43,6 +43,10 @@ fn run(
     stop_at: Option<u64>,
 ) -> braid_exec::error::Result<(u64, u64)> {
     let counters = Arc::new(Counters::default());
+    // Stopped once it has read `stop_at` rows and committed a checkpoint.
+    let committed = checkpoint
+        .as_ref()
+        .map(|c| c.dir.join("query-0").join("LATEST"));
     let config = RunConfig {
         workers,
         checkpoint,
@@ -54,7 +58,9 @@ fn run(
     let cancel = session.cancel_handle();
     let watcher = stop_at.map(|n| {
         std::thread::spawn(move || {
-            while counters.rows_in.load(Ordering::Relaxed) < n {
+            while counters.rows_in.load(Ordering::Relaxed) < n
+                || committed.as_ref().is_some_and(|c| !c.exists())
+            {
                 std::thread::sleep(Duration::from_micros(200));
             }
             cancel.cancel();
@@ -64,7 +70,11 @@ fn run(
     if let Some(w) = watcher {
         w.join().expect("watcher");
     }
-    assert_eq!(report.run.cancelled, stop_at.is_some());
+    assert_eq!(
+        report.run.cancelled,
+        stop_at.is_some(),
+        "the run was to be stopped halfway, after a checkpoint"
+    );
     let rejects = report.run.rejects.iter().map(|r| r.count).sum();
     Ok((report.run.rows_in, rejects))
 }

@@ -9,7 +9,7 @@
 //! whole feed wait.
 
 use super::epoch_at;
-use super::{counts_rows_itself, open, Counters, Feed, Next, ReadOptions, Rejects};
+use super::{counts_rows_itself, open_at, Counters, Feed, Next, ReadOptions, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::Registry;
@@ -33,6 +33,30 @@ struct Child {
     /// Clamped epoch of the last row taken.
     epoch: u64,
     rejects: Rejects,
+    /// Where the pending window starts ([`Feed::resume_point`]), if the feed says.
+    pending_at: Option<Vec<u8>>,
+    /// Rows of the first window to pass over (resuming inside it).
+    skip: usize,
+}
+
+/// Where an interleave was before a window: each child's place (None once it ended),
+/// and the sequence number of the window's first row.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Resume {
+    seq: u64,
+    children: Vec<ChildAt>,
+}
+
+/// One child's place: the resume point of its pending window and the rows taken from
+/// it, or its malformed records once it has ended.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ChildAt {
+    at: Option<Vec<u8>>,
+    next: usize,
+    taken: u64,
+    epoch: u64,
+    rejects: u64,
+    first: Vec<super::Reject>,
 }
 
 impl Child {
@@ -57,17 +81,36 @@ pub(crate) struct InterleaveFeed {
     children: Vec<Child>,
     seq: u64,
     counters: Arc<Counters>,
+    /// Where the window `next` returned last starts, when every child can say.
+    last: Option<Vec<u8>>,
 }
 
 impl InterleaveFeed {
-    /// Opens every child of `source` (an interleave of `children`) for a single reader.
+    /// Opens every child of `source` (an interleave of `children`) for a single reader,
+    /// at a [`Feed::resume_point`] of an interleave of the same children when given.
     pub fn open(
         source: &Source,
         children: &[Source],
         opts: &ReadOptions,
         counters: Arc<Counters>,
         registry: &Registry,
+        resume: Option<&[u8]>,
     ) -> Result<InterleaveFeed> {
+        let resume: Option<Resume> = match resume {
+            Some(bytes) => Some(bincode::deserialize(bytes).map_err(|e| {
+                Error::Internal(format!("the checkpoint's position in {}: {e}", source.name))
+            })?),
+            None => None,
+        };
+        if resume
+            .as_ref()
+            .is_some_and(|r| r.children.len() != children.len())
+        {
+            return Err(Error::Internal(format!(
+                "the checkpoint's position in {} is for another number of sources",
+                source.name
+            )));
+        }
         let wide = schema(children)?;
         if wide != source.schema {
             return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
@@ -76,21 +119,44 @@ impl InterleaveFeed {
             ))));
         }
         let mut opened = Vec::with_capacity(children.len());
-        for child in children {
+        for (k, child) in children.iter().enumerate() {
             let mut child = child.clone();
             child.epoch = source.epoch;
-            let feed = open(&child, 0, 1, opts, counters.clone(), registry)?;
+            let at = resume.as_ref().map(|r| &r.children[k]);
+            let counts_itself = counts_rows_itself(&child.spec);
+            let feed = match at {
+                // Ended before the resume point: its rows were all read then.
+                Some(a) if a.at.is_none() => {
+                    if counts_itself {
+                        Counters::add(&counters.rows_in, a.taken);
+                    }
+                    None
+                }
+                _ => open_at(
+                    &child,
+                    0,
+                    1,
+                    opts,
+                    counters.clone(),
+                    registry,
+                    at.and_then(|a| a.at.as_deref()),
+                )?,
+            };
             opened.push(Child {
-                counts_itself: counts_rows_itself(&child.spec),
+                counts_itself,
                 feed,
                 pending: Batch::new(child.schema.arity()),
                 next: 0,
-                taken: 0,
-                epoch: 0,
+                taken: at.map_or(0, |a| a.taken),
+                epoch: at.map_or(0, |a| a.epoch),
                 rejects: Rejects {
                     source: child.name.clone(),
+                    count: at.map_or(0, |a| a.rejects),
+                    first: at.map_or(Vec::new(), |a| a.first.clone()),
                     ..Rejects::default()
                 },
+                pending_at: None,
+                skip: at.map_or(0, |a| a.next),
                 source: child,
             });
         }
@@ -100,9 +166,35 @@ impl InterleaveFeed {
             window: source.window.max(1),
             layout: Layout::new(children),
             children: opened,
-            seq: 0,
+            seq: resume.as_ref().map_or(0, |r| r.seq),
             counters,
+            last: None,
         })
+    }
+
+    /// Where the feed is now, between rows: every child's place (None when a child
+    /// that has not ended cannot say where its pending window starts).
+    fn here(&self) -> Option<Vec<u8>> {
+        let mut children = Vec::with_capacity(self.children.len());
+        for c in &self.children {
+            let at = match c.feed {
+                None => None,
+                Some(_) => Some(c.pending_at.clone()?),
+            };
+            children.push(ChildAt {
+                at,
+                next: c.next,
+                taken: c.taken,
+                epoch: c.epoch,
+                rejects: c.rejects.count,
+                first: c.rejects.first.clone(),
+            });
+        }
+        bincode::serialize(&Resume {
+            seq: self.seq,
+            children,
+        })
+        .ok()
     }
 
     /// Gives every child that has not ended a pending row; false if one has to wait.
@@ -117,8 +209,10 @@ impl InterleaveFeed {
                         if !child.counts_itself {
                             Counters::add(&self.counters.rows_in, batch.len() as u64);
                         }
+                        child.pending_at = feed.resume_point();
                         child.pending = batch;
-                        child.next = 0;
+                        // Resuming inside the first window: its first rows were taken.
+                        child.next = std::mem::take(&mut child.skip);
                     }
                     Next::Wait => return Ok(false),
                     Next::Done => {
@@ -142,8 +236,9 @@ fn emit(out: Option<(u64, Batch)>, otherwise: Next) -> Next {
     }
 }
 
-impl Feed for InterleaveFeed {
-    fn next(&mut self) -> Result<Next> {
+impl InterleaveFeed {
+    /// The next window (see [`Feed::next`]); `start` gets where it starts.
+    fn build(&mut self, start: &mut Option<Vec<u8>>) -> Result<Next> {
         // The window being built and its epoch.
         let mut out: Option<(u64, Batch)> = None;
         loop {
@@ -163,6 +258,9 @@ impl Feed for InterleaveFeed {
             };
             if out.as_ref().is_some_and(|&(e, _)| e != epoch) {
                 return Ok(emit(out, Next::Wait));
+            }
+            if out.is_none() {
+                *start = self.here();
             }
             let (_, batch) = out.get_or_insert_with(|| {
                 (
@@ -191,6 +289,22 @@ impl Feed for InterleaveFeed {
                 return Ok(emit(out, Next::Wait));
             }
         }
+    }
+}
+
+impl Feed for InterleaveFeed {
+    fn resume_point(&self) -> Option<Vec<u8>> {
+        self.last.clone()
+    }
+
+    fn next(&mut self) -> Result<Next> {
+        // Where the window starts, noted when its first row is taken.
+        let mut start: Option<Vec<u8>> = None;
+        let next = self.build(&mut start)?;
+        if matches!(next, Next::Window(..)) {
+            self.last = start;
+        }
+        Ok(next)
     }
 
     fn rejects(&mut self) -> Rejects {

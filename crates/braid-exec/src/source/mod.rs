@@ -299,7 +299,7 @@ pub fn open_at(
         }
         SourceSpec::Binary { path } => Box::new(binary::BinaryFeed::open(path, source)?),
         SourceSpec::Interleave(children) => Box::new(interleave::InterleaveFeed::open(
-            source, children, opts, counters, registry,
+            source, children, opts, counters, registry, resume,
         )?),
     };
     Ok(Some(feed))
