@@ -7,7 +7,7 @@
 //! (`StreamFunctionFactory::every_epoch`) also reads [`ticks`]: one empty window per
 //! worker for every epoch in which the source had rows.
 
-use super::stash::EpochStash;
+use super::stash::{EpochStash, HeldBarriers};
 use super::{by_to, Barriers, Place, Window, WindowBuilder, Windows};
 use crate::checkpoint::Store;
 use crate::error::Result;
@@ -148,7 +148,7 @@ pub(crate) fn render<'s>(
                 }
             }
             // Checkpoint barriers, each held until this Map's part of it is written.
-            let mut held: std::collections::BTreeMap<u64, Capability<u64>> = Default::default();
+            let mut held = HeldBarriers::default();
             let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
             // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
             let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
@@ -164,20 +164,12 @@ pub(crate) fn render<'s>(
                         windows.append(data);
                     }
                 });
-                barrier_in.for_each(|cap, data| {
-                    for &c in data.iter() {
-                        if let Some(cap) = cap.retain_least(0) {
-                            held.insert(c, cap.delayed(&c));
-                        }
-                    }
-                });
+                barrier_in.for_each(|cap, data| held.hold(&cap, data));
                 // An epoch is done once neither rows nor a barrier can still come for it.
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
                 while let Some((epoch, cap, mut batches)) = stash.pop_done(done) {
                     // Checkpoints before this epoch: the state holds exactly their epochs.
-                    while let Some(entry) = held.first_entry().filter(|e| *e.key() < epoch) {
-                        let c = *entry.key();
-                        entry.remove();
+                    while let Some((c, _held)) = held.pop(|c| c < epoch) {
                         if let Some(store) = &store {
                             if let Err(e) = parts.save(store, stage, c) {
                                 shared.fatal(e);
@@ -297,9 +289,7 @@ pub(crate) fn render<'s>(
                         output.session(&cap).give(w);
                     }
                 }
-                while let Some(entry) = held.first_entry().filter(|e| done(*e.key())) {
-                    let c = *entry.key();
-                    entry.remove();
+                while let Some((c, _held)) = held.pop(done) {
                     if let Some(store) = &store {
                         if let Err(e) = parts.save(store, stage, c) {
                             shared.fatal(e);

@@ -1,7 +1,7 @@
 //! `Sink`: CSV to stdout, a file or a TCP server; discard; or collect in memory.
 //! Writing sinks gather rows on worker 0; discard counts on every worker.
 
-use super::stash::EpochStash;
+use super::stash::{EpochStash, HeldBarriers};
 use super::{to_worker, Barriers, Place, Window, WindowBuilder, Windows};
 use crate::checkpoint::{SinkMark, Store};
 use crate::error::{Error, Result};
@@ -88,9 +88,11 @@ pub(crate) fn render<'s>(
             },
         ));
     }
+    let schema = sink.input.schema(registry)?;
+    let types: Vec<DataType> = schema.fields.iter().map(|f| f.ty).collect();
     if let (Some(store), SinkSpec::File(path)) = (shared.checkpoints.clone(), &sink.spec) {
         return committed_file(
-            input, barriers, sink, path, registry, place, output, shared, store,
+            input, barriers, sink, path, &schema, types, place, output, shared, store,
         );
     }
     let mut writer: Option<Box<dyn Write>> = None;
@@ -109,7 +111,6 @@ pub(crate) fn render<'s>(
             SinkSpec::Collect | SinkSpec::Discard | SinkSpec::Native(_) => None,
         };
         if let (true, Some(w)) = (sink.header, writer.as_mut()) {
-            let schema = sink.input.schema(registry)?;
             let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
             write_header(w, &names, stamp).map_err(|e| Error::io("writing the header", e))?;
         }
@@ -119,13 +120,6 @@ pub(crate) fn render<'s>(
         _ => None,
     };
     let collect = sink.spec == SinkSpec::Collect;
-    let types: Vec<DataType> = sink
-        .input
-        .schema(registry)?
-        .fields
-        .iter()
-        .map(|f| f.ty)
-        .collect();
     let name = format!("Sink({:?})", sink.spec);
     // Rows this sink may still write (its LIMIT); `None`: no limit.
     let mut left = sink.limit;
@@ -211,19 +205,13 @@ fn committed_file<'s>(
     barriers: Barriers<'s>,
     sink: &Sink,
     path: &std::path::Path,
-    registry: &braid_plan::function::Registry,
+    schema: &braid_plan::types::Schema,
+    types: Vec<DataType>,
     place: Place,
     output: usize,
     shared: Arc<Shared>,
     store: Arc<Store>,
 ) -> Result<Windows<'s>> {
-    let types: Vec<DataType> = sink
-        .input
-        .schema(registry)?
-        .fields
-        .iter()
-        .map(|f| f.ty)
-        .collect();
     let stamp = sink.stamp_emit;
     // Worker 0 writes: the file, its length and rows so far.
     let mut file: Option<(std::io::BufWriter<std::fs::File>, SinkMark)> = None;
@@ -251,7 +239,6 @@ fn committed_file<'s>(
             .map_err(|e| io("seeking", e))?;
         let mut mark = mark;
         if sink.header && mark.bytes == 0 {
-            let schema = sink.input.schema(registry)?;
             let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
             let mut head = Vec::new();
             write_header(&mut head, &names, stamp).map_err(|e| io("writing", e))?;
@@ -270,10 +257,7 @@ fn committed_file<'s>(
         &name,
         move |_, _| {
             let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
-            let mut held: std::collections::BTreeMap<
-                u64,
-                timely::dataflow::operators::Capability<u64>,
-            > = Default::default();
+            let mut held = HeldBarriers::default();
             // Flushes the file and records its length as checkpoint `c`'s (the
             // committer syncs it to disk before the checkpoint counts).
             let commit = move |c: u64,
@@ -296,18 +280,11 @@ fn committed_file<'s>(
                         windows.append(data);
                     }
                 });
-                barrier_in.for_each(|cap, data| {
-                    for &c in data.iter() {
-                        if let Some(cap) = cap.retain_least(0) {
-                            held.insert(c, cap.delayed(&c));
-                        }
-                    }
-                });
+                barrier_in.for_each(|cap, data| held.hold(&cap, data));
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
                 while let Some((epoch, _cap, windows)) = stash.pop_done(done) {
-                    while let Some(entry) = held.first_entry().filter(|e| *e.key() < epoch) {
-                        commit(*entry.key(), &mut file, &shared);
-                        entry.remove();
+                    while let Some((c, _held)) = held.pop(|c| c < epoch) {
+                        commit(c, &mut file, &shared);
                     }
                     if shared.failed() || shared.cancel.is_cancelled() {
                         continue;
@@ -335,9 +312,8 @@ fn committed_file<'s>(
                         file = None;
                     }
                 }
-                while let Some(entry) = held.first_entry().filter(|e| done(*e.key())) {
-                    commit(*entry.key(), &mut file, &shared);
-                    entry.remove();
+                while let Some((c, _held)) = held.pop(done) {
+                    commit(c, &mut file, &shared);
                 }
                 if let Some(t) = frontier.frontier().first() {
                     shared.counters.epoch_out.fetch_max(*t, Ordering::Relaxed);

@@ -1,9 +1,34 @@
 //! Per-epoch state that an operator holds until its input frontier passes the epoch:
-//! the pattern behind `Map` and the merges (timely 0.32 has no notificator).
+//! the pattern behind `Map` and the merges (timely 0.32 has no notificator); and the
+//! checkpoint barriers an operator holds until it has written its part of them.
 
 use std::collections::BTreeMap;
 use timely::dataflow::operators::{Capability, InputCapability};
 use timely::progress::frontier::MutableAntichain;
+
+/// Checkpoint barriers (see [`crate::checkpoint`]) an operator holds, each with a
+/// capability at its epoch: the output frontier cannot pass a barrier before the
+/// operator has written its part and dropped the capability.
+#[derive(Default)]
+pub(crate) struct HeldBarriers(BTreeMap<u64, Capability<u64>>);
+
+impl HeldBarriers {
+    /// Holds the barriers of a message (`epochs`, stamped `cap`).
+    pub fn hold(&mut self, cap: &InputCapability<u64>, epochs: &[u64]) {
+        for &c in epochs {
+            if let Some(held) = cap.retain_least(0) {
+                self.0.insert(c, held.delayed(&c));
+            }
+        }
+    }
+
+    /// The oldest barrier for which `due` holds, with its capability: drop it once the
+    /// part is written.
+    pub fn pop(&mut self, due: impl Fn(u64) -> bool) -> Option<(u64, Capability<u64>)> {
+        self.0.first_key_value().filter(|(&c, _)| due(c))?;
+        self.0.pop_first()
+    }
+}
 
 /// State per epoch, each with a capability to emit at that epoch.
 pub(crate) struct EpochStash<D> {
