@@ -1636,14 +1636,7 @@ mod tests {
             &mut |_| {},
         );
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
-        let mut rows = Vec::new();
-        crate::generate::toll_history(cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
-        let tolls = Arc::new(TollHistory::from_rows(rows));
-        let mut seg_rows = Vec::new();
-        crate::generate::segment_history(cfg, &mut |r| {
-            seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
-        });
-        let segs = Arc::new(SegmentHistory::from_rows(seg_rows));
+        let (tolls, segs) = crate::generate::histories(cfg, max_vid);
         let mut parts: Vec<Partition> = (0..q)
             .map(|_| Partition::new(tolls.clone(), segs.clone()))
             .collect();
@@ -1797,17 +1790,8 @@ mod tests {
         let mut input = vec![Input::from_fields(bad), rep(0, 1, 50, 0, 9, 0, 10, 0)];
         crate::generate::generate(&cfg, &mut |t| input.push(*t), &mut |_| {});
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
-        let mut rows = Vec::new();
-        crate::generate::toll_history(&cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
-        let mut seg_rows = Vec::new();
-        crate::generate::segment_history(&cfg, &mut |r| {
-            seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
-        });
-        (
-            input,
-            Arc::new(TollHistory::from_rows(rows)),
-            Arc::new(SegmentHistory::from_rows(seg_rows)),
-        )
+        let (tolls, segs) = crate::generate::histories(&cfg, max_vid);
+        (input, tolls, segs)
     }
 
     /// save_state then restore_state gives back every field (the outputs after it are
@@ -1955,16 +1939,8 @@ mod tests {
         let mut input = Vec::new();
         crate::generate::generate(&cfg, &mut |t| input.push(*t), &mut |_| {});
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
-        let mut rows = Vec::new();
-        crate::generate::toll_history(&cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
-        let mut seg_rows = Vec::new();
-        crate::generate::segment_history(&cfg, &mut |r| {
-            seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
-        });
-        let mut p = Partition::new(
-            Arc::new(TollHistory::from_rows(rows)),
-            Arc::new(SegmentHistory::from_rows(seg_rows)),
-        );
+        let (tolls, segs) = crate::generate::histories(&cfg, max_vid);
+        let mut p = Partition::new(tolls, segs);
         let mut out = Vec::with_capacity(1 << 16);
         let mut by_type = [0usize; 6];
         let mut charged = 0usize;

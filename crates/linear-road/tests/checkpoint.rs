@@ -12,8 +12,7 @@
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction, StreamFunctionFactory};
 use linear_road::app::{register, OutputSink, FUNCTION};
-use linear_road::generate::{generate, segment_history, toll_history, GenConfig, Profile};
-use linear_road::history::{SegmentHistory, TollHistory};
+use linear_road::generate::{generate, histories, GenConfig, Profile};
 use linear_road::record::{Input, InputFilter};
 use std::sync::Arc;
 
@@ -36,20 +35,10 @@ fn setup(cfg: &GenConfig) -> Setup {
         &mut |_| {},
     );
     let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
-    let mut rows = Vec::new();
-    toll_history(cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
-    let mut seg_rows = Vec::new();
-    segment_history(cfg, &mut |r| {
-        seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
-    });
+    let (tolls, segments) = histories(cfg, max_vid);
     let mut registry = Registry::with_builtins();
     let sink = Arc::new(OutputSink::create(None, None).expect("a sink without a file"));
-    register(
-        &mut registry,
-        Arc::new(TollHistory::from_rows(rows)),
-        Arc::new(SegmentHistory::from_rows(seg_rows)),
-        sink,
-    );
+    register(&mut registry, tolls, segments, sink);
     let factory = registry.function(FUNCTION).expect("registered").clone();
     assert!(factory.checkpoints(), "{FUNCTION} says it checkpoints");
     Setup { factory, input }
