@@ -6,6 +6,7 @@
 //! Restores onto another worker or process count than the checkpoint was taken with
 //! are part of the mix, and so is the fail-stop of a cluster that loses a process.
 
+use crate::free_port;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,13 +43,6 @@ impl Rng {
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// How a job runs: its arguments to `braid run` (workers, processes and checkpoint
@@ -656,6 +650,42 @@ fn launch_starts_every_process() {
     assert_eq!(seen, ["127.0.0.1", "localhost"]);
 }
 
+/// `braid run` of a count over 20 M generated rows on 2 workers, long enough to be
+/// killed after a checkpoint, writing to `out`: its arguments, and the output and time
+/// of its uninterrupted run.
+fn long_count(out: &Path) -> (Vec<String>, Vec<u8>, Duration) {
+    let args: Vec<String> = [
+        "run",
+        "--tuples",
+        "20000000",
+        "--keys",
+        "1000",
+        "--parts",
+        "8",
+        "--rate",
+        "20000",
+        "--function",
+        "count",
+        "--merge",
+        "ordered",
+        "--workers",
+        "2",
+        "--output",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([out.display().to_string()])
+    .collect();
+    let t = Instant::now();
+    let o = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(&args)
+        .output()
+        .expect("braid run");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let took = t.elapsed();
+    (args, std::fs::read(out).expect("output"), took)
+}
+
 /// Two network namespaces joined by a veth pair: two "hosts" with their own addresses,
 /// made by the test and removed on drop.
 struct Hosts {
@@ -794,33 +824,7 @@ fn hosts_in_network_namespaces_survive_a_killed_process() {
     let dir = Scratch::new("netns");
     let braid = env!("CARGO_BIN_EXE_braid");
     let out = dir.0.join("out.csv");
-    let args: Vec<String> = [
-        "run",
-        "--tuples",
-        "20000000",
-        "--keys",
-        "1000",
-        "--parts",
-        "8",
-        "--rate",
-        "20000",
-        "--function",
-        "count",
-        "--merge",
-        "ordered",
-        "--workers",
-        "2",
-        "--output",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([out.display().to_string()])
-    .collect();
-    let t = Instant::now();
-    let o = Command::new(braid).args(&args).output().expect("braid run");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let took = t.elapsed();
-    let want = std::fs::read(&out).expect("output");
+    let (args, want, took) = long_count(&out);
     let hosts = dir.0.join("hosts");
     std::fs::write(
         &hosts,
@@ -923,31 +927,7 @@ fn launcher_restarts_from_the_last_checkpoint() {
     let dir = Scratch::new("restart");
     let braid = env!("CARGO_BIN_EXE_braid");
     let out = dir.0.join("out.csv");
-    let args: Vec<String> = [
-        "run",
-        "--tuples",
-        "20000000",
-        "--keys",
-        "1000",
-        "--parts",
-        "8",
-        "--rate",
-        "20000",
-        "--function",
-        "count",
-        "--merge",
-        "ordered",
-        "--workers",
-        "2",
-        "--output",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .chain([out.display().to_string()])
-    .collect();
-    let o = Command::new(braid).args(&args).output().expect("braid run");
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let want = std::fs::read(&out).expect("output");
+    let (args, want, _) = long_count(&out);
     let _ = std::fs::remove_file(&out);
     let ck = dir.0.join("ck");
     let err = dir.0.join("err");

@@ -4,6 +4,7 @@
 //! query process 0 did, in the same order. Expected rows are computed here from the
 //! inserted values.
 
+use crate::free_port;
 use std::io::Read;
 use std::net::TcpStream;
 use std::path::PathBuf;
@@ -25,13 +26,6 @@ impl Drop for Cluster {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 impl Cluster {

@@ -12,3 +12,11 @@ mod server_cluster;
 mod shell;
 mod shell_commands;
 mod usage;
+
+/// A port on 127.0.0.1 that was free a moment ago.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
