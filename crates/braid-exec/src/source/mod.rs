@@ -229,7 +229,8 @@ pub fn open(
 }
 
 /// [`open`], starting at a [`Feed::resume_point`] of a feed of the same source when
-/// given one (a CSV file seeks to it; `Ok(None)` from a feed that cannot).
+/// given one: a CSV file seeks to it, an interleave hands each CSV child its own. Only
+/// feeds that gave a resume point are given one back.
 pub fn open_at(
     source: &Source,
     index: usize,
