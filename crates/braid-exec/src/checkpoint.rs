@@ -122,17 +122,32 @@ impl Store {
             |what: &str, e: std::io::Error| Error::io(format!("{what} {}", cfg.dir.display()), e);
         std::fs::create_dir_all(&cfg.dir).map_err(|e| io("creating checkpoint directory", e))?;
         let fingerprint = fingerprint(plan);
-        let partitions = stage_partitions(plan);
+        let stages = stage_partitions(plan);
+        let partitions: Vec<u32> = stages.iter().map(|s| s.0).collect();
         let restored = match cfg.recover {
             true => latest(&cfg.dir)?,
             false => None,
         };
         if let Some(m) = &restored {
-            if m.partitions != partitions {
-                return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
-                    "restoring a checkpoint with other partition counts (taken with {:?}, this plan has {:?}): key groups are redistributed over workers and processes, not split or merged",
-                    m.partitions, partitions
+            if m.partitions.len() != partitions.len() {
+                return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
+                    "the checkpoint in {} has {} stages, this plan {}; recover with the same query",
+                    cfg.dir.display(),
+                    m.partitions.len(),
+                    partitions.len()
                 ))));
+            }
+            // Another partition count: each entry of a stage's state goes to the new
+            // partition its key routes to, which only functions that keep state by
+            // key can tell.
+            for (k, ((q, function), &was)) in stages.iter().zip(&m.partitions).enumerate() {
+                let rescales = registry.function(function).is_ok_and(|f| f.rescales());
+                if *q != was && !rescales {
+                    return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                        "restoring a checkpoint with other partition counts (taken with {:?}, this plan has {:?}): stage {} runs `{function}`, whose state is not kept by key (SQL queries under a hash partitioning and stateless functions can be restored with another q; any function onto other worker and process counts)",
+                        m.partitions, partitions, k + 1
+                    ))));
+                }
             }
             if m.plan != fingerprint {
                 return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
@@ -172,6 +187,13 @@ impl Store {
     /// The epoch of the checkpoint this run resumed from.
     pub fn restored_epoch(&self) -> Option<u64> {
         self.restored.as_ref().map(|m| m.epoch)
+    }
+
+    /// The partition count stage `stage` had in the checkpoint this run resumed from.
+    pub(crate) fn restored_partitions(&self, stage: usize) -> Option<u32> {
+        self.restored
+            .as_ref()
+            .and_then(|m| m.partitions.get(stage).copied())
     }
 
     /// Wall time between checkpoints.
@@ -530,8 +552,9 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
     }
 }
 
-/// The partition count of every stage, in stage order (Maps bottom-up, plan by plan).
-fn stage_partitions(plan: &Plan) -> Vec<u32> {
+/// The partition count and function of every stage, in stage order (Maps bottom-up,
+/// plan by plan).
+fn stage_partitions(plan: &Plan) -> Vec<(u32, String)> {
     let mut out = Vec::new();
     let plans = match plan {
         Plan::Together(p) => p.as_slice(),
@@ -542,12 +565,12 @@ fn stage_partitions(plan: &Plan) -> Vec<u32> {
         walk(p, &mut |n| {
             if let Plan::Map(m) = n {
                 if let Plan::Split(s) = m.input.as_ref() {
-                    stages.push((m.input.maps(), s.q));
+                    stages.push((m.input.maps(), s.q, m.function.clone()));
                 }
             }
         });
         stages.sort();
-        out.extend(stages.into_iter().map(|(_, q)| q));
+        out.extend(stages.into_iter().map(|(_, q, f)| (q, f)));
     }
     out
 }
@@ -565,8 +588,29 @@ fn walk(plan: &Plan, f: &mut dyn FnMut(&Plan)) {
     }
 }
 
-/// A stable fingerprint of `plan` (FNV-1a over its debug form).
+/// A stable fingerprint of `plan` (FNV-1a over its debug form), without its partition
+/// counts and placements: a checkpoint can be restored with others (see [`Store::open`]).
 fn fingerprint(plan: &Plan) -> u64 {
+    fn unscaled(plan: &mut Plan) {
+        match plan {
+            Plan::Source(_) => {}
+            Plan::Split(s) => {
+                s.q = 0;
+                s.placement = None;
+                s.shape = None;
+                if let braid_plan::plan::Route::Grid { rows, cols, .. } = &mut s.route {
+                    (*rows, *cols) = (0, 0);
+                }
+                unscaled(&mut s.input);
+            }
+            Plan::Map(m) => unscaled(&mut m.input),
+            Plan::Merge(m) => unscaled(&mut m.input),
+            Plan::Sink(s) => unscaled(&mut s.input),
+            Plan::Together(plans) => plans.iter_mut().for_each(unscaled),
+        }
+    }
+    let mut plan = plan.clone();
+    unscaled(&mut plan);
     let text = format!("{plan:?}");
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {

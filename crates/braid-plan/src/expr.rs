@@ -11,7 +11,7 @@ mod strings;
 mod typing;
 
 use scalar::{binary, call, cast};
-pub use scalar::{like, row_hash, stable_hash};
+pub use scalar::{hash_values, like, row_hash, stable_hash};
 use typing::list;
 
 /// Where the values an evaluation makes are kept: the strings that string functions

@@ -208,6 +208,19 @@ pub trait StreamFunction {
             "checkpoints of this stream function".into(),
         ))
     }
+
+    /// Rescaling (a checkpoint restored with another partition count): adds to this
+    /// instance the share of a state [`StreamFunction::save`] wrote for a partition of
+    /// the old count that belongs here: every entry whose rows' route value `v` has
+    /// `keep(v)` (the split sends a row of route value `v` to partition `v mod q`).
+    /// Called on a fresh instance once per old partition that can hold such entries;
+    /// the instance then goes on as one that had seen exactly the rows routed to it.
+    /// Only called when the factory's [`StreamFunctionFactory::rescales`] is true.
+    fn restore_share(&mut self, _bytes: &[u8], _keep: &dyn Fn(i64) -> bool) -> Result<()> {
+        Err(Error::NotSupported(
+            "restoring this stream function's state with another partition count".into(),
+        ))
+    }
 }
 
 /// Makes the stream function instances of a `Map`.
@@ -230,6 +243,14 @@ pub trait StreamFunctionFactory: Send + Sync {
     /// [`StreamFunction::restore`]: a run that takes checkpoints refuses a plan with a
     /// function that does not, by name.
     fn checkpoints(&self) -> bool {
+        false
+    }
+
+    /// Whether instances implement [`StreamFunction::restore_share`]: their state is
+    /// kept by key and each entry's route value can be told from it (keyed SQL
+    /// state under a hash partitioning), or they hold none. A checkpoint restored with
+    /// another partition count (`q`) is refused, by name, for a function that does not.
+    fn rescales(&self) -> bool {
         false
     }
 
@@ -422,6 +443,9 @@ impl StreamFunctionFactory for Identity {
     fn checkpoints(&self) -> bool {
         true
     }
+    fn rescales(&self) -> bool {
+        true
+    }
 }
 
 impl StreamFunction for Identity {
@@ -433,6 +457,9 @@ impl StreamFunction for Identity {
     }
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
         words::<0>(bytes, "identity").map(|_| ())
+    }
+    fn restore_share(&mut self, bytes: &[u8], _: &dyn Fn(i64) -> bool) -> Result<()> {
+        self.restore(bytes)
     }
 }
 

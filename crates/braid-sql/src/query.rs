@@ -146,6 +146,12 @@ impl Build<'_> {
             if k > 0 {
                 factory = factory.after_cut();
             }
+            // Hash partitioning keys every stateful operator's state by what rows are
+            // hashed by; round robin is chosen only without state, and one partition
+            // stays one. A grid copies rows over partitions by no key.
+            if !matches!(part, Partitioning::Grid { .. }) {
+                factory = factory.rescalable();
+            }
             if let Some(l) = self.late_layout {
                 factory = factory.with_late_stream(l, k);
             }

@@ -415,6 +415,10 @@ impl Partitions {
 
     /// Makes the instances the checkpoint being resumed from holds, from their state.
     fn restore(&mut self, store: &Store, stage: usize) -> Result<()> {
+        match store.restored_partitions(stage) {
+            Some(was) if was != self.q => return self.restore_rescaled(store, stage, was),
+            _ => {}
+        }
         for slot in &mut self.slots {
             let Some(bytes) = store.read_part(stage, slot.partition)? else {
                 continue;
@@ -427,6 +431,34 @@ impl Partitions {
                 ))
             })?;
             slot.f = Some(f);
+        }
+        Ok(())
+    }
+
+    /// [`Partitions::restore`] from a checkpoint taken with `was` partitions: each
+    /// local partition `p` of `q` takes, from every old partition that can hold keys
+    /// routed to it (`p' ≡ p mod gcd(was, q)`), the entries whose route value `v` has
+    /// `v mod q = p` ([`StreamFunction::restore_share`]).
+    fn restore_rescaled(&mut self, store: &Store, stage: usize, was: u32) -> Result<()> {
+        let g = gcd(was, self.q).max(1);
+        let modulo = super::route::Modulo::new(self.q);
+        for slot in &mut self.slots {
+            let p = slot.partition;
+            let mut f: Option<Box<dyn StreamFunction>> = None;
+            for old in (p % g..was).step_by(g as usize) {
+                let Some(bytes) = store.read_part(stage, old)? else {
+                    continue;
+                };
+                let f = f.get_or_insert_with(|| self.factory.create(p, self.q));
+                f.restore_share(&bytes, &|v| modulo.of(v) == p)
+                    .map_err(|e| {
+                        braid_plan::error::Error::Plan(format!(
+                            "restoring partition {p} of {} of `{}` (stage {stage}) from partition {old} of {was} in the checkpoint: {e}",
+                            self.q, self.function
+                        ))
+                    })?;
+            }
+            slot.f = f;
         }
         Ok(())
     }
@@ -537,4 +569,11 @@ fn take_window(out: &mut Batch, me: usize) -> Option<Window> {
     }
     let batch = std::mem::replace(out, Batch::new(out.arity()));
     Some(Window::new(me as u64, 0, batch))
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    match b {
+        0 => a,
+        _ => gcd(b, a % b),
+    }
 }

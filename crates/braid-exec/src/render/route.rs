@@ -31,13 +31,13 @@ pub(crate) struct Router {
 /// `v.rem_euclid(q)` for a fixed `q > 0`: a mask when `q` is a power of two (two's
 /// complement makes that right for negative `v` too), else a division.
 #[derive(Clone, Copy)]
-struct Modulo {
+pub(crate) struct Modulo {
     q: i64,
     mask: Option<i64>,
 }
 
 impl Modulo {
-    fn new(q: u32) -> Modulo {
+    pub(crate) fn new(q: u32) -> Modulo {
         let q = i64::from(q.max(1));
         Modulo {
             q,
@@ -46,7 +46,7 @@ impl Modulo {
     }
 
     #[inline]
-    fn of(self, v: i64) -> u32 {
+    pub(crate) fn of(self, v: i64) -> u32 {
         match self.mask {
             Some(m) => (v & m) as u32,
             None => v.rem_euclid(self.q) as u32,

@@ -144,6 +144,25 @@ pub fn stable_hash(v: Value<'_>) -> i64 {
     (h >> 1) as i64
 }
 
+/// `hash(v0, v1, ...)` one argument at a time: `h` the hash of the arguments before
+/// `v`, which is argument `k`.
+#[inline]
+pub fn hash_step(h: i64, k: usize, v: Value<'_>) -> i64 {
+    let v = stable_hash(v);
+    match k {
+        0 => v,
+        _ => (h.wrapping_mul(0x100_0000_01b3) ^ v) & i64::MAX,
+    }
+}
+
+/// `hash(values...)`, as the SQL function and hash partitioning compute it.
+pub fn hash_values<'a>(values: impl IntoIterator<Item = Value<'a>>) -> i64 {
+    values
+        .into_iter()
+        .enumerate()
+        .fold(0, |h, (k, v)| hash_step(h, k, v))
+}
+
 /// A 63-bit hash of a row's values (the broadcast bit of a lane is never set).
 pub fn row_hash(row: &Row<'_>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -178,12 +197,7 @@ pub(super) fn call<'a>(
         Func::Hash => {
             let mut h: i64 = 0;
             for (k, a) in args.iter().enumerate() {
-                let v = stable_hash(arg(a)?);
-                h = if k == 0 {
-                    v
-                } else {
-                    (h.wrapping_mul(0x100_0000_01b3) ^ v) & i64::MAX
-                };
+                h = hash_step(h, k, arg(a)?);
             }
             Value::Int(h)
         }

@@ -240,14 +240,70 @@ impl AggState {
     /// Takes `windows` read from a checkpoint, or says why they cannot be this
     /// aggregate's.
     pub(super) fn restore(&mut self, windows: Windows) -> Result<(), String> {
+        self.fits(&windows)?;
+        self.windows = windows;
+        Ok(())
+    }
+
+    /// Why `windows` cannot be this aggregate's.
+    fn fits(&self, windows: &Windows) -> Result<(), String> {
         let want = (self.keys.len(), self.aggs.len());
-        if let Some((k, a)) = windows.shapes().find(|&s| s != want) {
-            return Err(format!(
+        match windows.shapes().find(|&s| s != want) {
+            Some((k, a)) => Err(format!(
                 "a group of {k} keys and {a} aggregates, not {} and {}",
                 want.0, want.1
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Adds the groups of `windows` (another partition's) whose keys route here:
+    /// `keep(hash(keys...))`, the route value of a hash partitioning by the group keys
+    /// (a float key is hashed as the float it is).
+    pub(super) fn absorb(
+        &mut self,
+        windows: Windows,
+        keep: &dyn Fn(i64) -> bool,
+    ) -> Result<(), String> {
+        self.fits(&windows)?;
+        let Windows {
+            groups,
+            sessions,
+            counts,
+            slices,
+        } = windows;
+        let mine = &mut self.windows;
+        for (window, keyed) in groups {
+            let mut kept = BTreeMap::new();
+            super::checkpoint::absorb_keyed(&mut kept, keyed, keep)?;
+            if !kept.is_empty() {
+                let into = mine.groups.entry(window).or_default();
+                super::checkpoint::absorb_keyed(into, kept, &|_| true)?;
+            }
+        }
+        mine.sessions.absorb(sessions, keep)?;
+        mine.counts.absorb(counts, keep)?;
+        // Hopping windows: every partition closes its windows at the same epochs, so
+        // the shares agree on how far windows were taken out of the slices. The running
+        // merge is a cache of the slices: rebuilt from them at the next closing.
+        let theirs = slices.by_start.values().any(|m| !m.is_empty());
+        let ours = mine.slices.by_start.values().any(|m| !m.is_empty());
+        if theirs && ours && slices.cut != mine.slices.cut {
+            return Err(format!(
+                "hopping windows taken out up to {} in one partition and {} in another",
+                slices.cut, mine.slices.cut
             ));
         }
-        self.windows = windows;
+        mine.slices.cut = mine.slices.cut.max(slices.cut);
+        mine.slices.running = Running::default();
+        for (start, keyed) in slices.by_start {
+            let mut kept = BTreeMap::new();
+            super::checkpoint::absorb_keyed(&mut kept, keyed, keep)?;
+            if !kept.is_empty() {
+                let into = mine.slices.by_start.entry(start).or_default();
+                super::checkpoint::absorb_keyed(into, kept, &|_| true)?;
+            }
+        }
         Ok(())
     }
 

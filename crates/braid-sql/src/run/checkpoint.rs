@@ -163,6 +163,77 @@ fn misfit(why: impl std::fmt::Display) -> Error {
 /// fingerprint `plan`) by what [`save`] wrote in `bytes`; on an error the tree may hold
 /// part of it, and is not to be used.
 pub(super) fn restore(root: &mut Node, plan: u64, bytes: &[u8]) -> Result<()> {
+    let mut ops = Vec::new();
+    root.stateful(&mut ops);
+    let saved = read(bytes, plan, ops.len())?;
+    for (i, (op, state)) in ops.into_iter().zip(saved).enumerate() {
+        let kind = state.kind();
+        let fitted = match (op, state) {
+            (Op::Agg(a), Saved::Aggregate(w)) => a.restore(w.into_owned()),
+            (Op::Join(j), Saved::Join(s)) => j.restore(s.into_owned()),
+            (Op::TopN(t), Saved::TopN(rows)) => {
+                t.rows = rows.into_owned();
+                Ok(())
+            }
+            (op, _) => Err(format!("{kind}'s state for {}", op.kind())),
+        };
+        fitted.map_err(|why| misfit(format_args!("stateful operator {}: {why}", i + 1)))?;
+    }
+    Ok(())
+}
+
+/// Rescaling: adds to the tree under `root` the entries of another partition's state
+/// (what [`save`] wrote in `bytes`) whose route value has `keep`. Every stateful
+/// operator of a hash-partitioned stage is keyed by what the stage is hashed by, so an
+/// entry's route value follows from its key: an aggregate's group keys, a join row's
+/// equality keys. A top-N holds no rows between epochs.
+pub(super) fn restore_share(
+    root: &mut Node,
+    plan: u64,
+    bytes: &[u8],
+    keep: &dyn Fn(i64) -> bool,
+) -> Result<()> {
+    let mut ops = Vec::new();
+    root.stateful(&mut ops);
+    let saved = read(bytes, plan, ops.len())?;
+    for (i, (op, state)) in ops.into_iter().zip(saved).enumerate() {
+        let kind = state.kind();
+        let fitted = match (op, state) {
+            (Op::Agg(a), Saved::Aggregate(w)) => a.absorb(w.into_owned(), keep),
+            (Op::Join(j), Saved::Join(s)) => j.absorb(s.into_owned(), keep),
+            (Op::TopN(_), Saved::TopN(rows)) if rows.is_empty() => Ok(()),
+            (Op::TopN(_), Saved::TopN(_)) => Err("a top-N holding rows".into()),
+            (op, _) => Err(format!("{kind}'s state for {}", op.kind())),
+        };
+        fitted.map_err(|why| misfit(format_args!("stateful operator {}: {why}", i + 1)))?;
+    }
+    Ok(())
+}
+
+/// Moves the entries of `from` whose key's route value (`hash(key...)`, as hash
+/// partitioning computes it) has `keep` into `into`. A key already there is an error:
+/// each key lives in one partition.
+pub(super) fn absorb_keyed<V>(
+    into: &mut std::collections::BTreeMap<Vec<Scalar>, V>,
+    from: std::collections::BTreeMap<Vec<Scalar>, V>,
+    keep: &dyn Fn(i64) -> bool,
+) -> std::result::Result<(), String> {
+    for (key, v) in from {
+        let route = braid_plan::expr::hash_values(key.iter().map(Scalar::as_value));
+        if !keep(route) {
+            continue;
+        }
+        let shown = format!("{key:?}");
+        if into.insert(key, v).is_some() {
+            return Err(format!("the group {shown} is in two partitions' states"));
+        }
+    }
+    Ok(())
+}
+
+/// The operators' states in `bytes` (a checkpoint of the plan with fingerprint `plan`
+/// and `n` stateful operators), after checking the header.
+fn read(bytes: &[u8], plan: u64, n: usize) -> Result<Vec<Saved<'static>>> {
     if bytes.len() < HEADER_LEN {
         return Err(misfit(format_args!(
             "{} bytes, shorter than its header ({HEADER_LEN})",
@@ -188,13 +259,10 @@ pub(super) fn restore(root: &mut Node, plan: u64, bytes: &[u8]) -> Result<()> {
             header.plan
         )));
     }
-    let mut ops = Vec::new();
-    root.stateful(&mut ops);
-    if header.ops as usize != ops.len() {
+    if header.ops as usize != n {
         return Err(misfit(format_args!(
-            "{} stateful operators, not {}",
-            header.ops,
-            ops.len()
+            "{} stateful operators, not {n}",
+            header.ops
         )));
     }
     if header.len != body.len() as u64 {
@@ -208,27 +276,13 @@ pub(super) fn restore(root: &mut Node, plan: u64, bytes: &[u8]) -> Result<()> {
         return Err(misfit("the body's checksum differs (corrupt)"));
     }
     let saved: Vec<Saved<'static>> = options().deserialize(body).map_err(misfit)?;
-    if saved.len() != ops.len() {
+    if saved.len() != n {
         return Err(misfit(format_args!(
-            "a body of {} states, not {}",
-            saved.len(),
-            ops.len()
+            "a body of {} states, not {n}",
+            saved.len()
         )));
     }
-    for (i, (op, state)) in ops.into_iter().zip(saved).enumerate() {
-        let kind = state.kind();
-        let fitted = match (op, state) {
-            (Op::Agg(a), Saved::Aggregate(w)) => a.restore(w.into_owned()),
-            (Op::Join(j), Saved::Join(s)) => j.restore(s.into_owned()),
-            (Op::TopN(t), Saved::TopN(rows)) => {
-                t.rows = rows.into_owned();
-                Ok(())
-            }
-            (op, _) => Err(format!("{kind}'s state for {}", op.kind())),
-        };
-        fitted.map_err(|why| misfit(format_args!("stateful operator {}: {why}", i + 1)))?;
-    }
-    Ok(())
+    Ok(saved)
 }
 
 impl Op {

@@ -13,6 +13,16 @@ use std::collections::BTreeMap;
 pub(super) struct CountWindows(BTreeMap<Vec<Scalar>, (i64, u64, Vec<Acc>)>);
 
 impl CountWindows {
+    /// Adds the windows of `from` whose keys have `keep` (see
+    /// [`super::checkpoint::absorb_keyed`]).
+    pub(super) fn absorb(
+        &mut self,
+        from: CountWindows,
+        keep: &dyn Fn(i64) -> bool,
+    ) -> Result<(), String> {
+        super::checkpoint::absorb_keyed(&mut self.0, from.0, keep)
+    }
+
     /// Per open window: the lengths of its key and of its accumulators.
     pub(super) fn shapes(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
         self.0.iter().map(|(k, (_, _, accs))| (k.len(), accs.len()))

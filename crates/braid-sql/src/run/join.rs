@@ -13,7 +13,8 @@ use super::late::{Cx, LateBuild, LateOut};
 use super::Faults;
 use crate::logical::{JoinKind, JoinWindow, Logical};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
-use braid_plan::expr::{Arena, Expr};
+use braid_plan::expr::{Arena, Expr, Func};
+use braid_plan::types::DataType;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -71,6 +72,47 @@ impl Side {
         None
     }
 
+    /// Appends the live rows of `from` (another partition's side) whose route value
+    /// (`route` on the row) has `keep`, indexed by `keys`.
+    fn absorb(
+        &mut self,
+        from: &Side,
+        route: &Expr,
+        keys: &[Expr],
+        keep: &dyn Fn(i64) -> bool,
+        arena: &mut Arena,
+    ) -> Result<(), String> {
+        for i in from.start..from.rows.len() {
+            let r = from.rows.row(i);
+            let v = match route.eval(&r, arena) {
+                Ok(Value::Int(v)) => v,
+                other => {
+                    return Err(format!(
+                        "a kept row whose route cannot be computed ({:?})",
+                        other.map(|v| v.to_scalar())
+                    ))
+                }
+            };
+            arena.reset();
+            if !keep(v) {
+                continue;
+            }
+            let at = self.rows.len() as u32;
+            self.rows.push_row_of(&from.rows, i, RowKey::default());
+            self.times.push(from.times[i]);
+            self.matched.push(from.matched[i]);
+            if !keys.is_empty() {
+                let key: Vec<Scalar> = keys
+                    .iter()
+                    .map(|k| k.eval(&r, arena).map_or(Scalar::Null, |v| v.to_scalar()))
+                    .collect();
+                arena.reset();
+                self.index.entry(key).or_default().push(at);
+            }
+        }
+        Ok(())
+    }
+
     /// Keeps rows `i >= from` with `keep(time)`; rebuilds the index.
     fn retain(
         &mut self,
@@ -124,6 +166,10 @@ pub(super) struct JoinState {
     time: [Option<usize>; 2],
     /// The rows kept, left and right.
     pub(super) sides: [Side; 2],
+    /// Per side, the route value of its rows under the hash partitioning by the
+    /// equality keys (`hash(keys...)`, a key hashed as a float when either side's is
+    /// one), as the split computes it; None without keys.
+    route: Option<[Expr; 2]>,
     /// The other side's rows the current row met (reused).
     hits: Vec<usize>,
     /// Per side.
@@ -149,7 +195,32 @@ impl JoinState {
                 LateOut::count_only(late.rows),
             ],
         };
+        let float: Vec<bool> = equi
+            .iter()
+            .map(|(a, b)| {
+                a.data_type(left.schema()) == Ok(DataType::Float64)
+                    || b.data_type(right.schema()) == Ok(DataType::Float64)
+            })
+            .collect();
+        let hash = |keys: Vec<Expr>| {
+            let args = keys
+                .into_iter()
+                .zip(&float)
+                .map(|(k, &f)| match f {
+                    true => Expr::Cast(Box::new(k), DataType::Float64),
+                    false => k,
+                })
+                .collect();
+            Expr::Call(Func::Hash, args)
+        };
+        let route = (!equi.is_empty()).then(|| {
+            [
+                hash(equi.iter().map(|e| e.0.clone()).collect()),
+                hash(equi.iter().map(|e| e.1.clone()).collect()),
+            ]
+        });
         JoinState {
+            route,
             keys: [
                 equi.iter().map(|e| e.0.clone()).collect(),
                 equi.iter().map(|e| e.1.clone()).collect(),
@@ -305,6 +376,28 @@ impl JoinState {
             }
         }
         self.sides = sides;
+        Ok(())
+    }
+
+    /// Adds the rows of `sides` (another partition's) that route here: `keep` of their
+    /// route value. A join without keys (partitioned over a grid) cannot tell.
+    pub(super) fn absorb(
+        &mut self,
+        sides: [Side; 2],
+        keep: &dyn Fn(i64) -> bool,
+    ) -> Result<(), String> {
+        for (name, (new, old)) in ["left", "right"].iter().zip(sides.iter().zip(&self.sides)) {
+            if let Some(why) = new.misfit(old.rows.arity()) {
+                return Err(format!("the join's {name} side: {why}"));
+            }
+        }
+        let Some(route) = &self.route else {
+            return Err("a join without equality keys cannot be split by key".into());
+        };
+        let mut arena = Arena::new();
+        for (s, from) in sides.iter().enumerate() {
+            self.sides[s].absorb(from, &route[s], &self.keys[s], keep, &mut arena)?;
+        }
         Ok(())
     }
 

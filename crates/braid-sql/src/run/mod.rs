@@ -96,6 +96,9 @@ pub struct QueryFactory {
     after_cut: bool,
     /// What checkpoints of its instances are of (see [`checkpoint::fingerprint`]).
     plan: u64,
+    /// Its stage is hash-partitioned by the keys of its stateful operators (or holds
+    /// no state): see [`QueryFactory::rescalable`].
+    rescales: bool,
 }
 
 impl QueryFactory {
@@ -122,7 +125,16 @@ impl QueryFactory {
             tables,
             after_cut: false,
             plan,
+            rescales: false,
         }
+    }
+
+    /// Its stage is partitioned by a hash of the keys its stateful operators keep state
+    /// by (or it has none), so a checkpoint can be restored with another partition
+    /// count: each entry's route value follows from its key.
+    pub fn rescalable(mut self) -> QueryFactory {
+        self.rescales = true;
+        self
     }
 
     /// Reads the output of the stage before it: a row that stage made at the end of an
@@ -196,6 +208,10 @@ impl StreamFunctionFactory for QueryFactory {
 
     fn checkpoints(&self) -> bool {
         true
+    }
+
+    fn rescales(&self) -> bool {
+        self.rescales
     }
 
     fn late_schema(&self) -> Option<Schema> {
@@ -313,6 +329,10 @@ impl StreamFunction for QueryFn {
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
         checkpoint::restore(&mut self.root, self.plan, bytes)
+    }
+
+    fn restore_share(&mut self, bytes: &[u8], keep: &dyn Fn(i64) -> bool) -> Result<()> {
+        checkpoint::restore_share(&mut self.root, self.plan, bytes, keep)
     }
 }
 
