@@ -83,18 +83,24 @@ pub struct SinkMark {
     pub rows: u64,
 }
 
+/// What a process wrote of a checkpoint: bytes, since when, and the partition counts.
+type Written = (u64, Instant, Vec<u32>);
+
 /// The checkpoint store of one run, shared by the workers of a process.
 #[derive(Debug)]
 pub struct Store {
     dir: PathBuf,
     interval: Duration,
     plan: u64,
-    partitions: Vec<u32>,
+    /// The partition count of every stage (changed by a live rescale).
+    partitions: Mutex<Vec<u32>>,
     workers: usize,
-    /// The checkpoint this run resumed from.
-    restored: Option<Manifest>,
-    /// Bytes written per checkpoint epoch by this process, and when its barrier went.
-    written: Mutex<std::collections::BTreeMap<u64, (u64, Instant)>>,
+    /// The checkpoint this run resumed from (a live rescale resumes from the one it
+    /// took).
+    restored: Mutex<Option<Manifest>>,
+    /// Bytes written per checkpoint epoch by this process, when its barrier went, and
+    /// the partition counts it was taken with.
+    written: Mutex<std::collections::BTreeMap<u64, Written>>,
     taken: Mutex<Vec<Taken>>,
     /// Output files the commits make durable.
     outputs: Mutex<Vec<PathBuf>>,
@@ -173,9 +179,9 @@ impl Store {
             dir: cfg.dir.clone(),
             interval: cfg.interval,
             plan: fingerprint,
-            partitions,
+            partitions: Mutex::new(partitions),
             workers,
-            restored,
+            restored: Mutex::new(restored),
             written: Mutex::new(Default::default()),
             taken: Mutex::new(Vec::new()),
             outputs: Mutex::new(Vec::new()),
@@ -186,14 +192,44 @@ impl Store {
 
     /// The epoch of the checkpoint this run resumed from.
     pub fn restored_epoch(&self) -> Option<u64> {
-        self.restored.as_ref().map(|m| m.epoch)
+        self.restored().map(|m| m.epoch)
+    }
+
+    fn restored(&self) -> Option<Manifest> {
+        self.restored.lock().ok().and_then(|m| m.clone())
     }
 
     /// The partition count stage `stage` had in the checkpoint this run resumed from.
     pub(crate) fn restored_partitions(&self, stage: usize) -> Option<u32> {
-        self.restored
-            .as_ref()
+        self.restored()
             .and_then(|m| m.partitions.get(stage).copied())
+    }
+
+    /// The partition count of every stage now.
+    pub(crate) fn partitions(&self) -> Vec<u32> {
+        self.partitions
+            .lock()
+            .map(|p| p.clone())
+            .unwrap_or_default()
+    }
+
+    /// A live rescale: the next dataflow resumes from checkpoint `epoch` (taken with
+    /// the partition counts before) and runs with `partitions`.
+    pub(crate) fn rebase(&self, epoch: u64, partitions: Vec<u32>) {
+        let before = self.partitions();
+        if let Ok(mut r) = self.restored.lock() {
+            *r = Some(Manifest {
+                epoch,
+                plan: self.plan,
+                partitions: before,
+                workers: self.workers,
+                bytes: 0,
+                millis: 0,
+            });
+        }
+        if let Ok(mut p) = self.partitions.lock() {
+            *p = partitions;
+        }
     }
 
     /// Wall time between checkpoints.
@@ -220,8 +256,9 @@ impl Store {
 
     /// Notes that the barrier of checkpoint `epoch` went out (worker 0).
     pub(crate) fn barrier(&self, epoch: u64) {
+        let partitions = self.partitions();
         if let Ok(mut w) = self.written.lock() {
-            w.entry(epoch).or_insert((0, Instant::now()));
+            w.entry(epoch).or_insert((0, Instant::now(), partitions));
         }
     }
 
@@ -239,8 +276,9 @@ impl Store {
         let path = self.part(epoch, stage, partition);
         std::fs::write(&path, bytes)
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        let partitions = self.partitions();
         if let Ok(mut w) = self.written.lock() {
-            w.entry(epoch).or_insert((0, Instant::now())).0 += bytes.len() as u64;
+            w.entry(epoch).or_insert((0, Instant::now(), partitions)).0 += bytes.len() as u64;
         }
         Ok(())
     }
@@ -248,7 +286,7 @@ impl Store {
     /// A partition's state in the checkpoint this run resumed from (None: the partition
     /// had not been made by then).
     pub(crate) fn read_part(&self, stage: usize, partition: u32) -> Result<Option<Vec<u8>>> {
-        let Some(m) = &self.restored else {
+        let Some(m) = &self.restored() else {
             return Ok(None);
         };
         let path = self.part(m.epoch, stage, partition);
@@ -272,7 +310,7 @@ impl Store {
 
     /// Where worker `worker`'s source resumes, when resuming and its feed said.
     pub(crate) fn read_source(&self, worker: usize) -> Result<Option<Vec<u8>>> {
-        let Some(m) = &self.restored else {
+        let Some(m) = &self.restored() else {
             return Ok(None);
         };
         let path = self.chk(m.epoch).join(format!("source-{worker}.bin"));
@@ -349,7 +387,7 @@ impl Store {
 
     /// The committed length of sink `output`, when resuming.
     pub(crate) fn read_sink(&self, output: usize) -> Result<Option<SinkMark>> {
-        let Some(m) = &self.restored else {
+        let Some(m) = &self.restored() else {
             return Ok(None);
         };
         let path = self.sink(m.epoch, output);
@@ -367,20 +405,20 @@ impl Store {
     /// passed it): syncs its parts and the outputs, writes its manifest, then `LATEST`;
     /// earlier checkpoints are removed.
     fn commit(&self, epoch: u64) -> Result<()> {
-        let (bytes, since) = self
+        let (bytes, since, partitions) = self
             .written
             .lock()
             .ok()
             .and_then(|mut w| {
-                let v = w.get(&epoch).copied();
+                let v = w.get(&epoch).cloned();
                 w.retain(|&e, _| e > epoch);
                 v
             })
-            .unwrap_or((0, Instant::now()));
+            .unwrap_or_else(|| (0, Instant::now(), self.partitions()));
         let manifest = Manifest {
             epoch,
             plan: self.plan,
-            partitions: self.partitions.clone(),
+            partitions,
             workers: self.workers,
             bytes,
             millis: since.elapsed().as_millis() as u64,
@@ -439,9 +477,10 @@ impl Clock {
     }
 
     /// Whether the epoch being closed (`epoch`, about to be followed by a later one) is
-    /// to be a checkpoint.
-    pub(crate) fn due(&mut self, store: &Store, epoch: u64) -> bool {
-        if self.last.elapsed() < store.interval || store.restored_epoch() >= Some(epoch) {
+    /// to be a checkpoint; `now` makes it one whatever the interval (a live rescale).
+    pub(crate) fn due(&mut self, store: &Store, epoch: u64, now: bool) -> bool {
+        let early = self.last.elapsed() < store.interval && !now;
+        if early || store.restored_epoch() >= Some(epoch) {
             return false;
         }
         self.last = Instant::now();

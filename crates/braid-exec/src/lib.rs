@@ -31,6 +31,7 @@ pub mod fault;
 pub mod live;
 pub mod profile;
 pub mod render;
+pub mod rescale;
 pub mod runtime;
 pub mod session;
 pub mod shared;

@@ -9,6 +9,7 @@ pub use crate::fault::{FaultRow, Faults};
 pub use crate::profile::PartitionCost;
 use crate::profile::{Profile, Profiler};
 use crate::render::{self, Control, Feeder, Place, Window};
+use crate::rescale::{Rescaled, Rescaler};
 use crate::shared::{panic_message, Shared};
 use crate::source::{self, Counters, Next, ReadOptions, Rejects};
 use braid_plan::function::Registry;
@@ -65,6 +66,10 @@ pub struct RunConfig {
     /// Cluster mode: how long this process waits for the others to connect before it
     /// stops with an error (a process that never came up, or died while starting).
     pub connect_timeout: Duration,
+    /// Live rescaling ([`crate::rescale`]): requests the run takes up while it goes.
+    /// Without [`RunConfig::checkpoint`] the run keeps the checkpoints a rescale takes
+    /// in a directory of its own, and takes no others.
+    pub rescale: Option<Rescaler>,
 }
 
 impl Default for RunConfig {
@@ -87,6 +92,7 @@ impl Default for RunConfig {
             profile: None,
             checkpoint: None,
             connect_timeout: Duration::from_secs(20),
+            rescale: None,
         }
     }
 }
@@ -128,7 +134,12 @@ pub struct RunReport {
     /// Resuming ([`CheckpointConfig::recover`]), the query had already finished: it
     /// did not run again.
     pub finished_before: bool,
+    /// Live rescales done ([`RunConfig::rescale`]); the plan as run is the last shape.
+    pub rescales: Vec<Rescaled>,
 }
+
+/// Runs started by this process (names the directories of rescale-only checkpoints).
+static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// The addresses of `processes` processes when no hosts file names them: timely's
 /// default, localhost:2101, 2102, ...
@@ -174,7 +185,21 @@ pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan>
 /// Runs `plan` to the end of its input.
 pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunReport> {
     let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
-    let store = match &cfg.checkpoint {
+    // Rescaling live without checkpoints asked for: the checkpoints it takes go to a
+    // directory of the run's own, and none is taken by the clock.
+    let own = match (&cfg.checkpoint, &cfg.rescale) {
+        (None, Some(_)) => Some(CheckpointConfig {
+            dir: std::env::temp_dir().join(format!(
+                "braid-rescale-{}-{}",
+                std::process::id(),
+                RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            )),
+            interval: Duration::MAX,
+            recover: false,
+        }),
+        _ => None,
+    };
+    let store = match cfg.checkpoint.as_ref().or(own.as_ref()) {
         Some(c) => Some(Arc::new(Store::open(
             c,
             plan,
@@ -215,6 +240,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     };
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
+    let gate = Arc::new(Gate::new(cfg.workers.max(1)));
     let guards = timely::execute(timely_config(cfg), move |worker| {
         let place = Place {
             index: worker.index(),
@@ -225,51 +251,104 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         if let Some(p) = &profiler {
             p.attach(worker);
         }
-        let mut input = Feeder::new();
-        let mut control = shared_w.checkpoints.as_ref().map(|_| Control::new());
-        let probe = ProbeHandle::new();
-        let built = worker.dataflow::<u64, _, _>(|scope| {
-            render::render(
-                scope,
-                &plan_w,
-                &registry_w,
-                (&mut input, control.as_mut()),
-                &probe,
+        // The plan as it runs now: a live rescale installs it in another shape.
+        let mut plan_now = plan_w.clone();
+        let mut clock = Clock::new();
+        loop {
+            let mut input = Feeder::new();
+            let mut control = shared_w.checkpoints.as_ref().map(|_| Control::new());
+            let probe = ProbeHandle::new();
+            let built = worker.dataflow::<u64, _, _>(|scope| {
+                render::render(
+                    scope,
+                    &plan_now,
+                    &registry_w,
+                    (&mut input, control.as_mut()),
+                    &probe,
+                    place,
+                    &shared_w,
+                )
+            });
+            if let Err(e) = built {
+                shared_w.fatal(e);
+                drop(input);
+                drain(worker, &shared_w);
+                gate.abandon();
+                break;
+            }
+            let ctx = FeedCtx {
+                plan: &plan_now,
+                registry: &registry_w,
                 place,
-                &shared_w,
-            )
-        });
-        if let Err(e) = built {
-            shared_w.fatal(e);
-            drop(input);
-            drain(worker, &shared_w);
-            return;
-        }
-        let ctx = FeedCtx {
-            plan: &plan_w,
-            registry: &registry_w,
-            place,
-            cfg: &cfg_w,
-            shared: &shared_w,
-        };
-        // A panic here (a bug, or user code no operator guards itself: a native sink or
-        // source) fails the run; the other workers see the failure and stop instead of
-        // waiting for this one forever.
-        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut clock = Clock::new();
-            feed(worker, input, control, &probe, &mut clock, &ctx);
-            drain_committing(worker, &probe, &mut clock, &shared_w);
-        }));
-        if let Err(payload) = ran {
-            shared_w.fatal(Error::Internal(format!(
-                "worker {} panicked: {}",
-                place.index,
-                panic_message(payload.as_ref())
-            )));
-            shared_w
-                .died
-                .store(true, std::sync::atomic::Ordering::Relaxed);
-            abandon(worker);
+                cfg: &cfg_w,
+                shared: &shared_w,
+            };
+            // A panic here (a bug, or user code no operator guards itself: a native sink
+            // or source) fails the run; the other workers see the failure and stop
+            // instead of waiting for this one forever.
+            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                match feed(worker, input, control, &probe, &mut clock, &ctx) {
+                    FeedEnd::Switch(c, fence) => {
+                        let passed = await_switch(worker, &probe, &mut clock, &shared_w, c);
+                        drop(fence);
+                        passed.then_some(c)
+                    }
+                    FeedEnd::Done => drain_committing(worker, &probe, &mut clock, &shared_w),
+                }
+            }));
+            match ran {
+                Err(payload) => {
+                    shared_w.fatal(Error::Internal(format!(
+                        "worker {} panicked: {}",
+                        place.index,
+                        panic_message(payload.as_ref())
+                    )));
+                    shared_w
+                        .died
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                    abandon(worker);
+                    gate.abandon();
+                    break;
+                }
+                Ok(None) => break,
+                Ok(Some(c)) => {
+                    // Every worker of this process is past `c` before any resets what
+                    // the next dataflow counts again; each reads the new shape first.
+                    let shape = shared_w.switch.lock().ok().and_then(|s| s.clone());
+                    let Some((_, shape)) = shape.filter(|s| s.0 == c) else {
+                        shared_w.fatal(Error::Internal(format!(
+                            "worker {} switched at epoch {c} without the rescale's shape",
+                            place.index
+                        )));
+                        abandon(worker);
+                        gate.abandon();
+                        break;
+                    };
+                    if !gate.wait(&shared_w) {
+                        abandon(worker);
+                        break;
+                    }
+                    abandon(worker);
+                    if place.index % place.threads == 0 {
+                        shared_w.rebase(c, &shape);
+                    }
+                    match prepare(
+                        &crate::rescale::apply(&plan_now, &shape),
+                        &registry_w,
+                        place.peers,
+                    ) {
+                        Ok(p) => plan_now = p,
+                        Err(e) => {
+                            shared_w.fatal(e);
+                            gate.abandon();
+                            break;
+                        }
+                    }
+                    if !gate.wait(&shared_w) {
+                        break;
+                    }
+                }
+            }
         }
         if let Some(p) = &profiler {
             p.ended(place.index);
@@ -283,6 +362,18 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if let Some(s) = &store {
         s.finish()?;
     }
+    if let Some(own) = &own {
+        let _ = std::fs::remove_dir_all(&own.dir);
+    }
+    // The plan as run: in the shape of the last live rescale.
+    let plan = match shared.shape.lock().ok().and_then(|s| s.clone()) {
+        Some(shape) => prepare(
+            &crate::rescale::apply(&plan, &shape),
+            registry,
+            total_workers,
+        )?,
+        None => plan,
+    };
     for r in results {
         if let Err(e) = r {
             return Err(Error::Internal(format!("a worker failed: {e}")));
@@ -355,7 +446,97 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         resumed_from: store.as_ref().and_then(|s| s.restored_epoch()),
         checkpoints: store.as_ref().map(|s| s.taken()).unwrap_or_default(),
         finished_before: false,
+        rescales: cfg.rescale.as_ref().map(|r| r.done()).unwrap_or_default(),
     })
+}
+
+/// How a worker's source loop ended.
+enum FeedEnd {
+    /// The input ended (or the run stopped).
+    Done,
+    /// A live rescale's barrier closed epoch `c`: this worker handed on its rows up to
+    /// `c` and none after; its inputs, held at `c + 1` so that no operator goes past
+    /// `c`, are dropped with the dataflow.
+    Switch(u64, (Feeder, Option<Control>)),
+}
+
+/// Waits, stepping, until the output has passed live rescale `c` (every part of its
+/// checkpoint written everywhere); worker 0 commits meanwhile. False if the run failed
+/// or a worker died first.
+fn await_switch(
+    worker: &mut timely::worker::Worker,
+    probe: &ProbeHandle<u64>,
+    clock: &mut Clock,
+    shared: &Shared,
+    c: u64,
+) -> bool {
+    let store = shared.checkpoints.as_ref().filter(|_| worker.index() == 0);
+    while probe.less_equal(&c) {
+        if shared.worker_died() || shared.failed() {
+            abandon(worker);
+            return false;
+        }
+        if let Some(store) = store {
+            commit(store, clock, probe, shared);
+        }
+        worker.step_or_park(Some(Duration::from_millis(1)));
+    }
+    if let Some(store) = store {
+        commit(store, clock, probe, shared);
+    }
+    true
+}
+
+/// A meeting point of the workers of one process (a live rescale's switch): each
+/// waits for all; a failure of the run lets them all go.
+struct Gate {
+    workers: usize,
+    state: std::sync::Mutex<(usize, u64, bool)>,
+    cv: std::sync::Condvar,
+}
+
+impl Gate {
+    fn new(workers: usize) -> Gate {
+        Gate {
+            workers,
+            state: std::sync::Mutex::new((0, 0, false)),
+            cv: std::sync::Condvar::new(),
+        }
+    }
+
+    /// Waits for every worker of the process; false if the run failed meanwhile.
+    fn wait(&self, shared: &Shared) -> bool {
+        let Ok(mut s) = self.state.lock() else {
+            return false;
+        };
+        let generation = s.1;
+        s.0 += 1;
+        if s.0 == self.workers {
+            (s.0, s.1) = (0, s.1 + 1);
+            self.cv.notify_all();
+            return !s.2;
+        }
+        while s.1 == generation && !s.2 {
+            if shared.failed() || shared.worker_died() {
+                s.2 = true;
+                self.cv.notify_all();
+                break;
+            }
+            s = match self.cv.wait_timeout(s, Duration::from_millis(10)) {
+                Ok((s, _)) => s,
+                Err(_) => return false,
+            };
+        }
+        !s.2
+    }
+
+    /// A worker leaves the run: nobody waits for it.
+    fn abandon(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.2 = true;
+            self.cv.notify_all();
+        }
+    }
 }
 
 /// Steps `worker` until its dataflows are done, or until a worker died (it would never
@@ -370,24 +551,34 @@ fn drain(worker: &mut timely::worker::Worker, shared: &Shared) {
     }
 }
 
-/// [`drain`], committing on worker 0 the checkpoints the output passes meanwhile.
+/// [`drain`], committing on worker 0 the checkpoints the output passes meanwhile; a
+/// live rescale another worker started ends it at its epoch, once the output has
+/// passed that (see [`await_switch`]).
 fn drain_committing(
     worker: &mut timely::worker::Worker,
     probe: &ProbeHandle<u64>,
     clock: &mut Clock,
     shared: &Shared,
-) {
-    let Some(store) = shared.checkpoints.as_ref().filter(|_| worker.index() == 0) else {
-        return drain(worker, shared);
+) -> Option<u64> {
+    let Some(store) = shared.checkpoints.as_ref() else {
+        drain(worker, shared);
+        return None;
     };
+    let leader = worker.index() == 0;
     while worker.has_dataflows() {
         if shared.worker_died() {
             abandon(worker);
-            return;
+            return None;
         }
-        commit(store, clock, probe, shared);
-        worker.step_or_park(Some(Duration::from_millis(50)));
+        if let Some(c) = shared.switching() {
+            return await_switch(worker, probe, clock, shared, c).then_some(c);
+        }
+        if leader {
+            commit(store, clock, probe, shared);
+        }
+        worker.step_or_park(Some(Duration::from_millis(if leader { 50 } else { 5 })));
     }
+    None
 }
 
 /// Commits the checkpoints the output frontier has passed (worker 0).
@@ -430,7 +621,7 @@ fn feed(
     probe: &ProbeHandle<u64>,
     clock: &mut Clock,
     ctx: &FeedCtx<'_>,
-) {
+) -> FeedEnd {
     let FeedCtx {
         plan,
         registry,
@@ -449,7 +640,7 @@ fn feed(
         Some(Ok(r)) => r,
         Some(Err(e)) => {
             shared.fatal(e);
-            return;
+            return FeedEnd::Done;
         }
         None => None,
     };
@@ -463,10 +654,10 @@ fn feed(
         resume_at.as_deref(),
     ) {
         Ok(Some(f)) => f,
-        Ok(None) => return, // this worker reads nothing: dropping `input` closes it
+        Ok(None) => return FeedEnd::Done, // this worker reads nothing: dropping `input` closes it
         Err(e) => {
             shared.fatal(e);
-            return;
+            return FeedEnd::Done;
         }
     };
     let counts_rows_itself = source::counts_rows_itself(&source.spec);
@@ -525,11 +716,19 @@ fn feed(
                     }
                     continue;
                 }
+                // A live rescale under way at `c`: rows up to `c` go on, and this
+                // worker stops at its first later window (which it reads again after
+                // the switch).
+                if let Some(c) = shared.switching().filter(|&c| epoch > c) {
+                    return fence(input, control, c);
+                }
                 if epoch > *input.time() {
-                    // The epoch closing may be a checkpoint (worker 0 decides).
+                    // The epoch closing may be a checkpoint (worker 0 decides), and a
+                    // live rescale's.
                     if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
                         let closing = *input.time();
-                        if clock.due(store, closing) {
+                        let shape = rescale_asked(ctx, store, closing);
+                        if clock.due(store, closing, shape.is_some()) {
                             // This window is the first after the checkpoint: where it
                             // starts is where the source resumes.
                             if let Some(at) = feed.resume_point() {
@@ -538,7 +737,14 @@ fn feed(
                                     break;
                                 }
                             }
-                            c.send(closing);
+                            c.send((closing, shape.clone()));
+                            if let Some(shape) = shape {
+                                shared.switch_at(closing, shape);
+                                if let Ok(mut p) = shared.pause.lock() {
+                                    *p = Some(std::time::Instant::now());
+                                }
+                                return fence(input, control, closing);
+                            }
                         }
                         c.advance_to(epoch);
                         c.flush();
@@ -559,6 +765,7 @@ fn feed(
                             || in_flight.len() <= 1
                             || shared.worker_died()
                             || shared.stopping()
+                            || shared.switching().is_some()
                         {
                             break;
                         }
@@ -594,6 +801,15 @@ fn feed(
                     input.flush();
                     wait_until(worker, at(latest));
                 }
+                if let Some(c) = shared.switching().filter(|&c| epoch > c) {
+                    return fence(input, control, c);
+                }
+                if leader {
+                    // The first window after a live rescale: the pause ends.
+                    if let Some(at) = shared.pause.lock().ok().and_then(|mut p| p.take()) {
+                        record_rescale(ctx, at);
+                    }
+                }
                 if !counts_rows_itself {
                     Counters::add(&shared.counters.rows_in, batch.len() as u64);
                 }
@@ -620,7 +836,11 @@ fn feed(
                     }
                 }
                 let horizon = epoch.saturating_sub(cfg.max_epochs_ahead);
-                while probe.less_than(&horizon) && !shared.worker_died() && !shared.stopping() {
+                while probe.less_than(&horizon)
+                    && !shared.worker_died()
+                    && !shared.stopping()
+                    && shared.switching().is_none()
+                {
                     worker.step_or_park(Some(Duration::from_millis(1)));
                 }
             }
@@ -638,4 +858,61 @@ fn feed(
     if let Ok(mut r) = shared.rejects.lock() {
         r.push(feed.rejects());
     }
+    if leader {
+        if let Some(r) = cfg.rescale.as_ref().and_then(|r| r.take().map(|q| (r, q))) {
+            r.0.refuse(format!("{:?}: the input ended first", r.1));
+        }
+    }
+    FeedEnd::Done
+}
+
+/// Ends a worker's source loop for live rescale `c`: its inputs are held at `c + 1`
+/// (no operator goes past `c`) until the dataflow is dropped.
+fn fence(mut input: Feeder, mut control: Option<Control>, c: u64) -> FeedEnd {
+    let at = (*input.time()).max(c + 1);
+    input.advance_to(at);
+    input.flush();
+    if let Some(k) = control.as_mut() {
+        if *k.time() < at {
+            k.advance_to(at);
+        }
+        k.flush();
+    }
+    FeedEnd::Switch(c, (input, control))
+}
+
+/// The shape a live rescale request asks for, taken up at the closing of epoch
+/// `closing` (worker 0); a request that cannot be had is refused, with why.
+fn rescale_asked(
+    ctx: &FeedCtx<'_>,
+    store: &Store,
+    closing: u64,
+) -> Option<crate::rescale::Rescale> {
+    let r = ctx.cfg.rescale.as_ref()?;
+    let request = r.take()?;
+    if store.restored_epoch() >= Some(closing) {
+        // The epoch is in the checkpoint resumed from: at a later one.
+        r.request(request);
+        return None;
+    }
+    match crate::rescale::spec(ctx.plan, ctx.registry, ctx.place.peers, &request) {
+        Ok(shape) => Some(shape),
+        Err(why) => {
+            r.refuse(format!("{request:?}: {why}"));
+            None
+        }
+    }
+}
+
+/// Notes a live rescale done, `at` its barrier (worker 0, at the new dataflow's first
+/// window).
+fn record_rescale(ctx: &FeedCtx<'_>, at: std::time::Instant) {
+    let (Some(r), Some(store)) = (&ctx.cfg.rescale, &ctx.shared.checkpoints) else {
+        return;
+    };
+    r.record(Rescaled {
+        epoch: store.restored_epoch().unwrap_or(0),
+        partitions: store.partitions(),
+        pause: at.elapsed(),
+    });
 }

@@ -43,6 +43,12 @@ pub struct Shared {
     pub(crate) sinks_open: std::sync::atomic::AtomicUsize,
     /// The run's checkpoint store, when it takes checkpoints.
     pub(crate) checkpoints: Option<Arc<crate::checkpoint::Store>>,
+    /// A live rescale under way: the epoch its barrier closes, and the shape after.
+    pub(crate) switch: Mutex<Option<(u64, crate::rescale::Rescale)>>,
+    /// Worker 0: when the barrier of the live rescale under way went.
+    pub(crate) pause: Mutex<Option<Instant>>,
+    /// The shape the last live rescale gave the plan.
+    pub(crate) shape: Mutex<Option<crate::rescale::Rescale>>,
 }
 
 impl Shared {
@@ -74,7 +80,51 @@ impl Shared {
             cancel,
             sinks_open: std::sync::atomic::AtomicUsize::new(sinks),
             checkpoints: None,
+            switch: Mutex::new(None),
+            pause: Mutex::new(None),
+            shape: Mutex::new(None),
         }
+    }
+
+    /// Switches this process to the next dataflow of live rescale `c` (one worker,
+    /// while the others wait): it resumes from checkpoint `c` in `shape`, and what the
+    /// sources and sinks count is counted again from that checkpoint, as on recovery.
+    pub(crate) fn rebase(&self, c: u64, shape: &crate::rescale::Rescale) {
+        if let Some(store) = &self.checkpoints {
+            store.rebase(c, shape.partitions.clone());
+        }
+        for n in [
+            &self.counters.rows_in,
+            &self.counters.rows_out,
+            &self.counters.malformed,
+        ] {
+            n.store(0, Ordering::Relaxed);
+        }
+        if let Ok(mut r) = self.rejects.lock() {
+            r.clear();
+        }
+        if let Ok(mut s) = self.shape.lock() {
+            *s = Some(shape.clone());
+        }
+        if let Ok(mut s) = self.switch.lock() {
+            *s = None;
+        }
+    }
+
+    /// A live rescale's barrier `c` came (see [`crate::rescale`]): the workers of this
+    /// process hand on no rows after `c`, and switch once the output has passed it.
+    pub(crate) fn switch_at(&self, c: u64, shape: crate::rescale::Rescale) {
+        if let Ok(mut s) = self.switch.lock() {
+            s.get_or_insert((c, shape));
+        }
+    }
+
+    /// The epoch of the live rescale under way, if any.
+    pub(crate) fn switching(&self) -> Option<u64> {
+        self.switch
+            .lock()
+            .ok()
+            .and_then(|s| s.as_ref().map(|s| s.0))
     }
 
     /// Records a non-fatal error to report at the end.

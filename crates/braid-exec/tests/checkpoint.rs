@@ -327,3 +327,110 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => {q}, route => caller
     // The same q restores.
     run(&dir.0, &text(8), 2, Some(config(&ck, true)), None).expect("count at q = 8");
 }
+
+/// Live rescaling: while a query runs, its partition count goes from 8 to 16, then to
+/// 3, then one partition moves to another worker; the output is byte for byte the
+/// uninterrupted run's, with or without checkpoints asked for.
+#[test]
+fn live_rescale_keeps_the_output() {
+    use braid_exec::rescale::{Request, Rescaler};
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("braid-live-rescale-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let (mut calls, mut texts) = (
+        String::from("caller,callee,start,dur\n"),
+        String::from("sender,start,len\n"),
+    );
+    for i in 0..300_000u64 {
+        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
+        let t = (i / 4).saturating_sub(x % 3);
+        calls += &format!("{},{},{},{}\n", x % 211, x % 13, t, x % 600);
+        if i % 3 == 0 {
+            texts += &format!("{},{},{}\n", (x >> 7) % 211, i / 4, x % 160);
+        }
+        if i % 29_999 == 0 {
+            calls += "7,x,y\n";
+        }
+    }
+    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    std::fs::write(dir.0.join("texts.csv"), texts).expect("texts");
+    let out = dir.0.join("out.csv");
+    let queries = [
+        ("hop", "SELECT window_start, window_end, caller % 40 AS k, count(*) AS n, sum(dur) AS total FROM calls GROUP BY HOP(start, 40, 120), caller % 40"),
+        ("left join, aggregated", "SELECT window_end, c.caller, count(*) AS n, count(t.len) AS met, sum(t.len) AS total FROM calls c LEFT JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 2 AND c.start + 2 GROUP BY TUMBLE(c.start, 200), c.caller"),
+    ];
+    for (name, query) in queries {
+        let text = keyed_script(&dir.0, 8, query);
+        let whole = run(&dir.0, &text, 2, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want = std::fs::read(&out).expect("output");
+        for (workers, checkpoints) in [(2, false), (4, true), (1, false)] {
+            let counters = Arc::new(Counters::default());
+            let rescaler = Rescaler::new();
+            let config = RunConfig {
+                workers,
+                counters: Some(counters.clone()),
+                rescale: Some(rescaler.clone()),
+                checkpoint: checkpoints.then(|| CheckpointConfig {
+                    dir: dir.0.join("ck-live"),
+                    interval: Duration::from_millis(50),
+                    recover: false,
+                }),
+                ..RunConfig::default()
+            };
+            let mut session = Session::new(&Registry::with_builtins(), config);
+            session.compile(&text, &dir.0).expect("compiles");
+            // Each request once the run has read a share of the input, and the one
+            // before it is done.
+            let steps = [
+                Request::Partitions(16),
+                Request::Partitions(3),
+                Request::Move {
+                    stage: 1,
+                    partition: 1,
+                    worker: (workers - 1) as u32,
+                },
+            ];
+            let asker = {
+                let rescaler = rescaler.clone();
+                std::thread::spawn(move || {
+                    for (k, step) in steps.into_iter().enumerate() {
+                        while counters.rows_in.load(Ordering::Relaxed) < 60_000 * (k as u64 + 1)
+                            || rescaler.done().len() < k
+                        {
+                            if !rescaler.refused().is_empty() {
+                                return;
+                            }
+                            std::thread::sleep(Duration::from_micros(100));
+                        }
+                        rescaler.request(step);
+                    }
+                })
+            };
+            let report = session
+                .run_next()
+                .expect("a query")
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            asker.join().expect("asker");
+            let done = rescaler.done();
+            assert_eq!(rescaler.refused(), Vec::<String>::new(), "{name}");
+            assert_eq!(done.len(), 3, "{name} on {workers} workers: {done:?}");
+            assert_eq!(done[0].partitions, vec![16], "{name}");
+            assert_eq!(done[1].partitions, vec![3], "{name}");
+            assert!(done.windows(2).all(|w| w[0].epoch < w[1].epoch), "{done:?}");
+            let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
+            assert_eq!(
+                (report.run.rows_in, rejects),
+                whole,
+                "{name}: rows and rejects"
+            );
+            let got = std::fs::read(&out).expect("output");
+            assert!(
+                got == want,
+                "{name}: rescaled live on {workers} workers ({done:?}): {} bytes, the uninterrupted run {}",
+                got.len(),
+                want.len()
+            );
+        }
+    }
+}

@@ -85,12 +85,16 @@ pub type Windows<'s> = Stream<'s, u64, Vec<Window>>;
 /// The input handle sources feed.
 pub type Feeder = InputHandle<u64, WindowBuilder>;
 
+/// A checkpoint barrier: its epoch, and for a live rescale the shape the plan takes
+/// after it (see [`crate::rescale`]).
+pub type Barrier = (u64, Option<crate::rescale::Rescale>);
+
 /// The input worker 0 sends checkpoint barriers on (see [`crate::checkpoint`]): a
 /// barrier `c` at time `c`. Every worker advances its handle with its [`Feeder`].
-pub type Control = InputHandle<u64, CapacityContainerBuilder<Vec<u64>>>;
+pub type Control = InputHandle<u64, CapacityContainerBuilder<Vec<Barrier>>>;
 
 /// Checkpoint barriers, broadcast to every worker.
-pub(crate) type Barriers<'s> = Stream<'s, u64, Vec<u64>>;
+pub(crate) type Barriers<'s> = Stream<'s, u64, Vec<Barrier>>;
 
 /// Exchange pact routing a window to worker `to`.
 pub(crate) fn by_to(
@@ -167,7 +171,7 @@ pub(crate) fn render<'s>(
     use timely::dataflow::operators::ToStream;
     let barriers = match control {
         Some(c) => scope.input_from(c).broadcast(),
-        None => Vec::<u64>::new().to_stream(scope),
+        None => Vec::<Barrier>::new().to_stream(scope),
     };
     let plans = match plan {
         Plan::Together(plans) => plans.as_slice(),

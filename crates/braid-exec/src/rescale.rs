@@ -1,0 +1,244 @@
+//! Live rescaling: a running query's partition counts and placement changed without a
+//! restart, by a checkpoint taken on purpose.
+//!
+//! - **Request.** The caller asks through a [`Rescaler`] (the CLI's dashboard takes
+//!   `POST /rescale`): every stage that can be to `q` partitions, or one partition
+//!   moved to another worker.
+//! - **Fence.** Worker 0, at the next epoch it closes (`c`), sends a checkpoint barrier
+//!   that carries the new shape ([`Rescale`]) and stops reading. Every other worker
+//!   hands on its rows up to `c` and stops at its first later window. No operator
+//!   processes an epoch after `c`: the input frontier stays at `c + 1`.
+//! - **Switch.** Once the output has passed `c` (every part of checkpoint `c` written,
+//!   on every worker of every process), every worker drops the dataflow and installs
+//!   the plan with the new shape, restored from checkpoint `c` (state split or merged
+//!   by key when `q` changed: see [`braid_plan::function::StreamFunction::restore_share`]),
+//!   and its source resumes after `c` as after a crash. The pause is that: a barrier,
+//!   a drain to `c`, the state written and read back.
+
+use braid_plan::function::Registry;
+use braid_plan::plan::Plan;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The shape of every stage of a plan, in stage order (as checkpoints number them).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rescale {
+    /// Per stage: its partition count.
+    pub partitions: Vec<u32>,
+    /// Per stage: the worker of each partition (None: partition `p` on worker
+    /// `p % workers`).
+    pub placement: Vec<Option<Vec<u32>>>,
+}
+
+/// What a user asks of a running query.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Every stage whose function keeps its state by key and that has more than one
+    /// partition, to `q` partitions (placed `p % workers`).
+    Partitions(u32),
+    /// Partition `partition` of stage `stage` (counted from 1) onto worker `worker`:
+    /// a hot partition moved to a worker of its own.
+    Move {
+        /// The stage, from 1.
+        stage: usize,
+        /// The partition.
+        partition: u32,
+        /// The worker (global index).
+        worker: u32,
+    },
+}
+
+/// A live rescale done.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rescaled {
+    /// The checkpoint epoch it switched at.
+    pub epoch: u64,
+    /// The partition count of every stage after it.
+    pub partitions: Vec<u32>,
+    /// From the barrier to the first window of the new dataflow (worker 0).
+    pub pause: Duration,
+}
+
+#[derive(Default)]
+struct State {
+    pending: Option<Request>,
+    done: Vec<Rescaled>,
+    refused: Vec<String>,
+}
+
+/// Asks a running query to rescale, and tells what came of it. Clones share one state.
+#[derive(Clone, Default)]
+pub struct Rescaler(Arc<Mutex<State>>);
+
+impl std::fmt::Debug for Rescaler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Rescaler")
+    }
+}
+
+impl Rescaler {
+    /// A handle with nothing asked.
+    pub fn new() -> Rescaler {
+        Rescaler::default()
+    }
+
+    /// Asks for `request` at the next epoch the run closes (replacing one not yet
+    /// taken up).
+    pub fn request(&self, request: Request) {
+        if let Ok(mut s) = self.0.lock() {
+            s.pending = Some(request);
+        }
+    }
+
+    /// The rescales done so far.
+    pub fn done(&self) -> Vec<Rescaled> {
+        self.0.lock().map(|s| s.done.clone()).unwrap_or_default()
+    }
+
+    /// The requests refused so far, with why.
+    pub fn refused(&self) -> Vec<String> {
+        self.0.lock().map(|s| s.refused.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn take(&self) -> Option<Request> {
+        self.0.lock().ok().and_then(|mut s| s.pending.take())
+    }
+
+    pub(crate) fn record(&self, r: Rescaled) {
+        if let Ok(mut s) = self.0.lock() {
+            s.done.push(r);
+        }
+    }
+
+    pub(crate) fn refuse(&self, why: String) {
+        if let Ok(mut s) = self.0.lock() {
+            s.refused.push(why);
+        }
+    }
+}
+
+/// Calls `f` on every stage's split and function, in stage order.
+fn stages_mut(plan: &mut Plan, f: &mut dyn FnMut(usize, &mut braid_plan::plan::Split, &str)) {
+    fn walk(
+        p: &mut Plan,
+        base: usize,
+        f: &mut dyn FnMut(usize, &mut braid_plan::plan::Split, &str),
+    ) {
+        match p {
+            Plan::Source(_) => {}
+            Plan::Map(m) => {
+                let stage = base + m.input.maps();
+                if let Plan::Split(s) = m.input.as_mut() {
+                    f(stage, s, &m.function);
+                }
+                walk(&mut m.input, base, f);
+            }
+            Plan::Split(s) => walk(&mut s.input, base, f),
+            Plan::Merge(m) => walk(&mut m.input, base, f),
+            Plan::Sink(s) => walk(&mut s.input, base, f),
+            Plan::Together(plans) => {
+                let mut base = base;
+                for p in plans {
+                    walk(p, base, f);
+                    base += p.maps();
+                }
+            }
+        }
+    }
+    walk(plan, 0, f)
+}
+
+/// The current shape of `plan`'s stages.
+fn shape(plan: &Plan) -> Rescale {
+    let mut stages = Vec::new();
+    let mut plan = plan.clone();
+    stages_mut(&mut plan, &mut |k, s, _| {
+        stages.push((k, s.q, s.placement.as_ref().map(|p| p.to_vec())))
+    });
+    stages.sort_by_key(|s| s.0);
+    Rescale {
+        partitions: stages.iter().map(|s| s.1).collect(),
+        placement: stages.into_iter().map(|s| s.2).collect(),
+    }
+}
+
+/// The shape `request` asks of `plan` (as running, on `workers` workers in all), or
+/// why it cannot be had.
+pub(crate) fn spec(
+    plan: &Plan,
+    registry: &Registry,
+    workers: usize,
+    request: &Request,
+) -> Result<Rescale, String> {
+    let mut shape = shape(plan);
+    let mut functions = vec![String::new(); shape.partitions.len()];
+    stages_mut(&mut plan.clone(), &mut |k, _, f| {
+        if let Some(slot) = functions.get_mut(k) {
+            *slot = f.to_string();
+        }
+    });
+    if shape.partitions.is_empty() {
+        return Err("the plan has no stage to rescale".into());
+    }
+    match *request {
+        Request::Partitions(q) => {
+            if !(1..=1 << 20).contains(&q) {
+                return Err(format!("{q} partitions; expected 1..=1048576"));
+            }
+            let mut changed = false;
+            for (k, f) in functions.iter().enumerate() {
+                let rescales = registry.function(f).is_ok_and(|f| f.rescales());
+                if rescales && shape.partitions[k] > 1 && shape.partitions[k] != q {
+                    shape.partitions[k] = q;
+                    shape.placement[k] = None;
+                    changed = true;
+                }
+            }
+            if !changed {
+                let names: Vec<String> = functions.iter().map(|f| format!("`{f}`")).collect();
+                return Err(format!(
+                    "no stage can go to {q} partitions: stages run {} at {:?} partitions (a stage of one partition stays one; a function whose state is not kept by key keeps its count)",
+                    names.join(", "),
+                    shape.partitions
+                ));
+            }
+        }
+        Request::Move {
+            stage,
+            partition,
+            worker,
+        } => {
+            let Some(k) = stage.checked_sub(1).filter(|&k| k < shape.partitions.len()) else {
+                return Err(format!(
+                    "stage {stage}; the plan has stages 1..={}",
+                    shape.partitions.len()
+                ));
+            };
+            let q = shape.partitions[k];
+            if partition >= q || worker as usize >= workers {
+                return Err(format!(
+                    "partition {partition} onto worker {worker}: stage {stage} has partitions 0..{q}, the run workers 0..{workers}"
+                ));
+            }
+            let table = shape.placement[k]
+                .get_or_insert_with(|| (0..q).map(|p| p % workers.max(1) as u32).collect());
+            table[partition as usize] = worker;
+        }
+    }
+    Ok(shape)
+}
+
+/// `plan` (as given, or as running) in the shape `spec` says; its split shapes are to
+/// be resolved again.
+pub(crate) fn apply(plan: &Plan, spec: &Rescale) -> Plan {
+    let mut plan = plan.clone();
+    stages_mut(&mut plan, &mut |k, s, _| {
+        if let Some(&q) = spec.partitions.get(k) {
+            s.q = q;
+            s.placement = spec.placement.get(k).cloned().flatten().map(Into::into);
+            s.shape = None;
+        }
+    });
+    plan
+}
