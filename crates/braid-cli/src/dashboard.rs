@@ -18,6 +18,8 @@ use std::sync::{Arc, Mutex};
 pub struct RunBoard {
     queries: Arc<Mutex<Vec<Query>>>,
     workers: usize,
+    /// Takes `POST /api/rescale` to the running query.
+    pub rescaler: braid_exec::rescale::Rescaler,
 }
 
 struct Query {
@@ -38,10 +40,17 @@ impl RunBoard {
         let board = RunBoard {
             queries: Arc::default(),
             workers,
+            rescaler: Default::default(),
         };
         let b = board.clone();
-        braid_server::dashboard::serve_alone(listener, Box::new(move || b.snapshot()))?;
-        eprintln!("braid: dashboard of this run at http://{addr}/ (metrics at /metrics)");
+        braid_server::dashboard::serve_alone(
+            listener,
+            Box::new(move || b.snapshot()),
+            Some(board.rescaler.clone()),
+        )?;
+        eprintln!(
+            "braid: dashboard of this run at http://{addr}/ (metrics at /metrics; POST /api/rescale?partitions=Q rescales the running query live)"
+        );
         Ok(board)
     }
 

@@ -49,6 +49,18 @@ pub fn checkpoints(r: &RunReport) {
     );
 }
 
+/// Live rescales: at which epoch, to what partition counts, and the pause.
+pub fn rescales(r: &RunReport) {
+    for d in &r.rescales {
+        eprintln!(
+            "braid: rescaled live after epoch {} to {:?} partition(s) per stage, paused {:.1} ms",
+            d.epoch,
+            d.partitions,
+            d.pause.as_secs_f64() * 1000.0
+        );
+    }
+}
+
 /// One job of a script: rows, time, partitioning, late rows, malformed records.
 pub fn query(r: &QueryReport) {
     if r.run.finished_before {

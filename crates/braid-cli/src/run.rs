@@ -59,6 +59,9 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
         );
     }
     let board = board(q)?;
+    if let Some(b) = &board {
+        session.set_rescale(Some(b.rescaler.clone()));
+    }
     loop {
         // SHOW and DESCRIBE print where they are in the script, between the queries.
         listing::print_due(&mut session)?;
@@ -79,6 +82,7 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
         }
         let next = next?;
         report::query(&next);
+        report::rescales(&next.run);
         if q.profile {
             eprint!("{}", profile::tables(&next.run));
         }
@@ -119,6 +123,7 @@ fn flags(q: &QueryArgs) -> Result<()> {
         RunConfig {
             counters,
             profile,
+            rescale: board.as_ref().map(|b| b.rescaler.clone()),
             ..q.run_config()?
         },
     );
@@ -140,6 +145,7 @@ fn flags(q: &QueryArgs) -> Result<()> {
         q.processes
     );
     report::checkpoints(&report);
+    report::rescales(&report);
     report::rejects(&report);
     if q.profile {
         eprint!("{}", profile::tables(&report));

@@ -988,3 +988,112 @@ fn launcher_restarts_from_the_last_checkpoint() {
         "the restarted output differs: {said}"
     );
 }
+
+/// One HTTP/1.1 request to `addr`: the status and the body.
+fn http(addr: &str, method: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|b| b.1).unwrap_or("");
+    Ok((status, body.to_string()))
+}
+
+/// Live rescaling over the dashboard's HTTP endpoint: a two-stage join query running
+/// on 2 processes x 2 workers goes from 8 to 16 partitions per stage, then to 3, by
+/// `POST /api/rescale` to process 0, without a restart; its output is byte for byte the
+/// output of a run never rescaled. A request that cannot be had gets 400, naming why.
+#[test]
+fn live_rescale_over_http_on_a_cluster() {
+    let dir = Scratch::new("live-rescale");
+    write_calls_and_texts(&dir.0, 1_500_000);
+    let script = dir.0.join("q.sql");
+    std::fs::write(
+        &script,
+        sql_head(&dir.0)
+            + "INSERT INTO out
+SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers
+FROM calls AS c JOIN texts AS t
+  ON c.caller = t.sender AND t.start BETWEEN c.start - 60 AND c.start + 60
+GROUP BY TUMBLE(c.start, 3600), c.dur / 60;",
+    )
+    .expect("script");
+    let job = Job {
+        name: "two-stage join, rescaled live",
+        args: vec![script.display().to_string()],
+        output: dir.0.join("out.csv"),
+        ordered: true,
+    };
+    let (want, _) = reference(&job, &dir.0);
+    assert!(int_rows(&want).len() > 100, "too few rows to test anything");
+    std::fs::remove_file(&job.output).expect("output removed");
+
+    // A cluster's state moves through the checkpoint directory.
+    let extra = [
+        "--dashboard".to_string(),
+        "127.0.0.1:0".to_string(),
+        "--checkpoint".to_string(),
+        dir.0.join("ck").display().to_string(),
+    ];
+    let mut kids = start(&job, 2, 2, &extra, &dir.0);
+    // Process 0 says where its dashboard is.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let addr = loop {
+        let err = std::fs::read_to_string(dir.0.join("err-0")).unwrap_or_default();
+        if let Some(a) = err
+            .split("dashboard of this run at http://")
+            .nth(1)
+            .and_then(|r| r.split('/').next())
+        {
+            break a.to_string();
+        }
+        assert!(Instant::now() < deadline, "no dashboard address: {err}");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let (status, body) = http(&addr, "POST", "/api/rescale?partitions=x").expect("http");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("partitions = `x`"), "{body}");
+    for (k, q) in [16, 3].into_iter().enumerate() {
+        let (status, body) =
+            http(&addr, "POST", &format!("/api/rescale?partitions={q}")).expect("http");
+        assert_eq!(status, 202, "{body}");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, body) = http(&addr, "GET", "/api/rescale").expect("http");
+            assert!(!body.contains("input ended"), "asked too late: {body}");
+            if body.matches("\"epoch\"").count() > k {
+                assert!(
+                    body.contains(&format!("\"partitions\":[{q},{q}]")),
+                    "{body}"
+                );
+                break;
+            }
+            assert!(Instant::now() < deadline, "not rescaled: {body}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    assert!(
+        wait_all(&mut kids, Instant::now() + Duration::from_secs(300), &dir.0),
+        "the run did not end"
+    );
+    let err = std::fs::read_to_string(dir.0.join("err-0")).unwrap_or_default();
+    assert_eq!(err.matches("rescaled live after epoch").count(), 2, "{err}");
+    let got = std::fs::read(&job.output).expect("output");
+    assert!(
+        got == want,
+        "{}: {} bytes, the run never rescaled {}\n{err}",
+        job.name,
+        got.len(),
+        want.len()
+    );
+}

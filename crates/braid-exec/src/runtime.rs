@@ -186,7 +186,13 @@ pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan>
 pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunReport> {
     let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
     // Rescaling live without checkpoints asked for: the checkpoints it takes go to a
-    // directory of the run's own, and none is taken by the clock.
+    // directory of the run's own, and none is taken by the clock. A cluster's state
+    // moves through a directory every process reads: the user names it.
+    if cfg.rescale.is_some() && cfg.checkpoint.is_none() && cfg.processes > 1 {
+        return Err(Error::Plan(braid_plan::error::Error::NotSupported(
+            "live rescaling of a cluster without checkpoints: its state moves through the checkpoint directory, which every process must read (give --checkpoint DIR to every process)".into(),
+        )));
+    }
     let own = match (&cfg.checkpoint, &cfg.rescale) {
         (None, Some(_)) => Some(CheckpointConfig {
             dir: std::env::temp_dir().join(format!(

@@ -155,6 +155,11 @@ impl Session {
         &self.config
     }
 
+    /// Takes live rescale requests in the next runs (see [`RunConfig::rescale`]).
+    pub fn set_rescale(&mut self, rescaler: Option<crate::rescale::Rescaler>) {
+        self.config.rescale = rescaler;
+    }
+
     /// Sets the live counters of the next runs (see [`RunConfig::counters`]).
     pub fn set_counters(&mut self, counters: Option<std::sync::Arc<Counters>>) {
         self.config.counters = counters;

@@ -359,6 +359,7 @@ fn live_rescale_keeps_the_output() {
     let queries = [
         ("hop", "SELECT window_start, window_end, caller % 40 AS k, count(*) AS n, sum(dur) AS total FROM calls GROUP BY HOP(start, 40, 120), caller % 40"),
         ("left join, aggregated", "SELECT window_end, c.caller, count(*) AS n, count(t.len) AS met, sum(t.len) AS total FROM calls c LEFT JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 2 AND c.start + 2 GROUP BY TUMBLE(c.start, 200), c.caller"),
+        ("two stages", "SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 6 AND c.start + 6 GROUP BY TUMBLE(c.start, 600), c.dur / 60"),
     ];
     for (name, query) in queries {
         let text = keyed_script(&dir.0, 8, query);
@@ -415,8 +416,8 @@ fn live_rescale_keeps_the_output() {
             let done = rescaler.done();
             assert_eq!(rescaler.refused(), Vec::<String>::new(), "{name}");
             assert_eq!(done.len(), 3, "{name} on {workers} workers: {done:?}");
-            assert_eq!(done[0].partitions, vec![16], "{name}");
-            assert_eq!(done[1].partitions, vec![3], "{name}");
+            assert!(done[0].partitions.iter().all(|&q| q == 16), "{name}");
+            assert!(done[1].partitions.iter().all(|&q| q == 3), "{name}");
             assert!(done.windows(2).all(|w| w[0].epoch < w[1].epoch), "{done:?}");
             let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
             assert_eq!(

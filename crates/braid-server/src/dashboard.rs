@@ -12,6 +12,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use braid_exec::live::snapshot::Snapshot;
 use braid_exec::live::LiveSession;
+use braid_exec::rescale::{Request, Rescaler};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -151,8 +152,14 @@ pub fn routes(board: Shared) -> axum::Router {
 }
 
 /// Serves the dashboard of `source` alone (a one-shot run's) on `listener`, on a
-/// thread of its own with its own runtime, for as long as the process lives.
-pub fn serve_alone(listener: std::net::TcpListener, source: Source) -> std::io::Result<()> {
+/// thread of its own with its own runtime, for as long as the process lives; with
+/// `rescaler`, `POST /api/rescale` rescales the running query live (see
+/// [`rescale_routes`]).
+pub fn serve_alone(
+    listener: std::net::TcpListener,
+    source: Source,
+    rescaler: Option<Rescaler>,
+) -> std::io::Result<()> {
     listener.set_nonblocking(true)?;
     std::thread::Builder::new()
         .name("braid-dashboard".into())
@@ -168,10 +175,110 @@ pub fn serve_alone(listener: std::net::TcpListener, source: Source) -> std::io::
                     return;
                 };
                 let board = Board::start(source);
-                let _ = axum::serve(listener, routes(board)).await;
+                let mut app = routes(board);
+                if let Some(r) = rescaler {
+                    app = app.merge(rescale_routes(r));
+                }
+                let _ = axum::serve(listener, app).await;
             });
         })?;
     Ok(())
+}
+
+/// `POST /api/rescale?partitions=Q` asks the running query to go to `Q` partitions
+/// (every stage that can), `POST /api/rescale?stage=S&partition=P&worker=W` to move
+/// partition `P` of stage `S` (from 1) onto worker `W`: 202 once asked (the run takes
+/// it up at its next epoch), 400 naming what is wrong. `GET /api/rescale`: the
+/// rescales done and the requests refused, as JSON.
+pub fn rescale_routes(rescaler: Rescaler) -> axum::Router {
+    use axum::extract::RawQuery;
+    use axum::routing::get;
+    async fn ask(State(r): State<Rescaler>, RawQuery(raw): RawQuery) -> Response {
+        let q: BTreeMap<String, String> = raw
+            .unwrap_or_default()
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(|p| match p.split_once('=') {
+                Some((k, v)) => (k.to_string(), v.to_string()),
+                None => (p.to_string(), String::new()),
+            })
+            .collect();
+        let num = |k: &str| -> Result<Option<u64>, String> {
+            q.get(k)
+                .map(|v| {
+                    v.parse::<u64>()
+                        .map_err(|_| format!("{k} = `{v}`: expected a whole number"))
+                })
+                .transpose()
+        };
+        let request = (|| -> Result<Request, String> {
+            let unknown: Vec<&String> = q
+                .keys()
+                .filter(|k| !["partitions", "stage", "partition", "worker"].contains(&k.as_str()))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(format!(
+                    "unknown parameter(s) {unknown:?}; expected partitions=Q, or stage=S&partition=P&worker=W"
+                ));
+            }
+            match (
+                num("partitions")?,
+                num("stage")?,
+                num("partition")?,
+                num("worker")?,
+            ) {
+                (Some(p), None, None, None) => Ok(Request::Partitions(
+                    u32::try_from(p).map_err(|_| format!("partitions = {p}: too many"))?,
+                )),
+                (None, Some(s), Some(p), Some(w)) => Ok(Request::Move {
+                    stage: s as usize,
+                    partition: u32::try_from(p).map_err(|_| format!("partition = {p}"))?,
+                    worker: u32::try_from(w).map_err(|_| format!("worker = {w}"))?,
+                }),
+                _ => Err("expected partitions=Q, or stage=S&partition=P&worker=W".into()),
+            }
+        })();
+        match request {
+            Ok(req) => {
+                let text = format!("asked: {req:?} (taken up at the next epoch the run closes)\n");
+                r.request(req);
+                (StatusCode::ACCEPTED, text).into_response()
+            }
+            Err(why) => (StatusCode::BAD_REQUEST, format!("{why}\n")).into_response(),
+        }
+    }
+    async fn status(State(r): State<Rescaler>) -> Response {
+        #[derive(Serialize)]
+        struct Done {
+            epoch: u64,
+            partitions: Vec<u32>,
+            pause_ms: f64,
+        }
+        #[derive(Serialize)]
+        struct Status {
+            done: Vec<Done>,
+            refused: Vec<String>,
+        }
+        let s = Status {
+            done: r
+                .done()
+                .into_iter()
+                .map(|d| Done {
+                    epoch: d.epoch,
+                    partitions: d.partitions,
+                    pause_ms: d.pause.as_secs_f64() * 1000.0,
+                })
+                .collect(),
+            refused: r.refused(),
+        };
+        match serde_json::to_string(&s) {
+            Ok(text) => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    }
+    axum::Router::new()
+        .route("/api/rescale", get(status).post(ask))
+        .with_state(rescaler)
 }
 
 /// `GET /`: the page.
