@@ -108,6 +108,7 @@ fn restore_onto_other_worker_counts() {
         dir: dir.to_path_buf(),
         interval: Duration::from_millis(1),
         recover,
+        backend: None,
     };
     run(&dir.0, &text, 2, Some(config(&ck, false)), Some(200_000)).expect("stopped run");
     let taken = latest(&ck.join("query-0"))
