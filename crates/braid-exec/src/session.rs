@@ -494,8 +494,13 @@ impl Session {
                 .map(|b| b.child(&format!("query-{index}")));
             c.store()
         });
-        if let (Some(done), Some(true)) = (&done, config.checkpoint.as_ref().map(|c| c.recover)) {
-            if done.get("DONE")?.is_some() {
+        if let (Some(done), Some(recover)) = (&done, config.checkpoint.as_ref().map(|c| c.recover))
+        {
+            if !recover {
+                // Starting over: an earlier run's mark must not make a resume of this run
+                // skip the query.
+                done.delete("DONE")?;
+            } else if done.get("DONE")?.is_some() {
                 let job = &self.script.jobs[index];
                 return Ok(QueryReport {
                     query: index,
