@@ -12,7 +12,8 @@
 //!   `c`.
 //! - **Commit.** Once the output frontier has passed `c` (so every part, on every worker
 //!   of every process, is written), worker 0 writes `chk-c/MANIFEST` and then `LATEST`,
-//!   each by an atomic rename; older checkpoints are removed. A checkpoint without a
+//!   each atomically (a rename in a directory, one PUT on object storage: see
+//!   [`crate::checkpoint_store`]); older checkpoints are removed. A checkpoint without a
 //!   manifest does not exist.
 //! - **Recovery.** A run started with `recover` reads `LATEST`, restores each
 //!   partition's instance from its part (on whatever worker now hosts it: another
@@ -36,7 +37,7 @@ use std::time::{Duration, Instant};
 /// Checkpointing for a run.
 #[derive(Clone, Debug)]
 pub struct CheckpointConfig {
-    /// Where checkpoints go (created if missing).
+    /// Where checkpoints go (created if missing), unless `backend` is set.
     pub dir: PathBuf,
     /// Wall time between checkpoints.
     pub interval: Duration,

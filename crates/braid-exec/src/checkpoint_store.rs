@@ -229,8 +229,11 @@ fn walk(path: &Path, key: String, out: &mut Vec<String>) -> Result<()> {
         out.push(key);
         return Ok(());
     }
-    let entries =
-        std::fs::read_dir(path).map_err(|e| Error::io(format!("listing {}", path.display()), e))?;
+    let entries = match std::fs::read_dir(path) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io(format!("listing {}", path.display()), e)),
+    };
     let mut any = false;
     for entry in entries.flatten() {
         if let Some(name) = entry.file_name().to_str() {
