@@ -360,6 +360,18 @@ FROM calls GROUP BY TUMBLE(start, 600), caller % 100;",
         output: dir.0.join("out.csv"),
         ordered: true,
     };
+    // A bucket that is not there stops the run, naming it.
+    let o = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .arg("run")
+        .args(&job.args)
+        .args(["--checkpoint", "s3://no-such-bucket/ck"])
+        .env_clear()
+        .envs(proxy.env())
+        .output()
+        .expect("braid run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("listing s3://no-such-bucket/ck"), "{err}");
     let (want, took) = reference(&job, &dir.0);
     assert!(int_rows(&want).len() > 1000, "too little output");
     let want = canonical(&job, want);
