@@ -12,7 +12,7 @@ use braid_plan::types::Schema;
 use braid_sql::expr::parse_expr;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A query given on the command line: source, split, stream function, merge, sink; or
 /// a script in Braid's query language.
@@ -165,11 +165,15 @@ pub struct QueryArgs {
     /// Take checkpoints into this directory while the queries run (state after an
     /// epoch, committed atomically; a file output is committed with them): a run killed
     /// at any moment resumes with --recover DIR, with output identical to a run that
-    /// was never interrupted. Earlier checkpoints in DIR are removed.
+    /// was never interrupted. Earlier checkpoints in DIR are removed. DIR may be
+    /// s3://bucket/prefix: S3-compatible object storage, for processes on several
+    /// machines, configured by the AWS environment variables (AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION, AWS_ENDPOINT_URL, AWS_ALLOW_HTTP).
     #[arg(long, value_name = "DIR", conflicts_with = "recover")]
     pub checkpoint: Option<PathBuf>,
-    /// Resume from the last checkpoint committed in DIR (a fresh start when there is
-    /// none), and go on taking checkpoints there.
+    /// Resume from the last checkpoint committed in DIR (a directory or
+    /// s3://bucket/prefix; a fresh start when there is none), and go on taking
+    /// checkpoints there.
     #[arg(long, value_name = "DIR")]
     pub recover: Option<PathBuf>,
     /// Wall time between checkpoints (e.g. 500ms, 2s, 1m).
@@ -434,6 +438,19 @@ pub fn cluster(
     Ok(Some(braid_exec::live::engine::Cluster { process, hosts }))
 }
 
+/// The object store a `--checkpoint`/`--recover` location names (`s3://...`), or None
+/// for a directory.
+fn checkpoint_backend(
+    location: &Path,
+) -> Result<Option<std::sync::Arc<dyn braid_exec::checkpoint::CheckpointBackend>>> {
+    match location.to_str() {
+        Some(url) if braid_objstore::is_url(url) => Ok(Some(std::sync::Arc::new(
+            braid_objstore::S3Backend::from_env(url)?,
+        ))),
+        _ => Ok(None),
+    }
+}
+
 impl QueryArgs {
     /// The run configuration of these flags.
     pub fn run_config(&self) -> Result<RunConfig> {
@@ -454,6 +471,7 @@ impl QueryArgs {
                     dir: dir.clone(),
                     interval: self.checkpoint_interval,
                     recover: self.recover.is_some(),
+                    backend: checkpoint_backend(dir)?,
                 })
             }
             (None, None) => None,

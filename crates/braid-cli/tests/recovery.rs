@@ -12,10 +12,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A scratch directory, removed on drop.
-struct Scratch(PathBuf);
+pub(crate) struct Scratch(pub(crate) PathBuf);
 
 impl Scratch {
-    fn new(name: &str) -> Scratch {
+    pub(crate) fn new(name: &str) -> Scratch {
         let dir =
             std::env::temp_dir().join(format!("braid-recovery-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -31,7 +31,7 @@ impl Drop for Scratch {
 }
 
 /// xorshift64*: the kill moments, reproducible from the seed printed on failure.
-struct Rng(u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
@@ -40,25 +40,25 @@ impl Rng {
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
 
 /// How a job runs: its arguments to `braid run` (workers, processes and checkpoint
 /// flags are added) and the output file it writes.
-struct Job {
-    name: &'static str,
-    args: Vec<String>,
-    output: PathBuf,
+pub(crate) struct Job {
+    pub(crate) name: &'static str,
+    pub(crate) args: Vec<String>,
+    pub(crate) output: PathBuf,
     /// The output's order is the same on any worker count (a transparent or ordered
     /// merge): compared byte for byte; otherwise as a multiset of lines (a row twice or
     /// missing still shows).
-    ordered: bool,
+    pub(crate) ordered: bool,
 }
 
 /// The output as compared: itself, or its lines sorted.
-fn canonical(job: &Job, out: Vec<u8>) -> Vec<u8> {
+pub(crate) fn canonical(job: &Job, out: Vec<u8>) -> Vec<u8> {
     if job.ordered {
         return out;
     }
@@ -68,7 +68,7 @@ fn canonical(job: &Job, out: Vec<u8>) -> Vec<u8> {
 }
 
 /// The processes of one run, killed on drop (a failing test leaves none behind).
-struct Kids(Vec<Child>);
+pub(crate) struct Kids(pub(crate) Vec<Child>);
 
 impl Drop for Kids {
     fn drop(&mut self) {
@@ -94,6 +94,18 @@ impl std::ops::DerefMut for Kids {
 
 /// One `braid run` of `job` on `workers` x `processes`, with `extra` flags.
 fn start(job: &Job, workers: usize, processes: usize, extra: &[String], dir: &Path) -> Kids {
+    start_with_env(job, workers, processes, extra, dir, &[])
+}
+
+/// [`start`] with the environment variables `env` set for every process.
+pub(crate) fn start_with_env(
+    job: &Job,
+    workers: usize,
+    processes: usize,
+    extra: &[String],
+    dir: &Path,
+    env: &[(String, String)],
+) -> Kids {
     let hosts = dir.join("hosts");
     if processes > 1 {
         let lines: Vec<String> = (0..processes)
@@ -118,6 +130,7 @@ fn start(job: &Job, workers: usize, processes: usize, extra: &[String], dir: &Pa
                 c.args(["--connect-timeout", "3s"]);
             }
             c.args(extra)
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .stdout(Stdio::null())
                 .stderr(std::fs::File::create(dir.join(format!("err-{p}"))).expect("stderr file"));
             c.spawn().expect("braid runs")
@@ -127,7 +140,7 @@ fn start(job: &Job, workers: usize, processes: usize, extra: &[String], dir: &Pa
 }
 
 /// Waits for every child until `deadline`; true when all exited (status 0 asserted).
-fn wait_all(kids: &mut [Child], deadline: Instant, dir: &Path) -> bool {
+pub(crate) fn wait_all(kids: &mut [Child], deadline: Instant, dir: &Path) -> bool {
     loop {
         let mut all = true;
         for (p, k) in kids.iter_mut().enumerate() {
@@ -265,7 +278,7 @@ fn crash_until_done(
 }
 
 /// The uninterrupted run's output and how long it took.
-fn reference(job: &Job, scratch: &Path) -> (Vec<u8>, Duration) {
+pub(crate) fn reference(job: &Job, scratch: &Path) -> (Vec<u8>, Duration) {
     let t = Instant::now();
     let mut kids = start(job, 1, 1, &[], scratch);
     assert!(wait_all(
@@ -365,7 +378,7 @@ fn count_survives_kills() {
 
 /// Calls and texts over `minutes` minutes: `(caller, callee, start, dur)` and
 /// `(sender, receiver, start)`, event times nondecreasing.
-fn write_calls_and_texts(dir: &Path, rows: u64) {
+pub(crate) fn write_calls_and_texts(dir: &Path, rows: u64) {
     let mut rng = Rng(0x00ca_11ed);
     let mut calls = String::from("caller,callee,start,dur\n");
     let mut texts = String::from("sender,receiver,start\n");
@@ -388,7 +401,7 @@ fn write_calls_and_texts(dir: &Path, rows: u64) {
 }
 
 /// The streams of the SQL jobs, and their sink.
-fn sql_head(dir: &Path) -> String {
+pub(crate) fn sql_head(dir: &Path) -> String {
     let d = dir.display();
     format!(
         "SET partitions = 8;
@@ -402,7 +415,7 @@ CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
 }
 
 /// The output's rows as integers (a header line, if any, skipped), sorted.
-fn int_rows(out: &[u8]) -> Vec<Vec<i64>> {
+pub(crate) fn int_rows(out: &[u8]) -> Vec<Vec<i64>> {
     let mut rows: Vec<Vec<i64>> = std::str::from_utf8(out)
         .expect("utf-8")
         .lines()

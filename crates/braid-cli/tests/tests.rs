@@ -8,6 +8,7 @@ mod golden;
 mod late;
 mod profile;
 mod recovery;
+mod s3;
 mod server_cluster;
 mod shell;
 mod shell_commands;

@@ -12,7 +12,8 @@
 //!   `c`.
 //! - **Commit.** Once the output frontier has passed `c` (so every part, on every worker
 //!   of every process, is written), worker 0 writes `chk-c/MANIFEST` and then `LATEST`,
-//!   each by an atomic rename; older checkpoints are removed. A checkpoint without a
+//!   each atomically (a rename in a directory, one PUT on object storage: see
+//!   [`crate::checkpoint_store`]); older checkpoints are removed. A checkpoint without a
 //!   manifest does not exist.
 //! - **Recovery.** A run started with `recover` reads `LATEST`, restores each
 //!   partition's instance from its part (on whatever worker now hosts it: another
@@ -24,11 +25,11 @@
 //! What a consumer of a file sink sees is exactly-once from the file's committed
 //! prefix: rows written after the last commit are taken back (truncated) on recovery.
 
+pub use crate::checkpoint_store::{CheckpointBackend, LocalDir};
 use crate::error::{Error, Result};
 use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, SinkSpec, SourceSpec};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -36,13 +37,26 @@ use std::time::{Duration, Instant};
 /// Checkpointing for a run.
 #[derive(Clone, Debug)]
 pub struct CheckpointConfig {
-    /// Where checkpoints go (created if missing).
+    /// Where checkpoints go (created if missing), unless `backend` is set.
     pub dir: PathBuf,
     /// Wall time between checkpoints.
     pub interval: Duration,
     /// Resume from the last committed checkpoint in `dir` (a fresh start when there is
     /// none), instead of starting over and removing what `dir` holds.
     pub recover: bool,
+    /// Where checkpoints go instead of `dir` (object storage: `braid-objstore`); None
+    /// keeps them in the local directory `dir`.
+    pub backend: Option<Arc<dyn CheckpointBackend>>,
+}
+
+impl CheckpointConfig {
+    /// The store checkpoints go to: `backend`, or the directory `dir`.
+    pub fn store(&self) -> Arc<dyn CheckpointBackend> {
+        match &self.backend {
+            Some(b) => b.clone(),
+            None => Arc::new(LocalDir::new(&self.dir)),
+        }
+    }
 }
 
 /// A committed checkpoint's manifest.
@@ -89,7 +103,7 @@ type Written = (u64, Instant, Vec<u32>);
 /// The checkpoint store of one run, shared by the workers of a process.
 #[derive(Debug)]
 pub struct Store {
-    dir: PathBuf,
+    backend: Arc<dyn CheckpointBackend>,
     interval: Duration,
     plan: u64,
     /// The partition count of every stage (changed by a live rescale).
@@ -124,14 +138,13 @@ impl Store {
         leader: bool,
     ) -> Result<Store> {
         check_plan(plan, registry)?;
-        let io =
-            |what: &str, e: std::io::Error| Error::io(format!("{what} {}", cfg.dir.display()), e);
-        std::fs::create_dir_all(&cfg.dir).map_err(|e| io("creating checkpoint directory", e))?;
+        let backend = cfg.store();
+        backend.prepare()?;
         let fingerprint = fingerprint(plan);
         let stages = stage_partitions(plan);
         let partitions: Vec<u32> = stages.iter().map(|s| s.0).collect();
         let restored = match cfg.recover {
-            true => latest(&cfg.dir)?,
+            true => latest_in(&*backend)?,
             false => None,
         };
         if let Some(m) = &restored {
@@ -158,7 +171,7 @@ impl Store {
             if m.plan != fingerprint {
                 return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
                     "the checkpoint in {} (epoch {}) was taken from another plan; recover with the same query, sources and sinks",
-                    cfg.dir.display(),
+                    backend.location(),
                     m.epoch
                 ))));
             }
@@ -166,17 +179,17 @@ impl Store {
         if leader {
             // Checkpoints that never committed (or, starting over, all of them) go.
             let keep = restored.as_ref().map(|m| m.epoch);
-            for (epoch, path) in checkpoint_dirs(&cfg.dir)? {
+            for (epoch, path) in checkpoint_dirs(&*backend)? {
                 if Some(epoch) != keep {
-                    let _ = std::fs::remove_dir_all(path);
+                    let _ = backend.delete_prefix(&path);
                 }
             }
             if keep.is_none() {
-                let _ = std::fs::remove_file(cfg.dir.join("LATEST"));
+                let _ = backend.delete("LATEST");
             }
         }
         Ok(Store {
-            dir: cfg.dir.clone(),
+            backend,
             interval: cfg.interval,
             plan: fingerprint,
             partitions: Mutex::new(partitions),
@@ -242,16 +255,16 @@ impl Store {
         self.taken.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
-    fn chk(&self, epoch: u64) -> PathBuf {
-        self.dir.join(format!("chk-{epoch:020}"))
+    fn chk(&self, epoch: u64) -> String {
+        format!("chk-{epoch:020}")
     }
 
-    fn part(&self, epoch: u64, stage: usize, partition: u32) -> PathBuf {
-        self.chk(epoch).join(format!("map-{stage}-{partition}.bin"))
+    fn part(&self, epoch: u64, stage: usize, partition: u32) -> String {
+        format!("{}/map-{stage}-{partition}.bin", self.chk(epoch))
     }
 
-    fn sink(&self, epoch: u64, output: usize) -> PathBuf {
-        self.chk(epoch).join(format!("sink-{output}.json"))
+    fn sink(&self, epoch: u64, output: usize) -> String {
+        format!("{}/sink-{output}.json", self.chk(epoch))
     }
 
     /// Notes that the barrier of checkpoint `epoch` went out (worker 0).
@@ -270,12 +283,8 @@ impl Store {
         partition: u32,
         bytes: &[u8],
     ) -> Result<()> {
-        let dir = self.chk(epoch);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        let path = self.part(epoch, stage, partition);
-        std::fs::write(&path, bytes)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+        self.backend
+            .put(&self.part(epoch, stage, partition), bytes)?;
         let partitions = self.partitions();
         if let Ok(mut w) = self.written.lock() {
             w.entry(epoch).or_insert((0, Instant::now(), partitions)).0 += bytes.len() as u64;
@@ -289,23 +298,14 @@ impl Store {
         let Some(m) = &self.restored() else {
             return Ok(None);
         };
-        let path = self.part(m.epoch, stage, partition);
-        match std::fs::read(&path) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
-        }
+        self.backend.get(&self.part(m.epoch, stage, partition))
     }
 
     /// Writes where worker `worker`'s source resumes after checkpoint `epoch` (a
     /// [`crate::source::Feed::resume_point`]).
     pub(crate) fn write_source(&self, epoch: u64, worker: usize, bytes: &[u8]) -> Result<()> {
-        let dir = self.chk(epoch);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
-        let path = dir.join(format!("source-{worker}.bin"));
-        std::fs::write(&path, bytes)
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+        let path = format!("{}/source-{worker}.bin", self.chk(epoch));
+        self.backend.put(&path, bytes)
     }
 
     /// Where worker `worker`'s source resumes, when resuming and its feed said.
@@ -313,22 +313,14 @@ impl Store {
         let Some(m) = &self.restored() else {
             return Ok(None);
         };
-        let path = self.chk(m.epoch).join(format!("source-{worker}.bin"));
-        match std::fs::read(&path) {
-            Ok(b) => Ok(Some(b)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
-        }
+        let path = format!("{}/source-{worker}.bin", self.chk(m.epoch));
+        self.backend.get(&path)
     }
 
     /// Writes a file sink's committed length for checkpoint `epoch`.
     pub(crate) fn write_sink(&self, epoch: u64, output: usize, mark: SinkMark) -> Result<()> {
-        let dir = self.chk(epoch);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         let text = serde_json::to_vec(&mark).map_err(|e| Error::Internal(e.to_string()))?;
-        let path = self.sink(epoch, output);
-        std::fs::write(&path, text).map_err(|e| Error::io(format!("writing {}", path.display()), e))
+        self.backend.put(&self.sink(epoch, output), &text)
     }
 
     /// Notes an output file that commits must make durable.
@@ -391,14 +383,12 @@ impl Store {
             return Ok(None);
         };
         let path = self.sink(m.epoch, output);
-        let text = match std::fs::read(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        let Some(text) = self.backend.get(&path)? else {
+            return Ok(None);
         };
         serde_json::from_slice(&text)
             .map(Some)
-            .map_err(|e| Error::Internal(format!("{}: {e}", path.display())))
+            .map_err(|e| Error::Internal(format!("{}/{path}: {e}", self.backend.location())))
     }
 
     /// Commits checkpoint `epoch` (the committer thread, once the output frontier has
@@ -424,30 +414,24 @@ impl Store {
             millis: since.elapsed().as_millis() as u64,
         };
         let dir = self.chk(epoch);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
         // Everything the manifest vouches for is on disk before it is.
         let sync = |path: &Path| {
             std::fs::File::open(path)
                 .and_then(|f| f.sync_all())
                 .map_err(|e| Error::io(format!("syncing {}", path.display()), e))
         };
-        let parts = std::fs::read_dir(&dir)
-            .map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-        for part in parts.flatten() {
-            sync(&part.path())?;
-        }
+        self.backend.sync(&format!("{dir}/"))?;
         for out in self.outputs.lock().map(|o| o.clone()).unwrap_or_default() {
             sync(&out)?;
         }
-        sync(&dir)?;
         let text =
             serde_json::to_vec_pretty(&manifest).map_err(|e| Error::Internal(e.to_string()))?;
-        replace(&dir.join("MANIFEST"), &text)?;
-        replace(&self.dir.join("LATEST"), format!("{epoch}\n").as_bytes())?;
-        for (e, path) in checkpoint_dirs(&self.dir)? {
+        self.backend.replace(&format!("{dir}/MANIFEST"), &text)?;
+        self.backend
+            .replace("LATEST", format!("{epoch}\n").as_bytes())?;
+        for (e, path) in checkpoint_dirs(&*self.backend)? {
             if e < epoch {
-                let _ = std::fs::remove_dir_all(path);
+                let _ = self.backend.delete_prefix(&path);
             }
         }
         if let Ok(mut t) = self.taken.lock() {
@@ -508,25 +492,30 @@ impl Clock {
 
 /// The last committed checkpoint in `dir`.
 pub fn latest(dir: &Path) -> Result<Option<Manifest>> {
-    let path = dir.join("LATEST");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    latest_in(&LocalDir::new(dir))
+}
+
+/// The last committed checkpoint in `store`.
+pub fn latest_in(store: &dyn CheckpointBackend) -> Result<Option<Manifest>> {
+    let at = store.location();
+    let Some(text) = store.get("LATEST")? else {
+        return Ok(None);
     };
-    let epoch: u64 = text.trim().parse().map_err(|_| {
-        Error::Internal(format!(
-            "{}: `{}` is not an epoch",
-            path.display(),
-            text.trim()
-        ))
+    let text = String::from_utf8_lossy(&text);
+    let epoch: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| Error::Internal(format!("{at}/LATEST: `{}` is not an epoch", text.trim())))?;
+    let mpath = format!("chk-{epoch:020}/MANIFEST");
+    let m = store.get(&mpath)?.ok_or_else(|| {
+        Error::io(
+            format!("reading {at}/{mpath}"),
+            std::io::ErrorKind::NotFound.into(),
+        )
     })?;
-    let mpath = dir.join(format!("chk-{epoch:020}")).join("MANIFEST");
-    let m =
-        std::fs::read(&mpath).map_err(|e| Error::io(format!("reading {}", mpath.display()), e))?;
     serde_json::from_slice(&m)
         .map(Some)
-        .map_err(|e| Error::Internal(format!("{}: {e}", mpath.display())))
+        .map_err(|e| Error::Internal(format!("{at}/{mpath}: {e}")))
 }
 
 /// Refuses, by name, what a checkpointed run cannot make exactly-once.
@@ -659,48 +648,20 @@ fn fingerprint(plan: &Plan) -> u64 {
     h
 }
 
-/// The `chk-*` directories in `dir`, with their epochs.
-fn checkpoint_dirs(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+/// The `chk-*` directories in `store`, with their epochs (as key prefixes `chk-…/`).
+fn checkpoint_dirs(store: &dyn CheckpointBackend) -> Result<Vec<(u64, String)>> {
     let mut out = Vec::new();
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing {}", dir.display()), e))?;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
+    for key in store.list("chk-")? {
+        let name = key.split('/').next().unwrap_or_default();
         let Some(epoch) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("chk-"))
+            .strip_prefix("chk-")
             .and_then(|n| n.parse::<u64>().ok())
         else {
             continue;
         };
-        out.push((epoch, entry.path()));
+        out.push((epoch, format!("{name}/")));
     }
     out.sort();
+    out.dedup();
     Ok(out)
-}
-
-/// Writes `bytes` to `path` and syncs it to disk.
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
-    let io = |e| Error::io(format!("writing {}", path.display()), e);
-    let mut f = std::fs::File::create(path).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
-    f.sync_all().map_err(io)
-}
-
-/// Replaces `path` by `bytes` atomically (a synced temporary file renamed over it).
-fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension("tmp");
-    write_synced(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        Error::io(
-            format!("renaming {} to {}", tmp.display(), path.display()),
-            e,
-        )
-    })?;
-    if let Some(parent) = path.parent() {
-        if let Ok(d) = std::fs::File::open(parent) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
 }

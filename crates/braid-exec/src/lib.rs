@@ -25,6 +25,7 @@
 pub mod calibrate;
 pub mod cancel;
 pub mod checkpoint;
+pub mod checkpoint_store;
 pub mod cluster;
 pub mod error;
 pub mod fault;

@@ -202,6 +202,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             )),
             interval: Duration::MAX,
             recover: false,
+            backend: None,
         }),
         _ => None,
     };
@@ -335,7 +336,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
                         break;
                     }
                     abandon(worker);
-                    if place.index % place.threads == 0 {
+                    if place.index.is_multiple_of(place.threads) {
                         shared_w.rebase(c, &shape);
                     }
                     match prepare(
@@ -463,7 +464,7 @@ enum FeedEnd {
     /// A live rescale's barrier closed epoch `c`: this worker handed on its rows up to
     /// `c` and none after; its inputs, held at `c + 1` so that no operator goes past
     /// `c`, are dropped with the dataflow.
-    Switch(u64, (Feeder, Option<Control>)),
+    Switch(u64, Box<(Feeder, Option<Control>)>),
 }
 
 /// Waits, stepping, until the output has passed live rescale `c` (every part of its
@@ -884,7 +885,7 @@ fn fence(mut input: Feeder, mut control: Option<Control>, c: u64) -> FeedEnd {
         }
         k.flush();
     }
-    FeedEnd::Switch(c, (input, control))
+    FeedEnd::Switch(c, Box::new((input, control)))
 }
 
 /// The shape a live rescale request asks for, taken up at the closing of epoch

@@ -493,10 +493,19 @@ impl Session {
         // that had finished is not run again (its output is whole).
         let done = config.checkpoint.as_mut().map(|c| {
             c.dir = c.dir.join(format!("query-{index}"));
-            c.dir.join("DONE")
+            c.backend = c
+                .backend
+                .as_ref()
+                .map(|b| b.child(&format!("query-{index}")));
+            c.store()
         });
-        if let (Some(done), Some(true)) = (&done, config.checkpoint.as_ref().map(|c| c.recover)) {
-            if done.exists() {
+        if let (Some(done), Some(recover)) = (&done, config.checkpoint.as_ref().map(|c| c.recover))
+        {
+            if !recover {
+                // Starting over: an earlier run's mark must not make a resume of this run
+                // skip the query.
+                done.delete("DONE")?;
+            } else if done.get("DONE")?.is_some() {
                 let job = &self.script.jobs[index];
                 return Ok(QueryReport {
                     query: index,
@@ -518,8 +527,7 @@ impl Session {
         }
         let report = run(&plan, &self.script.registry, &config)?;
         if let (Some(done), false) = (&done, report.cancelled) {
-            std::fs::write(done, b"")
-                .map_err(|e| crate::error::Error::io(format!("writing {}", done.display()), e))?;
+            done.put("DONE", b"")?;
         }
         let mut late = Vec::new();
         for &(i, j) in &members {

@@ -110,6 +110,7 @@ fn restore_onto_other_worker_counts() {
         dir: dir.to_path_buf(),
         interval: Duration::from_millis(1),
         recover,
+        backend: None,
     };
     run(&dir.0, &text, 2, Some(config(&ck, false)), Some(200_000)).expect("stopped run");
     let taken = latest(&ck.join("query-0"))
@@ -169,6 +170,42 @@ fn restore_onto_other_worker_counts() {
     assert!(e.to_string().contains("another plan"), "{e}");
 }
 
+/// A run started over with checkpoints (`recover: false`) in a directory where an
+/// earlier run had finished, stopped halfway, resumes the query: the earlier run's
+/// `DONE` does not make the resume skip it (which left the output cut short).
+#[test]
+fn a_fresh_start_forgets_an_earlier_finished_run() {
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("braid-ckpt-fresh-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let mut calls = String::from("caller,callee,start,dur\n");
+    for i in 0..400_000u64 {
+        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
+        calls += &format!("{},{},{},{}\n", x % 997, x % 13, i / 4, x % 600);
+    }
+    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    let text = script(&dir.0, 8, 50);
+    let out = dir.0.join("out.csv");
+    let ck = dir.0.join("ck");
+    let config = |recover| CheckpointConfig {
+        dir: ck.clone(),
+        interval: Duration::from_millis(1),
+        recover,
+        backend: None,
+    };
+    run(&dir.0, &text, 2, Some(config(false)), None).expect("a finished run");
+    let want = std::fs::read(&out).expect("output");
+    assert!(ck.join("query-0").join("DONE").exists());
+    run(&dir.0, &text, 2, Some(config(false)), Some(200_000)).expect("stopped run");
+    assert!(std::fs::read(&out).expect("partial").len() < want.len());
+    run(&dir.0, &text, 2, Some(config(true)), None).expect("resumed run");
+    assert!(
+        std::fs::read(&out).expect("output") == want,
+        "the resumed output differs from the finished run's"
+    );
+}
+
 /// Every path under `dir`.
 fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
@@ -189,6 +226,7 @@ fn config(dir: &Path, recover: bool) -> CheckpointConfig {
         dir: dir.to_path_buf(),
         interval: Duration::from_millis(if recover { 1000 } else { 5 }),
         recover,
+        backend: None,
     }
 }
 
@@ -376,6 +414,7 @@ fn live_rescale_keeps_the_output() {
                     dir: dir.0.join("ck-live"),
                     interval: Duration::from_millis(50),
                     recover: false,
+                    backend: None,
                 }),
                 ..RunConfig::default()
             };
