@@ -289,6 +289,15 @@ pub(crate) fn reference(job: &Job, scratch: &Path) -> (Vec<u8>, Duration) {
     (std::fs::read(&job.output).expect("output"), t.elapsed())
 }
 
+/// Kills per configuration: 4, or `BRAID_KILLS` (the 20-kill sweep is run by hand:
+/// `BRAID_KILLS=20 cargo test -p braid-cli --test tests survives_kills`).
+fn kills() -> usize {
+    std::env::var("BRAID_KILLS")
+        .ok()
+        .and_then(|k| k.parse().ok())
+        .unwrap_or(4)
+}
+
 /// Runs the crash harness for `job` over the worker and process counts, with
 /// `kills` kills per configuration.
 fn harness(job: &Job, scratch: &Path, kills: usize, seed: u64, expect: impl Fn(&[u8])) {
@@ -362,7 +371,7 @@ fn count_survives_kills() {
         ordered: true,
     };
     let seed = 0x5eed_0001 ^ u64::from(std::process::id());
-    harness(&job, &dir.0, 4, seed, |out| {
+    harness(&job, &dir.0, kills(), seed, |out| {
         // Each partition's last count is its share of the tuples: they add up to all.
         let text = std::str::from_utf8(out).expect("utf-8");
         let total: i64 = text
@@ -465,7 +474,9 @@ FROM calls GROUP BY TUMBLE(start, 600), caller % 100;",
         .map(|((w, k), (n, s))| vec![w, k, n, s])
         .collect();
     let seed = 0x5eed_0002 ^ u64::from(std::process::id());
-    harness(&job, &dir.0, 4, seed, |out| assert_eq!(int_rows(out), want));
+    harness(&job, &dir.0, kills(), seed, |out| {
+        assert_eq!(int_rows(out), want)
+    });
 }
 
 /// An interval join keyed by the subscriber, then an aggregate keyed by the call length
@@ -492,7 +503,7 @@ GROUP BY TUMBLE(c.start, 3600), c.dur / 60;",
         ordered: true,
     };
     let seed = 0x5eed_0003 ^ u64::from(std::process::id());
-    harness(&job, &dir.0, 4, seed, |out| {
+    harness(&job, &dir.0, kills(), seed, |out| {
         assert!(int_rows(out).len() > 100, "too few rows to test anything");
     });
 }
@@ -589,7 +600,7 @@ fn linear_road_survives_kills() {
         );
     };
     let seed = 0x5eed_0004 ^ u64::from(std::process::id());
-    harness(&job, &dir.0, 4, seed, validate);
+    harness(&job, &dir.0, kills(), seed, validate);
 }
 
 /// `--launch N` starts a local cluster of N processes, and `--launch-with CMD` starts a
