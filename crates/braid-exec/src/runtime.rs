@@ -866,6 +866,10 @@ fn feed(
         r.push(feed.rejects());
     }
     if leader {
+        // A live rescale after which the input had nothing more: its pause ends here.
+        if let Some(at) = shared.pause.lock().ok().and_then(|mut p| p.take()) {
+            record_rescale(ctx, at);
+        }
         if let Some(r) = cfg.rescale.as_ref().and_then(|r| r.take().map(|q| (r, q))) {
             r.0.refuse(format!("{:?}: the input ended first", r.1));
         }
