@@ -35,16 +35,16 @@ for round in 1 2 3; do
   $B run $D/sql/q.sql --workers 2 --dashboard 127.0.0.1:$PORT 2>$D/err.txt & RUN=$!
   ask 0.4 partitions=16 partitions=8
   wait $RUN || true
-  grep "rows in" $D/err.txt
+  grep "rows in" $D/err.txt || cat $D/err.txt
   grep -c "rescaled live" $D/err.txt || true
   grep -o "paused [0-9.]* ms" $D/err.txt | tr '\n' ' '; echo
   md5sum < $D/sql/out.csv
   echo "== round $round linear road, a partition moved every 1 s, load $(cut -d' ' -f1 /proc/loadavg)"
   rm -rf $D/ck
-  $B run $D/lr.sql --lrb-history $D/lrb --workers 2 --checkpoint $D/ck --checkpoint-interval 1h --dashboard 127.0.0.1:$PORT 2>$D/err.txt & RUN=$!
+  $B run $D/lr.sql --lrb-history $D/lrb --workers 2 --checkpoint $D/ck --checkpoint-interval 600m --dashboard 127.0.0.1:$PORT 2>$D/err.txt & RUN=$!
   ask 1 "stage=1&partition=0&worker=1" "stage=1&partition=0&worker=0"
   wait $RUN || true
-  grep "rows in" $D/err.txt
+  grep "rows in" $D/err.txt || cat $D/err.txt
   grep -o "paused [0-9.]* ms" $D/err.txt | tr '\n' ' '; echo
   sort $D/out.csv | md5sum
 done
