@@ -145,6 +145,11 @@ pub struct QueryArgs {
     /// `/metrics`. The queries are profiled.
     #[arg(long)]
     pub dashboard: Option<std::net::SocketAddr>,
+    /// Rescale live on its own: when a worker's partitions take more than this share of
+    /// a core (0.9: 90%) twice in a row (every 500 ms), the partition whose move evens
+    /// the load best goes to the least busy worker (docs/recovery.md). One process.
+    #[arg(long, value_name = "SHARE")]
+    pub auto_rescale: Option<f64>,
     /// Desired input rate in rows/s (Paper V's Phi_D): the single-splitter rate is
     /// measured (or taken from --splitter-rate) and parasplit/autosplit choose p by eq. 6.
     #[arg(long)]
@@ -271,6 +276,7 @@ const RUN_FLAGS: &[&str] = &[
     "progress",
     "profile",
     "dashboard",
+    "auto_rescale",
     "calibrate",
     "checkpoint",
     "recover",
@@ -476,7 +482,16 @@ impl QueryArgs {
             }
             (None, None) => None,
         };
+        if let Some(s) = self.auto_rescale {
+            if !(s > 0.0 && s <= 1.0) {
+                return Err(Usage(format!(
+                    "--auto-rescale {s}: expected a share of a core, above 0 and at most 1"
+                ))
+                .into());
+            }
+        }
         Ok(RunConfig {
+            auto_rescale: self.auto_rescale.map(braid_exec::rescale::Auto::above),
             checkpoint,
             connect_timeout: self.connect_timeout,
             workers: self.workers,

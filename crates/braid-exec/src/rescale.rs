@@ -242,3 +242,159 @@ pub(crate) fn apply(plan: &Plan, spec: &Rescale) -> Plan {
     });
     plan
 }
+
+/// Automatic rescaling: how busy a worker may stay.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Auto {
+    /// The share of one core a worker's partitions may take (their stream functions'
+    /// time), above which a partition moves.
+    pub threshold: f64,
+    /// How often loads are read.
+    pub period: std::time::Duration,
+    /// Readings in a row above the threshold before a move.
+    pub patience: u32,
+}
+
+impl Auto {
+    /// Moves above `threshold` of a core, read every 500 ms, after 2 readings.
+    pub fn above(threshold: f64) -> Auto {
+        Auto {
+            threshold,
+            period: std::time::Duration::from_millis(500),
+            patience: 2,
+        }
+    }
+}
+
+/// The move that best evens out stage loads `load` (per partition: its share of a
+/// core over the last period) placed by `worker`, when the busiest of `workers` workers
+/// is above `threshold`: the partition of the busiest worker whose move to the least
+/// busy one lowers the larger of the two loads most (by a tenth at least).
+pub fn best_move(
+    load: &[f64],
+    worker: impl Fn(u32) -> usize,
+    workers: usize,
+    threshold: f64,
+) -> Option<(u32, usize)> {
+    let n = workers.max(1);
+    let mut per = vec![0.0; n];
+    for (p, &l) in load.iter().enumerate() {
+        per[worker(p as u32) % n] += l;
+    }
+    let (b, &high) = per.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1))?;
+    let (l, &low) = per.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1))?;
+    if high < threshold || b == l {
+        return None;
+    }
+    let (p, after) = load
+        .iter()
+        .enumerate()
+        .filter(|&(p, &d)| worker(p as u32) % n == b && d > 0.0)
+        .map(|(p, &d)| (p as u32, (high - d).max(low + d)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))?;
+    (after < 0.9 * high).then_some((p, l))
+}
+
+/// Watches the partition costs of a single-process run (`shared`'s profiler, which
+/// the run measures) and asks `rescaler` to move a partition off a worker that stays
+/// above `auto.threshold`, until `stop`.
+pub(crate) fn watch(
+    shared: Arc<crate::shared::Shared>,
+    plan: Plan,
+    workers: usize,
+    rescaler: Rescaler,
+    auto: Auto,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::Ordering;
+    std::thread::Builder::new()
+        .name("braid-auto-rescale".into())
+        .spawn(move || {
+            let first = shape(&plan);
+            let mut before: BTreeMap<(usize, u32), u64> = BTreeMap::new();
+            let mut streak = 0u32;
+            // Rescales done and refused once the last request is taken up.
+            let mut asked = rescaler.done().len() + rescaler.refused().len();
+            let mut last = std::time::Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(auto.period);
+                let now: BTreeMap<(usize, u32), u64> = shared
+                    .profiler
+                    .partitions()
+                    .into_iter()
+                    .map(|c| ((c.stage, c.partition), c.nanos))
+                    .collect();
+                let span = last.elapsed().as_nanos().max(1) as f64;
+                last = std::time::Instant::now();
+                let done = rescaler.done().len();
+                let refused = rescaler.refused().len();
+                if done + refused < asked {
+                    // A move under way: loads from before it say nothing.
+                    before = now;
+                    streak = 0;
+                    continue;
+                }
+                asked = done + refused;
+                let shape = shared
+                    .shape
+                    .lock()
+                    .ok()
+                    .and_then(|s| s.clone())
+                    .unwrap_or_else(|| first.clone());
+                let mut chosen = None;
+                for (k, &q) in shape.partitions.iter().enumerate() {
+                    let load: Vec<f64> = (0..q)
+                        .map(|p| {
+                            let n = now.get(&(k, p)).copied().unwrap_or(0);
+                            let b = before.get(&(k, p)).copied().unwrap_or(0);
+                            n.saturating_sub(b) as f64 / span
+                        })
+                        .collect();
+                    let table = shape.placement.get(k).cloned().flatten();
+                    let worker = |p: u32| match &table {
+                        Some(t) => t[p as usize] as usize,
+                        None => p as usize,
+                    };
+                    if let Some((p, w)) = best_move(&load, worker, workers, auto.threshold) {
+                        chosen = Some((k, p, w));
+                        break;
+                    }
+                }
+                before = now;
+                match chosen {
+                    Some((k, p, w)) => {
+                        streak += 1;
+                        if streak >= auto.patience {
+                            rescaler.request(Request::Move {
+                                stage: k + 1,
+                                partition: p,
+                                worker: w as u32,
+                            });
+                            asked = done + refused + 1;
+                            streak = 0;
+                        }
+                    }
+                    None => streak = 0,
+                }
+            }
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::best_move;
+
+    #[test]
+    fn the_busiest_workers_best_partition_moves() {
+        // Worker 0 holds partitions 0 and 2 (0.9 + 0.6), worker 1 partition 1 and 3.
+        let load = [0.9, 0.1, 0.6, 0.0];
+        assert_eq!(best_move(&load, |p| p as usize, 2, 0.8), Some((2, 1)));
+        // Nothing above the threshold, or nothing that helps: no move.
+        assert_eq!(best_move(&load, |p| p as usize, 2, 1.6), None);
+        assert_eq!(best_move(&[1.0, 0.0], |p| p as usize, 2, 0.5), None);
+        // One partition alone on a busy worker and an idle one: moving it only moves
+        // the load.
+        assert_eq!(best_move(&[0.95, 0.9], |p| p as usize, 2, 0.8), None);
+    }
+}

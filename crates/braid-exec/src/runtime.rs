@@ -70,6 +70,10 @@ pub struct RunConfig {
     /// Without [`RunConfig::checkpoint`] the run keeps the checkpoints a rescale takes
     /// in a directory of its own, and takes no others.
     pub rescale: Option<Rescaler>,
+    /// Rescale automatically: move a partition off a worker whose partitions stay
+    /// above a share of a core (see [`crate::rescale::Auto`]; one process only; the
+    /// run measures partition costs).
+    pub auto_rescale: Option<crate::rescale::Auto>,
 }
 
 impl Default for RunConfig {
@@ -93,6 +97,7 @@ impl Default for RunConfig {
             checkpoint: None,
             connect_timeout: Duration::from_secs(20),
             rescale: None,
+            auto_rescale: None,
         }
     }
 }
@@ -185,6 +190,21 @@ pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan>
 /// Runs `plan` to the end of its input.
 pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunReport> {
     let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
+    // Automatic rescaling reads the partitions' costs of this process: one process.
+    if cfg.auto_rescale.is_some() && cfg.processes > 1 {
+        return Err(Error::Plan(braid_plan::error::Error::NotSupported(
+            "automatic rescaling of a cluster (each process measures only its own workers' partitions); ask for moves with POST /api/rescale instead".into(),
+        )));
+    }
+    let mut with_rescaler;
+    let cfg = match (&cfg.auto_rescale, &cfg.rescale) {
+        (Some(_), None) => {
+            with_rescaler = cfg.clone();
+            with_rescaler.rescale = Some(Rescaler::new());
+            &with_rescaler
+        }
+        _ => cfg,
+    };
     // Rescaling live without checkpoints asked for: the checkpoints it takes go to a
     // directory of the run's own, and none is taken by the clock. A cluster's state
     // moves through a directory every process reads: the user names it.
@@ -219,7 +239,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     let plan = prepare(plan, registry, total_workers)?;
     let mut shared = Shared::new(
         cfg.counters.clone().unwrap_or_default(),
-        cfg.measure_costs,
+        cfg.measure_costs || cfg.auto_rescale.is_some(),
         cfg.profile.clone(),
         cfg.read.strict,
         cfg.cancel.clone().unwrap_or_default(),
@@ -248,6 +268,21 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     let (plan_w, registry_w, shared_w, cfg_w) =
         (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
     let gate = Arc::new(Gate::new(cfg.workers.max(1)));
+    let stop_auto = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let auto = match (cfg.auto_rescale, &cfg.rescale) {
+        (Some(a), Some(r)) => Some(
+            crate::rescale::watch(
+                shared.clone(),
+                plan.clone(),
+                total_workers,
+                r.clone(),
+                a,
+                stop_auto.clone(),
+            )
+            .map_err(|e| Error::io("starting the automatic rescaler", e))?,
+        ),
+        _ => None,
+    };
     let guards = timely::execute(timely_config(cfg), move |worker| {
         let place = Place {
             index: worker.index(),
@@ -361,11 +396,18 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             p.ended(place.index);
         }
     })
-    .map_err(Error::Startup)?;
+    .map_err(|e| {
+        stop_auto.store(true, std::sync::atomic::Ordering::Relaxed);
+        Error::Startup(e)
+    })?;
     if let Some(c) = connected {
         c.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     let results = guards.join();
+    stop_auto.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(a) = auto {
+        let _ = a.join();
+    }
     if let Some(s) = &store {
         s.finish()?;
     }

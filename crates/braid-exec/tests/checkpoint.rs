@@ -474,3 +474,72 @@ fn live_rescale_keeps_the_output() {
         }
     }
 }
+
+/// Automatic rescaling: a costly function whose rows all go to the two partitions of
+/// worker 0 (of 4 partitions on 2 workers) keeps that worker busy and the other idle;
+/// the run moves one of them to worker 1 on its own, once, and its output is the output
+/// of a run that does not.
+#[test]
+fn a_busy_worker_sheds_a_partition_on_its_own() {
+    use braid_exec::rescale::{Auto, Rescaler};
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("braid-auto-rescale-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let mut calls = String::from("caller,callee,start,dur\n");
+    for i in 0..120_000u64 {
+        // Callers 0 and 2 mod 4: partitions 0 and 2, both on worker 0.
+        calls += &format!(
+            "{},{},{},{}\n",
+            (i % 2) * 2 + 4 * (i % 50),
+            i % 13,
+            i / 40,
+            i
+        );
+    }
+    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    let d = dir.0.display();
+    let text = format!(
+        "CREATE STREAM calls (caller BIGINT NOT NULL, callee BIGINT, start BIGINT NOT NULL, dur BIGINT)
+  WITH (path = '{d}/calls.csv', event_time = 'start', epoch = 10);
+CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
+INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller, apply => spin);"
+    );
+    let mut registry = Registry::with_builtins();
+    registry.add_function("spin", Arc::new(braid_plan::function::Spin(25_000)));
+    let sorted = || {
+        let mut lines: Vec<String> = std::fs::read_to_string(dir.0.join("out.csv"))
+            .expect("output")
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let go = |auto: Option<Auto>, rescaler: Option<Rescaler>| {
+        let config = RunConfig {
+            workers: 2,
+            auto_rescale: auto,
+            rescale: rescaler,
+            ..RunConfig::default()
+        };
+        let mut session = Session::new(&registry, config);
+        session.compile(&text, &dir.0).expect("compiles");
+        session.run_next().expect("a query").expect("runs")
+    };
+    go(None, None);
+    let want = sorted();
+    assert!(want.len() > 500, "too little output to test anything");
+    let rescaler = Rescaler::new();
+    let report = go(Some(Auto::above(0.3)), Some(rescaler.clone()));
+    let done = rescaler.done();
+    assert_eq!(rescaler.refused(), Vec::<String>::new());
+    assert_eq!(done.len(), 1, "one move evens the load: {done:?}");
+    assert_eq!(done[0].partitions, vec![4]);
+    assert_eq!(report.run.rescales, done);
+    assert_eq!(
+        sorted(),
+        want,
+        "the output of the run that moved a partition"
+    );
+}
