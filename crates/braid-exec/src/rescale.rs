@@ -149,18 +149,25 @@ fn stages_mut(plan: &mut Plan, f: &mut dyn FnMut(usize, &mut braid_plan::plan::S
     walk(plan, 0, f)
 }
 
-/// The current shape of `plan`'s stages.
-fn shape(plan: &Plan) -> Rescale {
+/// The current shape of `plan`'s stages, and the function each runs.
+fn shape(plan: &Plan) -> (Rescale, Vec<String>) {
     let mut stages = Vec::new();
     let mut plan = plan.clone();
-    stages_mut(&mut plan, &mut |k, s, _| {
-        stages.push((k, s.q, s.placement.as_ref().map(|p| p.to_vec())))
+    stages_mut(&mut plan, &mut |k, s, f| {
+        stages.push((
+            k,
+            s.q,
+            s.placement.as_ref().map(|p| p.to_vec()),
+            f.to_string(),
+        ))
     });
     stages.sort_by_key(|s| s.0);
-    Rescale {
+    let functions = stages.iter().map(|s| s.3.clone()).collect();
+    let shape = Rescale {
         partitions: stages.iter().map(|s| s.1).collect(),
         placement: stages.into_iter().map(|s| s.2).collect(),
-    }
+    };
+    (shape, functions)
 }
 
 /// The shape `request` asks of `plan` (as running, on `workers` workers in all), or
@@ -171,13 +178,7 @@ pub(crate) fn spec(
     workers: usize,
     request: &Request,
 ) -> Result<Rescale, String> {
-    let mut shape = shape(plan);
-    let mut functions = vec![String::new(); shape.partitions.len()];
-    stages_mut(&mut plan.clone(), &mut |k, _, f| {
-        if let Some(slot) = functions.get_mut(k) {
-            *slot = f.to_string();
-        }
-    });
+    let (mut shape, functions) = shape(plan);
     if shape.partitions.is_empty() {
         return Err("the plan has no stage to rescale".into());
     }
@@ -311,7 +312,7 @@ pub(crate) fn watch(
     std::thread::Builder::new()
         .name("braid-auto-rescale".into())
         .spawn(move || {
-            let first = shape(&plan);
+            let first = shape(&plan).0;
             let mut before: BTreeMap<(usize, u32), u64> = BTreeMap::new();
             let mut streak = 0u32;
             // Rescales done and refused once the last request is taken up.

@@ -164,11 +164,7 @@ pub(crate) fn render<'s>(
                         windows.append(data);
                     }
                 });
-                barrier_in.for_each(|cap, data| {
-                    if let Some((c, shape)) = held.hold(&cap, data) {
-                        shared.switch_at(c, shape);
-                    }
-                });
+                barrier_in.for_each(|cap, data| held.hold(&cap, data, &shared));
                 // An epoch is done once neither rows nor a barrier can still come for it.
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
                 while let Some((epoch, cap, mut batches)) = stash.pop_done(done) {

@@ -280,11 +280,7 @@ fn committed_file<'s>(
                         windows.append(data);
                     }
                 });
-                barrier_in.for_each(|cap, data| {
-                    if let Some((c, shape)) = held.hold(&cap, data) {
-                        shared.switch_at(c, shape);
-                    }
-                });
+                barrier_in.for_each(|cap, data| held.hold(&cap, data, &shared));
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
                 while let Some((epoch, _cap, windows)) = stash.pop_done(done) {
                     while let Some((c, _held)) = held.pop(|c| c < epoch) {

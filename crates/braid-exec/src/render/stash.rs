@@ -13,23 +13,22 @@ use timely::progress::frontier::MutableAntichain;
 pub(crate) struct HeldBarriers(BTreeMap<u64, Capability<u64>>);
 
 impl HeldBarriers {
-    /// Holds the barriers of a message (stamped `cap`); a live rescale's, the shape
-    /// it asks for.
+    /// Holds the barriers of a message (stamped `cap`); a live rescale's tells the
+    /// workers of this process (see [`crate::shared::Shared::switch_at`]).
     pub fn hold(
         &mut self,
         cap: &InputCapability<u64>,
         barriers: &[super::Barrier],
-    ) -> Option<(u64, crate::rescale::Rescale)> {
-        let mut rescale = None;
+        shared: &crate::shared::Shared,
+    ) {
         for (c, r) in barriers {
             if let Some(held) = cap.retain_least(0) {
                 self.0.insert(*c, held.delayed(c));
             }
             if let Some(r) = r {
-                rescale = Some((*c, r.clone()));
+                shared.switch_at(*c, r.clone());
             }
         }
-        rescale
     }
 
     /// The oldest barrier for which `due` holds, with its capability: drop it once the

@@ -117,34 +117,46 @@ fn merge_keys(needs: Vec<Keys>) -> Option<Vec<Keys>> {
     Some(merged)
 }
 
+/// Which equality keys of a join are hashed as floats: those where either side's is
+/// one (an int64 key meets a float64 one as the same number).
+pub(crate) fn equi_floats(left: &Schema, right: &Schema, equi: &[(Expr, Expr)]) -> Vec<bool> {
+    equi.iter()
+        .map(|(a, b)| {
+            a.data_type(left) == Ok(DataType::Float64)
+                || b.data_type(right) == Ok(DataType::Float64)
+        })
+        .collect()
+}
+
+/// The route value of rows keyed by `ks`: `hash(k...)`, each key flagged in `float`
+/// cast to a float first. The split routes by it, and a rescaled join recomputes it
+/// for the rows it keeps (`run::join`), so the two agree.
+pub(crate) fn key_hash(ks: &[Expr], float: &[bool]) -> Expr {
+    let args = ks
+        .iter()
+        .zip(float)
+        .map(|(k, &f)| match f {
+            true => Expr::Cast(Box::new(k.clone()), DataType::Float64),
+            false => k.clone(),
+        })
+        .collect();
+    Expr::Call(Func::Hash, args)
+}
+
 /// One route expression from per-input key requirements: `hash(k...)`, or a CASE on
 /// the input tag when inputs differ.
 fn route_of_keys(merged: Vec<Keys>, layout: &Layout) -> Option<Expr> {
-    let hash = |ks: &[Expr], float: &[bool]| {
-        let args = ks
-            .iter()
-            .zip(float)
-            .map(|(k, &f)| {
-                if f {
-                    Expr::Cast(Box::new(k.clone()), DataType::Float64)
-                } else {
-                    k.clone()
-                }
-            })
-            .collect();
-        Expr::Call(Func::Hash, args)
-    };
     match (layout.tag, merged.as_slice()) {
         (_, []) => None,
-        (None, [(_, ks, fl), ..]) => Some(hash(ks, fl)),
-        (Some(_), [(_, ks, fl)]) if layout.inputs.len() == 1 => Some(hash(ks, fl)),
+        (None, [(_, ks, fl), ..]) => Some(key_hash(ks, fl)),
+        (Some(_), [(_, ks, fl)]) if layout.inputs.len() == 1 => Some(key_hash(ks, fl)),
         (Some(tag), _) => {
             let arms = merged
                 .iter()
                 .map(|(i, ks, fl)| {
                     let cond =
                         Expr::Column(tag, "_stream".into()).eq(Expr::int(layout.inputs[*i].0));
-                    (cond, hash(ks, fl))
+                    (cond, key_hash(ks, fl))
                 })
                 .collect();
             // Rows of streams no stateful operator keys (a stateless branch of a union)
@@ -257,13 +269,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
             }
             let lk: Vec<Expr> = equi.iter().map(|e| e.0.clone()).collect();
             let rk: Vec<Expr> = equi.iter().map(|e| e.1.clone()).collect();
-            let float: Vec<bool> = equi
-                .iter()
-                .map(|(a, b)| {
-                    a.data_type(left.schema()) == Ok(DataType::Float64)
-                        || b.data_type(right.schema()) == Ok(DataType::Float64)
-                })
-                .collect();
+            let float = equi_floats(left.schema(), right.schema(), equi);
             let per = trace_keys(left, &lk, layout, phys).and_then(|mut l| {
                 l.extend(trace_keys(right, &rk, layout, phys)?);
                 Some(l)

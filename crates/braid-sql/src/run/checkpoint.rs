@@ -163,23 +163,7 @@ fn misfit(why: impl std::fmt::Display) -> Error {
 /// fingerprint `plan`) by what [`save`] wrote in `bytes`; on an error the tree may hold
 /// part of it, and is not to be used.
 pub(super) fn restore(root: &mut Node, plan: u64, bytes: &[u8]) -> Result<()> {
-    let mut ops = Vec::new();
-    root.stateful(&mut ops);
-    let saved = read(bytes, plan, ops.len())?;
-    for (i, (op, state)) in ops.into_iter().zip(saved).enumerate() {
-        let kind = state.kind();
-        let fitted = match (op, state) {
-            (Op::Agg(a), Saved::Aggregate(w)) => a.restore(w.into_owned()),
-            (Op::Join(j), Saved::Join(s)) => j.restore(s.into_owned()),
-            (Op::TopN(t), Saved::TopN(rows)) => {
-                t.rows = rows.into_owned();
-                Ok(())
-            }
-            (op, _) => Err(format!("{kind}'s state for {}", op.kind())),
-        };
-        fitted.map_err(|why| misfit(format_args!("stateful operator {}: {why}", i + 1)))?;
-    }
-    Ok(())
+    fill(root, plan, bytes, None)
 }
 
 /// Rescaling: adds to the tree under `root` the entries of another partition's state
@@ -193,17 +177,33 @@ pub(super) fn restore_share(
     bytes: &[u8],
     keep: &dyn Fn(i64) -> bool,
 ) -> Result<()> {
+    fill(root, plan, bytes, Some(keep))
+}
+
+/// [`restore`] (`keep` None: the whole state) or [`restore_share`].
+fn fill(
+    root: &mut Node,
+    plan: u64,
+    bytes: &[u8],
+    keep: Option<&dyn Fn(i64) -> bool>,
+) -> Result<()> {
     let mut ops = Vec::new();
     root.stateful(&mut ops);
     let saved = read(bytes, plan, ops.len())?;
     for (i, (op, state)) in ops.into_iter().zip(saved).enumerate() {
         let kind = state.kind();
-        let fitted = match (op, state) {
-            (Op::Agg(a), Saved::Aggregate(w)) => a.absorb(w.into_owned(), keep),
-            (Op::Join(j), Saved::Join(s)) => j.absorb(s.into_owned(), keep),
-            (Op::TopN(_), Saved::TopN(rows)) if rows.is_empty() => Ok(()),
-            (Op::TopN(_), Saved::TopN(_)) => Err("a top-N holding rows".into()),
-            (op, _) => Err(format!("{kind}'s state for {}", op.kind())),
+        let fitted = match (op, state, keep) {
+            (Op::Agg(a), Saved::Aggregate(w), None) => a.restore(w.into_owned()),
+            (Op::Agg(a), Saved::Aggregate(w), Some(keep)) => a.absorb(w.into_owned(), keep),
+            (Op::Join(j), Saved::Join(s), None) => j.restore(s.into_owned()),
+            (Op::Join(j), Saved::Join(s), Some(keep)) => j.absorb(s.into_owned(), keep),
+            (Op::TopN(t), Saved::TopN(rows), None) => {
+                t.rows = rows.into_owned();
+                Ok(())
+            }
+            (Op::TopN(_), Saved::TopN(rows), Some(_)) if rows.is_empty() => Ok(()),
+            (Op::TopN(_), Saved::TopN(_), Some(_)) => Err("a top-N holding rows".into()),
+            (op, _, _) => Err(format!("{kind}'s state for {}", op.kind())),
         };
         fitted.map_err(|why| misfit(format_args!("stateful operator {}: {why}", i + 1)))?;
     }

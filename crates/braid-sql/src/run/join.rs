@@ -13,8 +13,7 @@ use super::late::{Cx, LateBuild, LateOut};
 use super::Faults;
 use crate::logical::{JoinKind, JoinWindow, Logical};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
-use braid_plan::expr::{Arena, Expr, Func};
-use braid_plan::types::DataType;
+use braid_plan::expr::{Arena, Expr};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -195,36 +194,17 @@ impl JoinState {
                 LateOut::count_only(late.rows),
             ],
         };
-        let float: Vec<bool> = equi
-            .iter()
-            .map(|(a, b)| {
-                a.data_type(left.schema()) == Ok(DataType::Float64)
-                    || b.data_type(right.schema()) == Ok(DataType::Float64)
-            })
-            .collect();
-        let hash = |keys: Vec<Expr>| {
-            let args = keys
-                .into_iter()
-                .zip(&float)
-                .map(|(k, &f)| match f {
-                    true => Expr::Cast(Box::new(k), DataType::Float64),
-                    false => k,
-                })
-                .collect();
-            Expr::Call(Func::Hash, args)
-        };
-        let route = (!equi.is_empty()).then(|| {
-            [
-                hash(equi.iter().map(|e| e.0.clone()).collect()),
-                hash(equi.iter().map(|e| e.1.clone()).collect()),
-            ]
-        });
+        use crate::optimizer::partitioning::{equi_floats, key_hash};
+        let keys: [Vec<Expr>; 2] = [
+            equi.iter().map(|e| e.0.clone()).collect(),
+            equi.iter().map(|e| e.1.clone()).collect(),
+        ];
+        let float = equi_floats(left.schema(), right.schema(), equi);
+        let route =
+            (!equi.is_empty()).then(|| [key_hash(&keys[0], &float), key_hash(&keys[1], &float)]);
         JoinState {
             route,
-            keys: [
-                equi.iter().map(|e| e.0.clone()).collect(),
-                equi.iter().map(|e| e.1.clone()).collect(),
-            ],
+            keys,
             residual,
             window,
             kind,
