@@ -410,7 +410,7 @@ pub(crate) fn write_calls_and_texts(dir: &Path, rows: u64) {
 }
 
 /// The streams of the SQL jobs, and their sink.
-pub(crate) fn sql_head(dir: &Path) -> String {
+fn sql_head(dir: &Path) -> String {
     let d = dir.display();
     format!(
         "SET partitions = 8;
@@ -421,6 +421,32 @@ CREATE STREAM texts (sender BIGINT NOT NULL, receiver BIGINT, start BIGINT NOT N
 CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
 "
     )
+}
+
+/// A tumbling aggregate per key (one stage, keyed by the group).
+pub(crate) const WINDOWED: &str =
+    "INSERT INTO out SELECT window_end, caller % 100 AS k, count(*) AS n, sum(dur) AS total
+FROM calls GROUP BY TUMBLE(start, 600), caller % 100;";
+
+/// An interval join keyed by the subscriber, then an aggregate keyed by the call length
+/// band: two stages with their own partitioning, the second reading the first's output.
+pub(crate) const TWO_STAGE_JOIN: &str = "INSERT INTO out
+SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers
+FROM calls AS c JOIN texts AS t
+  ON c.caller = t.sender AND t.start BETWEEN c.start - 60 AND c.start + 60
+GROUP BY TUMBLE(c.start, 3600), c.dur / 60;";
+
+/// A job running `query` (after [`sql_head`]'s streams and sink) from a script in `dir`,
+/// its output compared byte for byte.
+pub(crate) fn sql_job(dir: &Path, name: &'static str, query: &str) -> Job {
+    let script = dir.join("q.sql");
+    std::fs::write(&script, sql_head(dir) + query).expect("script");
+    Job {
+        name,
+        args: vec![script.display().to_string()],
+        output: dir.join("out.csv"),
+        ordered: true,
+    }
 }
 
 /// The output's rows as integers (a header line, if any, skipped), sorted.
@@ -444,20 +470,7 @@ pub(crate) fn int_rows(out: &[u8]) -> Vec<Vec<i64>> {
 fn windowed_sql_survives_kills() {
     let dir = Scratch::new("window");
     write_calls_and_texts(&dir.0, 300_000);
-    let script = dir.0.join("q.sql");
-    std::fs::write(
-        &script,
-        sql_head(&dir.0)
-            + "INSERT INTO out SELECT window_end, caller % 100 AS k, count(*) AS n, sum(dur) AS total
-FROM calls GROUP BY TUMBLE(start, 600), caller % 100;",
-    )
-    .expect("script");
-    let job = Job {
-        name: "windowed SQL",
-        args: vec![script.display().to_string()],
-        output: dir.0.join("out.csv"),
-        ordered: true,
-    };
+    let job = sql_job(&dir.0, "windowed SQL", WINDOWED);
     // The windows, computed here from the input.
     let calls = std::fs::read_to_string(dir.0.join("calls.csv")).expect("calls");
     let mut want: std::collections::BTreeMap<(i64, i64), (i64, i64)> = Default::default();
@@ -485,23 +498,7 @@ FROM calls GROUP BY TUMBLE(start, 600), caller % 100;",
 fn two_stage_join_survives_kills() {
     let dir = Scratch::new("join");
     write_calls_and_texts(&dir.0, 150_000);
-    let script = dir.0.join("q.sql");
-    std::fs::write(
-        &script,
-        sql_head(&dir.0)
-            + "INSERT INTO out
-SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers
-FROM calls AS c JOIN texts AS t
-  ON c.caller = t.sender AND t.start BETWEEN c.start - 60 AND c.start + 60
-GROUP BY TUMBLE(c.start, 3600), c.dur / 60;",
-    )
-    .expect("script");
-    let job = Job {
-        name: "two-stage join",
-        args: vec![script.display().to_string()],
-        output: dir.0.join("out.csv"),
-        ordered: true,
-    };
+    let job = sql_job(&dir.0, "two-stage join", TWO_STAGE_JOIN);
     let seed = 0x5eed_0003 ^ u64::from(std::process::id());
     harness(&job, &dir.0, kills(), seed, |out| {
         assert!(int_rows(out).len() > 100, "too few rows to test anything");
@@ -1041,23 +1038,7 @@ fn http(addr: &str, method: &str, path: &str) -> std::io::Result<(u16, String)> 
 fn live_rescale_over_http_on_a_cluster() {
     let dir = Scratch::new("live-rescale");
     write_calls_and_texts(&dir.0, 1_500_000);
-    let script = dir.0.join("q.sql");
-    std::fs::write(
-        &script,
-        sql_head(&dir.0)
-            + "INSERT INTO out
-SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers
-FROM calls AS c JOIN texts AS t
-  ON c.caller = t.sender AND t.start BETWEEN c.start - 60 AND c.start + 60
-GROUP BY TUMBLE(c.start, 3600), c.dur / 60;",
-    )
-    .expect("script");
-    let job = Job {
-        name: "two-stage join, rescaled live",
-        args: vec![script.display().to_string()],
-        output: dir.0.join("out.csv"),
-        ordered: true,
-    };
+    let job = sql_job(&dir.0, "two-stage join, rescaled live", TWO_STAGE_JOIN);
     let (want, _) = reference(&job, &dir.0);
     assert!(int_rows(&want).len() > 100, "too few rows to test anything");
     std::fs::remove_file(&job.output).expect("output removed");

@@ -13,8 +13,8 @@
 
 use crate::free_port;
 use crate::recovery::{
-    canonical, int_rows, reference, sql_head, start_with_env, wait_all, write_calls_and_texts, Job,
-    Rng, Scratch,
+    canonical, int_rows, reference, sql_job, start_with_env, wait_all, write_calls_and_texts, Rng,
+    Scratch, WINDOWED,
 };
 use braid_exec::checkpoint::{latest_in, CheckpointBackend, LocalDir, Manifest};
 use braid_objstore::S3Backend;
@@ -346,20 +346,7 @@ fn s3_checkpoints_survive_kills() {
     let proxy = S3Proxy::start("kills");
     let dir = Scratch::new("s3-window");
     write_calls_and_texts(&dir.0, 600_000);
-    let script = dir.0.join("q.sql");
-    std::fs::write(
-        &script,
-        sql_head(&dir.0)
-            + "INSERT INTO out SELECT window_end, caller % 100 AS k, count(*) AS n, sum(dur) AS total
-FROM calls GROUP BY TUMBLE(start, 600), caller % 100;",
-    )
-    .expect("script");
-    let job = Job {
-        name: "windowed SQL on S3",
-        args: vec![script.display().to_string()],
-        output: dir.0.join("out.csv"),
-        ordered: true,
-    };
+    let job = sql_job(&dir.0, "windowed SQL on S3", WINDOWED);
     // A bucket that is not there stops the run, naming it.
     let o = Command::new(env!("CARGO_BIN_EXE_braid"))
         .arg("run")

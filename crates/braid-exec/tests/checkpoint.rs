@@ -246,6 +246,28 @@ fn copy_checkpoint(from: &Path, to: &Path) {
     }
 }
 
+/// `rows` calls (some a little late, within the lateness) and a text for every third,
+/// keyed by 211 subscribers; a malformed call line every `malformed` rows, if given.
+fn write_calls_and_texts(dir: &Path, rows: u64, malformed: Option<u64>) {
+    let (mut calls, mut texts) = (
+        String::from("caller,callee,start,dur\n"),
+        String::from("sender,start,len\n"),
+    );
+    for i in 0..rows {
+        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
+        let t = (i / 4).saturating_sub(x % 3);
+        calls += &format!("{},{},{},{}\n", x % 211, x % 13, t, x % 600);
+        if i % 3 == 0 {
+            texts += &format!("{},{},{}\n", (x >> 7) % 211, i / 4, x % 160);
+        }
+        if malformed.is_some_and(|m| i % m == 0) {
+            calls += "7,x,y\n";
+        }
+    }
+    std::fs::write(dir.join("calls.csv"), calls).expect("calls");
+    std::fs::write(dir.join("texts.csv"), texts).expect("texts");
+}
+
 /// Two streams and a query over them, at `partitions`.
 fn keyed_script(dir: &Path, partitions: u32, query: &str) -> String {
     let d = dir.display();
@@ -266,21 +288,7 @@ fn restore_onto_other_partition_counts() {
         Scratch(std::env::temp_dir().join(format!("braid-ckpt-requeue-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).expect("scratch");
-    let (mut calls, mut texts) = (
-        String::from("caller,callee,start,dur\n"),
-        String::from("sender,start,len\n"),
-    );
-    for i in 0..120_000u64 {
-        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
-        // Some rows a little late, within the lateness.
-        let t = (i / 4).saturating_sub(x % 3);
-        calls += &format!("{},{},{},{}\n", x % 211, x % 13, t, x % 600);
-        if i % 3 == 0 {
-            texts += &format!("{},{},{}\n", (x >> 7) % 211, i / 4, x % 160);
-        }
-    }
-    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
-    std::fs::write(dir.0.join("texts.csv"), texts).expect("texts");
+    write_calls_and_texts(&dir.0, 120_000, None);
     let queries = [
         ("tumble", "SELECT window_end, caller % 50 AS k, count(*) AS n, sum(dur) AS total FROM calls GROUP BY TUMBLE(start, 100), caller % 50"),
         ("hop, a float key", "SELECT window_start, window_end, dur * 0.5 AS half, count(*) AS n, max(caller) AS top FROM calls GROUP BY HOP(start, 40, 120), dur * 0.5"),
@@ -376,23 +384,7 @@ fn live_rescale_keeps_the_output() {
         Scratch(std::env::temp_dir().join(format!("braid-live-rescale-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&dir.0);
     std::fs::create_dir_all(&dir.0).expect("scratch");
-    let (mut calls, mut texts) = (
-        String::from("caller,callee,start,dur\n"),
-        String::from("sender,start,len\n"),
-    );
-    for i in 0..300_000u64 {
-        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
-        let t = (i / 4).saturating_sub(x % 3);
-        calls += &format!("{},{},{},{}\n", x % 211, x % 13, t, x % 600);
-        if i % 3 == 0 {
-            texts += &format!("{},{},{}\n", (x >> 7) % 211, i / 4, x % 160);
-        }
-        if i % 29_999 == 0 {
-            calls += "7,x,y\n";
-        }
-    }
-    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
-    std::fs::write(dir.0.join("texts.csv"), texts).expect("texts");
+    write_calls_and_texts(&dir.0, 300_000, Some(29_999));
     let out = dir.0.join("out.csv");
     let queries = [
         ("hop", "SELECT window_start, window_end, caller % 40 AS k, count(*) AS n, sum(dur) AS total FROM calls GROUP BY HOP(start, 40, 120), caller % 40"),

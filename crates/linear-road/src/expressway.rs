@@ -1624,17 +1624,7 @@ mod tests {
     /// Runs generated input through one partition and through `q` partitions (routed
     /// as Braid routes it) and returns the sorted outputs, type-2 answers merged.
     fn run_generated(cfg: &crate::generate::GenConfig, q: i64) -> Vec<Output> {
-        let mut input = Vec::new();
-        let mut filter = crate::record::InputFilter::new();
-        crate::generate::generate(
-            cfg,
-            &mut |t| {
-                if filter.check(t).is_ok() {
-                    input.push(*t)
-                }
-            },
-            &mut |_| {},
-        );
+        let input = crate::generate::accepted_input(cfg);
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
         let (tolls, segs) = crate::generate::histories(cfg, max_vid);
         let mut parts: Vec<Partition> = (0..q)

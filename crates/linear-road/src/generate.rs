@@ -278,6 +278,23 @@ pub fn toll_row(seed: u64, xways: u32, vid: i64, day: i64) -> (i64, i64) {
     (xway, toll)
 }
 
+/// The records a run generated with `cfg` hands the stream function: those the input
+/// filter accepts (the ones Braid's reader would not reject), in order.
+pub fn accepted_input(cfg: &GenConfig) -> Vec<Input> {
+    let mut input = Vec::new();
+    let mut filter = crate::record::InputFilter::new();
+    generate(
+        cfg,
+        &mut |t| {
+            if filter.check(t).is_ok() {
+                input.push(*t)
+            }
+        },
+        &mut |_| {},
+    );
+    input
+}
+
 /// The toll and segment histories of a run generated with `cfg` whose vehicle ids go up
 /// to `max_vid` ([`toll_history`] and [`segment_history`]), in memory as the stream
 /// function reads them.

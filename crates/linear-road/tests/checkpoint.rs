@@ -12,8 +12,8 @@
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction, StreamFunctionFactory};
 use linear_road::app::{register, OutputSink, FUNCTION};
-use linear_road::generate::{generate, histories, GenConfig, Profile};
-use linear_road::record::{Input, InputFilter};
+use linear_road::generate::{accepted_input, histories, GenConfig, Profile};
+use linear_road::record::Input;
 use std::sync::Arc;
 
 /// Generated input with its histories, and the factory of `linear_road` over them.
@@ -23,17 +23,7 @@ struct Setup {
 }
 
 fn setup(cfg: &GenConfig) -> Setup {
-    let mut input = Vec::new();
-    let mut filter = InputFilter::new();
-    generate(
-        cfg,
-        &mut |t| {
-            if filter.check(t).is_ok() {
-                input.push(*t)
-            }
-        },
-        &mut |_| {},
-    );
+    let input = accepted_input(cfg);
     let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
     let (tolls, segments) = histories(cfg, max_vid);
     let mut registry = Registry::with_builtins();
