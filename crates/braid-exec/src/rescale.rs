@@ -296,11 +296,18 @@ pub fn best_move(
     (after < 0.9 * high).then_some((p, l))
 }
 
-/// Watches the partition costs of a single-process run (`shared`'s profiler, which
-/// the run measures) and asks `rescaler` to move a partition off a worker that stays
-/// above `auto.threshold`, until `stop`.
+/// What a run tells its automatic rescaler: the partitions' measured costs so far, and
+/// the shape of its plan after the last live rescale (None: none yet).
+pub(crate) struct Watched {
+    pub costs: Box<dyn Fn() -> Vec<crate::profile::PartitionCost> + Send>,
+    pub shape: Box<dyn Fn() -> Option<Rescale> + Send>,
+}
+
+/// Watches the partition costs of a single-process run (which the run measures) and
+/// asks `rescaler` to move a partition off a worker that stays above `auto.threshold`,
+/// until `stop`.
 pub(crate) fn watch(
-    shared: Arc<crate::shared::Shared>,
+    run: Watched,
     plan: Plan,
     workers: usize,
     rescaler: Rescaler,
@@ -320,9 +327,7 @@ pub(crate) fn watch(
             let mut last = std::time::Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 std::thread::sleep(auto.period);
-                let now: BTreeMap<(usize, u32), u64> = shared
-                    .profiler
-                    .partitions()
+                let now: BTreeMap<(usize, u32), u64> = (run.costs)()
                     .into_iter()
                     .map(|c| ((c.stage, c.partition), c.nanos))
                     .collect();
@@ -337,12 +342,7 @@ pub(crate) fn watch(
                     continue;
                 }
                 asked = done + refused;
-                let shape = shared
-                    .shape
-                    .lock()
-                    .ok()
-                    .and_then(|s| s.clone())
-                    .unwrap_or_else(|| first.clone());
+                let shape = (run.shape)().unwrap_or_else(|| first.clone());
                 let mut chosen = None;
                 for (k, &q) in shape.partitions.iter().enumerate() {
                     let load: Vec<f64> = (0..q)

@@ -272,7 +272,16 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     let auto = match (cfg.auto_rescale, &cfg.rescale) {
         (Some(a), Some(r)) => Some(
             crate::rescale::watch(
-                shared.clone(),
+                crate::rescale::Watched {
+                    costs: Box::new({
+                        let s = shared.clone();
+                        move || s.profiler.partitions()
+                    }),
+                    shape: Box::new({
+                        let s = shared.clone();
+                        move || s.shape.lock().ok().and_then(|r| r.clone())
+                    }),
+                },
                 plan.clone(),
                 total_workers,
                 r.clone(),

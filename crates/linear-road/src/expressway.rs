@@ -1626,7 +1626,7 @@ mod tests {
     fn run_generated(cfg: &crate::generate::GenConfig, q: i64) -> Vec<Output> {
         let input = crate::generate::accepted_input(cfg);
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
-        let (tolls, segs) = crate::generate::histories(cfg, max_vid);
+        let (tolls, segs) = crate::history::histories(cfg, max_vid);
         let mut parts: Vec<Partition> = (0..q)
             .map(|_| Partition::new(tolls.clone(), segs.clone()))
             .collect();
@@ -1780,7 +1780,7 @@ mod tests {
         let mut input = vec![Input::from_fields(bad), rep(0, 1, 50, 0, 9, 0, 10, 0)];
         crate::generate::generate(&cfg, &mut |t| input.push(*t), &mut |_| {});
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
-        let (tolls, segs) = crate::generate::histories(&cfg, max_vid);
+        let (tolls, segs) = crate::history::histories(&cfg, max_vid);
         (input, tolls, segs)
     }
 
@@ -1929,7 +1929,7 @@ mod tests {
         let mut input = Vec::new();
         crate::generate::generate(&cfg, &mut |t| input.push(*t), &mut |_| {});
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
-        let (tolls, segs) = crate::generate::histories(&cfg, max_vid);
+        let (tolls, segs) = crate::history::histories(&cfg, max_vid);
         let mut p = Partition::new(tolls, segs);
         let mut out = Vec::with_capacity(1 << 16);
         let mut by_type = [0usize; 6];

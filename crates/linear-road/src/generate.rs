@@ -295,28 +295,6 @@ pub fn accepted_input(cfg: &GenConfig) -> Vec<Input> {
     input
 }
 
-/// The toll and segment histories of a run generated with `cfg` whose vehicle ids go up
-/// to `max_vid` ([`toll_history`] and [`segment_history`]), in memory as the stream
-/// function reads them.
-pub fn histories(
-    cfg: &GenConfig,
-    max_vid: i64,
-) -> (
-    std::sync::Arc<crate::history::TollHistory>,
-    std::sync::Arc<crate::history::SegmentHistory>,
-) {
-    let mut rows = Vec::new();
-    toll_history(cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
-    let mut seg_rows = Vec::new();
-    segment_history(cfg, &mut |r| {
-        seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
-    });
-    (
-        std::sync::Arc::new(crate::history::TollHistory::from_rows(rows)),
-        std::sync::Arc::new(crate::history::SegmentHistory::from_rows(seg_rows)),
-    )
-}
-
 /// Segment history rows `[XWay, Dir, Seg, DOW, Bucket, AvgSpeed, AvgToll]` for every
 /// expressway, direction, segment 0..99, day of week 1..7 and 15-minute bucket 0..95,
 /// in that nesting order. Slow and tolled at weekday rush hours (see the module doc).

@@ -471,6 +471,25 @@ impl fmt::Debug for SegmentHistory {
     }
 }
 
+/// The toll and segment histories of a run generated with `cfg` whose vehicle ids go up
+/// to `max_vid` ([`crate::generate::toll_history`] and
+/// [`crate::generate::segment_history`]), in memory as the stream function reads them.
+pub fn histories(
+    cfg: &crate::generate::GenConfig,
+    max_vid: i64,
+) -> (std::sync::Arc<TollHistory>, std::sync::Arc<SegmentHistory>) {
+    let mut rows = Vec::new();
+    crate::generate::toll_history(cfg, max_vid, &mut |a, b, c, d| rows.push((a, b, c, d)));
+    let mut seg_rows = Vec::new();
+    crate::generate::segment_history(cfg, &mut |r| {
+        seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
+    });
+    (
+        std::sync::Arc::new(TollHistory::from_rows(rows)),
+        std::sync::Arc::new(SegmentHistory::from_rows(seg_rows)),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

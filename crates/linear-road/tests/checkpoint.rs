@@ -12,7 +12,8 @@
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::{Emitter, Registry, StreamFunction, StreamFunctionFactory};
 use linear_road::app::{register, OutputSink, FUNCTION};
-use linear_road::generate::{accepted_input, histories, GenConfig, Profile};
+use linear_road::generate::{accepted_input, GenConfig, Profile};
+use linear_road::history::histories;
 use linear_road::record::Input;
 use std::sync::Arc;
 

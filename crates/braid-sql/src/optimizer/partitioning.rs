@@ -8,6 +8,7 @@
 
 use crate::logical::{JoinKind, JoinWindow, Logical};
 use crate::physical::Partitioning;
+use crate::run::route::{equi_floats, key_hash};
 use crate::run::Layout;
 use braid_plan::expr::{Expr, Func};
 use braid_plan::types::{DataType, Schema};
@@ -115,32 +116,6 @@ fn merge_keys(needs: Vec<Keys>) -> Option<Vec<Keys>> {
         }
     }
     Some(merged)
-}
-
-/// Which equality keys of a join are hashed as floats: those where either side's is
-/// one (an int64 key meets a float64 one as the same number).
-pub(crate) fn equi_floats(left: &Schema, right: &Schema, equi: &[(Expr, Expr)]) -> Vec<bool> {
-    equi.iter()
-        .map(|(a, b)| {
-            a.data_type(left) == Ok(DataType::Float64)
-                || b.data_type(right) == Ok(DataType::Float64)
-        })
-        .collect()
-}
-
-/// The route value of rows keyed by `ks`: `hash(k...)`, each key flagged in `float`
-/// cast to a float first. The split routes by it, and a rescaled join recomputes it
-/// for the rows it keeps (`run::join`), so the two agree.
-pub(crate) fn key_hash(ks: &[Expr], float: &[bool]) -> Expr {
-    let args = ks
-        .iter()
-        .zip(float)
-        .map(|(k, &f)| match f {
-            true => Expr::Cast(Box::new(k.clone()), DataType::Float64),
-            false => k.clone(),
-        })
-        .collect();
-    Expr::Call(Func::Hash, args)
 }
 
 /// One route expression from per-input key requirements: `hash(k...)`, or a CASE on

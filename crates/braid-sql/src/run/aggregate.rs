@@ -275,10 +275,10 @@ impl AggState {
         let mine = &mut self.windows;
         for (window, keyed) in groups {
             let mut kept = BTreeMap::new();
-            super::checkpoint::absorb_keyed(&mut kept, keyed, keep)?;
+            super::route::absorb_keyed(&mut kept, keyed, keep)?;
             if !kept.is_empty() {
                 let into = mine.groups.entry(window).or_default();
-                super::checkpoint::absorb_keyed(into, kept, &|_| true)?;
+                super::route::absorb_keyed(into, kept, &|_| true)?;
             }
         }
         mine.sessions.absorb(sessions, keep)?;
@@ -298,10 +298,10 @@ impl AggState {
         mine.slices.running = Running::default();
         for (start, keyed) in slices.by_start {
             let mut kept = BTreeMap::new();
-            super::checkpoint::absorb_keyed(&mut kept, keyed, keep)?;
+            super::route::absorb_keyed(&mut kept, keyed, keep)?;
             if !kept.is_empty() {
                 let into = mine.slices.by_start.entry(start).or_default();
-                super::checkpoint::absorb_keyed(into, kept, &|_| true)?;
+                super::route::absorb_keyed(into, kept, &|_| true)?;
             }
         }
         Ok(())

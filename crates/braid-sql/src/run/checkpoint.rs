@@ -210,27 +210,6 @@ fn fill(
     Ok(())
 }
 
-/// Moves the entries of `from` whose key's route value (`hash(key...)`, as hash
-/// partitioning computes it) has `keep` into `into`. A key already there is an error:
-/// each key lives in one partition.
-pub(super) fn absorb_keyed<V>(
-    into: &mut std::collections::BTreeMap<Vec<Scalar>, V>,
-    from: std::collections::BTreeMap<Vec<Scalar>, V>,
-    keep: &dyn Fn(i64) -> bool,
-) -> std::result::Result<(), String> {
-    for (key, v) in from {
-        let route = braid_plan::expr::hash_values(key.iter().map(Scalar::as_value));
-        if !keep(route) {
-            continue;
-        }
-        let shown = format!("{key:?}");
-        if into.insert(key, v).is_some() {
-            return Err(format!("the group {shown} is in two partitions' states"));
-        }
-    }
-    Ok(())
-}
-
 /// The operators' states in `bytes` (a checkpoint of the plan with fingerprint `plan`
 /// and `n` stateful operators), after checking the header.
 fn read(bytes: &[u8], plan: u64, n: usize) -> Result<Vec<Saved<'static>>> {

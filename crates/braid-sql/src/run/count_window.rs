@@ -14,13 +14,13 @@ pub(super) struct CountWindows(BTreeMap<Vec<Scalar>, (i64, u64, Vec<Acc>)>);
 
 impl CountWindows {
     /// Adds the windows of `from` whose keys have `keep` (see
-    /// [`super::checkpoint::absorb_keyed`]).
+    /// [`super::route::absorb_keyed`]).
     pub(super) fn absorb(
         &mut self,
         from: CountWindows,
         keep: &dyn Fn(i64) -> bool,
     ) -> Result<(), String> {
-        super::checkpoint::absorb_keyed(&mut self.0, from.0, keep)
+        super::route::absorb_keyed(&mut self.0, from.0, keep)
     }
 
     /// Per open window: the lengths of its key and of its accumulators.

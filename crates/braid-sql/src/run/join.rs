@@ -194,7 +194,7 @@ impl JoinState {
                 LateOut::count_only(late.rows),
             ],
         };
-        use crate::optimizer::partitioning::{equi_floats, key_hash};
+        use super::route::{equi_floats, key_hash};
         let keys: [Vec<Expr>; 2] = [
             equi.iter().map(|e| e.0.clone()).collect(),
             equi.iter().map(|e| e.1.clone()).collect(),

@@ -18,7 +18,8 @@
 //!
 //! One file per operator: `project` (scan, filter, project, union), `lookup` (a table
 //! join), `aggregate` with `session` and `count_window` windows, `join` (stream joins),
-//! and `late` (late rows); `checkpoint` saves and restores the operators' state. This
+//! and `late` (late rows); `checkpoint` saves and restores the operators' state, and
+//! `route` computes where keyed state routes. This
 //! module builds the tree and drives it.
 //!
 //! Output rows an input row caused carry a lane that is a hash of their values, so the
@@ -34,6 +35,7 @@ mod join;
 mod late;
 mod lookup;
 mod project;
+pub(crate) mod route;
 mod session;
 mod topn;
 

@@ -23,13 +23,13 @@ pub(super) struct Sessions(BTreeMap<Vec<Scalar>, Vec<Session>>);
 
 impl Sessions {
     /// Adds the sessions of `from` whose keys have `keep` (see
-    /// [`super::checkpoint::absorb_keyed`]).
+    /// [`super::route::absorb_keyed`]).
     pub(super) fn absorb(
         &mut self,
         from: Sessions,
         keep: &dyn Fn(i64) -> bool,
     ) -> Result<(), String> {
-        super::checkpoint::absorb_keyed(&mut self.0, from.0, keep)
+        super::route::absorb_keyed(&mut self.0, from.0, keep)
     }
 
     /// Per open session: the lengths of its key and of its accumulators.
