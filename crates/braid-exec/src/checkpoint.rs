@@ -542,6 +542,10 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
                             | SourceSpec::Late { .. }
                     )
                 };
+                let replayable = |spec: &SourceSpec| match spec {
+                    SourceSpec::Native(n) => registry.source(n).is_ok_and(|f| f.replayable()),
+                    spec => replayable(spec),
+                };
                 let ok = match &s.spec {
                     SourceSpec::Interleave(kids) => kids.iter().all(|k| replayable(&k.spec)),
                     spec => replayable(spec),
@@ -563,7 +567,8 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
                 _ => {}
             },
             Plan::Sink(s)
-                if !matches!(s.spec, SinkSpec::File(_) | SinkSpec::Discard)
+                if !(matches!(s.spec, SinkSpec::File(_) | SinkSpec::Discard)
+                    || committed_native(&s.spec, registry))
                     || s.limit.is_some() =>
             {
                 bad = Some(format!(
@@ -578,6 +583,12 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
         Some(what) => refuse(what),
         None => Ok(()),
     }
+}
+
+/// Whether `spec` is a sink written in Rust that can be cut back to a row count
+/// ([`braid_plan::function::SinkFn::committed_rows`]): a stream's log in the server.
+pub(crate) fn committed_native(spec: &SinkSpec, registry: &Registry) -> bool {
+    matches!(spec, SinkSpec::Native(n) if registry.sink(n).is_ok_and(|s| s.committed_rows().is_some()))
 }
 
 /// The partition count and function of every stage, in stage order (Maps bottom-up,

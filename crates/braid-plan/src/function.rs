@@ -296,6 +296,12 @@ pub trait NativeSource {
     /// Fills `out` (empty on entry) with the next window: rows of one epoch, keyed by
     /// their sequence numbers in the serial order of the whole source.
     fn next(&mut self, out: &mut Batch) -> std::io::Result<SourceNext>;
+    /// Where to start reading again to get the window [`NativeSource::next`] returned
+    /// last and everything after it, exactly as this reader would have (a checkpoint
+    /// keeps it); `None` when it cannot start anywhere but at its beginning.
+    fn resume_point(&self) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// Makes the per-worker readers of a source written in Rust.
@@ -304,6 +310,25 @@ pub trait SourceFactory: Send + Sync {
     fn schema(&self) -> Schema;
     /// The reader of global worker `worker` of `peers`, or None if it reads nothing.
     fn open(&self, worker: usize, peers: usize) -> Option<Box<dyn NativeSource>>;
+    /// [`SourceFactory::open`], starting at a [`NativeSource::resume_point`] of a
+    /// reader of the same source (recovery from a checkpoint). Sources that cannot be
+    /// read again refuse.
+    fn open_at(
+        &self,
+        worker: usize,
+        peers: usize,
+        _resume: &[u8],
+    ) -> std::io::Result<Option<Box<dyn NativeSource>>> {
+        let _ = (worker, peers);
+        Err(std::io::Error::other(
+            "this source cannot start again where a checkpoint left it",
+        ))
+    }
+    /// Whether its readers give resume points and can be opened at them (a run with
+    /// checkpoints may read it).
+    fn replayable(&self) -> bool {
+        false
+    }
 }
 
 /// An output written by Rust code, called on worker 0 with the time since the run
@@ -319,6 +344,17 @@ pub trait SinkFn: Send + Sync {
     ) -> std::io::Result<()>;
     /// Flushes buffered output.
     fn flush(&self) -> std::io::Result<()>;
+    /// The rows it has durably written, when it can be cut back to a count of them
+    /// ([`SinkFn::truncate`]): then a run with checkpoints records the count with each
+    /// checkpoint and recovery cuts the output back to it (exactly-once output).
+    fn committed_rows(&self) -> Option<u64> {
+        None
+    }
+    /// Takes back every row after the first `rows` (recovery from a checkpoint).
+    fn truncate(&self, rows: u64) -> std::io::Result<()> {
+        let _ = rows;
+        Err(std::io::Error::other("this sink cannot take rows back"))
+    }
 }
 
 /// Named user code.

@@ -90,10 +90,28 @@ pub(crate) fn render<'s>(
     }
     let schema = sink.input.schema(registry)?;
     let types: Vec<DataType> = schema.fields.iter().map(|f| f.ty).collect();
-    if let (Some(store), SinkSpec::File(path)) = (shared.checkpoints.clone(), &sink.spec) {
-        return committed_file(
-            input, barriers, sink, path, &schema, types, place, output, shared, store,
-        );
+    if let Some(store) = shared.checkpoints.clone() {
+        let target = match &sink.spec {
+            SinkSpec::File(path) if place.index == 0 => {
+                Some(open_committed_file(sink, path, &schema, output, &shared, &store)?)
+            }
+            SinkSpec::Native(name)
+                if crate::checkpoint::committed_native(&sink.spec, registry) =>
+            {
+                match place.index {
+                    0 => Some(open_committed_native(name, registry, output, &shared, &store)?),
+                    _ => None,
+                }
+            }
+            SinkSpec::File(_) => None,
+            _ => {
+                return Err(Error::Internal(format!(
+                    "sink {:?} in a run with checkpoints",
+                    sink.spec
+                )))
+            }
+        };
+        return committed(input, barriers, sink, target, types, output, shared, store);
     }
     let mut writer: Option<Box<dyn Write>> = None;
     if place.index == 0 {
@@ -194,60 +212,135 @@ pub(crate) fn render<'s>(
     )
 }
 
-/// A file sink in a run with checkpoints: it writes each epoch's rows once the epoch is
-/// complete, in epoch order, so that the file's length after epoch `c` is a clean cut;
-/// at each checkpoint barrier it syncs the file and records that length
-/// ([`Store::write_sink`]). Resuming, it truncates the file to the committed length
-/// and appends: a reader of the file never gets a row twice.
-#[allow(clippy::too_many_arguments)]
-fn committed_file<'s>(
-    input: Windows<'s>,
-    barriers: Barriers<'s>,
+/// Where a sink in a run with checkpoints writes (worker 0), and what it has written:
+/// a file (its length and rows), or a sink written in Rust that can be cut back to a
+/// row count (a stream's log in the server).
+enum Committed {
+    File(std::io::BufWriter<std::fs::File>, SinkMark),
+    Native(Arc<dyn braid_plan::function::SinkFn>, SinkMark),
+}
+
+/// The output file of a run with checkpoints: resuming, cut back to the committed
+/// length (rows written after the last commit are taken back); else created.
+fn open_committed_file(
     sink: &Sink,
     path: &std::path::Path,
     schema: &braid_plan::types::Schema,
+    output: usize,
+    shared: &Shared,
+    store: &Store,
+) -> Result<Committed> {
+    let io = |what: &str, e| Error::io(format!("{what} output file {}", path.display()), e);
+    let (f, mut mark) = match store.read_sink(output)? {
+        Some(mark) => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io("opening", e))?;
+            f.set_len(mark.bytes).map_err(|e| io("truncating", e))?;
+            Counters::add(&shared.counters.rows_out, mark.rows);
+            (f, mark)
+        }
+        None => (
+            std::fs::File::create(path).map_err(|e| io("creating", e))?,
+            SinkMark { bytes: 0, rows: 0 },
+        ),
+    };
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
+    use std::io::Seek;
+    w.seek(std::io::SeekFrom::End(0))
+        .map_err(|e| io("seeking", e))?;
+    if sink.header && mark.bytes == 0 {
+        let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
+        let mut head = Vec::new();
+        write_header(&mut head, &names, sink.stamp_emit).map_err(|e| io("writing", e))?;
+        w.write_all(&head).map_err(|e| io("writing", e))?;
+        mark.bytes = head.len() as u64;
+    }
+    store.output(path);
+    Ok(Committed::File(w, mark))
+}
+
+/// A sink written in Rust under checkpoints: resuming, cut back to the rows the last
+/// commit counted (none when nothing was committed: the run starts over).
+fn open_committed_native(
+    name: &str,
+    registry: &braid_plan::function::Registry,
+    output: usize,
+    shared: &Shared,
+    store: &Store,
+) -> Result<Committed> {
+    let f = registry.sink(name)?.clone();
+    let rows = store.read_sink(output)?.map_or(0, |m| m.rows);
+    f.truncate(rows)
+        .map_err(|e| Error::io(format!("cutting sink {name} back to {rows} rows"), e))?;
+    Counters::add(&shared.counters.rows_out, rows);
+    Ok(Committed::Native(f, SinkMark { bytes: 0, rows }))
+}
+
+impl Committed {
+    /// Writes an epoch's windows, in order.
+    fn write(
+        &mut self,
+        windows: &[Window],
+        types: &[DataType],
+        emit_ms: Option<u64>,
+        line: &mut Vec<u8>,
+        shared: &Shared,
+    ) -> std::io::Result<()> {
+        match self {
+            Committed::File(w, mark) => {
+                for win in windows {
+                    for r in win.batch.rows() {
+                        line.clear();
+                        write_csv_row(line, &r, types, emit_ms)?;
+                        w.write_all(line)?;
+                        mark.bytes += line.len() as u64;
+                        mark.rows += 1;
+                    }
+                    Counters::add(&shared.counters.rows_out, win.batch.len() as u64);
+                }
+                w.flush()
+            }
+            Committed::Native(f, mark) => {
+                for win in windows {
+                    let epoch = shared.counters.epoch_in.load(Ordering::Relaxed);
+                    f.write(&win.batch, shared.start.elapsed(), epoch)?;
+                    mark.rows += win.batch.len() as u64;
+                    Counters::add(&shared.counters.rows_out, win.batch.len() as u64);
+                }
+                f.flush()
+            }
+        }
+    }
+
+    /// What is written so far, flushed.
+    fn mark(&mut self) -> std::io::Result<SinkMark> {
+        match self {
+            Committed::File(w, mark) => w.flush().map(|()| *mark),
+            Committed::Native(f, mark) => f.flush().map(|()| *mark),
+        }
+    }
+}
+
+/// A sink in a run with checkpoints: it writes each epoch's rows once the epoch is
+/// complete, in epoch order, so that what is written after epoch `c` is a clean cut;
+/// at each checkpoint barrier it records that length ([`Store::write_sink`]; the
+/// committer syncs a file to disk before the checkpoint counts). Resuming, the output
+/// was cut back to the committed length: a reader never gets a row twice.
+#[allow(clippy::too_many_arguments)]
+fn committed<'s>(
+    input: Windows<'s>,
+    barriers: Barriers<'s>,
+    sink: &Sink,
+    target: Option<Committed>,
     types: Vec<DataType>,
-    place: Place,
     output: usize,
     shared: Arc<Shared>,
     store: Arc<Store>,
 ) -> Result<Windows<'s>> {
     let stamp = sink.stamp_emit;
-    // Worker 0 writes: the file, its length and rows so far.
-    let mut file: Option<(std::io::BufWriter<std::fs::File>, SinkMark)> = None;
-    if place.index == 0 {
-        let io = |what: &str, e| Error::io(format!("{what} output file {}", path.display()), e);
-        let (f, mark) = match store.read_sink(output)? {
-            Some(mark) => {
-                let f = std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(path)
-                    .map_err(|e| io("opening", e))?;
-                // Rows written after the last commit are taken back.
-                f.set_len(mark.bytes).map_err(|e| io("truncating", e))?;
-                Counters::add(&shared.counters.rows_out, mark.rows);
-                (f, mark)
-            }
-            None => (
-                std::fs::File::create(path).map_err(|e| io("creating", e))?,
-                SinkMark { bytes: 0, rows: 0 },
-            ),
-        };
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, f);
-        use std::io::Seek;
-        w.seek(std::io::SeekFrom::End(0))
-            .map_err(|e| io("seeking", e))?;
-        let mut mark = mark;
-        if sink.header && mark.bytes == 0 {
-            let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
-            let mut head = Vec::new();
-            write_header(&mut head, &names, stamp).map_err(|e| io("writing", e))?;
-            w.write_all(&head).map_err(|e| io("writing", e))?;
-            mark.bytes = head.len() as u64;
-        }
-        store.output(path);
-        file = Some((w, mark));
-    }
+    let mut target = target;
     let name = format!("Sink({:?})", sink.spec);
     let mut line = Vec::new();
     Ok(input.binary_frontier::<_, WindowBuilder, _, _, _, _>(
@@ -258,18 +351,15 @@ fn committed_file<'s>(
         move |_, _| {
             let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
             let mut held = HeldBarriers::default();
-            // Flushes the file and records its length as checkpoint `c`'s (the
-            // committer syncs it to disk before the checkpoint counts).
-            let commit = move |c: u64,
-                               file: &mut Option<(std::io::BufWriter<std::fs::File>, SinkMark)>,
-                               shared: &Shared| {
-                let Some((w, mark)) = file.as_mut() else {
+            // Records what is written as checkpoint `c`'s.
+            let commit = move |c: u64, target: &mut Option<Committed>, shared: &Shared| {
+                let Some(t) = target.as_mut() else {
                     return;
                 };
-                let done = w
-                    .flush()
+                let done = t
+                    .mark()
                     .map_err(|e| Error::io("writing output", e))
-                    .and_then(|()| store.write_sink(c, output, *mark));
+                    .and_then(|mark| store.write_sink(c, output, mark));
                 if let Err(e) = done {
                     shared.fatal(e);
                 }
@@ -284,36 +374,22 @@ fn committed_file<'s>(
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
                 while let Some((epoch, _cap, windows)) = stash.pop_done(done) {
                     while let Some((c, _held)) = held.pop(|c| c < epoch) {
-                        commit(c, &mut file, &shared);
+                        commit(c, &mut target, &shared);
                     }
                     if shared.failed() || shared.cancel.is_cancelled() {
                         continue;
                     }
                     let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
-                    let Some((w, mark)) = file.as_mut() else {
+                    let Some(t) = target.as_mut() else {
                         continue;
                     };
-                    let mut wrote = Ok(());
-                    'windows: for win in &windows {
-                        for r in win.batch.rows() {
-                            line.clear();
-                            wrote = write_csv_row(&mut line, &r, &types, emit_ms)
-                                .and_then(|()| w.write_all(&line));
-                            if wrote.is_err() {
-                                break 'windows;
-                            }
-                            mark.bytes += line.len() as u64;
-                            mark.rows += 1;
-                        }
-                        Counters::add(&shared.counters.rows_out, win.batch.len() as u64);
-                    }
-                    if let Err(e) = wrote.and_then(|()| w.flush()) {
+                    if let Err(e) = t.write(&windows, &types, emit_ms, &mut line, &shared) {
                         shared.io_error("writing output".into(), e);
-                        file = None;
+                        target = None;
                     }
                 }
                 while let Some((c, _held)) = held.pop(done) {
-                    commit(c, &mut file, &shared);
+                    commit(c, &mut target, &shared);
                 }
                 if let Some(t) = frontier.frontier().first() {
                     shared.counters.epoch_out.fetch_max(*t, Ordering::Relaxed);

@@ -246,7 +246,13 @@ pub fn open_at(
     let feed: Box<dyn Feed> = match &source.spec {
         // Made inside the dataflow: there is nothing to read.
         SourceSpec::Late { .. } => return Ok(None),
-        SourceSpec::Native(name) => match registry.source(name)?.open(index, peers) {
+        SourceSpec::Native(name) => match match resume {
+            Some(at) => registry
+                .source(name)?
+                .open_at(index, peers, at)
+                .map_err(|e| Error::io(format!("resuming source {}", source.name), e))?,
+            None => registry.source(name)?.open(index, peers),
+        } {
             Some(reader) => Box::new(NativeFeed {
                 reader,
                 name: source.name.clone(),
@@ -326,6 +332,10 @@ impl Feed for NativeFeed {
             SourceNext::Wait => Ok(Next::Wait),
             SourceNext::Done => Ok(Next::Done),
         }
+    }
+
+    fn resume_point(&self) -> Option<Vec<u8>> {
+        self.reader.resume_point()
     }
 
     fn rejects(&mut self) -> Rejects {
