@@ -110,9 +110,14 @@ enum Command {
         /// Worker threads.
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
         workers: u64,
-        /// Data directory (stream logs).
+        /// Data directory: the stream logs, the catalog and the queries' checkpoints.
+        /// A server started again on it brings back its streams and queries.
         #[arg(long, default_value = "braid-data")]
         data: PathBuf,
+        /// Milliseconds between two checkpoints of a query that writes a stream or a
+        /// sink.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+        checkpoint_interval_ms: u64,
         /// Milliseconds a stream may be idle before its time moves with the clock.
         #[arg(long, default_value_t = 50)]
         idle_ms: u64,
@@ -243,6 +248,7 @@ fn run() -> anyhow::Result<()> {
             listen,
             workers,
             data,
+            checkpoint_interval_ms,
             idle_ms,
             strict,
             max_subscriber_lag,
@@ -258,7 +264,7 @@ fn run() -> anyhow::Result<()> {
             let config = braid_server::ServerConfig {
                 listen,
                 workers: workers as usize,
-                data: Some(data),
+                data: Some(data.clone()),
                 idle: std::time::Duration::from_millis(idle_ms),
                 strict,
                 max_lag: max_subscriber_lag,
@@ -266,6 +272,7 @@ fn run() -> anyhow::Result<()> {
                 slow: std::time::Duration::from_millis(slow_subscriber_ms),
                 http: (!no_http).then_some(http),
                 cluster,
+                checkpoint_interval: Some(std::time::Duration::from_millis(checkpoint_interval_ms)),
             };
             if config.cluster.as_ref().is_some_and(|c| c.process > 0) {
                 eprintln!(
@@ -276,6 +283,18 @@ fn run() -> anyhow::Result<()> {
             }
             let running =
                 braid_server::start(&config, &braid_plan::function::Registry::with_builtins())?;
+            let r = &running.recovered;
+            if r.statements > 0 {
+                eprintln!(
+                    "braid server: brought back {} statements and {} queries from {}",
+                    r.statements,
+                    r.queries,
+                    data.display()
+                );
+            }
+            for note in &r.notes {
+                eprintln!("braid server: {note}");
+            }
             eprintln!(
                 "braid server listening on {} (psql -h {} -p {})",
                 running.addr,

@@ -48,6 +48,10 @@ pub struct ServerConfig {
     /// This process's place among several (timely's cluster mode): process 0 serves
     /// clients, the others run [`follow`]. One process when `None`.
     pub cluster: Option<Cluster>,
+    /// With a data directory on one process: the catalog is kept there, the queries
+    /// that write streams or sinks take a checkpoint this often, and a server started
+    /// on the directory again brings everything back ([`LiveSession::recover`]).
+    pub checkpoint_interval: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +67,7 @@ impl Default for ServerConfig {
             slow: Duration::from_secs(10),
             http: None,
             cluster: None,
+            checkpoint_interval: Some(Duration::from_secs(1)),
         }
     }
 }
@@ -89,6 +94,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The address of the HTTP listener, when there is one.
     pub http: Option<SocketAddr>,
+    /// What was brought back from the data directory on start.
+    pub recovered: braid_exec::live::Recovered,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -159,6 +166,14 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
     };
     session.idle = config.idle;
     session.strict = config.strict;
+    let mut recovered = braid_exec::live::Recovered::default();
+    match (&config.data, config.checkpoint_interval, &config.cluster) {
+        (Some(_), Some(every), None) => recovered = session.recover(every)?,
+        (Some(_), Some(_), Some(_)) => recovered.notes.push(
+            "a server of several processes keeps no catalog and takes no checkpoints: it starts empty".into(),
+        ),
+        _ => {}
+    }
     let session = Arc::new(Mutex::new(session));
     let listener = std::net::TcpListener::bind(config.listen).map_err(|source| Error::Listen {
         addr: config.listen,
@@ -205,6 +220,7 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
     Ok(Running {
         addr,
         http: http_addr,
+        recovered,
         stop: Some(stop),
         thread: Some(thread),
     })

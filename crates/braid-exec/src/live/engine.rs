@@ -17,8 +17,9 @@
 //! same order (see ARCHITECTURE.md).
 
 use super::log::StreamLog;
+use crate::checkpoint::{CheckpointConfig, Clock, Store};
 use crate::error::{Error, Result};
-use crate::render::{self, Feeder, Place, Window};
+use crate::render::{self, Control, Feeder, Place, Window};
 use crate::shared::Shared;
 use crate::source::{self, Counters, Feed, Next, ReadOptions};
 use braid_plan::function::Registry;
@@ -272,13 +273,29 @@ impl Engine {
     /// runs until its input ends or [`Engine::drop_query`]. A runtime fault fails it
     /// when `strict`, and is a counted skip otherwise. Returns its id, its status and the
     /// plan as installed (shapes resolved).
+    ///
+    /// With `checkpoint`, the query takes checkpoints (every source a [`StreamLog`]
+    /// whose reader resumes, every sink one that is cut back on recovery; see
+    /// [`crate::checkpoint`]), and on `recover` resumes from the last one committed.
     pub fn install(
         &mut self,
         plan: &Plan,
         registry: &Registry,
         strict: bool,
         closes: Vec<Arc<StreamLog>>,
+        checkpoint: Option<&CheckpointConfig>,
     ) -> Result<(u64, Arc<Status>, Plan)> {
+        let store = match checkpoint {
+            Some(c) => {
+                if matches!(self.role, Role::Leader(_) | Role::Follower) {
+                    return Err(Error::Plan(braid_plan::error::Error::NotSupported(
+                        "checkpoints of a server's queries over several processes".into(),
+                    )));
+                }
+                Some(Arc::new(Store::open(c, plan, registry, self.peers, true)?))
+            }
+            None => None,
+        };
         let plan = crate::runtime::prepare(plan, registry, self.peers)?;
         let workers = self.senders.len();
         let sinks = match &plan {
@@ -286,7 +303,7 @@ impl Engine {
             _ => 1,
         };
         // Every live query is profiled: the dashboard and /metrics show its operators.
-        let shared = Shared::new(
+        let mut shared = Shared::new(
             Arc::default(),
             false,
             Some(crate::profile::Profiler::operators_only()),
@@ -294,6 +311,7 @@ impl Engine {
             Default::default(),
             sinks,
         );
+        shared.checkpoints = store;
         let status = Arc::new(Status {
             shared: Arc::new(shared),
             ended: AtomicUsize::new(0),
@@ -362,6 +380,9 @@ struct Running {
     dataflow: usize,
     input: Option<Feeder>,
     feed: Option<Box<dyn Feed>>,
+    /// Checkpoint barriers, sent by the worker that reads the source.
+    control: Option<Control>,
+    clock: Clock,
     probe: ProbeHandle<u64>,
     /// Epochs its source closed (all before this one), and when: the output frontier
     /// passing one gives its latency.
@@ -517,34 +538,41 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
     let shared = &i.status.shared;
     let dataflow = worker.next_dataflow_index();
     let mut input = Feeder::new();
+    let mut control = shared.checkpoints.as_ref().map(|_| Control::new());
     let probe = ProbeHandle::new();
     let built = worker.dataflow::<u64, _, _>(|scope| {
         render::render(
             scope,
             &i.plan,
             &i.registry,
-            (&mut input, None),
+            (&mut input, control.as_mut()),
             &probe,
             place,
             shared,
         )
     });
-    let feed = built.and_then(|()| {
-        source::open(
+    // Recovering, the source starts where the checkpoint left it.
+    let resume = match &shared.checkpoints {
+        Some(store) => store.read_source(place.index),
+        None => Ok(None),
+    };
+    let feed = built.and_then(|()| resume).and_then(|resume| {
+        source::open_at(
             i.plan.leaf_source(),
             place.index,
             place.peers,
             &ReadOptions::default(),
             shared.counters.clone(),
             &i.registry,
+            resume.as_deref(),
         )
     });
-    let (input, feed) = match feed {
-        Ok(Some(f)) => (Some(input), Some(f)),
-        Ok(None) => (None, None), // this worker reads nothing: its input closes
+    let (input, feed, control) = match feed {
+        Ok(Some(f)) => (Some(input), Some(f), control),
+        Ok(None) => (None, None, None), // this worker reads nothing: its inputs close
         Err(e) => {
             shared.fatal(e);
-            (None, None)
+            (None, None, None)
         }
     };
     Running {
@@ -552,6 +580,8 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
         dataflow,
         input,
         feed,
+        control,
+        clock: Clock::new(),
         probe,
         closed: Default::default(),
         status: i.status.clone(),
@@ -567,7 +597,17 @@ fn poll(r: &mut Running, place: Place) -> bool {
     if shared.stopping() {
         r.input = None;
         r.feed = None;
+        r.control = None;
         return true;
+    }
+    // Checkpoints the output has passed are committed.
+    if let Some(store) = &shared.checkpoints {
+        if !shared.failed() {
+            let probe = &r.probe;
+            if let Err(e) = r.clock.commit_passed(store, |c| !probe.less_equal(&c)) {
+                shared.fatal(e);
+            }
+        }
     }
     // No backpressure on epochs here: an operator holds the capability of an open
     // window, so the output frontier lags by a window's length, and a source held back
@@ -580,6 +620,22 @@ fn poll(r: &mut Running, place: Place) -> bool {
                 busy = true;
                 let epoch = epoch.max(*input.time());
                 if epoch > *input.time() {
+                    // The epoch closing may be a checkpoint: its barrier goes, with
+                    // where the source starts again after it.
+                    if let (Some(store), Some(c)) = (&shared.checkpoints, r.control.as_mut()) {
+                        let closing = *input.time();
+                        if r.clock.due(store, closing, false) {
+                            if let Some(at) = feed.resume_point() {
+                                if let Err(e) = store.write_source(closing, place.index, &at) {
+                                    shared.fatal(e);
+                                    return true;
+                                }
+                            }
+                            c.send((closing, None));
+                        }
+                        c.advance_to(epoch);
+                        c.flush();
+                    }
                     input.advance_to(epoch);
                     let now = Instant::now();
                     r.closed.push_back((epoch, now));
@@ -595,12 +651,14 @@ fn poll(r: &mut Running, place: Place) -> bool {
             Ok(Next::Done) => {
                 r.input = None;
                 r.feed = None;
+                r.control = None;
                 return true;
             }
             Err(e) => {
                 shared.fatal(e);
                 r.input = None;
                 r.feed = None;
+                r.control = None;
                 return true;
             }
         }
@@ -637,6 +695,12 @@ fn end(worker: &mut timely::worker::Worker, r: Running) {
     if status.ended.fetch_add(1, Ordering::AcqRel) + 1 == status.workers {
         for log in &status.closes {
             log.close();
+        }
+        // Its committer ends with the commits handed to it.
+        if let Some(store) = &status.shared.checkpoints {
+            if let Err(e) = store.finish() {
+                status.shared.fatal(e);
+            }
         }
     }
 }

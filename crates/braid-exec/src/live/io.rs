@@ -7,6 +7,8 @@ use super::log::{Read, StreamLog};
 use braid_plan::batch::Batch;
 use braid_plan::function::{NativeSource, SinkFn, SourceFactory, SourceNext};
 use braid_plan::types::Schema;
+use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,14 +27,53 @@ pub struct Heartbeat {
 
 /// Reads a stream's log from an offset (on worker 0; the dataflow spreads the rows).
 pub struct LogSource {
-    /// The stream.
+    /// The stream (read from its first row).
     pub log: Arc<StreamLog>,
-    /// The first batch to read.
-    pub from: usize,
     /// The stream as the query's plan declares it (schema, event time, epoch, window).
     pub source: braid_plan::plan::Source,
     /// Heartbeats, when the stream has them.
     pub heartbeat: Option<Heartbeat>,
+    /// The query's journal of the epochs heartbeats closed (a query with checkpoints):
+    /// read again after a crash, the stream gets the same epochs.
+    pub ticks: Option<PathBuf>,
+}
+
+impl LogSource {
+    fn reader(&self, at: Resume, replay: VecDeque<(u64, u64)>) -> std::io::Result<LogReader> {
+        // The journal keeps what is replayed and takes what comes next.
+        let ticks = match &self.ticks {
+            Some(path) => {
+                let mut text = String::new();
+                for (seq, epoch) in &replay {
+                    text.push_str(&format!("{seq} {epoch}\n"));
+                }
+                let tmp = path.with_extension("tmp");
+                std::fs::write(&tmp, text)?;
+                std::fs::rename(&tmp, path)?;
+                let f = std::fs::OpenOptions::new().append(true).open(path)?;
+                f.sync_all()?;
+                Some(f)
+            }
+            None => None,
+        };
+        Ok(LogReader {
+            log: self.log.clone(),
+            batch: None,
+            row: 0,
+            seq: at.seq,
+            epoch: at.epoch,
+            dirty: at.dirty,
+            epoch_len: self.source.epoch.max(1),
+            window: self.source.window.max(1),
+            time: self.source.schema.event_time,
+            heartbeat: self.heartbeat,
+            last_beat: Instant::now(),
+            opened: None,
+            before: at,
+            ticks,
+            replay,
+        })
+    }
 }
 
 impl SourceFactory for LogSource {
@@ -41,31 +82,91 @@ impl SourceFactory for LogSource {
     }
 
     fn open(&self, worker: usize, _peers: usize) -> Option<Box<dyn NativeSource>> {
-        (worker == 0).then(|| {
-            Box::new(LogReader {
-                log: self.log.clone(),
-                next: self.from,
-                batch: None,
-                row: 0,
-                epoch: 0,
-                dirty: false,
-                epoch_len: self.source.epoch.max(1),
-                window: self.source.window.max(1),
-                time: self.source.schema.event_time,
-                heartbeat: self.heartbeat,
-                last_beat: Instant::now(),
-                opened: None,
-            }) as Box<dyn NativeSource>
-        })
+        let at = Resume {
+            seq: 0,
+            epoch: 0,
+            dirty: false,
+        };
+        match worker {
+            0 => match self.reader(at, VecDeque::new()) {
+                Ok(r) => Some(Box::new(r)),
+                Err(e) => Some(Box::new(Failed(Some(e)))),
+            },
+            _ => None,
+        }
+    }
+
+    fn open_at(
+        &self,
+        worker: usize,
+        _peers: usize,
+        resume: &[u8],
+    ) -> std::io::Result<Option<Box<dyn NativeSource>>> {
+        if worker != 0 {
+            return Ok(None);
+        }
+        let at: Resume = serde_json::from_slice(resume).map_err(|e| {
+            std::io::Error::other(format!("a resume point of stream {}: {e}", self.log.name()))
+        })?;
+        // The epochs heartbeats closed after the resume point, in order.
+        let mut replay = VecDeque::new();
+        if let Some(path) = &self.ticks {
+            let text = match std::fs::read_to_string(path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => return Err(e),
+            };
+            for (n, line) in text.lines().enumerate() {
+                let mut w = line.split(' ').map(str::parse::<u64>);
+                match (w.next(), w.next()) {
+                    (Some(Ok(seq)), Some(Ok(epoch))) if epoch > at.epoch => {
+                        replay.push_back((seq, epoch))
+                    }
+                    (Some(Ok(_)), Some(Ok(_))) => {}
+                    // A line cut by a crash while it was written closed nothing.
+                    _ if n + 1 == text.lines().count() && !text.ends_with('\n') => {}
+                    _ => {
+                        return Err(std::io::Error::other(format!(
+                            "{}, line {}: expected `row epoch`",
+                            path.display(),
+                            n + 1
+                        )))
+                    }
+                }
+            }
+        }
+        Ok(Some(Box::new(self.reader(at, replay)?)))
+    }
+
+    fn replayable(&self) -> bool {
+        self.heartbeat.is_none() || self.ticks.is_some()
+    }
+}
+
+/// Where a reader of a log starts again: the row, and the epoch it was in.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+struct Resume {
+    seq: u64,
+    epoch: u64,
+    dirty: bool,
+}
+
+/// A reader that could not be opened: its first read fails.
+struct Failed(Option<std::io::Error>);
+
+impl NativeSource for Failed {
+    fn next(&mut self, _out: &mut Batch) -> std::io::Result<SourceNext> {
+        Err(self
+            .0
+            .take()
+            .unwrap_or_else(|| std::io::Error::other("failed")))
     }
 }
 
 /// One reader of a log: cuts its batches into windows of one epoch.
 struct LogReader {
     log: Arc<StreamLog>,
-    /// The next batch of the log to fetch.
-    next: usize,
-    /// The batch being cut, and its next row.
+    /// The batch being cut, and its next row (the batch is found by `seq`).
     batch: Option<Arc<Batch>>,
     row: usize,
     /// The current epoch (epochs never go back), and whether rows were sent in it.
@@ -80,6 +181,16 @@ struct LogReader {
     /// When the current epoch got its first row (epochs that count rows close after
     /// `idle` even while rows keep coming).
     opened: Option<Instant>,
+    /// The sequence number of the next row to read.
+    seq: u64,
+    /// Where the window returned last started (a checkpoint's resume point).
+    before: Resume,
+    /// The journal of epochs closed without data, synced before the window that closes
+    /// one goes out (a checkpointed query: its epochs do not depend on the clock).
+    ticks: Option<std::fs::File>,
+    /// Journaled closes still to replay after a recovery: (row, epoch), in order. While
+    /// any is left the clock closes nothing.
+    replay: VecDeque<(u64, u64)>,
 }
 
 /// The shortest time between two heartbeats of a reader.
@@ -124,13 +235,46 @@ impl LogReader {
     }
 }
 
+impl LogReader {
+    /// Closes the current epoch without data, moving to `epoch`: journaled (and
+    /// synced) first when the query keeps a journal.
+    fn tick(&mut self, epoch: u64) -> std::io::Result<SourceNext> {
+        if let Some(f) = self.ticks.as_mut() {
+            use std::io::Write;
+            writeln!(f, "{} {epoch}", self.seq)?;
+            f.sync_data()?;
+        }
+        self.epoch = epoch;
+        self.dirty = false;
+        self.opened = None;
+        Ok(SourceNext::Window(epoch))
+    }
+}
+
 impl NativeSource for LogReader {
     fn next(&mut self, out: &mut Batch) -> std::io::Result<SourceNext> {
-        if self.overdue() {
-            self.epoch += 1;
-            self.dirty = false;
-            self.opened = None;
-            return Ok(SourceNext::Window(self.epoch));
+        self.before = Resume {
+            seq: self.seq,
+            epoch: self.epoch,
+            dirty: self.dirty,
+        };
+        // Replaying after a recovery: the journaled closes, at the rows they came at.
+        let limit = match self.replay.front() {
+            Some(&(seq, epoch)) if seq <= self.seq => {
+                self.replay.pop_front();
+                self.epoch = epoch.max(self.epoch);
+                self.dirty = false;
+                self.opened = None;
+                return Ok(SourceNext::Window(self.epoch));
+            }
+            Some(&(seq, _)) => seq,
+            None => u64::MAX,
+        };
+        // Journaled closes to replay, or rows from before a restart still to come
+        // back: the clock closes nothing.
+        let catching_up = !self.replay.is_empty() || self.seq < self.log.reopened();
+        if !catching_up && self.overdue() {
+            return self.tick(self.epoch + 1);
         }
         loop {
             if let Some(b) = self.batch.clone() {
@@ -139,9 +283,11 @@ impl NativeSource for LogReader {
                     while self.row < b.len()
                         && out.len() < self.window
                         && self.epoch_of(&b, self.row) == epoch
+                        && self.seq < limit
                     {
                         out.push_row_of(&b, self.row, b.key(self.row));
                         self.row += 1;
+                        self.seq += 1;
                     }
                     if epoch != self.epoch || !self.dirty {
                         self.opened = Some(Instant::now());
@@ -152,27 +298,33 @@ impl NativeSource for LogReader {
                 }
                 self.batch = None;
             }
-            match self.log.read(self.next) {
+            // A reader resumed past the end (a stream a recovering query makes again)
+            // waits for its rows.
+            let (k, row) = self.log.locate(self.seq);
+            match self.log.read(k) {
                 Read::Batch(b) => {
-                    self.next += 1;
                     self.batch = Some(b);
-                    self.row = 0;
+                    self.row = row;
                 }
                 Read::Closed => return Ok(SourceNext::Done),
                 Read::Idle(last, max_time) => {
-                    return Ok(match self.beat(last, max_time) {
+                    if catching_up {
+                        return Ok(SourceNext::Wait);
+                    }
+                    return match self.beat(last, max_time) {
                         Some(epoch) => {
                             self.last_beat = Instant::now();
-                            self.epoch = epoch;
-                            self.dirty = false;
-                            self.opened = None;
-                            SourceNext::Window(epoch)
+                            self.tick(epoch)
                         }
-                        None => SourceNext::Wait,
-                    })
+                        None => Ok(SourceNext::Wait),
+                    };
                 }
             }
         }
+    }
+
+    fn resume_point(&self) -> Option<Vec<u8>> {
+        serde_json::to_vec(&self.before).ok()
     }
 }
 
@@ -191,5 +343,16 @@ impl SinkFn for LogSink {
 
     fn flush(&self) -> std::io::Result<()> {
         Ok(())
+    }
+
+    /// Every append is synced before it returns.
+    fn committed_rows(&self) -> Option<u64> {
+        Some(self.log.rows())
+    }
+
+    fn truncate(&self, rows: u64) -> std::io::Result<()> {
+        self.log
+            .truncate(rows)
+            .map_err(|e| std::io::Error::other(e.to_string()))
     }
 }

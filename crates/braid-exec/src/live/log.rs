@@ -4,12 +4,11 @@
 //! each keep their own offset, so one ingest serves any number of them. With a
 //! directory, every append is written to the stream's file as CSV lines and synced
 //! before [`StreamLog::append`] returns: a row is acknowledged once it is durable.
-//! The log keeps its rows in memory too (recovery and trimming are later work: see
-//! ARCHITECTURE.md).
+//! The log keeps its rows in memory too; a server that restarts reads them back from
+//! the file ([`StreamLog::open`], [`super::log_file`]). Trimming is later work.
 
 use super::taps::Taps;
 use crate::error::{Error, Result};
-use crate::render::sink::write_csv_row;
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Schema};
@@ -32,6 +31,10 @@ pub struct StreamLog {
     subscribers: AtomicUsize,
     /// Bytes its producers sent (COPY, TCP, HTTP, tails), good lines and bad.
     bytes: AtomicU64,
+    /// Rows its file held when a restarting server opened it: a query that makes the
+    /// stream may cut it back and make those rows again, and until they are there
+    /// again a reader must not take the wait for idleness (see [`StreamLog::reopened`]).
+    reopened: AtomicU64,
 }
 
 struct Inner {
@@ -84,11 +87,50 @@ impl StreamLog {
                 let path = dir.join(format!("{name}.csv"));
                 let file = std::fs::File::create(&path)
                     .map_err(|e| Error::io(format!("creating {}", path.display()), e))?;
-                (Some(path), Some(std::io::BufWriter::new(file)))
+                (Some(path), Some(file))
             }
             None => (None, None),
         };
-        Ok(Arc::new(StreamLog {
+        Ok(StreamLog::create_with(name, schema, path, file))
+    }
+
+    /// Stream `name` as its file in `dir` holds it (a server restarting): its rows
+    /// read back, later appends added to the file. A line cut short at the end of the
+    /// file (a crash in the middle of an append, never acknowledged) is dropped. Without
+    /// a file, a new empty stream.
+    pub fn open(name: &str, schema: Schema, dir: Option<&Path>) -> Result<Arc<StreamLog>> {
+        let Some(path) = dir
+            .map(|d| d.join(format!("{name}.csv")))
+            .filter(|p| p.exists())
+        else {
+            return StreamLog::create(name, schema, dir);
+        };
+        let read = super::log_file::read(&path, &schema)?;
+        let io = |what: &str, e| Error::io(format!("{what} {}", path.display()), e);
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| io("opening", e))?;
+        if file.metadata().map_err(|e| io("reading", e))?.len() > read.whole {
+            file.set_len(read.whole).map_err(|e| io("truncating", e))?;
+        }
+        let log = StreamLog::create_with(name, schema, Some(path), Some(file));
+        let mut inner = log.lock();
+        inner.rows = read.rows;
+        inner.max_time = read.max_time;
+        inner.entries = read.batches.into_iter().map(Arc::new).collect();
+        drop(inner);
+        log.reopened.store(read.rows, Ordering::Relaxed);
+        Ok(log)
+    }
+
+    fn create_with(
+        name: &str,
+        schema: Schema,
+        path: Option<PathBuf>,
+        file: Option<std::fs::File>,
+    ) -> Arc<StreamLog> {
+        Arc::new(StreamLog {
             name: name.to_string(),
             schema,
             inner: Mutex::new(Inner {
@@ -97,7 +139,7 @@ impl StreamLog {
                 closed: false,
                 last_arrival: Instant::now(),
                 max_time: None,
-                file,
+                file: file.map(std::io::BufWriter::new),
                 wakers: Vec::new(),
                 taps: Taps::default(),
             }),
@@ -105,7 +147,59 @@ impl StreamLog {
             rejected: AtomicU64::new(0),
             subscribers: AtomicUsize::new(0),
             bytes: AtomicU64::new(0),
-        }))
+            reopened: AtomicU64::new(0),
+        })
+    }
+
+    /// Rows its file held when the server opened it again (0 for a new stream). A
+    /// reader below this row is catching up with rows that were there before the
+    /// restart: it never closes an epoch for lack of rows there.
+    pub fn reopened(&self) -> u64 {
+        self.reopened.load(Ordering::Relaxed)
+    }
+
+    /// Takes back every row after the first `rows` (a query's output on recovery: what
+    /// it wrote after its last checkpoint is made again). Only before anyone reads it.
+    pub fn truncate(&self, rows: u64) -> Result<()> {
+        let mut inner = self.lock();
+        if rows >= inner.rows {
+            return Ok(());
+        }
+        let (k, row) = locate(&inner.entries, rows);
+        inner.entries.truncate(k + usize::from(row > 0));
+        if row > 0 {
+            let last = inner.entries.last().cloned();
+            if let Some(b) = last {
+                let mut cut = Batch::with_capacity(b.arity(), row);
+                for i in 0..row {
+                    cut.push_row_of(&b, i, b.key(i));
+                }
+                *inner.entries.last_mut().expect("a batch") = Arc::new(cut);
+            }
+        }
+        inner.rows = rows;
+        inner.max_time = self.schema.event_time.and_then(|c| {
+            inner
+                .entries
+                .iter()
+                .flat_map(|b| b.rows().filter_map(move |r| r.int(c)))
+                .max()
+        });
+        if let Some(path) = &self.path {
+            super::log_file::rewrite(path, &inner.entries, rows, &self.schema)?;
+            let file = std::fs::OpenOptions::new()
+                .append(true)
+                .open(path)
+                .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+            inner.file = Some(std::io::BufWriter::new(file));
+        }
+        Ok(())
+    }
+
+    /// The batch holding the row with sequence number `seq`, and its place in it
+    /// (one past the last batch when `seq` is the next row to come).
+    pub fn locate(&self, seq: u64) -> (usize, usize) {
+        locate(&self.lock().entries, seq)
     }
 
     /// Counts a malformed row a producer skipped.
@@ -202,7 +296,7 @@ impl StreamLog {
         if let Some(file) = inner.file.as_mut() {
             let written = (|| {
                 for row in batch.rows() {
-                    write_csv_row(file, &row, &types, None)?;
+                    super::log_file::write_row(file, &row, &types)?;
                 }
                 file.flush()?;
                 file.get_ref().sync_data()
@@ -305,6 +399,19 @@ impl StreamLog {
     /// Whether the stream was closed.
     pub fn is_closed(&self) -> bool {
         self.lock().closed
+    }
+}
+
+/// The batch of `entries` holding sequence number `seq` (batches are keyed from 0 in
+/// order), and the row in it; one past the last batch for a later `seq`.
+fn locate(entries: &[Arc<Batch>], seq: u64) -> (usize, usize) {
+    let k = entries.partition_point(|b| b.is_empty() || b.key(0).seq <= seq);
+    match k
+        .checked_sub(1)
+        .and_then(|i| entries.get(i).map(|b| (i, b)))
+    {
+        Some((i, b)) if seq < b.key(0).seq + b.len() as u64 => (i, (seq - b.key(0).seq) as usize),
+        _ => (k, 0),
     }
 }
 

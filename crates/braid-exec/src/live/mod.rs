@@ -9,10 +9,11 @@ pub mod io;
 pub mod json;
 pub mod latency;
 pub mod log;
+mod log_file;
 pub mod session;
 pub mod snapshot;
 pub mod subscription;
 mod taps;
 
 pub use engine::{Engine, Status};
-pub use session::{LiveSession, Outcome, Subscription};
+pub use session::{LiveSession, Outcome, Recovered, Subscription};

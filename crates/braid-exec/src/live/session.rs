@@ -16,6 +16,7 @@ use super::feeds::Feed;
 use super::ingest::Ingest;
 pub use super::subscription::Subscription;
 
+mod durable;
 mod statements;
 use super::io::{Heartbeat, LogSink, LogSource};
 use super::log::StreamLog;
@@ -26,6 +27,7 @@ use braid_plan::types::{DataType, Schema};
 use braid_sql::catalog::{Listing, StreamDef};
 use braid_sql::split::{alone, statements, Lead, Piece};
 use braid_sql::{add_statements, Script, Show};
+pub use durable::Recovered;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
@@ -85,6 +87,8 @@ pub struct LiveSession {
     pub strict: bool,
     /// The late-row counter of the query compiled last (its install counts with it).
     late: Option<Arc<braid_sql::run::LateRows>>,
+    /// The catalog kept on disk, and checkpoints ([`LiveSession::recover`]).
+    durable: Option<durable::Durable>,
 }
 
 impl LiveSession {
@@ -176,6 +180,7 @@ impl LiveSession {
             idle: Duration::from_millis(50),
             strict: false,
             late: None,
+            durable: None,
         })
     }
 
@@ -221,7 +226,11 @@ impl LiveSession {
         let mut out = Vec::new();
         for p in pieces {
             let first_id = self.engine.next_id();
-            let r = self.statement(text, &p);
+            self.durable_begin(text, &p);
+            let mut r = self.statement(text, &p);
+            if let Err(e) = self.durable_end(&p, r.is_ok()) {
+                r = Err(e);
+            }
             // The followers of a cluster run what changed the catalog or the queries
             // (also a failed statement that installed a query before failing).
             if self.engine.leads()
@@ -351,7 +360,7 @@ impl LiveSession {
                 Plan::Sink(s) => format!("{:?}", s.spec),
                 _ => "sinks".into(),
             };
-            self.install(job.0, job.1, writes, None)?;
+            self.install(job.0, job.1, writes, None, true)?;
             return Ok(Outcome::Done("INSERT 0 0".into()));
         }
         // New streams that live in Braid get their logs.
@@ -366,7 +375,11 @@ impl LiveSession {
         for name in new {
             let def = self.script.catalog.streams[&name].clone();
             if matches!(&def.source.spec, SourceSpec::Native(n) if n.starts_with("log:")) {
-                let log = StreamLog::create(&name, def.source.schema.clone(), self.dir.as_deref())?;
+                let schema = def.source.schema.clone();
+                let log = match self.recovering() {
+                    true => StreamLog::open(&name, schema, self.dir.as_deref())?,
+                    false => StreamLog::create(&name, schema, self.dir.as_deref())?,
+                };
                 // A follower's streams hold no rows: the leader runs the producers.
                 let feeds = match self.engine.follows() {
                     true => Default::default(),
@@ -389,13 +402,16 @@ impl LiveSession {
         Ok(Outcome::Done(tag_of(text)))
     }
 
-    /// Installs `plan` (its sink retargeted to `out` when given) as query `sql`.
+    /// Installs `plan` (its sink retargeted to `out` when given) as query `sql`;
+    /// `durable`: it runs until dropped and writes what no one else writes, so it
+    /// takes checkpoints when the session keeps its catalog.
     fn install(
         &mut self,
         sql: String,
         mut plan: Plan,
         writes: String,
         out: Option<Arc<StreamLog>>,
+        durable: bool,
     ) -> Result<Arc<Status>> {
         let mut registry = self.script.registry.clone();
         let reads = reads(&plan);
@@ -411,7 +427,46 @@ impl LiveSession {
             sink.header = false;
         }
         let closes: Vec<Arc<StreamLog>> = out.into_iter().collect();
-        let (id, status, prepared) = self.engine.install(&plan, &registry, self.strict, closes)?;
+        let checkpoint = durable.then(|| self.durable_checkpoint()).flatten();
+        if let Some((cfg, _)) = &checkpoint {
+            // Its readers journal the epochs they close for want of rows.
+            for stream in &reads {
+                if let Some(log) = self.logs.get(stream) {
+                    let def = &self.script.catalog.streams[stream];
+                    let source = LogSource {
+                        log: log.clone(),
+                        source: def.source.clone(),
+                        heartbeat: Some(heartbeat(def, self.idle)),
+                        ticks: Some(cfg.dir.join(format!("ticks-{stream}.log"))),
+                    };
+                    std::fs::create_dir_all(&cfg.dir)
+                        .map_err(|e| Error::io(format!("creating {}", cfg.dir.display()), e))?;
+                    registry.add_source(&format!("log:{stream}"), Arc::new(source));
+                }
+            }
+        }
+        let installed = match &checkpoint {
+            Some((cfg, _)) => {
+                match self
+                    .engine
+                    .install(&plan, &registry, self.strict, closes.clone(), Some(cfg))
+                {
+                    Err(Error::Plan(braid_plan::error::Error::NotSupported(why))) => {
+                        self.durable_note(format!(
+                        "`{}` takes no checkpoints ({why}): after a restart it starts again from its input's start",
+                        sql.trim()
+                    ));
+                        self.engine
+                            .install(&plan, &registry, self.strict, closes, None)
+                    }
+                    r => r,
+                }
+            }
+            None => self
+                .engine
+                .install(&plan, &registry, self.strict, closes, None),
+        };
+        let (id, status, prepared) = installed?;
         if let Some(late) = self.late.take() {
             let c = &status.shared.counters;
             c.late_rows
@@ -420,6 +475,7 @@ impl LiveSession {
                 .push(late);
         }
         let graph = braid_plan::graph::graph(&prepared, &registry, self.engine.workers());
+        self.durable_installed(self.queries.len() + 1);
         self.queries.push(LiveQuery {
             number: self.queries.len() + 1,
             id,
@@ -439,9 +495,9 @@ impl LiveSession {
     fn add_log(&mut self, name: String, def: &StreamDef, log: Arc<StreamLog>) {
         let source = Arc::new(LogSource {
             log: log.clone(),
-            from: 0,
             source: def.source.clone(),
             heartbeat: Some(heartbeat(def, self.idle)),
+            ticks: None,
         });
         self.script
             .registry

@@ -92,14 +92,14 @@ pub(crate) fn render<'s>(
     let types: Vec<DataType> = schema.fields.iter().map(|f| f.ty).collect();
     if let Some(store) = shared.checkpoints.clone() {
         let target = match &sink.spec {
-            SinkSpec::File(path) if place.index == 0 => {
-                Some(open_committed_file(sink, path, &schema, output, &shared, &store)?)
-            }
-            SinkSpec::Native(name)
-                if crate::checkpoint::committed_native(&sink.spec, registry) =>
-            {
+            SinkSpec::File(path) if place.index == 0 => Some(open_committed_file(
+                sink, path, &schema, output, &shared, &store,
+            )?),
+            SinkSpec::Native(name) if crate::checkpoint::committed_native(&sink.spec, registry) => {
                 match place.index {
-                    0 => Some(open_committed_native(name, registry, output, &shared, &store)?),
+                    0 => Some(open_committed_native(
+                        name, registry, output, &shared, &store,
+                    )?),
                     _ => None,
                 }
             }

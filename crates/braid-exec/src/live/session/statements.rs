@@ -18,7 +18,7 @@ impl LiveSession {
         let (sql, plan, schema) = self.compile_query(text)?;
         let n = self.queries.len() + 1;
         let log = StreamLog::create(&format!("select{n}"), schema.clone(), None)?;
-        let status = self.install(sql, plan, "subscriber".into(), Some(log.clone()))?;
+        let status = self.install(sql, plan, "subscriber".into(), Some(log.clone()), false)?;
         let (senders, id) = (self.engine.dropper(), self.queries[n - 1].id);
         log.subscriber(true);
         Ok(Subscription {
@@ -131,7 +131,10 @@ impl LiveSession {
         if let Some(t) = &time {
             schema = schema.with_event_time(t)?;
         }
-        let log = StreamLog::create(&name, schema.clone(), self.dir.as_deref())?;
+        let log = match self.recovering() {
+            true => StreamLog::open(&name, schema.clone(), self.dir.as_deref())?,
+            false => StreamLog::create(&name, schema.clone(), self.dir.as_deref())?,
+        };
         let time_unit = self
             .script
             .catalog
@@ -153,9 +156,16 @@ impl LiveSession {
             time_unit: time.and(time_unit),
             feeds: Default::default(),
         };
-        self.install(sql, plan, format!("stream {name}"), Some(log.clone()))?;
-        self.made_by.insert(name.clone(), self.queries.len() - 1);
-        self.add_log(name.clone(), &def, log);
+        if self.replaying_stopped() {
+            // Its query was stopped before the restart: the stream keeps its rows and
+            // ends.
+            self.add_log(name.clone(), &def, log.clone());
+            log.close();
+        } else {
+            self.install(sql, plan, format!("stream {name}"), Some(log.clone()), true)?;
+            self.made_by.insert(name.clone(), self.queries.len() - 1);
+            self.add_log(name.clone(), &def, log);
+        }
         self.script.catalog.streams.insert(name, def);
         Ok(Outcome::Done(match name_at {
             3 => "CREATE MATERIALIZED VIEW".into(),
@@ -166,6 +176,12 @@ impl LiveSession {
     /// `INSERT INTO stream VALUES (...), ...` or `INSERT INTO stream SELECT ...`.
     pub(super) fn insert(&mut self, text: &str, p: &Piece, log: Arc<StreamLog>) -> Result<Outcome> {
         if p.word(3) != Some("VALUES") {
+            if self.recovering() {
+                return Err(plan_error(&format!(
+                    "a query appending to stream {}, which other producers may write too, cannot resume where it stopped (its output cannot be cut back); run it again, or make its rows a stream of its own with CREATE STREAM ... AS",
+                    log.name()
+                )));
+            }
             // A query appending to the stream, running until dropped.
             let (sql, plan, schema) = self.compile_query(&alone(text, p.at(3)..p.range.end))?;
             let want = columns(log.schema());
@@ -184,6 +200,7 @@ impl LiveSession {
                 plan,
                 format!("stream {}", log.name()),
                 Some(log),
+                false,
             )?;
             return Ok(Outcome::Done("INSERT 0 0".into()));
         }

@@ -1,0 +1,348 @@
+//! A server that comes back: the catalog kept on disk, and recovery on start.
+//!
+//! With a data directory, the session keeps `catalog.json`: the statements that made
+//! what exists now (streams, tables, sinks, settings, the queries that run until
+//! dropped), in the order they ran, rewritten by an atomic rename after each change
+//! (a DROP takes out what made the dropped object). Every query that writes a stream
+//! of its own (`CREATE STREAM ... AS`, `CREATE MATERIALIZED VIEW`) or a sink (`INSERT
+//! INTO sink SELECT`) takes checkpoints into `checkpoints/q<id>` (see
+//! [`crate::checkpoint`]): the positions of its readers in their streams, its state,
+//! the rows its output holds.
+//!
+//! On start, [`LiveSession::recover`] runs the catalog's statements again: streams
+//! open their files (rows durable before they were acknowledged), and each query
+//! resumes from its last committed checkpoint, its output cut back to the rows that
+//! checkpoint counted; the rows after it are made again, the same rows, because a
+//! query's epochs depend only on its input and on the closes its readers journaled
+//! (`ticks-*.log`, see [`crate::live::io::LogSource`]).
+
+use super::{plan_error, LiveSession};
+use crate::checkpoint::CheckpointConfig;
+use crate::error::{Error, Result};
+use braid_sql::split::{statements, Piece};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One statement of the catalog.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(super) struct Entry {
+    /// Its id (its checkpoints are in `checkpoints/q<id>`).
+    id: u64,
+    /// Its text.
+    sql: String,
+    /// What it made (lower case), if anything.
+    object: Option<String>,
+    /// The number of the query it installed, in this run.
+    #[serde(skip)]
+    query: Option<usize>,
+    /// Its query was stopped (`DROP QUERY`): what it made stays, nothing writes it.
+    stopped: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Catalog {
+    next: u64,
+    entries: Vec<Entry>,
+}
+
+/// What a session keeps on disk.
+pub(super) struct Durable {
+    root: PathBuf,
+    interval: Duration,
+    catalog: Catalog,
+    /// Running the catalog again on start.
+    pub(super) recovering: bool,
+    /// The entry of the statement running now.
+    current: Option<Entry>,
+    /// What a restart could not bring back, and why.
+    notes: Vec<String>,
+}
+
+/// What [`LiveSession::recover`] brought back.
+#[derive(Debug, Default)]
+pub struct Recovered {
+    /// Statements run again.
+    pub statements: usize,
+    /// Queries restarted (from a checkpoint, or from their input's start when none
+    /// had been committed).
+    pub queries: usize,
+    /// What could not be brought back, and why.
+    pub notes: Vec<String>,
+}
+
+impl Durable {
+    fn path(&self) -> PathBuf {
+        self.root.join("catalog.json")
+    }
+
+    fn save(&self) -> Result<()> {
+        let path = self.path();
+        let tmp = path.with_extension("json.tmp");
+        let text =
+            serde_json::to_vec_pretty(&self.catalog).map_err(|e| Error::Internal(e.to_string()))?;
+        let io = |e| Error::io(format!("writing {}", path.display()), e);
+        {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&tmp).map_err(io)?;
+            f.write_all(&text).map_err(io)?;
+            f.sync_all().map_err(io)?;
+        }
+        std::fs::rename(&tmp, &path).map_err(io)?;
+        if let Ok(d) = std::fs::File::open(&self.root) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    }
+
+    fn checkpoints(&self, id: u64) -> PathBuf {
+        self.root.join("checkpoints").join(format!("q{id}"))
+    }
+}
+
+impl LiveSession {
+    /// Keeps the catalog in the data directory and checkpoints every query that
+    /// writes a stream of its own or a sink, every `interval`; then brings back what
+    /// the directory holds from an earlier run (nothing when it is new). Needs a data
+    /// directory.
+    pub fn recover(&mut self, interval: Duration) -> Result<Recovered> {
+        let Some(root) = self
+            .dir
+            .as_deref()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+        else {
+            return Err(plan_error("recovery needs a data directory"));
+        };
+        std::fs::create_dir_all(&root)
+            .map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+        let mut durable = Durable {
+            root,
+            interval,
+            catalog: Catalog::default(),
+            recovering: true,
+            current: None,
+            notes: Vec::new(),
+        };
+        let path = durable.path();
+        let old: Catalog = match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| plan_error(&format!("{} does not read back: {e}", path.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog::default(),
+            Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+        };
+        durable.catalog.next = old.next;
+        self.durable = Some(durable);
+        let mut out = Recovered::default();
+        let queries = self.queries.len();
+        for entry in old.entries {
+            if let Some(d) = self.durable.as_mut() {
+                d.current = Some(entry.clone());
+            }
+            let text = entry.sql.clone();
+            let r = match statements(&text).and_then(|v| v.into_iter().next()) {
+                Some(p) => self.statement(&text, &p),
+                None => Err(plan_error("the statement does not read back")),
+            };
+            let Some(d) = self.durable.as_mut() else {
+                break;
+            };
+            let current = d.current.take();
+            match r {
+                Ok(_) => {
+                    out.statements += 1;
+                    if let Some(e) = current {
+                        d.catalog.entries.push(e);
+                    }
+                }
+                Err(e) => d
+                    .notes
+                    .push(format!("`{}` was not run again: {e}", entry.sql.trim())),
+            }
+        }
+        out.queries = self.queries.len() - queries;
+        if let Some(d) = self.durable.as_mut() {
+            d.recovering = false;
+            out.notes = std::mem::take(&mut d.notes);
+            d.save()?;
+        }
+        Ok(out)
+    }
+
+    /// Before statement `p` runs: its catalog entry (the next id).
+    pub(super) fn durable_begin(&mut self, text: &str, p: &Piece) {
+        let Some(d) = self.durable.as_mut().filter(|d| !d.recovering) else {
+            return;
+        };
+        d.current = Some(Entry {
+            id: d.catalog.next,
+            sql: braid_sql::split::alone(text, p.range.clone())
+                .trim()
+                .to_string(),
+            object: made(p),
+            query: None,
+            stopped: false,
+        });
+    }
+
+    /// After statement `p` succeeded: the catalog notes what it made or dropped.
+    pub(super) fn durable_end(&mut self, p: &Piece, ok: bool) -> Result<()> {
+        let Some(d) = self.durable.as_mut().filter(|d| !d.recovering) else {
+            return Ok(());
+        };
+        let Some(entry) = d.current.take() else {
+            return Ok(());
+        };
+        if !ok {
+            return Ok(());
+        }
+        if p.starts_with(&["DROP", "QUERY"]) {
+            let n = p.tokens.get(2).and_then(|(t, _)| match t {
+                braid_sql::split::Lead::Number(n) => n.parse::<usize>().ok(),
+                _ => None,
+            });
+            let Some(k) = d
+                .catalog
+                .entries
+                .iter()
+                .position(|e| e.query.is_some() && e.query == n)
+            else {
+                return Ok(());
+            };
+            match d.catalog.entries[k].object.is_some() {
+                true => d.catalog.entries[k].stopped = true,
+                false => {
+                    let e = d.catalog.entries.remove(k);
+                    let _ = std::fs::remove_dir_all(d.checkpoints(e.id));
+                }
+            }
+            return d.save();
+        }
+        if p.starts_with(&["DROP"]) {
+            let Some(name) = dropped(p) else {
+                return Ok(());
+            };
+            let (gone, kept): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut d.catalog.entries)
+                .into_iter()
+                .partition(|e| e.object.as_deref() == Some(name.as_str()));
+            d.catalog.entries = kept;
+            for e in gone {
+                let _ = std::fs::remove_dir_all(d.checkpoints(e.id));
+            }
+            return d.save();
+        }
+        if !persists(p) {
+            return Ok(());
+        }
+        d.catalog.next = d.catalog.next.max(entry.id + 1);
+        d.catalog.entries.push(entry);
+        d.save()
+    }
+
+    /// The checkpoints of a query installed by the statement running now, when the
+    /// session keeps its catalog; the entry's id.
+    pub(super) fn durable_checkpoint(&self) -> Option<(CheckpointConfig, u64)> {
+        let d = self.durable.as_ref()?;
+        let e = d.current.as_ref()?;
+        Some((
+            CheckpointConfig {
+                dir: d.checkpoints(e.id),
+                interval: d.interval,
+                recover: d.recovering,
+                backend: None,
+            },
+            e.id,
+        ))
+    }
+
+    /// Whether the catalog is being run again (streams open their files).
+    pub(super) fn recovering(&self) -> bool {
+        self.durable.as_ref().is_some_and(|d| d.recovering)
+    }
+
+    /// Whether the statement being run again made something its stopped query no
+    /// longer writes.
+    pub(super) fn replaying_stopped(&self) -> bool {
+        self.durable
+            .as_ref()
+            .filter(|d| d.recovering)
+            .and_then(|d| d.current.as_ref())
+            .is_some_and(|e| e.stopped)
+    }
+
+    /// Notes what a restart will not bring back.
+    pub(super) fn durable_note(&mut self, note: String) {
+        if let Some(d) = self.durable.as_mut() {
+            d.notes.push(note);
+        }
+    }
+
+    /// The number of the query the entry being run again installed.
+    pub(super) fn durable_installed(&mut self, number: usize) {
+        if let Some(e) = self.durable.as_mut().and_then(|d| d.current.as_mut()) {
+            e.query = Some(number);
+        }
+    }
+}
+
+/// Whether statement `p` goes into the catalog: what declares, sets, or installs a
+/// query that runs until dropped; not what reads (SHOW, SELECT, SUBSCRIBE, COPY TO),
+/// adds rows (INSERT VALUES, COPY FROM) or drops.
+fn persists(p: &Piece) -> bool {
+    let reads = [
+        "SHOW",
+        "DESCRIBE",
+        "EXPLAIN",
+        "SUBSCRIBE",
+        "SELECT",
+        "WITH",
+        "COPY",
+        "DROP",
+    ];
+    if reads.iter().any(|w| p.starts_with(&[w])) {
+        return false;
+    }
+    !(p.starts_with(&["INSERT", "INTO"]) && p.word(3) == Some("VALUES"))
+}
+
+/// The name of what `CREATE ... name` makes (lower case).
+fn made(p: &Piece) -> Option<String> {
+    if !p.starts_with(&["CREATE"]) {
+        return None;
+    }
+    let skip = [
+        "OR",
+        "REPLACE",
+        "MATERIALIZED",
+        "IF",
+        "NOT",
+        "EXISTS",
+        "TEMPORARY",
+    ];
+    let mut k = 1;
+    while p.word(k).is_some_and(|w| skip.contains(&w)) {
+        k += 1;
+    }
+    // The kind (STREAM, VIEW, SINK, TABLE, ...), then the name.
+    k += 1;
+    while p
+        .word(k)
+        .is_some_and(|w| ["IF", "NOT", "EXISTS"].contains(&w))
+    {
+        k += 1;
+    }
+    p.word(k).map(str::to_ascii_lowercase)
+}
+
+/// The name of what `DROP kind [IF EXISTS] name` drops (lower case).
+fn dropped(p: &Piece) -> Option<String> {
+    let mut k = 1;
+    if p.word(k) == Some("MATERIALIZED") {
+        k += 1;
+    }
+    k += 1;
+    if p.word(k) == Some("IF") && p.word(k + 1) == Some("EXISTS") {
+        k += 2;
+    }
+    p.word(k).map(str::to_ascii_lowercase)
+}
