@@ -10,6 +10,7 @@ mod profile;
 mod recovery;
 mod s3;
 mod server_cluster;
+mod server_recovery;
 mod shell;
 mod shell_commands;
 mod usage;
