@@ -2,8 +2,9 @@
 //! during checkpoint writes too) while a producer inserts, and started again on the
 //! same data directory: the streams, the views and the view over a view come back by
 //! themselves, and when the input is all in, each view holds exactly the rows
-//! computed here from the inserted values: nothing missing, nothing twice. On 1, 2
-//! and 4 workers.
+//! computed here from the inserted values: nothing missing, nothing twice. Between
+//! kills the views change their parallelism while running (`ALTER MATERIALIZED VIEW
+//! ... SET PARALLELISM n`). On 1, 2 and 4 workers.
 
 use crate::free_port;
 use crate::recovery::{Rng, Scratch};
@@ -48,7 +49,17 @@ fn start(data: &Path, port: u16, workers: usize) -> Server {
 fn psql(port: u16, sql: &str) -> Result<String, String> {
     let out = Command::new("psql")
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "braid"])
-        .args(["-X", "-A", "-t", "-F", ",", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .args([
+            "-X",
+            "-A",
+            "-t",
+            "-F",
+            ",",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ])
         .output()
         .map_err(|e| format!("psql: {e}"))?;
     match out.status.success() {
@@ -115,10 +126,24 @@ fn server_views_survive_kills() {
         let input = batches(seed);
         let mut rng = Rng(seed);
         let mut kills = 0;
-        for batch in &input {
+        let mut pauses = Vec::new();
+        for (b, batch) in input.iter().enumerate() {
             let values: Vec<String> = batch.iter().map(|(c, t)| format!("({c}, {t})")).collect();
             let sql = format!("INSERT INTO calls VALUES {};", values.join(", "));
             psql(port, &sql).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
+            // The views change their parallelism while running (and keep it across
+            // the kills that follow).
+            let alter = match b {
+                10 => Some("ALTER MATERIALIZED VIEW per SET PARALLELISM 5"),
+                20 => Some("ALTER MATERIALIZED VIEW busy SET PARALLELISM 3"),
+                30 => Some("ALTER MATERIALIZED VIEW per SET PARALLELISM 16"),
+                _ => None,
+            };
+            if let Some(alter) = alter {
+                let at = Instant::now();
+                psql(port, alter).unwrap_or_else(|e| panic!("seed {seed:#x}: {alter}: {e}"));
+                pauses.push(at.elapsed());
+            }
             // Now and then the server dies, at a random moment after the insert (its
             // rows are durable once acknowledged), and is started again.
             if rng.below(4) == 0 {
@@ -153,6 +178,7 @@ fn server_views_survive_kills() {
             "{workers} workers, seed {seed:#x}, {kills} kills: view busy\n{queries}"
         );
         assert!(kills >= 3, "seed {seed:#x}: only {kills} kills");
+        eprintln!("{workers} workers: {kills} kills, ALTER ... SET PARALLELISM took {pauses:?}");
         drop(server);
     }
 }

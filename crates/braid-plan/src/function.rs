@@ -302,6 +302,12 @@ pub trait NativeSource {
     fn resume_point(&self) -> Option<Vec<u8>> {
         None
     }
+    /// Closes the current epoch now, without data, as time moving would (a query
+    /// that is to stop at the end of an epoch and has no rows coming); the new epoch,
+    /// or `None` when it cannot.
+    fn close_epoch(&mut self) -> std::io::Result<Option<u64>> {
+        Ok(None)
+    }
 }
 
 /// Makes the per-worker readers of a source written in Rust.

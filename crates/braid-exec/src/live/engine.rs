@@ -82,9 +82,46 @@ pub struct Status {
     closes: Vec<Arc<StreamLog>>,
     /// Its end-to-end latency, epoch by epoch.
     pub latency: Mutex<super::latency::Latency>,
+    /// Asked to stop at the next epoch it closes, with a checkpoint there (to be
+    /// installed again in another shape, [`Status::pause`]).
+    pause: std::sync::atomic::AtomicBool,
+    /// The epoch it stopped at.
+    paused: Mutex<Option<u64>>,
+    /// Its output logs stay open when it ends (it is being replaced).
+    keep_open: std::sync::atomic::AtomicBool,
 }
 
 impl Status {
+    /// Asks the query to take a checkpoint at the next epoch its source closes and to
+    /// read nothing after it; `paused` tells when the checkpoint has committed. Its
+    /// output then holds exactly what the checkpoint counted.
+    pub(crate) fn pause(&self) {
+        self.pause.store(true, Ordering::Relaxed);
+    }
+
+    /// The epoch the paused query stopped at, once that checkpoint has committed.
+    pub(crate) fn paused(&self) -> Option<u64> {
+        let c = (*self.paused.lock().unwrap_or_else(|p| p.into_inner()))?;
+        let store = self.shared.checkpoints.as_ref()?;
+        store.taken().iter().any(|t| t.epoch == c).then_some(c)
+    }
+
+    /// Takes back a pause not yet taken up; whether it was (else the query has
+    /// stopped, and its checkpoint is to commit).
+    pub(crate) fn unpause(&self) -> bool {
+        let paused = self.paused.lock().unwrap_or_else(|p| p.into_inner());
+        if paused.is_some() {
+            return false;
+        }
+        self.pause.store(false, Ordering::Relaxed);
+        true
+    }
+
+    /// Its output logs stay open when it ends.
+    pub(crate) fn keep_open(&self) {
+        self.keep_open.store(true, Ordering::Relaxed);
+    }
+
     /// Rows its source read so far.
     pub fn rows_in(&self) -> u64 {
         self.shared.counters.rows_in.load(Ordering::Relaxed)
@@ -318,6 +355,9 @@ impl Engine {
             workers,
             closes,
             latency: Mutex::default(),
+            pause: Default::default(),
+            paused: Mutex::new(None),
+            keep_open: Default::default(),
         });
         let id = self.next;
         self.next += 1;
@@ -609,13 +649,24 @@ fn poll(r: &mut Running, place: Place) -> bool {
             }
         }
     }
+    // Paused for a new shape: nothing more is read.
+    if r.status.paused.lock().is_ok_and(|p| p.is_some()) {
+        return false;
+    }
     // No backpressure on epochs here: an operator holds the capability of an open
     // window, so the output frontier lags by a window's length, and a source held back
     // by epochs would never deliver the heartbeat that closes it. The rows are in the
     // log already; what is in flight is bounded by the 16 windows read per round.
     let mut busy = false;
     for _ in 0..16 {
-        match feed.next() {
+        let next = match feed.next() {
+            // To stop at the end of an epoch, an idle source closes its epoch now.
+            Ok(Next::Wait) if r.status.pause.load(Ordering::Relaxed) => {
+                feed.close_epoch().map(|n| n.unwrap_or(Next::Wait))
+            }
+            n => n,
+        };
+        match next {
             Ok(Next::Window(epoch, batch)) => {
                 busy = true;
                 let epoch = epoch.max(*input.time());
@@ -624,7 +675,9 @@ fn poll(r: &mut Running, place: Place) -> bool {
                     // where the source starts again after it.
                     if let (Some(store), Some(c)) = (&shared.checkpoints, r.control.as_mut()) {
                         let closing = *input.time();
-                        if r.clock.due(store, closing, false) {
+                        let pause = r.status.pause.load(Ordering::Relaxed);
+                        let due = r.clock.due(store, closing, pause);
+                        if due {
                             if let Some(at) = feed.resume_point() {
                                 if let Err(e) = store.write_source(closing, place.index, &at) {
                                     shared.fatal(e);
@@ -635,6 +688,19 @@ fn poll(r: &mut Running, place: Place) -> bool {
                         }
                         c.advance_to(epoch);
                         c.flush();
+                        if pause && due {
+                            // This window is read again by the query that replaces
+                            // this one: it goes no further than `closing`.
+                            input.advance_to(epoch);
+                            input.flush();
+                            // Under the lock `unpause` takes: a pause taken back
+                            // is not taken up.
+                            let mut p = r.status.paused.lock().unwrap_or_else(|p| p.into_inner());
+                            if r.status.pause.load(Ordering::Relaxed) {
+                                *p = Some(closing);
+                                return true;
+                            }
+                        }
                     }
                     input.advance_to(epoch);
                     let now = Instant::now();
@@ -693,8 +759,10 @@ fn end(worker: &mut timely::worker::Worker, r: Running) {
     }
     let status = &r.status;
     if status.ended.fetch_add(1, Ordering::AcqRel) + 1 == status.workers {
-        for log in &status.closes {
-            log.close();
+        if !status.keep_open.load(Ordering::Relaxed) {
+            for log in &status.closes {
+                log.close();
+            }
         }
         // Its committer ends with the commits handed to it.
         if let Some(store) = &status.shared.checkpoints {

@@ -326,6 +326,22 @@ impl NativeSource for LogReader {
     fn resume_point(&self) -> Option<Vec<u8>> {
         serde_json::to_vec(&self.before).ok()
     }
+
+    /// A close of its own, journaled like a heartbeat's; not while catching up.
+    fn close_epoch(&mut self) -> std::io::Result<Option<u64>> {
+        if !self.replay.is_empty() || self.seq < self.log.reopened() {
+            return Ok(None);
+        }
+        self.before = Resume {
+            seq: self.seq,
+            epoch: self.epoch,
+            dirty: self.dirty,
+        };
+        match self.tick(self.epoch + 1)? {
+            SourceNext::Window(e) => Ok(Some(e)),
+            _ => Ok(None),
+        }
+    }
 }
 
 /// Appends a query's output to a stream's log (called on worker 0).

@@ -16,6 +16,7 @@ use super::feeds::Feed;
 use super::ingest::Ingest;
 pub use super::subscription::Subscription;
 
+mod alter;
 mod durable;
 mod statements;
 use super::io::{Heartbeat, LogSink, LogSource};
@@ -67,6 +68,10 @@ pub struct LiveQuery {
     pub graph: Vec<braid_plan::graph::GraphNode>,
     /// Its physical plan as installed (shapes resolved), and the registry it names.
     plan: (Plan, Registry),
+    /// Where it takes checkpoints, if it does.
+    checkpoint: Option<crate::checkpoint::CheckpointConfig>,
+    /// The stream it writes, if it writes one.
+    out: Option<Arc<StreamLog>>,
 }
 
 /// Streams that live in Braid and the queries running over them.
@@ -323,6 +328,11 @@ impl LiveSession {
                 return Ok(o);
             }
         }
+        if p.starts_with(&["ALTER"]) {
+            if let Some(o) = self.alter(p)? {
+                return Ok(o);
+            }
+        }
         if p.starts_with(&["SHOW", "FEEDS"]) {
             return Ok(Outcome::Listing(super::feeds::listing(&self.feeds)));
         }
@@ -426,8 +436,16 @@ impl LiveSession {
             sink.spec = SinkSpec::Native(name);
             sink.header = false;
         }
-        let closes: Vec<Arc<StreamLog>> = out.into_iter().collect();
+        let closes: Vec<Arc<StreamLog>> = out.iter().cloned().collect();
         let checkpoint = durable.then(|| self.durable_checkpoint()).flatten();
+        // The parallelism an ALTER set before a restart.
+        if let Some(q) = checkpoint.as_ref().and_then(|_| self.durable_partitions()) {
+            let asked = crate::rescale::Request::Partitions(q);
+            if let Ok(shape) = crate::rescale::spec(&plan, &registry, self.engine.workers(), &asked)
+            {
+                plan = crate::rescale::apply(&plan, &shape);
+            }
+        }
         if let Some((cfg, _)) = &checkpoint {
             // Its readers journal the epochs they close for want of rows.
             for stream in &reads {
@@ -445,8 +463,9 @@ impl LiveSession {
                 }
             }
         }
+        let mut checkpoint = checkpoint.map(|c| c.0);
         let installed = match &checkpoint {
-            Some((cfg, _)) => {
+            Some(cfg) => {
                 match self
                     .engine
                     .install(&plan, &registry, self.strict, closes.clone(), Some(cfg))
@@ -456,6 +475,7 @@ impl LiveSession {
                         "`{}` takes no checkpoints ({why}): after a restart it starts again from its input's start",
                         sql.trim()
                     ));
+                        checkpoint = None;
                         self.engine
                             .install(&plan, &registry, self.strict, closes, None)
                     }
@@ -486,6 +506,8 @@ impl LiveSession {
             dropped: false,
             graph,
             plan: (prepared, registry),
+            checkpoint,
+            out,
         });
         Ok(status)
     }

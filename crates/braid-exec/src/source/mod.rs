@@ -61,6 +61,11 @@ pub trait Feed {
     fn resume_point(&self) -> Option<Vec<u8>> {
         None
     }
+    /// Closes the current epoch now without data (see
+    /// [`braid_plan::function::NativeSource::close_epoch`]); the new epoch, if it can.
+    fn close_epoch(&mut self) -> Result<Option<Next>> {
+        Ok(None)
+    }
     /// Malformed-record report, once the feed is done.
     fn rejects(&mut self) -> Rejects;
 }
@@ -336,6 +341,14 @@ impl Feed for NativeFeed {
 
     fn resume_point(&self) -> Option<Vec<u8>> {
         self.reader.resume_point()
+    }
+
+    fn close_epoch(&mut self) -> Result<Option<Next>> {
+        let epoch = self
+            .reader
+            .close_epoch()
+            .map_err(|e| Error::io(format!("reading source {}", self.name), e))?;
+        Ok(epoch.map(|e| Next::Window(e, Batch::new(self.arity))))
     }
 
     fn rejects(&mut self) -> Rejects {

@@ -38,6 +38,9 @@ pub(super) struct Entry {
     query: Option<usize>,
     /// Its query was stopped (`DROP QUERY`): what it made stays, nothing writes it.
     stopped: bool,
+    /// The partition count `ALTER ... SET PARALLELISM` gave its query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    partitions: Option<u32>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -182,6 +185,7 @@ impl LiveSession {
             object: made(p),
             query: None,
             stopped: false,
+            partitions: None,
         });
     }
 
@@ -270,6 +274,30 @@ impl LiveSession {
             .is_some_and(|e| e.stopped)
     }
 
+    /// The partition count an ALTER gave the query of the entry being run again.
+    pub(super) fn durable_partitions(&self) -> Option<u32> {
+        self.durable.as_ref()?.current.as_ref()?.partitions
+    }
+
+    /// Query `number` now runs at `q` partitions: so it does after a restart.
+    pub(super) fn durable_parallelism(&mut self, number: usize, q: u32) -> Result<()> {
+        let Some(d) = self.durable.as_mut() else {
+            return Ok(());
+        };
+        match d
+            .catalog
+            .entries
+            .iter_mut()
+            .find(|e| e.query == Some(number))
+        {
+            Some(e) => {
+                e.partitions = Some(q);
+                d.save()
+            }
+            None => Ok(()),
+        }
+    }
+
     /// Notes what a restart will not bring back.
     pub(super) fn durable_note(&mut self, note: String) {
         if let Some(d) = self.durable.as_mut() {
@@ -298,6 +326,7 @@ fn persists(p: &Piece) -> bool {
         "WITH",
         "COPY",
         "DROP",
+        "ALTER",
     ];
     if reads.iter().any(|w| p.starts_with(&[w])) {
         return false;
