@@ -596,7 +596,7 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
         Some(store) => store.read_source(place.index),
         None => Ok(None),
     };
-    let feed = built.and_then(|()| resume).and_then(|resume| {
+    let feed = built.and(resume).and_then(|resume| {
         source::open_at(
             i.plan.leaf_source(),
             place.index,
