@@ -391,10 +391,20 @@ impl LiveSession {
                     false => StreamLog::create(&name, schema, self.dir.as_deref())?,
                 };
                 // A follower's streams hold no rows: the leader runs the producers.
-                let feeds = match self.engine.follows() {
+                let mut feeds = match self.engine.follows() {
                     true => Default::default(),
                     false => def.feeds.clone(),
                 };
+                // A tailed file would be read again from its start: its rows are in
+                // the stream already.
+                if self.recovering() {
+                    if let Some(path) = feeds.tail.take() {
+                        self.durable_note(format!(
+                            "stream {name} does not tail {} again (it would read the file again from its start, and its rows are in the stream); DROP and CREATE the stream to tail it anew",
+                            path.display()
+                        ));
+                    }
+                }
                 match Feed::start(&feeds, &log) {
                     Ok(None) => {}
                     Ok(Some(feed)) => {
