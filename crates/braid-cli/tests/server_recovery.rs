@@ -182,3 +182,114 @@ fn server_views_survive_kills() {
         drop(server);
     }
 }
+
+/// The processes of a server cluster (process 1 first, then process 0, which listens
+/// on `port`), `workers` threads each, on fresh loopback ports; returns once process 0
+/// takes connections.
+fn start_cluster(dir: &Path, port: u16, workers: usize) -> Vec<Server> {
+    let hosts = dir.join("hosts");
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
+    )
+    .expect("hosts file");
+    let mut kids = Vec::new();
+    for process in [1, 0] {
+        let child = Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args(["server", "--no-http", "--checkpoint-interval-ms", "50"])
+            .args(["--workers", &workers.to_string(), "--processes", "2"])
+            .args(["--process-index", &process.to_string()])
+            .arg("--hosts")
+            .arg(&hosts)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--data")
+            .arg(dir.join(format!("data{process}")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("braid server starts");
+        kids.push(Server(child));
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if psql(port, "SHOW QUERIES").is_ok() {
+            return kids;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the cluster did not take connections within 30 s");
+}
+
+/// A server of two processes: one of them (either) killed with SIGKILL at random
+/// moments, the other stops on its own within seconds (fail-stop), both are started
+/// again, and process 0 brings back the streams and views, every process its share of
+/// each view's partitions: the views end exact, also across an ALTER.
+#[test]
+fn a_server_cluster_comes_back_after_a_process_is_killed() {
+    let seed = 0x5eed_c1u64;
+    let scratch = Scratch::new("server-cluster");
+    let port = free_port();
+    let mut cluster = start_cluster(&scratch.0, port, 2);
+    psql(
+        port,
+        "CREATE STREAM calls (caller BIGINT, t BIGINT) WITH (event_time = t);\
+         CREATE MATERIALIZED VIEW per AS SELECT caller, count(*) AS n, window_start \
+           FROM TUMBLE(TABLE calls, t, 10) GROUP BY window_start, window_end, caller;\
+         CREATE MATERIALIZED VIEW busy AS SELECT caller, n, window_start FROM per WHERE n > 14;",
+    )
+    .expect("the stream and views are made");
+    let input = batches(seed);
+    let mut rng = Rng(seed);
+    let mut kills = 0;
+    for (b, batch) in input.iter().enumerate() {
+        let values: Vec<String> = batch.iter().map(|(c, t)| format!("({c}, {t})")).collect();
+        let sql = format!("INSERT INTO calls VALUES {};", values.join(", "));
+        psql(port, &sql).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
+        if b == 15 {
+            psql(port, "ALTER MATERIALIZED VIEW per SET PARALLELISM 6")
+                .unwrap_or_else(|e| panic!("seed {seed:#x}: ALTER: {e}"));
+        }
+        if rng.below(5) == 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(120)));
+            let victim = rng.below(2) as usize;
+            let _ = cluster[victim].0.kill();
+            let _ = cluster[victim].0.wait();
+            // The other process stops by itself: it cannot go on without its peer.
+            let other = &mut cluster[1 - victim].0;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while other.try_wait().expect("wait").is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "seed {seed:#x}: a process went on 10 s after its peer was killed"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            kills += 1;
+            cluster = start_cluster(&scratch.0, port, 2);
+        }
+    }
+    psql(port, "INSERT INTO calls VALUES (99, 100000);").expect("the last row");
+    let (per, busy) = expected(&input);
+    let streams = scratch.0.join("data0").join("streams");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline
+        && (lines(&streams.join("per.csv")).len() < per.len()
+            || lines(&streams.join("busy.csv")).len() < busy.len())
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let queries = psql(port, "SHOW QUERIES").unwrap_or_default();
+    assert_eq!(
+        lines(&streams.join("per.csv")),
+        per,
+        "seed {seed:#x}, {kills} kills: view per\n{queries}"
+    );
+    assert_eq!(
+        lines(&streams.join("busy.csv")),
+        busy,
+        "seed {seed:#x}, {kills} kills: view busy\n{queries}"
+    );
+    assert!(kills >= 3, "seed {seed:#x}: only {kills} kills");
+    eprintln!("2 processes x 2 workers: {kills} kills");
+}

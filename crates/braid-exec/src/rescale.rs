@@ -296,6 +296,34 @@ pub fn best_move(
     (after < 0.9 * high).then_some((p, l))
 }
 
+/// Whether stage loads `load` placed by `worker` call for more partitions: the
+/// busiest of `workers` workers is above `threshold`, another is at less than half its
+/// load, and no move of a partition helps ([`best_move`]): the load is in partitions
+/// too big to move, which more partitions (their keys spread further) may cut down.
+pub fn wants_split(
+    load: &[f64],
+    worker: impl Fn(u32) -> usize + Copy,
+    workers: usize,
+    threshold: f64,
+) -> bool {
+    let n = workers.max(1);
+    if n < 2 || best_move(load, worker, workers, threshold).is_some() {
+        return false;
+    }
+    let mut per = vec![0.0; n];
+    for (p, &l) in load.iter().enumerate() {
+        per[worker(p as u32) % n] += l;
+    }
+    let high = per.iter().copied().fold(0.0, f64::max);
+    let low = per.iter().copied().fold(f64::INFINITY, f64::min);
+    high >= threshold && low < 0.5 * high
+}
+
+/// The largest partition count automatic splitting goes to, on `workers` workers.
+pub fn split_cap(workers: usize) -> u32 {
+    (16 * workers.max(1) as u32).min(1024)
+}
+
 /// What a run tells its automatic rescaler: the partitions' measured costs so far, and
 /// the shape of its plan after the last live rescale (None: none yet).
 pub(crate) struct Watched {
@@ -305,7 +333,9 @@ pub(crate) struct Watched {
 
 /// Watches the partition costs of a single-process run (which the run measures) and
 /// asks `rescaler` to move a partition off a worker that stays above `auto.threshold`,
-/// until `stop`.
+/// or, when no move helps ([`wants_split`]), to double the partition count (up to
+/// [`split_cap`]; not again for a stage whose last split left its hottest partition
+/// as hot), until `stop`.
 pub(crate) fn watch(
     run: Watched,
     plan: Plan,
@@ -322,6 +352,10 @@ pub(crate) fn watch(
             let first = shape(&plan).0;
             let mut before: BTreeMap<(usize, u32), u64> = BTreeMap::new();
             let mut streak = 0u32;
+            // The last split: its stage and the load of its hottest partition then;
+            // stages whose split did not cool their hottest partition.
+            let mut last_split: Option<(usize, f64)> = None;
+            let mut hopeless: Vec<usize> = Vec::new();
             // Rescales done and refused once the last request is taken up.
             let mut asked = rescaler.done().len() + rescaler.refused().len();
             let mut last = std::time::Instant::now();
@@ -344,6 +378,7 @@ pub(crate) fn watch(
                 asked = done + refused;
                 let shape = (run.shape)().unwrap_or_else(|| first.clone());
                 let mut chosen = None;
+                let mut split = None;
                 for (k, &q) in shape.partitions.iter().enumerate() {
                     let load: Vec<f64> = (0..q)
                         .map(|p| {
@@ -361,10 +396,25 @@ pub(crate) fn watch(
                         chosen = Some((k, p, w));
                         break;
                     }
+                    // The hottest partition: a split that left it as hot as before
+                    // met a key too hot to split, and is not tried again.
+                    let hottest = load.iter().copied().fold(0.0, f64::max);
+                    let helped = !matches!(last_split, Some((stage, was)) if stage == k && hottest >= 0.9 * was);
+                    if split.is_none()
+                        && q < split_cap(workers)
+                        && !hopeless.contains(&k)
+                        && wants_split(&load, worker, workers, auto.threshold)
+                    {
+                        if helped {
+                            split = Some((k, (q * 2).min(split_cap(workers)), hottest));
+                        } else {
+                            hopeless.push(k);
+                        }
+                    }
                 }
                 before = now;
-                match chosen {
-                    Some((k, p, w)) => {
+                match (chosen, split) {
+                    (Some((k, p, w)), _) => {
                         streak += 1;
                         if streak >= auto.patience {
                             rescaler.request(Request::Move {
@@ -376,7 +426,16 @@ pub(crate) fn watch(
                             streak = 0;
                         }
                     }
-                    None => streak = 0,
+                    (None, Some((k, q, hottest))) => {
+                        streak += 1;
+                        if streak >= auto.patience {
+                            rescaler.request(Request::Partitions(q));
+                            last_split = Some((k, hottest));
+                            asked = done + refused + 1;
+                            streak = 0;
+                        }
+                    }
+                    (None, None) => streak = 0,
                 }
             }
         })
@@ -385,6 +444,22 @@ pub(crate) fn watch(
 #[cfg(test)]
 mod tests {
     use super::best_move;
+
+    #[test]
+    fn a_load_no_move_evens_out_asks_for_more_partitions() {
+        use super::wants_split;
+        let on = |p: u32| p as usize;
+        // One hot partition alone on worker 0, worker 1 idle: moving it only moves
+        // the load, more partitions may spread its keys.
+        assert!(wants_split(&[0.95, 0.05], on, 2, 0.8));
+        // A move helps: no split.
+        assert!(!wants_split(&[0.9, 0.1, 0.6, 0.0], on, 2, 0.8));
+        // Nobody above the threshold, or both workers busy alike: no split.
+        assert!(!wants_split(&[0.5, 0.05], on, 2, 0.8));
+        assert!(!wants_split(&[0.95, 0.9], on, 2, 0.8));
+        // One worker: nothing to spread over.
+        assert!(!wants_split(&[0.95], on, 1, 0.8));
+    }
 
     #[test]
     fn the_busiest_workers_best_partition_moves() {

@@ -535,3 +535,101 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller, 
         "the output of the run that moved a partition"
     );
 }
+
+/// Spins about 4 µs, then gives its argument back: a costly scalar function.
+struct Slow;
+
+impl braid_plan::expr::ScalarUdf for Slow {
+    fn return_type(
+        &self,
+        _args: &[braid_plan::types::DataType],
+    ) -> braid_plan::error::Result<braid_plan::types::DataType> {
+        Ok(braid_plan::types::DataType::Int64)
+    }
+
+    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> braid_plan::batch::Scalar {
+        let mut x = args.first().and_then(|v| v.int()).unwrap_or(0);
+        let until = std::time::Instant::now() + Duration::from_micros(4);
+        while std::time::Instant::now() < until {
+            x = std::hint::black_box(x);
+        }
+        braid_plan::batch::Scalar::Int(x)
+    }
+}
+
+/// Every caller of a grouped query hashes to partition 0 of 2: one worker does all the
+/// work, and moving its one partition would only move the load. The automatic
+/// rescaler doubles the partition count (the callers spread over partitions 0 and 2,
+/// both on worker 0), then moves one of them to the idle worker; the output is the
+/// output of the run that changed nothing.
+#[test]
+fn a_hot_partition_is_split_on_its_own() {
+    use braid_exec::rescale::{Auto, Rescaler};
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("braid-auto-split-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let route =
+        |c: i64| braid_plan::expr::hash_values([braid_plan::batch::Value::Int(c)]).rem_euclid(4);
+    let callers: Vec<i64> = (0..).filter(|&c| route(c) % 2 == 0).take(40).collect();
+    assert!(callers.iter().any(|&c| route(c) == 0) && callers.iter().any(|&c| route(c) == 2));
+    let mut calls = String::from("caller,callee,start,dur\n");
+    for i in 0..400_000u64 {
+        let c = callers[i as usize % callers.len()];
+        calls += &format!("{c},{},{},{}\n", i % 13, i / 40, i % 1000);
+    }
+    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    let d = dir.0.display();
+    let text = format!(
+        "SET partitions = 2;
+CREATE STREAM calls (caller BIGINT NOT NULL, callee BIGINT, start BIGINT NOT NULL, dur BIGINT)
+  WITH (path = '{d}/calls.csv', event_time = 'start', epoch = 10);
+CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
+INSERT INTO out SELECT window_end, caller, count(*) AS n, sum(slow(dur)) AS total
+FROM calls GROUP BY TUMBLE(start, 1000), caller;"
+    );
+    let mut registry = Registry::with_builtins();
+    registry.add_scalar("slow", Arc::new(Slow));
+    let sorted = || {
+        let mut lines: Vec<String> = std::fs::read_to_string(dir.0.join("out.csv"))
+            .expect("output")
+            .lines()
+            .map(String::from)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let go = |auto: Option<Auto>, rescaler: Option<Rescaler>| {
+        let config = RunConfig {
+            workers: 2,
+            auto_rescale: auto,
+            rescale: rescaler,
+            ..RunConfig::default()
+        };
+        let mut session = Session::new(&registry, config);
+        session.compile(&text, &dir.0).expect("compiles");
+        session.run_next().expect("a query").expect("runs")
+    };
+    go(None, None);
+    let want = sorted();
+    assert!(want.len() > 1000, "too little output to test anything");
+    let rescaler = Rescaler::new();
+    let auto = Auto {
+        threshold: 0.3,
+        period: Duration::from_millis(100),
+        patience: 2,
+    };
+    let report = go(Some(auto), Some(rescaler.clone()));
+    let done = rescaler.done();
+    assert_eq!(rescaler.refused(), Vec::<String>::new());
+    assert!(
+        done.len() >= 2 && done[0].partitions == vec![4],
+        "a split to 4 partitions, then a move: {done:?}"
+    );
+    assert_eq!(report.run.rescales, done);
+    assert_eq!(
+        sorted(),
+        want,
+        "the output of the run that split a partition"
+    );
+}

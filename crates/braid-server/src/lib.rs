@@ -48,9 +48,11 @@ pub struct ServerConfig {
     /// This process's place among several (timely's cluster mode): process 0 serves
     /// clients, the others run [`follow`]. One process when `None`.
     pub cluster: Option<Cluster>,
-    /// With a data directory on one process: the catalog is kept there, the queries
-    /// that write streams or sinks take a checkpoint this often, and a server started
-    /// on the directory again brings everything back ([`LiveSession::recover`]).
+    /// With a data directory: the catalog is kept there, the queries that write
+    /// streams or sinks take a checkpoint this often, and a server started on the
+    /// directory again brings everything back ([`LiveSession::recover`]). Over several
+    /// processes, the checkpoints are in process 0's data directory, which every
+    /// process must reach at the same path.
     pub checkpoint_interval: Option<Duration>,
 }
 
@@ -167,12 +169,8 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
     session.idle = config.idle;
     session.strict = config.strict;
     let mut recovered = braid_exec::live::Recovered::default();
-    match (&config.data, config.checkpoint_interval, &config.cluster) {
-        (Some(_), Some(every), None) => recovered = session.recover(every)?,
-        (Some(_), Some(_), Some(_)) => recovered.notes.push(
-            "a server of several processes keeps no catalog and takes no checkpoints: it starts empty".into(),
-        ),
-        _ => {}
+    if let (Some(_), Some(every)) = (&config.data, config.checkpoint_interval) {
+        recovered = session.recover(every)?;
     }
     let session = Arc::new(Mutex::new(session));
     let listener = std::net::TcpListener::bind(config.listen).map_err(|source| Error::Listen {

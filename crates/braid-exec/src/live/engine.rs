@@ -53,9 +53,26 @@ pub enum Replicated {
         text: String,
         /// The leader's next query id before the statement ran.
         first_id: u64,
+        /// Where the query it installs takes checkpoints (a server that keeps its
+        /// catalog): every process's dataflow takes them too.
+        checkpoints: Option<Checkpoints>,
     },
     /// Drop query `id`.
     Drop(u64),
+}
+
+/// Where a replicated statement's query takes checkpoints: a directory every process
+/// reaches (the leader's data directory: one machine, or a shared file system).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoints {
+    /// The checkpoint directory.
+    pub dir: std::path::PathBuf,
+    /// Milliseconds between checkpoints.
+    pub interval_ms: u64,
+    /// Resuming from the last committed one (a restarted server).
+    pub recover: bool,
+    /// The partition count an `ALTER ... SET PARALLELISM` gave the query.
+    pub partitions: Option<u32>,
 }
 
 /// What a worker is told to do.
@@ -324,12 +341,12 @@ impl Engine {
     ) -> Result<(u64, Arc<Status>, Plan)> {
         let store = match checkpoint {
             Some(c) => {
-                if matches!(self.role, Role::Leader(_) | Role::Follower) {
-                    return Err(Error::Plan(braid_plan::error::Error::NotSupported(
-                        "checkpoints of a server's queries over several processes".into(),
-                    )));
-                }
-                Some(Arc::new(Store::open(c, plan, registry, self.peers, true)?))
+                // Process 0 clears what never committed; every process reads and
+                // writes its partitions' parts.
+                let leader = !self.follows();
+                Some(Arc::new(Store::open(
+                    c, plan, registry, self.peers, leader,
+                )?))
             }
             None => None,
         };

@@ -94,6 +94,8 @@ pub struct LiveSession {
     late: Option<Arc<braid_sql::run::LateRows>>,
     /// The catalog kept on disk, and checkpoints ([`LiveSession::recover`]).
     durable: Option<durable::Durable>,
+    /// A follower: where the leader's statement being run takes checkpoints.
+    replicated: Option<super::engine::Checkpoints>,
 }
 
 impl LiveSession {
@@ -140,7 +142,11 @@ impl LiveSession {
     pub fn replay(&mut self, command: Replicated) -> Result<()> {
         match command {
             Replicated::Drop(id) => self.engine.drop_query(id),
-            Replicated::Statement { text, first_id } => {
+            Replicated::Statement {
+                text,
+                first_id,
+                checkpoints,
+            } => {
                 if self.engine.next_id() != first_id {
                     return Err(Error::Internal(format!(
                         "this process's queries differ from the leader's (next id {} here, {first_id} there) before `{}`",
@@ -150,7 +156,10 @@ impl LiveSession {
                 }
                 // Its outcome was the leader's to report; a subscription made here
                 // (a SELECT's) ends when the leader's drop comes.
-                for outcome in self.execute(&text).into_iter().flatten() {
+                self.replicated = checkpoints;
+                let outcomes = self.execute(&text);
+                self.replicated = None;
+                for outcome in outcomes.into_iter().flatten() {
                     if let Outcome::Rows(mut sub, _) = outcome {
                         sub.drop = None;
                     }
@@ -186,6 +195,7 @@ impl LiveSession {
             strict: false,
             late: None,
             durable: None,
+            replicated: None,
         })
     }
 
@@ -233,23 +243,13 @@ impl LiveSession {
             let first_id = self.engine.next_id();
             self.durable_begin(text, &p);
             let mut r = self.statement(text, &p);
+            let checkpoints = self.replicated_checkpoints();
             if let Err(e) = self.durable_end(&p, r.is_ok()) {
                 r = Err(e);
             }
-            // The followers of a cluster run what changed the catalog or the queries
-            // (also a failed statement that installed a query before failing).
-            if self.engine.leads()
-                && replicates(&p)
-                && (r.is_ok() || self.engine.next_id() != first_id)
-            {
-                let text = alone(text, p.range.clone());
-                if let Err(e) = self
-                    .engine
-                    .replicate(Replicated::Statement { text, first_id })
-                {
-                    out.push(Err(e));
-                    break;
-                }
+            if let Err(e) = self.replicate(text, &p, first_id, r.is_ok(), checkpoints) {
+                out.push(Err(e));
+                break;
             }
             let failed = r.is_err();
             out.push(r);
@@ -258,6 +258,28 @@ impl LiveSession {
             }
         }
         out
+    }
+
+    /// The followers of a cluster run what changed the catalog or the queries (also a
+    /// failed statement that installed a query before failing), its query taking
+    /// checkpoints where the leader's does.
+    fn replicate(
+        &mut self,
+        text: &str,
+        p: &Piece,
+        first_id: u64,
+        ok: bool,
+        checkpoints: Option<super::engine::Checkpoints>,
+    ) -> Result<()> {
+        if self.engine.leads() && replicates(p) && (ok || self.engine.next_id() != first_id) {
+            let text = alone(text, p.range.clone());
+            self.engine.replicate(Replicated::Statement {
+                text,
+                first_id,
+                checkpoints,
+            })?;
+        }
+        Ok(())
     }
 
     /// The columns a statement's result will have, without running it (what a client's

@@ -95,9 +95,14 @@ impl LiveSession {
         let plan = rescale::apply(&plan, &shape);
         let status = query.status.clone();
         let (old, number) = (query.id, query.number);
-        status.pause();
+        // A follower of a cluster runs the leader's ALTER once the leader's pause has
+        // committed: it only replaces its share of the dataflow.
+        let follows = self.engine.follows();
+        if !follows {
+            status.pause();
+        }
         let deadline = Instant::now() + PAUSE;
-        while status.paused().is_none() {
+        while !follows && status.paused().is_none() {
             if let Some(e) = status.error() {
                 return Err(plan_error(&format!("query {number} failed: {e}")));
             }

@@ -119,6 +119,8 @@ impl LiveSession {
         };
         std::fs::create_dir_all(&root)
             .map_err(|e| Error::io(format!("creating {}", root.display()), e))?;
+        // The followers of a cluster reach the checkpoints by this path.
+        let root = std::fs::canonicalize(&root).unwrap_or(root);
         let mut durable = Durable {
             root,
             interval,
@@ -143,8 +145,15 @@ impl LiveSession {
                 d.current = Some(entry.clone());
             }
             let text = entry.sql.clone();
+            let first_id = self.engine.next_id();
             let r = match statements(&text).and_then(|v| v.into_iter().next()) {
-                Some(p) => self.statement(&text, &p),
+                Some(p) => {
+                    let r = self.statement(&text, &p);
+                    // The followers of a cluster run it again too.
+                    let checkpoints = self.replicated_checkpoints();
+                    self.replicate(&text, &p, first_id, r.is_ok(), checkpoints)?;
+                    r
+                }
                 None => Err(plan_error("the statement does not read back")),
             };
             let Some(d) = self.durable.as_mut() else {
@@ -244,8 +253,18 @@ impl LiveSession {
     }
 
     /// The checkpoints of a query installed by the statement running now, when the
-    /// session keeps its catalog; the entry's id.
+    /// session keeps its catalog (or, on a follower, when the leader's does); the
+    /// entry's id.
     pub(super) fn durable_checkpoint(&self) -> Option<(CheckpointConfig, u64)> {
+        if let Some(c) = &self.replicated {
+            let cfg = CheckpointConfig {
+                dir: c.dir.clone(),
+                interval: Duration::from_millis(c.interval_ms),
+                recover: c.recover,
+                backend: None,
+            };
+            return Some((cfg, 0));
+        }
         let d = self.durable.as_ref()?;
         let e = d.current.as_ref()?;
         Some((
@@ -276,7 +295,22 @@ impl LiveSession {
 
     /// The partition count an ALTER gave the query of the entry being run again.
     pub(super) fn durable_partitions(&self) -> Option<u32> {
+        if let Some(c) = &self.replicated {
+            return c.partitions;
+        }
         self.durable.as_ref()?.current.as_ref()?.partitions
+    }
+
+    /// What the followers of a cluster are told of the checkpoints of the query the
+    /// statement running now installed.
+    pub(super) fn replicated_checkpoints(&self) -> Option<crate::live::engine::Checkpoints> {
+        let (cfg, _) = self.durable_checkpoint()?;
+        Some(crate::live::engine::Checkpoints {
+            dir: cfg.dir,
+            interval_ms: cfg.interval.as_millis() as u64,
+            recover: cfg.recover,
+            partitions: self.durable_partitions(),
+        })
     }
 
     /// Query `number` now runs at `q` partitions: so it does after a restart.
