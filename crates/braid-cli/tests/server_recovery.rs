@@ -226,7 +226,7 @@ fn start_cluster(dir: &Path, port: u16, workers: usize) -> Vec<Server> {
 /// each view's partitions: the views end exact, also across an ALTER.
 #[test]
 fn a_server_cluster_comes_back_after_a_process_is_killed() {
-    let seed = 0x5eed_c1u64;
+    let seed = 0x005e_edc1_u64;
     let scratch = Scratch::new("server-cluster");
     let port = free_port();
     let mut cluster = start_cluster(&scratch.0, port, 2);

@@ -548,7 +548,10 @@ impl braid_plan::expr::ScalarUdf for Slow {
     }
 
     fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> braid_plan::batch::Scalar {
-        let mut x = args.first().and_then(|v| v.int()).unwrap_or(0);
+        let mut x = match args.first() {
+            Some(braid_plan::batch::Value::Int(x)) => *x,
+            _ => 0,
+        };
         let until = std::time::Instant::now() + Duration::from_micros(4);
         while std::time::Instant::now() < until {
             x = std::hint::black_box(x);
@@ -612,7 +615,7 @@ FROM calls GROUP BY TUMBLE(start, 1000), caller;"
     };
     go(None, None);
     let want = sorted();
-    assert!(want.len() > 1000, "too little output to test anything");
+    assert!(want.len() > 300, "too little output to test anything");
     let rescaler = Rescaler::new();
     let auto = Auto {
         threshold: 0.3,
@@ -621,6 +624,7 @@ FROM calls GROUP BY TUMBLE(start, 1000), caller;"
     };
     let report = go(Some(auto), Some(rescaler.clone()));
     let done = rescaler.done();
+    eprintln!("automatic rescales: {done:?}");
     assert_eq!(rescaler.refused(), Vec::<String>::new());
     assert!(
         done.len() >= 2 && done[0].partitions == vec![4],
