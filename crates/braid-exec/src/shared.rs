@@ -103,6 +103,12 @@ impl Shared {
         if let Ok(mut r) = self.rejects.lock() {
             r.clear();
         }
+        // The restored partitions count their late rows again, from the checkpoint.
+        if let Ok(late) = self.counters.late_rows.lock() {
+            for l in late.iter() {
+                l.recount();
+            }
+        }
         if let Ok(mut s) = self.shape.lock() {
             *s = Some(shape.clone());
         }

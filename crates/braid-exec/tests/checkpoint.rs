@@ -43,7 +43,7 @@ fn run(
     workers: usize,
     checkpoint: Option<CheckpointConfig>,
     stop_at: Option<u64>,
-) -> braid_exec::error::Result<(u64, u64)> {
+) -> braid_exec::error::Result<(u64, u64, u64)> {
     let counters = Arc::new(Counters::default());
     // Stopped once it has read `stop_at` rows and committed a checkpoint.
     let committed = checkpoint
@@ -78,7 +78,8 @@ fn run(
         "the run was to be stopped halfway, after a checkpoint"
     );
     let rejects = report.run.rejects.iter().map(|r| r.count).sum();
-    Ok((report.run.rows_in, rejects))
+    let late = report.late.iter().map(|l| l.rows).sum();
+    Ok((report.run.rows_in, rejects, late))
 }
 
 #[test]
@@ -90,7 +91,14 @@ fn restore_onto_other_worker_counts() {
     let mut calls = String::from("caller,callee,start,dur\n");
     for i in 0..400_000u64 {
         let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
-        calls += &format!("{},{},{},{}\n", x % 997, x % 13, i / 4, x % 600);
+        // Late rows all along (their windows closed long before): a resumed run
+        // counts them as the whole run does.
+        let t = if i % 1_009 == 500 {
+            (i / 4).saturating_sub(400)
+        } else {
+            i / 4
+        };
+        calls += &format!("{},{},{},{}\n", x % 997, x % 13, t, x % 600);
         // Malformed lines all along: a resumed run reports them as the whole run does.
         if i % 9_999 == 0 {
             calls += "12,x,y\n";
@@ -100,7 +108,8 @@ fn restore_onto_other_worker_counts() {
     let text = script(&dir.0, 8, 50);
     let out = dir.0.join("out.csv");
     let whole = run(&dir.0, &text, 1, None, None).expect("uninterrupted run");
-    assert_eq!(whole, (400_000, 41));
+    assert_eq!((whole.0, whole.1), (400_000, 41));
+    assert!(whole.2 > 300, "late rows: {}", whole.2);
     let want = std::fs::read(&out).expect("output");
     assert!(want.len() > 100_000, "too little output to test anything");
 
@@ -144,7 +153,10 @@ fn restore_onto_other_worker_counts() {
         std::fs::write(&out, &partial).expect("partial output back");
         let resumed =
             run(&dir.0, &text, workers, Some(config(&at, true)), None).expect("resumed run");
-        assert_eq!(resumed, whole, "rows read and malformed lines reported");
+        assert_eq!(
+            resumed, whole,
+            "rows read, malformed lines and late rows reported"
+        );
 
         let got = std::fs::read(&out).expect("output");
         assert!(
@@ -246,7 +258,8 @@ fn copy_checkpoint(from: &Path, to: &Path) {
     }
 }
 
-/// `rows` calls (some a little late, within the lateness) and a text for every third,
+/// `rows` calls (some a little late, within the lateness, one in 1009 too late) and a
+/// text for every third,
 /// keyed by 211 subscribers; a malformed call line every `malformed` rows, if given.
 fn write_calls_and_texts(dir: &Path, rows: u64, malformed: Option<u64>) {
     let (mut calls, mut texts) = (
@@ -255,7 +268,11 @@ fn write_calls_and_texts(dir: &Path, rows: u64, malformed: Option<u64>) {
     );
     for i in 0..rows {
         let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
-        let t = (i / 4).saturating_sub(x % 3);
+        // Some a little late (within the lateness), some too late (counted as late).
+        let t = match i % 1_009 {
+            500 => (i / 4).saturating_sub(700),
+            _ => (i / 4).saturating_sub(x % 3),
+        };
         calls += &format!("{},{},{},{}\n", x % 211, x % 13, t, x % 600);
         if i % 3 == 0 {
             texts += &format!("{},{},{}\n", (x >> 7) % 211, i / 4, x % 160);
@@ -299,7 +316,7 @@ fn restore_onto_other_partition_counts() {
     let out = dir.0.join("out.csv");
     for (name, query) in queries {
         let text = keyed_script(&dir.0, 8, query);
-        run(&dir.0, &text, 2, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let whole = run(&dir.0, &text, 2, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
         let want = std::fs::read(&out).expect("output");
         assert!(
             want.len() > 20_000,
@@ -319,7 +336,7 @@ fn restore_onto_other_partition_counts() {
             let _ = std::fs::remove_dir_all(&at);
             copy_checkpoint(&ck, &at);
             std::fs::write(&out, &partial).expect("partial output back");
-            run(
+            let resumed = run(
                 &dir.0,
                 &keyed_script(&dir.0, q, query),
                 workers,
@@ -327,6 +344,10 @@ fn restore_onto_other_partition_counts() {
                 None,
             )
             .unwrap_or_else(|e| panic!("{name} at q = {q}: {e}"));
+            assert_eq!(
+                resumed, whole,
+                "{name} at q = {q} on {workers} workers: rows, malformed lines, late rows"
+            );
             let got = std::fs::read(&out).expect("output");
             assert!(
                 got == want,
@@ -451,10 +472,11 @@ fn live_rescale_keeps_the_output() {
             assert!(done[1].partitions.iter().all(|&q| q == 3), "{name}");
             assert!(done.windows(2).all(|w| w[0].epoch < w[1].epoch), "{done:?}");
             let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
+            let late: u64 = report.late.iter().map(|l| l.rows).sum();
             assert_eq!(
-                (report.run.rows_in, rejects),
+                (report.run.rows_in, rejects, late),
                 whole,
-                "{name}: rows and rejects"
+                "{name}: rows, rejects and late rows"
             );
             let got = std::fs::read(&out).expect("output");
             assert!(

@@ -33,8 +33,24 @@ use std::borrow::Cow;
 /// "BQck": a Braid query checkpoint.
 const MAGIC: u32 = u32::from_le_bytes(*b"BQck");
 
-/// The format's version: changes when a saved state's layout does.
-const VERSION: u32 = 1;
+/// The format's version: changes when a saved state's layout does (2: the body ends
+/// with the partition's [`Tally`]).
+const VERSION: u32 = 2;
+
+/// What a partition counted besides its state: the late rows it refused, and which
+/// partition it was.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
+pub(super) struct Tally {
+    pub late: u64,
+    pub partition: u32,
+}
+
+/// A checkpoint's body.
+#[derive(Serialize, Deserialize)]
+struct Body<'a> {
+    ops: Vec<Saved<'a>>,
+    tally: Tally,
+}
 
 /// What a checkpoint starts with.
 #[derive(Serialize, Deserialize)]
@@ -127,20 +143,21 @@ impl Node {
 }
 
 /// Appends the state of the tree under `root`, of the plan with fingerprint `plan`.
-pub(super) fn save(root: &Node, plan: u64, out: &mut Vec<u8>) -> Result<()> {
+pub(super) fn save(root: &Node, plan: u64, tally: Tally, out: &mut Vec<u8>) -> Result<()> {
     let mut ops = Vec::new();
     root.saved(&mut ops);
+    let n = ops.len();
     let start = out.len();
     out.resize(start + HEADER_LEN, 0);
     options()
-        .serialize_into(&mut *out, &ops)
+        .serialize_into(&mut *out, &Body { ops, tally })
         .map_err(|e| Error::Internal(format!("saving a checkpoint: {e}")))?;
     let body = &out[start + HEADER_LEN..];
     let header = Header {
         magic: MAGIC,
         version: VERSION,
         plan,
-        ops: ops.len() as u32,
+        ops: n as u32,
         len: body.len() as u64,
         sum: fnv(body),
     };
@@ -162,7 +179,7 @@ fn misfit(why: impl std::fmt::Display) -> Error {
 /// Replaces the state of the tree under `root` (a fresh one of the plan with
 /// fingerprint `plan`) by what [`save`] wrote in `bytes`; on an error the tree may hold
 /// part of it, and is not to be used.
-pub(super) fn restore(root: &mut Node, plan: u64, bytes: &[u8]) -> Result<()> {
+pub(super) fn restore(root: &mut Node, plan: u64, bytes: &[u8]) -> Result<Tally> {
     fill(root, plan, bytes, None)
 }
 
@@ -176,7 +193,7 @@ pub(super) fn restore_share(
     plan: u64,
     bytes: &[u8],
     keep: &dyn Fn(i64) -> bool,
-) -> Result<()> {
+) -> Result<Tally> {
     fill(root, plan, bytes, Some(keep))
 }
 
@@ -186,10 +203,10 @@ fn fill(
     plan: u64,
     bytes: &[u8],
     keep: Option<&dyn Fn(i64) -> bool>,
-) -> Result<()> {
+) -> Result<Tally> {
     let mut ops = Vec::new();
     root.stateful(&mut ops);
-    let saved = read(bytes, plan, ops.len())?;
+    let (saved, tally) = read(bytes, plan, ops.len())?;
     for (i, (op, state)) in ops.into_iter().zip(saved).enumerate() {
         let kind = state.kind();
         let fitted = match (op, state, keep) {
@@ -207,12 +224,12 @@ fn fill(
         };
         fitted.map_err(|why| misfit(format_args!("stateful operator {}: {why}", i + 1)))?;
     }
-    Ok(())
+    Ok(tally)
 }
 
 /// The operators' states in `bytes` (a checkpoint of the plan with fingerprint `plan`
 /// and `n` stateful operators), after checking the header.
-fn read(bytes: &[u8], plan: u64, n: usize) -> Result<Vec<Saved<'static>>> {
+fn read(bytes: &[u8], plan: u64, n: usize) -> Result<(Vec<Saved<'static>>, Tally)> {
     if bytes.len() < HEADER_LEN {
         return Err(misfit(format_args!(
             "{} bytes, shorter than its header ({HEADER_LEN})",
@@ -254,14 +271,14 @@ fn read(bytes: &[u8], plan: u64, n: usize) -> Result<Vec<Saved<'static>>> {
     if header.sum != fnv(body) {
         return Err(misfit("the body's checksum differs (corrupt)"));
     }
-    let saved: Vec<Saved<'static>> = options().deserialize(body).map_err(misfit)?;
-    if saved.len() != n {
+    let body: Body<'static> = options().deserialize(body).map_err(misfit)?;
+    if body.ops.len() != n {
         return Err(misfit(format_args!(
             "a body of {} states, not {n}",
-            saved.len()
+            body.ops.len()
         )));
     }
-    Ok(saved)
+    Ok((body.ops, body.tally))
 }
 
 impl Op {

@@ -61,6 +61,17 @@ impl LateRows {
         }
     }
 
+    /// Adds `n` late rows a checkpoint counted (a partition restored from it).
+    pub fn restored(&self, n: u64) {
+        self.count.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Forgets the count (a live rescale: the partitions restored from its checkpoint
+    /// count their late rows again).
+    pub fn recount(&self) {
+        self.count.store(0, Ordering::Relaxed);
+    }
+
     /// Forgets the rows seen so far: zeroes the count and empties the file (after a
     /// calibration run on a prefix of the input, before the real run).
     pub fn reset(&self) -> std::io::Result<()> {
@@ -250,11 +261,14 @@ pub(super) struct LateOut {
     rows: Arc<LateRows>,
     what: &'static str,
     stream: Option<(LateBuf, LateColumns)>,
+    /// The partition's own count (its checkpoints keep it).
+    local: Rc<std::cell::Cell<u64>>,
 }
 
 impl LateOut {
     pub(super) fn refuse(&self, row: &Row<'_>, cx: &Cx) {
         self.rows.add(self.what, row);
+        self.local.set(self.local.get() + 1);
         if let Some((buf, cols)) = &self.stream {
             let mut b = buf.borrow_mut();
             b.start_row(RowKey::default());
@@ -272,6 +286,7 @@ impl LateOut {
             rows: rows.clone(),
             what: "join",
             stream: None,
+            local: Rc::default(),
         }
     }
 }
@@ -280,12 +295,15 @@ impl LateOut {
 pub(super) struct LateBuild<'a> {
     pub rows: &'a Arc<LateRows>,
     pub stream: Option<(&'a LateBuf, std::slice::Iter<'a, LateColumns>)>,
+    /// The late rows the partition refused (counted with `rows`).
+    pub local: Rc<std::cell::Cell<u64>>,
 }
 
 impl LateBuild<'_> {
     pub(super) fn out(&mut self, what: &'static str) -> LateOut {
         LateOut {
             rows: self.rows.clone(),
+            local: self.local.clone(),
             what,
             stream: self.stream.as_mut().map(|(buf, ops)| {
                 let cols = ops.next().cloned().unwrap_or_default();

@@ -177,14 +177,16 @@ impl StreamFunctionFactory for QueryFactory {
         Ok(self.root.schema().clone())
     }
 
-    fn create(&self, _partition: u32, _partitions: u32) -> Box<dyn StreamFunction> {
+    fn create(&self, partition: u32, _partitions: u32) -> Box<dyn StreamFunction> {
         let mut tables = self.tables.iter();
         let late_buf = self
             .late_stage
             .as_ref()
             .map(|(_, st)| Rc::new(RefCell::new(Batch::new(st.arity))));
+        let late_local = Rc::new(std::cell::Cell::new(0));
         let mut late = LateBuild {
             rows: &self.late,
+            local: late_local.clone(),
             stream: late_buf
                 .as_ref()
                 .zip(self.late_stage.as_ref())
@@ -201,6 +203,9 @@ impl StreamFunctionFactory for QueryFactory {
             late_buf,
             faults: Vec::new(),
             plan: self.plan,
+            late_rows: self.late.clone(),
+            late_local,
+            partition,
         })
     }
 
@@ -235,6 +240,12 @@ struct QueryFn {
     faults: Faults,
     /// See [`QueryFactory::plan`].
     plan: u64,
+    /// The query's late-row counter, and what this partition added to it (kept by
+    /// checkpoints, so a restored run counts what it refused before).
+    late_rows: Arc<LateRows>,
+    late_local: Rc<std::cell::Cell<u64>>,
+    /// Which partition it is (a rescaled restore adds each old partition's count once).
+    partition: u32,
 }
 
 /// Runtime faults of the operators (named) while a row goes up the tree or windows
@@ -242,6 +253,12 @@ struct QueryFn {
 pub(crate) type Faults = Vec<(&'static str, Fault)>;
 
 impl QueryFn {
+    /// Counts `n` late rows a checkpoint holds as this partition's.
+    fn count_restored(&mut self, n: u64) {
+        self.late_local.set(self.late_local.get() + n);
+        self.late_rows.restored(n);
+    }
+
     /// Emits the rows made so far: those an input row caused under a hash of their
     /// values, those made at the end of an epoch or of the input (`at_end`) under lane
     /// 0, which the transparent merge orders by event time, then values (windows closed
@@ -326,15 +343,27 @@ impl StreamFunction for QueryFn {
                 "a checkpoint of a query holding rows not yet emitted".into(),
             ));
         }
-        checkpoint::save(&self.root, self.plan, out)
+        let tally = checkpoint::Tally {
+            late: self.late_local.get(),
+            partition: self.partition,
+        };
+        checkpoint::save(&self.root, self.plan, tally, out)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        checkpoint::restore(&mut self.root, self.plan, bytes)
+        let tally = checkpoint::restore(&mut self.root, self.plan, bytes)?;
+        self.count_restored(tally.late);
+        Ok(())
     }
 
     fn restore_share(&mut self, bytes: &[u8], keep: &dyn Fn(i64) -> bool) -> Result<()> {
-        checkpoint::restore_share(&mut self.root, self.plan, bytes, keep)
+        let tally = checkpoint::restore_share(&mut self.root, self.plan, bytes, keep)?;
+        // Each old partition's count goes to the one new partition its number routes
+        // to, as a key equal to it would.
+        if keep(i64::from(tally.partition)) {
+            self.count_restored(tally.late);
+        }
+        Ok(())
     }
 }
 
