@@ -521,6 +521,14 @@ impl Session {
             }
         }
         let members = self.members(index);
+        if config.checkpoint.is_some() {
+            if let Some(path) = members.iter().find_map(|(_, j)| j.late.path()) {
+                return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                    "`SET late_path` ({}) in a run with checkpoints: the file of late rows is not cut back to a checkpoint, so a resumed run would lose or repeat rows in it (late rows are counted in any case; read them as a stream with LATE(sink) instead)",
+                    path.display()
+                ))));
+            }
+        }
         if let Some(c) = &config.counters {
             let mut late = c.late_rows.lock().unwrap_or_else(|e| e.into_inner());
             *late = members.iter().map(|(_, j)| j.late.clone()).collect();

@@ -659,3 +659,30 @@ FROM calls GROUP BY TUMBLE(start, 1000), caller;"
         "the output of the run that split a partition"
     );
 }
+
+/// A file of late rows is not cut back to a checkpoint: a run with checkpoints refuses
+/// `late_path` by name instead of losing or repeating rows in it.
+#[test]
+fn late_path_is_refused_with_checkpoints() {
+    let dir = Scratch(std::env::temp_dir().join(format!("braid-late-ck-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).expect("scratch");
+    write_calls_and_texts(&dir.0, 1_000, None);
+    let d = dir.0.display();
+    let text = format!(
+        "SET late_path = '{d}/late.csv';\n{}",
+        keyed_script(&dir.0, 4, "SELECT window_end, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 100), caller")
+    );
+    let e = run(
+        &dir.0,
+        &text,
+        2,
+        Some(config(&dir.0.join("ck"), false)),
+        None,
+    )
+    .expect_err("late_path refused");
+    assert!(e.to_string().contains("late_path"), "{e}");
+    // Without checkpoints it runs, and counts what it writes.
+    let (_, _, late) = run(&dir.0, &text, 2, None, None).expect("runs");
+    assert!(late > 0);
+}
