@@ -160,6 +160,20 @@ pub struct BinaryFeed {
     windows: u64,
     /// The payload of the window being decoded (reused).
     buf: Vec<u8>,
+    /// Where the next window's head is, and the rows before it.
+    offset: u64,
+    rows: u64,
+    /// Where the window returned last started (a checkpoint's resume point).
+    last: Resume,
+}
+
+/// Where a binary file's reader was before a window: its head's byte offset, the
+/// windows and rows before it.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Resume {
+    offset: u64,
+    windows: u64,
+    rows: u64,
 }
 
 impl BinaryFeed {
@@ -207,13 +221,47 @@ impl BinaryFeed {
                 message,
             });
         }
+        let offset = header.len() as u64 + 1;
         Ok(BinaryFeed {
             input,
             name: source.name.clone(),
             arity,
             windows: 0,
             buf: Vec::new(),
+            offset,
+            rows: 0,
+            last: Resume {
+                offset,
+                ..Resume::default()
+            },
         })
+    }
+
+    /// [`BinaryFeed::open`], going on from a resume point a reader of the same file
+    /// gave (a checkpoint); the rows before it are counted as read.
+    pub fn open_at(
+        path: &Path,
+        source: &Source,
+        resume: &[u8],
+        counters: &super::Counters,
+    ) -> Result<BinaryFeed> {
+        let at: Resume = serde_json::from_slice(resume).map_err(|e| {
+            Error::Internal(format!(
+                "the checkpoint's position in {}: {e}",
+                path.display()
+            ))
+        })?;
+        let mut feed = BinaryFeed::open(path, source)?;
+        use std::io::Seek;
+        feed.input
+            .seek(std::io::SeekFrom::Start(at.offset))
+            .map_err(|e| Error::io(format!("seeking in {}", path.display()), e))?;
+        feed.offset = at.offset;
+        feed.windows = at.windows;
+        feed.rows = at.rows;
+        feed.last = at;
+        super::Counters::add(&counters.rows_in, at.rows);
+        Ok(feed)
     }
 
     fn corrupt(&self, window: u64, reason: impl std::fmt::Display) -> Error {
@@ -266,11 +314,22 @@ impl Feed for BinaryFeed {
                 ),
             ));
         }
+        self.last = Resume {
+            offset: self.offset,
+            windows: self.windows,
+            rows: self.rows,
+        };
         self.windows = window;
+        self.offset += (WINDOW_HEAD + self.buf.len()) as u64;
+        self.rows += rows as u64;
         match decode(&self.buf, rows, self.arity) {
             Ok(batch) => Ok(Next::Window(epoch, batch)),
             Err(reason) => Err(self.corrupt(window, reason)),
         }
+    }
+
+    fn resume_point(&self) -> Option<Vec<u8>> {
+        serde_json::to_vec(&self.last).ok()
     }
 
     fn rejects(&mut self) -> Rejects {

@@ -309,7 +309,10 @@ pub fn open_at(
         SourceSpec::Tcp { addr } => {
             Box::new(csv_feed::CsvFeed::spawn_tcp(source, addr, opts, counters)?)
         }
-        SourceSpec::Binary { path } => Box::new(binary::BinaryFeed::open(path, source)?),
+        SourceSpec::Binary { path } => match resume {
+            Some(at) => Box::new(binary::BinaryFeed::open_at(path, source, at, &counters)?),
+            None => Box::new(binary::BinaryFeed::open(path, source)?),
+        },
         SourceSpec::Interleave(children) => Box::new(interleave::InterleaveFeed::open(
             source, children, opts, counters, registry, resume,
         )?),
