@@ -53,9 +53,10 @@ pub fn checkpoints(r: &RunReport) {
 pub fn rescales(r: &RunReport) {
     for d in &r.rescales {
         eprintln!(
-            "braid: rescaled live after epoch {} to {:?} partition(s) per stage, paused {:.1} ms",
+            "braid: rescaled live after epoch {} to {:?} partition(s) per stage on {} worker(s), paused {:.1} ms",
             d.epoch,
             d.partitions,
+            d.workers,
             d.pause.as_secs_f64() * 1000.0
         );
     }

@@ -108,7 +108,8 @@ pub struct Store {
     plan: u64,
     /// The partition count of every stage (changed by a live rescale).
     partitions: Mutex<Vec<u32>>,
-    workers: usize,
+    /// Workers in all (changed by a live rescale of the worker threads).
+    workers: std::sync::atomic::AtomicUsize,
     /// The checkpoint this run resumed from (a live rescale resumes from the one it
     /// took).
     restored: Mutex<Option<Manifest>>,
@@ -193,7 +194,7 @@ impl Store {
             interval: cfg.interval,
             plan: fingerprint,
             partitions: Mutex::new(partitions),
-            workers,
+            workers: std::sync::atomic::AtomicUsize::new(workers),
             restored: Mutex::new(restored),
             written: Mutex::new(Default::default()),
             taken: Mutex::new(Vec::new()),
@@ -226,6 +227,12 @@ impl Store {
             .unwrap_or_default()
     }
 
+    /// The run goes on with `workers` workers in all (a live rescale of the threads).
+    pub(crate) fn set_workers(&self, workers: usize) {
+        self.workers
+            .store(workers, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// A live rescale: the next dataflow resumes from checkpoint `epoch` (taken with
     /// the partition counts before) and runs with `partitions`.
     pub(crate) fn rebase(&self, epoch: u64, partitions: Vec<u32>) {
@@ -235,7 +242,7 @@ impl Store {
                 epoch,
                 plan: self.plan,
                 partitions: before,
-                workers: self.workers,
+                workers: self.workers.load(std::sync::atomic::Ordering::Relaxed),
                 bytes: 0,
                 millis: 0,
             });
@@ -409,7 +416,7 @@ impl Store {
             epoch,
             plan: self.plan,
             partitions,
-            workers: self.workers,
+            workers: self.workers.load(std::sync::atomic::Ordering::Relaxed),
             bytes,
             millis: since.elapsed().as_millis() as u64,
         };

@@ -2,8 +2,8 @@
 //! restart, by a checkpoint taken on purpose.
 //!
 //! - **Request.** The caller asks through a [`Rescaler`] (the CLI's dashboard takes
-//!   `POST /rescale`): every stage that can be to `q` partitions, or one partition
-//!   moved to another worker.
+//!   `POST /rescale`): every stage that can be to `q` partitions, one partition moved
+//!   to another worker, or (one process) the run to another number of worker threads.
 //! - **Fence.** Worker 0, at the next epoch it closes (`c`), sends a checkpoint barrier
 //!   that carries the new shape ([`Rescale`]) and stops reading. Every other worker
 //!   hands on its rows up to `c` and stops at its first later window. No operator
@@ -13,7 +13,9 @@
 //!   the plan with the new shape, restored from checkpoint `c` (state split or merged
 //!   by key when `q` changed: see [`braid_plan::function::StreamFunction::restore_share`]),
 //!   and its source resumes after `c` as after a crash. The pause is that: a barrier,
-//!   a drain to `c`, the state written and read back.
+//!   a drain to `c`, the state written and read back. For another number of worker
+//!   threads the workers end instead, and the runtime starts as many as asked on the
+//!   same state (`runtime::run`'s loop of executions).
 
 use braid_plan::function::Registry;
 use braid_plan::plan::Plan;
@@ -29,6 +31,10 @@ pub struct Rescale {
     /// Per stage: the worker of each partition (None: partition `p` on worker
     /// `p % workers`).
     pub placement: Vec<Option<Vec<u32>>>,
+    /// Worker threads after the switch, when they change (one process only: the run's
+    /// timely workers end at the switch and as many as this start, restored from it).
+    #[serde(default)]
+    pub workers: Option<u32>,
 }
 
 /// What a user asks of a running query.
@@ -47,6 +53,9 @@ pub enum Request {
         /// The worker (global index).
         worker: u32,
     },
+    /// The run to this many worker threads (one process), every partition placed `p %
+    /// workers` on them.
+    Workers(u32),
 }
 
 /// A live rescale done.
@@ -56,6 +65,8 @@ pub struct Rescaled {
     pub epoch: u64,
     /// The partition count of every stage after it.
     pub partitions: Vec<u32>,
+    /// Workers in all after it.
+    pub workers: usize,
     /// From the barrier to the first window of the new dataflow (worker 0).
     pub pause: Duration,
 }
@@ -166,6 +177,7 @@ fn shape(plan: &Plan) -> (Rescale, Vec<String>) {
     let shape = Rescale {
         partitions: stages.iter().map(|s| s.1).collect(),
         placement: stages.into_iter().map(|s| s.2).collect(),
+        workers: None,
     };
     (shape, functions)
 }
@@ -204,6 +216,18 @@ pub(crate) fn spec(
                     shape.partitions
                 ));
             }
+        }
+        Request::Workers(n) => {
+            if !(1..=1024).contains(&n) {
+                return Err(format!("{n} workers; expected 1..=1024"));
+            }
+            if n as usize == workers {
+                return Err(format!("the run has {workers} workers already"));
+            }
+            for p in &mut shape.placement {
+                *p = None;
+            }
+            shape.workers = Some(n);
         }
         Request::Move {
             stage,

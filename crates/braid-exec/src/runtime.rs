@@ -265,9 +265,6 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         }
         false => None,
     };
-    let (plan_w, registry_w, shared_w, cfg_w) =
-        (plan.clone(), registry.clone(), shared.clone(), cfg.clone());
-    let gate = Arc::new(Gate::new(cfg.workers.max(1)));
     let stop_auto = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let auto = match (cfg.auto_rescale, &cfg.rescale) {
         (Some(a), Some(r)) => Some(
@@ -292,127 +289,168 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         ),
         _ => None,
     };
-    let guards = timely::execute(timely_config(cfg), move |worker| {
-        let place = Place {
-            index: worker.index(),
-            peers: worker.peers(),
-            threads: cfg_w.workers.max(1),
+    // The plan as it runs and this process's worker threads: a live rescale of the
+    // threads ends an execution, and the next starts as many on the same state.
+    let mut plan_run = plan.clone();
+    let mut threads = cfg.workers.max(1);
+    let mut connected = connected;
+    let mut results = Vec::new();
+    loop {
+        let cfg_run = RunConfig {
+            workers: threads,
+            ..cfg.clone()
         };
-        let profiler = shared_w.profiling().cloned();
-        if let Some(p) = &profiler {
-            p.attach(worker);
-        }
-        // The plan as it runs now: a live rescale installs it in another shape.
-        let mut plan_now = plan_w.clone();
-        let mut clock = Clock::new();
-        loop {
-            let mut input = Feeder::new();
-            let mut control = shared_w.checkpoints.as_ref().map(|_| Control::new());
-            let probe = ProbeHandle::new();
-            let built = worker.dataflow::<u64, _, _>(|scope| {
-                render::render(
-                    scope,
-                    &plan_now,
-                    &registry_w,
-                    (&mut input, control.as_mut()),
-                    &probe,
-                    place,
-                    &shared_w,
-                )
-            });
-            if let Err(e) = built {
-                shared_w.fatal(e);
-                drop(input);
-                drain(worker, &shared_w);
-                gate.abandon();
-                break;
-            }
-            let ctx = FeedCtx {
-                plan: &plan_now,
-                registry: &registry_w,
-                place,
-                cfg: &cfg_w,
-                shared: &shared_w,
+        let (plan_w, registry_w, shared_w, cfg_w) = (
+            plan_run.clone(),
+            registry.clone(),
+            shared.clone(),
+            cfg_run.clone(),
+        );
+        let gate = Arc::new(Gate::new(threads));
+        let guards = timely::execute(timely_config(&cfg_run), move |worker| {
+            let place = Place {
+                index: worker.index(),
+                peers: worker.peers(),
+                threads: cfg_w.workers.max(1),
             };
-            // A panic here (a bug, or user code no operator guards itself: a native sink
-            // or source) fails the run; the other workers see the failure and stop
-            // instead of waiting for this one forever.
-            let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                match feed(worker, input, control, &probe, &mut clock, &ctx) {
-                    FeedEnd::Switch(c, fence) => {
-                        let passed = await_switch(worker, &probe, &mut clock, &shared_w, c);
-                        drop(fence);
-                        passed.then_some(c)
-                    }
-                    FeedEnd::Done => drain_committing(worker, &probe, &mut clock, &shared_w),
-                }
-            }));
-            match ran {
-                Err(payload) => {
-                    shared_w.fatal(Error::Internal(format!(
-                        "worker {} panicked: {}",
-                        place.index,
-                        panic_message(payload.as_ref())
-                    )));
-                    shared_w
-                        .died
-                        .store(true, std::sync::atomic::Ordering::Relaxed);
-                    abandon(worker);
+            let profiler = shared_w.profiling().cloned();
+            if let Some(p) = &profiler {
+                p.attach(worker);
+            }
+            // The plan as it runs now: a live rescale installs it in another shape.
+            let mut plan_now = plan_w.clone();
+            let mut clock = Clock::new();
+            loop {
+                let mut input = Feeder::new();
+                let mut control = shared_w.checkpoints.as_ref().map(|_| Control::new());
+                let probe = ProbeHandle::new();
+                let built = worker.dataflow::<u64, _, _>(|scope| {
+                    render::render(
+                        scope,
+                        &plan_now,
+                        &registry_w,
+                        (&mut input, control.as_mut()),
+                        &probe,
+                        place,
+                        &shared_w,
+                    )
+                });
+                if let Err(e) = built {
+                    shared_w.fatal(e);
+                    drop(input);
+                    drain(worker, &shared_w);
                     gate.abandon();
                     break;
                 }
-                Ok(None) => break,
-                Ok(Some(c)) => {
-                    // Every worker of this process is past `c` before any resets what
-                    // the next dataflow counts again; each reads the new shape first.
-                    let shape = shared_w.switch.lock().ok().and_then(|s| s.clone());
-                    let Some((_, shape)) = shape.filter(|s| s.0 == c) else {
+                let ctx = FeedCtx {
+                    plan: &plan_now,
+                    registry: &registry_w,
+                    place,
+                    cfg: &cfg_w,
+                    shared: &shared_w,
+                };
+                // A panic here (a bug, or user code no operator guards itself: a native sink
+                // or source) fails the run; the other workers see the failure and stop
+                // instead of waiting for this one forever.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    match feed(worker, input, control, &probe, &mut clock, &ctx) {
+                        FeedEnd::Switch(c, fence) => {
+                            let passed = await_switch(worker, &probe, &mut clock, &shared_w, c);
+                            drop(fence);
+                            passed.then_some(c)
+                        }
+                        FeedEnd::Done => drain_committing(worker, &probe, &mut clock, &shared_w),
+                    }
+                }));
+                match ran {
+                    Err(payload) => {
                         shared_w.fatal(Error::Internal(format!(
-                            "worker {} switched at epoch {c} without the rescale's shape",
-                            place.index
+                            "worker {} panicked: {}",
+                            place.index,
+                            panic_message(payload.as_ref())
                         )));
+                        shared_w
+                            .died
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
                         abandon(worker);
                         gate.abandon();
                         break;
-                    };
-                    if !gate.wait(&shared_w) {
-                        abandon(worker);
-                        break;
                     }
-                    abandon(worker);
-                    if place.index.is_multiple_of(place.threads) {
-                        shared_w.rebase(c, &shape);
-                    }
-                    match prepare(
-                        &crate::rescale::apply(&plan_now, &shape),
-                        &registry_w,
-                        place.peers,
-                    ) {
-                        Ok(p) => plan_now = p,
-                        Err(e) => {
-                            shared_w.fatal(e);
+                    Ok(None) => break,
+                    Ok(Some(c)) => {
+                        // Every worker of this process is past `c` before any resets what
+                        // the next dataflow counts again; each reads the new shape first.
+                        let shape = shared_w.switch.lock().ok().and_then(|s| s.clone());
+                        let Some((_, shape)) = shape.filter(|s| s.0 == c) else {
+                            shared_w.fatal(Error::Internal(format!(
+                                "worker {} switched at epoch {c} without the rescale's shape",
+                                place.index
+                            )));
+                            abandon(worker);
                             gate.abandon();
+                            break;
+                        };
+                        if !gate.wait(&shared_w) {
+                            abandon(worker);
+                            break;
+                        }
+                        abandon(worker);
+                        if place.index.is_multiple_of(place.threads) {
+                            shared_w.rebase(c, &shape);
+                        }
+                        // Other worker threads: this execution ends here (see `run`'s loop).
+                        if let Some(n) = shape.workers.filter(|&n| n as usize != place.threads) {
+                            if place.index == 0 {
+                                if let Ok(mut t) = shared_w.threads_next.lock() {
+                                    *t = Some(n as usize);
+                                }
+                            }
+                            break;
+                        }
+                        match prepare(
+                            &crate::rescale::apply(&plan_now, &shape),
+                            &registry_w,
+                            place.peers,
+                        ) {
+                            Ok(p) => plan_now = p,
+                            Err(e) => {
+                                shared_w.fatal(e);
+                                gate.abandon();
+                                break;
+                            }
+                        }
+                        if !gate.wait(&shared_w) {
                             break;
                         }
                     }
-                    if !gate.wait(&shared_w) {
-                        break;
-                    }
                 }
             }
+            if let Some(p) = &profiler {
+                p.ended(place.index);
+            }
+        })
+        .map_err(|e| {
+            stop_auto.store(true, std::sync::atomic::Ordering::Relaxed);
+            Error::Startup(e)
+        })?;
+        if let Some(c) = connected.take() {
+            c.store(true, std::sync::atomic::Ordering::Relaxed);
         }
-        if let Some(p) = &profiler {
-            p.ended(place.index);
+        results.extend(guards.join());
+        let next = shared.threads_next.lock().ok().and_then(|mut t| t.take());
+        let (Some(n), Some(shape)) = (next, shared.shape.lock().ok().and_then(|s| s.clone()))
+        else {
+            break;
+        };
+        if shared.failed() || results.iter().any(|r| r.is_err()) {
+            break;
         }
-    })
-    .map_err(|e| {
-        stop_auto.store(true, std::sync::atomic::Ordering::Relaxed);
-        Error::Startup(e)
-    })?;
-    if let Some(c) = connected {
-        c.store(true, std::sync::atomic::Ordering::Relaxed);
+        threads = n;
+        if let Some(s) = &store {
+            s.set_workers(n);
+        }
+        plan_run = prepare(&crate::rescale::apply(&plan_run, &shape), registry, n)?;
     }
-    let results = guards.join();
     stop_auto.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(a) = auto {
         let _ = a.join();
@@ -428,7 +466,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         Some(shape) => prepare(
             &crate::rescale::apply(&plan, &shape),
             registry,
-            total_workers,
+            threads * cfg.processes.max(1),
         )?,
         None => plan,
     };
@@ -957,6 +995,24 @@ fn rescale_asked(
         r.request(request);
         return None;
     }
+    if let crate::rescale::Request::Workers(_) = request {
+        let why = match () {
+            _ if ctx.cfg.processes > 1 => {
+                Some("the worker threads of a cluster are fixed (its processes connect once)")
+            }
+            _ if ctx.cfg.auto_rescale.is_some() => {
+                Some("the automatic rescaler watches the workers the run started with")
+            }
+            _ if ctx.cfg.profile.is_some() => {
+                Some("a profiled run times the workers it started with")
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            r.refuse(format!("{request:?}: {why}"));
+            return None;
+        }
+    }
     match crate::rescale::spec(ctx.plan, ctx.registry, ctx.place.peers, &request) {
         Ok(shape) => Some(shape),
         Err(why) => {
@@ -975,6 +1031,7 @@ fn record_rescale(ctx: &FeedCtx<'_>, at: std::time::Instant) {
     r.record(Rescaled {
         epoch: store.restored_epoch().unwrap_or(0),
         partitions: store.partitions(),
+        workers: ctx.place.peers,
         pause: at.elapsed(),
     });
 }

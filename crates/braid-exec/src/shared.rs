@@ -49,6 +49,8 @@ pub struct Shared {
     pub(crate) pause: Mutex<Option<Instant>>,
     /// The shape the last live rescale gave the plan.
     pub(crate) shape: Mutex<Option<crate::rescale::Rescale>>,
+    /// A live rescale of the worker threads ended the execution: start this many.
+    pub(crate) threads_next: Mutex<Option<usize>>,
 }
 
 impl Shared {
@@ -83,6 +85,7 @@ impl Shared {
             switch: Mutex::new(None),
             pause: Mutex::new(None),
             shape: Mutex::new(None),
+            threads_next: Mutex::new(None),
         }
     }
 

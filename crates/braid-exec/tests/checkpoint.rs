@@ -747,3 +747,76 @@ INSERT INTO out SELECT window_end, caller % 50 AS k, count(*) AS n, sum(dur) AS 
         "the resumed output differs"
     );
 }
+
+/// The worker threads of a running query change: 2, then 4, then 1 (every partition
+/// placed anew), then its partition count too; the output is the uninterrupted run's,
+/// and so are the rows, malformed lines and late rows it reports.
+#[test]
+fn a_running_query_changes_its_worker_threads() {
+    use braid_exec::rescale::{Request, Rescaler};
+    let dir =
+        Scratch(std::env::temp_dir().join(format!("braid-live-threads-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&dir.0);
+    std::fs::create_dir_all(&dir.0).expect("scratch");
+    write_calls_and_texts(&dir.0, 300_000, Some(29_999));
+    let out = dir.0.join("out.csv");
+    let query = "SELECT window_end, c.caller, count(*) AS n, count(t.len) AS met, sum(t.len) AS total FROM calls c LEFT JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 2 AND c.start + 2 GROUP BY TUMBLE(c.start, 200), c.caller";
+    let text = keyed_script(&dir.0, 8, query);
+    let whole = run(&dir.0, &text, 2, None, None).expect("uninterrupted run");
+    let want = std::fs::read(&out).expect("output");
+    let counters = Arc::new(Counters::default());
+    let rescaler = Rescaler::new();
+    let config = RunConfig {
+        workers: 2,
+        counters: Some(counters.clone()),
+        rescale: Some(rescaler.clone()),
+        ..RunConfig::default()
+    };
+    let mut session = Session::new(&Registry::with_builtins(), config);
+    session.compile(&text, &dir.0).expect("compiles");
+    let steps = [
+        Request::Workers(4),
+        Request::Workers(1),
+        Request::Partitions(5),
+        Request::Workers(3),
+    ];
+    let asker = {
+        let rescaler = rescaler.clone();
+        std::thread::spawn(move || {
+            for (k, step) in steps.into_iter().enumerate() {
+                while counters.rows_in.load(Ordering::Relaxed) < 50_000 * (k as u64 + 1)
+                    || rescaler.done().len() < k
+                {
+                    if !rescaler.refused().is_empty() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+                rescaler.request(step);
+            }
+        })
+    };
+    let report = session.run_next().expect("a query").expect("runs");
+    asker.join().expect("asker");
+    let done = rescaler.done();
+    eprintln!("rescales: {done:?}");
+    assert_eq!(rescaler.refused(), Vec::<String>::new());
+    assert_eq!(done.len(), 4, "{done:?}");
+    assert!(done[2].partitions.iter().all(|&q| q == 5), "{done:?}");
+    let threads: Vec<usize> = done.iter().map(|d| d.workers).collect();
+    assert_eq!(threads, vec![4, 1, 1, 3], "{done:?}");
+    let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
+    let late: u64 = report.late.iter().map(|l| l.rows).sum();
+    assert_eq!(
+        (report.run.rows_in, rejects, late),
+        whole,
+        "rows, rejects, late rows"
+    );
+    let got = std::fs::read(&out).expect("output");
+    assert!(
+        got == want,
+        "threads changed live ({done:?}): {} bytes, the uninterrupted run {}",
+        got.len(),
+        want.len()
+    );
+}

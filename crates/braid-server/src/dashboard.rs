@@ -214,11 +214,13 @@ pub fn rescale_routes(rescaler: Rescaler) -> axum::Router {
         let request = (|| -> Result<Request, String> {
             let unknown: Vec<&String> = q
                 .keys()
-                .filter(|k| !["partitions", "stage", "partition", "worker"].contains(&k.as_str()))
+                .filter(|k| {
+                    !["partitions", "stage", "partition", "worker", "workers"].contains(&k.as_str())
+                })
                 .collect();
             if !unknown.is_empty() {
                 return Err(format!(
-                    "unknown parameter(s) {unknown:?}; expected partitions=Q, or stage=S&partition=P&worker=W"
+                    "unknown parameter(s) {unknown:?}; expected partitions=Q, workers=N, or stage=S&partition=P&worker=W"
                 ));
             }
             match (
@@ -226,16 +228,22 @@ pub fn rescale_routes(rescaler: Rescaler) -> axum::Router {
                 num("stage")?,
                 num("partition")?,
                 num("worker")?,
+                num("workers")?,
             ) {
-                (Some(p), None, None, None) => Ok(Request::Partitions(
+                (Some(p), None, None, None, None) => Ok(Request::Partitions(
                     u32::try_from(p).map_err(|_| format!("partitions = {p}: too many"))?,
                 )),
-                (None, Some(s), Some(p), Some(w)) => Ok(Request::Move {
+                (None, None, None, None, Some(n)) => Ok(Request::Workers(
+                    u32::try_from(n).map_err(|_| format!("workers = {n}: too many"))?,
+                )),
+                (None, Some(s), Some(p), Some(w), None) => Ok(Request::Move {
                     stage: s as usize,
                     partition: u32::try_from(p).map_err(|_| format!("partition = {p}"))?,
                     worker: u32::try_from(w).map_err(|_| format!("worker = {w}"))?,
                 }),
-                _ => Err("expected partitions=Q, or stage=S&partition=P&worker=W".into()),
+                _ => {
+                    Err("expected partitions=Q, workers=N, or stage=S&partition=P&worker=W".into())
+                }
             }
         })();
         match request {
@@ -252,6 +260,7 @@ pub fn rescale_routes(rescaler: Rescaler) -> axum::Router {
         struct Done {
             epoch: u64,
             partitions: Vec<u32>,
+            workers: usize,
             pause_ms: f64,
         }
         #[derive(Serialize)]
@@ -266,6 +275,7 @@ pub fn rescale_routes(rescaler: Rescaler) -> axum::Router {
                 .map(|d| Done {
                     epoch: d.epoch,
                     partitions: d.partitions,
+                    workers: d.workers,
                     pause_ms: d.pause.as_secs_f64() * 1000.0,
                 })
                 .collect(),
