@@ -1068,6 +1068,19 @@ fn live_rescale_over_http_on_a_cluster() {
     let (status, body) = http(&addr, "POST", "/api/rescale?partitions=x").expect("http");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("partitions = `x`"), "{body}");
+    // A cluster's worker threads are fixed: asked to change them, it says why not.
+    let (status, body) = http(&addr, "POST", "/api/rescale?workers=3").expect("http");
+    assert_eq!(status, 202, "{body}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, body) = http(&addr, "GET", "/api/rescale").expect("http");
+        if body.contains("Workers(3)") {
+            assert!(body.contains("worker threads of a cluster are fixed"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "not refused: {body}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
     for (k, q) in [16, 3].into_iter().enumerate() {
         let (status, body) =
             http(&addr, "POST", &format!("/api/rescale?partitions={q}")).expect("http");
