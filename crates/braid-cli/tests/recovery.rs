@@ -1075,7 +1075,10 @@ fn live_rescale_over_http_on_a_cluster() {
     loop {
         let (_, body) = http(&addr, "GET", "/api/rescale").expect("http");
         if body.contains("Workers(3)") {
-            assert!(body.contains("worker threads of a cluster are fixed"), "{body}");
+            assert!(
+                body.contains("worker threads of a cluster are fixed"),
+                "{body}"
+            );
             break;
         }
         assert!(Instant::now() < deadline, "not refused: {body}");
