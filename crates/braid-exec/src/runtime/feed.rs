@@ -1,0 +1,363 @@
+//! A worker's source loop: it reads its share of the source, sends windows, advances
+//! time (and the checkpoint barriers with it), paces, holds back when the output lags,
+//! and stops at a live rescale's epoch.
+
+use super::switch::commit;
+use super::RunConfig;
+use crate::checkpoint::{Clock, Store};
+use crate::render::{Control, Feeder, Place, Window};
+use crate::rescale::Rescaled;
+use crate::shared::Shared;
+use crate::source::{self, Counters, Next};
+use braid_plan::function::Registry;
+use braid_plan::plan::{Pace, Plan};
+use std::sync::Arc;
+use std::time::Duration;
+use timely::dataflow::ProbeHandle;
+
+/// How a worker's source loop ended.
+pub(super) enum FeedEnd {
+    /// The input ended (or the run stopped).
+    Done,
+    /// A live rescale's barrier closed epoch `c`: this worker handed on its rows up to
+    /// `c` and none after; its inputs, held at `c + 1` so that no operator goes past
+    /// `c`, are dropped with the dataflow.
+    Switch(u64, Box<(Feeder, Option<Control>)>),
+}
+
+/// The worker's source loop: sends windows, advances time, paces, and holds back when
+/// the output frontier lags too far.
+/// What a worker's source loop reads.
+pub(super) struct FeedCtx<'a> {
+    pub plan: &'a Plan,
+    pub registry: &'a Registry,
+    pub place: Place,
+    pub cfg: &'a RunConfig,
+    pub shared: &'a Arc<Shared>,
+}
+
+pub(super) fn feed(
+    worker: &mut timely::worker::Worker,
+    mut input: Feeder,
+    mut control: Option<Control>,
+    probe: &ProbeHandle<u64>,
+    clock: &mut Clock,
+    ctx: &FeedCtx<'_>,
+) -> FeedEnd {
+    let FeedCtx {
+        plan,
+        registry,
+        place,
+        cfg,
+        shared,
+    } = *ctx;
+    let source = plan.leaf_source();
+    // Resuming, a feed that said where to start again (a CSV file) starts there; any
+    // other reads from its start and the windows up to the checkpoint are dropped.
+    let resume_at = match shared
+        .checkpoints
+        .as_ref()
+        .map(|s| s.read_source(place.index))
+    {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            shared.fatal(e);
+            return FeedEnd::Done;
+        }
+        None => None,
+    };
+    let mut feed = match source::open_at(
+        source,
+        place.index,
+        place.peers,
+        &cfg.read,
+        shared.counters.clone(),
+        registry,
+        resume_at.as_deref(),
+    ) {
+        Ok(Some(f)) => f,
+        Ok(None) => return FeedEnd::Done, // this worker reads nothing: dropping `input` closes it
+        Err(e) => {
+            shared.fatal(e);
+            return FeedEnd::Done;
+        }
+    };
+    let counts_rows_itself = source::counts_rows_itself(&source.spec);
+    let start = shared.start;
+    // Pacing: when event time `t` may be released.
+    let release = match source.pace {
+        Pace::EventTime {
+            units_per_second,
+            speed,
+        } => Some(move |t: u64| {
+            Duration::from_secs_f64(t as f64 / units_per_second / speed.max(1e-9))
+        }),
+        Pace::Max => None,
+    };
+    let wait_until = |worker: &mut timely::worker::Worker, at: Duration| {
+        while start.elapsed() < at && !shared.stopping() {
+            let left = at.saturating_sub(start.elapsed());
+            worker.step_or_park(Some(left.min(Duration::from_millis(1))));
+        }
+    };
+    if let Some(at) = release {
+        let epoch = at(source.epoch).as_secs_f64();
+        let _ = shared.counters.pacing.set((start, epoch));
+    }
+    let mut sent = 0u64;
+    // Rows this worker sent per epoch not yet completed at the output, oldest first.
+    let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
+    let mut in_flight_rows = 0u64;
+    // Checkpoints: the store, and (worker 0) who decides them; resuming, the epochs
+    // already in the checkpoint are read again but not handed on.
+    let store = shared.checkpoints.as_ref();
+    let leader = place.index == 0;
+    let resumed = store.and_then(|s| s.restored_epoch());
+    loop {
+        // Failed, cancelled, or every sink has its LIMIT: end the input here.
+        if shared.stopping() {
+            break;
+        }
+        if let (Some(store), true) = (store, leader) {
+            commit(store, clock, probe, shared);
+        }
+        match feed.next() {
+            Ok(Next::Window(epoch, batch)) => {
+                // Input time cannot go back: a window of an earlier epoch than the
+                // current one joins the current epoch (the reference clamps alike).
+                let epoch = epoch.max(*input.time());
+                if resumed.is_some_and(|r| epoch <= r) {
+                    if epoch > *input.time() {
+                        input.advance_to(epoch);
+                        if let Some(c) = control.as_mut() {
+                            c.advance_to(epoch);
+                        }
+                    }
+                    if !counts_rows_itself {
+                        Counters::add(&shared.counters.rows_in, batch.len() as u64);
+                    }
+                    continue;
+                }
+                // A live rescale under way at `c`: rows up to `c` go on, and this
+                // worker stops at its first later window (which it reads again after
+                // the switch).
+                if let Some(c) = shared.switching().filter(|&c| epoch > c) {
+                    return fence(input, control, c);
+                }
+                if epoch > *input.time() {
+                    // The epoch closing may be a checkpoint (worker 0 decides), and a
+                    // live rescale's.
+                    if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
+                        let closing = *input.time();
+                        let shape = rescale_asked(ctx, store, closing);
+                        if clock.due(store, closing, shape.is_some()) {
+                            // This window is the first after the checkpoint: where it
+                            // starts is where the source resumes.
+                            if let Some(at) = feed.resume_point() {
+                                if let Err(e) = store.write_source(closing, place.index, &at) {
+                                    shared.fatal(e);
+                                    break;
+                                }
+                            }
+                            c.send((closing, shape.clone()));
+                            if let Some(shape) = shape {
+                                shared.switch_at(closing, shape);
+                                if let Ok(mut p) = shared.pause.lock() {
+                                    *p = Some(std::time::Instant::now());
+                                }
+                                return fence(input, control, closing);
+                            }
+                        }
+                        c.advance_to(epoch);
+                        c.flush();
+                    } else if let Some(c) = control.as_mut() {
+                        c.advance_to(epoch);
+                    }
+                    // Before opening a new epoch, wait while too many rows of older
+                    // epochs are still in the dataflow.
+                    loop {
+                        while let Some(&(e, n)) = in_flight.front() {
+                            if probe.less_equal(&e) {
+                                break;
+                            }
+                            in_flight.pop_front();
+                            in_flight_rows -= n;
+                        }
+                        if in_flight_rows <= cfg.max_rows_in_flight
+                            || in_flight.len() <= 1
+                            || shared.worker_died()
+                            || shared.stopping()
+                            || shared.switching().is_some()
+                        {
+                            break;
+                        }
+                        input.flush();
+                        worker.step_or_park(Some(Duration::from_millis(1)));
+                    }
+                    // When pacing, the current epoch is complete once the clock has passed
+                    // the last event time it can hold; close it then (never earlier: that
+                    // would read ahead of the clock).
+                    if let Some(at) = release {
+                        let last = (input.time().saturating_add(1))
+                            .saturating_mul(source.epoch)
+                            .saturating_sub(1);
+                        input.flush();
+                        wait_until(worker, at(last));
+                    }
+                    input.advance_to(epoch);
+                    shared
+                        .counters
+                        .epoch_in
+                        .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
+                }
+                // A row is released when the clock reaches its event time: the window
+                // goes when its latest row may.
+                if let Some(at) = release {
+                    let latest = match source.schema.event_time {
+                        Some(c) => (0..batch.len())
+                            .filter_map(|i| batch.row(i).int(c))
+                            .max()
+                            .map_or(epoch * source.epoch, |t| t.max(0) as u64),
+                        None => epoch * source.epoch,
+                    };
+                    input.flush();
+                    wait_until(worker, at(latest));
+                }
+                if let Some(c) = shared.switching().filter(|&c| epoch > c) {
+                    return fence(input, control, c);
+                }
+                if leader {
+                    // The first window after a live rescale: the pause ends.
+                    if let Some(at) = shared.pause.lock().ok().and_then(|mut p| p.take()) {
+                        record_rescale(ctx, at);
+                    }
+                }
+                if !counts_rows_itself {
+                    Counters::add(&shared.counters.rows_in, batch.len() as u64);
+                }
+                let rows = batch.len() as u64;
+                match in_flight.back_mut() {
+                    Some((e, n)) if *e == epoch => *n += rows,
+                    _ => in_flight.push_back((epoch, rows)),
+                }
+                in_flight_rows += rows;
+                input.send(Window::new(place.index as u64, 0, batch));
+                sent += 1;
+                if sent.is_multiple_of(4) {
+                    input.flush();
+                    worker.step();
+                }
+                if let Some(n) = cfg.max_rows {
+                    if shared
+                        .counters
+                        .rows_in
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                        >= n
+                    {
+                        break;
+                    }
+                }
+                let horizon = epoch.saturating_sub(cfg.max_epochs_ahead);
+                while probe.less_than(&horizon)
+                    && !shared.worker_died()
+                    && !shared.stopping()
+                    && shared.switching().is_none()
+                {
+                    worker.step_or_park(Some(Duration::from_millis(1)));
+                }
+            }
+            Ok(Next::Wait) => {
+                input.flush();
+                worker.step_or_park(Some(Duration::from_millis(1)));
+            }
+            Ok(Next::Done) => break,
+            Err(e) => {
+                shared.fatal(e);
+                break;
+            }
+        }
+    }
+    if let Ok(mut r) = shared.rejects.lock() {
+        r.push(feed.rejects());
+    }
+    if leader {
+        // A live rescale after which the input had nothing more: its pause ends here.
+        if let Some(at) = shared.pause.lock().ok().and_then(|mut p| p.take()) {
+            record_rescale(ctx, at);
+        }
+        if let Some(r) = cfg.rescale.as_ref().and_then(|r| r.take().map(|q| (r, q))) {
+            r.0.refuse(format!("{:?}: the input ended first", r.1));
+        }
+    }
+    FeedEnd::Done
+}
+
+/// Ends a worker's source loop for live rescale `c`: its inputs are held at `c + 1`
+/// (no operator goes past `c`) until the dataflow is dropped.
+fn fence(mut input: Feeder, mut control: Option<Control>, c: u64) -> FeedEnd {
+    let at = (*input.time()).max(c + 1);
+    input.advance_to(at);
+    input.flush();
+    if let Some(k) = control.as_mut() {
+        if *k.time() < at {
+            k.advance_to(at);
+        }
+        k.flush();
+    }
+    FeedEnd::Switch(c, Box::new((input, control)))
+}
+
+/// The shape a live rescale request asks for, taken up at the closing of epoch
+/// `closing` (worker 0); a request that cannot be had is refused, with why.
+fn rescale_asked(
+    ctx: &FeedCtx<'_>,
+    store: &Store,
+    closing: u64,
+) -> Option<crate::rescale::Rescale> {
+    let r = ctx.cfg.rescale.as_ref()?;
+    let request = r.take()?;
+    if store.restored_epoch() >= Some(closing) {
+        // The epoch is in the checkpoint resumed from: at a later one.
+        r.request(request);
+        return None;
+    }
+    if let crate::rescale::Request::Workers(_) = request {
+        let why = match () {
+            _ if ctx.cfg.processes > 1 => {
+                Some("the worker threads of a cluster are fixed (its processes connect once)")
+            }
+            _ if ctx.cfg.auto_rescale.is_some() => {
+                Some("the automatic rescaler watches the workers the run started with")
+            }
+            _ if ctx.cfg.profile.is_some() => {
+                Some("a profiled run times the workers it started with")
+            }
+            _ => None,
+        };
+        if let Some(why) = why {
+            r.refuse(format!("{request:?}: {why}"));
+            return None;
+        }
+    }
+    match crate::rescale::spec(ctx.plan, ctx.registry, ctx.place.peers, &request) {
+        Ok(shape) => Some(shape),
+        Err(why) => {
+            r.refuse(format!("{request:?}: {why}"));
+            None
+        }
+    }
+}
+
+/// Notes a live rescale done, `at` its barrier (worker 0, at the new dataflow's first
+/// window).
+fn record_rescale(ctx: &FeedCtx<'_>, at: std::time::Instant) {
+    let (Some(r), Some(store)) = (&ctx.cfg.rescale, &ctx.shared.checkpoints) else {
+        return;
+    };
+    r.record(Rescaled {
+        epoch: store.restored_epoch().unwrap_or(0),
+        partitions: store.partitions(),
+        workers: ctx.place.peers,
+        pause: at.elapsed(),
+    });
+}
