@@ -480,6 +480,31 @@ impl Clock {
         true
     }
 
+    /// Closes epoch `closing` on worker `worker`, the one reading the source: when it
+    /// is to be a checkpoint ([`Clock::due`]), writes where `feed` starts again after
+    /// it (the window it returned last is the first after the checkpoint) and sends
+    /// the barrier, carrying `shape` (a live rescale's), on `control`. Whether it did.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn barrier(
+        &mut self,
+        store: &Store,
+        closing: u64,
+        now: bool,
+        worker: usize,
+        feed: &dyn crate::source::Feed,
+        control: &mut crate::render::Control,
+        shape: Option<crate::rescale::Rescale>,
+    ) -> Result<bool> {
+        if !self.due(store, closing, now) {
+            return Ok(false);
+        }
+        if let Some(at) = feed.resume_point() {
+            store.write_source(closing, worker, &at)?;
+        }
+        control.send((closing, shape));
+        Ok(true)
+    }
+
     /// Commits the pending checkpoints the output frontier has passed (`passed(c)`).
     pub(crate) fn commit_passed(
         &mut self,

@@ -247,18 +247,31 @@ fn walk(path: &Path, key: String, out: &mut Vec<String>) -> Result<()> {
     Ok(())
 }
 
-/// Writes `bytes` to `path` and syncs it to disk.
-fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes what `write` writes to `path` (buffered) and syncs it to disk.
+fn write_synced(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let io = |e| Error::io(format!("writing {}", path.display()), e);
-    let mut f = std::fs::File::create(path).map_err(io)?;
-    f.write_all(bytes).map_err(io)?;
+    let mut w = std::io::BufWriter::new(std::fs::File::create(path).map_err(io)?);
+    write(&mut w).map_err(io)?;
+    let f = w.into_inner().map_err(|e| io(e.into_error()))?;
     f.sync_all().map_err(io)
 }
 
 /// Replaces `path` by `bytes` atomically (a synced temporary file renamed over it).
 fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    replace_with(path, |w| w.write_all(bytes))
+}
+
+/// Replaces `path` by what `write` writes, atomically and durably: a temporary file
+/// beside it (`.tmp`), synced, renamed over it, and the directory synced.
+pub(crate) fn replace_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let tmp = path.with_extension("tmp");
-    write_synced(&tmp, bytes)?;
+    write_synced(&tmp, write)?;
     std::fs::rename(&tmp, path).map_err(|e| {
         Error::io(
             format!("renaming {} to {}", tmp.display(), path.display()),

@@ -688,21 +688,25 @@ fn poll(r: &mut Running, place: Place) -> bool {
                 busy = true;
                 let epoch = epoch.max(*input.time());
                 if epoch > *input.time() {
-                    // The epoch closing may be a checkpoint: its barrier goes, with
-                    // where the source starts again after it.
+                    // The epoch closing may be a checkpoint (see `Clock::barrier`).
                     if let (Some(store), Some(c)) = (&shared.checkpoints, r.control.as_mut()) {
                         let closing = *input.time();
                         let pause = r.status.pause.load(Ordering::Relaxed);
-                        let due = r.clock.due(store, closing, pause);
-                        if due {
-                            if let Some(at) = feed.resume_point() {
-                                if let Err(e) = store.write_source(closing, place.index, &at) {
-                                    shared.fatal(e);
-                                    return true;
-                                }
+                        let due = match r.clock.barrier(
+                            store,
+                            closing,
+                            pause,
+                            place.index,
+                            &**feed,
+                            c,
+                            None,
+                        ) {
+                            Ok(due) => due,
+                            Err(e) => {
+                                shared.fatal(e);
+                                return true;
                             }
-                            c.send((closing, None));
-                        }
+                        };
                         c.advance_to(epoch);
                         c.flush();
                         if pause && due {

@@ -43,16 +43,13 @@ impl LogSource {
         // The journal keeps what is replayed and takes what comes next.
         let ticks = match &self.ticks {
             Some(path) => {
-                let mut text = String::new();
-                for (seq, epoch) in &replay {
-                    text.push_str(&format!("{seq} {epoch}\n"));
-                }
-                let tmp = path.with_extension("tmp");
-                std::fs::write(&tmp, text)?;
-                std::fs::rename(&tmp, path)?;
-                let f = std::fs::OpenOptions::new().append(true).open(path)?;
-                f.sync_all()?;
-                Some(f)
+                crate::checkpoint_store::replace_with(path, |w| {
+                    replay
+                        .iter()
+                        .try_for_each(|(seq, epoch)| writeln!(w, "{seq} {epoch}"))
+                })
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+                Some(std::fs::OpenOptions::new().append(true).open(path)?)
             }
             None => None,
         };
@@ -116,6 +113,7 @@ impl SourceFactory for LogSource {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
                 Err(e) => return Err(e),
             };
+            let lines = text.lines().count();
             for (n, line) in text.lines().enumerate() {
                 let mut w = line.split(' ').map(str::parse::<u64>);
                 match (w.next(), w.next()) {
@@ -124,7 +122,7 @@ impl SourceFactory for LogSource {
                     }
                     (Some(Ok(_)), Some(Ok(_))) => {}
                     // A line cut by a crash while it was written closed nothing.
-                    _ if n + 1 == text.lines().count() && !text.ends_with('\n') => {}
+                    _ if n + 1 == lines && !text.ends_with('\n') => {}
                     _ => {
                         return Err(std::io::Error::other(format!(
                             "{}, line {}: expected `row epoch`",
@@ -236,6 +234,21 @@ impl LogReader {
 }
 
 impl LogReader {
+    /// Journaled closes to replay, or rows from before a restart still to come back:
+    /// the clock closes nothing.
+    fn catching_up(&self) -> bool {
+        !self.replay.is_empty() || self.seq < self.log.reopened()
+    }
+
+    /// Where the reader is now.
+    fn here(&self) -> Resume {
+        Resume {
+            seq: self.seq,
+            epoch: self.epoch,
+            dirty: self.dirty,
+        }
+    }
+
     /// Closes the current epoch without data, moving to `epoch`: journaled (and
     /// synced) first when the query keeps a journal.
     fn tick(&mut self, epoch: u64) -> std::io::Result<SourceNext> {
@@ -253,11 +266,7 @@ impl LogReader {
 
 impl NativeSource for LogReader {
     fn next(&mut self, out: &mut Batch) -> std::io::Result<SourceNext> {
-        self.before = Resume {
-            seq: self.seq,
-            epoch: self.epoch,
-            dirty: self.dirty,
-        };
+        self.before = self.here();
         // Replaying after a recovery: the journaled closes, at the rows they came at.
         let limit = match self.replay.front() {
             Some(&(seq, epoch)) if seq <= self.seq => {
@@ -270,9 +279,7 @@ impl NativeSource for LogReader {
             Some(&(seq, _)) => seq,
             None => u64::MAX,
         };
-        // Journaled closes to replay, or rows from before a restart still to come
-        // back: the clock closes nothing.
-        let catching_up = !self.replay.is_empty() || self.seq < self.log.reopened();
+        let catching_up = self.catching_up();
         if !catching_up && self.overdue() {
             return self.tick(self.epoch + 1);
         }
@@ -329,14 +336,10 @@ impl NativeSource for LogReader {
 
     /// A close of its own, journaled like a heartbeat's; not while catching up.
     fn close_epoch(&mut self) -> std::io::Result<Option<u64>> {
-        if !self.replay.is_empty() || self.seq < self.log.reopened() {
+        if self.catching_up() {
             return Ok(None);
         }
-        self.before = Resume {
-            seq: self.seq,
-            epoch: self.epoch,
-            dirty: self.dirty,
-        };
+        self.before = self.here();
         match self.tick(self.epoch + 1)? {
             SourceNext::Window(e) => Ok(Some(e)),
             _ => Ok(None),

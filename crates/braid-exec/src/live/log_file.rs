@@ -173,34 +173,13 @@ pub(crate) fn rewrite(
     schema: &Schema,
 ) -> Result<()> {
     let types: Vec<DataType> = schema.fields.iter().map(|f| f.ty).collect();
-    let tmp = path.with_extension("csv.tmp");
-    let io = |what: &str, e| Error::io(format!("{what} {}", tmp.display()), e);
-    let file = std::fs::File::create(&tmp).map_err(|e| io("creating", e))?;
-    let mut w = std::io::BufWriter::new(file);
-    let mut left = rows;
-    'all: for b in batches {
-        for r in b.rows() {
-            if left == 0 {
-                break 'all;
-            }
-            write_row(&mut w, &r, &types).map_err(|e| io("writing", e))?;
-            left -= 1;
+    let rows = batches.iter().flat_map(|b| b.rows()).take(rows as usize);
+    crate::checkpoint_store::replace_with(path, |mut w| {
+        for r in rows {
+            write_row(&mut w, &r, &types)?;
         }
-    }
-    let file = w.into_inner().map_err(|e| io("writing", e.into_error()))?;
-    file.sync_all().map_err(|e| io("syncing", e))?;
-    std::fs::rename(&tmp, path).map_err(|e| {
-        Error::io(
-            format!("renaming {} over {}", tmp.display(), path.display()),
-            e,
-        )
-    })?;
-    if let Some(dir) = path.parent() {
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -469,7 +469,7 @@ impl LiveSession {
             sink.header = false;
         }
         let closes: Vec<Arc<StreamLog>> = out.iter().cloned().collect();
-        let checkpoint = durable.then(|| self.durable_checkpoint()).flatten();
+        let mut checkpoint = durable.then(|| self.durable_checkpoint()).flatten();
         // The parallelism an ALTER set before a restart.
         if let Some(q) = checkpoint.as_ref().and_then(|_| self.durable_partitions()) {
             let asked = crate::rescale::Request::Partitions(q);
@@ -478,24 +478,19 @@ impl LiveSession {
                 plan = crate::rescale::apply(&plan, &shape);
             }
         }
-        if let Some((cfg, _)) = &checkpoint {
+        if let Some(cfg) = &checkpoint {
             // Its readers journal the epochs they close for want of rows.
+            std::fs::create_dir_all(&cfg.dir)
+                .map_err(|e| Error::io(format!("creating {}", cfg.dir.display()), e))?;
             for stream in &reads {
                 if let Some(log) = self.logs.get(stream) {
                     let def = &self.script.catalog.streams[stream];
-                    let source = LogSource {
-                        log: log.clone(),
-                        source: def.source.clone(),
-                        heartbeat: Some(heartbeat(def, self.idle)),
-                        ticks: Some(cfg.dir.join(format!("ticks-{stream}.log"))),
-                    };
-                    std::fs::create_dir_all(&cfg.dir)
-                        .map_err(|e| Error::io(format!("creating {}", cfg.dir.display()), e))?;
-                    registry.add_source(&format!("log:{stream}"), Arc::new(source));
+                    let ticks = cfg.dir.join(format!("ticks-{stream}.log"));
+                    let source = self.log_source(def, log, Some(ticks));
+                    registry.add_source(&format!("log:{stream}"), source);
                 }
             }
         }
-        let mut checkpoint = checkpoint.map(|c| c.0);
         let installed = match &checkpoint {
             Some(cfg) => {
                 match self
@@ -547,16 +542,27 @@ impl LiveSession {
     /// Keeps `log` as stream `name` (declared as `def`): queries read it through the
     /// source `log:<name>`.
     fn add_log(&mut self, name: String, def: &StreamDef, log: Arc<StreamLog>) {
-        let source = Arc::new(LogSource {
-            log: log.clone(),
-            source: def.source.clone(),
-            heartbeat: Some(heartbeat(def, self.idle)),
-            ticks: None,
-        });
+        let source = self.log_source(def, &log, None);
         self.script
             .registry
             .add_source(&format!("log:{name}"), source);
         self.logs.insert(name, log);
+    }
+
+    /// The reader of stream `def`'s `log` a query's source opens; journaling the
+    /// epochs it closes in `ticks` (a checkpointed query's).
+    fn log_source(
+        &self,
+        def: &StreamDef,
+        log: &Arc<StreamLog>,
+        ticks: Option<PathBuf>,
+    ) -> Arc<LogSource> {
+        Arc::new(LogSource {
+            log: log.clone(),
+            source: def.source.clone(),
+            heartbeat: Some(heartbeat(def, self.idle)),
+            ticks,
+        })
     }
 
     /// Compiles a query (`SELECT ...`) on its own into a job; returns its text, plan and

@@ -150,23 +150,30 @@ pub(super) fn feed(
                     if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
                         let closing = *input.time();
                         let shape = rescale_asked(ctx, store, closing);
-                        if clock.due(store, closing, shape.is_some()) {
-                            // This window is the first after the checkpoint: where it
-                            // starts is where the source resumes.
-                            if let Some(at) = feed.resume_point() {
-                                if let Err(e) = store.write_source(closing, place.index, &at) {
-                                    shared.fatal(e);
-                                    break;
+                        let now = shape.is_some();
+                        match clock.barrier(
+                            store,
+                            closing,
+                            now,
+                            place.index,
+                            &*feed,
+                            c,
+                            shape.clone(),
+                        ) {
+                            Err(e) => {
+                                shared.fatal(e);
+                                break;
+                            }
+                            Ok(true) => {
+                                if let Some(shape) = shape {
+                                    shared.switch_at(closing, shape);
+                                    if let Ok(mut p) = shared.pause.lock() {
+                                        *p = Some(std::time::Instant::now());
+                                    }
+                                    return fence(input, control, closing);
                                 }
                             }
-                            c.send((closing, shape.clone()));
-                            if let Some(shape) = shape {
-                                shared.switch_at(closing, shape);
-                                if let Ok(mut p) = shared.pause.lock() {
-                                    *p = Some(std::time::Instant::now());
-                                }
-                                return fence(input, control, closing);
-                            }
+                            Ok(false) => {}
                         }
                         c.advance_to(epoch);
                         c.flush();

@@ -80,22 +80,9 @@ impl Durable {
     }
 
     fn save(&self) -> Result<()> {
-        let path = self.path();
-        let tmp = path.with_extension("json.tmp");
         let text =
             serde_json::to_vec_pretty(&self.catalog).map_err(|e| Error::Internal(e.to_string()))?;
-        let io = |e| Error::io(format!("writing {}", path.display()), e);
-        {
-            use std::io::Write;
-            let mut f = std::fs::File::create(&tmp).map_err(io)?;
-            f.write_all(&text).map_err(io)?;
-            f.sync_all().map_err(io)?;
-        }
-        std::fs::rename(&tmp, &path).map_err(io)?;
-        if let Ok(d) = std::fs::File::open(&self.root) {
-            let _ = d.sync_all();
-        }
-        Ok(())
+        crate::checkpoint_store::replace_with(&self.path(), |w| w.write_all(&text))
     }
 
     fn checkpoints(&self, id: u64) -> PathBuf {
@@ -253,29 +240,24 @@ impl LiveSession {
     }
 
     /// The checkpoints of a query installed by the statement running now, when the
-    /// session keeps its catalog (or, on a follower, when the leader's does); the
-    /// entry's id.
-    pub(super) fn durable_checkpoint(&self) -> Option<(CheckpointConfig, u64)> {
+    /// session keeps its catalog (or, on a follower, when the leader's does).
+    pub(super) fn durable_checkpoint(&self) -> Option<CheckpointConfig> {
         if let Some(c) = &self.replicated {
-            let cfg = CheckpointConfig {
+            return Some(CheckpointConfig {
                 dir: c.dir.clone(),
                 interval: Duration::from_millis(c.interval_ms),
                 recover: c.recover,
                 backend: None,
-            };
-            return Some((cfg, 0));
+            });
         }
         let d = self.durable.as_ref()?;
         let e = d.current.as_ref()?;
-        Some((
-            CheckpointConfig {
-                dir: d.checkpoints(e.id),
-                interval: d.interval,
-                recover: d.recovering,
-                backend: None,
-            },
-            e.id,
-        ))
+        Some(CheckpointConfig {
+            dir: d.checkpoints(e.id),
+            interval: d.interval,
+            recover: d.recovering,
+            backend: None,
+        })
     }
 
     /// Whether the catalog is being run again (streams open their files).
@@ -304,7 +286,7 @@ impl LiveSession {
     /// What the followers of a cluster are told of the checkpoints of the query the
     /// statement running now installed.
     pub(super) fn replicated_checkpoints(&self) -> Option<crate::live::engine::Checkpoints> {
-        let (cfg, _) = self.durable_checkpoint()?;
+        let cfg = self.durable_checkpoint()?;
         Some(crate::live::engine::Checkpoints {
             dir: cfg.dir,
             interval_ms: cfg.interval.as_millis() as u64,
