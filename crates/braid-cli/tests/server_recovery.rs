@@ -35,14 +35,20 @@ fn start(data: &Path, port: u16, workers: usize) -> Server {
         .spawn()
         .expect("braid server starts");
     let server = Server(child);
+    await_psql(port);
+    server
+}
+
+/// Waits (at most 30 s) until the server on `port` takes connections.
+fn await_psql(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if psql(port, "SHOW QUERIES").is_ok() {
-            return server;
-        }
+    while psql(port, "SHOW QUERIES").is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "the server did not take connections within 30 s"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("the server did not take connections within 30 s");
 }
 
 /// Runs `sql` with the real psql; its output (unaligned, `,`-separated, no headers).
@@ -97,6 +103,49 @@ fn expected(batches: &[Vec<(i64, i64)>]) -> (Vec<String>, Vec<String>) {
     (per, busy)
 }
 
+/// The stream both tests read and the two views over it.
+const VIEWS: &str = "CREATE STREAM calls (caller BIGINT, t BIGINT) WITH (event_time = t);\
+     CREATE MATERIALIZED VIEW per AS SELECT caller, count(*) AS n, window_start \
+       FROM TUMBLE(TABLE calls, t, 10) GROUP BY window_start, window_end, caller;\
+     CREATE MATERIALIZED VIEW busy AS SELECT caller, n, window_start FROM per WHERE n > 14;";
+
+/// Inserts `batch` into `calls`.
+fn insert(port: u16, batch: &[(i64, i64)]) -> Result<String, String> {
+    let values: Vec<String> = batch.iter().map(|(c, t)| format!("({c}, {t})")).collect();
+    psql(
+        port,
+        &format!("INSERT INTO calls VALUES {};", values.join(", ")),
+    )
+}
+
+/// Closes every window of `input` (a row far ahead), waits (at most 60 s) for the
+/// views' files in `streams` to have their rows, and holds them to the rows computed
+/// from `input`; `label` says which run it was.
+fn views_hold(port: u16, streams: &Path, input: &[Vec<(i64, i64)>], label: &str) {
+    psql(port, "INSERT INTO calls VALUES (99, 100000);").expect("the last row");
+    let (per, busy) = expected(input);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline
+        && (lines(&streams.join("per.csv")).len() < per.len()
+            || lines(&streams.join("busy.csv")).len() < busy.len())
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Anything twice would come now.
+    std::thread::sleep(Duration::from_millis(300));
+    let queries = psql(port, "SHOW QUERIES").expect("SHOW QUERIES");
+    assert_eq!(
+        lines(&streams.join("per.csv")),
+        per,
+        "{label}: view per\n{queries}"
+    );
+    assert_eq!(
+        lines(&streams.join("busy.csv")),
+        busy,
+        "{label}: view busy\n{queries}"
+    );
+}
+
 fn lines(path: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_to_string(path)
         .unwrap_or_default()
@@ -115,22 +164,13 @@ fn server_views_survive_kills() {
         let data = scratch.0.join("data");
         let port = free_port();
         let mut server = start(&data, port, workers);
-        psql(
-            port,
-            "CREATE STREAM calls (caller BIGINT, t BIGINT) WITH (event_time = t);\
-             CREATE MATERIALIZED VIEW per AS SELECT caller, count(*) AS n, window_start \
-               FROM TUMBLE(TABLE calls, t, 10) GROUP BY window_start, window_end, caller;\
-             CREATE MATERIALIZED VIEW busy AS SELECT caller, n, window_start FROM per WHERE n > 14;",
-        )
-        .expect("the stream and views are made");
+        psql(port, VIEWS).expect("the stream and views are made");
         let input = batches(seed);
         let mut rng = Rng(seed);
         let mut kills = 0;
         let mut pauses = Vec::new();
         for (b, batch) in input.iter().enumerate() {
-            let values: Vec<String> = batch.iter().map(|(c, t)| format!("({c}, {t})")).collect();
-            let sql = format!("INSERT INTO calls VALUES {};", values.join(", "));
-            psql(port, &sql).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
+            insert(port, batch).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
             // The views change their parallelism while running (and keep it across
             // the kills that follow).
             let alter = match b {
@@ -153,30 +193,8 @@ fn server_views_survive_kills() {
                 server = start(&data, port, workers);
             }
         }
-        // A row far ahead closes every window of the input.
-        psql(port, "INSERT INTO calls VALUES (99, 100000);").expect("the last row");
-        let (per, busy) = expected(&input);
-        let streams = data.join("streams");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline
-            && (lines(&streams.join("per.csv")).len() < per.len()
-                || lines(&streams.join("busy.csv")).len() < busy.len())
-        {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Anything twice would come now.
-        std::thread::sleep(Duration::from_millis(300));
-        let queries = psql(port, "SHOW QUERIES").expect("SHOW QUERIES");
-        assert_eq!(
-            lines(&streams.join("per.csv")),
-            per,
-            "{workers} workers, seed {seed:#x}, {kills} kills: view per\n{queries}"
-        );
-        assert_eq!(
-            lines(&streams.join("busy.csv")),
-            busy,
-            "{workers} workers, seed {seed:#x}, {kills} kills: view busy\n{queries}"
-        );
+        let label = format!("{workers} workers, seed {seed:#x}, {kills} kills");
+        views_hold(port, &data.join("streams"), &input, &label);
         assert!(kills >= 3, "seed {seed:#x}: only {kills} kills");
         eprintln!("{workers} workers: {kills} kills, ALTER ... SET PARALLELISM took {pauses:?}");
         drop(server);
@@ -210,14 +228,8 @@ fn start_cluster(dir: &Path, port: u16, workers: usize) -> Vec<Server> {
             .expect("braid server starts");
         kids.push(Server(child));
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if psql(port, "SHOW QUERIES").is_ok() {
-            return kids;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the cluster did not take connections within 30 s");
+    await_psql(port);
+    kids
 }
 
 /// A server of two processes: one of them (either) killed with SIGKILL at random
@@ -230,21 +242,12 @@ fn a_server_cluster_comes_back_after_a_process_is_killed() {
     let scratch = Scratch::new("server-cluster");
     let port = free_port();
     let mut cluster = start_cluster(&scratch.0, port, 2);
-    psql(
-        port,
-        "CREATE STREAM calls (caller BIGINT, t BIGINT) WITH (event_time = t);\
-         CREATE MATERIALIZED VIEW per AS SELECT caller, count(*) AS n, window_start \
-           FROM TUMBLE(TABLE calls, t, 10) GROUP BY window_start, window_end, caller;\
-         CREATE MATERIALIZED VIEW busy AS SELECT caller, n, window_start FROM per WHERE n > 14;",
-    )
-    .expect("the stream and views are made");
+    psql(port, VIEWS).expect("the stream and views are made");
     let input = batches(seed);
     let mut rng = Rng(seed);
     let mut kills = 0;
     for (b, batch) in input.iter().enumerate() {
-        let values: Vec<String> = batch.iter().map(|(c, t)| format!("({c}, {t})")).collect();
-        let sql = format!("INSERT INTO calls VALUES {};", values.join(", "));
-        psql(port, &sql).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
+        insert(port, batch).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
         if b == 15 {
             psql(port, "ALTER MATERIALIZED VIEW per SET PARALLELISM 6")
                 .unwrap_or_else(|e| panic!("seed {seed:#x}: ALTER: {e}"));
@@ -268,27 +271,12 @@ fn a_server_cluster_comes_back_after_a_process_is_killed() {
             cluster = start_cluster(&scratch.0, port, 2);
         }
     }
-    psql(port, "INSERT INTO calls VALUES (99, 100000);").expect("the last row");
-    let (per, busy) = expected(&input);
-    let streams = scratch.0.join("data0").join("streams");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < deadline
-        && (lines(&streams.join("per.csv")).len() < per.len()
-            || lines(&streams.join("busy.csv")).len() < busy.len())
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let queries = psql(port, "SHOW QUERIES").unwrap_or_default();
-    assert_eq!(
-        lines(&streams.join("per.csv")),
-        per,
-        "seed {seed:#x}, {kills} kills: view per\n{queries}"
-    );
-    assert_eq!(
-        lines(&streams.join("busy.csv")),
-        busy,
-        "seed {seed:#x}, {kills} kills: view busy\n{queries}"
+    let label = format!("seed {seed:#x}, {kills} kills");
+    views_hold(
+        port,
+        &scratch.0.join("data0").join("streams"),
+        &input,
+        &label,
     );
     assert!(kills >= 3, "seed {seed:#x}: only {kills} kills");
     eprintln!("2 processes x 2 workers: {kills} kills");

@@ -17,6 +17,16 @@ use std::time::Duration;
 
 struct Scratch(std::path::PathBuf);
 
+impl Scratch {
+    /// An empty directory `braid-<name>-<pid>` under the temporary directory.
+    fn fresh(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("braid-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch");
+        Scratch(dir)
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -84,10 +94,7 @@ fn run(
 
 #[test]
 fn restore_onto_other_worker_counts() {
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-ckpt-rescale-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("ckpt-rescale");
     let mut calls = String::from("caller,callee,start,dur\n");
     for i in 0..400_000u64 {
         let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
@@ -187,10 +194,7 @@ fn restore_onto_other_worker_counts() {
 /// `DONE` does not make the resume skip it (which left the output cut short).
 #[test]
 fn a_fresh_start_forgets_an_earlier_finished_run() {
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-ckpt-fresh-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("ckpt-fresh");
     let mut calls = String::from("caller,callee,start,dur\n");
     for i in 0..400_000u64 {
         let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
@@ -301,10 +305,7 @@ INSERT INTO out {query};"
 
 #[test]
 fn restore_onto_other_partition_counts() {
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-ckpt-requeue-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("ckpt-requeue");
     write_calls_and_texts(&dir.0, 120_000, None);
     let queries = [
         ("tumble", "SELECT window_end, caller % 50 AS k, count(*) AS n, sum(dur) AS total FROM calls GROUP BY TUMBLE(start, 100), caller % 50"),
@@ -364,10 +365,7 @@ fn restore_onto_other_partition_counts() {
 /// restored with another q: refused by name.
 #[test]
 fn another_q_is_refused_for_state_not_kept_by_key() {
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-ckpt-count-q-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("ckpt-count-q");
     let mut calls = String::from("caller,callee,start,dur\n");
     for i in 0..50_000u64 {
         calls += &format!("{},{},{},{}\n", i % 97, i % 13, i / 4, i % 600);
@@ -401,10 +399,7 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => {q}, route => caller
 #[test]
 fn live_rescale_keeps_the_output() {
     use braid_exec::rescale::{Request, Rescaler};
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-live-rescale-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("live-rescale");
     write_calls_and_texts(&dir.0, 300_000, Some(29_999));
     let out = dir.0.join("out.csv");
     let queries = [
@@ -496,10 +491,7 @@ fn live_rescale_keeps_the_output() {
 #[test]
 fn a_busy_worker_sheds_a_partition_on_its_own() {
     use braid_exec::rescale::{Auto, Rescaler};
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-auto-rescale-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("auto-rescale");
     let mut calls = String::from("caller,callee,start,dur\n");
     for i in 0..120_000u64 {
         // Callers 0 and 2 mod 4: partitions 0 and 2, both on worker 0.
@@ -521,26 +513,8 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller, 
     );
     let mut registry = Registry::with_builtins();
     registry.add_function("spin", Arc::new(braid_plan::function::Spin(25_000)));
-    let sorted = || {
-        let mut lines: Vec<String> = std::fs::read_to_string(dir.0.join("out.csv"))
-            .expect("output")
-            .lines()
-            .map(String::from)
-            .collect();
-        lines.sort();
-        lines
-    };
-    let go = |auto: Option<Auto>, rescaler: Option<Rescaler>| {
-        let config = RunConfig {
-            workers: 2,
-            auto_rescale: auto,
-            rescale: rescaler,
-            ..RunConfig::default()
-        };
-        let mut session = Session::new(&registry, config);
-        session.compile(&text, &dir.0).expect("compiles");
-        session.run_next().expect("a query").expect("runs")
-    };
+    let sorted = || sorted_lines(&dir.0.join("out.csv"));
+    let go = |auto, rescaler| run_on_two(&registry, &text, &dir.0, auto, rescaler);
     go(None, None);
     let want = sorted();
     assert!(want.len() > 500, "too little output to test anything");
@@ -556,6 +530,37 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller, 
         want,
         "the output of the run that moved a partition"
     );
+}
+
+/// The lines of `path`, sorted.
+fn sorted_lines(path: &Path) -> Vec<String> {
+    let mut lines: Vec<String> = std::fs::read_to_string(path)
+        .expect("output")
+        .lines()
+        .map(String::from)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// Runs the first query of script `text` on 2 workers, with `auto` rescaling and
+/// `rescaler` if given.
+fn run_on_two(
+    registry: &Registry,
+    text: &str,
+    dir: &Path,
+    auto: Option<braid_exec::rescale::Auto>,
+    rescaler: Option<braid_exec::rescale::Rescaler>,
+) -> braid_exec::session::QueryReport {
+    let config = RunConfig {
+        workers: 2,
+        auto_rescale: auto,
+        rescale: rescaler,
+        ..RunConfig::default()
+    };
+    let mut session = Session::new(registry, config);
+    session.compile(text, dir).expect("compiles");
+    session.run_next().expect("a query").expect("runs")
 }
 
 /// Spins about 4 µs, then gives its argument back: a costly scalar function.
@@ -590,10 +595,7 @@ impl braid_plan::expr::ScalarUdf for Slow {
 #[test]
 fn a_hot_partition_is_split_on_its_own() {
     use braid_exec::rescale::{Auto, Rescaler};
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-auto-split-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("auto-split");
     let route =
         |c: i64| braid_plan::expr::hash_values([braid_plan::batch::Value::Int(c)]).rem_euclid(4);
     let callers: Vec<i64> = (0..).filter(|&c| route(c) % 2 == 0).take(40).collect();
@@ -615,26 +617,8 @@ FROM calls GROUP BY TUMBLE(start, 1000), caller;"
     );
     let mut registry = Registry::with_builtins();
     registry.add_scalar("slow", Arc::new(Slow));
-    let sorted = || {
-        let mut lines: Vec<String> = std::fs::read_to_string(dir.0.join("out.csv"))
-            .expect("output")
-            .lines()
-            .map(String::from)
-            .collect();
-        lines.sort();
-        lines
-    };
-    let go = |auto: Option<Auto>, rescaler: Option<Rescaler>| {
-        let config = RunConfig {
-            workers: 2,
-            auto_rescale: auto,
-            rescale: rescaler,
-            ..RunConfig::default()
-        };
-        let mut session = Session::new(&registry, config);
-        session.compile(&text, &dir.0).expect("compiles");
-        session.run_next().expect("a query").expect("runs")
-    };
+    let sorted = || sorted_lines(&dir.0.join("out.csv"));
+    let go = |auto, rescaler| run_on_two(&registry, &text, &dir.0, auto, rescaler);
     go(None, None);
     let want = sorted();
     assert!(want.len() > 300, "too little output to test anything");
@@ -664,9 +648,7 @@ FROM calls GROUP BY TUMBLE(start, 1000), caller;"
 /// `late_path` by name instead of losing or repeating rows in it.
 #[test]
 fn late_path_is_refused_with_checkpoints() {
-    let dir = Scratch(std::env::temp_dir().join(format!("braid-late-ck-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("late-ck");
     write_calls_and_texts(&dir.0, 1_000, None);
     let d = dir.0.display();
     let text = format!(
@@ -693,9 +675,7 @@ fn late_path_is_refused_with_checkpoints() {
 #[test]
 fn a_binary_file_resumes_where_the_checkpoint_left_it() {
     use braid_plan::types::{DataType, Field, Schema};
-    let dir = Scratch(std::env::temp_dir().join(format!("braid-ckpt-bin-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("ckpt-bin");
     write_calls_and_texts(&dir.0, 200_000, None);
     let schema = Schema::new(vec![
         Field::new("caller", DataType::Int64),
@@ -754,10 +734,7 @@ INSERT INTO out SELECT window_end, caller % 50 AS k, count(*) AS n, sum(dur) AS 
 #[test]
 fn a_running_query_changes_its_worker_threads() {
     use braid_exec::rescale::{Request, Rescaler};
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("braid-live-threads-{}", std::process::id())));
-    let _ = std::fs::remove_dir_all(&dir.0);
-    std::fs::create_dir_all(&dir.0).expect("scratch");
+    let dir = Scratch::fresh("live-threads");
     write_calls_and_texts(&dir.0, 300_000, Some(29_999));
     let out = dir.0.join("out.csv");
     let query = "SELECT window_end, c.caller, count(*) AS n, count(t.len) AS met, sum(t.len) AS total FROM calls c LEFT JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 2 AND c.start + 2 GROUP BY TUMBLE(c.start, 200), c.caller";
