@@ -29,16 +29,16 @@ pub(crate) struct Resume {
     /// Byte offset of the row's line.
     pub offset: u64,
     /// Lines before it.
-    line: u64,
+    pub line: u64,
     /// The row's sequence number (rows before it).
-    seq: u64,
+    pub seq: u64,
     /// The epoch of the row before it (epochs never go back).
-    epoch: u64,
+    pub epoch: u64,
     /// The latest event time before it.
-    last_time: i64,
+    pub last_time: i64,
     /// Malformed records before it, and the first of them.
-    rejects: u64,
-    first: Vec<super::Reject>,
+    pub rejects: u64,
+    pub first: Vec<super::Reject>,
 }
 
 impl Resume {
@@ -177,6 +177,7 @@ impl CsvFeed {
             log: log.clone(),
             counters,
             tx,
+            window_start: None,
         };
         std::thread::Builder::new()
             .name(format!("braid-read-{}", source.name))
@@ -480,21 +481,281 @@ impl Feed for CsvFeed {
     }
 }
 
+/// What serial reading knows before a line: where the line starts, the lines and rows
+/// before it, the epoch of the row before (epochs never go back), the latest event time
+/// before it, and whether the header is still to come.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Before {
+    pub offset: u64,
+    pub line: u64,
+    pub seq: u64,
+    pub epoch: u64,
+    pub last_time: i64,
+    pub header_pending: bool,
+}
+
+impl Before {
+    /// The start of an input, before its header if it has one.
+    pub fn start(header: bool) -> Before {
+        Before {
+            offset: 0,
+            line: 0,
+            seq: 0,
+            epoch: 0,
+            last_time: i64::MIN,
+            header_pending: header,
+        }
+    }
+
+    /// Where a resume point says a parser was.
+    pub fn resumed(r: &Resume) -> Before {
+        Before {
+            offset: r.offset,
+            line: r.line,
+            seq: r.seq,
+            epoch: r.epoch,
+            last_time: r.last_time,
+            header_pending: false,
+        }
+    }
+}
+
+/// Where a [`LineParser`]'s results go.
+pub(crate) trait Emit {
+    /// The next row starts a window; `at` is the state before its line.
+    fn window_starts(&mut self, _at: &Before) {}
+    /// A finished window of epoch `epoch`. False: stop reading.
+    fn window(&mut self, epoch: u64, batch: Batch) -> bool;
+    /// A malformed line. False: stop reading (strict mode).
+    fn reject(&mut self, line: u64, column: u64, reason: String, text: &[u8]) -> bool;
+    /// An error that ends the input (a wrong header).
+    fn fatal(&mut self, line: u64, column: u64, message: String);
+    /// Row `seq` is on line `line` (and the rows after it on the lines after it, until
+    /// the next note).
+    fn rows_at(&mut self, seq: u64, line: u64);
+}
+
+/// Parses lines into windows the way serial reading does, from a given [`Before`].
+pub(crate) struct LineParser<'s> {
+    source: &'s Source,
+    /// The state before the next line.
+    pub at: Before,
+    /// `line - seq` of the last row: rows are lines `seq + line_offset` until a line
+    /// that is no row comes between.
+    line_offset: u64,
+    window: Batch,
+    data: Vec<u8>,
+    fields: Vec<(usize, usize, u64)>,
+    /// The event time of the first row taken.
+    pub first_time: Option<i64>,
+}
+
+impl<'s> LineParser<'s> {
+    /// A parser at `at`; `noted` when the rows before are already placed (a fresh
+    /// start: row 0 on line 1 needs no note), otherwise the first row notes its line.
+    pub fn new(source: &'s Source, at: Before, noted: bool) -> LineParser<'s> {
+        let arity = source.schema.arity();
+        LineParser {
+            source,
+            at,
+            line_offset: if noted { at.line - at.seq } else { u64::MAX },
+            window: Batch::with_capacity(arity, source.window),
+            data: Vec::with_capacity(1 << 12),
+            fields: Vec::with_capacity(arity + 1),
+            first_time: None,
+        }
+    }
+
+    /// One line as read (its line end included, if any); `cut` when its input ended in
+    /// the middle of it. False: stop reading.
+    pub fn line(&mut self, buf: &[u8], cut: bool, out: &mut impl Emit) -> bool {
+        let source = self.source;
+        let schema: &Schema = &source.schema;
+        let arity = schema.arity();
+        let tcol = schema.event_time;
+        let line_at = self.at.offset;
+        self.at.offset += buf.len() as u64;
+        self.at.line += 1;
+        let line = self.at.line;
+        let mut text: &[u8] = buf;
+        if let Some(t) = text.strip_suffix(b"\n") {
+            text = t;
+        }
+        if let Some(t) = text.strip_suffix(b"\r") {
+            text = t;
+        }
+        if cut {
+            return out.reject(line, 0, "connection closed mid-line".into(), text);
+        }
+        if text.iter().all(u8::is_ascii_whitespace) {
+            return true; // a blank line
+        }
+        let split = split_fields(text, &mut self.data, &mut self.fields);
+        let (data, fields) = (&self.data, &self.fields);
+        if self.at.header_pending {
+            self.at.header_pending = false;
+            let names = split.map(|()| {
+                fields
+                    .iter()
+                    .map(|&(a, b, _)| String::from_utf8_lossy(&data[a..b]).trim().to_string())
+                    .collect()
+            });
+            return header_ok(source, line, names, out);
+        }
+        if let Err((column, reason)) = split {
+            return out.reject(line, column, reason, text);
+        }
+        if fields.len() != arity {
+            let reason = format!("expected {arity} fields, found {}", fields.len());
+            return out.reject(line, 0, reason, text);
+        }
+        let field = |i: usize| &data[fields[i].0..fields[i].1];
+        // Event time first: it decides the window.
+        let time = match tcol {
+            Some(c) => match parse_field(field(c), schema.fields[c].ty, false) {
+                Ok(Value::Int(t)) => Some(t),
+                Ok(_) => None,
+                Err(reason) => {
+                    let reason = format!("field `{}`: {reason}", schema.fields[c].name);
+                    return out.reject(line, fields[c].2, reason, text);
+                }
+            },
+            None => None,
+        };
+        let last_time = self.at.last_time;
+        if let (Some(t), Some(c)) = (time, tcol) {
+            if t < last_time && !source.out_of_order {
+                let reason = format!("event time {t} is before the previous record's {last_time}");
+                return out.reject(line, fields[c].2, reason, text);
+            }
+        }
+        // Epochs never go back (a late row joins the current epoch).
+        let seq = self.at.seq;
+        let epoch = self.at.epoch;
+        let e = epoch_of(source, time, seq).max(epoch);
+        if !self.window.is_empty() && (e != epoch || self.window.len() >= source.window) {
+            let full =
+                std::mem::replace(&mut self.window, Batch::with_capacity(arity, source.window));
+            if !out.window(epoch, full) {
+                return false;
+            }
+        }
+        if self.window.is_empty() {
+            out.window_starts(&Before {
+                offset: line_at,
+                line: line - 1,
+                ..self.at
+            });
+        }
+        self.at.epoch = e;
+        self.window.start_row(RowKey { seq, lane: 0 });
+        for (i, f) in schema.fields.iter().enumerate() {
+            match parse_field(field(i), f.ty, f.nullable) {
+                Ok(v) => self.window.push_value(v),
+                Err(reason) => {
+                    self.window.abandon_row(); // drops the half-built row
+                    let reason = format!("field `{}`: {reason}", f.name);
+                    return out.reject(line, fields[i].2, reason, text);
+                }
+            }
+        }
+        // Where rows are in the text: a new note whenever a line that is no row came
+        // between (faults name their row's line by it).
+        if line - seq != self.line_offset {
+            self.line_offset = line - seq;
+            out.rows_at(seq, line);
+        }
+        self.at.seq += 1;
+        if let Some(t) = time {
+            self.at.last_time = last_time.max(t);
+            self.first_time.get_or_insert(t);
+        }
+        true
+    }
+
+    /// The input ended: hands on the last window.
+    pub fn finish(&mut self, out: &mut impl Emit) {
+        if !self.window.is_empty() {
+            let arity = self.source.schema.arity();
+            let last = std::mem::replace(&mut self.window, Batch::new(arity));
+            out.window(self.at.epoch, last);
+        }
+    }
+}
+
+/// Checks a header line against the schema.
+fn header_ok(
+    source: &Source,
+    line: u64,
+    names: Result<Vec<String>, (u64, String)>,
+    out: &mut impl Emit,
+) -> bool {
+    let schema: &Schema = &source.schema;
+    match names {
+        Ok(names) => {
+            let ok = names.len() == schema.arity()
+                && names
+                    .iter()
+                    .zip(&schema.fields)
+                    .all(|(n, f)| n.eq_ignore_ascii_case(&f.name));
+            if !ok {
+                out.fatal(
+                    line,
+                    1,
+                    format!(
+                        "header has columns {}, expected {}",
+                        names.join(", "),
+                        schema.column_list()
+                    ),
+                );
+            }
+            ok
+        }
+        Err((column, reason)) => {
+            out.fatal(line, column, format!("cannot read the header: {reason}"));
+            false
+        }
+    }
+}
+
 struct Parser {
     source: Source,
     strict: bool,
     log: Arc<Mutex<RejectLog>>,
     counters: Arc<Counters>,
     tx: SyncSender<Msg>,
+    /// Where the window being filled starts.
+    window_start: Option<Resume>,
 }
 
-impl Parser {
-    /// Records a malformed line. In strict mode, stops the run instead and returns false.
-    fn reject(&self, line: u64, column: u64, reason: String, text: &[u8]) -> bool {
+impl Emit for Parser {
+    fn window_starts(&mut self, at: &Before) {
+        let (rejects, first) = match self.log.lock() {
+            Ok(l) => (l.rejects.count, l.rejects.first.clone()),
+            Err(_) => (0, Vec::new()),
+        };
+        self.window_start = Some(Resume {
+            offset: at.offset,
+            line: at.line,
+            seq: at.seq,
+            epoch: at.epoch,
+            last_time: at.last_time,
+            rejects,
+            first,
+        });
+    }
+
+    fn window(&mut self, epoch: u64, batch: Batch) -> bool {
+        Counters::add(&self.counters.rows_in, batch.len() as u64);
+        self.tx
+            .send(Msg::Window(epoch, batch, self.window_start.take()))
+            .is_ok()
+    }
+
+    /// Records a malformed line. In strict mode, stops the run instead.
+    fn reject(&mut self, line: u64, column: u64, reason: String, text: &[u8]) -> bool {
         if self.strict {
-            let shown = String::from_utf8_lossy(&text[..text.len().min(200)]);
-            let cut = if text.len() > 200 { "..." } else { "" };
-            self.fatal(line, column, format!("{reason} (line {shown:?}{cut})"));
+            self.fatal(line, column, strict_message(reason, text));
             return false;
         }
         if let Ok(mut l) = self.log.lock() {
@@ -503,7 +764,7 @@ impl Parser {
         true
     }
 
-    fn fatal(&self, line: u64, column: u64, message: String) {
+    fn fatal(&mut self, line: u64, column: u64, message: String) {
         let _ = self.tx.send(Msg::Fatal(Error::Input {
             source_name: self.source.name.clone(),
             line,
@@ -512,209 +773,45 @@ impl Parser {
         }));
     }
 
-    /// Checks a header line against the schema.
-    fn header_ok(&self, line: u64, names: Result<Vec<String>, (u64, String)>) -> bool {
-        let schema: &Schema = &self.source.schema;
-        match names {
-            Ok(names) => {
-                let ok = names.len() == schema.arity()
-                    && names
-                        .iter()
-                        .zip(&schema.fields)
-                        .all(|(n, f)| n.eq_ignore_ascii_case(&f.name));
-                if !ok {
-                    self.fatal(
-                        line,
-                        1,
-                        format!(
-                            "header has columns {}, expected {}",
-                            names.join(", "),
-                            schema.column_list()
-                        ),
-                    );
-                }
-                ok
-            }
-            Err((column, reason)) => {
-                self.fatal(line, column, format!("cannot read the header: {reason}"));
-                false
-            }
+    fn rows_at(&mut self, seq: u64, line: u64) {
+        if let Ok(mut l) = self.log.lock() {
+            l.rejects.lines.push((seq, line));
         }
     }
+}
 
-    fn run(self, mut input: Box<dyn Lines>, header: bool, at: Option<Resume>) {
-        let schema: &Schema = &self.source.schema;
-        let arity = schema.arity();
-        let tcol = schema.event_time;
-        let mut buf: Vec<u8> = Vec::with_capacity(1 << 12);
-        let mut data: Vec<u8> = Vec::with_capacity(1 << 12);
-        let mut fields: Vec<(usize, usize, u64)> = Vec::with_capacity(arity + 1);
-        let mut header_pending = header && at.is_none();
-        let mut line = at.as_ref().map_or(0, |r| r.line);
-        let mut window = Batch::with_capacity(arity, self.source.window);
-        let mut epoch = at.as_ref().map_or(0, |r| r.epoch);
-        let mut seq = at.as_ref().map_or(0, |r| r.seq);
-        // `line - seq` of the last row: rows are lines `seq + line_offset` until a line
-        // that is no row comes between (resuming, the first row notes where it is).
-        let mut line_offset = match at {
-            Some(_) => u64::MAX,
-            None => 0,
+/// The error of strict mode's first malformed line: the reason and the line's text.
+pub(crate) fn strict_message(reason: String, text: &[u8]) -> String {
+    let shown = String::from_utf8_lossy(&text[..text.len().min(200)]);
+    let cut = if text.len() > 200 { "..." } else { "" };
+    format!("{reason} (line {shown:?}{cut})")
+}
+
+impl Parser {
+    fn run(mut self, mut input: Box<dyn Lines>, header: bool, at: Option<Resume>) {
+        let source = self.source.clone();
+        let start = match &at {
+            Some(r) => Before::resumed(r),
+            None => Before::start(header),
         };
-        let mut last_time = at.as_ref().map_or(i64::MIN, |r| r.last_time);
-        // Bytes read so far, and where the current line and window start.
-        let mut offset = at.as_ref().map_or(0, |r| r.offset);
-        let mut window_start: Option<Resume> = None;
+        let mut parser = LineParser::new(&source, start, at.is_none());
+        let mut buf: Vec<u8> = Vec::with_capacity(1 << 12);
         loop {
-            let end = match input.read_line(&mut buf) {
+            let cut = match input.read_line(&mut buf) {
                 Ok(LineEnd::End) => break,
-                Ok(end) => end,
+                Ok(LineEnd::Whole) => false,
+                Ok(LineEnd::Cut) => true,
                 Err(e) => {
-                    self.fatal(line + 1, 0, format!("read failed: {e}"));
+                    let line = parser.at.line + 1;
+                    self.fatal(line, 0, format!("read failed: {e}"));
                     return;
                 }
             };
-            let line_at = offset;
-            offset += buf.len() as u64;
-            line += 1;
-            let mut text: &[u8] = &buf;
-            if let Some(t) = text.strip_suffix(b"\n") {
-                text = t;
-            }
-            if let Some(t) = text.strip_suffix(b"\r") {
-                text = t;
-            }
-            if let LineEnd::Cut = end {
-                if !self.reject(line, 0, "connection closed mid-line".into(), text) {
-                    return;
-                }
-                continue;
-            }
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue; // a blank line
-            }
-            let split = split_fields(text, &mut data, &mut fields);
-            if header_pending {
-                header_pending = false;
-                let names = split.map(|()| {
-                    fields
-                        .iter()
-                        .map(|&(a, b, _)| String::from_utf8_lossy(&data[a..b]).trim().to_string())
-                        .collect()
-                });
-                if !self.header_ok(line, names) {
-                    return;
-                }
-                continue;
-            }
-            if let Err((column, reason)) = split {
-                if !self.reject(line, column, reason, text) {
-                    return;
-                }
-                continue;
-            }
-            if fields.len() != arity {
-                let reason = format!("expected {arity} fields, found {}", fields.len());
-                if !self.reject(line, 0, reason, text) {
-                    return;
-                }
-                continue;
-            }
-            let field = |i: usize| &data[fields[i].0..fields[i].1];
-            // Event time first: it decides the window.
-            let time = match tcol {
-                Some(c) => match parse_field(field(c), schema.fields[c].ty, false) {
-                    Ok(Value::Int(t)) => Some(t),
-                    Ok(_) => None,
-                    Err(reason) => {
-                        let reason = format!("field `{}`: {reason}", schema.fields[c].name);
-                        if !self.reject(line, fields[c].2, reason, text) {
-                            return;
-                        }
-                        continue;
-                    }
-                },
-                None => None,
-            };
-            if let (Some(t), Some(c)) = (time, tcol) {
-                if t < last_time && !self.source.out_of_order {
-                    let reason =
-                        format!("event time {t} is before the previous record's {last_time}");
-                    if !self.reject(line, fields[c].2, reason, text) {
-                        return;
-                    }
-                    continue;
-                }
-            }
-            // Epochs never go back (a late row joins the current epoch).
-            let e = epoch_of(&self.source, time, seq).max(epoch);
-            if !window.is_empty() && (e != epoch || window.len() >= self.source.window) {
-                let full =
-                    std::mem::replace(&mut window, Batch::with_capacity(arity, self.source.window));
-                Counters::add(&self.counters.rows_in, full.len() as u64);
-                if self
-                    .tx
-                    .send(Msg::Window(epoch, full, window_start.take()))
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            if window.is_empty() {
-                let (rejects, first) = match self.log.lock() {
-                    Ok(l) => (l.rejects.count, l.rejects.first.clone()),
-                    Err(_) => (0, Vec::new()),
-                };
-                window_start = Some(Resume {
-                    offset: line_at,
-                    line: line - 1,
-                    seq,
-                    epoch,
-                    last_time,
-                    rejects,
-                    first,
-                });
-            }
-            epoch = e;
-            window.start_row(RowKey { seq, lane: 0 });
-            let mut failed = None;
-            for (i, f) in schema.fields.iter().enumerate() {
-                match parse_field(field(i), f.ty, f.nullable) {
-                    Ok(v) => window.push_value(v),
-                    Err(reason) => {
-                        failed = Some((i, format!("field `{}`: {reason}", f.name)));
-                        break;
-                    }
-                }
-            }
-            match failed {
-                None => {
-                    // Where rows are in the text: a new entry whenever a line that is no
-                    // row came between (faults name their row's line by it).
-                    if line - seq != line_offset {
-                        line_offset = line - seq;
-                        if let Ok(mut l) = self.log.lock() {
-                            l.rejects.lines.push((seq, line));
-                        }
-                    }
-                    seq += 1;
-                    if let Some(t) = time {
-                        last_time = last_time.max(t);
-                    }
-                }
-                Some((i, reason)) => {
-                    window.abandon_row(); // drops the half-built row
-                    if !self.reject(line, fields[i].2, reason, text) {
-                        return;
-                    }
-                }
+            if !parser.line(&buf, cut, &mut self) {
+                return;
             }
         }
-        if !window.is_empty() {
-            Counters::add(&self.counters.rows_in, window.len() as u64);
-            let _ = self
-                .tx
-                .send(Msg::Window(epoch, window, window_start.take()));
-        }
+        parser.finish(&mut self);
         if let Ok(mut l) = self.log.lock() {
             l.flush();
         }
