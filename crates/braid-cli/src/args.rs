@@ -130,6 +130,9 @@ pub struct QueryArgs {
     /// Write malformed records to this file.
     #[arg(long)]
     pub rejects: Option<PathBuf>,
+    /// Bytes per chunk when the workers read a CSV file in shares (0: 1 MiB).
+    #[arg(long, default_value_t = 0)]
+    pub chunk_bytes: usize,
     /// Draw the progress line (rows in and out, rate, lag behind a paced source's
     /// schedule, malformed and late rows) even when standard error is not a terminal
     /// (then a line a second). Without it, `run` draws it only on a terminal, and only
@@ -502,6 +505,7 @@ impl QueryArgs {
                 strict: self.strict || self.on_error == OnError::Fail,
                 reject_file: self.rejects.clone(),
                 tcp_clients: 1,
+                chunk_bytes: self.chunk_bytes,
             },
             ..RunConfig::default()
         })

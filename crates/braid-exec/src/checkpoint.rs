@@ -498,7 +498,7 @@ impl Clock {
         if !self.due(store, closing, now) {
             return Ok(false);
         }
-        if let Some(at) = feed.resume_point() {
+        if let Some(at) = feed.resume_after(closing) {
             store.write_source(closing, worker, &at)?;
         }
         control.send((closing, shape));

@@ -51,9 +51,29 @@ pub struct Shared {
     pub(crate) shape: Mutex<Option<crate::rescale::Rescale>>,
     /// A live rescale of the worker threads ended the execution: start this many.
     pub(crate) threads_next: Mutex<Option<usize>>,
+    /// The boards of a CSV file read in shares ([`crate::source::par_csv`]), one per
+    /// dataflow built: by (execution of the worker threads, dataflow of the execution).
+    boards: Mutex<std::collections::HashMap<(usize, usize), Arc<crate::source::par_csv::Board>>>,
 }
 
 impl Shared {
+    /// The board of the file read in shares by dataflow `built` of execution
+    /// `execution`, the same for every worker thread of this process; `remote` when
+    /// other processes read it too.
+    pub(crate) fn board(
+        &self,
+        (execution, built): (usize, usize),
+        remote: bool,
+    ) -> Arc<crate::source::par_csv::Board> {
+        let mut boards = self.boards.lock().unwrap_or_else(|e| e.into_inner());
+        // Boards of earlier dataflows are read no more.
+        boards.retain(|&k, _| k >= (execution, built.saturating_sub(1)));
+        boards
+            .entry((execution, built))
+            .or_insert_with(|| Arc::new(crate::source::par_csv::Board::new(remote)))
+            .clone()
+    }
+
     /// The state of a new run: `counters` to count in, whether it measures partition
     /// costs, the caller's profiler (which measures them too), whether a runtime fault
     /// fails it (`strict`) or is a reported skip, the caller's cancel handle, and how
@@ -86,6 +106,7 @@ impl Shared {
             pause: Mutex::new(None),
             shape: Mutex::new(None),
             threads_next: Mutex::new(None),
+            boards: Mutex::new(Default::default()),
         }
     }
 

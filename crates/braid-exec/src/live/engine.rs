@@ -622,6 +622,7 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
             shared.counters.clone(),
             &i.registry,
             resume.as_deref(),
+            None,
         )
     });
     let (input, feed, control) = match feed {

@@ -8,12 +8,14 @@ use crate::checkpoint::{Clock, Store};
 use crate::render::{Control, Feeder, Place, Window};
 use crate::rescale::Rescaled;
 use crate::shared::Shared;
+use crate::source::par_csv::{Board, CarryMsg};
 use crate::source::{self, Counters, Next};
 use braid_plan::function::Registry;
 use braid_plan::plan::{Pace, Plan};
 use std::sync::Arc;
 use std::time::Duration;
-use timely::dataflow::ProbeHandle;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::{InputHandle, ProbeHandle};
 
 /// How a worker's source loop ended.
 pub(super) enum FeedEnd {
@@ -36,10 +38,86 @@ pub(super) struct FeedCtx<'a> {
     pub shared: &'a Arc<Shared>,
 }
 
+/// A CSV file read in shares ([`source::par_csv`]): the board of its carries and, when
+/// other processes read it too, the input that broadcasts this process's carries.
+pub(super) struct Shares {
+    board: Arc<Board>,
+    out: Option<InputHandle<u64, CapacityContainerBuilder<Vec<CarryMsg>>>>,
+}
+
+impl Shares {
+    /// The shares of the file `plan` reads, for dataflow `key` of this process (None
+    /// when it is not read in shares). With other processes, builds the dataflow that
+    /// hands each process's carries to every worker: every worker builds it, in the
+    /// same place among its dataflows.
+    pub(super) fn build(
+        worker: &mut timely::worker::Worker,
+        plan: &Plan,
+        processes: usize,
+        shared: &Shared,
+        key: (usize, usize),
+    ) -> Option<Shares> {
+        use timely::dataflow::channels::pact::Pipeline;
+        use timely::dataflow::operators::generic::operator::Operator;
+        use timely::dataflow::operators::vec::Broadcast;
+        use timely::dataflow::operators::Input;
+        if !source::reads_in_shares(&plan.leaf_source().spec, worker.peers()) {
+            return None;
+        }
+        let remote = processes > 1;
+        let board = shared.board(key, remote);
+        let out = remote.then(|| {
+            let mut out = InputHandle::new();
+            let on = board.clone();
+            worker.dataflow::<u64, _, _>(|scope| {
+                scope.input_from(&mut out).broadcast().sink(
+                    Pipeline,
+                    "Carries",
+                    move |(input, _)| {
+                        input.for_each(|_, carries: &mut Vec<CarryMsg>| {
+                            carries.drain(..).for_each(|c| on.receive(c))
+                        })
+                    },
+                );
+            });
+            out
+        });
+        Some(Shares { board, out })
+    }
+
+    /// Sends the carries this process's readers published to the other processes.
+    fn pump(&mut self) {
+        if let Some(out) = &mut self.out {
+            let carries = self.board.take_outbox();
+            if !carries.is_empty() {
+                carries.into_iter().for_each(|c| out.send(c));
+                out.flush();
+            }
+        }
+    }
+}
+
+/// Steps the worker (parked for at most `park`), first sending the carries of a file
+/// read in shares: a worker that waits must not hold back the other processes' readers.
+fn step(worker: &mut timely::worker::Worker, shares: &mut Option<Shares>, park: Option<Duration>) {
+    if let Some(s) = shares {
+        s.pump();
+    }
+    match park {
+        Some(d) => {
+            worker.step_or_park(Some(d));
+        }
+        None => {
+            worker.step();
+        }
+    }
+}
+
 pub(super) fn feed(
     worker: &mut timely::worker::Worker,
     mut input: Feeder,
     mut control: Option<Control>,
+    mut shares: Option<Shares>,
     probe: &ProbeHandle<u64>,
     clock: &mut Clock,
     ctx: &FeedCtx<'_>,
@@ -54,10 +132,15 @@ pub(super) fn feed(
     let source = plan.leaf_source();
     // Resuming, a feed that said where to start again (a CSV file) starts there; any
     // other reads from its start and the windows up to the checkpoint are dropped.
+    // A file read in shares resumes from the one point worker 0 wrote.
+    let resume_from = match shares.is_some() {
+        true => 0,
+        false => place.index,
+    };
     let resume_at = match shared
         .checkpoints
         .as_ref()
-        .map(|s| s.read_source(place.index))
+        .map(|s| s.read_source(resume_from))
     {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
@@ -74,6 +157,7 @@ pub(super) fn feed(
         shared.counters.clone(),
         registry,
         resume_at.as_deref(),
+        shares.as_ref().map(|s| &s.board),
     ) {
         Ok(Some(f)) => f,
         Ok(None) => return FeedEnd::Done, // this worker reads nothing: dropping `input` closes it
@@ -94,12 +178,13 @@ pub(super) fn feed(
         }),
         Pace::Max => None,
     };
-    let wait_until = |worker: &mut timely::worker::Worker, at: Duration| {
-        while start.elapsed() < at && !shared.stopping() {
-            let left = at.saturating_sub(start.elapsed());
-            worker.step_or_park(Some(left.min(Duration::from_millis(1))));
-        }
-    };
+    let wait_until =
+        |worker: &mut timely::worker::Worker, shares: &mut Option<Shares>, at: Duration| {
+            while start.elapsed() < at && !shared.stopping() {
+                let left = at.saturating_sub(start.elapsed());
+                step(worker, shares, Some(left.min(Duration::from_millis(1))));
+            }
+        };
     if let Some(at) = release {
         let epoch = at(source.epoch).as_secs_f64();
         let _ = shared.counters.pacing.set((start, epoch));
@@ -199,7 +284,7 @@ pub(super) fn feed(
                             break;
                         }
                         input.flush();
-                        worker.step_or_park(Some(Duration::from_millis(1)));
+                        step(worker, &mut shares, Some(Duration::from_millis(1)));
                     }
                     // When pacing, the current epoch is complete once the clock has passed
                     // the last event time it can hold; close it then (never earlier: that
@@ -209,7 +294,7 @@ pub(super) fn feed(
                             .saturating_mul(source.epoch)
                             .saturating_sub(1);
                         input.flush();
-                        wait_until(worker, at(last));
+                        wait_until(worker, &mut shares, at(last));
                     }
                     input.advance_to(epoch);
                     shared
@@ -228,7 +313,7 @@ pub(super) fn feed(
                         None => epoch * source.epoch,
                     };
                     input.flush();
-                    wait_until(worker, at(latest));
+                    wait_until(worker, &mut shares, at(latest));
                 }
                 if let Some(c) = shared.switching().filter(|&c| epoch > c) {
                     return fence(input, control, c);
@@ -252,7 +337,7 @@ pub(super) fn feed(
                 sent += 1;
                 if sent.is_multiple_of(4) {
                     input.flush();
-                    worker.step();
+                    step(worker, &mut shares, None);
                 }
                 if let Some(n) = cfg.max_rows {
                     if shared
@@ -270,12 +355,12 @@ pub(super) fn feed(
                     && !shared.stopping()
                     && shared.switching().is_none()
                 {
-                    worker.step_or_park(Some(Duration::from_millis(1)));
+                    step(worker, &mut shares, Some(Duration::from_millis(1)));
                 }
             }
             Ok(Next::Wait) => {
                 input.flush();
-                worker.step_or_park(Some(Duration::from_millis(1)));
+                step(worker, &mut shares, Some(Duration::from_millis(1)));
             }
             Ok(Next::Done) => break,
             Err(e) => {
@@ -286,6 +371,11 @@ pub(super) fn feed(
     }
     if let Ok(mut r) = shared.rejects.lock() {
         r.push(feed.rejects());
+    }
+    // The last carries this process's readers published (its input closes here).
+    drop(feed);
+    if let Some(s) = &mut shares {
+        s.pump();
     }
     if leader {
         // A live rescale after which the input had nothing more: its pause ends here.

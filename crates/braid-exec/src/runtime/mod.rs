@@ -10,7 +10,7 @@
 mod feed;
 mod switch;
 
-use feed::{feed, FeedCtx, FeedEnd};
+use feed::{feed, FeedCtx, FeedEnd, Shares};
 use switch::{abandon, await_switch, drain, drain_committing, Gate};
 
 use crate::cancel::Cancel;
@@ -306,7 +306,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     let mut threads = cfg.workers.max(1);
     let mut connected = connected;
     let mut results = Vec::new();
+    let mut execution = 0usize;
     loop {
+        execution += 1;
         let cfg_run = RunConfig {
             workers: threads,
             ..cfg.clone()
@@ -331,7 +333,16 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             // The plan as it runs now: a live rescale installs it in another shape.
             let mut plan_now = plan_w.clone();
             let mut clock = Clock::new();
+            let mut dataflows = 0usize;
             loop {
+                dataflows += 1;
+                let shares = Shares::build(
+                    worker,
+                    &plan_now,
+                    cfg_w.processes,
+                    &shared_w,
+                    (execution, dataflows),
+                );
                 let mut input = Feeder::new();
                 let mut control = shared_w.checkpoints.as_ref().map(|_| Control::new());
                 let probe = ProbeHandle::new();
@@ -364,7 +375,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
                 // or source) fails the run; the other workers see the failure and stop
                 // instead of waiting for this one forever.
                 let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    match feed(worker, input, control, &probe, &mut clock, &ctx) {
+                    match feed(worker, input, control, shares, &probe, &mut clock, &ctx) {
                         FeedEnd::Switch(c, fence) => {
                             let passed = await_switch(worker, &probe, &mut clock, &shared_w, c);
                             drop(fence);

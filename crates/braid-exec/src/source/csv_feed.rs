@@ -546,8 +546,12 @@ pub(crate) struct LineParser<'s> {
     window: Batch,
     data: Vec<u8>,
     fields: Vec<(usize, usize, u64)>,
-    /// The event time of the first row taken.
-    pub first_time: Option<i64>,
+    /// The earliest event time judged against no row before (every time read until
+    /// a row is taken, that row's included): a parser that started without knowing the
+    /// latest time before it judged these differently if one is earlier than that.
+    pub unjudged: Option<i64>,
+    /// A row has been taken.
+    taken: bool,
 }
 
 impl<'s> LineParser<'s> {
@@ -562,7 +566,8 @@ impl<'s> LineParser<'s> {
             window: Batch::with_capacity(arity, source.window),
             data: Vec::with_capacity(1 << 12),
             fields: Vec::with_capacity(arity + 1),
-            first_time: None,
+            unjudged: None,
+            taken: false,
         }
     }
 
@@ -623,6 +628,9 @@ impl<'s> LineParser<'s> {
             None => None,
         };
         let last_time = self.at.last_time;
+        if let (Some(t), false) = (time, self.taken) {
+            self.unjudged = Some(self.unjudged.map_or(t, |u| u.min(t)));
+        }
         if let (Some(t), Some(c)) = (time, tcol) {
             if t < last_time && !source.out_of_order {
                 let reason = format!("event time {t} is before the previous record's {last_time}");
@@ -668,8 +676,8 @@ impl<'s> LineParser<'s> {
         self.at.seq += 1;
         if let Some(t) = time {
             self.at.last_time = last_time.max(t);
-            self.first_time.get_or_insert(t);
         }
+        self.taken = true;
         true
     }
 

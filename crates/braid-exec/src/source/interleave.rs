@@ -140,6 +140,7 @@ impl InterleaveFeed {
                     counters.clone(),
                     registry,
                     at.and_then(|a| a.at.as_deref()),
+                    None,
                 )?,
             };
             opened.push(Child {

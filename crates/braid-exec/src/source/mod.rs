@@ -14,6 +14,7 @@ pub mod binary;
 mod csv_feed;
 pub mod generator;
 mod interleave;
+pub mod par_csv;
 
 use crate::error::{Error, Result};
 use braid_plan::batch::Batch;
@@ -61,6 +62,13 @@ pub trait Feed {
     fn resume_point(&self) -> Option<Vec<u8>> {
         None
     }
+    /// Where to start reading again to get every row after epoch `closing` (and maybe
+    /// some of `closing` and before, which a resumed run drops), as the feed would have;
+    /// asked when this feed's input goes past `closing`. By default the
+    /// [`Feed::resume_point`].
+    fn resume_after(&self, _closing: u64) -> Option<Vec<u8>> {
+        self.resume_point()
+    }
     /// Closes the current epoch now without data (see
     /// [`braid_plan::function::NativeSource::close_epoch`]); the new epoch, if it can.
     fn close_epoch(&mut self) -> Result<Option<Next>> {
@@ -93,7 +101,11 @@ pub struct Rejects {
     /// Where the source's rows are in its text, for a line-delimited source: `(row's
     /// sequence number, its line)` for the first row and every row after a line that
     /// was no row (the header, a blank or malformed line); see [`Rejects::line_of`].
+    /// Line 0 says the rows from there on are not this report's to place.
     pub lines: Vec<(u64, u64)>,
+    /// `lines` covers one reader's share of the source's rows (a file read by several
+    /// workers): the reports of all shares together place every row.
+    pub lines_partial: bool,
 }
 
 impl Rejects {
@@ -105,16 +117,25 @@ impl Rejects {
     pub fn line_of(&self, seq: u64) -> Option<u64> {
         let i = self.lines.partition_point(|&(s, _)| s <= seq);
         let (s, line) = *self.lines.get(i.checked_sub(1)?)?;
-        Some(line + (seq - s))
+        (line > 0).then(|| line + (seq - s))
     }
 
     /// Adds another report's counts and first rejects.
     pub fn absorb(&mut self, other: Rejects) {
-        // Two readers of one source name: where a row is is no longer known.
-        match (self.lines.is_empty(), other.lines.is_empty()) {
-            (true, _) => self.lines = other.lines,
-            (false, false) => self.lines.clear(),
-            (false, true) => {}
+        if self.lines_partial && other.lines_partial {
+            // Shares of one file: together they place every row. A share's end (line
+            // 0) sorts before the next share's start at the same row.
+            self.lines.extend(other.lines);
+            self.lines.sort_unstable();
+            self.lines.dedup();
+        } else {
+            // Two readers of one source name: where a row is is no longer known.
+            match (self.lines.is_empty(), other.lines.is_empty()) {
+                (true, _) => self.lines = other.lines,
+                (false, false) => self.lines.clear(),
+                (false, true) => {}
+            }
+            self.lines_partial = false;
         }
         self.count += other.count;
         for r in other.first {
@@ -152,6 +173,9 @@ pub struct ReadOptions {
     pub reject_file: Option<PathBuf>,
     /// TCP: number of client connections to serve before the input ends.
     pub tcp_clients: usize,
+    /// A CSV file read by several workers: the bytes each chunk has (0:
+    /// [`par_csv::CHUNK_BYTES`]).
+    pub chunk_bytes: usize,
 }
 
 /// Live counters, readable while the run goes on.
@@ -207,6 +231,12 @@ pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
     matches!(spec, SourceSpec::Generator(_) | SourceSpec::Native(_))
 }
 
+/// Whether `peers` workers read a source in shares of the same rows with one resume
+/// point ([`par_csv`]: a CSV file, when a run hands its feeds a board).
+pub fn reads_in_shares(spec: &SourceSpec, peers: usize) -> bool {
+    matches!(spec, SourceSpec::Csv { .. }) && peers > 1
+}
+
 /// Whether the source's feed adds its rows to [`Counters::rows_in`] itself (CSV parsers
 /// count as they parse; an interleave counts for its children that do not); the
 /// runtime counts the rows of the others as it sends them.
@@ -230,12 +260,14 @@ pub fn open(
     counters: Arc<Counters>,
     registry: &braid_plan::function::Registry,
 ) -> Result<Option<Box<dyn Feed>>> {
-    open_at(source, index, peers, opts, counters, registry, None)
+    open_at(source, index, peers, opts, counters, registry, None, None)
 }
 
 /// [`open`], starting at a [`Feed::resume_point`] of a feed of the same source when
 /// given one: a CSV file seeks to it, an interleave hands each CSV child its own. Only
-/// feeds that gave a resume point are given one back.
+/// feeds that gave a resume point are given one back. With a `board`, a CSV file is read
+/// by every worker in shares ([`par_csv`]; [`reads_in_shares`]).
+#[allow(clippy::too_many_arguments)]
 pub fn open_at(
     source: &Source,
     index: usize,
@@ -244,8 +276,10 @@ pub fn open_at(
     counters: Arc<Counters>,
     registry: &braid_plan::function::Registry,
     resume: Option<&[u8]>,
+    board: Option<&Arc<par_csv::Board>>,
 ) -> Result<Option<Box<dyn Feed>>> {
-    if !reads_on_all_workers(&source.spec) && index != 0 {
+    let shares = board.filter(|_| reads_in_shares(&source.spec, peers));
+    if !reads_on_all_workers(&source.spec) && index != 0 && shares.is_none() {
         return Ok(None);
     }
     let feed: Box<dyn Feed> = match &source.spec {
@@ -285,6 +319,18 @@ pub fn open_at(
                 Some(bytes) => Some(csv_feed::Resume::read(bytes, &file, path)?),
                 None => None,
             };
+            if let Some(board) = shares {
+                return Ok(Some(Box::new(par_csv::open(
+                    source,
+                    path,
+                    *header,
+                    (index, peers),
+                    opts,
+                    counters,
+                    board.clone(),
+                    at,
+                )?)));
+            }
             if let Some(r) = &at {
                 use std::io::Seek;
                 file.seek(std::io::SeekFrom::Start(r.offset))
