@@ -121,6 +121,8 @@ fn config(workers: usize, strict: bool, reject_file: Option<PathBuf>, clients: u
             strict,
             reject_file,
             tcp_clients: clients,
+            // Files read in shares of a few lines each (with more than one worker).
+            chunk_bytes: 64,
         },
         ..RunConfig::default()
     }

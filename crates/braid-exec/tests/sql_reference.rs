@@ -904,6 +904,15 @@ fn scalars(calls: &[Call]) -> Vec<Vec<Scalar>> {
         .collect()
 }
 
+/// With more than one worker, the input files are read in shares of about 97 bytes
+/// (a few lines each: chunk boundaries fall inside lines).
+fn chunks() -> braid_exec::source::ReadOptions {
+    braid_exec::source::ReadOptions {
+        chunk_bytes: 97,
+        ..RunConfig::default().read
+    }
+}
+
 fn sorted(mut v: Vec<Vec<Scalar>>) -> Vec<Vec<Scalar>> {
     v.sort();
     v
@@ -985,6 +994,7 @@ fn check_reference_of(
                 for workers in [1, 2, 4] {
                     let cfg = RunConfig {
                         workers,
+                        read: chunks(),
                         ..RunConfig::default()
                     };
                     let report = run(&par.jobs[0].plan, &par.registry, &cfg)
@@ -1056,6 +1066,7 @@ fn check_late_reference_of(
             for workers in [1, 2, 4] {
                 let cfg = RunConfig {
                     workers,
+                    read: chunks(),
                     ..RunConfig::default()
                 };
                 let report = run(&par.jobs[0].plan, &par.registry, &cfg)
