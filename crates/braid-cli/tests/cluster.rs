@@ -168,6 +168,16 @@ fn one_and_two(dir: &TempDir, tag: &str, args: &[&str]) -> (String, String, Vec<
     (read(&one), read(&two), errs)
 }
 
+/// The rows a process read, from its summary line.
+fn rows_in(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("braid: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary line in {stderr:?}"))
+}
+
 fn sorted_lines(s: &str) -> Vec<&str> {
     let mut v: Vec<&str> = s.lines().collect();
     v.sort_unstable();
@@ -246,23 +256,18 @@ fn two_processes_two_workers_each_union() {
             "union output, {strategy}"
         );
         // The generator's windows are dealt to all 4 workers: both processes read some.
-        let rows_in = |e: &str| -> u64 {
-            e.lines()
-                .find_map(|l| l.strip_prefix("braid: "))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|n| n.parse().ok())
-                .unwrap_or_else(|| panic!("no summary line in {e:?}"))
-        };
         let (a, b) = (rows_in(&errs[0]), rows_in(&errs[1]));
         assert!(a > 0 && b > 0, "both processes read: {a} + {b}");
         assert_eq!(a + b, 20000, "every tuple read once");
     }
 }
 
-/// CSV input is read on global worker 0 only (process 0); a malformed line is reported
-/// by that process and costs nothing else.
+/// A CSV file is read in shares by both processes (chunks of 1000 bytes, dealt to the
+/// two workers in turn); the output is the one process's, every row is read once, and
+/// the malformed line is reported once, by process 0, with its line and column, as
+/// serial reading reports it.
 #[test]
-fn two_processes_csv_input_with_a_bad_line() {
+fn two_processes_read_a_csv_file_in_shares() {
     let dir = TempDir::new("csv");
     let input = dir.path("in.csv");
     let mut text = String::new();
@@ -292,10 +297,15 @@ fn two_processes_csv_input_with_a_bad_line() {
             "identity",
             "--merge",
             "ordered",
+            "--chunk-bytes",
+            "1000",
         ],
     );
     assert_eq!(one.lines().count(), 3000);
     assert_eq!(one, two, "time-ordered output of 2 processes");
+    let (a, b) = (rows_in(&errs[0]), rows_in(&errs[1]));
+    assert!(a > 0 && b > 0, "both processes read: {a} + {b}");
+    assert_eq!(a + b, 3000, "every row read once");
     assert!(
         errs[0].contains("input: 1 malformed record(s)")
             && errs[0].contains("line 1236, column 4: field `key`"),
@@ -304,7 +314,7 @@ fn two_processes_csv_input_with_a_bad_line() {
     );
     assert!(
         !errs[1].contains("malformed"),
-        "process 1 reads nothing:\n{}",
+        "process 1 reports no reject of its own:\n{}",
         errs[1]
     );
 }
