@@ -84,7 +84,57 @@ impl GeneratorFeed {
     }
 }
 
+impl GeneratorFeed {
+    /// [`GeneratorFeed::new`], going on after epoch `after` (the resume point of a
+    /// checkpoint): the tuples up to it, a prefix since times only grow, are not made
+    /// again, and worker 0 counts them as read.
+    pub fn resumed(
+        spec: GeneratorSpec,
+        source: &Source,
+        index: usize,
+        peers: usize,
+        after: u64,
+        counters: &super::Counters,
+    ) -> GeneratorFeed {
+        let mut g = GeneratorFeed::new(spec, source, index, peers);
+        let epoch_len = g.epoch_len.max(1);
+        let epoch_of = |i: u64| {
+            let mut f = [0i64; 15];
+            tuple(&spec, i, &mut f);
+            f[1].max(0) as u64 / epoch_len
+        };
+        // The first tuple of an epoch after `after`.
+        let (mut lo, mut hi) = (0, spec.tuples);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match epoch_of(mid) <= after {
+                true => lo = mid + 1,
+                false => hi = mid,
+            }
+        }
+        // This worker's first window that holds a tuple from there on.
+        let window = g.window.max(1);
+        let j0 = lo / window;
+        g.k = j0 + (g.k + g.peers - j0 % g.peers) % g.peers;
+        g.i = (g.k * window).max(lo);
+        if index == 0 {
+            super::Counters::add(&counters.rows_in, lo);
+        }
+        g
+    }
+}
+
+/// A generator's resume point: the epoch it resumes after.
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(crate) struct After {
+    pub after: u64,
+}
+
 impl Feed for GeneratorFeed {
+    fn resume_after(&self, closing: u64) -> Option<Vec<u8>> {
+        serde_json::to_vec(&After { after: closing }).ok()
+    }
+
     fn next(&mut self) -> Result<Next> {
         let end = ((self.k + 1) * self.window).min(self.spec.tuples);
         if self.i >= end {
@@ -135,4 +185,82 @@ pub fn materialize(spec: &GeneratorSpec) -> Batch {
         out.push_ints(RowKey { seq: i, lane: 0 }, &f);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::Counters;
+    use braid_plan::plan::{Plan, SourceSpec};
+    use std::sync::atomic::Ordering;
+
+    /// Every tuple `(seq, epoch)` the feeds of `peers` workers make.
+    fn made(mut feeds: Vec<GeneratorFeed>) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for f in &mut feeds {
+            while let Next::Window(e, b) = f.next().expect("generator") {
+                out.extend((0..b.len()).map(|i| (b.key(i).seq, e)));
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn a_resumed_generator_makes_exactly_the_tuples_after_its_epoch() {
+        for (tuples, rate, epoch, window, peers) in [
+            (5000, 100.0, 1, 64, 1),
+            (5000, 100.0, 1, 64, 3),
+            (4321, 7.5, 4, 10, 2),
+            (999, 1000.0, 1, 1000, 4),
+            (1000, 3.0, 10, 7, 5),
+        ] {
+            let spec = GeneratorSpec {
+                tuples,
+                rate,
+                keys: 4,
+                broadcast: 0.1,
+                seed: 7,
+            };
+            let mut source =
+                Plan::source("g", SourceSpec::Generator(spec), GeneratorSpec::schema())
+                    .leaf_source()
+                    .clone();
+            source.epoch = epoch;
+            source.window = window;
+            let all = made(
+                (0..peers)
+                    .map(|i| GeneratorFeed::new(spec, &source, i, peers))
+                    .collect(),
+            );
+            assert_eq!(all.len() as u64, tuples);
+            let last = all.last().map_or(0, |t| t.1);
+            for after in [
+                0,
+                1,
+                last / 3,
+                last / 2,
+                last.saturating_sub(1),
+                last,
+                last + 1,
+            ] {
+                let counters = Counters::default();
+                let again = made(
+                    (0..peers)
+                        .map(|i| GeneratorFeed::resumed(spec, &source, i, peers, after, &counters))
+                        .collect(),
+                );
+                let want: Vec<(u64, u64)> = all.iter().copied().filter(|t| t.1 > after).collect();
+                assert_eq!(
+                    again, want,
+                    "{tuples} tuples, {peers} workers, after {after}"
+                );
+                assert_eq!(
+                    counters.rows_in.load(Ordering::Relaxed),
+                    tuples - want.len() as u64,
+                    "the tuples before are counted once"
+                );
+            }
+        }
+    }
 }

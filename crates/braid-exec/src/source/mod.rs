@@ -231,6 +231,12 @@ pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
     matches!(spec, SourceSpec::Generator(_) | SourceSpec::Native(_))
 }
 
+/// Whether every worker resumes a source from the one point worker 0 writes (a
+/// generator: the epoch it resumes after; a CSV file read in shares).
+pub fn one_resume_point(spec: &SourceSpec, peers: usize) -> bool {
+    reads_in_shares(spec, peers) || matches!(spec, SourceSpec::Generator(_))
+}
+
 /// Whether `peers` workers read a source in shares of the same rows with one resume
 /// point ([`par_csv`]: a CSV file, when a run hands its feeds a board).
 pub fn reads_in_shares(spec: &SourceSpec, peers: usize) -> bool {
@@ -299,9 +305,20 @@ pub fn open_at(
             }),
             None => return Ok(None),
         },
-        SourceSpec::Generator(g) => {
-            Box::new(generator::GeneratorFeed::new(*g, source, index, peers))
-        }
+        SourceSpec::Generator(g) => match resume {
+            Some(bytes) => {
+                let at: generator::After = serde_json::from_slice(bytes).map_err(|e| {
+                    Error::Internal(format!(
+                        "the checkpoint's position of generator {}: {e}",
+                        source.name
+                    ))
+                })?;
+                Box::new(generator::GeneratorFeed::resumed(
+                    *g, source, index, peers, at.after, &counters,
+                ))
+            }
+            None => Box::new(generator::GeneratorFeed::new(*g, source, index, peers)),
+        },
         SourceSpec::Memory(rows) => Box::new(MemoryFeed {
             rows: rows.clone(),
             next: 0,
