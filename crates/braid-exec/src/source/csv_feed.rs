@@ -535,6 +535,10 @@ pub(crate) trait Emit {
     fn rows_at(&mut self, seq: u64, line: u64);
 }
 
+/// Rows the first window of a parse is made for (the next ones for as many as the
+/// window before held).
+const FIRST_WINDOW: usize = 256;
+
 /// Parses lines into windows the way serial reading does, from a given [`Before`].
 pub(crate) struct LineParser<'s> {
     source: &'s Source,
@@ -563,7 +567,7 @@ impl<'s> LineParser<'s> {
             source,
             at,
             line_offset: if noted { at.line - at.seq } else { u64::MAX },
-            window: Batch::with_capacity(arity, source.window),
+            window: Batch::with_capacity(arity, source.window.min(FIRST_WINDOW)),
             data: Vec::with_capacity(1 << 12),
             fields: Vec::with_capacity(arity + 1),
             unjudged: None,
@@ -642,8 +646,11 @@ impl<'s> LineParser<'s> {
         let epoch = self.at.epoch;
         let e = epoch_of(source, time, seq).max(epoch);
         if !self.window.is_empty() && (e != epoch || self.window.len() >= source.window) {
-            let full =
-                std::mem::replace(&mut self.window, Batch::with_capacity(arity, source.window));
+            // The next window is sized for as many rows as this one had (epochs of few
+            // rows make small windows, and a reader holding a chunk's windows holds
+            // little more than their rows).
+            let rows = (self.window.len() + self.window.len() / 4 + 1).min(source.window);
+            let full = std::mem::replace(&mut self.window, Batch::with_capacity(arity, rows));
             if !out.window(epoch, full) {
                 return false;
             }

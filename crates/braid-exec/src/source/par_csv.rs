@@ -177,13 +177,21 @@ impl Board {
 }
 
 enum Msg {
-    Window(u64, Batch),
+    /// A chunk's windows, in order.
+    Windows(Vec<(u64, Batch)>),
     Fatal(Error),
 }
+
+/// How many chunks of windows a reader hands on ahead of its worker: a reader that
+/// waited for its worker to send a chunk's windows would hold back the carry into the
+/// chunks after its next one.
+const CHUNKS_AHEAD: usize = 2;
 
 /// One worker's share of a CSV file.
 pub(crate) struct ParFeed {
     rx: Receiver<Msg>,
+    /// The windows of the chunk being sent.
+    pending: std::collections::VecDeque<(u64, Batch)>,
     board: Arc<Board>,
     rejects: Arc<Mutex<Rejects>>,
     stop: Arc<AtomicBool>,
@@ -267,7 +275,7 @@ pub(crate) fn open(
         ),
         None => None,
     };
-    let (tx, rx) = sync_channel(64);
+    let (tx, rx) = sync_channel(CHUNKS_AHEAD);
     let stop = Arc::new(AtomicBool::new(false));
     let reader = Reader {
         source: source.clone(),
@@ -295,6 +303,7 @@ pub(crate) fn open(
         .map_err(|e| Error::io("starting a reader thread", e))?;
     Ok(ParFeed {
         rx,
+        pending: Default::default(),
         board,
         rejects,
         stop,
@@ -303,11 +312,16 @@ pub(crate) fn open(
 
 impl Feed for ParFeed {
     fn next(&mut self) -> Result<Next> {
-        match self.rx.try_recv() {
-            Ok(Msg::Window(e, b)) => Ok(Next::Window(e, b)),
-            Ok(Msg::Fatal(e)) => Err(e),
-            Err(TryRecvError::Empty) => Ok(Next::Wait),
-            Err(TryRecvError::Disconnected) => Ok(Next::Done),
+        loop {
+            if let Some((e, b)) = self.pending.pop_front() {
+                return Ok(Next::Window(e, b));
+            }
+            match self.rx.try_recv() {
+                Ok(Msg::Windows(w)) => self.pending = w.into(),
+                Ok(Msg::Fatal(e)) => return Err(e),
+                Err(TryRecvError::Empty) => return Ok(Next::Wait),
+                Err(TryRecvError::Disconnected) => return Ok(Next::Done),
+            }
         }
     }
 
@@ -575,13 +589,9 @@ impl Reader {
                 None => recut(&self.source, batch, carry.at.epoch, &mut windows),
             }
         }
-        for (e, batch) in windows {
-            Counters::add(&self.counters.rows_in, batch.len() as u64);
-            if self.tx.send(Msg::Window(e, batch)).is_err() {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+        let rows: usize = windows.iter().map(|w| w.1.len()).sum();
+        Counters::add(&self.counters.rows_in, rows as u64);
+        Ok(windows.is_empty() || self.tx.send(Msg::Windows(windows)).is_ok())
     }
 }
 
@@ -869,6 +879,7 @@ mod tests {
                 for closing in 0..=last {
                     let feed = ParFeed {
                         rx: sync_channel(1).1,
+                        pending: Default::default(),
                         board: board.clone(),
                         rejects: Default::default(),
                         stop: Default::default(),
