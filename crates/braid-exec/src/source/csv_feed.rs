@@ -75,6 +75,7 @@ pub(crate) struct CsvFeed {
     name: String,
     /// Set when the feed is dropped: reader threads that wait on a socket stop.
     stop: Arc<AtomicBool>,
+    counters: Arc<Counters>,
 }
 
 impl Drop for CsvFeed {
@@ -83,8 +84,55 @@ impl Drop for CsvFeed {
     }
 }
 
+/// An int64 written in ASCII (`[+-]?[0-9]+` between ASCII white space), without a
+/// UTF-8 check or a `str` on the way; None for anything else (empty, too large, any
+/// other byte), which the general path then judges.
+#[inline]
+pub(crate) fn ascii_int(mut bytes: &[u8]) -> Option<i64> {
+    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
+    if bytes.first().is_some_and(space) || bytes.last().is_some_and(space) {
+        let start = bytes.iter().position(|b| !space(b))?;
+        let end = bytes.iter().rposition(|b| !space(b))? + 1;
+        bytes = &bytes[start..end];
+    }
+    let (negative, digits) = match bytes.first()? {
+        b'-' => (true, &bytes[1..]),
+        b'+' => (false, &bytes[1..]),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() || digits.len() > 19 {
+        return None;
+    }
+    // Accumulated negatively, so that i64::MIN fits; 18 digits cannot overflow.
+    let mut v: i64 = 0;
+    if digits.len() <= 18 {
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v * 10 - i64::from(d);
+        }
+    } else {
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            v = v.checked_mul(10)?.checked_sub(i64::from(d))?;
+        }
+    }
+    match negative {
+        true => Some(v),
+        false => v.checked_neg(),
+    }
+}
+
 /// Parses one field as `ty`. Empty text is null where allowed.
 pub fn parse_field(bytes: &[u8], ty: DataType, nullable: bool) -> Result<Value<'_>, String> {
+    if let (DataType::Int64, Some(v)) = (ty, ascii_int(bytes)) {
+        return Ok(Value::Int(v));
+    }
     let text =
         std::str::from_utf8(bytes).map_err(|_| format!("bytes are not UTF-8, expected {ty}"))?;
     let t = text.trim();
@@ -141,7 +189,7 @@ impl CsvFeed {
     ) -> Result<CsvFeed> {
         CsvFeed::spawn_lines(
             source,
-            Box::new(ReadLines(BufReader::with_capacity(1 << 16, reader))),
+            Box::new(ReadLines::new(BufReader::with_capacity(1 << 16, reader))),
             header,
             opts,
             counters,
@@ -175,7 +223,6 @@ impl CsvFeed {
             source: source.clone(),
             strict: opts.strict,
             log: log.clone(),
-            counters,
             tx,
             window_start: None,
         };
@@ -189,6 +236,7 @@ impl CsvFeed {
             log,
             name: source.name.clone(),
             stop: Arc::new(AtomicBool::new(false)),
+            counters,
         })
     }
 
@@ -211,6 +259,7 @@ impl CsvFeed {
                 rx: chunk_rx,
                 cur: Vec::new(),
                 pos: 0,
+                line: Vec::new(),
             }),
             false,
             opts,
@@ -327,20 +376,48 @@ enum LineEnd {
 
 /// Line-by-line input of the parser.
 trait Lines: Send {
-    /// Replaces `buf` with the next line (newline included, if any).
-    fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<LineEnd>;
+    /// The next line (newline included, if any), and how it ended.
+    fn read_line(&mut self) -> std::io::Result<(LineEnd, &[u8])>;
 }
 
-/// Lines of a byte stream (file, stdin).
-struct ReadLines<R>(R);
+/// Lines of a byte stream (file, stdin): lent from the reader's buffer, copied only
+/// when a line runs past its end.
+struct ReadLines<R> {
+    r: R,
+    /// Bytes of the buffer the line lent last took.
+    taken: usize,
+    /// A line that ran past the buffer's end.
+    spill: Vec<u8>,
+}
+
+impl<R> ReadLines<R> {
+    fn new(r: R) -> ReadLines<R> {
+        ReadLines {
+            r,
+            taken: 0,
+            spill: Vec::new(),
+        }
+    }
+}
 
 impl<R: BufRead + Send> Lines for ReadLines<R> {
-    fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<LineEnd> {
-        buf.clear();
-        Ok(match self.0.read_until(b'\n', buf)? {
-            0 => LineEnd::End,
-            _ => LineEnd::Whole,
-        })
+    fn read_line(&mut self) -> std::io::Result<(LineEnd, &[u8])> {
+        self.r.consume(std::mem::take(&mut self.taken));
+        let (empty, newline) = {
+            let buf = self.r.fill_buf()?;
+            (buf.is_empty(), memchr::memchr(b'\n', buf))
+        };
+        if empty {
+            return Ok((LineEnd::End, &[]));
+        }
+        if let Some(i) = newline {
+            self.taken = i + 1;
+            // The same buffer again: nothing was consumed.
+            return Ok((LineEnd::Whole, &self.r.fill_buf()?[..=i]));
+        }
+        self.spill.clear();
+        self.r.read_until(b'\n', &mut self.spill)?;
+        Ok((LineEnd::Whole, &self.spill))
     }
 }
 
@@ -349,10 +426,21 @@ struct ChanLines {
     rx: Receiver<Chunk>,
     cur: Vec<u8>,
     pos: usize,
+    /// The line read last.
+    line: Vec<u8>,
 }
 
 impl Lines for ChanLines {
-    fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<LineEnd> {
+    fn read_line(&mut self) -> std::io::Result<(LineEnd, &[u8])> {
+        let end = self.next_line()?;
+        Ok((end, &self.line))
+    }
+}
+
+impl ChanLines {
+    /// Puts the next line into `self.line`.
+    fn next_line(&mut self) -> std::io::Result<LineEnd> {
+        let buf = &mut self.line;
         buf.clear();
         loop {
             if self.pos < self.cur.len() {
@@ -388,13 +476,14 @@ impl Lines for ChanLines {
 
 /// Splits one line (without its line end) into fields: comma-separated, a field may be
 /// quoted with `"` (a doubled `""` inside is one quote) and then holds commas. Fields
-/// never span lines. Field bytes go to `data`, and `fields` gets each field's range in
-/// `data` and its 1-based byte column in the line. On a malformed quote, the column and
-/// reason.
+/// never span lines. `fields` gets each field's range, its 1-based byte column in the
+/// line, and whether it was quoted: a quoted field's bytes (its quotes undone) go to
+/// `data` and its range is in `data`, any other's range is in `line`. On a malformed
+/// quote, the column and reason.
 fn split_fields(
     line: &[u8],
     data: &mut Vec<u8>,
-    fields: &mut Vec<(usize, usize, u64)>,
+    fields: &mut Vec<Field>,
 ) -> Result<(), (u64, String)> {
     data.clear();
     fields.clear();
@@ -437,15 +526,15 @@ fn split_fields(
                     "text after a closing `\"`, expected `,` or the line end".into(),
                 ));
             }
+            fields.push((start, data.len(), column, true));
         } else {
             let end = line[i..]
                 .iter()
                 .position(|&b| b == b',')
                 .map_or(line.len(), |p| i + p);
-            data.extend_from_slice(&line[i..end]);
+            fields.push((i, end, column, false));
             i = end;
         }
-        fields.push((start, data.len(), column));
         if i >= line.len() {
             return Ok(());
         }
@@ -457,6 +546,9 @@ impl Feed for CsvFeed {
     fn next(&mut self) -> Result<Next> {
         match self.rx.try_recv() {
             Ok(Msg::Window(e, b, at)) => {
+                // Counted as the worker takes it: a reader ahead of a worker that
+                // stops (a live rescale) must not count what it never hands on.
+                Counters::add(&self.counters.rows_in, b.len() as u64);
                 self.last = at;
                 Ok(Next::Window(e, b))
             }
@@ -535,6 +627,10 @@ pub(crate) trait Emit {
     fn rows_at(&mut self, seq: u64, line: u64);
 }
 
+/// A field of a line: its range, its 1-based column, and whether it was quoted (its
+/// range is then in the parser's buffer of unquoted bytes, else in the line).
+type Field = (usize, usize, u64, bool);
+
 /// Rows the first window of a parse is made for (the next ones for as many as the
 /// window before held).
 const FIRST_WINDOW: usize = 256;
@@ -549,7 +645,7 @@ pub(crate) struct LineParser<'s> {
     line_offset: u64,
     window: Batch,
     data: Vec<u8>,
-    fields: Vec<(usize, usize, u64)>,
+    fields: Vec<Field>,
     /// The earliest event time judged against no row before (every time read until
     /// a row is taken, that row's included): a parser that started without knowing the
     /// latest time before it judged these differently if one is earlier than that.
@@ -601,12 +697,15 @@ impl<'s> LineParser<'s> {
         }
         let split = split_fields(text, &mut self.data, &mut self.fields);
         let (data, fields) = (&self.data, &self.fields);
+        let field = |i: usize| match fields[i] {
+            (a, b, _, true) => &data[a..b],
+            (a, b, _, false) => &text[a..b],
+        };
         if self.at.header_pending {
             self.at.header_pending = false;
             let names = split.map(|()| {
-                fields
-                    .iter()
-                    .map(|&(a, b, _)| String::from_utf8_lossy(&data[a..b]).trim().to_string())
+                (0..fields.len())
+                    .map(|i| String::from_utf8_lossy(field(i)).trim().to_string())
                     .collect()
             });
             return header_ok(source, line, names, out);
@@ -618,7 +717,6 @@ impl<'s> LineParser<'s> {
             let reason = format!("expected {arity} fields, found {}", fields.len());
             return out.reject(line, 0, reason, text);
         }
-        let field = |i: usize| &data[fields[i].0..fields[i].1];
         // Event time first: it decides the window.
         let time = match tcol {
             Some(c) => match parse_field(field(c), schema.fields[c].ty, false) {
@@ -665,7 +763,17 @@ impl<'s> LineParser<'s> {
         self.at.epoch = e;
         self.window.start_row(RowKey { seq, lane: 0 });
         for (i, f) in schema.fields.iter().enumerate() {
-            match parse_field(field(i), f.ty, f.nullable) {
+            // The event time, parsed once.
+            if let (true, Some(t)) = (Some(i) == tcol, time) {
+                self.window.push_value(Value::Int(t));
+                continue;
+            }
+            let bytes = field(i);
+            if let (DataType::Int64, Some(v)) = (f.ty, ascii_int(bytes)) {
+                self.window.push_value(Value::Int(v));
+                continue;
+            }
+            match parse_field(bytes, f.ty, f.nullable) {
                 Ok(v) => self.window.push_value(v),
                 Err(reason) => {
                     self.window.abandon_row(); // drops the half-built row
@@ -737,7 +845,6 @@ struct Parser {
     source: Source,
     strict: bool,
     log: Arc<Mutex<RejectLog>>,
-    counters: Arc<Counters>,
     tx: SyncSender<Msg>,
     /// Where the window being filled starts.
     window_start: Option<Resume>,
@@ -761,7 +868,6 @@ impl Emit for Parser {
     }
 
     fn window(&mut self, epoch: u64, batch: Batch) -> bool {
-        Counters::add(&self.counters.rows_in, batch.len() as u64);
         self.tx
             .send(Msg::Window(epoch, batch, self.window_start.take()))
             .is_ok()
@@ -810,25 +916,59 @@ impl Parser {
             None => Before::start(header),
         };
         let mut parser = LineParser::new(&source, start, at.is_none());
-        let mut buf: Vec<u8> = Vec::with_capacity(1 << 12);
         loop {
-            let cut = match input.read_line(&mut buf) {
-                Ok(LineEnd::End) => break,
-                Ok(LineEnd::Whole) => false,
-                Ok(LineEnd::Cut) => true,
+            let (cut, buf) = match input.read_line() {
+                Ok((LineEnd::End, _)) => break,
+                Ok((LineEnd::Whole, buf)) => (false, buf),
+                Ok((LineEnd::Cut, buf)) => (true, buf),
                 Err(e) => {
                     let line = parser.at.line + 1;
                     self.fatal(line, 0, format!("read failed: {e}"));
                     return;
                 }
             };
-            if !parser.line(&buf, cut, &mut self) {
+            if !parser.line(buf, cut, &mut self) {
                 return;
             }
         }
         parser.finish(&mut self);
         if let Ok(mut l) = self.log.lock() {
             l.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The int fast path says what the general path says whenever it says anything,
+        /// and says something for every plain decimal int64.
+        #[test]
+        fn ascii_ints_are_what_str_parse_gives(
+            text in "[ \t]{0,2}[+-]?[0-9]{0,21}[ \t\r]{0,2}|[ +\\-0-9a\u{a0}]{0,8}",
+            v in any::<i64>(),
+        ) {
+            if let Some(got) = ascii_int(text.as_bytes()) {
+                prop_assert_eq!(Ok(got), text.trim().parse::<i64>());
+            }
+            for plain in [v.to_string(), format!(" {v}\t"), format!("+{}", v.unsigned_abs())] {
+                let want = plain.trim().parse::<i64>().ok();
+                prop_assert_eq!(ascii_int(plain.as_bytes()), want, "{:?}", plain);
+            }
+        }
+    }
+
+    #[test]
+    fn ascii_int_edges() {
+        assert_eq!(ascii_int(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(ascii_int(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(ascii_int(b"9223372036854775808"), None);
+        assert_eq!(ascii_int(b"-9223372036854775809"), None);
+        for bad in [&b""[..], b" ", b"-", b"+", b"1 2", b"--1", b"1e3", b"0x1"] {
+            assert_eq!(ascii_int(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
     }
 }

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use braid_plan::batch::Batch;
 use braid_plan::plan::Source;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
@@ -177,8 +177,8 @@ impl Board {
 }
 
 enum Msg {
-    /// A chunk's windows, in order.
-    Windows(Vec<(u64, Batch)>),
+    /// A chunk's windows, in order, and how many malformed lines it had.
+    Windows(Vec<(u64, Batch)>, u64),
     Fatal(Error),
 }
 
@@ -192,6 +192,9 @@ pub(crate) struct ParFeed {
     rx: Receiver<Msg>,
     /// The windows of the chunk being sent.
     pending: std::collections::VecDeque<(u64, Batch)>,
+    /// Rows and malformed lines are counted as the worker takes them (a reader ahead
+    /// of a worker that stops, at a live rescale, must not count what it never sends).
+    counters: Arc<Counters>,
     board: Arc<Board>,
     rejects: Arc<Mutex<Rejects>>,
     stop: Arc<AtomicBool>,
@@ -218,7 +221,6 @@ struct Reader {
     reject_file: Option<std::fs::File>,
     board: Arc<Board>,
     rejects: Arc<Mutex<Rejects>>,
-    counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
     tx: SyncSender<Msg>,
 }
@@ -293,7 +295,6 @@ pub(crate) fn open(
         reject_file,
         board: board.clone(),
         rejects: rejects.clone(),
-        counters,
         stop: stop.clone(),
         tx,
     };
@@ -304,6 +305,7 @@ pub(crate) fn open(
     Ok(ParFeed {
         rx,
         pending: Default::default(),
+        counters,
         board,
         rejects,
         stop,
@@ -314,10 +316,14 @@ impl Feed for ParFeed {
     fn next(&mut self) -> Result<Next> {
         loop {
             if let Some((e, b)) = self.pending.pop_front() {
+                Counters::add(&self.counters.rows_in, b.len() as u64);
                 return Ok(Next::Window(e, b));
             }
             match self.rx.try_recv() {
-                Ok(Msg::Windows(w)) => self.pending = w.into(),
+                Ok(Msg::Windows(w, malformed)) => {
+                    Counters::add(&self.counters.malformed, malformed);
+                    self.pending = w.into();
+                }
                 Ok(Msg::Fatal(e)) => return Err(e),
                 Err(TryRecvError::Empty) => return Ok(Next::Wait),
                 Err(TryRecvError::Disconnected) => return Ok(Next::Done),
@@ -419,36 +425,46 @@ impl Reader {
         }
     }
 
-    /// Parses the lines that start in `[from.offset, hi)` from state `from`.
-    fn parse(&self, from: Before, hi: u64, out: &mut Parsed) -> Result<LineParserEnd> {
+    /// The lines that start in `[start, hi)`, whole.
+    fn read_chunk(&self, start: u64, hi: u64) -> Result<Vec<u8>> {
+        let mut text = Vec::new();
+        if start >= hi {
+            return Ok(text);
+        }
+        let failed = |e| Error::io(format!("reading {}", self.path.display()), e);
         let mut r = BufReader::with_capacity(1 << 16, &self.file);
-        r.seek(SeekFrom::Start(from.offset))
-            .map_err(|e| Error::io(format!("seeking in {}", self.path.display()), e))?;
+        r.seek(SeekFrom::Start(start)).map_err(failed)?;
+        (&mut r)
+            .take(hi - start)
+            .read_to_end(&mut text)
+            .map_err(failed)?;
+        // The last line goes on past `hi`: it is this chunk's to the end.
+        if text.len() as u64 == hi - start && text.last() != Some(&b'\n') {
+            r.read_until(b'\n', &mut text).map_err(failed)?;
+        }
+        Ok(text)
+    }
+
+    /// Parses `text`, the lines from `from.offset` on, from state `from`.
+    fn parse(&self, text: &[u8], from: Before, out: &mut Parsed) -> LineParserEnd {
         let mut parser = LineParser::new(&self.source, from, false);
-        let mut buf = Vec::with_capacity(1 << 12);
-        while parser.at.offset < hi {
-            buf.clear();
-            let n = r.read_until(b'\n', &mut buf).map_err(|e| Error::Input {
-                source_name: self.source.name.clone(),
-                line: parser.at.line + 1,
-                column: 0,
-                message: format!("read failed: {e}"),
-            })?;
-            if n == 0 {
+        let mut rest = text;
+        let mut stopped = false;
+        while !rest.is_empty() {
+            let n = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+            if !parser.line(&rest[..n], false, out) {
+                stopped = true;
                 break;
             }
-            if !parser.line(&buf, false, out) {
-                return Ok(LineParserEnd {
-                    at: parser.at,
-                    unjudged: parser.unjudged,
-                });
-            }
+            rest = &rest[n..];
         }
-        parser.finish(out);
-        Ok(LineParserEnd {
+        if !stopped {
+            parser.finish(out);
+        }
+        LineParserEnd {
             at: parser.at,
             unjudged: parser.unjudged,
-        })
+        }
     }
 
     /// Where the first line starting at or after `lo` starts.
@@ -472,6 +488,7 @@ impl Reader {
         let lo = self.base + k * self.chunk;
         let hi = (lo + self.chunk).min(self.len);
         let start = self.first_line(lo)?;
+        let text = self.read_chunk(start, hi)?;
         let tcol = self.source.schema.event_time;
         let fresh = || Parsed {
             strict: self.strict,
@@ -485,14 +502,14 @@ impl Reader {
             let Some(carry) = self.board.wait(0, &self.stop) else {
                 return Ok(false);
             };
-            let end = self.parse(carry.at, hi, &mut out)?;
+            let end = self.parse(&text, carry.at, &mut out);
             (carry, true, end)
         } else {
             let provisional = Before {
                 offset: start,
                 ..Before::start(false)
             };
-            let end = self.parse(provisional, hi, &mut out)?;
+            let end = self.parse(&text, provisional, &mut out);
             let Some(carry) = self.board.wait(k, &self.stop) else {
                 return Ok(false);
             };
@@ -503,7 +520,7 @@ impl Reader {
                     && end.unjudged.is_some_and(earlier));
             if again {
                 out = fresh();
-                let end = self.parse(carry.at, hi, &mut out)?;
+                let end = self.parse(&text, carry.at, &mut out);
                 (carry, true, end)
             } else {
                 (carry, false, end)
@@ -558,7 +575,6 @@ impl Reader {
             first,
         };
         // The reject file in file order: written before the next chunk can be.
-        Counters::add(&self.counters.malformed, out.rejects.len() as u64);
         if let Some(f) = &mut self.reject_file {
             let mut text = Vec::new();
             for (line, column, reason, shown) in &out.rejects {
@@ -589,9 +605,9 @@ impl Reader {
                 None => recut(&self.source, batch, carry.at.epoch, &mut windows),
             }
         }
-        let rows: usize = windows.iter().map(|w| w.1.len()).sum();
-        Counters::add(&self.counters.rows_in, rows as u64);
-        Ok(windows.is_empty() || self.tx.send(Msg::Windows(windows)).is_ok())
+        let malformed = out.rejects.len() as u64;
+        let empty = windows.is_empty() && malformed == 0;
+        Ok(empty || self.tx.send(Msg::Windows(windows, malformed)).is_ok())
     }
 }
 
@@ -880,6 +896,7 @@ mod tests {
                     let feed = ParFeed {
                         rx: sync_channel(1).1,
                         pending: Default::default(),
+                        counters: Default::default(),
                         board: board.clone(),
                         rejects: Default::default(),
                         stop: Default::default(),
