@@ -480,18 +480,29 @@ pub(crate) struct RejectLog {
     counters: Arc<Counters>,
 }
 
+/// The reject file of `opts`, opened to append, if it names one.
+pub(crate) fn open_reject_file(opts: &ReadOptions) -> Result<Option<std::fs::File>> {
+    let Some(p) = &opts.reject_file else {
+        return Ok(None);
+    };
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(p)
+        .map(Some)
+        .map_err(|e| Error::io(format!("opening reject file {}", p.display()), e))
+}
+
+/// Appends a malformed record's line of the reject file
+/// (`line<TAB>column<TAB>reason<TAB>text`, the text cut at 4 KB) to `out`.
+pub(crate) fn reject_line(out: &mut Vec<u8>, line: u64, column: u64, reason: &str, text: &[u8]) {
+    let shown = String::from_utf8_lossy(&text[..text.len().min(4096)]);
+    let _ = writeln!(out, "{line}\t{column}\t{reason}\t{shown}");
+}
+
 impl RejectLog {
     pub fn new(source: &str, opts: &ReadOptions, counters: Arc<Counters>) -> Result<RejectLog> {
-        let file = match &opts.reject_file {
-            Some(p) => Some(std::io::BufWriter::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .map_err(|e| Error::io(format!("opening reject file {}", p.display()), e))?,
-            )),
-            None => None,
-        };
+        let file = open_reject_file(opts)?.map(std::io::BufWriter::new);
         Ok(RejectLog {
             rejects: Rejects {
                 source: source.to_string(),
@@ -506,9 +517,10 @@ impl RejectLog {
         self.rejects.count += 1;
         Counters::add(&self.counters.malformed, 1);
         if let Some(f) = &mut self.file {
-            let shown: String = String::from_utf8_lossy(&text[..text.len().min(4096)]).into_owned();
+            let mut shown = Vec::new();
+            reject_line(&mut shown, line, column, &reason, text);
             // A failing reject file must not stop the run; the count is still kept.
-            let _ = writeln!(f, "{line}\t{column}\t{reason}\t{shown}");
+            let _ = f.write_all(&shown);
         }
         if self.rejects.first.len() < Rejects::KEEP {
             self.rejects.first.push(Reject {

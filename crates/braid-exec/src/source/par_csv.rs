@@ -267,16 +267,7 @@ pub(crate) fn open(
         lines: Vec::new(),
         lines_partial: true,
     }));
-    let reject_file = match &opts.reject_file {
-        Some(p) => Some(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|e| Error::io(format!("opening reject file {}", p.display()), e))?,
-        ),
-        None => None,
-    };
+    let reject_file = super::open_reject_file(opts)?;
     let (tx, rx) = sync_channel(CHUNKS_AHEAD);
     let stop = Arc::new(AtomicBool::new(false));
     let reader = Reader {
@@ -578,8 +569,7 @@ impl Reader {
         if let Some(f) = &mut self.reject_file {
             let mut text = Vec::new();
             for (line, column, reason, shown) in &out.rejects {
-                let shown = String::from_utf8_lossy(shown);
-                let _ = writeln!(text, "{}\t{column}\t{reason}\t{shown}", line + dl);
+                super::reject_line(&mut text, line + dl, *column, reason, shown);
             }
             // A failing reject file must not stop the run; the count is still kept.
             let _ = f.write_all(&text);
