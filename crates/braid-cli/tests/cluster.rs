@@ -263,18 +263,19 @@ fn two_processes_two_workers_each_union() {
 }
 
 /// A CSV file is read in shares by both processes (chunks of 1000 bytes, dealt to the
-/// two workers in turn); the output is the one process's, every row is read once, and
-/// the malformed line is reported once, by process 0, with its line and column, as
-/// serial reading reports it.
+/// two workers in turn); the output is the one process's, every row is read once, the
+/// malformed lines are reported once, by process 0, with their lines and columns, and
+/// the reject file lists them in file order, as serial reading does.
 #[test]
 fn two_processes_read_a_csv_file_in_shares() {
     let dir = TempDir::new("csv");
     let input = dir.path("in.csv");
+    let rejects = dir.path("rejects.tsv");
     let mut text = String::new();
     for i in 0..3000 {
         text.push_str(&format!("{},{},{}\n", i / 100, i % 7, i));
-        if i == 1234 {
-            text.push_str("12,not a number,1\n");
+        if [1234, 2100, 2950].contains(&i) {
+            text.push_str(&format!("12,not a number {i},1\n"));
         }
     }
     std::fs::write(&input, text).expect("write input");
@@ -299,6 +300,8 @@ fn two_processes_read_a_csv_file_in_shares() {
             "ordered",
             "--chunk-bytes",
             "1000",
+            "--rejects",
+            &rejects.to_string_lossy(),
         ],
     );
     assert_eq!(one.lines().count(), 3000);
@@ -307,11 +310,22 @@ fn two_processes_read_a_csv_file_in_shares() {
     assert!(a > 0 && b > 0, "both processes read: {a} + {b}");
     assert_eq!(a + b, 3000, "every row read once");
     assert!(
-        errs[0].contains("input: 1 malformed record(s)")
-            && errs[0].contains("line 1236, column 4: field `key`"),
-        "process 0 reports the reject:\n{}",
+        errs[0].contains("input: 3 malformed record(s)")
+            && errs[0].contains("line 1236, column 4: field `key`")
+            && errs[0]
+                .contains("line 2103, column 1: event time 12 is before the previous record's 21")
+            && errs[0]
+                .contains("line 2954, column 1: event time 12 is before the previous record's 29"),
+        "process 0 reports the rejects:\n{}",
         errs[0]
     );
+    // Both runs appended to the reject file: the one process's lines, then the two
+    // processes', the same lines in the same (file) order.
+    let file = std::fs::read_to_string(&rejects).expect("reject file");
+    let lines: Vec<&str> = file.lines().collect();
+    assert_eq!(lines.len(), 6, "{file}");
+    assert_eq!(lines[..3], lines[3..], "{file}");
+    assert!(lines[0].starts_with("1236\t4\t") && lines[2].starts_with("2954\t1\t"));
     assert!(
         !errs[1].contains("malformed"),
         "process 1 reports no reject of its own:\n{}",
