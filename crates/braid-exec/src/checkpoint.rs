@@ -34,6 +34,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A checkpoint barrier: its epoch, and for a live rescale the shape the plan takes
+/// after it (see [`crate::rescale`]).
+pub type Barrier = (u64, Option<crate::rescale::Rescale>);
+
+/// The input worker 0 sends checkpoint barriers on: a barrier `c` at time `c`. Every
+/// worker advances its handle with its [`crate::render::Feeder`].
+pub type Control =
+    timely::dataflow::InputHandle<u64, timely::container::CapacityContainerBuilder<Vec<Barrier>>>;
+
 /// Checkpointing for a run.
 #[derive(Clone, Debug)]
 pub struct CheckpointConfig {
@@ -492,7 +501,7 @@ impl Clock {
         now: bool,
         worker: usize,
         feed: &dyn crate::source::Feed,
-        control: &mut crate::render::Control,
+        control: &mut Control,
         shape: Option<crate::rescale::Rescale>,
     ) -> Result<bool> {
         if !self.due(store, closing, now) {

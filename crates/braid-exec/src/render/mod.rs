@@ -85,13 +85,7 @@ pub type Windows<'s> = Stream<'s, u64, Vec<Window>>;
 /// The input handle sources feed.
 pub type Feeder = InputHandle<u64, WindowBuilder>;
 
-/// A checkpoint barrier: its epoch, and for a live rescale the shape the plan takes
-/// after it (see [`crate::rescale`]).
-pub type Barrier = (u64, Option<crate::rescale::Rescale>);
-
-/// The input worker 0 sends checkpoint barriers on (see [`crate::checkpoint`]): a
-/// barrier `c` at time `c`. Every worker advances its handle with its [`Feeder`].
-pub type Control = InputHandle<u64, CapacityContainerBuilder<Vec<Barrier>>>;
+pub use crate::checkpoint::{Barrier, Control};
 
 /// Checkpoint barriers, broadcast to every worker.
 pub(crate) type Barriers<'s> = Stream<'s, u64, Vec<Barrier>>;
