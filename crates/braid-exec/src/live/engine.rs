@@ -610,12 +610,11 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
     });
     // Recovering, the source starts where the checkpoint left it.
     let resume = match &shared.checkpoints {
-        Some(store) => store.read_source(
-            match source::one_resume_point(&i.plan.leaf_source().spec, place.peers) {
-                true => 0,
-                false => place.index,
-            },
-        ),
+        Some(store) => store.read_source(source::resumes_from(
+            &i.plan.leaf_source().spec,
+            place.index,
+            place.peers,
+        )),
         None => Ok(None),
     };
     let feed = built.and(resume).and_then(|resume| {

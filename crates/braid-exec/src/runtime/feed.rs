@@ -132,11 +132,7 @@ pub(super) fn feed(
     let source = plan.leaf_source();
     // Resuming, a feed that said where to start again (a CSV file) starts there; any
     // other reads from its start and the windows up to the checkpoint are dropped.
-    // A generator, and a file read in shares, resume from the one point worker 0 wrote.
-    let resume_from = match source::one_resume_point(&source.spec, place.peers) {
-        true => 0,
-        false => place.index,
-    };
+    let resume_from = source::resumes_from(&source.spec, place.index, place.peers);
     let resume_at = match shared
         .checkpoints
         .as_ref()

@@ -231,10 +231,14 @@ pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
     matches!(spec, SourceSpec::Generator(_) | SourceSpec::Native(_))
 }
 
-/// Whether every worker resumes a source from the one point worker 0 writes (a
-/// generator: the epoch it resumes after; a CSV file read in shares).
-pub fn one_resume_point(spec: &SourceSpec, peers: usize) -> bool {
-    reads_in_shares(spec, peers) || matches!(spec, SourceSpec::Generator(_))
+/// The worker whose resume point worker `index` of `peers` resumes a source from: its
+/// own, or the one point worker 0 writes for all (a generator: the epoch it resumes
+/// after; a CSV file read in shares).
+pub fn resumes_from(spec: &SourceSpec, index: usize, peers: usize) -> usize {
+    match reads_in_shares(spec, peers) || matches!(spec, SourceSpec::Generator(_)) {
+        true => 0,
+        false => index,
+    }
 }
 
 /// Whether `peers` workers read a source in shares of the same rows with one resume
@@ -339,6 +343,7 @@ pub fn open_at(
             if let Some(board) = shares {
                 return Ok(Some(Box::new(par_csv::open(
                     source,
+                    file,
                     path,
                     *header,
                     (index, peers),

@@ -225,11 +225,12 @@ struct Reader {
     tx: SyncSender<Msg>,
 }
 
-/// Opens worker `index` of `peers`'s share of the CSV file at `path`, from `resume`
-/// (a resume point of this feed or of a serial one) or the file's start.
+/// Opens worker `index` of `peers`'s share of the CSV file `file` (at `path`), from
+/// `resume` (a resume point of this feed or of a serial one) or the file's start.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open(
     source: &Source,
+    file: std::fs::File,
     path: &Path,
     header: bool,
     (index, peers): (usize, usize),
@@ -238,14 +239,10 @@ pub(crate) fn open(
     board: Arc<Board>,
     resume: Option<Resume>,
 ) -> Result<ParFeed> {
-    let opened = |what: &str, e| {
-        Error::io(
-            format!("{what} {} for source {}", path.display(), source.name),
-            e,
-        )
-    };
-    let file = std::fs::File::open(path).map_err(|e| opened("opening", e))?;
-    let len = file.metadata().map_err(|e| opened("reading", e))?.len();
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io(format!("reading {}", path.display()), e))?
+        .len();
     let start = match &resume {
         Some(r) => Carry::resumed(r),
         None => Carry {
