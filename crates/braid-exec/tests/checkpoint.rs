@@ -439,22 +439,7 @@ fn live_rescale_keeps_the_output() {
                     worker: (workers - 1) as u32,
                 },
             ];
-            let asker = {
-                let rescaler = rescaler.clone();
-                std::thread::spawn(move || {
-                    for (k, step) in steps.into_iter().enumerate() {
-                        while counters.rows_in.load(Ordering::Relaxed) < 60_000 * (k as u64 + 1)
-                            || rescaler.done().len() < k
-                        {
-                            if !rescaler.refused().is_empty() {
-                                return;
-                            }
-                            std::thread::sleep(Duration::from_micros(100));
-                        }
-                        rescaler.request(step);
-                    }
-                })
-            };
+            let asker = ask_in_turn(&rescaler, counters, steps.into(), 60_000);
             let report = session
                 .run_next()
                 .expect("a query")
@@ -533,6 +518,31 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller, 
 }
 
 /// The lines of `path`, sorted.
+/// Asks for each of `steps` in turn on a thread of its own: step `k` once the run has
+/// read `every * (k + 1)` rows and the steps before are done; it gives up at the first
+/// refusal (the test then reports it).
+fn ask_in_turn(
+    rescaler: &braid_exec::rescale::Rescaler,
+    counters: Arc<Counters>,
+    steps: Vec<braid_exec::rescale::Request>,
+    every: u64,
+) -> std::thread::JoinHandle<()> {
+    let rescaler = rescaler.clone();
+    std::thread::spawn(move || {
+        for (k, step) in steps.into_iter().enumerate() {
+            while counters.rows_in.load(Ordering::Relaxed) < every * (k as u64 + 1)
+                || rescaler.done().len() < k
+            {
+                if !rescaler.refused().is_empty() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_micros(100));
+            }
+            rescaler.request(step);
+        }
+    })
+}
+
 fn sorted_lines(path: &Path) -> Vec<String> {
     let mut lines: Vec<String> = std::fs::read_to_string(path)
         .expect("output")
@@ -757,22 +767,7 @@ fn a_running_query_changes_its_worker_threads() {
         Request::Partitions(5),
         Request::Workers(3),
     ];
-    let asker = {
-        let rescaler = rescaler.clone();
-        std::thread::spawn(move || {
-            for (k, step) in steps.into_iter().enumerate() {
-                while counters.rows_in.load(Ordering::Relaxed) < 50_000 * (k as u64 + 1)
-                    || rescaler.done().len() < k
-                {
-                    if !rescaler.refused().is_empty() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-                rescaler.request(step);
-            }
-        })
-    };
+    let asker = ask_in_turn(&rescaler, counters, steps.into(), 50_000);
     let report = session.run_next().expect("a query").expect("runs");
     asker.join().expect("asker");
     let done = rescaler.done();
