@@ -31,6 +31,7 @@ pub mod error;
 pub mod fault;
 pub mod live;
 pub mod profile;
+pub mod qos;
 pub mod render;
 pub mod rescale;
 pub mod runtime;

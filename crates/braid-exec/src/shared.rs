@@ -54,6 +54,13 @@ pub struct Shared {
     /// The boards of a CSV file read in shares ([`crate::source::par_csv`]), one per
     /// dataflow built: by (execution of the worker threads, dataflow of the execution).
     boards: Mutex<std::collections::HashMap<(usize, usize), Arc<crate::source::par_csv::Board>>>,
+    /// How timely's time maps to epochs: ticks within epochs under a latency
+    /// constraint ([`crate::qos`]).
+    pub(crate) ticks: crate::qos::Ticks,
+    /// Windows carry latency stamps and operators measure them ([`crate::qos`]).
+    pub(crate) stamps: bool,
+    /// What the stamps measured, and the controller's W.
+    pub latencies: Arc<crate::qos::Latencies>,
 }
 
 impl Shared {
@@ -107,7 +114,16 @@ impl Shared {
             shape: Mutex::new(None),
             threads_next: Mutex::new(None),
             boards: Mutex::new(Default::default()),
+            ticks: crate::qos::Ticks::OFF,
+            stamps: false,
+            latencies: Default::default(),
         }
+    }
+
+    /// Nanoseconds since the run started (a latency stamp).
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
     }
 
     /// Switches this process to the next dataflow of live rescale `c` (one worker,

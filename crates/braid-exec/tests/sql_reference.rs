@@ -958,7 +958,17 @@ pub fn check_reference(
     texts: &[Call],
     watch: &[(i64, i64)],
 ) -> Result<(), TestCaseError> {
-    check_reference_of(calls, texts, watch, None, STAGES)
+    check_reference_of(calls, texts, watch, None, STAGES, false)
+}
+
+/// The plan of a run under a latency constraint, its source cut into windows of at
+/// most 2 rows: every epoch comes in several ticks (`braid_exec::qos`).
+fn in_ticks(plan: &braid_plan::plan::Plan) -> braid_plan::plan::Plan {
+    let mut plan = plan
+        .clone()
+        .max_latency(std::time::Duration::from_millis(1));
+    plan.leaf_source_mut().window = 2;
+    plan
 }
 
 /// [`check_reference`] for the queries named in `only` (all when None), cut as each of
@@ -969,6 +979,7 @@ fn check_reference_of(
     watch: &[(i64, i64)],
     only: Option<&[&str]>,
     stage_settings: &[&str],
+    ticks: bool,
 ) -> Result<(), TestCaseError> {
     let dir = scratch("reference");
     write_inputs(&dir.0, calls, texts, watch);
@@ -997,7 +1008,11 @@ fn check_reference_of(
                         read: chunks(),
                         ..RunConfig::default()
                     };
-                    let report = run(&par.jobs[0].plan, &par.registry, &cfg)
+                    let plan = match ticks {
+                        true => in_ticks(&par.jobs[0].plan),
+                        false => par.jobs[0].plan.clone(),
+                    };
+                    let report = run(&plan, &par.registry, &cfg)
                         .unwrap_or_else(|e| panic!("{name}: run: {e}"));
                     let got: Vec<Vec<Scalar>> =
                         report.collected.iter().map(|r| r.values.clone()).collect();
@@ -1005,11 +1020,12 @@ fn check_reference_of(
                     prop_assert_eq!(
                         &got,
                         &want,
-                        "{}, {}, {} stages, {} workers ({})",
+                        "{}, {}, {} stages, {} workers, ticks {} ({})",
                         name,
                         merge,
                         stages,
                         workers,
+                        ticks,
                         par.jobs[0].partitioning
                     );
                 }
@@ -1024,7 +1040,7 @@ fn check_reference_of(
 /// workers: the output, the late rows and the counts are what the naive reference
 /// computes.
 pub fn check_late_reference(calls: &[Call], texts: &[Call]) -> Result<(), TestCaseError> {
-    check_late_reference_of(calls, texts, STAGES)
+    check_late_reference_of(calls, texts, STAGES, false)
 }
 
 /// [`check_late_reference`] with the queries cut into stages as each of
@@ -1033,6 +1049,7 @@ fn check_late_reference_of(
     calls: &[Call],
     texts: &[Call],
     stage_settings: &[&str],
+    ticks: bool,
 ) -> Result<(), TestCaseError> {
     let dir = scratch("late-reference");
     write_inputs(&dir.0, calls, texts, &[]);
@@ -1069,8 +1086,12 @@ fn check_late_reference_of(
                     read: chunks(),
                     ..RunConfig::default()
                 };
-                let report = run(&par.jobs[0].plan, &par.registry, &cfg)
-                    .unwrap_or_else(|e| panic!("{name}: run: {e}"));
+                let plan = match ticks {
+                    true => in_ticks(&par.jobs[0].plan),
+                    false => par.jobs[0].plan.clone(),
+                };
+                let report =
+                    run(&plan, &par.registry, &cfg).unwrap_or_else(|e| panic!("{name}: run: {e}"));
                 let values = |rows: &[braid_plan::output::OutRow]| {
                     sorted(rows.iter().map(|r| r.values.clone()).collect())
                 };
@@ -1083,11 +1104,12 @@ fn check_late_reference_of(
                     prop_assert_eq!(
                         &got[k],
                         &want[k],
-                        "{}: {}, {} stages, {} workers",
+                        "{}: {}, {} stages, {} workers, ticks {}",
                         name,
                         what,
                         stages,
-                        workers
+                        workers,
+                        ticks
                     );
                 }
             }
@@ -1117,6 +1139,22 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2, ..ProptestConfig::default() })]
+
+    /// Under a latency constraint (ticks of at most 2 rows within every epoch, the first
+    /// stage running each as it completes) every query gives what the reference gives.
+    #[test]
+    fn sql_under_a_latency_constraint_matches_the_reference(
+        calls in calls_strategy(),
+        texts in calls_strategy(),
+        watch in prop::collection::vec((0i64..12, 1i64..5), 0..6),
+    ) {
+        check_reference_of(&calls, &texts, &watch, None, STAGES, true)?;
+        check_late_reference_of(&calls, &texts, STAGES, true)?;
+    }
+}
+
 /// Calls and texts where one text, in epoch 7, meets three calls of the window [0, 50),
 /// closed at 70 - 20 = 50: `join_then_aggregate` refuses the three joined rows, uncut.
 const MEETS_THREE: ([Call; 4], [Call; 2]) = (
@@ -1134,8 +1172,13 @@ const MEETS_THREE: ([Call; 4], [Call; 2]) = (
 /// as written does (lateness is the input's; the join's delay adds none).
 #[test]
 fn sql_cut_after_an_interval_join_matches_the_reference() {
-    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["subquery", "operator"])
-        .expect("cut after an interval join");
+    check_late_reference_of(
+        &MEETS_THREE.0,
+        &MEETS_THREE.1,
+        &["subquery", "operator"],
+        false,
+    )
+    .expect("cut after an interval join");
 }
 
 /// The queries of [`CUT_AFTER_AGGREGATE`] cut into stages, on an input that skips
@@ -1152,6 +1195,7 @@ fn sql_cut_after_an_aggregate_matches_the_reference() {
         &[],
         Some(CUT_AFTER_AGGREGATE),
         &["subquery", "operator"],
+        false,
     )
     .expect("cut after an aggregate");
 }
@@ -1167,7 +1211,7 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
     check_late_reference(&late, &late).expect("late rows as a stream");
     // Uncut, the aggregate over the join refuses three rows while processing one text
     // (the late stream must hold all three, each whole).
-    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["query"])
+    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["query"], false)
         .expect("several rows refused at once");
     let extreme = extreme_calls();
     check_reference(&extreme, &extreme, &[(0, 1)]).expect("extreme times");
@@ -1176,4 +1220,10 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
         .collect();
     check_reference(&dense, &dense[50..], &[(1, 2), (3, 4)]).expect("dense");
     check_late_reference(&dense, &dense[50..]).expect("dense, late rows");
+    // Under a latency constraint: ticks within epochs.
+    let all = STAGES;
+    check_reference_of(&late, &late, &[(0, 1), (1, 2)], None, all, true).expect("late, ticks");
+    check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, true)
+        .expect("dense, ticks");
+    check_late_reference_of(&dense, &dense[50..], all, true).expect("dense, late rows, ticks");
 }

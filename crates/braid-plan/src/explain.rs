@@ -95,6 +95,15 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                     None => String::new(),
                 }
             );
+            if let Some(d) = s.max_latency {
+                let _ = writeln!(
+                    out,
+                    "{pad}  latency constraint: {} from source {} to this sink; {}",
+                    crate::explain::duration_text(d),
+                    s.input.leaf_source().name,
+                    LATENCY_BUDGET
+                );
+            }
         }
         Plan::Merge(m) => {
             let kind = match &m.kind {
@@ -402,4 +411,24 @@ pub(crate) fn node_text_single(plan: &Plan, registry: &Registry, workers: usize,
         out,
     };
     node_text(&mut cx, plan, NodeAt { plan: 0, depth: 0 }, 0, false);
+}
+
+/// How a latency constraint's budget is spent, as EXPLAIN words it.
+pub const LATENCY_BUDGET: &str = "budget per edge: the source's ticks (windows of at most W rows, \
+W set at run time to the largest that meets it), exchanges and operators pass a tick on \
+as soon as it is complete; stage boundaries, keyed merges and results at the end of an \
+epoch wait for the epoch";
+
+/// A duration as EXPLAIN and reports write it: `250us`, `10ms`, `1.5s`.
+pub fn duration_text(d: std::time::Duration) -> String {
+    let us = d.as_micros();
+    if us < 1000 {
+        format!("{us}us")
+    } else if us < 1_000_000 && us % 1000 == 0 {
+        format!("{}ms", us / 1000)
+    } else if us < 1_000_000 {
+        format!("{:.3}ms", us as f64 / 1000.0)
+    } else {
+        format!("{}s", d.as_secs_f64())
+    }
 }

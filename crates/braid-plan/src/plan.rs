@@ -421,6 +421,10 @@ pub struct Sink {
     /// SQL's `LIMIT n`: write the first `n` rows, then stop the run (its sources end
     /// their input as when cancelled, once every sink of the run has its rows).
     pub limit: Option<u64>,
+    /// A latency constraint (`max_latency`): from a row's arrival at the source to its
+    /// results written here. The run then hands time on in ticks within each epoch
+    /// and sizes them at run time to meet it (see `braid_exec::qos`).
+    pub max_latency: Option<std::time::Duration>,
 }
 
 impl Plan {
@@ -488,7 +492,34 @@ impl Plan {
             stamp_emit: false,
             header: false,
             limit: None,
+            max_latency: None,
         })
+    }
+
+    /// Sets the latency constraint of this plan's sink (of every sink of a `Together`):
+    /// see [`Sink::max_latency`].
+    pub fn max_latency(mut self, d: std::time::Duration) -> Plan {
+        match &mut self {
+            Plan::Sink(s) => s.max_latency = Some(d),
+            Plan::Together(plans) => {
+                for p in plans.iter_mut() {
+                    if let Plan::Sink(s) = p {
+                        s.max_latency = Some(d);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self
+    }
+
+    /// The tightest latency constraint of the plan's sinks, if any has one.
+    pub fn latency_constraint(&self) -> Option<std::time::Duration> {
+        match self {
+            Plan::Sink(s) => s.max_latency,
+            Plan::Together(plans) => plans.iter().filter_map(|p| p.latency_constraint()).min(),
+            _ => None,
+        }
     }
 
     /// The node's name in EXPLAIN.

@@ -86,6 +86,7 @@ pub(crate) fn job(
         input: Box::new(mapped.merge(kind)),
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
+        max_latency: sink.max_latency,
         header: sink.header,
         limit: None,
     });

@@ -231,6 +231,7 @@ pub fn sink(plan: Plan, sink: &SinkDef) -> Plan {
         input: Box::new(plan),
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
+        max_latency: sink.max_latency,
         header: sink.header,
         limit: None,
     })

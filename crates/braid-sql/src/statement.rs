@@ -285,7 +285,8 @@ fn statement(
         }) => set(script, base, &variable.to_string(), values).map_err(at),
         ast::Statement::Insert(ins) => {
             let target = ins.table.to_string();
-            let sink = script.catalog.sink(&target).map_err(at)?.clone();
+            let mut sink = script.catalog.sink(&target).map_err(at)?.clone();
+            sink.max_latency = sink.max_latency.or(script.catalog.settings.max_latency);
             let Some(src) = &ins.source else {
                 return Err(at(Error::NotSupported("INSERT without a query".into())));
             };
@@ -298,6 +299,7 @@ fn statement(
                 spec: braid_plan::plan::SinkSpec::Stdout,
                 stamp_emit: false,
                 header: false,
+                max_latency: script.catalog.settings.max_latency,
             };
             let job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             script.add_job(job, None).map_err(at)

@@ -29,16 +29,17 @@ pub(crate) const END_EPOCH: u64 = u64::MAX;
 
 /// For every epoch in which this worker's share of `source` sent a window (rows, or an
 /// empty one: a live source's heartbeat), one empty window to every worker.
-pub(crate) fn ticks(source: Windows<'_>, place: Place) -> Windows<'_> {
+pub(crate) fn ticks(source: Windows<'_>, place: Place, tk: crate::qos::Ticks) -> Windows<'_> {
     let peers = place.peers;
     source.unary::<WindowBuilder, _, _, _>(Pipeline, "EpochTicks", move |_, _| {
         // The source's epochs only grow: this skips repeats within an epoch.
         let mut last: Option<u64> = None;
         move |input, output| {
             input.for_each(|cap, _data| {
-                let Some(&epoch) = cap.least() else {
+                let Some(&t) = cap.least() else {
                     return;
                 };
+                let epoch = tk.epoch(t);
                 // An empty window counts: a live source sends one when time moves
                 // without data (a heartbeat), and windows must close then.
                 if last == Some(epoch) {
@@ -113,6 +114,15 @@ pub(crate) fn render<'s>(
         Plan::Source(s) => Some(s.name.clone()),
         _ => None,
     };
+    // Under a latency constraint ([`crate::qos`]) the first stage runs each tick as soon
+    // as it is complete (its rows come in serial order by sequence number in the
+    // source, read by one worker); any other Map waits for the whole epoch.
+    let tk = shared.ticks;
+    let eager = tk.on()
+        && matches!(split.input.as_ref(), Plan::Source(s) if !matches!(s.spec, braid_plan::plan::SourceSpec::Late { .. }));
+    let meter = shared
+        .stamps
+        .then(|| shared.latencies.node(format!("Map({})", map.function)));
     // Ticks are empty windows: their only effect is to make the epoch known here.
     let input = match ticks {
         Some(ticks) => input.concat(ticks),
@@ -135,6 +145,7 @@ pub(crate) fn render<'s>(
                         partition,
                         failed: false,
                         touched: false,
+                        in_epoch: false,
                     })
                     .collect(),
                 factory,
@@ -158,16 +169,53 @@ pub(crate) fn render<'s>(
             let mut targets = BroadcastTargets::default();
             // Per local partition: nanoseconds in its stream function, and rows.
             let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
+            // Eager (ticks): the epoch open, with a capability at its last tick, where
+            // its end-of-epoch results go, and the newest stamp of its windows.
+            let mut open: Option<(u64, Capability<u64>, u64)> = None;
             move |(input, frontier), (barrier_in, barrier_frontier), output| {
                 input.for_each(|cap, data| {
-                    if let Some(windows) = stash.at(&cap, Vec::new) {
+                    if let Some(m) = &meter {
+                        let now = shared.now_ns();
+                        for w in data.iter().filter(|w| w.sent != crate::qos::UNSTAMPED) {
+                            m.queue.record_ns(now.saturating_sub(w.sent));
+                            m.reach.record_ns(now.saturating_sub(w.born));
+                        }
+                    }
+                    let key = |t: u64| match tk.on() && !eager {
+                        true => tk.end(tk.epoch(t)),
+                        false => t,
+                    };
+                    if let Some(windows) = stash.at_time(&cap, key, Vec::new) {
                         windows.append(data);
                     }
                 });
                 barrier_in.for_each(|cap, data| held.hold(&cap, data, &shared));
                 // An epoch is done once neither rows nor a barrier can still come for it.
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
-                while let Some((epoch, cap, mut batches)) = stash.pop_done(done) {
+                while let Some((t, cap, mut batches)) = stash.pop_done(done) {
+                    let epoch = tk.epoch(t);
+                    let born = batches
+                        .iter()
+                        .map(|w| w.born)
+                        .min()
+                        .unwrap_or(crate::qos::UNSTAMPED);
+                    if eager {
+                        // A tick of a later epoch: the epoch before is complete.
+                        if open.as_ref().is_some_and(|o| o.0 != epoch) {
+                            let (e, end, newest) = open.take().expect("checked");
+                            end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
+                            report_faults(&mut faults, &shared, &function, source.as_deref());
+                            if let Some(w) = take_window(&mut out, me) {
+                                output.session(&end).give(stamp(w, newest, &shared));
+                            }
+                        }
+                        let o = open.get_or_insert_with(|| (epoch, cap.delayed(&tk.end(epoch)), 0));
+                        o.2 = batches
+                            .iter()
+                            .map(|w| w.born)
+                            .filter(|&b| b != crate::qos::UNSTAMPED)
+                            .fold(o.2, u64::max);
+                    }
                     // Checkpoints before this epoch: the state holds exactly their epochs.
                     while let Some((c, _held)) = held.pop(|c| c < epoch) {
                         if let Some(store) = &store {
@@ -239,7 +287,14 @@ pub(crate) fn render<'s>(
                             list.clear();
                             continue;
                         }
-                        if list.is_empty() && !touched && !(every_epoch && parts.created(k)) {
+                        if eager {
+                            // A tick: rows only; the end of the epoch comes when it does.
+                            parts.slots[k].in_epoch |= touched || !list.is_empty();
+                            if list.is_empty() {
+                                continue;
+                            }
+                        } else if list.is_empty() && !touched && !(every_epoch && parts.created(k))
+                        {
                             continue;
                         }
                         list.sort_unstable();
@@ -256,6 +311,9 @@ pub(crate) fn render<'s>(
                             for &(seq, b, i) in list.iter() {
                                 emit.restart(seq, p);
                                 f.process(batches[b as usize].batch.row(i as usize), &mut emit);
+                            }
+                            if eager {
+                                return;
                             }
                             f.end_of_epoch(
                                 epoch,
@@ -282,11 +340,21 @@ pub(crate) fn render<'s>(
                         spent.iter_mut().for_each(|s| *s = (0, 0));
                     }
                     if let Some(w) = take_window(&mut out, me) {
-                        output.session(&cap).give(w);
+                        output.session(&cap).give(stamp(w, born, &shared));
                     }
                     if let Some(mut w) = late.as_mut().and_then(|l| take_window(l, me)) {
                         w.node = LATE_NODE;
-                        output.session(&cap).give(w);
+                        output.session(&cap).give(stamp(w, born, &shared));
+                    }
+                }
+                // Eager: the open epoch is complete once nothing can still come for its
+                // last tick.
+                if open.as_ref().is_some_and(|o| done(tk.end(o.0))) {
+                    let (e, end, newest) = open.take().expect("checked");
+                    end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
+                    report_faults(&mut faults, &shared, &function, source.as_deref());
+                    if let Some(w) = take_window(&mut out, me) {
+                        output.session(&end).give(stamp(w, newest, &shared));
                     }
                 }
                 while let Some((c, _held)) = held.pop(done) {
@@ -371,6 +439,8 @@ struct Slot {
     failed: bool,
     /// It had rows in the epoch being processed row by row.
     touched: bool,
+    /// Eager (ticks): it had rows in the open epoch.
+    in_epoch: bool,
 }
 
 impl Partitions {
@@ -563,6 +633,43 @@ impl BroadcastTargets {
 }
 
 /// Moves the rows in `out` into a window for this worker, if there are any.
+/// Eager (ticks): the end of epoch `epoch` for the partitions that had rows in it (with
+/// an every-epoch function, every partition made so far).
+fn end_epoch(
+    parts: &mut Partitions,
+    epoch: u64,
+    every_epoch: bool,
+    out: &mut Batch,
+    faults: &mut Vec<RowFault>,
+) {
+    for k in 0..parts.slots.len() {
+        let had = std::mem::take(&mut parts.slots[k].in_epoch);
+        if parts.slots[k].failed || !(had || (every_epoch && parts.created(k))) {
+            continue;
+        }
+        let p = parts.slots[k].partition;
+        let ran = catch_unwind(AssertUnwindSafe(|| {
+            parts.get(k).end_of_epoch(
+                epoch,
+                &mut Emitter::new(out, RowKey::END_OF_EPOCH, p)
+                    .at_epoch(epoch)
+                    .with_faults(faults),
+            )
+        }));
+        if let Err(payload) = ran {
+            parts.fail(k, payload.as_ref());
+        }
+    }
+}
+
+/// A window made now from windows whose stamp is `born` (when the run stamps).
+pub(crate) fn stamp(w: Window, born: u64, shared: &Shared) -> Window {
+    match shared.stamps && born != crate::qos::UNSTAMPED {
+        true => w.stamped(born, shared.now_ns()),
+        false => w,
+    }
+}
+
 fn take_window(out: &mut Batch, me: usize) -> Option<Window> {
     if out.is_empty() {
         return None;

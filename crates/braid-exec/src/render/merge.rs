@@ -35,8 +35,8 @@ pub(crate) fn render<'s>(
 ) -> Result<Windows<'s>> {
     Ok(match &merge.kind {
         MergeKind::Union => input,
-        MergeKind::TimeOrdered => time_ordered(input, in_schema.event_time, Vec::new()),
-        MergeKind::Sorted(by) => time_ordered(input, in_schema.event_time, by.clone()),
+        MergeKind::TimeOrdered => time_ordered(input, in_schema.event_time, Vec::new(), shared),
+        MergeKind::Sorted(by) => time_ordered(input, in_schema.event_time, by.clone(), shared),
         MergeKind::Keyed {
             key,
             combine,
@@ -59,7 +59,7 @@ pub(crate) fn render<'s>(
                 _ => 1,
             };
             match filter {
-                None => keyed(input, km, *fanin, q, place, guard),
+                None => keyed(input, km, *fanin, q, place, guard, shared.ticks),
                 Some(f) => {
                     // The keyed side reports the rows the filter faults on (both skip them).
                     let combined = select(
@@ -69,7 +69,7 @@ pub(crate) fn render<'s>(
                         "Merge(keyed rows)",
                     );
                     let others = select(input, f.clone(), None, "Merge(union rows)");
-                    keyed(combined, km, *fanin, q, place, guard).concat(others)
+                    keyed(combined, km, *fanin, q, place, guard, shared.ticks).concat(others)
                 }
             }
         }
@@ -121,20 +121,41 @@ fn select<'s>(
 /// rows with the same position (SQL's rows made at the end of an epoch) by the
 /// columns `by` (a sorted merge; none for the time-ordered one), then their event-time
 /// column `time`, then their values ([`sorted_order`]).
-fn time_ordered(input: Windows<'_>, time: Option<usize>, by: Vec<SortKey>) -> Windows<'_> {
+fn time_ordered<'s>(
+    input: Windows<'s>,
+    time: Option<usize>,
+    by: Vec<SortKey>,
+    shared: &Arc<Shared>,
+) -> Windows<'s> {
+    let shared = shared.clone();
+    let meter = shared.stamps.then(|| shared.latencies.node("Merge".into()));
     input.unary_frontier::<WindowBuilder, _, _, _>(
         to_worker(MERGE_WORKER),
         "Merge(time-ordered)",
         |_, _| {
-            let mut stash: EpochStash<Vec<Arc<Batch>>> = EpochStash::new();
+            // Per epoch (per tick under a latency constraint: ticks hold runs of
+            // sequence numbers in order) its batches, and their oldest stamp.
+            let mut stash: EpochStash<(Vec<Arc<Batch>>, u64)> = EpochStash::new();
             let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
-                    if let Some(batches) = stash.at(&cap, Vec::new) {
-                        batches.extend(data.drain(..).map(|w| w.batch));
+                    if let Some(m) = &meter {
+                        let now = shared.now_ns();
+                        for w in data.iter().filter(|w| w.sent != crate::qos::UNSTAMPED) {
+                            m.queue.record_ns(now.saturating_sub(w.sent));
+                            m.reach.record_ns(now.saturating_sub(w.born));
+                        }
+                    }
+                    if let Some((batches, born)) =
+                        stash.at(&cap, || (Vec::new(), crate::qos::UNSTAMPED))
+                    {
+                        for w in data.drain(..) {
+                            *born = (*born).min(w.born);
+                            batches.push(w.batch);
+                        }
                     }
                 });
-                while let Some((_, cap, batches)) = stash.pop_complete(frontier) {
+                while let Some((_, cap, (batches, born))) = stash.pop_complete(frontier) {
                     let Some(arity) = batches.first().map(|b| b.arity()) else {
                         continue;
                     };
@@ -170,9 +191,11 @@ fn time_ordered(input: Windows<'_>, time: Option<usize>, by: Vec<SortKey>) -> Wi
                     for &(key, b, i) in &order {
                         out.push_row_of(&batches[b as usize], i as usize, key);
                     }
-                    output
-                        .session(&cap)
-                        .give(Window::new(MERGE_WORKER as u64, 0, out));
+                    output.session(&cap).give(super::map::stamp(
+                        Window::new(MERGE_WORKER as u64, 0, out),
+                        born,
+                        &shared,
+                    ));
                 }
             }
         },
@@ -198,6 +221,7 @@ fn keyed(
     q: u64,
     place: Place,
     guard: Option<Guard>,
+    tk: crate::qos::Ticks,
 ) -> Windows<'_> {
     // Group divisor per stage: stage i groups partitions p by p / divisor[i].
     let divisors: Vec<u64> = match fanin {
@@ -235,6 +259,7 @@ fn keyed(
                 last,
                 peers,
                 guard.clone(),
+                tk,
             )
         } else {
             keyed_stage(
@@ -247,6 +272,7 @@ fn keyed(
                 last,
                 peers,
                 guard.clone(),
+                tk,
             )
         };
     }
@@ -264,6 +290,7 @@ fn keyed_stage<'s, P>(
     last: bool,
     peers: u64,
     guard: Option<Guard>,
+    tk: crate::qos::Ticks,
 ) -> Windows<'s>
 where
     P: timely::dataflow::channels::pact::ParallelizationContract<u64, Vec<Window>>,
@@ -273,7 +300,10 @@ where
         let mut row: Vec<Datum> = Vec::new();
         move |(input, frontier), output| {
             input.for_each(|cap, data| {
-                let Some(entry) = stash.at(&cap, || (HashMap::new(), u64::MAX)) else {
+                // An epoch's groups combine whole: under ticks, at its last tick.
+                let Some(entry) =
+                    stash.at_time(&cap, |t| tk.end(tk.epoch(t)), || (HashMap::new(), u64::MAX))
+                else {
                     return;
                 };
                 for w in data.drain(..) {

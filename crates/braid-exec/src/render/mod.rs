@@ -46,6 +46,11 @@ pub struct Window {
     /// For a split tree's leaf: the residue class of its partitions. A broadcast row
     /// of this window is for the partitions of its lane's class within this class.
     pub narrow: Option<(u64, u64)>,
+    /// When its oldest row came into Braid, in nanoseconds since the run started
+    /// ([`crate::qos::UNSTAMPED`] when the run takes no latency stamps).
+    pub born: u64,
+    /// When its producer handed it on (as `born`).
+    pub sent: u64,
 }
 
 impl Window {
@@ -57,7 +62,16 @@ impl Window {
             batch: Arc::new(batch),
             rows: None,
             narrow: None,
+            born: crate::qos::UNSTAMPED,
+            sent: crate::qos::UNSTAMPED,
         }
+    }
+
+    /// This window with stamps `born` and `sent`.
+    pub fn stamped(mut self, born: u64, sent: u64) -> Window {
+        self.born = born;
+        self.sent = sent;
+        self
     }
 
     /// Calls `f` with the index and key of every row this window is for, in order.
@@ -266,7 +280,7 @@ impl<'s> Cx<'_, 's> {
             )
             .into());
         };
-        let t = map::ticks(leaf, self.place);
+        let t = map::ticks(leaf, self.place, self.shared.ticks);
         self.ticks = Some(t.clone());
         Ok(t)
     }

@@ -78,11 +78,13 @@ pub(crate) fn render<'s>(
                     input.for_each(|_, data| {
                         let n: usize = data.iter().map(|w| w.batch.len()).sum();
                         Counters::add(&shared.counters.rows_out, n as u64);
+                        end_to_end(&shared, data.iter().map(|w| w.born));
                         data.clear();
                     });
                     // The progress line's "epoch out" (and its lag) for discarded output.
                     if let Some(t) = frontier.frontier().first() {
-                        shared.counters.epoch_out.fetch_max(*t, Ordering::Relaxed);
+                        let e = shared.ticks.epoch(*t);
+                        shared.counters.epoch_out.fetch_max(e, Ordering::Relaxed);
                     }
                 }
             },
@@ -146,12 +148,17 @@ pub(crate) fn render<'s>(
     }
     Ok(
         input.unary_frontier::<WindowBuilder, _, _, _>(to_worker(0), &name, move |_, _| {
+            // The stamps of the windows written in this activation (timed once flushed).
+            let mut stamps: Vec<u64> = Vec::new();
             move |(input, frontier), _output| {
                 let mut wrote = false;
                 input.for_each(|cap, data| {
-                    let epoch = cap.least().copied().unwrap_or(0);
+                    let epoch = shared.ticks.epoch(cap.least().copied().unwrap_or(0));
                     let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
                     for w in data.drain(..) {
+                        if w.born != crate::qos::UNSTAMPED {
+                            stamps.push(w.born);
+                        }
                         // A cancelled or failed run writes nothing more: what is still
                         // coming was made from an input cut short (windows closed early),
                         // or after the fault that failed it.
@@ -204,8 +211,11 @@ pub(crate) fn render<'s>(
                         writer = None;
                     }
                 }
+                end_to_end(&shared, &stamps);
+                stamps.clear();
                 if let Some(t) = frontier.frontier().first() {
-                    shared.counters.epoch_out.fetch_max(*t, Ordering::Relaxed);
+                    let e = shared.ticks.epoch(*t);
+                    shared.counters.epoch_out.fetch_max(e, Ordering::Relaxed);
                 }
             }
         }),
@@ -418,6 +428,20 @@ fn allowed(shared: &Shared, left: &mut Option<u64>, n: usize) -> Option<usize> {
 }
 
 /// The first `k` rows of `b`.
+/// Notes the end-to-end latency of windows written now, by their stamps.
+fn end_to_end<B: std::borrow::Borrow<u64>>(shared: &Shared, born: impl IntoIterator<Item = B>) {
+    if !shared.stamps {
+        return;
+    }
+    let now = shared.now_ns();
+    for b in born {
+        let b = *b.borrow();
+        if b != crate::qos::UNSTAMPED {
+            shared.latencies.end_to_end.record_ns(now.saturating_sub(b));
+        }
+    }
+}
+
 fn first_rows(b: &Batch, k: usize) -> Batch {
     let mut out = Batch::with_capacity(b.arity(), k);
     for (i, r) in b.rows().take(k).enumerate() {

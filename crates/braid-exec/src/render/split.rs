@@ -273,6 +273,8 @@ fn split_window(
                 batch: w.batch.clone(),
                 rows: (mine.len() < len).then_some(mine),
                 narrow: None,
+                born: w.born,
+                sent: w.sent,
             });
         } else {
             let batch = &w.batch;
@@ -282,14 +284,20 @@ fn split_window(
             mine.clear();
         }
     }
-    send_per_worker(outs, arity, give);
+    send_per_worker(outs, arity, (w.born, w.sent), give);
 }
 
-fn send_per_worker(outs: &mut [Batch], arity: usize, give: &mut dyn FnMut(Window)) {
+/// Sends each worker's batch of copied rows, with the stamps of the window they came from.
+fn send_per_worker(
+    outs: &mut [Batch],
+    arity: usize,
+    (born, sent): (u64, u64),
+    give: &mut dyn FnMut(Window),
+) {
     for (w, out) in outs.iter_mut().enumerate() {
         if !out.is_empty() {
             let batch = std::mem::replace(out, Batch::with_capacity(arity, out.len()));
-            give(Window::new(w as u64, 0, batch));
+            give(Window::new(w as u64, 0, batch).stamped(born, sent));
         }
     }
 }
@@ -525,6 +533,8 @@ fn tree<'s>(
                                         batch: w.batch.clone(),
                                         rows: (!all).then_some(list),
                                         narrow,
+                                        born: w.born,
+                                        sent: w.sent,
                                     });
                                 } else {
                                     let mut copy =
@@ -536,6 +546,7 @@ fn tree<'s>(
                                     session.give(Window {
                                         narrow,
                                         ..Window::new(to as u64, child, copy)
+                                            .stamped(w.born, w.sent)
                                     });
                                 }
                             }

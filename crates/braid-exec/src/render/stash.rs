@@ -55,11 +55,26 @@ impl<D> EpochStash<D> {
     /// The state of the message's epoch, made by `init` the first time; None for a
     /// message with an empty stamp (it makes no claim on any epoch).
     pub fn at(&mut self, cap: &InputCapability<u64>, init: impl FnOnce() -> D) -> Option<&mut D> {
+        self.at_time(cap, |t| t, init)
+    }
+
+    /// As [`EpochStash::at`], the state kept at time `key(t)` (not before `t`) for a
+    /// message at time `t`: under ticks ([`crate::qos`]), an operator that waits for the
+    /// whole epoch keeps it at the epoch's last tick.
+    pub fn at_time(
+        &mut self,
+        cap: &InputCapability<u64>,
+        key: impl Fn(u64) -> u64,
+        init: impl FnOnce() -> D,
+    ) -> Option<&mut D> {
         let &t = cap.least()?;
-        let entry = self.epochs.entry(t).or_insert_with(|| {
+        let k = key(t);
+        debug_assert!(k >= t);
+        let entry = self.epochs.entry(k).or_insert_with(|| {
             let held = cap
                 .retain_least(0)
                 .expect("a stamp with a least time gives a capability");
+            let held = if k == t { held } else { held.delayed(&k) };
             (held, init())
         });
         Some(&mut entry.1)

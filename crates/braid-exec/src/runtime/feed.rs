@@ -61,7 +61,8 @@ impl Shares {
         use timely::dataflow::operators::generic::operator::Operator;
         use timely::dataflow::operators::vec::Broadcast;
         use timely::dataflow::operators::Input;
-        if !source::reads_in_shares(&plan.leaf_source().spec, worker.peers()) {
+        // Under a latency constraint one worker reads (see `crate::qos`).
+        if shared.ticks.on() || !source::reads_in_shares(&plan.leaf_source().spec, worker.peers()) {
             return None;
         }
         let remote = processes > 1;
@@ -145,10 +146,17 @@ pub(super) fn feed(
         }
         None => None,
     };
+    // Under a latency constraint worker 0 reads every source alone: ticks then hold
+    // runs of sequence numbers in order (see `crate::qos`).
+    let (index, peers) = match shared.ticks.on() {
+        true if place.index > 0 => return FeedEnd::Done,
+        true => (0, 1),
+        false => (place.index, place.peers),
+    };
     let mut feed = match source::open_at(
         source,
-        place.index,
-        place.peers,
+        index,
+        peers,
         &cfg.read,
         shared.counters.clone(),
         registry,
@@ -186,6 +194,14 @@ pub(super) fn feed(
         let _ = shared.counters.pacing.set((start, epoch));
     }
     let mut sent = 0u64;
+    // Under a latency constraint: timely's time counts ticks within epochs, and worker
+    // 0 steers W (see `crate::qos`).
+    let ticks = shared.ticks;
+    let stamps = shared.stamps;
+    let mut steer = match (leader_steers(place.index, ticks), plan.latency_constraint()) {
+        (true, Some(target)) => Some(crate::qos::Steering::new(target, source.window, shared)),
+        _ => None,
+    };
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
     let mut in_flight_rows = 0u64;
@@ -194,7 +210,7 @@ pub(super) fn feed(
     let store = shared.checkpoints.as_ref();
     let leader = place.index == 0;
     let resumed = store.and_then(|s| s.restored_epoch());
-    loop {
+    'read: loop {
         // Failed, cancelled, or every sink has its LIMIT: end the input here.
         if shared.stopping() {
             break;
@@ -204,14 +220,24 @@ pub(super) fn feed(
         }
         match feed.next() {
             Ok(Next::Window(epoch, batch)) => {
+                if epoch > ticks.max_epoch() {
+                    shared.fatal(crate::error::Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                        "source {}: epoch {epoch} under a latency constraint (epochs must stay below 2^{}: \
+                         give the stream a longer epoch)",
+                        source.name,
+                        64 - crate::qos::TICK_BITS
+                    ))));
+                    break;
+                }
                 // Input time cannot go back: a window of an earlier epoch than the
                 // current one joins the current epoch (the reference clamps alike).
-                let epoch = epoch.max(*input.time());
+                let now_epoch = ticks.epoch(*input.time());
+                let epoch = epoch.max(now_epoch);
                 if resumed.is_some_and(|r| epoch <= r) {
-                    if epoch > *input.time() {
-                        input.advance_to(epoch);
+                    if epoch > now_epoch {
+                        input.advance_to(ticks.first(epoch));
                         if let Some(c) = control.as_mut() {
-                            c.advance_to(epoch);
+                            c.advance_to(ticks.first(epoch));
                         }
                     }
                     if !counts_rows_itself {
@@ -225,11 +251,11 @@ pub(super) fn feed(
                 if let Some(c) = shared.switching().filter(|&c| epoch > c) {
                     return fence(input, control, c);
                 }
-                if epoch > *input.time() {
+                if epoch > now_epoch {
                     // The epoch closing may be a checkpoint (worker 0 decides), and a
                     // live rescale's.
                     if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
-                        let closing = *input.time();
+                        let closing = now_epoch;
                         let shape = rescale_asked(ctx, store, closing);
                         let now = shape.is_some();
                         match clock.barrier(
@@ -256,10 +282,10 @@ pub(super) fn feed(
                             }
                             Ok(false) => {}
                         }
-                        c.advance_to(epoch);
+                        c.advance_to(ticks.first(epoch));
                         c.flush();
                     } else if let Some(c) = control.as_mut() {
-                        c.advance_to(epoch);
+                        c.advance_to(ticks.first(epoch));
                     }
                     // Before opening a new epoch, wait while too many rows of older
                     // epochs are still in the dataflow.
@@ -286,66 +312,105 @@ pub(super) fn feed(
                     // the last event time it can hold; close it then (never earlier: that
                     // would read ahead of the clock).
                     if let Some(at) = release {
-                        let last = (input.time().saturating_add(1))
+                        let last = (now_epoch.saturating_add(1))
                             .saturating_mul(source.epoch)
                             .saturating_sub(1);
                         input.flush();
                         wait_until(worker, &mut shares, at(last));
                     }
-                    input.advance_to(epoch);
+                    input.advance_to(ticks.first(epoch));
                     shared
                         .counters
                         .epoch_in
                         .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
                 }
-                // A row is released when the clock reaches its event time: the window
-                // goes when its latest row may.
-                if let Some(at) = release {
-                    let latest = match source.schema.event_time {
-                        Some(c) => (0..batch.len())
-                            .filter_map(|i| batch.row(i).int(c))
-                            .max()
-                            .map_or(epoch * source.epoch, |t| t.max(0) as u64),
-                        None => epoch * source.epoch,
-                    };
-                    input.flush();
-                    wait_until(worker, &mut shares, at(latest));
-                }
-                if let Some(c) = shared.switching().filter(|&c| epoch > c) {
-                    return fence(input, control, c);
-                }
-                if leader {
-                    // The first window after a live rescale: the pause ends.
-                    if let Some(at) = shared.pause.lock().ok().and_then(|mut p| p.take()) {
-                        record_rescale(ctx, at);
+                // Under a latency constraint, a window of more than W rows goes as
+                // several ticks.
+                let pieces = match ticks.on() {
+                    true => crate::qos::pieces(batch, shared.latencies.window()),
+                    false => vec![batch],
+                };
+                for batch in pieces {
+                    // A row is released when the clock reaches its event time: the window
+                    // goes when its latest row may.
+                    let mut born = crate::qos::UNSTAMPED;
+                    if let Some(at) = release {
+                        let b = &batch;
+                        let times = || {
+                            source.schema.event_time.into_iter().flat_map(move |c| {
+                                (0..b.len()).filter_map(move |i| b.row(i).int(c))
+                            })
+                        };
+                        let floor = epoch * source.epoch;
+                        let latest = times().max().map_or(floor, |t| t.max(0) as u64);
+                        input.flush();
+                        let due = at(latest);
+                        wait_until(worker, &mut shares, due);
+                        let late = start.elapsed().saturating_sub(due);
+                        shared
+                            .counters
+                            .schedule_lag_ns
+                            .store(late.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+                        if let Some(s) = steer.as_mut() {
+                            s.lag(late);
+                        }
+                        if stamps {
+                            let earliest = times().min().map_or(floor, |t| t.max(0) as u64);
+                            born = at(earliest).as_nanos() as u64;
+                        }
+                    } else if stamps {
+                        born = shared.now_ns();
+                    }
+                    if let Some(c) = shared.switching().filter(|&c| epoch > c) {
+                        return fence(input, control, c);
+                    }
+                    if leader {
+                        // The first window after a live rescale: the pause ends.
+                        if let Some(at) = shared.pause.lock().ok().and_then(|mut p| p.take()) {
+                            record_rescale(ctx, at);
+                        }
+                    }
+                    if !counts_rows_itself {
+                        Counters::add(&shared.counters.rows_in, batch.len() as u64);
+                    }
+                    let rows = batch.len() as u64;
+                    let t = *input.time();
+                    match in_flight.back_mut() {
+                        Some((e, n)) if *e == t => *n += rows,
+                        _ => in_flight.push_back((t, rows)),
+                    }
+                    in_flight_rows += rows;
+                    let sent_at = if stamps { shared.now_ns() } else { born };
+                    input.send(Window::new(place.index as u64, 0, batch).stamped(born, sent_at));
+                    sent += 1;
+                    if ticks.on() {
+                        // Each window its own tick: the operators below may take it as
+                        // soon as it is complete.
+                        let next = ticks.next(t);
+                        if next > t {
+                            input.advance_to(next);
+                        }
+                        input.flush();
+                        step(worker, &mut shares, None);
+                    } else if sent.is_multiple_of(4) {
+                        input.flush();
+                        step(worker, &mut shares, None);
+                    }
+                    if let Some(n) = cfg.max_rows {
+                        if shared
+                            .counters
+                            .rows_in
+                            .load(std::sync::atomic::Ordering::Relaxed)
+                            >= n
+                        {
+                            break 'read;
+                        }
                     }
                 }
-                if !counts_rows_itself {
-                    Counters::add(&shared.counters.rows_in, batch.len() as u64);
+                if let Some(s) = steer.as_mut() {
+                    s.poll(shared);
                 }
-                let rows = batch.len() as u64;
-                match in_flight.back_mut() {
-                    Some((e, n)) if *e == epoch => *n += rows,
-                    _ => in_flight.push_back((epoch, rows)),
-                }
-                in_flight_rows += rows;
-                input.send(Window::new(place.index as u64, 0, batch));
-                sent += 1;
-                if sent.is_multiple_of(4) {
-                    input.flush();
-                    step(worker, &mut shares, None);
-                }
-                if let Some(n) = cfg.max_rows {
-                    if shared
-                        .counters
-                        .rows_in
-                        .load(std::sync::atomic::Ordering::Relaxed)
-                        >= n
-                    {
-                        break;
-                    }
-                }
-                let horizon = epoch.saturating_sub(cfg.max_epochs_ahead);
+                let horizon = ticks.first(epoch.saturating_sub(cfg.max_epochs_ahead));
                 while probe.less_than(&horizon)
                     && !shared.worker_died()
                     && !shared.stopping()
@@ -355,6 +420,9 @@ pub(super) fn feed(
                 }
             }
             Ok(Next::Wait) => {
+                if let Some(s) = steer.as_mut() {
+                    s.poll(shared);
+                }
                 input.flush();
                 step(worker, &mut shares, Some(Duration::from_millis(1)));
             }
@@ -383,6 +451,11 @@ pub(super) fn feed(
         }
     }
     FeedEnd::Done
+}
+
+/// Whether worker `index` steers W: worker 0, under a latency constraint.
+fn leader_steers(index: usize, ticks: crate::qos::Ticks) -> bool {
+    index == 0 && ticks.on()
 }
 
 /// Ends a worker's source loop for live rescale `c`: its inputs are held at `c + 1`

@@ -85,6 +85,10 @@ pub struct RunConfig {
     /// above a share of a core (see [`crate::rescale::Auto`]; one process only; the
     /// run measures partition costs).
     pub auto_rescale: Option<crate::rescale::Auto>,
+    /// Stamp windows and measure latencies per operator and end to end
+    /// ([`RunReport::latency`]); always on under a latency constraint
+    /// (`Sink::max_latency`, see [`crate::qos`]).
+    pub measure_latency: bool,
 }
 
 impl Default for RunConfig {
@@ -109,6 +113,7 @@ impl Default for RunConfig {
             connect_timeout: Duration::from_secs(20),
             rescale: None,
             auto_rescale: None,
+            measure_latency: false,
         }
     }
 }
@@ -152,6 +157,8 @@ pub struct RunReport {
     pub finished_before: bool,
     /// Live rescales done ([`RunConfig::rescale`]); the plan as run is the last shape.
     pub rescales: Vec<Rescaled>,
+    /// Latencies measured ([`RunConfig::measure_latency`], or a latency constraint).
+    pub latency: Option<crate::qos::LatencyReport>,
 }
 
 /// Runs started by this process (names the directories of rescale-only checkpoints).
@@ -248,6 +255,23 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         None => None,
     };
     let plan = prepare(plan, registry, total_workers)?;
+    let constraint = plan.latency_constraint();
+    if let Some(d) = constraint {
+        let with = match () {
+            _ if cfg.checkpoint.is_some() => Some("checkpoints"),
+            _ if cfg.rescale.is_some() || cfg.auto_rescale.is_some() => Some("live rescaling"),
+            _ if cfg.processes > 1 => Some("a cluster of processes"),
+            _ => None,
+        };
+        if let Some(with) = with {
+            return Err(Error::Plan(braid_plan::error::Error::NotSupported(
+                format!(
+                    "a latency constraint (max_latency {}) with {with}: not built yet",
+                    braid_plan::explain::duration_text(d)
+                ),
+            )));
+        }
+    }
     let mut shared = Shared::new(
         cfg.counters.clone().unwrap_or_default(),
         cfg.measure_costs || cfg.auto_rescale.is_some(),
@@ -260,6 +284,10 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         },
     );
     shared.checkpoints = store.clone();
+    if constraint.is_some() {
+        shared.ticks = crate::qos::Ticks::ON;
+    }
+    shared.stamps = constraint.is_some() || cfg.measure_latency;
     let shared = Arc::new(shared);
     let connected = match cfg.processes > 1 {
         true => {
@@ -565,5 +593,6 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         checkpoints: store.as_ref().map(|s| s.taken()).unwrap_or_default(),
         finished_before: false,
         rescales: cfg.rescale.as_ref().map(|r| r.done()).unwrap_or_default(),
+        latency: shared.stamps.then(|| shared.latencies.summary(constraint)),
     })
 }

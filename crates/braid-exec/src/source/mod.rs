@@ -196,6 +196,9 @@ pub struct Counters {
     /// When the source is paced by event time: when the run started and the seconds
     /// of the schedule an epoch takes (see [`Counters::behind`]).
     pub pacing: std::sync::OnceLock<(std::time::Instant, f64)>,
+    /// For a source paced by event time: how late (ns) its last window went against
+    /// its schedule (0 on schedule; it grows while the run cannot keep up).
+    pub schedule_lag_ns: AtomicU64,
     /// The late-row counts of the queries running (SQL; see [`Counters::late`]).
     pub late_rows: std::sync::Mutex<Vec<Arc<braid_sql::run::LateRows>>>,
 }

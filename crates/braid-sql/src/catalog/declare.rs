@@ -475,6 +475,10 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
     };
     let stamp_emit = o.bool("stamp_emit")?.unwrap_or(false);
     let header = o.bool("header")?.unwrap_or(false);
+    let max_latency = match o.string("max_latency")? {
+        Some(t) => Some(super::settings::duration(&t, "max_latency")?),
+        None => None,
+    };
     if header
         && !matches!(
             spec,
@@ -491,6 +495,7 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         spec,
         stamp_emit,
         header,
+        max_latency,
     })
 }
 

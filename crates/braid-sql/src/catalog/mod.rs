@@ -73,6 +73,9 @@ pub struct SinkDef {
     pub stamp_emit: bool,
     /// Write the column names first (`header = true`; stdout, csv and tcp sinks).
     pub header: bool,
+    /// A latency constraint on the queries writing here (`max_latency = '10ms'`), or
+    /// the script's `SET max_latency` when they run.
+    pub max_latency: Option<std::time::Duration>,
 }
 
 /// A declared view (`CREATE VIEW name AS query`): a named query, planned where a query

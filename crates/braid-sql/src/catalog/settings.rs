@@ -29,6 +29,9 @@ pub struct Settings {
     pub auto: bool,
     /// How queries are cut into stages.
     pub stages: Cut,
+    /// `SET max_latency = '10ms'`: the latency constraint of the queries that follow
+    /// (a sink's own `max_latency` wins); `'off'` or `'none'` takes it away.
+    pub max_latency: Option<std::time::Duration>,
 }
 
 impl Default for Settings {
@@ -40,6 +43,7 @@ impl Default for Settings {
             late_path: None,
             auto: true,
             stages: Cut::Subquery,
+            max_latency: None,
         }
     }
 }
@@ -113,6 +117,12 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         "strategy" => settings.strategy = text.parse()?,
         "late_path" => settings.late_path = Some(PathBuf::from(text)),
         "stages" => settings.stages = text.parse()?,
+        "max_latency" => {
+            settings.max_latency = match text.trim().to_ascii_lowercase().as_str() {
+                "off" | "none" | "" => None,
+                _ => Some(duration(&text, "max_latency")?),
+            }
+        }
         "parallel" => {
             settings.auto = match text.to_ascii_lowercase().as_str() {
                 "auto" | "true" | "on" => true,
@@ -126,9 +136,54 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages"
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency"
             )))
         }
     }
     Ok(())
+}
+
+/// A duration written as SQL settings write one: a number and a unit (`'10ms'`,
+/// `'250 us'`, `'1.5s'`, `'2 seconds'`), positive and at most an hour.
+pub fn duration(text: &str, what: &str) -> Result<std::time::Duration> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (t[..split].trim(), t[split..].trim().to_ascii_lowercase());
+    let scale = match unit.as_str() {
+        "us" | "µs" | "microsecond" | "microseconds" => 1e-6,
+        "ms" | "millisecond" | "milliseconds" => 1e-3,
+        "s" | "sec" | "second" | "seconds" => 1.0,
+        _ => -1.0,
+    };
+    match number.parse::<f64>() {
+        Ok(n) if scale > 0.0 && n > 0.0 && n * scale <= 3600.0 => {
+            Ok(std::time::Duration::from_secs_f64(n * scale))
+        }
+        _ => Err(Error::Plan(format!(
+            "{what} '{text}'; expected a positive duration of at most an hour with a unit, such as '10ms', '250us' or '1.5s'"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_with_their_units() {
+        assert_eq!(duration("10ms", "x").unwrap(), Duration::from_millis(10));
+        assert_eq!(
+            duration(" 250 us", "x").unwrap(),
+            Duration::from_micros(250)
+        );
+        assert_eq!(duration("1.5s", "x").unwrap(), Duration::from_millis(1500));
+        assert_eq!(duration("2 seconds", "x").unwrap(), Duration::from_secs(2));
+        for bad in ["10", "ms", "-1ms", "0ms", "10 minutes", "2h", "1.2.3ms"] {
+            let e = duration(bad, "max_latency").unwrap_err().to_string();
+            assert!(e.contains("expected a positive duration"), "{bad}: {e}");
+        }
+    }
 }

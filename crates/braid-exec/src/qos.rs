@@ -1,0 +1,615 @@
+//! Latency as a contract: ticks within an epoch, latency stamps, and the controller
+//! that sizes the ticks to meet a constraint (after Nephele's adaptive output buffers).
+//!
+//! **Ticks.** An epoch is a unit of meaning (lateness, when windows close), so a
+//! constraint never changes it. Without a constraint, timely's time is the epoch, and
+//! an operator holds an epoch's rows until the epoch is complete: latency is at least
+//! the epoch. With one, timely's time is `epoch << TICK_BITS | tick`: the source hands
+//! each window on as a tick of its own, and the first stage's `Map` runs each tick's
+//! rows as soon as the tick is complete, in serial order, calling `end_of_epoch` only
+//! when the whole epoch is. Results made from rows come at their tick; results made at
+//! the end of an epoch at the epoch's last tick (`Ticks::end`), which no source uses,
+//! so they follow the epoch's rows. What waits for the whole epoch still does: a later
+//! stage (its rows are keyed by a hash over the epoch), a keyed merge, the end of an
+//! epoch. The rows each stream function sees, their order, their epochs, and the
+//! output are those of a run without ticks.
+//!
+//! **Stamps.** Every window carries `born`, when its oldest row came into Braid (the
+//! source read it, or a paced source's schedule released it), and `sent`, when its
+//! producer handed it on (nanoseconds since the run started). A window made from
+//! others takes the oldest `born` among them, except the results made at the end of
+//! an epoch, which take the newest (they are caused by the epoch closing). Operators
+//! note the time in queues (`now - sent`) and the age of what they receive
+//! (`now - born`); sinks the end-to-end latency. One clock reading per window and
+//! operator: no per-row cost.
+//!
+//! **Controller.** Worker 0 reads the end-to-end latencies of each interval and sets
+//! W, the rows in a window (a tick), for every reader: the largest that meets the
+//! constraint, more when the source falls behind its schedule (throughput first).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Bits of timely's time below the epoch under a latency constraint.
+pub const TICK_BITS: u32 = 16;
+
+/// "No stamp" in a window's `born` and `sent`.
+pub const UNSTAMPED: u64 = u64::MAX;
+
+/// How timely's time maps to epochs in a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ticks {
+    bits: u32,
+}
+
+impl Ticks {
+    /// Timely's time is the epoch (no constraint).
+    pub const OFF: Ticks = Ticks { bits: 0 };
+    /// Ticks within each epoch.
+    pub const ON: Ticks = Ticks { bits: TICK_BITS };
+
+    /// Whether epochs are cut into ticks.
+    pub fn on(self) -> bool {
+        self.bits > 0
+    }
+
+    /// The epoch of time `t` (the end of input stays the end of input).
+    #[inline]
+    pub fn epoch(self, t: u64) -> u64 {
+        if t == u64::MAX {
+            u64::MAX
+        } else {
+            t >> self.bits
+        }
+    }
+
+    /// The first time of epoch `e` (where a source opens it).
+    #[inline]
+    pub fn first(self, e: u64) -> u64 {
+        e << self.bits
+    }
+
+    /// The last time of epoch `e`: where results made at its end go; no source uses it.
+    #[inline]
+    pub fn end(self, e: u64) -> u64 {
+        (e << self.bits) | ((1u64 << self.bits) - 1)
+    }
+
+    /// The time after `t` for the source's next window within the same epoch (`t`
+    /// itself once the epoch's ticks are used up: later windows share the last one).
+    #[inline]
+    pub fn next(self, t: u64) -> u64 {
+        let mask = (1u64 << self.bits) - 1;
+        if self.bits == 0 || t & mask >= mask - 1 {
+            t
+        } else {
+            t + 1
+        }
+    }
+
+    /// The largest epoch a run with these ticks can hold.
+    pub fn max_epoch(self) -> u64 {
+        (u64::MAX >> self.bits) - 1
+    }
+}
+
+/// Buckets per doubling of a latency histogram.
+const PER_DOUBLING: u32 = 4;
+/// Buckets: from 1 ns up past 2^40 ns (18 minutes).
+const BUCKETS: usize = 42 * PER_DOUBLING as usize;
+
+/// A histogram of latencies, written by any thread without locks: buckets of a
+/// quarter of a doubling (a quantile is its bucket's upper bound, at most 19% high).
+/// Counts only grow; an interval's distribution is the difference of two readings.
+pub struct Hist {
+    buckets: Box<[AtomicU64]>,
+}
+
+impl Default for Hist {
+    fn default() -> Hist {
+        Hist {
+            buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Hist {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Hist({} samples)", self.read().total())
+    }
+}
+
+/// The bucket of `ns` nanoseconds.
+fn bucket(ns: u64) -> usize {
+    if ns < 2 {
+        return 0;
+    }
+    let log = 63 - ns.leading_zeros(); // 2^log <= ns
+    let frac = if log >= 2 {
+        (ns >> (log - 2)) & 3
+    } else {
+        (ns << (2 - log)) & 3
+    };
+    ((log * PER_DOUBLING) as usize + frac as usize).min(BUCKETS - 1)
+}
+
+/// The upper bound of bucket `k`, in nanoseconds.
+fn upper(k: usize) -> u64 {
+    let log = k as u32 / PER_DOUBLING;
+    let frac = (k as u32 % PER_DOUBLING) as u64;
+    let base = 1u64 << log;
+    base + (base * (frac + 1)) / PER_DOUBLING as u64
+}
+
+impl Hist {
+    /// Counts one latency.
+    #[inline]
+    pub fn record(&self, d: Duration) {
+        self.record_ns(d.as_nanos().min(u64::MAX as u128) as u64);
+    }
+
+    /// Counts one latency in nanoseconds.
+    #[inline]
+    pub fn record_ns(&self, ns: u64) {
+        self.buckets[bucket(ns)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn read(&self) -> Counts {
+        Counts(
+            self.buckets
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect(),
+        )
+    }
+}
+
+/// A histogram's counts at one reading (or between two: [`Counts::since`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts(Vec<u64>);
+
+impl Counts {
+    /// The latencies counted after `earlier` (a reading of the same histogram).
+    pub fn since(&self, earlier: &Counts) -> Counts {
+        Counts(
+            self.0
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| n - earlier.0.get(k).copied().unwrap_or(0))
+                .collect(),
+        )
+    }
+
+    /// How many latencies.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The `q` quantile (0..=1), as its bucket's upper bound; None without samples.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        let n = self.total();
+        if n == 0 {
+            return None;
+        }
+        let rank = ((n as f64 * q).ceil() as u64).clamp(1, n);
+        let mut seen = 0;
+        for (k, &c) in self.0.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(Duration::from_nanos(upper(k)));
+            }
+        }
+        None
+    }
+}
+
+/// What one operator measures: time windows waited in queues before it, and the age
+/// of the windows it receives.
+#[derive(Debug, Default)]
+pub struct NodeLatency {
+    /// The node's name (`Split`, `Map(query1)`, `Merge`, `Sink`), numbered from the
+    /// source.
+    pub name: String,
+    /// `now - sent` of each window received: the edge into the node.
+    pub queue: Hist,
+    /// `now - born` of each window received: the latency up to the node.
+    pub reach: Hist,
+}
+
+/// A run's latency measurements and the controller's setting.
+#[derive(Debug, Default)]
+pub struct Latencies {
+    /// End to end, at the sinks: `written - born` of each window.
+    pub end_to_end: Hist,
+    /// Per operator, in the order they were built (sources first).
+    pub nodes: Mutex<Vec<Arc<NodeLatency>>>,
+    /// Rows per window (per tick) the sources cut now (0: the plan's W).
+    pub window: AtomicUsize,
+    /// The controller's decisions: (seconds since the start, W, p99 of the interval
+    /// in seconds, whether the source was behind its schedule).
+    pub trace: Mutex<Vec<Decision>>,
+}
+
+/// One decision of the controller.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Decision {
+    /// Seconds since the run started.
+    pub at: f64,
+    /// Rows per window after the decision.
+    pub window: usize,
+    /// The interval's 99th percentile end to end, in seconds.
+    pub p99: f64,
+    /// The source was behind its schedule.
+    pub behind: bool,
+}
+
+impl Latencies {
+    /// Rows per window the sources cut now (`usize::MAX`: as the source makes them).
+    pub fn window(&self) -> usize {
+        match self.window.load(Ordering::Relaxed) {
+            0 => usize::MAX,
+            w => w,
+        }
+    }
+
+    /// The measurements of operator `name` (every worker's instance shares them).
+    pub fn node(&self, name: String) -> Arc<NodeLatency> {
+        if let Ok(v) = self.nodes.lock() {
+            if let Some(n) = v.iter().find(|n| n.name == name) {
+                return n.clone();
+            }
+        }
+        let n = Arc::new(NodeLatency {
+            name,
+            ..NodeLatency::default()
+        });
+        if let Ok(mut v) = self.nodes.lock() {
+            v.push(n.clone());
+        }
+        n
+    }
+
+    /// A summary for the run report.
+    pub fn summary(&self, constraint: Option<Duration>) -> LatencyReport {
+        let e2e = self.end_to_end.read();
+        let nodes = self
+            .nodes
+            .lock()
+            .map(|v| {
+                v.iter()
+                    .map(|n| {
+                        let (q, r) = (n.queue.read(), n.reach.read());
+                        NodeReport {
+                            name: n.name.clone(),
+                            windows: q.total(),
+                            queue_p50: q.quantile(0.5),
+                            queue_p99: q.quantile(0.99),
+                            reach_p50: r.quantile(0.5),
+                            reach_p99: r.quantile(0.99),
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        LatencyReport {
+            constraint,
+            windows: e2e.total(),
+            p50: e2e.quantile(0.5),
+            p99: e2e.quantile(0.99),
+            max: e2e.quantile(1.0),
+            nodes,
+            trace: self.trace.lock().map(|t| t.clone()).unwrap_or_default(),
+        }
+    }
+}
+
+/// The latencies a run measured.
+#[derive(Clone, Debug, Default)]
+pub struct LatencyReport {
+    /// The constraint the run was held to, if any.
+    pub constraint: Option<Duration>,
+    /// Windows written by the sinks (each one sample).
+    pub windows: u64,
+    /// End to end: median, 99th percentile and largest (bucket upper bounds).
+    pub p50: Option<Duration>,
+    /// See `p50`.
+    pub p99: Option<Duration>,
+    /// See `p50`.
+    pub max: Option<Duration>,
+    /// Per operator.
+    pub nodes: Vec<NodeReport>,
+    /// The controller's decisions.
+    pub trace: Vec<Decision>,
+}
+
+/// One operator's latencies.
+#[derive(Clone, Debug, Default)]
+pub struct NodeReport {
+    /// Its name.
+    pub name: String,
+    /// Windows it received.
+    pub windows: u64,
+    /// Time in the queue before it: median and 99th percentile.
+    pub queue_p50: Option<Duration>,
+    /// See `queue_p50`.
+    pub queue_p99: Option<Duration>,
+    /// Age of the windows it received: median and 99th percentile.
+    pub reach_p50: Option<Duration>,
+    /// See `reach_p50`.
+    pub reach_p99: Option<Duration>,
+}
+
+/// Cuts `batch` into windows of at most `w` rows (in order; the batch itself when it
+/// has no more).
+pub fn pieces(batch: braid_plan::batch::Batch, w: usize) -> Vec<braid_plan::batch::Batch> {
+    let w = w.max(1);
+    if batch.len() <= w {
+        return vec![batch];
+    }
+    let mut out = Vec::with_capacity(batch.len().div_ceil(w));
+    let mut i = 0;
+    while i < batch.len() {
+        let end = (i + w).min(batch.len());
+        let mut piece = braid_plan::batch::Batch::with_capacity(batch.arity(), end - i);
+        for k in i..end {
+            piece.push_row_of(&batch, k, batch.key(k));
+        }
+        out.push(piece);
+        i = end;
+    }
+    out
+}
+
+/// Worker 0's side of the controller: every interval, the end-to-end latencies
+/// measured since the last, and whether the source fell behind its schedule, make a
+/// new W for every reader.
+pub(crate) struct Steering {
+    ctl: Controller,
+    target: Duration,
+    seen: Counts,
+    last: std::time::Instant,
+    interval: Duration,
+    lag: Duration,
+}
+
+/// Fewest windows an interval must see before the controller judges it.
+const MIN_SAMPLES: u64 = 8;
+
+impl Steering {
+    /// Steers toward `target`, starting from the plan's W.
+    pub fn new(target: Duration, window: usize, shared: &crate::shared::Shared) -> Steering {
+        let start = window.max(1);
+        shared.latencies.window.store(start, Ordering::Relaxed);
+        Steering {
+            ctl: Controller::new(target, start, 1, start.max(1 << 16)),
+            target,
+            seen: shared.latencies.end_to_end.read(),
+            last: std::time::Instant::now(),
+            interval: (target * 20).max(Duration::from_millis(100)),
+            lag: Duration::ZERO,
+        }
+    }
+
+    /// Notes how late the source's last window went against its schedule.
+    pub fn lag(&mut self, late: Duration) {
+        self.lag = self.lag.max(late);
+    }
+
+    /// Takes a decision when an interval has passed with enough windows measured.
+    pub fn poll(&mut self, shared: &crate::shared::Shared) {
+        if self.last.elapsed() < self.interval {
+            return;
+        }
+        let now = shared.latencies.end_to_end.read();
+        let counts = now.since(&self.seen);
+        let behind = self.lag > self.target;
+        if counts.total() < MIN_SAMPLES && !behind {
+            return;
+        }
+        let p99 = counts.quantile(0.99);
+        let w = self.ctl.step(p99, behind);
+        shared.latencies.window.store(w, Ordering::Relaxed);
+        if let Ok(mut t) = shared.latencies.trace.lock() {
+            t.push(Decision {
+                at: shared.start.elapsed().as_secs_f64(),
+                window: w,
+                p99: p99.map_or(0.0, |d| d.as_secs_f64()),
+                behind,
+            });
+        }
+        self.seen = now;
+        self.last = std::time::Instant::now();
+        self.lag = Duration::ZERO;
+    }
+}
+
+/// Sizes W toward the largest that meets a latency constraint (after Nephele's
+/// adaptive output buffers). Fed one interval's 99th percentile at a time:
+///
+/// - above the constraint: W shrinks in proportion (to 70% of what the measured
+///   latency would allow, at least by a quarter, at most by 8x);
+/// - below half of it: W grows by half (latency has room: bigger windows cost fewer
+///   progress rounds);
+/// - in between: W holds (a dead band: no oscillation around the target);
+/// - when the source falls behind its schedule, W doubles whatever the latency
+///   (throughput first: behind, latency only grows).
+///
+/// W stays within `[min, max]`.
+#[derive(Clone, Debug)]
+pub struct Controller {
+    target: Duration,
+    window: usize,
+    min: usize,
+    max: usize,
+}
+
+impl Controller {
+    /// A controller for `target`, starting at `start` rows per window, within
+    /// `[min, max]`.
+    pub fn new(target: Duration, start: usize, min: usize, max: usize) -> Controller {
+        let min = min.max(1);
+        let max = max.max(min);
+        Controller {
+            target,
+            window: start.clamp(min, max),
+            min,
+            max,
+        }
+    }
+
+    /// Rows per window now.
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Takes one interval's 99th percentile (None: no window was written) and whether
+    /// the source fell behind its schedule; returns the new W.
+    pub fn step(&mut self, p99: Option<Duration>, behind: bool) -> usize {
+        let w = self.window as f64;
+        let next = if behind {
+            w * 2.0
+        } else {
+            match p99 {
+                None => w,
+                Some(p) if p > self.target => {
+                    let allowed = w * 0.7 * self.target.as_secs_f64() / p.as_secs_f64();
+                    allowed.clamp(w / 8.0, w * 0.75)
+                }
+                Some(p) if p.as_secs_f64() < 0.5 * self.target.as_secs_f64() => {
+                    (w * 1.5).max(w + 1.0)
+                }
+                Some(_) => w,
+            }
+        };
+        self.window = (next.floor() as usize).clamp(self.min, self.max);
+        self.window
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_keep_epochs_and_order() {
+        let t = Ticks::ON;
+        assert_eq!(t.epoch(t.first(7)), 7);
+        assert_eq!(t.epoch(t.end(7)), 7);
+        assert!(t.first(8) > t.end(7));
+        let mut at = t.first(3);
+        for _ in 0..100_000 {
+            at = t.next(at);
+        }
+        assert_eq!(t.epoch(at), 3);
+        assert!(at < t.end(3), "sources never reach the end tick");
+        let off = Ticks::OFF;
+        assert_eq!(
+            (off.first(5), off.end(5), off.next(5), off.epoch(5)),
+            (5, 5, 5, 5)
+        );
+        assert_eq!(t.epoch(u64::MAX), u64::MAX);
+        assert!(t.end(t.max_epoch()) < u64::MAX);
+    }
+
+    #[test]
+    fn buckets_bound_their_values() {
+        for ns in [
+            1u64,
+            2,
+            3,
+            5,
+            7,
+            8,
+            100,
+            999,
+            1000,
+            123_456,
+            10_000_000,
+            1 << 39,
+        ] {
+            let k = bucket(ns);
+            assert!(upper(k) >= ns, "{ns} in bucket {k} up to {}", upper(k));
+            assert!(
+                upper(k) as f64 <= ns as f64 * 1.25 + 1.0,
+                "{ns}: bound {} too loose",
+                upper(k)
+            );
+        }
+        let h = Hist::default();
+        for ms in 1..=100 {
+            h.record(Duration::from_millis(ms));
+        }
+        let c = h.read();
+        let p50 = c.quantile(0.5).unwrap().as_secs_f64() * 1e3;
+        let p99 = c.quantile(0.99).unwrap().as_secs_f64() * 1e3;
+        assert!((50.0..=62.5).contains(&p50), "{p50}");
+        assert!((99.0..=124.0).contains(&p99), "{p99}");
+        let later = {
+            h.record(Duration::from_secs(1));
+            h.read()
+        };
+        let d = later.since(&c);
+        assert_eq!(d.total(), 1);
+        assert!(d.quantile(0.5).unwrap() >= Duration::from_secs(1));
+    }
+
+    /// A plant: a window of `w` rows at `rate` rows per ms waits `w / rate` ms to
+    /// fill, plus `base` ms, with noise of +-`noise`.
+    fn plant(w: usize, rate: f64, base: f64, noise: f64, step: usize) -> Duration {
+        let wobble = ((step * 7919) % 100) as f64 / 100.0 * 2.0 - 1.0;
+        Duration::from_secs_f64(((w as f64 / rate + base) * (1.0 + noise * wobble)) / 1e3)
+    }
+
+    #[test]
+    fn the_controller_converges_below_the_target_and_holds() {
+        for &(rate, base, target_ms) in &[
+            (1.0, 0.5, 10.0),
+            (16.0, 2.0, 10.0),
+            (500.0, 1.0, 5.0),
+            (0.1, 0.2, 50.0),
+        ] {
+            let target = Duration::from_secs_f64(target_ms / 1e3);
+            let mut c = Controller::new(target, 1024, 1, 65_536);
+            let mut ws = Vec::new();
+            for step in 0..200 {
+                let p = plant(c.window(), rate, base, 0.05, step);
+                ws.push(c.step(Some(p), false));
+            }
+            let last = *ws.last().unwrap();
+            // Meets the constraint...
+            let lat = plant(last, rate, base, 0.05, 0);
+            assert!(
+                lat <= target.mul_f64(1.06),
+                "rate {rate}: W {last} gives {lat:?}"
+            );
+            // ...with a window not far below the largest that does.
+            let best = ((target_ms / 1.05 - base) * rate).max(1.0);
+            assert!(
+                last as f64 >= (best * 0.33).min(best - 1.0).max(1.0),
+                "rate {rate}: W {last}, the best is about {best}"
+            );
+            // And holds: no change over the last 100 steps (noise within the band).
+            let tail = &ws[100..];
+            assert!(tail.iter().all(|&w| w == last), "rate {rate}: {tail:?}");
+        }
+    }
+
+    #[test]
+    fn the_controller_respects_bounds_and_puts_throughput_first_when_behind() {
+        let target = Duration::from_millis(10);
+        let mut c = Controller::new(target, 64, 4, 256);
+        for _ in 0..50 {
+            c.step(Some(Duration::from_secs(1)), false);
+        }
+        assert_eq!(c.window(), 4, "never below min");
+        for _ in 0..50 {
+            c.step(Some(Duration::from_micros(1)), false);
+        }
+        assert_eq!(c.window(), 256, "never above max");
+        let mut c = Controller::new(target, 8, 1, 1024);
+        assert_eq!(c.step(Some(Duration::from_secs(1)), true), 16);
+        assert_eq!(c.step(None, false), 16, "no samples: hold");
+    }
+}
