@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod host;
+pub mod latency;
 pub mod measure;
 pub mod parse;
 pub mod placement;

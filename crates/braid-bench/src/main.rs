@@ -5,7 +5,7 @@
 //! ```
 
 use anyhow::Result;
-use braid_bench::{parse, placement, rate, server, split, sql, tune};
+use braid_bench::{latency, parse, placement, rate, server, split, sql, tune};
 use clap::{Parser, Subcommand};
 
 /// mimalloc, as in the `braid` binary, so that the numbers are those of the shipped
@@ -40,6 +40,8 @@ enum Command {
     Parse(parse::ParseArgs),
     /// The running system: ingest, fan-out to subscribers, latency, memory per query.
     Server(server::ServerArgs),
+    /// Latency constraints: latency and throughput vs rate, a rising load, StreamAPAS.
+    Latency(latency::LatencyArgs),
 }
 
 fn main() {
@@ -58,5 +60,6 @@ fn run() -> Result<()> {
         Command::Rate(a) => rate::run(a),
         Command::Parse(a) => parse::run(a),
         Command::Server(a) => server::run(a),
+        Command::Latency(a) => latency::run(a),
     }
 }

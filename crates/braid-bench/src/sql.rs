@@ -107,7 +107,7 @@ struct LatencyRow {
 
 /// Latencies in ms of the StreamAPAS results in the CSV file `out`: emit time minus the
 /// later of the two input tuples' times (columns a.time, value1, time2, value2, emit).
-fn apas_latencies(out: &Path) -> Result<Vec<f64>> {
+pub(crate) fn apas_latencies(out: &Path) -> Result<Vec<f64>> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .flexible(true)

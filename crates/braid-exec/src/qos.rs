@@ -372,10 +372,12 @@ pub(crate) struct Steering {
     last: std::time::Instant,
     interval: Duration,
     lag: Duration,
+    /// Rows the source sent in this interval (the fill rate of a window).
+    rows: u64,
 }
 
-/// Fewest windows an interval must see before the controller judges it.
-const MIN_SAMPLES: u64 = 8;
+/// Fewest windows an interval must see before the controller judges the latency.
+const MIN_SAMPLES: u64 = 3;
 
 impl Steering {
     /// Steers toward `target`, starting from the plan's W.
@@ -387,9 +389,15 @@ impl Steering {
             target,
             seen: shared.latencies.end_to_end.read(),
             last: std::time::Instant::now(),
-            interval: (target * 20).max(Duration::from_millis(100)),
+            interval: (target * 5).max(Duration::from_millis(50)),
             lag: Duration::ZERO,
+            rows: 0,
         }
+    }
+
+    /// Notes rows the source sent.
+    pub fn sent(&mut self, rows: usize) {
+        self.rows += rows as u64;
     }
 
     /// Notes how late the source's last window went against its schedule.
@@ -405,11 +413,16 @@ impl Steering {
         let now = shared.latencies.end_to_end.read();
         let counts = now.since(&self.seen);
         let behind = self.lag > self.target;
-        if counts.total() < MIN_SAMPLES && !behind {
-            return;
-        }
-        let p99 = counts.quantile(0.99);
-        let w = self.ctl.step(p99, behind);
+        // A window fills at the source's rate: one that takes more than half the
+        // constraint to fill cannot meet it.
+        let secs = self.last.elapsed().as_secs_f64();
+        let fill = (self.rows > 0)
+            .then(|| (self.rows as f64 / secs * self.target.as_secs_f64() * 0.5).max(1.0) as usize);
+        let p99 = match counts.total() >= MIN_SAMPLES {
+            true => counts.quantile(0.99),
+            false => None,
+        };
+        let w = self.ctl.step(p99, behind, fill);
         shared.latencies.window.store(w, Ordering::Relaxed);
         if let Ok(mut t) = shared.latencies.trace.lock() {
             t.push(Decision {
@@ -419,9 +432,12 @@ impl Steering {
                 behind,
             });
         }
-        self.seen = now;
+        if p99.is_some() {
+            self.seen = now;
+        }
         self.last = std::time::Instant::now();
         self.lag = Duration::ZERO;
+        self.rows = 0;
     }
 }
 
@@ -464,9 +480,11 @@ impl Controller {
         self.window
     }
 
-    /// Takes one interval's 99th percentile (None: no window was written) and whether
-    /// the source fell behind its schedule; returns the new W.
-    pub fn step(&mut self, p99: Option<Duration>, behind: bool) -> usize {
+    /// Takes one interval's 99th percentile (None: too few windows were written),
+    /// whether the source fell behind its schedule, and the most rows a window may
+    /// take to fill within half the constraint at the source's rate (when known);
+    /// returns the new W.
+    pub fn step(&mut self, p99: Option<Duration>, behind: bool, fill: Option<usize>) -> usize {
         let w = self.window as f64;
         let next = if behind {
             w * 2.0
@@ -482,6 +500,11 @@ impl Controller {
                 }
                 Some(_) => w,
             }
+        };
+        // Not beyond what fills in time (unless behind: throughput first).
+        let next = match fill {
+            Some(f) if !behind => next.min(f as f64),
+            _ => next,
         };
         self.window = (next.floor() as usize).clamp(self.min, self.max);
         self.window
@@ -575,7 +598,7 @@ mod tests {
             let mut ws = Vec::new();
             for step in 0..200 {
                 let p = plant(c.window(), rate, base, 0.05, step);
-                ws.push(c.step(Some(p), false));
+                ws.push(c.step(Some(p), false, None));
             }
             let last = *ws.last().unwrap();
             // Meets the constraint...
@@ -601,15 +624,17 @@ mod tests {
         let target = Duration::from_millis(10);
         let mut c = Controller::new(target, 64, 4, 256);
         for _ in 0..50 {
-            c.step(Some(Duration::from_secs(1)), false);
+            c.step(Some(Duration::from_secs(1)), false, None);
         }
         assert_eq!(c.window(), 4, "never below min");
         for _ in 0..50 {
-            c.step(Some(Duration::from_micros(1)), false);
+            c.step(Some(Duration::from_micros(1)), false, None);
         }
         assert_eq!(c.window(), 256, "never above max");
         let mut c = Controller::new(target, 8, 1, 1024);
-        assert_eq!(c.step(Some(Duration::from_secs(1)), true), 16);
-        assert_eq!(c.step(None, false), 16, "no samples: hold");
+        assert_eq!(c.step(Some(Duration::from_secs(1)), true, Some(2)), 16);
+        assert_eq!(c.step(None, false, None), 16, "no samples: hold");
+        assert_eq!(c.step(None, false, Some(5)), 5, "what fills in time");
+        assert_eq!(c.step(Some(Duration::from_micros(1)), false, Some(5)), 5);
     }
 }

@@ -103,6 +103,19 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                     s.input.leaf_source().name,
                     LATENCY_BUDGET
                 );
+                let src = s.input.leaf_source();
+                if let crate::plan::SourceSpec::Interleave(streams) = &src.spec {
+                    if streams.len() > 1 {
+                        let _ = writeln!(
+                            out,
+                            "{pad}  note: the source interleaves {} streams by (epoch, stream): a row of a later stream \
+                             comes after the epoch's rows of earlier ones, so a result can wait up to an epoch \
+                             ({} event-time units); declare a shorter epoch to meet the constraint",
+                            streams.len(),
+                            src.epoch
+                        );
+                    }
+                }
             }
         }
         Plan::Merge(m) => {

@@ -199,6 +199,14 @@ pub(super) fn feed(
     let ticks = shared.ticks;
     let stamps = shared.stamps;
     let mut steer = match (leader_steers(place.index, ticks), plan.latency_constraint()) {
+        (true, Some(_)) if cfg.fixed_window.is_some() => {
+            let w = cfg.fixed_window.unwrap_or(1).max(1);
+            shared
+                .latencies
+                .window
+                .store(w, std::sync::atomic::Ordering::Relaxed);
+            None
+        }
         (true, Some(target)) => Some(crate::qos::Steering::new(target, source.window, shared)),
         _ => None,
     };
@@ -380,6 +388,13 @@ pub(super) fn feed(
                         _ => in_flight.push_back((t, rows)),
                     }
                     in_flight_rows += rows;
+                    if let Some(s) = steer.as_mut() {
+                        s.sent(rows as usize);
+                    }
+                    shared
+                        .counters
+                        .queued_peak
+                        .fetch_max(in_flight_rows, std::sync::atomic::Ordering::Relaxed);
                     let sent_at = if stamps { shared.now_ns() } else { born };
                     input.send(Window::new(place.index as u64, 0, batch).stamped(born, sent_at));
                     sent += 1;

@@ -89,6 +89,9 @@ pub struct RunConfig {
     /// ([`RunReport::latency`]); always on under a latency constraint
     /// (`Sink::max_latency`, see [`crate::qos`]).
     pub measure_latency: bool,
+    /// Under a latency constraint, cut windows of exactly this many rows instead of
+    /// steering W (a benchmark's fixed buffers); None: the controller steers.
+    pub fixed_window: Option<usize>,
 }
 
 impl Default for RunConfig {
@@ -114,6 +117,7 @@ impl Default for RunConfig {
             rescale: None,
             auto_rescale: None,
             measure_latency: false,
+            fixed_window: None,
         }
     }
 }
@@ -159,6 +163,9 @@ pub struct RunReport {
     pub rescales: Vec<Rescaled>,
     /// Latencies measured ([`RunConfig::measure_latency`], or a latency constraint).
     pub latency: Option<crate::qos::LatencyReport>,
+    /// The most rows a worker's source had in epochs (ticks) the output had not
+    /// completed (the run's peak of queued rows).
+    pub queued_peak: u64,
 }
 
 /// Runs started by this process (names the directories of rescale-only checkpoints).
@@ -594,5 +601,6 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         finished_before: false,
         rescales: cfg.rescale.as_ref().map(|r| r.done()).unwrap_or_default(),
         latency: shared.stamps.then(|| shared.latencies.summary(constraint)),
+        queued_peak: c.queued_peak.load(std::sync::atomic::Ordering::Relaxed),
     })
 }

@@ -199,6 +199,8 @@ pub struct Counters {
     /// For a source paced by event time: how late (ns) its last window went against
     /// its schedule (0 on schedule; it grows while the run cannot keep up).
     pub schedule_lag_ns: AtomicU64,
+    /// The most rows a worker had in epochs (ticks) the output had not completed.
+    pub queued_peak: AtomicU64,
     /// The late-row counts of the queries running (SQL; see [`Counters::late`]).
     pub late_rows: std::sync::Mutex<Vec<Arc<braid_sql::run::LateRows>>>,
 }

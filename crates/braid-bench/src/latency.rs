@@ -1,0 +1,592 @@
+//! Latency as a contract (`braid_exec::qos`), measured: (a) latency and throughput
+//! against the input rate for fixed small windows, no constraint (epoch-sized
+//! batches, today's default) and the controller; (b) a constraint held while the load
+//! rises, with the controller's W over time; (c) the StreamAPAS micro-benchmark at
+//! 1,000-30,000 tuples per minute, epoch 100 ms, with and without a 10 ms constraint.
+//! Writes `latency.md`, CSV files and SVG plots.
+
+use crate::plot::{Chart, Series};
+use crate::report::{markdown_table, write_csv, Align};
+use anyhow::{Context, Result};
+use braid_exec::qos::LatencyReport;
+use braid_exec::runtime::{self, RunConfig, RunReport};
+use braid_plan::function::Registry;
+use braid_sql::compile_script;
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `braid-bench latency`.
+#[derive(clap::Args, Debug)]
+pub struct LatencyArgs {
+    /// Where the report goes.
+    #[arg(long, default_value = "docs/benchmarks")]
+    pub out: PathBuf,
+    /// Scratch directory for the generated inputs.
+    #[arg(long, default_value = "target/bench-latency")]
+    pub scratch: PathBuf,
+    /// Seconds of input per paced run.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// The constraint, in ms.
+    #[arg(long, default_value_t = 10.0)]
+    pub constraint_ms: f64,
+    /// Rows per window of the fixed small setting.
+    #[arg(long, default_value_t = 4)]
+    pub small: usize,
+    /// Fewer rates and shorter runs (a smoke test).
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// Writes a generator file: `time,<col>` with the given times (ms) and values in
+/// [0, 100] from a fixed seed.
+fn write_gen(path: &Path, col: &str, times: impl Iterator<Item = u64>, seed: u64) -> Result<()> {
+    let mut w = std::io::BufWriter::new(
+        std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+    );
+    writeln!(w, "time,{col}")?;
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for t in times {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        writeln!(w, "{t},{}", x % 101)?;
+    }
+    Ok(())
+}
+
+/// Times (ms) of `n` tuples at `per_second` tuples per second.
+fn steady(n: u64, per_second: f64) -> impl Iterator<Item = u64> {
+    (0..n).map(move |i| (i as f64 * 1000.0 / per_second) as u64)
+}
+
+/// How a run is set.
+#[derive(Clone, Copy, Debug)]
+enum Setting {
+    /// No constraint: windows of W rows, operators wait for each epoch.
+    Epochs,
+    /// Ticks of exactly `n` rows (a constraint, the controller off).
+    Fixed(usize),
+    /// The constraint, the controller steering W.
+    Adaptive(Duration),
+}
+
+impl Setting {
+    fn name(self) -> String {
+        match self {
+            Setting::Epochs => "no constraint (epoch batches)".into(),
+            Setting::Fixed(n) => format!("fixed W = {n}"),
+            Setting::Adaptive(d) => format!("adaptive, max_latency {} ms", d.as_millis()),
+        }
+    }
+}
+
+/// Compiles `text` in `dir` and runs its first query as `setting` says.
+fn run_sql(dir: &Path, text: &str, setting: Setting, constraint: Duration) -> Result<RunReport> {
+    let script = compile_script(text, dir, &Registry::with_builtins())?;
+    let job = script.jobs.first().context("no query")?;
+    let mut plan = job.plan.clone();
+    let mut cfg = RunConfig {
+        measure_latency: true,
+        ..RunConfig::default()
+    };
+    match setting {
+        Setting::Epochs => {}
+        Setting::Fixed(n) => {
+            plan = plan.max_latency(constraint);
+            cfg.fixed_window = Some(n);
+        }
+        Setting::Adaptive(d) => plan = plan.max_latency(d),
+    }
+    Ok(runtime::run(&plan, &script.registry, &cfg)?)
+}
+
+fn ms(d: Option<Duration>) -> f64 {
+    d.map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
+}
+
+fn fmt_ms(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else if v < 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+#[derive(Serialize)]
+struct RateRow {
+    setting: String,
+    rows_per_second: f64,
+    achieved_rows_per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    final_window: usize,
+}
+
+#[derive(Serialize)]
+struct MaxRow {
+    setting: String,
+    rows: u64,
+    seconds: f64,
+    rows_per_second: f64,
+}
+
+#[derive(Serialize)]
+struct TraceRow {
+    seconds: f64,
+    offered_rows_per_second: f64,
+    window: usize,
+    p99_ms: f64,
+    behind: bool,
+}
+
+#[derive(Serialize)]
+struct ApasRow {
+    setting: String,
+    tuples_per_minute: f64,
+    results: usize,
+    p50_ms: f64,
+    p99_ms: f64,
+    max_ms: f64,
+    engine_p99_ms: f64,
+    peak_queued_rows: u64,
+}
+
+/// The filter query of (a) and (b) over `gen1.csv`, epoch `epoch` ms.
+fn filter_query(paced: bool, epoch: u64) -> String {
+    let pace = if paced {
+        ", speed = 1, units_per_second = 1000"
+    } else {
+        ""
+    };
+    format!(
+        "CREATE STREAM gen_1 (time BIGINT NOT NULL, value1 BIGINT) \
+         WITH (path = 'gen1.csv', event_time = 'time', epoch = {epoch}{pace});\n\
+         CREATE SINK out WITH (sink = 'discard');\n\
+         INSERT INTO out SELECT time, value1 * 2 AS v FROM gen_1 WHERE value1 < 50;\n"
+    )
+}
+
+/// The final W of a run (the controller's last decision, or the fixed one).
+fn final_window(r: &LatencyReport, setting: Setting) -> usize {
+    match setting {
+        Setting::Fixed(n) => n,
+        Setting::Epochs => 0,
+        Setting::Adaptive(_) => r.trace.last().map_or(1024, |d| d.window),
+    }
+}
+
+/// Runs the benchmark and writes the report.
+pub fn run(a: LatencyArgs) -> Result<()> {
+    std::fs::create_dir_all(&a.out)?;
+    std::fs::create_dir_all(&a.scratch)?;
+    let scratch = std::fs::canonicalize(&a.scratch)?;
+    let constraint = Duration::from_secs_f64(a.constraint_ms / 1e3);
+    let seconds = if a.quick { 1.0 } else { a.seconds };
+    let settings = [
+        Setting::Fixed(a.small),
+        Setting::Epochs,
+        Setting::Adaptive(constraint),
+    ];
+
+    // (a) Latency and throughput against the rate.
+    let rates: Vec<f64> = if a.quick {
+        vec![1_000.0, 100_000.0]
+    } else {
+        vec![1_000.0, 10_000.0, 100_000.0, 300_000.0, 1_000_000.0]
+    };
+    let mut rate_rows = Vec::new();
+    let mut p99_series: Vec<Series> = Vec::new();
+    let mut tput_series: Vec<Series> = Vec::new();
+    for &s in &settings {
+        let (mut p99s, mut tputs) = (Vec::new(), Vec::new());
+        for &r in &rates {
+            let dir = scratch.join(format!("rate-{r}"));
+            std::fs::create_dir_all(&dir)?;
+            let n = (r * seconds) as u64;
+            if !dir.join("gen1.csv").exists() {
+                write_gen(&dir.join("gen1.csv"), "value1", steady(n, r), 1)?;
+            }
+            let report = run_sql(&dir, &filter_query(true, 100), s, constraint)?;
+            let l = report.latency.clone().unwrap_or_default();
+            let achieved = report.rows_in as f64 / report.elapsed.as_secs_f64();
+            eprintln!(
+                "(a) {} at {r} rows/s: {:.0} rows/s, p50 {} ms, p99 {} ms, W {}",
+                s.name(),
+                achieved,
+                fmt_ms(ms(l.p50)),
+                fmt_ms(ms(l.p99)),
+                final_window(&l, s)
+            );
+            p99s.push((r, ms(l.p99).max(0.01)));
+            tputs.push((r, achieved));
+            rate_rows.push(RateRow {
+                setting: s.name(),
+                rows_per_second: r,
+                achieved_rows_per_second: achieved,
+                p50_ms: ms(l.p50),
+                p99_ms: ms(l.p99),
+                final_window: final_window(&l, s),
+            });
+        }
+        p99_series.push(Series::line(s.name(), p99s));
+        tput_series.push(Series::line(s.name(), tputs));
+    }
+    write_csv(&a.out.join("latency-rate.csv"), &rate_rows)?;
+    Chart {
+        title: "99th percentile latency vs offered rate (filter query, epoch 100 ms)".into(),
+        x_label: "offered rows per second".into(),
+        y_label: "p99 latency (ms)".into(),
+        log_x: true,
+        log_y: true,
+        series: p99_series,
+        hlines: vec![(a.constraint_ms, "constraint".into())],
+    }
+    .write_svg(&a.out.join("latency-rate-p99.svg"), 800, 450)?;
+    Chart {
+        title: "Throughput vs offered rate (filter query, paced)".into(),
+        x_label: "offered rows per second".into(),
+        y_label: "rows per second".into(),
+        log_x: true,
+        log_y: true,
+        series: tput_series,
+        ..Chart::default()
+    }
+    .write_svg(&a.out.join("latency-rate-throughput.svg"), 800, 450)?;
+    // Max speed (unpaced) per setting.
+    let mut max_rows = Vec::new();
+    {
+        let dir = scratch.join("max");
+        std::fs::create_dir_all(&dir)?;
+        let n = if a.quick { 200_000 } else { 4_000_000 };
+        if !dir.join("gen1.csv").exists() {
+            write_gen(&dir.join("gen1.csv"), "value1", steady(n, 1e6), 2)?;
+        }
+        for &s in &settings {
+            let mut times = Vec::new();
+            let mut rows = 0;
+            for _ in 0..3 {
+                let r = run_sql(&dir, &filter_query(false, 100), s, constraint)?;
+                rows = r.rows_in;
+                times.push(r.elapsed.as_secs_f64());
+            }
+            times.sort_by(f64::total_cmp);
+            let t = times[1];
+            eprintln!(
+                "(a) max speed, {}: {rows} rows in {t:.3} s, {:.0} rows/s",
+                s.name(),
+                rows as f64 / t
+            );
+            max_rows.push(MaxRow {
+                setting: s.name(),
+                rows,
+                seconds: t,
+                rows_per_second: rows as f64 / t,
+            });
+        }
+    }
+    write_csv(&a.out.join("latency-max.csv"), &max_rows)?;
+
+    // (b) The load rises: a constraint held, W over time.
+    let ramp_secs = if a.quick { 3.0 } else { 20.0 };
+    let (lo, hi) = (1_000.0f64, 300_000.0f64);
+    let dir = scratch.join("ramp");
+    std::fs::create_dir_all(&dir)?;
+    // Rate rises geometrically from lo to hi: the time of tuple i solves
+    // N(t) = lo * T / ln(k) * (k^(t/T) - 1), k = hi / lo.
+    let k = hi / lo;
+    let total = lo * ramp_secs / k.ln() * (k - 1.0);
+    let times = (0..total as u64).map(|i| {
+        let t = ramp_secs / k.ln() * (1.0 + i as f64 * k.ln() / (lo * ramp_secs)).ln();
+        (t * 1000.0) as u64
+    });
+    write_gen(&dir.join("gen1.csv"), "value1", times, 3)?;
+    let report = run_sql(
+        &dir,
+        &filter_query(true, 100),
+        Setting::Adaptive(constraint),
+        constraint,
+    )?;
+    let l = report.latency.clone().unwrap_or_default();
+    let offered = |t: f64| lo * k.powf((t / ramp_secs).min(1.0));
+    let trace: Vec<TraceRow> = l
+        .trace
+        .iter()
+        .map(|d| TraceRow {
+            seconds: d.at,
+            offered_rows_per_second: offered(d.at),
+            window: d.window,
+            p99_ms: d.p99 * 1e3,
+            behind: d.behind,
+        })
+        .collect();
+    eprintln!(
+        "(b) ramp {lo}..{hi} rows/s over {ramp_secs} s: p50 {} ms, p99 {} ms, {} decisions",
+        fmt_ms(ms(l.p50)),
+        fmt_ms(ms(l.p99)),
+        trace.len()
+    );
+    let met = trace.iter().filter(|t| t.p99_ms <= a.constraint_ms).count();
+    Chart {
+        title: format!(
+            "Load rising {}k to {}k rows/s: the controller's W",
+            lo / 1e3,
+            hi / 1e3
+        ),
+        x_label: "seconds".into(),
+        y_label: "rows per window (W)".into(),
+        log_x: false,
+        log_y: true,
+        series: vec![Series::line(
+            "W",
+            trace.iter().map(|t| (t.seconds, t.window as f64)).collect(),
+        )],
+        ..Chart::default()
+    }
+    .write_svg(&a.out.join("latency-ramp-window.svg"), 800, 400)?;
+    Chart {
+        title: "Load rising: 99th percentile latency per control interval".into(),
+        x_label: "seconds".into(),
+        y_label: "p99 latency (ms)".into(),
+        log_x: false,
+        log_y: true,
+        series: vec![Series::line(
+            "p99 of the interval",
+            trace
+                .iter()
+                .map(|t| (t.seconds, t.p99_ms.max(0.01)))
+                .collect(),
+        )],
+        hlines: vec![(a.constraint_ms, "constraint".into())],
+    }
+    .write_svg(&a.out.join("latency-ramp-p99.svg"), 800, 400)?;
+    let trace_len = trace.len();
+    write_csv(&a.out.join("latency-ramp.csv"), trace)?;
+
+    // (c) StreamAPAS.
+    let apas_rates: Vec<f64> = if a.quick {
+        vec![1_000.0, 30_000.0]
+    } else {
+        vec![1_000.0, 2_000.0, 5_000.0, 10_000.0, 20_000.0, 30_000.0]
+    };
+    let apas_text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/streamapas.sql"),
+    )?;
+    let apas_text = apas_text
+        .split("-- EXPECTED")
+        .next()
+        .unwrap_or(&apas_text)
+        .replace(
+            "sink = 'stdout'",
+            "sink = 'csv', path = 'out.csv', stamp_emit = true",
+        )
+        .replace(
+            "epoch = 1000)",
+            "epoch = EPOCH, speed = 1, units_per_second = 1000)",
+        );
+    let mut apas_rows = Vec::new();
+    let mut apas_md = Vec::new();
+    let mut apas_series: Vec<Series> = Vec::new();
+    for (epoch, s) in [
+        (100, Setting::Epochs),
+        (100, Setting::Adaptive(constraint)),
+        (1, Setting::Epochs),
+        (1, Setting::Adaptive(constraint)),
+    ] {
+        let apas_text = apas_text.replace("EPOCH", &epoch.to_string());
+        let label = format!("epoch {epoch} ms, {}", s.name());
+        let (mut p50s, mut p99s) = (Vec::new(), Vec::new());
+        for &r in &apas_rates {
+            let dir = scratch.join(format!("apas-{r}"));
+            std::fs::create_dir_all(dir.join("data"))?;
+            // At least the paper's 1,000 tuples, and `seconds` of input.
+            let n = ((r / 60.0 * seconds * 2.0) as u64).max(if a.quick { 50 } else { 200 });
+            let per_second = r / 60.0;
+            write_gen(
+                &dir.join("data/gen1.csv"),
+                "value1",
+                steady(n, per_second),
+                11,
+            )?;
+            write_gen(
+                &dir.join("data/gen2.csv"),
+                "value2",
+                steady(n, per_second),
+                12,
+            )?;
+            let report = run_sql(&dir, &apas_text, s, constraint)?;
+            let mut lat = crate::sql::apas_latencies(&dir.join("out.csv"))?;
+            lat.sort_by(f64::total_cmp);
+            let q = |p: f64| {
+                lat.get(((lat.len() as f64 - 1.0) * p).round() as usize)
+                    .copied()
+                    .unwrap_or(f64::NAN)
+            };
+            let l = report.latency.clone().unwrap_or_default();
+            let peak = report.queued_peak;
+            if std::env::var_os("BRAID_BENCH_DEBUG").is_some() {
+                eprintln!("{l:#?}");
+            }
+            eprintln!(
+                "(c) streamapas {label} at {r}/min: {} results, p50 {} ms, p99 {} ms, max {} ms (engine p99 {} ms), peak queued {peak}",
+                lat.len(),
+                q(0.5),
+                q(0.99),
+                q(1.0),
+                fmt_ms(ms(l.p99))
+            );
+            p50s.push((r, q(0.5).max(0.5)));
+            p99s.push((r, q(0.99).max(0.5)));
+            apas_md.push(vec![
+                label.clone(),
+                format!("{r:.0}"),
+                lat.len().to_string(),
+                format!("{:.0}", q(0.5)),
+                format!("{:.0}", q(0.99)),
+                format!("{:.0}", q(1.0)),
+                fmt_ms(ms(l.p99)),
+                peak.to_string(),
+            ]);
+            apas_rows.push(ApasRow {
+                setting: label.clone(),
+                tuples_per_minute: r,
+                results: lat.len(),
+                p50_ms: q(0.5),
+                p99_ms: q(0.99),
+                max_ms: q(1.0),
+                engine_p99_ms: ms(l.p99),
+                peak_queued_rows: peak,
+            });
+        }
+        apas_series.push(Series::line(format!("p50, {label}"), p50s));
+        apas_series.push(Series::line(format!("p99, {label}"), p99s));
+    }
+    write_csv(&a.out.join("latency-apas.csv"), &apas_rows)?;
+    Chart {
+        title: "StreamAPAS micro-benchmark: result latency".into(),
+        x_label: "tuples per minute per generator".into(),
+        y_label: "latency (ms)".into(),
+        log_x: true,
+        log_y: true,
+        series: apas_series,
+        hlines: vec![(a.constraint_ms, "constraint".into())],
+    }
+    .write_svg(&a.out.join("latency-apas.svg"), 800, 450)?;
+
+    // The report.
+    let rate_md = markdown_table(
+        &[
+            ("setting", Align::Left),
+            ("offered rows/s", Align::Right),
+            ("achieved rows/s", Align::Right),
+            ("p50 (ms)", Align::Right),
+            ("p99 (ms)", Align::Right),
+            ("W at the end", Align::Right),
+        ],
+        rate_rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.setting.clone(),
+                    format!("{:.0}", r.rows_per_second),
+                    format!("{:.0}", r.achieved_rows_per_second),
+                    fmt_ms(r.p50_ms),
+                    fmt_ms(r.p99_ms),
+                    match r.final_window {
+                        0 => "-".into(),
+                        w => w.to_string(),
+                    },
+                ]
+            })
+            .collect(),
+    );
+    let base = max_rows
+        .iter()
+        .find(|m| m.setting == Setting::Epochs.name())
+        .map_or(1.0, |m| m.rows_per_second);
+    let max_md = markdown_table(
+        &[
+            ("setting", Align::Left),
+            ("rows", Align::Right),
+            ("seconds (median of 3)", Align::Right),
+            ("rows/s", Align::Right),
+            ("vs no constraint", Align::Right),
+        ],
+        max_rows
+            .iter()
+            .map(|m| {
+                vec![
+                    m.setting.clone(),
+                    m.rows.to_string(),
+                    format!("{:.3}", m.seconds),
+                    format!("{:.0}", m.rows_per_second),
+                    format!("{:.2}", m.rows_per_second / base),
+                ]
+            })
+            .collect(),
+    );
+    let apas_md = markdown_table(
+        &[
+            ("setting", Align::Left),
+            ("tuples/min per generator", Align::Right),
+            ("results", Align::Right),
+            ("p50 (ms)", Align::Right),
+            ("p99 (ms)", Align::Right),
+            ("max (ms)", Align::Right),
+            ("engine p99 (ms)", Align::Right),
+            ("peak queued rows", Align::Right),
+        ],
+        apas_md,
+    );
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cmd = format!(
+        "cargo run --release -p braid-bench -- latency --seconds {} --constraint-ms {} --small {}{}",
+        a.seconds,
+        a.constraint_ms,
+        a.small,
+        if a.quick { " --quick" } else { "" }
+    );
+    let md = format!(
+        "# Latency as a contract\n\n\
+Made by `{cmd}` (release build, {cores} cores, 1 worker, one sitting). How a constraint is met: \
+ARCHITECTURE.md, \"Latency constraints\". Latencies are the engine's own stamps (a window's \
+oldest row's arrival to its results written; quantiles are bucket bounds, at most 19% high) \
+unless the table says otherwise.\n\n\
+## (a) Latency and throughput against the rate (after Nephele's figure 2)\n\n\
+The query `SELECT time, value1 * 2 FROM gen_1 WHERE value1 < 50` (16 partitions, output discarded), \
+its input replayed in real time at each rate for {seconds} s, epoch 100 ms. *fixed W = {small}*: \
+the constraint's ticks with W fixed at {small} rows (the controller off); *no constraint*: \
+today's default, operators take an epoch at a time; *adaptive*: `max_latency = '{c} ms'`, \
+the controller steering W.\n\n{rate_md}\n\
+![p99 latency vs rate](latency-rate-p99.svg)\n\n\
+![throughput vs rate](latency-rate-throughput.svg)\n\n\
+At full speed (the same query, {max_n} rows read as fast as they parse, not paced):\n\n{max_md}\n\
+Raw numbers: [latency-rate.csv](latency-rate.csv), [latency-max.csv](latency-max.csv).\n\n\
+## (b) A constraint held while the load rises (after Nephele's evaluation)\n\n\
+The same query, its rate rising geometrically from {lo:.0} to {hi:.0} rows/s over {ramp_secs} s, \
+`max_latency = '{c} ms'`. Each point is one control interval ({trace_len} decisions; \
+{met} of them with the interval's p99 within the constraint). Whole run: p50 {p50} ms, p99 {p99} ms.\n\n\
+![W over time](latency-ramp-window.svg)\n\n\
+![p99 per interval](latency-ramp-p99.svg)\n\n\
+Raw numbers: [latency-ramp.csv](latency-ramp.csv).\n\n\
+## (c) The StreamAPAS micro-benchmark\n\n\
+`examples/streamapas.sql` (two count windows of 500, a join on value1 < value2, a selection \
+value1 < 50), both generators replayed in real time, {seconds} s of input per rate (at least 200 tuples). \
+p50/p99/max: a result's emit time minus the later of its two input tuples' times (the \
+sink's `stamp_emit`, whole ms); engine p99: the engine's stamps; peak queued rows: the most \
+rows the source had in ticks (epochs) the output had not completed.\n\n{apas_md}\n\
+![StreamAPAS latency](latency-apas.svg)\n\n\
+Raw numbers: [latency-apas.csv](latency-apas.csv).\n",
+        small = a.small,
+        c = a.constraint_ms,
+        max_n = max_rows.first().map_or(0, |m| m.rows),
+        p50 = fmt_ms(ms(l.p50)),
+        p99 = fmt_ms(ms(l.p99)),
+    );
+    std::fs::write(a.out.join("latency.md"), md)?;
+    Ok(())
+}
