@@ -62,9 +62,13 @@ impl Drop for Progress {
     }
 }
 
-/// The figures after the rows in: rate, rows out, lag, malformed, late, skipped.
-fn message(c: &Counters, rate: u64) -> String {
+/// The figures after the rows in: rate, rows out, latency of the last second, lag,
+/// malformed, late, skipped.
+fn message(c: &Counters, rate: u64, latency: Option<&str>) -> String {
     let mut s = format!("{rate} rows/s, out {}", c.rows_out.load(Relaxed));
+    if let Some(l) = latency {
+        s.push_str(&format!(", latency {l}"));
+    }
     if let Some(behind) = c.behind() {
         s.push_str(&format!(", {:.1} s behind schedule", behind.as_secs_f64()));
     }
@@ -80,6 +84,16 @@ fn message(c: &Counters, rate: u64) -> String {
     s
 }
 
+/// A latency as the progress line writes it.
+fn short(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms < 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
 fn draw(c: &Counters, total: Option<u64>, stop: &AtomicBool) {
     let terminal = std::io::stderr().is_terminal();
     let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
@@ -93,23 +107,35 @@ fn draw(c: &Counters, total: Option<u64>, stop: &AtomicBool) {
     let start = Instant::now();
     let (mut last_rows, mut last_at) = (0u64, Instant::now());
     let mut rate = 0;
+    // End-to-end latency over the last second: the histogram's counts a second ago.
+    let mut seen = None;
+    let mut latency: Option<String> = None;
     while !stop.load(Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
         let rows = c.rows_in.load(Relaxed);
         if last_at.elapsed() >= Duration::from_secs(1) {
             rate = ((rows - last_rows.min(rows)) as f64 / last_at.elapsed().as_secs_f64()) as u64;
             (last_rows, last_at) = (rows, Instant::now());
+            if let Some(l) = c.latency.get() {
+                let now = l.end_to_end.read();
+                let last = now.since(seen.as_ref().unwrap_or(&Default::default()));
+                latency = last.quantile(0.99).map(|p99| {
+                    let p50 = last.quantile(0.5).unwrap_or(p99);
+                    format!("p50 {} p99 {}", short(p50), short(p99))
+                });
+                seen = Some(now);
+            }
             if !terminal {
                 eprintln!(
                     "[{:>6.1}s] {rows} rows in, {}",
                     start.elapsed().as_secs_f64(),
-                    message(c, rate)
+                    message(c, rate, latency.as_deref())
                 );
             }
         }
         if terminal {
             bar.set_position(rows);
-            bar.set_message(message(c, rate));
+            bar.set_message(message(c, rate, latency.as_deref()));
         }
     }
     bar.finish_and_clear();

@@ -81,6 +81,7 @@ pub fn query(r: &QueryReport) {
         r.run.rows_in as f64 / secs.max(1e-9),
         r.partitioning
     );
+    latency(&r.run);
     for l in &r.late {
         let query = match l.shared_job {
             true => format!(" of query {}", l.query + 1),
@@ -101,4 +102,35 @@ pub fn query(r: &QueryReport) {
     }
     checkpoints(&r.run);
     rejects(&r.run);
+}
+
+/// The latency a run under a constraint measured, and whether it met it.
+pub fn latency(r: &braid_exec::runtime::RunReport) {
+    let Some(l) = r.latency.as_ref() else {
+        return;
+    };
+    let Some(c) = l.constraint else {
+        return;
+    };
+    let ms = |d: Option<std::time::Duration>| {
+        d.map_or("-".to_string(), |d| {
+            format!("{:.2} ms", d.as_secs_f64() * 1e3)
+        })
+    };
+    let met = match l.p99 {
+        Some(p) if p <= c => "met",
+        Some(_) => "missed",
+        None => "nothing measured",
+    };
+    let w = l.trace.last().map_or(String::new(), |d| {
+        format!("; W at the end {} rows", d.window)
+    });
+    eprintln!(
+        "braid: latency end to end p50 {}, p99 {}, max {} over {} windows; max_latency {}: {met} (p99){w}",
+        ms(l.p50),
+        ms(l.p99),
+        ms(l.max),
+        l.windows,
+        braid_plan::explain::duration_text(c),
+    );
 }

@@ -380,12 +380,14 @@ pub(crate) struct Steering {
 const MIN_SAMPLES: u64 = 3;
 
 impl Steering {
-    /// Steers toward `target`, starting from the plan's W.
+    /// Steers toward `target`, up to `window` rows (the plan's W) or more when the
+    /// source falls behind. It starts at one row per window: nothing is known of the
+    /// rate yet, and a window bigger than what fills in time would hold its first rows
+    /// back before the first decision.
     pub fn new(target: Duration, window: usize, shared: &crate::shared::Shared) -> Steering {
-        let start = window.max(1);
-        shared.latencies.window.store(start, Ordering::Relaxed);
+        shared.latencies.window.store(1, Ordering::Relaxed);
         Steering {
-            ctl: Controller::new(target, start, 1, start.max(1 << 16)),
+            ctl: Controller::new(target, 1, 1, window.max(1 << 16)),
             target,
             seen: shared.latencies.end_to_end.read(),
             last: std::time::Instant::now(),
@@ -446,8 +448,8 @@ impl Steering {
 ///
 /// - above the constraint: W shrinks in proportion (to 70% of what the measured
 ///   latency would allow, at least by a quarter, at most by 8x);
-/// - below half of it: W grows by half (latency has room: bigger windows cost fewer
-///   progress rounds);
+/// - below half of it: W grows by half, below a quarter it doubles (latency has
+///   room: bigger windows cost fewer progress rounds);
 /// - in between: W holds (a dead band: no oscillation around the target);
 /// - when the source falls behind its schedule, W doubles whatever the latency
 ///   (throughput first: behind, latency only grows).
@@ -495,6 +497,7 @@ impl Controller {
                     let allowed = w * 0.7 * self.target.as_secs_f64() / p.as_secs_f64();
                     allowed.clamp(w / 8.0, w * 0.75)
                 }
+                Some(p) if p.as_secs_f64() < 0.25 * self.target.as_secs_f64() => w * 2.0,
                 Some(p) if p.as_secs_f64() < 0.5 * self.target.as_secs_f64() => {
                     (w * 1.5).max(w + 1.0)
                 }

@@ -13,6 +13,7 @@
 mod bad_input;
 mod cancel;
 mod checkpoint;
+mod latency;
 mod live;
 mod profile;
 mod session;

@@ -251,19 +251,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         }),
         _ => None,
     };
-    let store = match cfg.checkpoint.as_ref().or(own.as_ref()) {
-        Some(c) => Some(Arc::new(Store::open(
-            c,
-            plan,
-            registry,
-            total_workers,
-            cfg.process == 0,
-        )?)),
-        None => None,
-    };
-    let plan = prepare(plan, registry, total_workers)?;
-    let constraint = plan.latency_constraint();
-    if let Some(d) = constraint {
+    if let Some(d) = plan.latency_constraint() {
         let with = match () {
             _ if cfg.checkpoint.is_some() => Some("checkpoints"),
             _ if cfg.rescale.is_some() || cfg.auto_rescale.is_some() => Some("live rescaling"),
@@ -279,6 +267,18 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             )));
         }
     }
+    let store = match cfg.checkpoint.as_ref().or(own.as_ref()) {
+        Some(c) => Some(Arc::new(Store::open(
+            c,
+            plan,
+            registry,
+            total_workers,
+            cfg.process == 0,
+        )?)),
+        None => None,
+    };
+    let plan = prepare(plan, registry, total_workers)?;
+    let constraint = plan.latency_constraint();
     let mut shared = Shared::new(
         cfg.counters.clone().unwrap_or_default(),
         cfg.measure_costs || cfg.auto_rescale.is_some(),
@@ -294,7 +294,12 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if constraint.is_some() {
         shared.ticks = crate::qos::Ticks::ON;
     }
-    shared.stamps = constraint.is_some() || cfg.measure_latency;
+    // Stamps cost a clock reading per window and operator: taken under a constraint,
+    // when asked, and when someone watches the counters (a progress line, a dashboard).
+    shared.stamps = constraint.is_some() || cfg.measure_latency || cfg.counters.is_some();
+    if shared.stamps {
+        let _ = shared.counters.latency.set(shared.latencies.clone());
+    }
     let shared = Arc::new(shared);
     let connected = match cfg.processes > 1 {
         true => {
