@@ -76,6 +76,7 @@ fn message(c: &Counters, rate: u64, latency: Option<&str>) -> String {
         ("malformed", c.malformed.load(Relaxed)),
         ("late", c.late()),
         ("skipped on faults", c.faults.load(Relaxed)),
+        ("shed (load shedding)", c.shed.load(Relaxed)),
     ] {
         if n > 0 {
             s.push_str(&format!(", {n} {what}"));

@@ -82,6 +82,7 @@ pub fn query(r: &QueryReport) {
         r.partitioning
     );
     latency(&r.run);
+    shed(&r.run);
     for l in &r.late {
         let query = match l.shared_job {
             true => format!(" of query {}", l.query + 1),
@@ -132,5 +133,24 @@ pub fn latency(r: &braid_exec::runtime::RunReport) {
         ms(l.max),
         l.windows,
         braid_plan::explain::duration_text(c),
+    );
+}
+
+/// The rows load shedding dropped, per source and second of its schedule.
+pub fn shed(r: &braid_exec::runtime::RunReport) {
+    if r.shed.is_empty() {
+        return;
+    }
+    let total: u64 = r.shed.iter().map(|s| s.2).sum();
+    let per: Vec<String> = r
+        .shed
+        .iter()
+        .take(20)
+        .map(|(source, second, rows)| format!("{source} at {second} s: {rows}"))
+        .collect();
+    let more = if r.shed.len() > 20 { ", ..." } else { "" };
+    eprintln!(
+        "braid: load shedding dropped {total} row(s) behind schedule ({}{more})",
+        per.join(", ")
     );
 }

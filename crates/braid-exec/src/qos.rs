@@ -374,6 +374,9 @@ pub(crate) struct Steering {
     lag: Duration,
     /// Rows the source sent in this interval (the fill rate of a window).
     rows: u64,
+    /// A paced source: the schedule's times of the first and last windows sent in
+    /// this interval (the offered rate, even when the source is behind).
+    due: Option<(Duration, Duration)>,
 }
 
 /// Fewest windows an interval must see before the controller judges the latency.
@@ -381,19 +384,27 @@ const MIN_SAMPLES: u64 = 3;
 
 impl Steering {
     /// Steers toward `target`, up to `window` rows (the plan's W) or more when the
-    /// source falls behind. It starts at one row per window: nothing is known of the
-    /// rate yet, and a window bigger than what fills in time would hold its first rows
-    /// back before the first decision.
-    pub fn new(target: Duration, window: usize, shared: &crate::shared::Shared) -> Steering {
-        shared.latencies.window.store(1, Ordering::Relaxed);
+    /// source falls behind. A paced source starts at one row per window: nothing is
+    /// known of its rate yet, and a window bigger than what fills in time would hold
+    /// its first rows back before the first decision. An unpaced one starts at the
+    /// plan's W: its rows are all there, and a window fills at once.
+    pub fn new(
+        target: Duration,
+        window: usize,
+        paced: bool,
+        shared: &crate::shared::Shared,
+    ) -> Steering {
+        let start = if paced { 1 } else { window.max(1) };
+        shared.latencies.window.store(start, Ordering::Relaxed);
         Steering {
-            ctl: Controller::new(target, 1, 1, window.max(1 << 16)),
+            ctl: Controller::new(target, start, 1, window.max(1 << 16)),
             target,
             seen: shared.latencies.end_to_end.read(),
             last: std::time::Instant::now(),
             interval: (target * 5).max(Duration::from_millis(50)),
             lag: Duration::ZERO,
             rows: 0,
+            due: None,
         }
     }
 
@@ -402,9 +413,13 @@ impl Steering {
         self.rows += rows as u64;
     }
 
-    /// Notes how late the source's last window went against its schedule.
-    pub fn lag(&mut self, late: Duration) {
+    /// Notes how late the source's last window went against its schedule (`due`).
+    pub fn lag(&mut self, late: Duration, due: Duration) {
         self.lag = self.lag.max(late);
+        self.due = Some(match self.due {
+            None => (due, due),
+            Some((first, _)) => (first, due),
+        });
     }
 
     /// Takes a decision when an interval has passed with enough windows measured.
@@ -417,7 +432,12 @@ impl Steering {
         let behind = self.lag > self.target;
         // A window fills at the source's rate: one that takes more than half the
         // constraint to fill cannot meet it.
-        let secs = self.last.elapsed().as_secs_f64();
+        // The offered rate: by the schedule when paced (a source behind it sends
+        // slower than it is offered), else as sent.
+        let secs = match self.due {
+            Some((first, last)) if last > first => (last - first).as_secs_f64(),
+            _ => self.last.elapsed().as_secs_f64(),
+        };
         let fill = (self.rows > 0)
             .then(|| (self.rows as f64 / secs * self.target.as_secs_f64() * 0.5).max(1.0) as usize);
         let p99 = match counts.total() >= MIN_SAMPLES {
@@ -440,6 +460,7 @@ impl Steering {
         self.last = std::time::Instant::now();
         self.lag = Duration::ZERO;
         self.rows = 0;
+        self.due = None;
     }
 }
 
@@ -451,8 +472,9 @@ impl Steering {
 /// - below half of it: W grows by half, below a quarter it doubles (latency has
 ///   room: bigger windows cost fewer progress rounds);
 /// - in between: W holds (a dead band: no oscillation around the target);
-/// - when the source falls behind its schedule, W doubles whatever the latency
-///   (throughput first: behind, latency only grows).
+/// - when the source falls behind its schedule, W doubles whatever the latency, at
+///   least to what fills in time at the offered rate (throughput first: behind,
+///   latency only grows).
 ///
 /// W stays within `[min, max]`.
 #[derive(Clone, Debug)]
@@ -489,7 +511,9 @@ impl Controller {
     pub fn step(&mut self, p99: Option<Duration>, behind: bool, fill: Option<usize>) -> usize {
         let w = self.window as f64;
         let next = if behind {
-            w * 2.0
+            // At least what fills in time at the offered rate: a source behind its
+            // schedule needs the throughput now.
+            (w * 2.0).max(fill.unwrap_or(0) as f64)
         } else {
             match p99 {
                 None => w,
@@ -636,6 +660,12 @@ mod tests {
         assert_eq!(c.window(), 256, "never above max");
         let mut c = Controller::new(target, 8, 1, 1024);
         assert_eq!(c.step(Some(Duration::from_secs(1)), true, Some(2)), 16);
+        assert_eq!(
+            c.step(None, true, Some(300)),
+            300,
+            "behind: what fills in time"
+        );
+        let mut c = Controller::new(target, 16, 1, 1024);
         assert_eq!(c.step(None, false, None), 16, "no samples: hold");
         assert_eq!(c.step(None, false, Some(5)), 5, "what fills in time");
         assert_eq!(c.step(Some(Duration::from_micros(1)), false, Some(5)), 5);

@@ -61,6 +61,8 @@ pub struct Shared {
     pub(crate) stamps: bool,
     /// What the stamps measured, and the controller's W.
     pub latencies: Arc<crate::qos::Latencies>,
+    /// Rows dropped by load shedding, by (source, second of its schedule).
+    pub(crate) shed: Mutex<std::collections::BTreeMap<(String, u64), u64>>,
 }
 
 impl Shared {
@@ -117,6 +119,16 @@ impl Shared {
             ticks: crate::qos::Ticks::OFF,
             stamps: false,
             latencies: Default::default(),
+            shed: Mutex::new(Default::default()),
+        }
+    }
+
+    /// Counts `rows` of `source` dropped by load shedding, due at second `second` of
+    /// its schedule.
+    pub(crate) fn shed(&self, source: &str, second: u64, rows: u64) {
+        crate::source::Counters::add(&self.counters.shed, rows);
+        if let Ok(mut s) = self.shed.lock() {
+            *s.entry((source.to_string(), second)).or_default() += rows;
         }
     }
 

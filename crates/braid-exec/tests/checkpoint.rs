@@ -706,6 +706,7 @@ fn a_binary_file_resumes_where_the_checkpoint_left_it() {
         window: 1024,
         pace: braid_plan::plan::Pace::Max,
         out_of_order: true,
+        shed: None,
     };
     let bin = dir.0.join("calls.bin");
     braid_exec::source::binary::convert(

@@ -110,3 +110,66 @@ fn what_a_constraint_cannot_do_yet_is_refused_by_name() {
     };
     assert!(e.contains("expected a positive duration"), "{e}");
 }
+
+/// `n` rows at times 0..n µs replayed `speed` times faster than real time, with
+/// `settings` before the filter query.
+fn fast(dir: &Path, n: u64, speed: u64, settings: &str) -> braid_sql::Script {
+    let mut text = String::from("time,v\n");
+    for i in 0..n {
+        text += &format!("{i},{}\n", (i * 37) % 101);
+    }
+    std::fs::write(dir.join("fast.csv"), text).expect("input");
+    let script = format!(
+        "CREATE STREAM s (time BIGINT NOT NULL, v BIGINT) \
+         WITH (path = 'fast.csv', event_time = 'time', epoch = 1000, speed = {speed}, \
+         units_per_second = 1000000, window = 64);\n\
+         CREATE SINK out WITH (sink = 'collect');\n{settings}\n\
+         INSERT INTO out SELECT time, v FROM s WHERE v < 50;"
+    );
+    compile_script(&script, dir, &Registry::with_builtins()).expect("compile")
+}
+
+#[test]
+fn shedding_drops_what_falls_behind_and_counts_every_row() {
+    let dir = scratch("shed");
+    let n = 200_000u64;
+    // The schedule takes 2 ms; reading alone takes longer, so the source falls
+    // behind at once.
+    let keep = fast(&dir.0, n, 100, "");
+    let shed = fast(&dir.0, n, 100, "SET shed_load = '1ms';");
+    assert!(shed.jobs[0].plan.leaf_source().shed.is_some());
+    for workers in [1, 2] {
+        let cfg = RunConfig {
+            workers,
+            ..RunConfig::default()
+        };
+        let all = run(&keep.jobs[0].plan, &keep.registry, &cfg).expect("run");
+        assert!(all.shed.is_empty(), "without shed_load nothing is dropped");
+        let full = values(&all);
+        let some = run(&shed.jobs[0].plan, &shed.registry, &cfg).expect("run");
+        let dropped: u64 = some.shed.iter().map(|s| s.2).sum();
+        assert!(dropped > 0, "{workers} workers: nothing shed");
+        assert_eq!(some.rows_in, n, "every row is read, sent or shed");
+        // What was kept gives a subsequence of the full output, and only the shed rows
+        // are missing: fewer rows out, in the same order.
+        let got = values(&some);
+        assert!(got.len() < full.len());
+        let mut it = full.iter();
+        assert!(
+            got.iter().all(|r| it.any(|f| f == r)),
+            "{workers} workers: the output is not a subsequence of the full one"
+        );
+        // Per second of the schedule: all within the 2 ms schedule's first second.
+        assert!(some.shed.iter().all(|(s, sec, _)| s == "s" && *sec == 0));
+    }
+    // Shedding needs a schedule.
+    let text =
+        "CREATE STREAM s (time BIGINT NOT NULL) WITH (path = 'fast.csv', event_time = 'time');\n\
+                CREATE SINK out WITH (sink = 'collect');\n\
+                SET shed_load = '1ms';\nINSERT INTO out SELECT time FROM s;";
+    let e = match compile_script(text, &dir.0, &Registry::with_builtins()) {
+        Ok(_) => panic!("shed_load on an unpaced stream is refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(e.contains("no schedule to fall behind"), "{e}");
+}

@@ -176,6 +176,13 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                 Pace::Max => "as fast as possible".to_string(),
                 Pace::EventTime { speed, .. } => format!("paced by event time x{speed}"),
             };
+            let pace = match s.shed {
+                Some(d) => format!(
+                    "{pace}; sheds load: drops (and counts) a window more than {} behind its schedule",
+                    duration_text(d)
+                ),
+                None => pace,
+            };
             let _ = writeln!(out, "{pad}Source: {} = {what}  -> {schema}", s.name);
             let _ = writeln!(
                 out,

@@ -60,6 +60,11 @@ pub struct Source {
     /// clamped to the current one, and queries judge their lateness); when false such
     /// rows are malformed.
     pub out_of_order: bool,
+    /// Load shedding (`shed_load`), for a paced source: a window the schedule released
+    /// more than this long before the source could send it is dropped, and its rows
+    /// are counted per second of the schedule and reported; None: the source slows
+    /// down instead (backpressure).
+    pub shed: Option<std::time::Duration>,
 }
 
 /// How fast a source replays.
@@ -438,6 +443,7 @@ impl Plan {
             window: 1024,
             pace: Pace::Max,
             out_of_order: false,
+            shed: None,
         })
     }
 

@@ -128,6 +128,7 @@ pub(crate) fn input_source(defs: &[&StreamDef]) -> Result<(Source, Layout, i64)>
         window: first.window,
         pace: first.pace,
         out_of_order: defs.iter().any(|d| d.source.out_of_order),
+        shed: None,
     };
     let layout = Layout {
         tag: Some(braid_plan::interleave::STREAM_COLUMN),

@@ -216,5 +216,6 @@ fn late_source(layout: LateLayout, source: &Source) -> Source {
         window: source.window,
         pace: Pace::Max,
         out_of_order: true,
+        shed: None,
     }
 }

@@ -290,7 +290,8 @@ fn statement(
             let Some(src) = &ins.source else {
                 return Err(at(Error::NotSupported("INSERT without a query".into())));
             };
-            let job = crate::order::job(script, text, src, &sink, &st.to_string())?;
+            let mut job = crate::order::job(script, text, src, &sink, &st.to_string())?;
+            shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
             script.add_job(job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
@@ -301,7 +302,8 @@ fn statement(
                 header: false,
                 max_latency: script.catalog.settings.max_latency,
             };
-            let job = crate::order::job(script, text, q, &sink, &st.to_string())?;
+            let mut job = crate::order::job(script, text, q, &sink, &st.to_string())?;
+            shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
             script.add_job(job, None).map_err(at)
         }
         ast::Statement::Drop {
@@ -579,4 +581,26 @@ fn columns(cols: &[ast::ColumnDef], text: &str) -> Result<Schema> {
 /// The first three words of a statement (to name it in a message).
 fn first_words(s: &str) -> String {
     s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// `SET shed_load`: the query's source sheds load (it must be paced: a source read as
+/// fast as possible has no schedule to fall behind).
+fn shed(plan: &mut braid_plan::plan::Plan, after: Option<std::time::Duration>) -> Result<()> {
+    let Some(d) = after else {
+        return Ok(());
+    };
+    let source = plan.leaf_source_mut();
+    let paced = |s: &braid_plan::plan::Source| s.pace != braid_plan::plan::Pace::Max;
+    let all_paced = match &source.spec {
+        braid_plan::plan::SourceSpec::Interleave(kids) => kids.iter().all(paced) || paced(source),
+        _ => paced(source),
+    };
+    if !all_paced {
+        return Err(Error::Plan(format!(
+            "shed_load: stream `{}` is read as fast as possible, so it has no schedule to fall behind; give it `speed` (and `units_per_second`) to replay it in real time",
+            source.name
+        )));
+    }
+    source.shed = Some(d);
+    Ok(())
 }

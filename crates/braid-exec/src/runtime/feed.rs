@@ -207,7 +207,12 @@ pub(super) fn feed(
                 .store(w, std::sync::atomic::Ordering::Relaxed);
             None
         }
-        (true, Some(target)) => Some(crate::qos::Steering::new(target, source.window, shared)),
+        (true, Some(target)) => Some(crate::qos::Steering::new(
+            target,
+            source.window,
+            source.pace != Pace::Max,
+            shared,
+        )),
         _ => None,
     };
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
@@ -360,7 +365,13 @@ pub(super) fn feed(
                             .schedule_lag_ns
                             .store(late.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
                         if let Some(s) = steer.as_mut() {
-                            s.lag(late);
+                            s.lag(late, due);
+                        }
+                        // Load shedding: a window this far behind its schedule is
+                        // dropped, and counted by the second of the schedule it was due.
+                        if source.shed.is_some_and(|bound| late > bound) {
+                            shared.shed(&source.name, due.as_secs(), batch.len() as u64);
+                            continue;
                         }
                         if stamps {
                             let earliest = times().min().map_or(floor, |t| t.max(0) as u64);

@@ -166,6 +166,9 @@ pub struct RunReport {
     /// The most rows a worker's source had in epochs (ticks) the output had not
     /// completed (the run's peak of queued rows).
     pub queued_peak: u64,
+    /// Rows dropped by load shedding (`Source::shed`): (source, second of its
+    /// schedule, rows), in order.
+    pub shed: Vec<(String, u64, u64)>,
 }
 
 /// Runs started by this process (names the directories of rescale-only checkpoints).
@@ -265,6 +268,14 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
                     braid_plan::explain::duration_text(d)
                 ),
             )));
+        }
+    }
+    if let Some(d) = plan.leaf_source().shed {
+        if cfg.checkpoint.is_some() || cfg.rescale.is_some() || cfg.auto_rescale.is_some() {
+            return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                "load shedding (shed_load {}) with checkpoints or live rescaling: what it drops depends on timing, so a replay would not give the same output",
+                braid_plan::explain::duration_text(d)
+            ))));
         }
     }
     let store = match cfg.checkpoint.as_ref().or(own.as_ref()) {
@@ -607,5 +618,10 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         rescales: cfg.rescale.as_ref().map(|r| r.done()).unwrap_or_default(),
         latency: shared.stamps.then(|| shared.latencies.summary(constraint)),
         queued_peak: c.queued_peak.load(std::sync::atomic::Ordering::Relaxed),
+        shed: shared
+            .shed
+            .lock()
+            .map(|s| s.iter().map(|((n, t), r)| (n.clone(), *t, *r)).collect())
+            .unwrap_or_default(),
     })
 }

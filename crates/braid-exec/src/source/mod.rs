@@ -201,6 +201,8 @@ pub struct Counters {
     pub schedule_lag_ns: AtomicU64,
     /// The most rows a worker had in epochs (ticks) the output had not completed.
     pub queued_peak: AtomicU64,
+    /// Rows dropped by load shedding (`shed_load`).
+    pub shed: AtomicU64,
     /// The run's latency measurements, when it takes stamps ([`crate::qos`]).
     pub latency: std::sync::OnceLock<std::sync::Arc<crate::qos::Latencies>>,
     /// The late-row counts of the queries running (SQL; see [`Counters::late`]).

@@ -263,6 +263,7 @@ pub fn stream(
         window: window as usize,
         pace,
         out_of_order: true,
+        shed: None,
     };
     let source = match children {
         None => make(spec, schema, name),

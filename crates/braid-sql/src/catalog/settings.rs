@@ -32,6 +32,10 @@ pub struct Settings {
     /// `SET max_latency = '10ms'`: the latency constraint of the queries that follow
     /// (a sink's own `max_latency` wins); `'off'` or `'none'` takes it away.
     pub max_latency: Option<std::time::Duration>,
+    /// `SET shed_load = '100ms'`: the paced sources of the queries that follow drop
+    /// (and count) a window more than this far behind their schedule instead of
+    /// slowing down; `'off'` takes it away.
+    pub shed_load: Option<std::time::Duration>,
 }
 
 impl Default for Settings {
@@ -44,6 +48,7 @@ impl Default for Settings {
             auto: true,
             stages: Cut::Subquery,
             max_latency: None,
+            shed_load: None,
         }
     }
 }
@@ -117,6 +122,12 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         "strategy" => settings.strategy = text.parse()?,
         "late_path" => settings.late_path = Some(PathBuf::from(text)),
         "stages" => settings.stages = text.parse()?,
+        "shed_load" => {
+            settings.shed_load = match text.trim().to_ascii_lowercase().as_str() {
+                "off" | "none" | "" => None,
+                _ => Some(duration(&text, "shed_load")?),
+            }
+        }
         "max_latency" => {
             settings.max_latency = match text.trim().to_ascii_lowercase().as_str() {
                 "off" | "none" | "" => None,
@@ -136,7 +147,7 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency"
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load"
             )))
         }
     }

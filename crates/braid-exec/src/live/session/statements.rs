@@ -151,6 +151,7 @@ impl LiveSession {
                 window: 1024,
                 pace: braid_plan::plan::Pace::Max,
                 out_of_order: true,
+                shed: None,
             },
             lateness: 0,
             time_unit: time.and(time_unit),
