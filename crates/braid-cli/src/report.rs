@@ -127,11 +127,11 @@ pub fn latency(r: &braid_exec::runtime::RunReport) {
         format!("; W at the end {} rows", d.window)
     });
     eprintln!(
-        "braid: latency end to end p50 {}, p99 {}, max {} over {} windows; max_latency {}: {met} (p99){w}",
+        "braid: latency end to end p50 {}, p99 {}, max {} over {} rows; max_latency {}: {met} (p99){w}",
         ms(l.p50),
         ms(l.p99),
         ms(l.max),
-        l.windows,
+        l.rows,
         braid_plan::explain::duration_text(c),
     );
 }

@@ -20,8 +20,9 @@
 //! others takes the oldest `born` among them, except the results made at the end of
 //! an epoch, which take the newest (they are caused by the epoch closing). Operators
 //! note the time in queues (`now - sent`) and the age of what they receive
-//! (`now - born`); sinks the end-to-end latency. One clock reading per window and
-//! operator: no per-row cost.
+//! (`now - born`); sinks the end-to-end latency. Each row of a window counts as one
+//! sample of its window's latency (quantiles are those of rows); one clock reading per
+//! window and operator: no per-row cost.
 //!
 //! **Controller.** Worker 0 reads the end-to-end latencies of each interval and sets
 //! W, the rows in a window (a tick), for every reader: the largest that meets the
@@ -152,7 +153,15 @@ impl Hist {
     /// Counts one latency in nanoseconds.
     #[inline]
     pub fn record_ns(&self, ns: u64) {
-        self.buckets[bucket(ns)].fetch_add(1, Ordering::Relaxed);
+        self.record_rows(ns, 1);
+    }
+
+    /// Counts a latency in nanoseconds `rows` times (a window's rows, each a sample).
+    #[inline]
+    pub fn record_rows(&self, ns: u64, rows: u64) {
+        if rows > 0 {
+            self.buckets[bucket(ns)].fetch_add(rows, Ordering::Relaxed);
+        }
     }
 
     /// The counts so far.
@@ -221,7 +230,7 @@ pub struct NodeLatency {
 /// A run's latency measurements and the controller's setting.
 #[derive(Debug, Default)]
 pub struct Latencies {
-    /// End to end, at the sinks: `written - born` of each window.
+    /// End to end, at the sinks: `written - born` of each window, once per row.
     pub end_to_end: Hist,
     /// Per operator, in the order they were built (sources first).
     pub nodes: Mutex<Vec<Arc<NodeLatency>>>,
@@ -283,7 +292,7 @@ impl Latencies {
                         let (q, r) = (n.queue.read(), n.reach.read());
                         NodeReport {
                             name: n.name.clone(),
-                            windows: q.total(),
+                            rows: q.total(),
                             queue_p50: q.quantile(0.5),
                             queue_p99: q.quantile(0.99),
                             reach_p50: r.quantile(0.5),
@@ -295,7 +304,7 @@ impl Latencies {
             .unwrap_or_default();
         LatencyReport {
             constraint,
-            windows: e2e.total(),
+            rows: e2e.total(),
             p50: e2e.quantile(0.5),
             p99: e2e.quantile(0.99),
             max: e2e.quantile(1.0),
@@ -310,8 +319,9 @@ impl Latencies {
 pub struct LatencyReport {
     /// The constraint the run was held to, if any.
     pub constraint: Option<Duration>,
-    /// Windows written by the sinks (each one sample).
-    pub windows: u64,
+    /// Rows written by the sinks with a stamp (each one sample of its window's
+    /// latency).
+    pub rows: u64,
     /// End to end: median, 99th percentile and largest (bucket upper bounds).
     pub p50: Option<Duration>,
     /// See `p50`.
@@ -329,8 +339,8 @@ pub struct LatencyReport {
 pub struct NodeReport {
     /// Its name.
     pub name: String,
-    /// Windows it received.
-    pub windows: u64,
+    /// Rows it received with a stamp.
+    pub rows: u64,
     /// Time in the queue before it: median and 99th percentile.
     pub queue_p50: Option<Duration>,
     /// See `queue_p50`.
@@ -377,10 +387,15 @@ pub(crate) struct Steering {
     /// A paced source: the schedule's times of the first and last windows sent in
     /// this interval (the offered rate, even when the source is behind).
     due: Option<(Duration, Duration)>,
+    /// A decision was taken.
+    decided: bool,
 }
 
-/// Fewest windows an interval must see before the controller judges the latency.
-const MIN_SAMPLES: u64 = 3;
+/// When the first decision comes.
+const FIRST_DECISION: Duration = Duration::from_millis(10);
+
+/// Fewest rows an interval must see written before the controller judges the latency.
+const MIN_SAMPLES: u64 = 32;
 
 impl Steering {
     /// Steers toward `target`, up to `window` rows (the plan's W) or more when the
@@ -405,6 +420,7 @@ impl Steering {
             lag: Duration::ZERO,
             rows: 0,
             due: None,
+            decided: false,
         }
     }
 
@@ -424,7 +440,12 @@ impl Steering {
 
     /// Takes a decision when an interval has passed with enough windows measured.
     pub fn poll(&mut self, shared: &crate::shared::Shared) {
-        if self.last.elapsed() < self.interval {
+        // The first decision comes early: until then W is one row.
+        let due = match self.decided {
+            true => self.interval,
+            false => FIRST_DECISION.min(self.interval),
+        };
+        if self.last.elapsed() < due {
             return;
         }
         let now = shared.latencies.end_to_end.read();
@@ -444,7 +465,11 @@ impl Steering {
             true => counts.quantile(0.99),
             false => None,
         };
+        if p99.is_none() && fill.is_none() && !behind {
+            return;
+        }
         let w = self.ctl.step(p99, behind, fill);
+        self.decided = true;
         shared.latencies.window.store(w, Ordering::Relaxed);
         if let Ok(mut t) = shared.latencies.trace.lock() {
             t.push(Decision {
@@ -516,7 +541,8 @@ impl Controller {
             (w * 2.0).max(fill.unwrap_or(0) as f64)
         } else {
             match p99 {
-                None => w,
+                // Too few windows to judge: what fills in time, if the rate is known.
+                None => fill.map_or(w, |f| f as f64),
                 Some(p) if p > self.target => {
                     let allowed = w * 0.7 * self.target.as_secs_f64() / p.as_secs_f64();
                     allowed.clamp(w / 8.0, w * 0.75)
@@ -668,6 +694,11 @@ mod tests {
         let mut c = Controller::new(target, 16, 1, 1024);
         assert_eq!(c.step(None, false, None), 16, "no samples: hold");
         assert_eq!(c.step(None, false, Some(5)), 5, "what fills in time");
+        assert_eq!(
+            c.step(None, false, Some(40)),
+            40,
+            "no samples: what fills in time"
+        );
         assert_eq!(c.step(Some(Duration::from_micros(1)), false, Some(5)), 5);
     }
 }

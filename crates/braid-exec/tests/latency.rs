@@ -73,7 +73,7 @@ fn a_constraint_is_met_at_low_and_high_rates_with_the_same_output() {
             assert!(
                 lb.nodes
                     .iter()
-                    .any(|n| n.name.starts_with("Map(") && n.windows > 0),
+                    .any(|n| n.name.starts_with("Map(") && n.rows > 0),
                 "{:?}",
                 lb.nodes
             );

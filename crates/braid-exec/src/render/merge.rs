@@ -142,8 +142,10 @@ fn time_ordered<'s>(
                     if let Some(m) = &meter {
                         let now = shared.now_ns();
                         for w in data.iter().filter(|w| w.sent != crate::qos::UNSTAMPED) {
-                            m.queue.record_ns(now.saturating_sub(w.sent));
-                            m.reach.record_ns(now.saturating_sub(w.born));
+                            m.queue
+                                .record_rows(now.saturating_sub(w.sent), w.len() as u64);
+                            m.reach
+                                .record_rows(now.saturating_sub(w.born), w.len() as u64);
                         }
                     }
                     if let Some((batches, born)) =

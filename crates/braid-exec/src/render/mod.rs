@@ -54,6 +54,16 @@ pub struct Window {
 }
 
 impl Window {
+    /// The rows this window is for.
+    pub fn len(&self) -> usize {
+        self.rows.as_ref().map_or(self.batch.len(), |r| r.len())
+    }
+
+    /// Whether the window is for no row.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// A window of all of `batch`, for `node` on worker `to`.
     pub fn new(to: u64, node: u64, batch: Batch) -> Window {
         Window {

@@ -78,7 +78,7 @@ pub(crate) fn render<'s>(
                     input.for_each(|_, data| {
                         let n: usize = data.iter().map(|w| w.batch.len()).sum();
                         Counters::add(&shared.counters.rows_out, n as u64);
-                        end_to_end(&shared, data.iter().map(|w| w.born));
+                        end_to_end(&shared, data.iter().map(|w| (w.born, w.len())));
                         data.clear();
                     });
                     // The progress line's "epoch out" (and its lag) for discarded output.
@@ -149,7 +149,7 @@ pub(crate) fn render<'s>(
     Ok(
         input.unary_frontier::<WindowBuilder, _, _, _>(to_worker(0), &name, move |_, _| {
             // The stamps of the windows written in this activation (timed once flushed).
-            let mut stamps: Vec<u64> = Vec::new();
+            let mut stamps: Vec<(u64, usize)> = Vec::new();
             move |(input, frontier), _output| {
                 let mut wrote = false;
                 input.for_each(|cap, data| {
@@ -157,7 +157,7 @@ pub(crate) fn render<'s>(
                     let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
                     for w in data.drain(..) {
                         if w.born != crate::qos::UNSTAMPED {
-                            stamps.push(w.born);
+                            stamps.push((w.born, w.len()));
                         }
                         // A cancelled or failed run writes nothing more: what is still
                         // coming was made from an input cut short (windows closed early),
@@ -211,7 +211,7 @@ pub(crate) fn render<'s>(
                         writer = None;
                     }
                 }
-                end_to_end(&shared, &stamps);
+                end_to_end(&shared, stamps.iter().copied());
                 stamps.clear();
                 if let Some(t) = frontier.frontier().first() {
                     let e = shared.ticks.epoch(*t);
@@ -429,15 +429,19 @@ fn allowed(shared: &Shared, left: &mut Option<u64>, n: usize) -> Option<usize> {
 
 /// The first `k` rows of `b`.
 /// Notes the end-to-end latency of windows written now, by their stamps.
-fn end_to_end<B: std::borrow::Borrow<u64>>(shared: &Shared, born: impl IntoIterator<Item = B>) {
+/// Notes the end-to-end latency of windows written now, by their stamps and rows
+/// (each row one sample).
+fn end_to_end(shared: &Shared, born: impl IntoIterator<Item = (u64, usize)>) {
     if !shared.stamps {
         return;
     }
     let now = shared.now_ns();
-    for b in born {
-        let b = *b.borrow();
+    for (b, rows) in born {
         if b != crate::qos::UNSTAMPED {
-            shared.latencies.end_to_end.record_ns(now.saturating_sub(b));
+            shared
+                .latencies
+                .end_to_end
+                .record_rows(now.saturating_sub(b), rows as u64);
         }
     }
 }
