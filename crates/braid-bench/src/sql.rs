@@ -345,6 +345,7 @@ exchange costs more than running its cheap join in parallel saves, so StreamClou
 advantage for the subquery cut (measured on 30-60 nodes) does not show here.\
 \n\n{windows}\
 ## StreamAPAS micro-benchmark latency\n\n\
+(Without a latency constraint, epoch 100 ms. With one, and with shorter epochs: [latency.md](latency.md).)\n\n\
 `examples/streamapas.sql` (two count windows of 500, join on value1 < value2, selection \
 value1 < 50) replayed in real time (`speed = 1`, epoch 100 ms), 1,000 tuples per generator \
 as in the paper, 1 worker. Latency of a result = its emit time minus the event time of the \

@@ -444,7 +444,7 @@ pub fn duration_text(d: std::time::Duration) -> String {
     let us = d.as_micros();
     if us < 1000 {
         format!("{us}us")
-    } else if us < 1_000_000 && us % 1000 == 0 {
+    } else if us < 1_000_000 && us.is_multiple_of(1000) {
         format!("{}ms", us / 1000)
     } else if us < 1_000_000 {
         format!("{:.3}ms", us as f64 / 1000.0)
