@@ -50,6 +50,10 @@ pub enum Lrb {
         /// Replay as fast as possible (Emit is then the input clock).
         #[arg(long)]
         max_speed: bool,
+        /// A latency constraint on the answers (`50ms`, `2s`): tolls and alerts leave as
+        /// their rows' ticks complete instead of at the end of each second.
+        #[arg(long, value_parser = duration)]
+        max_latency: Option<std::time::Duration>,
         /// Worker threads.
         #[arg(long, default_value_t = 1, value_parser = crate::args::positive_usize)]
         workers: usize,
@@ -324,6 +328,7 @@ pub fn run(which: Lrb) -> Result<()> {
             output,
             speed,
             max_speed,
+            max_latency,
             workers,
             parts,
             strategy,
@@ -336,6 +341,7 @@ pub fn run(which: Lrb) -> Result<()> {
                 strategy: strategy.parse()?,
                 fanin,
                 speed: (!max_speed).then_some(speed),
+                max_latency,
                 ..Default::default()
             };
             let (counters, bar) = crate::progress::Progress::maybe(progress, None);
@@ -355,6 +361,7 @@ pub fn run(which: Lrb) -> Result<()> {
             )?;
             drop(bar);
             print_lr_run(&run, &opts)?;
+            crate::report::latency(&run.report);
             if profile {
                 eprint!("{}", crate::profile::tables(&run.report));
             }
@@ -486,4 +493,9 @@ pub fn run(which: Lrb) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A duration as SQL's `SET max_latency` reads it (`50ms`, `250us`, `2s`).
+fn duration(text: &str) -> Result<std::time::Duration, String> {
+    braid_sql::catalog::duration(text, "--max-latency").map_err(|e| e.to_string())
 }

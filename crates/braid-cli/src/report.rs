@@ -134,6 +134,16 @@ pub fn latency(r: &braid_exec::runtime::RunReport) {
         l.rows,
         braid_plan::explain::duration_text(c),
     );
+    for n in &l.nodes {
+        eprintln!(
+            "braid:   {}: queue before it p50 {}, p99 {}; age on arrival p50 {}, p99 {}",
+            n.name,
+            ms(n.queue_p50),
+            ms(n.queue_p99),
+            ms(n.reach_p50),
+            ms(n.reach_p99)
+        );
+    }
 }
 
 /// The rows load shedding dropped, per source and second of its schedule.

@@ -412,7 +412,9 @@ impl Steering {
         let start = if paced { 1 } else { window.max(1) };
         shared.latencies.window.store(start, Ordering::Relaxed);
         Steering {
-            ctl: Controller::new(target, start, 1, window.max(1 << 16)),
+            // Aimed at 80% of the constraint: a quantile read from the histogram can
+            // be a bucket (up to 25%) high, and the dead band lets p99 sit near the aim.
+            ctl: Controller::new(target.mul_f64(0.8), start, 1, window.max(1 << 16)),
             target,
             seen: shared.latencies.end_to_end.read(),
             last: std::time::Instant::now(),

@@ -560,6 +560,10 @@ pub struct LrOptions {
     pub speed: Option<f64>,
     /// Rows per physical window.
     pub window: usize,
+    /// A latency constraint on the answers (`braid lrb run --max-latency`; see
+    /// `braid_exec::qos`): tolls and alerts then leave as their rows' ticks complete
+    /// instead of at the end of each second.
+    pub max_latency: Option<std::time::Duration>,
 }
 
 impl Default for LrOptions {
@@ -570,6 +574,7 @@ impl Default for LrOptions {
             fanin: None,
             speed: Some(1.0),
             window: 1024,
+            max_latency: None,
         }
     }
 }
@@ -602,14 +607,19 @@ pub fn plan(input: SourceSpec, opts: &LrOptions) -> Plan {
     if let Plan::Split(s) = &mut p {
         s.hints.broadcast_fraction = 0.005;
     }
-    p.map(FUNCTION)
+    let p = p
+        .map(FUNCTION)
         .merge(MergeKind::Keyed {
             key: vec![0, 1, 2, 3],
             combine: Combine::Native(COMBINER.into()),
             fanin: opts.fanin,
             filter: Some(is_balance),
         })
-        .sink(SinkSpec::Native(SINK.into()))
+        .sink(SinkSpec::Native(SINK.into()));
+    match opts.max_latency {
+        Some(d) => p.max_latency(d),
+        None => p,
+    }
 }
 
 /// Registers the stream function, combiner and sink; returns the counters of ignored

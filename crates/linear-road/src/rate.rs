@@ -354,6 +354,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         fanin: cfg.fanin,
         speed: Some(cfg.speed),
         window: 1024,
+        max_latency: None,
     };
     let plan = app::plan(SourceSpec::Native(SOURCE.into()), &opts);
     let run_cfg = braid_exec::runtime::RunConfig {

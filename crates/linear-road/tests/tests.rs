@@ -52,21 +52,29 @@ fn generated_data_validates_across_workers_and_strategies() {
             dir.join("segment-history.csv"),
         );
         let mut reference: Option<Vec<String>> = None;
-        for (strategy, workers) in [
-            (Strategy::Autosplit, 1),
-            (Strategy::Fsplit, 2),
-            (Strategy::Maxtree, 2),
-            (Strategy::Exptree, 4),
-            (Strategy::Parasplit, 4),
-            (Strategy::Autosplit, 2),
+        // The last two under a latency constraint: answers leave per tick.
+        let held = Some(std::time::Duration::from_millis(20));
+        for (strategy, workers, max_latency) in [
+            (Strategy::Autosplit, 1, None),
+            (Strategy::Fsplit, 2, None),
+            (Strategy::Maxtree, 2, None),
+            (Strategy::Exptree, 4, None),
+            (Strategy::Parasplit, 4, None),
+            (Strategy::Autosplit, 2, None),
+            (Strategy::Fsplit, 1, held),
+            (Strategy::Parasplit, 4, held),
         ] {
-            let out = dir.join(format!("out-{seed}-{strategy}-{workers}.csv"));
+            let out = dir.join(format!(
+                "out-{seed}-{strategy}-{workers}-{}.csv",
+                max_latency.is_some()
+            ));
             let opts = LrOptions {
                 q: 8,
                 strategy,
                 fanin: Some(2),
                 speed: None,
                 window: 256,
+                max_latency,
             };
             let cfg = RunConfig {
                 workers,
@@ -86,7 +94,7 @@ fn generated_data_validates_across_workers_and_strategies() {
                 .expect("validator runs");
             assert!(
                 report.passed(),
-                "seed {seed}, {strategy}, {workers} workers:\n{report}"
+                "seed {seed}, {strategy}, {workers} workers, {max_latency:?}:\n{report}"
             );
             assert!(
                 report.types.iter().all(|t| t.expected > 0),
@@ -97,7 +105,7 @@ fn generated_data_validates_across_workers_and_strategies() {
                 None => reference = Some(got),
                 Some(r) => assert_eq!(
                     &got, r,
-                    "outputs differ: seed {seed}, {strategy}, {workers} workers"
+                    "outputs differ: seed {seed}, {strategy}, {workers} workers, {max_latency:?}"
                 ),
             }
         }
@@ -139,6 +147,7 @@ fn third_party_data_validates_with_zero_mismatches() {
         fanin: None,
         speed: None,
         window: 1024,
+        max_latency: None,
     };
     let run = run_files(
         &input,
@@ -202,6 +211,7 @@ fn linear_road_is_one_query_text() {
         fanin: None,
         speed: None,
         window: 256,
+        max_latency: None,
     };
     let api = plan(
         braid_plan::plan::SourceSpec::Csv {

@@ -19,8 +19,9 @@ use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Concat;
 
-/// An epoch's accumulators by partition group, and its least sequence number.
-type EpochGroups = (HashMap<u64, Groups>, u64);
+/// An epoch's accumulators by partition group, its least sequence number, and the
+/// newest latency stamp of its windows (a combined row is made when the epoch closes).
+type EpochGroups = (HashMap<u64, Groups>, u64, u64);
 
 /// The worker where ordered output is assembled.
 pub(crate) const MERGE_WORKER: usize = 0;
@@ -109,7 +110,7 @@ fn select<'s>(
                         }
                     }
                     if !out.is_empty() {
-                        session.give(Window::new(w.to, w.node, out));
+                        session.give(Window::new(w.to, w.node, out).stamped(w.born, w.sent));
                     }
                 }
             });
@@ -303,12 +304,17 @@ where
         move |(input, frontier), output| {
             input.for_each(|cap, data| {
                 // An epoch's groups combine whole: under ticks, at its last tick.
-                let Some(entry) =
-                    stash.at_time(&cap, |t| tk.end(tk.epoch(t)), || (HashMap::new(), u64::MAX))
-                else {
+                let Some(entry) = stash.at_time(
+                    &cap,
+                    |t| tk.end(tk.epoch(t)),
+                    || (HashMap::new(), u64::MAX, 0),
+                ) else {
                     return;
                 };
                 for w in data.drain(..) {
+                    if w.born != crate::qos::UNSTAMPED {
+                        entry.2 = entry.2.max(w.born);
+                    }
                     guarded(guard.as_ref(), || {
                         let b = &w.batch;
                         for i in 0..b.len() {
@@ -328,7 +334,7 @@ where
                     });
                 }
             });
-            while let Some((_, cap, (mut groups, min_seq))) = stash.pop_complete(frontier) {
+            while let Some((_, cap, (mut groups, min_seq, newest))) = stash.pop_complete(frontier) {
                 let mut session = output.session(&cap);
                 let mut by_dest: HashMap<u64, Batch> = HashMap::new();
                 guarded(guard.as_ref(), || {
@@ -369,7 +375,11 @@ where
                     }
                 });
                 for (to, batch) in by_dest {
-                    session.give(Window::new(to, 0, batch));
+                    let w = Window::new(to, 0, batch);
+                    session.give(match newest {
+                        0 => w,
+                        born => w.stamped(born, born),
+                    });
                 }
             }
         }

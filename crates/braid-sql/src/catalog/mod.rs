@@ -10,7 +10,7 @@ mod settings;
 mod show;
 
 pub use declare::{sink, stream, table, Options};
-pub use settings::{set, Cut, MergeMode, Settings};
+pub use settings::{duration, set, Cut, MergeMode, Settings};
 pub(crate) use show::columns;
 pub use show::Listing;
 
