@@ -175,13 +175,7 @@ pub(crate) fn render<'s>(
             move |(input, frontier), (barrier_in, barrier_frontier), output| {
                 input.for_each(|cap, data| {
                     if let Some(m) = &meter {
-                        let now = shared.now_ns();
-                        for w in data.iter().filter(|w| w.sent != crate::qos::UNSTAMPED) {
-                            m.queue
-                                .record_rows(now.saturating_sub(w.sent), w.len() as u64);
-                            m.reach
-                                .record_rows(now.saturating_sub(w.born), w.len() as u64);
-                        }
+                        super::note_arrivals(m, shared.now_ns(), data);
                     }
                     let key = |t: u64| match tk.on() && !eager {
                         true => tk.end(tk.epoch(t)),

@@ -141,13 +141,7 @@ fn time_ordered<'s>(
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
                     if let Some(m) = &meter {
-                        let now = shared.now_ns();
-                        for w in data.iter().filter(|w| w.sent != crate::qos::UNSTAMPED) {
-                            m.queue
-                                .record_rows(now.saturating_sub(w.sent), w.len() as u64);
-                            m.reach
-                                .record_rows(now.saturating_sub(w.born), w.len() as u64);
-                        }
+                        super::note_arrivals(m, shared.now_ns(), data);
                     }
                     if let Some((batches, born)) =
                         stash.at(&cap, || (Vec::new(), crate::qos::UNSTAMPED))

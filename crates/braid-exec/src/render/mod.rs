@@ -53,6 +53,16 @@ pub struct Window {
     pub sent: u64,
 }
 
+/// Notes the windows an operator received at `now`: time in the queue before it and
+/// age on arrival, once per row ([`crate::qos`]).
+pub(crate) fn note_arrivals(m: &crate::qos::NodeLatency, now: u64, windows: &[Window]) {
+    for w in windows.iter().filter(|w| w.sent != crate::qos::UNSTAMPED) {
+        let rows = w.len() as u64;
+        m.queue.record_rows(now.saturating_sub(w.sent), rows);
+        m.reach.record_rows(now.saturating_sub(w.born), rows);
+    }
+}
+
 impl Window {
     /// The rows this window is for.
     pub fn len(&self) -> usize {
