@@ -100,6 +100,15 @@ const PER_DOUBLING: u32 = 4;
 /// Buckets: from 1 ns up past 2^40 ns (18 minutes).
 const BUCKETS: usize = 42 * PER_DOUBLING as usize;
 
+/// The newer of two stamps, either of which may be [`UNSTAMPED`].
+#[inline]
+pub fn newest(a: u64, b: u64) -> u64 {
+    match (a, b) {
+        (UNSTAMPED, x) | (x, UNSTAMPED) => x,
+        (a, b) => a.max(b),
+    }
+}
+
 /// A histogram of latencies, written by any thread without locks: buckets of a
 /// quarter of a doubling (a quantile is its bucket's upper bound, at most 19% high).
 /// Counts only grow; an interval's distribution is the difference of two readings.
@@ -218,8 +227,7 @@ impl Counts {
 /// of the windows it receives.
 #[derive(Debug, Default)]
 pub struct NodeLatency {
-    /// The node's name (`Split`, `Map(query1)`, `Merge`, `Sink`), numbered from the
-    /// source.
+    /// The node's name (`Map(query1)`, `Merge`); every worker's instance shares it.
     pub name: String,
     /// `now - sent` of each window received: the edge into the node.
     pub queue: Hist,
@@ -234,10 +242,9 @@ pub struct Latencies {
     pub end_to_end: Hist,
     /// Per operator, in the order they were built (sources first).
     pub nodes: Mutex<Vec<Arc<NodeLatency>>>,
-    /// Rows per window (per tick) the sources cut now (0: the plan's W).
+    /// Rows per window (per tick) the sources cut now (0: as the source makes them).
     pub window: AtomicUsize,
-    /// The controller's decisions: (seconds since the start, W, p99 of the interval
-    /// in seconds, whether the source was behind its schedule).
+    /// The controller's decisions, in order.
     pub trace: Mutex<Vec<Decision>>,
 }
 
@@ -248,7 +255,8 @@ pub struct Decision {
     pub at: f64,
     /// Rows per window after the decision.
     pub window: usize,
-    /// The interval's 99th percentile end to end, in seconds.
+    /// The interval's 99th percentile end to end, in seconds (0 when it wrote too few
+    /// rows to judge).
     pub p99: f64,
     /// The source was behind its schedule.
     pub behind: bool,
@@ -351,25 +359,28 @@ pub struct NodeReport {
     pub reach_p99: Option<Duration>,
 }
 
-/// Cuts `batch` into windows of at most `w` rows (in order; the batch itself when it
-/// has no more).
-pub fn pieces(batch: braid_plan::batch::Batch, w: usize) -> Vec<braid_plan::batch::Batch> {
+/// Cuts `batch` into windows of at most `w` rows, in order, each copied when it is
+/// asked for; a batch of no more than `w` rows is handed on itself, uncopied.
+pub fn pieces(
+    batch: braid_plan::batch::Batch,
+    w: usize,
+) -> impl Iterator<Item = braid_plan::batch::Batch> {
     let w = w.max(1);
-    if batch.len() <= w {
-        return vec![batch];
-    }
-    let mut out = Vec::with_capacity(batch.len().div_ceil(w));
-    let mut i = 0;
-    while i < batch.len() {
-        let end = (i + w).min(batch.len());
-        let mut piece = braid_plan::batch::Batch::with_capacity(batch.arity(), end - i);
-        for k in i..end {
-            piece.push_row_of(&batch, k, batch.key(k));
-        }
-        out.push(piece);
-        i = end;
-    }
-    out
+    let (whole, cut) = match batch.len() <= w {
+        true => (Some(batch), None),
+        false => (None, Some(batch)),
+    };
+    let copies = cut.into_iter().flat_map(move |b| {
+        (0..b.len()).step_by(w).map(move |i| {
+            let end = (i + w).min(b.len());
+            let mut piece = braid_plan::batch::Batch::with_capacity(b.arity(), end - i);
+            for k in i..end {
+                piece.push_row_of(&b, k, b.key(k));
+            }
+            piece
+        })
+    });
+    whole.into_iter().chain(copies)
 }
 
 /// Worker 0's side of the controller: every interval, the end-to-end latencies
@@ -403,20 +414,15 @@ impl Steering {
     /// known of its rate yet, and a window bigger than what fills in time would hold
     /// its first rows back before the first decision. An unpaced one starts at the
     /// plan's W: its rows are all there, and a window fills at once.
-    pub fn new(
-        target: Duration,
-        window: usize,
-        paced: bool,
-        shared: &crate::shared::Shared,
-    ) -> Steering {
+    pub fn new(target: Duration, window: usize, paced: bool, latencies: &Latencies) -> Steering {
         let start = if paced { 1 } else { window.max(1) };
-        shared.latencies.window.store(start, Ordering::Relaxed);
+        latencies.window.store(start, Ordering::Relaxed);
         Steering {
             // Aimed at 80% of the constraint: a quantile read from the histogram can
             // be a bucket (up to 25%) high, and the dead band lets p99 sit near the aim.
             ctl: Controller::new(target.mul_f64(0.8), start, 1, window.max(1 << 16)),
             target,
-            seen: shared.latencies.end_to_end.read(),
+            seen: latencies.end_to_end.read(),
             last: std::time::Instant::now(),
             interval: (target * 5).max(Duration::from_millis(50)),
             lag: Duration::ZERO,
@@ -441,7 +447,8 @@ impl Steering {
     }
 
     /// Takes a decision when an interval has passed with enough windows measured.
-    pub fn poll(&mut self, shared: &crate::shared::Shared) {
+    /// `started`: when the run started (the trace's clock).
+    pub fn poll(&mut self, latencies: &Latencies, started: std::time::Instant) {
         // The first decision comes early: until then W is one row.
         let due = match self.decided {
             true => self.interval,
@@ -450,7 +457,7 @@ impl Steering {
         if self.last.elapsed() < due {
             return;
         }
-        let now = shared.latencies.end_to_end.read();
+        let now = latencies.end_to_end.read();
         let counts = now.since(&self.seen);
         let behind = self.lag > self.target;
         // A window fills at the source's rate: one that takes more than half the
@@ -472,10 +479,10 @@ impl Steering {
         }
         let w = self.ctl.step(p99, behind, fill);
         self.decided = true;
-        shared.latencies.window.store(w, Ordering::Relaxed);
-        if let Ok(mut t) = shared.latencies.trace.lock() {
+        latencies.window.store(w, Ordering::Relaxed);
+        if let Ok(mut t) = latencies.trace.lock() {
             t.push(Decision {
-                at: shared.start.elapsed().as_secs_f64(),
+                at: started.elapsed().as_secs_f64(),
                 window: w,
                 p99: p99.map_or(0.0, |d| d.as_secs_f64()),
                 behind,
@@ -589,6 +596,43 @@ mod tests {
         );
         assert_eq!(t.epoch(u64::MAX), u64::MAX);
         assert!(t.end(t.max_epoch()) < u64::MAX);
+    }
+
+    #[test]
+    fn pieces_keep_every_row_in_order() {
+        use braid_plan::batch::{Batch, RowKey};
+        let mut b = Batch::new(1);
+        for i in 0..10u64 {
+            b.push_ints(RowKey { seq: i, lane: 0 }, &[i as i64 * 7]);
+        }
+        let cut: Vec<Batch> = pieces(b.clone(), 3).collect();
+        assert_eq!(
+            cut.iter().map(|p| p.len()).collect::<Vec<_>>(),
+            [3, 3, 3, 1]
+        );
+        let rows: Vec<(u64, Option<i64>)> = cut
+            .iter()
+            .flat_map(|p| {
+                p.rows()
+                    .map(|r| (r.key().seq, r.int(0)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            (0..10).map(|i| (i, Some(i as i64 * 7))).collect::<Vec<_>>()
+        );
+        assert_eq!(pieces(b.clone(), 10).count(), 1);
+        assert_eq!(pieces(b, usize::MAX).next().map(|p| p.len()), Some(10));
+    }
+
+    #[test]
+    fn the_newest_stamp_ignores_the_unstamped() {
+        assert_eq!(newest(UNSTAMPED, UNSTAMPED), UNSTAMPED);
+        assert_eq!(newest(UNSTAMPED, 5), 5);
+        assert_eq!(newest(7, UNSTAMPED), 7);
+        assert_eq!(newest(7, 5), 7);
+        assert_eq!(newest(0, 5), 5);
     }
 
     #[test]

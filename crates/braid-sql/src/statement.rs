@@ -589,13 +589,10 @@ fn shed(plan: &mut braid_plan::plan::Plan, after: Option<std::time::Duration>) -
     let Some(d) = after else {
         return Ok(());
     };
+    // The source the query reads (an interleave of several streams too) is paced as a
+    // whole: its pace is what the source loop follows.
     let source = plan.leaf_source_mut();
-    let paced = |s: &braid_plan::plan::Source| s.pace != braid_plan::plan::Pace::Max;
-    let all_paced = match &source.spec {
-        braid_plan::plan::SourceSpec::Interleave(kids) => kids.iter().all(paced) || paced(source),
-        _ => paced(source),
-    };
-    if !all_paced {
+    if source.pace == braid_plan::plan::Pace::Max {
         return Err(Error::Plan(format!(
             "shed_load: stream `{}` is read as fast as possible, so it has no schedule to fall behind; give it `speed` (and `units_per_second`) to replay it in real time",
             source.name

@@ -196,7 +196,8 @@ pub(crate) fn render<'s>(
                         .min()
                         .unwrap_or(crate::qos::UNSTAMPED);
                     if eager {
-                        // A tick of a later epoch: the epoch before is complete.
+                        // A tick of a later epoch: the epoch before is complete (its
+                        // ticks all came out of the stash before this one).
                         if open.as_ref().is_some_and(|o| o.0 != epoch) {
                             let (e, end, newest) = open.take().expect("checked");
                             end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
@@ -205,12 +206,10 @@ pub(crate) fn render<'s>(
                                 output.session(&end).give(stamp(w, newest, &shared));
                             }
                         }
-                        let o = open.get_or_insert_with(|| (epoch, cap.delayed(&tk.end(epoch)), 0));
-                        o.2 = batches
-                            .iter()
-                            .map(|w| w.born)
-                            .filter(|&b| b != crate::qos::UNSTAMPED)
-                            .fold(o.2, u64::max);
+                        let o = open.get_or_insert_with(|| {
+                            (epoch, cap.delayed(&tk.end(epoch)), crate::qos::UNSTAMPED)
+                        });
+                        o.2 = batches.iter().map(|w| w.born).fold(o.2, crate::qos::newest);
                     }
                     // Checkpoints before this epoch: the state holds exactly their epochs.
                     while let Some((c, _held)) = held.pop(|c| c < epoch) {
@@ -344,7 +343,8 @@ pub(crate) fn render<'s>(
                     }
                 }
                 // Eager: the open epoch is complete once nothing can still come for its
-                // last tick.
+                // last tick (checked once the stash holds no complete tick: a tick of
+                // the epoch still in it must be run first).
                 if open.as_ref().is_some_and(|o| done(tk.end(o.0))) {
                     let (e, end, newest) = open.take().expect("checked");
                     end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
@@ -628,7 +628,6 @@ impl BroadcastTargets {
     }
 }
 
-/// Moves the rows in `out` into a window for this worker, if there are any.
 /// Eager (ticks): the end of epoch `epoch` for the partitions that had rows in it (with
 /// an every-epoch function, every partition made so far).
 fn end_epoch(
@@ -666,6 +665,7 @@ pub(crate) fn stamp(w: Window, born: u64, shared: &Shared) -> Window {
     }
 }
 
+/// Moves the rows in `out` into a window for this worker, if there are any.
 fn take_window(out: &mut Batch, me: usize) -> Option<Window> {
     if out.is_empty() {
         return None;

@@ -301,14 +301,12 @@ where
                 let Some(entry) = stash.at_time(
                     &cap,
                     |t| tk.end(tk.epoch(t)),
-                    || (HashMap::new(), u64::MAX, 0),
+                    || (HashMap::new(), u64::MAX, crate::qos::UNSTAMPED),
                 ) else {
                     return;
                 };
                 for w in data.drain(..) {
-                    if w.born != crate::qos::UNSTAMPED {
-                        entry.2 = entry.2.max(w.born);
-                    }
+                    entry.2 = crate::qos::newest(entry.2, w.born);
                     guarded(guard.as_ref(), || {
                         let b = &w.batch;
                         for i in 0..b.len() {
@@ -369,11 +367,7 @@ where
                     }
                 });
                 for (to, batch) in by_dest {
-                    let w = Window::new(to, 0, batch);
-                    session.give(match newest {
-                        0 => w,
-                        born => w.stamped(born, born),
-                    });
+                    session.give(Window::new(to, 0, batch).stamped(newest, newest));
                 }
             }
         }

@@ -427,8 +427,6 @@ fn allowed(shared: &Shared, left: &mut Option<u64>, n: usize) -> Option<usize> {
     Some(take as usize)
 }
 
-/// The first `k` rows of `b`.
-/// Notes the end-to-end latency of windows written now, by their stamps.
 /// Notes the end-to-end latency of windows written now, by their stamps and rows
 /// (each row one sample).
 fn end_to_end(shared: &Shared, born: impl IntoIterator<Item = (u64, usize)>) {
@@ -446,6 +444,7 @@ fn end_to_end(shared: &Shared, born: impl IntoIterator<Item = (u64, usize)>) {
     }
 }
 
+/// The first `k` rows of `b`.
 fn first_rows(b: &Batch, k: usize) -> Batch {
     let mut out = Batch::with_capacity(b.arity(), k);
     for (i, r) in b.rows().take(k).enumerate() {

@@ -198,22 +198,24 @@ pub(super) fn feed(
     // 0 steers W (see `crate::qos`).
     let ticks = shared.ticks;
     let stamps = shared.stamps;
-    let mut steer = match (leader_steers(place.index, ticks), plan.latency_constraint()) {
-        (true, Some(_)) if cfg.fixed_window.is_some() => {
-            let w = cfg.fixed_window.unwrap_or(1).max(1);
+    let constraint = plan
+        .latency_constraint()
+        .filter(|_| place.index == 0 && ticks.on());
+    let mut steer = match (constraint, cfg.fixed_window) {
+        (Some(_), Some(w)) => {
             shared
                 .latencies
                 .window
-                .store(w, std::sync::atomic::Ordering::Relaxed);
+                .store(w.max(1), std::sync::atomic::Ordering::Relaxed);
             None
         }
-        (true, Some(target)) => Some(crate::qos::Steering::new(
+        (Some(target), None) => Some(crate::qos::Steering::new(
             target,
             source.window,
             source.pace != Pace::Max,
-            shared,
+            &shared.latencies,
         )),
-        _ => None,
+        (None, _) => None,
     };
     // Rows this worker sent per epoch not yet completed at the output, oldest first.
     let mut in_flight: std::collections::VecDeque<(u64, u64)> = Default::default();
@@ -339,10 +341,11 @@ pub(super) fn feed(
                 }
                 // Under a latency constraint, a window of more than W rows goes as
                 // several ticks.
-                let pieces = match ticks.on() {
-                    true => crate::qos::pieces(batch, shared.latencies.window()),
-                    false => vec![batch],
+                let w = match ticks.on() {
+                    true => shared.latencies.window(),
+                    false => usize::MAX,
                 };
+                let pieces = crate::qos::pieces(batch, w);
                 for batch in pieces {
                     // A row is released when the clock reaches its event time: the window
                     // goes when its latest row may.
@@ -360,10 +363,6 @@ pub(super) fn feed(
                         let due = at(latest);
                         wait_until(worker, &mut shares, due);
                         let late = start.elapsed().saturating_sub(due);
-                        shared
-                            .counters
-                            .schedule_lag_ns
-                            .store(late.as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
                         if let Some(s) = steer.as_mut() {
                             s.lag(late, due);
                         }
@@ -434,7 +433,7 @@ pub(super) fn feed(
                     }
                 }
                 if let Some(s) = steer.as_mut() {
-                    s.poll(shared);
+                    s.poll(&shared.latencies, shared.start);
                 }
                 let horizon = ticks.first(epoch.saturating_sub(cfg.max_epochs_ahead));
                 while probe.less_than(&horizon)
@@ -447,7 +446,7 @@ pub(super) fn feed(
             }
             Ok(Next::Wait) => {
                 if let Some(s) = steer.as_mut() {
-                    s.poll(shared);
+                    s.poll(&shared.latencies, shared.start);
                 }
                 input.flush();
                 step(worker, &mut shares, Some(Duration::from_millis(1)));
@@ -477,11 +476,6 @@ pub(super) fn feed(
         }
     }
     FeedEnd::Done
-}
-
-/// Whether worker `index` steers W: worker 0, under a latency constraint.
-fn leader_steers(index: usize, ticks: crate::qos::Ticks) -> bool {
-    index == 0 && ticks.on()
 }
 
 /// Ends a worker's source loop for live rescale `c`: its inputs are held at `c + 1`

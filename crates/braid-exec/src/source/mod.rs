@@ -196,9 +196,6 @@ pub struct Counters {
     /// When the source is paced by event time: when the run started and the seconds
     /// of the schedule an epoch takes (see [`Counters::behind`]).
     pub pacing: std::sync::OnceLock<(std::time::Instant, f64)>,
-    /// For a source paced by event time: how late (ns) its last window went against
-    /// its schedule (0 on schedule; it grows while the run cannot keep up).
-    pub schedule_lag_ns: AtomicU64,
     /// The most rows a worker had in epochs (ticks) the output had not completed.
     pub queued_peak: AtomicU64,
     /// Rows dropped by load shedding (`shed_load`).
