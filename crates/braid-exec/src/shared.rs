@@ -59,6 +59,10 @@ pub struct Shared {
     pub(crate) ticks: crate::qos::Ticks,
     /// Windows carry latency stamps and operators measure them ([`crate::qos`]).
     pub(crate) stamps: bool,
+    /// The run's latency constraint, if any (the tightest of its sinks').
+    pub(crate) constraint: Option<std::time::Duration>,
+    /// [`crate::runtime::RunConfig::quantum`].
+    pub(crate) quantum: Option<std::time::Duration>,
     /// What the stamps measured, and the controller's W.
     pub latencies: Arc<crate::qos::Latencies>,
     /// Rows dropped by load shedding, by (source, second of its schedule).
@@ -108,6 +112,8 @@ impl Shared {
             faults: Mutex::new(Vec::new()),
             failed: std::sync::atomic::AtomicBool::new(false),
             died: std::sync::atomic::AtomicBool::new(false),
+            constraint: None,
+            quantum: None,
             cancel,
             sinks_open: std::sync::atomic::AtomicUsize::new(sinks),
             checkpoints: None,

@@ -958,17 +958,49 @@ pub fn check_reference(
     texts: &[Call],
     watch: &[(i64, i64)],
 ) -> Result<(), TestCaseError> {
-    check_reference_of(calls, texts, watch, None, STAGES, false)
+    check_reference_of(calls, texts, watch, None, STAGES, PLAIN)
 }
 
-/// The plan of a run under a latency constraint, its source cut into windows of at
-/// most 2 rows: every epoch comes in several ticks (`braid_exec::qos`).
-fn in_ticks(plan: &braid_plan::plan::Plan) -> braid_plan::plan::Plan {
-    let mut plan = plan
-        .clone()
-        .max_latency(std::time::Duration::from_millis(1));
-    plan.leaf_source_mut().window = 2;
-    plan
+/// How the oracle runs a query: as planned, or under a latency constraint (its
+/// source cut into windows of at most 2 rows: every epoch comes in several ticks, see
+/// `braid_exec::qos`), and with a scheduler other than the default, each `Map`
+/// yielding after every slice of rows (a zero quantum).
+#[derive(Clone, Copy, Debug)]
+struct Mode {
+    ticks: bool,
+    scheduler: Option<braid_plan::plan::Scheduler>,
+}
+
+const PLAIN: Mode = Mode {
+    ticks: false,
+    scheduler: None,
+};
+const TICKS: Mode = Mode {
+    ticks: true,
+    scheduler: None,
+};
+
+impl Mode {
+    fn plan(self, plan: &braid_plan::plan::Plan) -> braid_plan::plan::Plan {
+        let mut plan = plan.clone();
+        if self.ticks {
+            plan = plan.max_latency(std::time::Duration::from_millis(1));
+            plan.leaf_source_mut().window = 2;
+        }
+        if let Some(s) = self.scheduler {
+            plan.set_scheduler(s);
+        }
+        plan
+    }
+
+    fn config(self, workers: usize) -> RunConfig {
+        RunConfig {
+            workers,
+            read: chunks(),
+            quantum: self.scheduler.map(|_| std::time::Duration::ZERO),
+            ..RunConfig::default()
+        }
+    }
 }
 
 /// [`check_reference`] for the queries named in `only` (all when None), cut as each of
@@ -979,7 +1011,7 @@ fn check_reference_of(
     watch: &[(i64, i64)],
     only: Option<&[&str]>,
     stage_settings: &[&str],
-    ticks: bool,
+    mode: Mode,
 ) -> Result<(), TestCaseError> {
     let dir = scratch("reference");
     write_inputs(&dir.0, calls, texts, watch);
@@ -1003,15 +1035,8 @@ fn check_reference_of(
                     false => sorted(answer.rows),
                 };
                 for workers in [1, 2, 4] {
-                    let cfg = RunConfig {
-                        workers,
-                        read: chunks(),
-                        ..RunConfig::default()
-                    };
-                    let plan = match ticks {
-                        true => in_ticks(&par.jobs[0].plan),
-                        false => par.jobs[0].plan.clone(),
-                    };
+                    let cfg = mode.config(workers);
+                    let plan = mode.plan(&par.jobs[0].plan);
                     let report = run(&plan, &par.registry, &cfg)
                         .unwrap_or_else(|e| panic!("{name}: run: {e}"));
                     let got: Vec<Vec<Scalar>> =
@@ -1020,12 +1045,12 @@ fn check_reference_of(
                     prop_assert_eq!(
                         &got,
                         &want,
-                        "{}, {}, {} stages, {} workers, ticks {} ({})",
+                        "{}, {}, {} stages, {} workers, {:?} ({})",
                         name,
                         merge,
                         stages,
                         workers,
-                        ticks,
+                        mode,
                         par.jobs[0].partitioning
                     );
                 }
@@ -1040,7 +1065,7 @@ fn check_reference_of(
 /// workers: the output, the late rows and the counts are what the naive reference
 /// computes.
 pub fn check_late_reference(calls: &[Call], texts: &[Call]) -> Result<(), TestCaseError> {
-    check_late_reference_of(calls, texts, STAGES, false)
+    check_late_reference_of(calls, texts, STAGES, PLAIN)
 }
 
 /// [`check_late_reference`] with the queries cut into stages as each of
@@ -1049,7 +1074,7 @@ fn check_late_reference_of(
     calls: &[Call],
     texts: &[Call],
     stage_settings: &[&str],
-    ticks: bool,
+    mode: Mode,
 ) -> Result<(), TestCaseError> {
     let dir = scratch("late-reference");
     write_inputs(&dir.0, calls, texts, &[]);
@@ -1081,15 +1106,8 @@ fn check_late_reference_of(
                 sorted(answer(&par, &par.jobs[2], &late_streams).rows),
             ];
             for workers in [1, 2, 4] {
-                let cfg = RunConfig {
-                    workers,
-                    read: chunks(),
-                    ..RunConfig::default()
-                };
-                let plan = match ticks {
-                    true => in_ticks(&par.jobs[0].plan),
-                    false => par.jobs[0].plan.clone(),
-                };
+                let cfg = mode.config(workers);
+                let plan = mode.plan(&par.jobs[0].plan);
                 let report =
                     run(&plan, &par.registry, &cfg).unwrap_or_else(|e| panic!("{name}: run: {e}"));
                 let values = |rows: &[braid_plan::output::OutRow]| {
@@ -1104,12 +1122,12 @@ fn check_late_reference_of(
                     prop_assert_eq!(
                         &got[k],
                         &want[k],
-                        "{}: {}, {} stages, {} workers, ticks {}",
+                        "{}: {}, {} stages, {} workers, {:?}",
                         name,
                         what,
                         stages,
                         workers,
-                        ticks
+                        mode
                     );
                 }
             }
@@ -1150,8 +1168,8 @@ proptest! {
         texts in calls_strategy(),
         watch in prop::collection::vec((0i64..12, 1i64..5), 0..6),
     ) {
-        check_reference_of(&calls, &texts, &watch, None, STAGES, true)?;
-        check_late_reference_of(&calls, &texts, STAGES, true)?;
+        check_reference_of(&calls, &texts, &watch, None, STAGES, TICKS)?;
+        check_late_reference_of(&calls, &texts, STAGES, TICKS)?;
     }
 }
 
@@ -1176,7 +1194,7 @@ fn sql_cut_after_an_interval_join_matches_the_reference() {
         &MEETS_THREE.0,
         &MEETS_THREE.1,
         &["subquery", "operator"],
-        false,
+        PLAIN,
     )
     .expect("cut after an interval join");
 }
@@ -1195,7 +1213,7 @@ fn sql_cut_after_an_aggregate_matches_the_reference() {
         &[],
         Some(CUT_AFTER_AGGREGATE),
         &["subquery", "operator"],
-        false,
+        PLAIN,
     )
     .expect("cut after an aggregate");
 }
@@ -1211,7 +1229,7 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
     check_late_reference(&late, &late).expect("late rows as a stream");
     // Uncut, the aggregate over the join refuses three rows while processing one text
     // (the late stream must hold all three, each whole).
-    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["query"], false)
+    check_late_reference_of(&MEETS_THREE.0, &MEETS_THREE.1, &["query"], PLAIN)
         .expect("several rows refused at once");
     let extreme = extreme_calls();
     check_reference(&extreme, &extreme, &[(0, 1)]).expect("extreme times");
@@ -1222,8 +1240,26 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
     check_late_reference(&dense, &dense[50..]).expect("dense, late rows");
     // Under a latency constraint: ticks within epochs.
     let all = STAGES;
-    check_reference_of(&late, &late, &[(0, 1), (1, 2)], None, all, true).expect("late, ticks");
-    check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, true)
+    check_reference_of(&late, &late, &[(0, 1), (1, 2)], None, all, TICKS).expect("late, ticks");
+    check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, TICKS)
         .expect("dense, ticks");
-    check_late_reference_of(&dense, &dense[50..], all, true).expect("dense, late rows, ticks");
+    check_late_reference_of(&dense, &dense[50..], all, TICKS).expect("dense, late rows, ticks");
+    // Each scheduler, each Map yielding after every slice, with and without ticks.
+    use braid_plan::plan::Scheduler::{Chain, ChainFlush, Fifo, RoundRobin};
+    for (scheduler, ticks) in [
+        (Fifo, false),
+        (RoundRobin, false),
+        (Chain, true),
+        (ChainFlush, false),
+        (ChainFlush, true),
+    ] {
+        let mode = Mode {
+            ticks,
+            scheduler: Some(scheduler),
+        };
+        check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, mode)
+            .unwrap_or_else(|e| panic!("dense, {mode:?}: {e}"));
+        check_late_reference_of(&dense, &dense[50..], all, mode)
+            .unwrap_or_else(|e| panic!("dense, late rows, {mode:?}: {e}"));
+    }
 }

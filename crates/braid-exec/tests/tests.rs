@@ -444,32 +444,39 @@ fn matches_reference(
 ) -> Result<(), TestCaseError> {
     let expected = reference::run(p, &registry(), input).expect("reference runs");
     // Measuring costs makes `Map` collect each partition's rows before running its
-    // function; without, rows in serial order go straight to their partitions.
-    for (workers, measure_costs) in [(1, false), (2, false), (2, true), (4, false)] {
+    // function; without, rows in serial order go straight to their partitions. Each
+    // scheduler runs the partitions in its own order, yielding after every slice of
+    // rows (a zero quantum), so every resumption point is taken.
+    use braid_plan::plan::Scheduler::{Chain, ChainFlush, Fifo, RoundRobin};
+    let zero = Some(std::time::Duration::ZERO);
+    for (workers, measure_costs, scheduler, quantum) in [
+        (1, false, Fifo, None),
+        (2, false, Fifo, None),
+        (2, true, Fifo, None),
+        (4, false, Fifo, None),
+        (1, false, Fifo, zero),
+        (1, false, RoundRobin, zero),
+        (2, true, Chain, zero),
+        (4, false, ChainFlush, zero),
+    ] {
         let cfg = RunConfig {
             workers,
             measure_costs,
+            quantum,
             ..RunConfig::default()
         };
-        let got = run(p, &registry(), &cfg).expect("run succeeds").collected;
+        let plan = p.clone().scheduler(scheduler);
+        let got = run(&plan, &registry(), &cfg)
+            .expect("run succeeds")
+            .collected;
+        let what = format!(
+            "{what}, {workers} workers (costs measured: {measure_costs}, scheduler {}, quantum {quantum:?})",
+            scheduler.name()
+        );
         if ordered {
-            prop_assert_eq!(
-                &got,
-                &expected,
-                "{}, {} workers (costs measured: {}), time-ordered",
-                what,
-                workers,
-                measure_costs
-            );
+            prop_assert_eq!(&got, &expected, "{}, time-ordered", what);
         } else {
-            prop_assert_eq!(
-                sorted(got),
-                sorted(expected.clone()),
-                "{}, {} workers (costs measured: {}), union",
-                what,
-                workers,
-                measure_costs
-            );
+            prop_assert_eq!(sorted(got), sorted(expected.clone()), "{}, union", what);
         }
     }
     Ok(())

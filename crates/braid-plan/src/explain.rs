@@ -227,6 +227,30 @@ fn map_text(m: &crate::plan::Map, workers: usize, pad: &str, schema: &str, out: 
         let parts: Vec<u64> = hosts.partitions(q, w).into_iter().map(u64::from).collect();
         let _ = writeln!(out, "{pad}  worker {w}: partitions {}", list(&parts));
     }
+    if m.scheduler != crate::plan::Scheduler::default() {
+        let _ = writeln!(
+            out,
+            "{pad}  scheduler {}: {}",
+            m.scheduler.name(),
+            scheduler_text(m.scheduler)
+        );
+    }
+}
+
+/// What a scheduler does, in EXPLAIN's words.
+fn scheduler_text(s: crate::plan::Scheduler) -> &'static str {
+    match s {
+        crate::plan::Scheduler::Fifo => "oldest row first",
+        crate::plan::Scheduler::RoundRobin => {
+            "a worker's partitions in turn, a slice of rows each, yielding every quantum"
+        }
+        crate::plan::Scheduler::Chain => {
+            "the partition that removes rows fastest first (measured cost and selectivity), yielding every quantum"
+        }
+        crate::plan::Scheduler::ChainFlush => {
+            "chain, oldest row first while the oldest waiting row is older than half the constraint, yielding every quantum"
+        }
+    }
 }
 
 /// A fraction with at most 4 decimals and no trailing zeros (`0`, `0.005`, `0.2143`).

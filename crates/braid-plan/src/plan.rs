@@ -325,6 +325,61 @@ pub struct Map {
     pub input: Box<Plan>,
     /// Registered stream function.
     pub function: String,
+    /// What a worker runs next among its partitions with rows ready (`SET scheduler`).
+    pub scheduler: Scheduler,
+}
+
+/// What a worker's `Map` runs next among its partitions with rows ready, after
+/// StreamAPAS's operator scheduling (`SET scheduler = ...`). Every policy keeps each
+/// partition's rows in serial order and its epochs in order, so the output is the same
+/// under each; they differ in which partition's rows wait, and how long. With a policy
+/// other than FIFO, or under a latency constraint, a Map yields to the operators after
+/// it (merges, sinks, later stages) every quantum of work, so what it has done goes on
+/// while the rest waits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scheduler {
+    /// Oldest row first: rows in arrival (serial) order, whatever their partition.
+    #[default]
+    Fifo,
+    /// Partitions in turn, a slice of rows each.
+    RoundRobin,
+    /// Babcock et al.'s Chain (least memory): the partition that removes rows fastest
+    /// first, by its measured cost per row and selectivity (rows out per row in).
+    Chain,
+    /// Chain, but oldest row first while the oldest waiting row is older than half the
+    /// latency constraint (half of 100 ms without one).
+    ChainFlush,
+}
+
+impl Scheduler {
+    /// The policy's name as `SET scheduler` writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Fifo => "fifo",
+            Scheduler::RoundRobin => "round_robin",
+            Scheduler::Chain => "chain",
+            Scheduler::ChainFlush => "chain_flush",
+        }
+    }
+}
+
+impl std::str::FromStr for Scheduler {
+    type Err = crate::error::Error;
+    fn from_str(s: &str) -> crate::error::Result<Scheduler> {
+        Ok(
+            match s.trim().to_ascii_lowercase().replace('-', "_").as_str() {
+                "fifo" => Scheduler::Fifo,
+                "round_robin" | "roundrobin" | "rr" => Scheduler::RoundRobin,
+                "chain" => Scheduler::Chain,
+                "chain_flush" | "chainflush" => Scheduler::ChainFlush,
+                other => {
+                    return Err(crate::error::Error::Plan(format!(
+                    "scheduler `{other}`; expected 'fifo', 'round_robin', 'chain' or 'chain_flush'"
+                )))
+                }
+            },
+        )
+    }
 }
 
 /// An aggregate of a keyed merge.
@@ -479,7 +534,30 @@ impl Plan {
         Plan::Map(Map {
             input: Box::new(self),
             function: function.to_string(),
+            scheduler: Scheduler::default(),
         })
+    }
+
+    /// Every `Map` of the plan runs its partitions as `scheduler` says; see
+    /// [`Scheduler`].
+    pub fn scheduler(mut self, scheduler: Scheduler) -> Plan {
+        self.set_scheduler(scheduler);
+        self
+    }
+
+    /// [`Plan::scheduler`] in place.
+    pub fn set_scheduler(&mut self, scheduler: Scheduler) {
+        match self {
+            Plan::Source(_) => {}
+            Plan::Split(s) => s.input.set_scheduler(scheduler),
+            Plan::Map(m) => {
+                m.scheduler = scheduler;
+                m.input.set_scheduler(scheduler);
+            }
+            Plan::Merge(m) => m.input.set_scheduler(scheduler),
+            Plan::Sink(s) => s.input.set_scheduler(scheduler),
+            Plan::Together(plans) => plans.iter_mut().for_each(|p| p.set_scheduler(scheduler)),
+        }
     }
 
     /// Merges the partitions' outputs.

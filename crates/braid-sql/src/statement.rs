@@ -292,6 +292,7 @@ fn statement(
             };
             let mut job = crate::order::job(script, text, src, &sink, &st.to_string())?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
+            job.plan.set_scheduler(script.catalog.settings.scheduler);
             script.add_job(job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
@@ -304,6 +305,7 @@ fn statement(
             };
             let mut job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
+            job.plan.set_scheduler(script.catalog.settings.scheduler);
             script.add_job(job, None).map_err(at)
         }
         ast::Statement::Drop {

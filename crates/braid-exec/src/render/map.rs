@@ -8,14 +8,14 @@
 //! worker for every epoch in which the source had rows.
 
 use super::stash::{EpochStash, HeldBarriers};
-use super::{by_to, Barriers, Place, Window, WindowBuilder, Windows};
+use super::{by_to, schedule, Barriers, Place, Window, WindowBuilder, Windows};
 use crate::checkpoint::Store;
 use crate::error::Result;
 use crate::shared::Shared;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::function::{Emitter, Registry, RowFault, StreamFunction};
 use braid_plan::placement::{class_members, intersect, Hosts};
-use braid_plan::plan::{Map, Plan};
+use braid_plan::plan::{Map, Plan, Scheduler};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::Instant;
@@ -129,12 +129,20 @@ pub(crate) fn render<'s>(
         None => input,
     };
     let store = shared.checkpoints.clone();
+    let policy = map.scheduler;
+    let quantum = shared
+        .quantum
+        .or_else(|| schedule::quantum(policy, shared.constraint));
+    let flush_after = schedule::flush_after(shared.constraint);
+    let slice = schedule::slice(quantum);
+    let scope = input.scope();
     let out = input.binary_frontier::<_, WindowBuilder, _, _, _, _>(
         barriers,
         by_to(),
         Pipeline,
         &name,
-        move |cap, _| {
+        move |cap, info| {
+            let activator = scope.activator_for(info.address.clone());
             let mut end_cap: Option<Capability<u64>> = Some(cap.delayed(&END_EPOCH));
             drop(cap);
             let mut parts = Partitions {
@@ -172,6 +180,11 @@ pub(crate) fn render<'s>(
             // Eager (ticks): the epoch open, with a capability at its last tick, where
             // its end-of-epoch results go, and the newest stamp of its windows.
             let mut open: Option<(u64, Capability<u64>, u64)> = None;
+            // The time being run, when a quantum ended before its work did.
+            let mut running: Option<Running> = None;
+            // Chain's measured rates, and round robin's next partition.
+            let mut rates = schedule::Rates::new(local.len());
+            let mut turn = 0usize;
             move |(input, frontier), (barrier_in, barrier_frontier), output| {
                 input.for_each(|cap, data| {
                     if let Some(m) = &meter {
@@ -188,57 +201,95 @@ pub(crate) fn render<'s>(
                 barrier_in.for_each(|cap, data| held.hold(&cap, data, &shared));
                 // An epoch is done once neither rows nor a barrier can still come for it.
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
-                while let Some((t, cap, mut batches)) = stash.pop_done(done) {
-                    let epoch = tk.epoch(t);
-                    let born = batches
-                        .iter()
-                        .map(|w| w.born)
-                        .min()
-                        .unwrap_or(crate::qos::UNSTAMPED);
-                    if eager {
-                        // A tick of a later epoch: the epoch before is complete (its
-                        // ticks all came out of the stash before this one).
-                        if open.as_ref().is_some_and(|o| o.0 != epoch) {
-                            let (e, end, newest) = open.take().expect("checked");
-                            end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
-                            report_faults(&mut faults, &shared, &function, source.as_deref());
-                            if let Some(w) = take_window(&mut out, me) {
-                                output.session(&end).give(stamp(w, newest, &shared));
+                let began = Instant::now();
+                loop {
+                    if running.is_none() {
+                        let Some((t, cap, mut batches)) = stash.pop_done(done) else {
+                            break;
+                        };
+                        let epoch = tk.epoch(t);
+                        let born = batches
+                            .iter()
+                            .map(|w| w.born)
+                            .min()
+                            .unwrap_or(crate::qos::UNSTAMPED);
+                        if eager {
+                            // A tick of a later epoch: the epoch before is complete (its
+                            // ticks all came out of the stash before this one).
+                            if open.as_ref().is_some_and(|o| o.0 != epoch) {
+                                let (e, end, newest) = open.take().expect("checked");
+                                end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
+                                report_faults(&mut faults, &shared, &function, source.as_deref());
+                                if let Some(w) = take_window(&mut out, me) {
+                                    output.session(&end).give(stamp(w, newest, &shared));
+                                }
+                            }
+                            let o = open.get_or_insert_with(|| {
+                                (epoch, cap.delayed(&tk.end(epoch)), crate::qos::UNSTAMPED)
+                            });
+                            o.2 = batches.iter().map(|w| w.born).fold(o.2, crate::qos::newest);
+                        }
+                        // Checkpoints before this epoch: the state holds exactly their epochs.
+                        while let Some((c, _held)) = held.pop(|c| c < epoch) {
+                            if let Some(store) = &store {
+                                if let Err(e) = parts.save(store, stage, c) {
+                                    shared.fatal(e);
+                                }
                             }
                         }
-                        let o = open.get_or_insert_with(|| {
-                            (epoch, cap.delayed(&tk.end(epoch)), crate::qos::UNSTAMPED)
+                        // A splitter's batch holds rows of one source window in order, and
+                        // windows cover disjoint runs of sequence numbers: in the order of
+                        // their first rows, batches from different splitters usually give
+                        // every partition's rows already sorted (which the sort below then
+                        // only checks).
+                        batches
+                            .sort_unstable_by_key(|w| w.batch.keys().first().map_or(0, |k| k.seq));
+                        // Usually the rows now come in serial order, and then every
+                        // partition's rows do: unless costs are measured per partition or
+                        // another policy orders them, each row goes to its partition's
+                        // function as it comes, in one pass, window by window, instead of
+                        // through per-partition lists.
+                        let direct =
+                            !timed && policy == Scheduler::Fifo && in_serial_order(&batches);
+                        let mut misrouted = None;
+                        if !direct {
+                            each_row(
+                                &batches,
+                                &index,
+                                &mut targets,
+                                q,
+                                &mut misrouted,
+                                |k, seq, _, b, i| rows[k as usize].push((seq, b as u32, i as u32)),
+                            );
+                        }
+                        if let Some(lane) = misrouted {
+                            shared.bug(format!(
+                                "a row for partition {lane} of {q} reached worker {me}, which \
+                                 does not host it"
+                            ));
+                        }
+                        running = Some(Running {
+                            epoch,
+                            cap,
+                            batches,
+                            born,
+                            direct: direct.then_some(0),
+                            waiting: None,
                         });
-                        o.2 = batches.iter().map(|w| w.born).fold(o.2, crate::qos::newest);
                     }
-                    // Checkpoints before this epoch: the state holds exactly their epochs.
-                    while let Some((c, _held)) = held.pop(|c| c < epoch) {
-                        if let Some(store) = &store {
-                            if let Err(e) = parts.save(store, stage, c) {
-                                shared.fatal(e);
-                            }
-                        }
-                    }
-                    // A splitter's batch holds rows of one source window in order, and
-                    // windows cover disjoint runs of sequence numbers: in the order of
-                    // their first rows, batches from different splitters usually give
-                    // every partition's rows already sorted (which the sort below then
-                    // only checks).
-                    batches.sort_unstable_by_key(|w| w.batch.keys().first().map_or(0, |k| k.seq));
-                    // Usually the rows now come in serial order, and then every partition's
-                    // rows do: unless costs are measured per partition, each row goes to its
-                    // partition's function as it comes, in one pass, instead of through
-                    // per-partition lists.
-                    let direct = !timed && in_serial_order(&batches);
-                    let mut misrouted = None;
-                    if direct {
+                    let r = running.as_mut().expect("set above");
+                    let epoch = r.epoch;
+                    let over = || quantum.is_some_and(|q| began.elapsed() >= q);
+                    // Rows in serial order: window by window, each row to its partition.
+                    while let Some(b) = r.direct.filter(|&b| b < r.batches.len()) {
+                        let mut misrouted = None;
                         let mut emit = Emitter::new(&mut out, 0, 0)
                             .at_epoch(epoch)
                             .with_late(late.as_mut())
                             .with_faults(&mut faults);
                         let ran = catch_unwind(AssertUnwindSafe(|| {
                             each_row(
-                                &batches,
+                                &r.batches[b..b + 1],
                                 &index,
                                 &mut targets,
                                 q,
@@ -255,91 +306,162 @@ pub(crate) fn render<'s>(
                             let k = index[emit.partition() as usize];
                             parts.fail(k as usize, payload.as_ref());
                         }
-                    } else {
-                        each_row(
-                            &batches,
-                            &index,
-                            &mut targets,
-                            q,
-                            &mut misrouted,
-                            |k, seq, _, b, i| rows[k as usize].push((seq, b as u32, i as u32)),
-                        );
-                    }
-                    if let Some(lane) = misrouted {
-                        shared.bug(format!(
-                            "a row for partition {lane} of {q} reached worker {me}, which does \
-                             not host it"
-                        ));
-                    }
-                    // One clock reading per partition: each partition's time runs from
-                    // the previous reading.
-                    let mut last = Instant::now();
-                    for (k, list) in rows.iter_mut().enumerate() {
-                        // Partitions with rows, and with an every-epoch function, every
-                        // partition created so far.
-                        let touched = std::mem::take(&mut parts.slots[k].touched);
-                        if parts.slots[k].failed {
-                            list.clear();
-                            continue;
+                        if let Some(lane) = misrouted {
+                            shared.bug(format!(
+                                "a row for partition {lane} of {q} reached worker {me}, which \
+                                 does not host it"
+                            ));
                         }
-                        if eager {
-                            // A tick: rows only; the end of the epoch comes when it does.
-                            parts.slots[k].in_epoch |= touched || !list.is_empty();
-                            if list.is_empty() {
-                                continue;
+                        r.direct = Some(b + 1);
+                        if over() && b + 1 < r.batches.len() {
+                            break;
+                        }
+                    }
+                    if r.direct.is_none_or(|b| b >= r.batches.len()) {
+                        // The partitions' lists (empty after the direct pass), and the end
+                        // of the epoch, slice by slice in the policy's order.
+                        let waiting = r.waiting.get_or_insert_with(|| {
+                            (0..rows.len())
+                                .map(|k| {
+                                    // Partitions with rows, and with an every-epoch
+                                    // function, every partition created so far.
+                                    let touched = std::mem::take(&mut parts.slots[k].touched);
+                                    let list = &mut rows[k];
+                                    if parts.slots[k].failed {
+                                        list.clear();
+                                        return None;
+                                    }
+                                    if eager {
+                                        // A tick: rows only; the end of the epoch comes
+                                        // when it does.
+                                        parts.slots[k].in_epoch |= touched || !list.is_empty();
+                                        if list.is_empty() {
+                                            return None;
+                                        }
+                                    } else if list.is_empty()
+                                        && !touched
+                                        && !(every_epoch && parts.created(k))
+                                    {
+                                        return None;
+                                    }
+                                    list.sort_unstable();
+                                    Some(0)
+                                })
+                                .collect()
+                        });
+                        loop {
+                            let view: Vec<Option<schedule::Waiting>> = waiting
+                                .iter()
+                                .enumerate()
+                                .map(|(k, at)| {
+                                    at.map(|at| match rows[k].get(at) {
+                                        Some(&(seq, b, _)) => schedule::Waiting {
+                                            next_seq: seq,
+                                            next_born: r.batches[b as usize].born,
+                                            rows: rows[k].len() - at,
+                                        },
+                                        None => schedule::Waiting {
+                                            next_seq: u64::MAX,
+                                            next_born: crate::qos::UNSTAMPED,
+                                            rows: 0,
+                                        },
+                                    })
+                                })
+                                .collect();
+                            let Some((k, n)) = schedule::pick(
+                                policy,
+                                slice,
+                                &view,
+                                &mut turn,
+                                &rates,
+                                shared.now_ns(),
+                                flush_after,
+                            ) else {
+                                break;
+                            };
+                            let bound = schedule::fifo_bound(policy, &view, k);
+                            let from = waiting[k].expect("picked");
+                            let list = &rows[k];
+                            let mut to = from + n;
+                            if bound != u64::MAX {
+                                // FIFO: only rows no later than another partition's next
+                                // (the first always is: its partition has the oldest).
+                                to = from
+                                    + list[from..to].iter().take_while(|r| r.0 <= bound).count();
                             }
-                        } else if list.is_empty() && !touched && !(every_epoch && parts.created(k))
-                        {
-                            continue;
-                        }
-                        list.sort_unstable();
-                        // User code: a panic fails the run with an error naming the
-                        // function, instead of taking the worker down (the other workers
-                        // would wait for it forever).
-                        let ran = catch_unwind(AssertUnwindSafe(|| {
+                            let last = to >= list.len();
                             let p = local[k];
-                            let f = parts.get(k);
-                            let mut emit = Emitter::new(&mut out, 0, p)
-                                .at_epoch(epoch)
-                                .with_late(late.as_mut())
-                                .with_faults(&mut faults);
-                            for &(seq, b, i) in list.iter() {
-                                emit.restart(seq, p);
-                                f.process(batches[b as usize].batch.row(i as usize), &mut emit);
-                            }
-                            if eager {
-                                return;
-                            }
-                            f.end_of_epoch(
-                                epoch,
-                                &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p)
+                            let made = out.len();
+                            let clock = Instant::now();
+                            let ran = catch_unwind(AssertUnwindSafe(|| {
+                                let f = parts.get(k);
+                                let mut emit = Emitter::new(&mut out, 0, p)
                                     .at_epoch(epoch)
-                                    .with_faults(&mut faults),
-                            );
-                        }));
-                        if let Err(payload) = ran {
-                            parts.fail(k, payload.as_ref());
+                                    .with_late(late.as_mut())
+                                    .with_faults(&mut faults);
+                                for &(seq, b, i) in &list[from..to] {
+                                    emit.restart(seq, p);
+                                    f.process(
+                                        r.batches[b as usize].batch.row(i as usize),
+                                        &mut emit,
+                                    );
+                                }
+                                if eager || !last {
+                                    return;
+                                }
+                                f.end_of_epoch(
+                                    epoch,
+                                    &mut Emitter::new(&mut out, RowKey::END_OF_EPOCH, p)
+                                        .at_epoch(epoch)
+                                        .with_faults(&mut faults),
+                                );
+                            }));
+                            let ns = clock.elapsed().as_nanos() as u64;
+                            rates.note(k, to - from, out.len().saturating_sub(made), ns);
+                            if timed {
+                                spent[k].0 += ns;
+                                spent[k].1 += (to - from) as u64;
+                            }
+                            waiting[k] = Some(to);
+                            if ran.is_err() || last {
+                                if let Err(payload) = ran {
+                                    parts.fail(k, payload.as_ref());
+                                }
+                                waiting[k] = None;
+                                rows[k].clear();
+                            }
+                            if over() && waiting.iter().any(Option::is_some) {
+                                break;
+                            }
                         }
-                        if timed {
-                            let now = Instant::now();
-                            spent[k].0 += (now - last).as_nanos() as u64;
-                            last = now;
-                            spent[k].1 += list.len() as u64;
-                        }
-                        list.clear();
                     }
+                    let finished = r.direct.is_none_or(|b| b >= r.batches.len())
+                        && r.waiting
+                            .as_ref()
+                            .is_some_and(|w| w.iter().all(Option::is_none));
                     report_faults(&mut faults, &shared, &function, source.as_deref());
                     if timed {
                         // Live: a profile read during the run sees each epoch's costs.
                         shared.add_costs(stage, &local, &spent);
                         spent.iter_mut().for_each(|s| *s = (0, 0));
                     }
+                    // What the time made so far goes on now (all of it, when it is done).
                     if let Some(w) = take_window(&mut out, me) {
-                        output.session(&cap).give(stamp(w, born, &shared));
+                        output.session(&r.cap).give(stamp(w, r.born, &shared));
                     }
                     if let Some(mut w) = late.as_mut().and_then(|l| take_window(l, me)) {
                         w.node = LATE_NODE;
-                        output.session(&cap).give(stamp(w, born, &shared));
+                        output.session(&r.cap).give(stamp(w, r.born, &shared));
+                    }
+                    if finished {
+                        running = None;
+                    }
+                    if over() {
+                        // Yield: the operators after this one run, then this one goes on.
+                        if running.is_some() || stash.any_done(done) {
+                            activator.activate();
+                            return;
+                        }
                     }
                 }
                 // Eager: the open epoch is complete once nothing can still come for its
@@ -412,6 +534,20 @@ fn report_faults(
     for f in faults.drain(..) {
         shared.fault(function, f.operator, f.seq, source, &f.fault);
     }
+}
+
+/// The time a Map is running: its rows, where it is, and what is left.
+struct Running {
+    epoch: u64,
+    cap: Capability<u64>,
+    batches: Vec<Window>,
+    /// The oldest stamp of its windows.
+    born: u64,
+    /// Rows in serial order go window by window: the next window.
+    direct: Option<usize>,
+    /// Once the rows' pass is over, per local partition: where its next row is in its
+    /// list, None when it has nothing (left) to do.
+    waiting: Option<Vec<Option<usize>>>,
 }
 
 /// Index of a partition another worker hosts.

@@ -8,6 +8,7 @@
 mod map;
 mod merge;
 mod route;
+mod schedule;
 pub(crate) mod sink;
 mod split;
 mod stash;

@@ -91,6 +91,11 @@ impl<D> EpochStash<D> {
         Some((epoch, cap, state))
     }
 
+    /// Whether [`EpochStash::pop_done`] would give an epoch now.
+    pub fn any_done(&self, done: impl Fn(u64) -> bool) -> bool {
+        self.epochs.keys().next().is_some_and(|&e| done(e))
+    }
+
     /// The oldest epoch the frontier has passed, with its capability and state.
     pub fn pop_complete(
         &mut self,

@@ -92,6 +92,10 @@ pub struct RunConfig {
     /// Under a latency constraint, cut windows of exactly this many rows instead of
     /// steering W (a benchmark's fixed buffers); None: the controller steers.
     pub fixed_window: Option<usize>,
+    /// How long a `Map` runs before it yields to the operators after it; None: as its
+    /// scheduler and the latency constraint say (`braid_plan::plan::Scheduler`). Zero
+    /// yields after every slice of rows (tests run the policies' resumption that way).
+    pub quantum: Option<Duration>,
 }
 
 impl Default for RunConfig {
@@ -118,6 +122,7 @@ impl Default for RunConfig {
             auto_rescale: None,
             measure_latency: false,
             fixed_window: None,
+            quantum: None,
         }
     }
 }
@@ -305,6 +310,8 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if constraint.is_some() {
         shared.ticks = crate::qos::Ticks::ON;
     }
+    shared.constraint = constraint;
+    shared.quantum = cfg.quantum;
     // Stamps cost a clock reading per window and operator: taken under a constraint,
     // when asked, and when someone watches the counters (a progress line, a dashboard).
     shared.stamps = constraint.is_some() || cfg.measure_latency || cfg.counters.is_some();

@@ -36,6 +36,9 @@ pub struct Settings {
     /// (and count) a window more than this far behind their schedule instead of
     /// slowing down; `'off'` takes it away.
     pub shed_load: Option<std::time::Duration>,
+    /// `SET scheduler = 'chain'`: what each worker's `Map` of the queries that follow
+    /// runs next among its partitions with rows ready.
+    pub scheduler: braid_plan::plan::Scheduler,
 }
 
 impl Default for Settings {
@@ -49,6 +52,7 @@ impl Default for Settings {
             stages: Cut::Subquery,
             max_latency: None,
             shed_load: None,
+            scheduler: braid_plan::plan::Scheduler::default(),
         }
     }
 }
@@ -128,6 +132,7 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
                 _ => Some(duration(&text, "shed_load")?),
             }
         }
+        "scheduler" => settings.scheduler = text.parse()?,
         "max_latency" => {
             settings.max_latency = match text.trim().to_ascii_lowercase().as_str() {
                 "off" | "none" | "" => None,
@@ -147,7 +152,7 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load"
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load, scheduler"
             )))
         }
     }
