@@ -2,8 +2,8 @@
 //! against the input rate for fixed small windows, no constraint (epoch-sized
 //! batches, today's default) and the controller; (b) a constraint held while the load
 //! rises, with the controller's W over time; (c) the StreamAPAS micro-benchmark at
-//! 1,000-30,000 tuples per minute, epoch 100 ms, with and without a 10 ms constraint.
-//! Writes `latency.md`, CSV files and SVG plots.
+//! 1,000-30,000 tuples per minute, epoch 100 ms, with and without a 10 ms constraint;
+//! (d) the scheduling policies (`crate::scheduling`). Writes `latency.md`, CSV files and SVG plots.
 
 use crate::plot::{Chart, Series};
 use crate::report::{markdown_table, write_csv, Align};
@@ -478,6 +478,9 @@ pub fn run(a: LatencyArgs) -> Result<()> {
     }
     .write_svg(&a.out.join("latency-apas.svg"), 800, 450)?;
 
+    // (d) Scheduling policies.
+    let sched_md = crate::scheduling::run(&a.out, &scratch, seconds.min(3.0), constraint)?;
+
     // The report.
     let rate_md = markdown_table(
         &[
@@ -596,7 +599,7 @@ comes after every row of gen_1 in its epoch and waits for them: up to the epoch,
 whatever the windows. The ticks still help the rows that do not wait (p50 drops). With \
 the epoch at 1 ms both settings answer within a few ms at every rate (whole-ms stamps \
 read 0); the constraint's controller then adds its measurement and a bound, not speed.\n\n\
-Raw numbers: [latency-apas.csv](latency-apas.csv).\n",
+Raw numbers: [latency-apas.csv](latency-apas.csv).\n\n{sched_md}",
         small = a.small,
         c = a.constraint_ms,
         max_n = max_rows.first().map_or(0, |m| m.rows),

@@ -454,12 +454,16 @@ impl Steering {
             true => self.interval,
             false => FIRST_DECISION.min(self.interval),
         };
-        if self.last.elapsed() < due {
+        // A source falling behind its schedule by half the constraint cannot wait for
+        // the interval's end: its backlog's latency grows with every window (a decision
+        // at most every half constraint).
+        let behind = self.lag > self.target / 2;
+        let urgent = behind && self.last.elapsed() >= self.target / 2;
+        if self.last.elapsed() < due && !urgent {
             return;
         }
         let now = latencies.end_to_end.read();
         let counts = now.since(&self.seen);
-        let behind = self.lag > self.target;
         // A window fills at the source's rate: one that takes more than half the
         // constraint to fill cannot meet it.
         // The offered rate: by the schedule when paced (a source behind it sends

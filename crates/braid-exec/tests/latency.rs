@@ -6,6 +6,7 @@
 use crate::sql::scratch;
 use braid_exec::runtime::{run, RunConfig, RunReport};
 use braid_plan::function::Registry;
+use braid_plan::plan::Plan;
 use braid_sql::compile_script;
 use std::path::Path;
 use std::time::Duration;
@@ -177,4 +178,158 @@ fn shedding_drops_what_falls_behind_and_counts_every_row() {
         Err(e) => e.to_string(),
     };
     assert!(e.contains("no schedule to fall behind"), "{e}");
+}
+
+/// Notes the partition of every row it runs, in order; partitions 0 and 1 are slow and
+/// pass every row on, 2 and 3 fast and pass none (Chain runs them first).
+struct Order(std::sync::Arc<std::sync::Mutex<Vec<u32>>>);
+struct OrderState {
+    p: u32,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+}
+impl braid_plan::function::StreamFunctionFactory for Order {
+    fn output_schema(
+        &self,
+        input: &braid_plan::types::Schema,
+    ) -> braid_plan::error::Result<braid_plan::types::Schema> {
+        Ok(input.clone())
+    }
+    fn create(&self, p: u32, _: u32) -> Box<dyn braid_plan::function::StreamFunction> {
+        Box::new(OrderState {
+            p,
+            seen: self.0.clone(),
+        })
+    }
+}
+impl braid_plan::function::StreamFunction for OrderState {
+    fn process(
+        &mut self,
+        row: braid_plan::batch::Row<'_>,
+        out: &mut braid_plan::function::Emitter<'_>,
+    ) {
+        self.seen.lock().unwrap().push(self.p);
+        if self.p < 2 {
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_micros(200) {}
+            out.emit_ints(&[row.int(0).unwrap_or(0), row.int(1).unwrap_or(0)]);
+        }
+    }
+    fn end_of_epoch(&mut self, _: u64, _: &mut braid_plan::function::Emitter<'_>) {}
+    fn finish(&mut self, _: &mut braid_plan::function::Emitter<'_>) {}
+}
+
+/// Each scheduler runs a worker's partitions in its own order (seen by the stream
+/// functions), with the same output: FIFO in arrival order, round robin in turn, Chain
+/// the fast partitions that drop their rows first once each is measured.
+#[test]
+fn each_scheduler_runs_partitions_in_its_order_with_the_same_output() {
+    use braid_plan::plan::{MergeKind, Route, Scheduler, SinkSpec, SourceSpec, Strategy};
+    let schema = braid_plan::types::Schema::ints(&["time", "key"])
+        .with_event_time("time")
+        .expect("time");
+    // 8 rows per partition, keys in turn 0, 1, 2, 3, 0, ...; one epoch.
+    let mut input = braid_plan::batch::Batch::new(2);
+    for i in 0..32u64 {
+        input.push_ints(
+            braid_plan::batch::RowKey { seq: i, lane: 0 },
+            &[i as i64, (i % 4) as i64],
+        );
+    }
+    let key = braid_plan::expr::Expr::col(&schema, "key").expect("key");
+    let mut source = Plan::source("s", SourceSpec::Memory(std::sync::Arc::new(input)), schema);
+    if let Plan::Source(s) = &mut source {
+        s.epoch = 1000;
+    }
+    let plan = source
+        .split(
+            4,
+            Route::Expr {
+                expr: key,
+                when: None,
+            },
+            None,
+            Strategy::Fsplit,
+        )
+        .map("order")
+        .merge(MergeKind::TimeOrdered)
+        .sink(SinkSpec::Collect);
+    let mut outputs = Vec::new();
+    for scheduler in [
+        Scheduler::Fifo,
+        Scheduler::RoundRobin,
+        Scheduler::Chain,
+        Scheduler::ChainFlush,
+    ] {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut registry = Registry::with_builtins();
+        registry.add_function("order", std::sync::Arc::new(Order(seen.clone())));
+        let cfg = RunConfig {
+            workers: 1,
+            // One row a slice, a yield after each.
+            quantum: Some(Duration::ZERO),
+            ..RunConfig::default()
+        };
+        let report = run(&plan.clone().scheduler(scheduler), &registry, &cfg).expect("run");
+        outputs.push(report.collected);
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 32, "{scheduler:?}");
+        let turns: Vec<u32> = (0..32).map(|i| i % 4).collect();
+        match scheduler {
+            Scheduler::Fifo | Scheduler::RoundRobin => assert_eq!(seen, turns, "{scheduler:?}"),
+            Scheduler::Chain | Scheduler::ChainFlush => {
+                // Each partition once to measure it, then the fast ones' rows, then the
+                // slow ones'. (Chain-flush: rows unstamped, nothing is ever "too old".)
+                assert_eq!(&seen[..4], &[0, 1, 2, 3], "{scheduler:?}: {seen:?}");
+                assert!(
+                    seen[4..18].iter().all(|&p| p >= 2) && seen[18..].iter().all(|&p| p < 2),
+                    "{scheduler:?}: {seen:?}"
+                );
+            }
+        }
+        assert_eq!(
+            report.waiting_peak, 32,
+            "{scheduler:?}: every row waited at once"
+        );
+    }
+    assert!(outputs.iter().all(|o| *o == outputs[0]) && outputs[0].len() == 16);
+}
+
+#[test]
+fn a_scheduler_is_set_in_sql_shown_by_explain_and_an_unknown_one_refused() {
+    let dir = scratch("scheduler-sql");
+    let s = paced(&dir.0, 10, 1000, "SET scheduler = 'chain';");
+    let text = braid_plan::explain::text(&s.jobs[0].plan, &s.registry, 2);
+    assert!(
+        text.contains("scheduler chain: the partition that removes rows fastest first"),
+        "{text}"
+    );
+    let Plan::Sink(sink) = &s.jobs[0].plan else {
+        panic!("a sink")
+    };
+    let mut node = Some(sink.input.as_ref());
+    let mut maps = 0;
+    while let Some(p) = node {
+        if let Plan::Map(m) = p {
+            assert_eq!(m.scheduler, braid_plan::plan::Scheduler::Chain);
+            maps += 1;
+        }
+        node = p.input();
+    }
+    assert!(maps >= 1);
+    let fifo = paced(&dir.0, 10, 1000, "");
+    // FIFO, the default, is not shown.
+    assert!(
+        !braid_plan::explain::text(&fifo.jobs[0].plan, &fifo.registry, 2).contains("  scheduler ")
+    );
+    let text =
+        "CREATE STREAM s (time BIGINT NOT NULL) WITH (path = 'x.csv', event_time = 'time');\n\
+                SET scheduler = 'lifo';";
+    let e = match compile_script(text, &dir.0, &Registry::with_builtins()) {
+        Ok(_) => panic!("an unknown scheduler is refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("scheduler `lifo`; expected 'fifo', 'round_robin', 'chain' or 'chain_flush'"),
+        "{e}"
+    );
 }

@@ -185,6 +185,9 @@ pub(crate) fn render<'s>(
             // Chain's measured rates, and round robin's next partition.
             let mut rates = schedule::Rates::new(local.len());
             let mut turn = 0usize;
+            // Rows come in and not run yet (a broadcast row once per partition once its
+            // time is taken): the Map's queue.
+            let mut waiting_rows = 0u64;
             move |(input, frontier), (barrier_in, barrier_frontier), output| {
                 input.for_each(|cap, data| {
                     if let Some(m) = &meter {
@@ -195,9 +198,14 @@ pub(crate) fn render<'s>(
                         false => t,
                     };
                     if let Some(windows) = stash.at_time(&cap, key, Vec::new) {
+                        waiting_rows += data.iter().map(|w| w.len() as u64).sum::<u64>();
                         windows.append(data);
                     }
                 });
+                shared
+                    .counters
+                    .waiting_peak
+                    .fetch_max(waiting_rows, std::sync::atomic::Ordering::Relaxed);
                 barrier_in.for_each(|cap, data| held.hold(&cap, data, &shared));
                 // An epoch is done once neither rows nor a barrier can still come for it.
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
@@ -268,6 +276,12 @@ pub(crate) fn render<'s>(
                                  does not host it"
                             ));
                         }
+                        if !direct {
+                            // Counted from now on per partition's copy.
+                            let came: u64 = batches.iter().map(|w| w.len() as u64).sum();
+                            let copies: u64 = rows.iter().map(|l| l.len() as u64).sum();
+                            waiting_rows = (waiting_rows + copies).saturating_sub(came);
+                        }
                         running = Some(Running {
                             epoch,
                             cap,
@@ -313,6 +327,7 @@ pub(crate) fn render<'s>(
                             ));
                         }
                         r.direct = Some(b + 1);
+                        waiting_rows = waiting_rows.saturating_sub(r.batches[b].len() as u64);
                         if over() && b + 1 < r.batches.len() {
                             break;
                         }
@@ -328,6 +343,8 @@ pub(crate) fn render<'s>(
                                     let touched = std::mem::take(&mut parts.slots[k].touched);
                                     let list = &mut rows[k];
                                     if parts.slots[k].failed {
+                                        waiting_rows =
+                                            waiting_rows.saturating_sub(list.len() as u64);
                                         list.clear();
                                         return None;
                                     }
@@ -423,7 +440,11 @@ pub(crate) fn render<'s>(
                                 spent[k].1 += (to - from) as u64;
                             }
                             waiting[k] = Some(to);
+                            waiting_rows = waiting_rows.saturating_sub((to - from) as u64);
                             if ran.is_err() || last {
+                                // A failed partition's rows are dropped.
+                                waiting_rows =
+                                    waiting_rows.saturating_sub((rows[k].len() - to) as u64);
                                 if let Err(payload) = ran {
                                     parts.fail(k, payload.as_ref());
                                 }

@@ -171,6 +171,9 @@ pub struct RunReport {
     /// The most rows a worker's source had in epochs (ticks) the output had not
     /// completed (the run's peak of queued rows).
     pub queued_peak: u64,
+    /// The most rows one `Map` held waiting for its stream functions
+    /// ([`Counters::waiting_peak`]).
+    pub waiting_peak: u64,
     /// Rows dropped by load shedding (`Source::shed`): (source, second of its
     /// schedule, rows), in order.
     pub shed: Vec<(String, u64, u64)>,
@@ -625,6 +628,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         rescales: cfg.rescale.as_ref().map(|r| r.done()).unwrap_or_default(),
         latency: shared.stamps.then(|| shared.latencies.summary(constraint)),
         queued_peak: c.queued_peak.load(std::sync::atomic::Ordering::Relaxed),
+        waiting_peak: c.waiting_peak.load(std::sync::atomic::Ordering::Relaxed),
         shed: shared
             .shed
             .lock()

@@ -198,6 +198,9 @@ pub struct Counters {
     pub pacing: std::sync::OnceLock<(std::time::Instant, f64)>,
     /// The most rows a worker had in epochs (ticks) the output had not completed.
     pub queued_peak: AtomicU64,
+    /// The most rows one `Map` held waiting for its stream functions (come in, not run
+    /// yet): what a scheduling policy keeps low or not.
+    pub waiting_peak: AtomicU64,
     /// Rows dropped by load shedding (`shed_load`).
     pub shed: AtomicU64,
     /// The run's latency measurements, when it takes stamps ([`crate::qos`]).
