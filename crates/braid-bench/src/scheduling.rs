@@ -26,8 +26,11 @@ use std::time::{Duration, Instant};
 const Q: u32 = 16;
 
 /// The partitions' stream function: partition p < Q/2 spins 20 us a row and passes it
-/// on; p >= Q/2 spins 2 us and passes one row in ten.
-struct Skewed;
+/// on; p >= Q/2 spins 2 us and passes one row in ten (`spin` false: no spinning, what
+/// the policies' own work costs shows).
+struct Skewed {
+    spin: bool,
+}
 
 struct SkewedState {
     cost: Duration,
@@ -42,7 +45,10 @@ impl StreamFunctionFactory for Skewed {
     fn create(&self, p: u32, q: u32) -> Box<dyn StreamFunction> {
         let heavy = p < q / 2;
         Box::new(SkewedState {
-            cost: Duration::from_micros(if heavy { 20 } else { 2 }),
+            cost: match self.spin {
+                true => Duration::from_micros(if heavy { 20 } else { 2 }),
+                false => Duration::ZERO,
+            },
             every: if heavy { 1 } else { 10 },
             seen: 0,
         })
@@ -51,9 +57,11 @@ impl StreamFunctionFactory for Skewed {
 
 impl StreamFunction for SkewedState {
     fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
-        let t = Instant::now();
-        while t.elapsed() < self.cost {
-            std::hint::spin_loop();
+        if !self.cost.is_zero() {
+            let t = Instant::now();
+            while t.elapsed() < self.cost {
+                std::hint::spin_loop();
+            }
         }
         self.seen += 1;
         if self.seen.is_multiple_of(self.every) {
@@ -75,8 +83,15 @@ struct SchedRow {
     waiting_peak: u64,
 }
 
-/// The plan over `gen.csv` in `dir`: paced at 1 ms per event-time unit, epoch 100 ms.
-fn plan(dir: &Path, paced: bool, scheduler: Scheduler, constraint: Option<Duration>) -> Plan {
+/// The plan over `gen.csv` in `dir` running `function`: paced at 1 ms per event-time
+/// unit (or as fast as possible), epoch 100 ms.
+fn plan(
+    dir: &Path,
+    function: &str,
+    paced: bool,
+    scheduler: Scheduler,
+    constraint: Option<Duration>,
+) -> Plan {
     let schema = Schema::ints(&["time", "value"])
         .with_event_time("time")
         .expect("int64 time");
@@ -108,7 +123,7 @@ fn plan(dir: &Path, paced: bool, scheduler: Scheduler, constraint: Option<Durati
             None,
             Strategy::Fsplit,
         )
-        .map("skewed")
+        .map(function)
         .merge(MergeKind::Union)
         .sink(SinkSpec::Discard)
         .scheduler(scheduler);
@@ -137,7 +152,8 @@ pub fn run(out: &Path, scratch: &Path, seconds: f64, constraint: Duration) -> Re
     let dir = scratch.join("schedulers");
     std::fs::create_dir_all(&dir)?;
     let mut registry = Registry::with_builtins();
-    registry.add_function("skewed", Arc::new(Skewed));
+    registry.add_function("skewed", Arc::new(Skewed { spin: true }));
+    registry.add_function("light", Arc::new(Skewed { spin: false }));
     // Mean cost 11 us a row: a core does about 90,000 rows/s.
     let rates = [40_000.0, 75_000.0];
     let policies = [
@@ -157,7 +173,7 @@ pub fn run(out: &Path, scratch: &Path, seconds: f64, constraint: Duration) -> Re
                     measure_latency: true,
                     ..RunConfig::default()
                 };
-                let report = runtime::run(&plan(&dir, true, s, c), &registry, &cfg)?;
+                let report = runtime::run(&plan(&dir, "skewed", true, s, c), &registry, &cfg)?;
                 let l = report.latency.clone().unwrap_or_default();
                 let ms = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64() * 1e3);
                 let row = SchedRow {
@@ -186,26 +202,30 @@ pub fn run(out: &Path, scratch: &Path, seconds: f64, constraint: Duration) -> Re
             }
         }
     }
-    // At full speed, not paced: what each policy's slicing and yielding costs.
-    let n = 400_000u64;
+    // At full speed, not paced, without the spinning: what each policy's slicing and
+    // yielding costs.
+    let n = 4_000_000u64;
     write_input(&dir, n, 1_000_000.0)?;
     let mut full = Vec::new();
+    let mut base: Option<f64> = None;
     for &s in &policies {
         let mut secs = Vec::new();
         for _ in 0..3 {
             let report = runtime::run(
-                &plan(&dir, false, s, None),
+                &plan(&dir, "light", false, s, None),
                 &registry,
                 &RunConfig::default(),
             )?;
             secs.push(report.elapsed.as_secs_f64());
         }
         secs.sort_by(f64::total_cmp);
+        let fifo = *base.get_or_insert(secs[1]);
         full.push(vec![
             s.name().to_string(),
             n.to_string(),
             format!("{:.3}", secs[1]),
             format!("{:.0}", n as f64 / secs[1]),
+            format!("{:.2}", fifo / secs[1]),
         ]);
     }
     write_csv(&out.join("latency-schedulers.csv"), &rows)?;
@@ -252,6 +272,7 @@ pub fn run(out: &Path, scratch: &Path, seconds: f64, constraint: Duration) -> Re
             ("rows", Align::Right),
             ("seconds (median of 3)", Align::Right),
             ("rows/s", Align::Right),
+            ("vs fifo", Align::Right),
         ],
         full,
     );
@@ -264,7 +285,8 @@ row and pass every row on; partitions 8-15 cost 2 us a row and pass one in ten o
 `Plan::scheduler`), without a constraint and with `max_latency = '{c} ms'`; most rows waiting: \
 the most rows the Map held come in and not run yet.\n\n{table}\n\
 ![p99 per policy](latency-schedulers.svg)\n\n\
-At full speed ({n} rows, not paced, no constraint):\n\n{full}\n\
+At full speed ({n} rows read as fast as they parse, no constraint, the same partitions without \
+their spinning: what a policy's slices and yields cost):\n\n{full}\n\
 Raw numbers: [latency-schedulers.csv](latency-schedulers.csv).\n",
         c = constraint.as_secs_f64() * 1e3,
     ))
