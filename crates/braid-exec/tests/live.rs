@@ -390,3 +390,80 @@ fn explain_analyze_of_a_running_query_shows_what_each_node_measured() {
         }
     }
 }
+
+/// A query in the live session under `SET max_latency`: its rows go as ticks within
+/// epochs (worker 0 reads the stream alone), its subscriber gets exactly the rows it
+/// gets without the constraint, and the stamps measure each row's latency against it.
+#[test]
+fn a_live_query_under_a_latency_constraint_gets_its_rows_and_measures_them() {
+    for workers in [1, 2, 4] {
+        let mut s = session(workers);
+        run(
+            &mut s,
+            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', epoch = 50)",
+        );
+        let mut free = subscription(
+            &mut s,
+            "SELECT caller, dur, start FROM calls WHERE dur > 50",
+        );
+        run(&mut s, "SET max_latency = '200ms'");
+        let mut held = subscription(
+            &mut s,
+            "SELECT caller, dur, start FROM calls WHERE dur > 50",
+        );
+        // Windows close at epochs: under the constraint they still close where they do
+        // without it (the last one when the stream has been idle long enough).
+        let mut counts = subscription(
+            &mut s,
+            "SELECT window_end, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 300), caller",
+        );
+        let rows = calls(300);
+        for part in rows.chunks(50) {
+            run(
+                &mut s,
+                &format!("INSERT INTO calls VALUES {}", values(part)),
+            );
+        }
+        let want: Vec<Vec<i64>> = rows
+            .iter()
+            .filter(|r| r.1 > 50)
+            .map(|&(a, b, c)| vec![a, b, c])
+            .collect();
+        let mut a = read(&mut free, want.len(), Duration::from_secs(10));
+        let b = read(&mut held, want.len(), Duration::from_secs(10));
+        a.sort();
+        let mut want_sorted = want.clone();
+        want_sorted.sort();
+        assert_eq!(a, want_sorted, "without the constraint, {workers} workers");
+        // One reader, ticks in order: the serial order.
+        assert_eq!(b, want, "under the constraint, {workers} workers");
+        // calls(300): start = 3 i, caller = i % 7; window k holds i in [100 k, 100 k + 100).
+        let mut want_counts: Vec<Vec<i64>> = Vec::new();
+        for k in 0..3i64 {
+            for caller in 0..7i64 {
+                let n = (100 * k..100 * k + 100).filter(|i| i % 7 == caller).count() as i64;
+                want_counts.push(vec![300 * (k + 1), caller, n]);
+            }
+        }
+        let mut got_counts = read(&mut counts, want_counts.len(), Duration::from_secs(10));
+        got_counts.sort();
+        assert_eq!(
+            got_counts, want_counts,
+            "windows under the constraint, {workers} workers"
+        );
+        let queries = s.queries();
+        let free_q = queries[0].status.row_latency();
+        assert!(free_q.is_none(), "no constraint: no stamps");
+        let l = queries[1]
+            .status
+            .row_latency()
+            .expect("stamps under a constraint");
+        assert_eq!(l.constraint, Some(Duration::from_millis(200)));
+        assert!(l.rows >= want.len() as u64, "{l:?}");
+        let p99 = l.p99.expect("rows written");
+        assert!(
+            p99 <= Duration::from_millis(200),
+            "{workers} workers: {l:?}"
+        );
+    }
+}

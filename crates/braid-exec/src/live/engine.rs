@@ -109,6 +109,14 @@ pub struct Status {
 }
 
 impl Status {
+    /// The latencies its rows' stamps measured (under a latency constraint: per
+    /// operator and end to end, see `crate::qos`); None when it takes no stamps.
+    pub fn row_latency(&self) -> Option<crate::qos::LatencyReport> {
+        self.shared
+            .stamps
+            .then(|| self.shared.latencies.summary(self.shared.constraint))
+    }
+
     /// Asks the query to take a checkpoint at the next epoch its source closes and to
     /// read nothing after it; `paused` tells when the checkpoint has committed. Its
     /// output then holds exactly what the checkpoint counted.
@@ -339,6 +347,22 @@ impl Engine {
         closes: Vec<Arc<StreamLog>>,
         checkpoint: Option<&CheckpointConfig>,
     ) -> Result<(u64, Arc<Status>, Plan)> {
+        let constraint = plan.latency_constraint();
+        if let Some(d) = constraint {
+            let with = match () {
+                _ if checkpoint.is_some() => Some("checkpoints"),
+                _ if self.leads() || self.follows() => Some("a cluster of processes"),
+                _ => None,
+            };
+            if let Some(with) = with {
+                return Err(Error::Plan(braid_plan::error::Error::NotSupported(
+                    format!(
+                        "a latency constraint (max_latency {}) with {with}: not built yet",
+                        braid_plan::explain::duration_text(d)
+                    ),
+                )));
+            }
+        }
         let store = match checkpoint {
             Some(c) => {
                 // Process 0 clears what never committed; every process reads and
@@ -366,6 +390,14 @@ impl Engine {
             sinks,
         );
         shared.checkpoints = store;
+        // Under a latency constraint, time moves in ticks within epochs and windows
+        // carry stamps, as in a batch run (see `crate::qos`).
+        if constraint.is_some() {
+            shared.ticks = crate::qos::Ticks::ON;
+            shared.stamps = true;
+            shared.constraint = constraint;
+            let _ = shared.counters.latency.set(shared.latencies.clone());
+        }
         let status = Arc::new(Status {
             shared: Arc::new(shared),
             ended: AtomicUsize::new(0),
@@ -444,6 +476,8 @@ struct Running {
     /// Epochs its source closed (all before this one), and when: the output frontier
     /// passing one gives its latency.
     closed: std::collections::VecDeque<(u64, Instant)>,
+    /// Worker 0's controller of W under a latency constraint.
+    steer: Option<crate::qos::Steering>,
     status: Arc<Status>,
 }
 
@@ -617,11 +651,20 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
         )),
         None => Ok(None),
     };
+    // Under a latency constraint worker 0 reads the source alone: ticks then hold runs
+    // of sequence numbers in order (see `crate::qos`).
+    let (index, peers) = match shared.ticks.on() {
+        true => (0, 1),
+        false => (place.index, place.peers),
+    };
     let feed = built.and(resume).and_then(|resume| {
+        if shared.ticks.on() && place.index > 0 {
+            return Ok(None);
+        }
         source::open_at(
             i.plan.leaf_source(),
-            place.index,
-            place.peers,
+            index,
+            peers,
             &ReadOptions::default(),
             shared.counters.clone(),
             &i.registry,
@@ -637,11 +680,22 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
             (None, None, None)
         }
     };
+    // Worker 0 steers W under a latency constraint.
+    let steer = match (shared.constraint, place.index == 0 && feed.is_some()) {
+        (Some(target), true) => Some(crate::qos::Steering::new(
+            target,
+            i.plan.leaf_source().window,
+            false,
+            &shared.latencies,
+        )),
+        _ => None,
+    };
     Running {
         id: i.id,
         dataflow,
         input,
         feed,
+        steer,
         control,
         clock: Clock::new(),
         probe,
@@ -691,8 +745,9 @@ fn poll(r: &mut Running, place: Place) -> bool {
         match next {
             Ok(Next::Window(epoch, batch)) => {
                 busy = true;
-                let epoch = epoch.max(*input.time());
-                if epoch > *input.time() {
+                let ticks = shared.ticks;
+                let epoch = epoch.max(ticks.epoch(*input.time()));
+                if epoch > ticks.epoch(*input.time()) {
                     // The epoch closing may be a checkpoint (see `Clock::barrier`).
                     if let (Some(store), Some(c)) = (&shared.checkpoints, r.control.as_mut()) {
                         let closing = *input.time();
@@ -717,7 +772,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
                         if pause && due {
                             // This window is read again by the query that replaces
                             // this one: it goes no further than `closing`.
-                            input.advance_to(epoch);
+                            input.advance_to(ticks.first(epoch));
                             input.flush();
                             // Under the lock `unpause` takes: a pause taken back
                             // is not taken up.
@@ -728,7 +783,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
                             }
                         }
                     }
-                    input.advance_to(epoch);
+                    input.advance_to(ticks.first(epoch));
                     let now = Instant::now();
                     r.closed.push_back((epoch, now));
                     shared.profiler.closed(epoch, now);
@@ -737,7 +792,27 @@ fn poll(r: &mut Running, place: Place) -> bool {
                 // An empty window is a heartbeat: it tells the stream functions that
                 // time moved, so their windows close.
                 Counters::add(&shared.counters.rows_in, batch.len() as u64);
-                input.send(Window::new(place.index as u64, 0, batch));
+                if !ticks.on() {
+                    input.send(Window::new(place.index as u64, 0, batch));
+                    continue;
+                }
+                // Under a latency constraint each window of at most W rows is a tick of
+                // its own, stamped with when it was read.
+                for piece in crate::qos::pieces(batch, shared.latencies.window()) {
+                    if let Some(s) = r.steer.as_mut() {
+                        s.sent(piece.len());
+                    }
+                    let now = shared.now_ns();
+                    input.send(Window::new(place.index as u64, 0, piece).stamped(now, now));
+                    let t = *input.time();
+                    let next = ticks.next(t);
+                    if next > t {
+                        input.advance_to(next);
+                    }
+                }
+                if let Some(s) = r.steer.as_mut() {
+                    s.poll(&shared.latencies, shared.start);
+                }
             }
             Ok(Next::Wait) => break,
             Ok(Next::Done) => {
@@ -764,9 +839,10 @@ fn measure(r: &mut Running) {
     if r.closed.is_empty() {
         return;
     }
+    let ticks = r.status.shared.ticks;
     let done = r
         .probe
-        .with_frontier(|f| f.first().copied().unwrap_or(u64::MAX));
+        .with_frontier(|f| f.first().copied().map_or(u64::MAX, |t| ticks.epoch(t)));
     let mut latency = r.status.latency.lock().unwrap_or_else(|p| p.into_inner());
     while let Some(&(epoch, at)) = r.closed.front() {
         if epoch > done {

@@ -455,12 +455,6 @@ impl LiveSession {
         out: Option<Arc<StreamLog>>,
         durable: bool,
     ) -> Result<Arc<Status>> {
-        if let Some(d) = plan.latency_constraint() {
-            return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
-                "a latency constraint (max_latency {}) on a query in the server: not built yet (`braid run` meets it)",
-                braid_plan::explain::duration_text(d)
-            ))));
-        }
         let mut registry = self.script.registry.clone();
         let reads = reads(&plan);
         if let Some(log) = &out {
