@@ -38,6 +38,9 @@ pub struct LatencyArgs {
     /// Fewer rates and shorter runs (a smoke test).
     #[arg(long)]
     pub quick: bool,
+    /// Only part (d), the scheduling policies (its own page, latency-schedulers.md).
+    #[arg(long)]
+    pub schedulers_only: bool,
 }
 
 /// Writes a generator file: `time,<col>` with the given times (ms) and values in
@@ -191,6 +194,23 @@ pub fn run(a: LatencyArgs) -> Result<()> {
     let scratch = std::fs::canonicalize(&a.scratch)?;
     let constraint = Duration::from_secs_f64(a.constraint_ms / 1e3);
     let seconds = if a.quick { 1.0 } else { a.seconds };
+    // (d) Scheduling policies: a page of its own.
+    let cmd = format!(
+        "cargo run --release -p braid-bench -- latency --seconds {}{} --schedulers-only",
+        a.seconds,
+        if a.quick { " --quick" } else { "" }
+    );
+    let sched_md = crate::scheduling::run(&a.out, &scratch, seconds.min(3.0), constraint)?;
+    std::fs::write(
+        a.out.join("latency-schedulers.md"),
+        format!(
+            "# Scheduling policies\n\nMade by `{cmd}` (release build, one sitting, nothing else running). \
+Part (d) of [latency.md](latency.md); how the policies work: ARCHITECTURE.md, \"Latency constraints\".\n\n{sched_md}"
+        ),
+    )?;
+    if a.schedulers_only {
+        return Ok(());
+    }
     let settings = [
         Setting::Fixed(a.small),
         Setting::Epochs,
@@ -478,9 +498,6 @@ pub fn run(a: LatencyArgs) -> Result<()> {
     }
     .write_svg(&a.out.join("latency-apas.svg"), 800, 450)?;
 
-    // (d) Scheduling policies.
-    let sched_md = crate::scheduling::run(&a.out, &scratch, seconds.min(3.0), constraint)?;
-
     // The report.
     let rate_md = markdown_table(
         &[
@@ -599,7 +616,11 @@ comes after every row of gen_1 in its epoch and waits for them: up to the epoch,
 whatever the windows. The ticks still help the rows that do not wait (p50 drops). With \
 the epoch at 1 ms both settings answer within a few ms at every rate (whole-ms stamps \
 read 0); the constraint's controller then adds its measurement and a bound, not speed.\n\n\
-Raw numbers: [latency-apas.csv](latency-apas.csv).\n\n{sched_md}",
+Raw numbers: [latency-apas.csv](latency-apas.csv).\n\n\
+## (d) Scheduling policies\n\n\
+On a page of its own: [latency-schedulers.md](latency-schedulers.md). The StreamAPAS query \
+above runs in one partition (its count windows keep arrival order), so every policy runs it \
+the same way.\n",
         small = a.small,
         c = a.constraint_ms,
         max_n = max_rows.first().map_or(0, |m| m.rows),

@@ -277,8 +277,7 @@ pub fn run(out: &Path, scratch: &Path, seconds: f64, constraint: Duration) -> Re
         full,
     );
     Ok(format!(
-        "## (d) Scheduling policies\n\n\
-A stream replayed in real time ({seconds} s per run, epoch 100 ms), split by `value % 16` over \
+        "A stream replayed in real time ({seconds} s per run, epoch 100 ms), split by `value % 16` over \
 16 partitions on one worker, merged as a union, output discarded. Partitions 0-7 cost 20 us a \
 row and pass every row on; partitions 8-15 cost 2 us a row and pass one in ten on (a mean of \
 11 us a row: a core does about 90,000 rows/s). Each policy (`SET scheduler`, \

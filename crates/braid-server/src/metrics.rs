@@ -165,6 +165,40 @@ pub fn render(s: &Snapshot) -> String {
                 .collect(),
         },
         Family {
+            name: "braid_query_latency_constraint_seconds",
+            kind: "gauge",
+            help: "A running query's latency constraint (max_latency).",
+            samples: s
+                .queries
+                .iter()
+                .filter(|q| q.state == "running")
+                .filter_map(|q| Some((vec![("query", q.number.to_string())], q.constraint_ms? / 1e3)))
+                .collect(),
+        },
+        Family {
+            name: "braid_query_row_latency_seconds",
+            kind: "gauge",
+            help: "Under a latency constraint, a running query's rows' latency from arriving at its source to written, since it started; label quantile 0.5 or 0.99.",
+            samples: s
+                .queries
+                .iter()
+                .filter(|q| q.state == "running")
+                .flat_map(|q| {
+                    q.row_latency_ms.into_iter().flat_map(move |l| {
+                        [("0.5", l[0]), ("0.99", l[1])].map(|(quantile, ms)| {
+                            (
+                                vec![
+                                    ("query", q.number.to_string()),
+                                    ("quantile", quantile.to_string()),
+                                ],
+                                ms / 1e3,
+                            )
+                        })
+                    })
+                })
+                .collect(),
+        },
+        Family {
             name: "braid_node_rows_out_total",
             kind: "counter",
             help: "Rows a plan node (a box of the dashboard's graph) put out.",

@@ -132,6 +132,11 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
             &s,
             "CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n FROM ev GROUP BY k, TUMBLE(t, 100)",
         );
+        // A view under a latency constraint (query 3): its rows' latencies are measured.
+        psql_ok(
+            &s,
+            "SET max_latency = '200ms'; CREATE MATERIALIZED VIEW held AS SELECT caller, dur FROM calls WHERE dur > 150; SET max_latency = 'off'",
+        );
         let ev: Vec<String> = (0..1000).map(|t| format!("({},{t})", t % 3)).collect();
         psql_ok(&s, &format!("INSERT INTO ev VALUES {}", ev.join(",")));
         std::thread::sleep(Duration::from_millis(300)); // the idle stream's epoch closes
@@ -196,6 +201,16 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
         assert!(split("0.5") <= split("0.99"), "{m:?}");
         assert_eq!(get("braid_stream_queued_rows{stream=calls}"), 0.0);
         assert_eq!(get("braid_workers{}"), workers as f64);
+        // The constraint, and the quantiles of its rows' latencies (met: a median no
+        // more than the 99th percentile, that no more than the constraint).
+        assert_eq!(get("braid_query_latency_constraint_seconds{query=3}"), 0.2);
+        assert!(!m.contains_key("braid_query_latency_constraint_seconds{query=1}"));
+        let row = |q: &str| {
+            get(&format!(
+                "braid_query_row_latency_seconds{{quantile={q},query=3}}"
+            ))
+        };
+        assert!(row("0.5") <= row("0.99") && row("0.99") <= 0.2, "{m:?}");
         // The profiler's figures: every box of the plan, its time and rows.
         let busy: f64 = m
             .iter()

@@ -74,6 +74,11 @@ pub struct QuerySnapshot {
     pub graph: Vec<GraphNode>,
     /// Its end-to-end latency, epoch by epoch (see [`super::latency`]).
     pub latency: LatencySnapshot,
+    /// Under a latency constraint (`max_latency`): the constraint, in milliseconds.
+    pub constraint_ms: Option<f64>,
+    /// Under a latency constraint: the median and 99th percentile of its rows'
+    /// latencies since it started (its stamps, see `crate::qos`), in milliseconds.
+    pub row_latency_ms: Option<[f64; 2]>,
 }
 
 /// A query's latency figures.
@@ -189,6 +194,14 @@ impl LiveSession {
                     latency: LatencySnapshot::of(
                         &q.status.latency.lock().unwrap_or_else(|p| p.into_inner()),
                     ),
+                    constraint_ms: q.status.shared.constraint.map(|d| d.as_secs_f64() * 1e3),
+                    row_latency_ms: q
+                        .status
+                        .row_latency()
+                        .filter(|_| q.status.shared.constraint.is_some())
+                        .and_then(|l| {
+                            Some([l.p50?.as_secs_f64() * 1e3, l.p99?.as_secs_f64() * 1e3])
+                        }),
                 }
             })
             .map(|mut q| {
