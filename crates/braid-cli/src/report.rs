@@ -110,39 +110,8 @@ pub fn latency(r: &braid_exec::runtime::RunReport) {
     let Some(l) = r.latency.as_ref() else {
         return;
     };
-    let Some(c) = l.constraint else {
-        return;
-    };
-    let ms = |d: Option<std::time::Duration>| {
-        d.map_or("-".to_string(), |d| {
-            format!("{:.2} ms", d.as_secs_f64() * 1e3)
-        })
-    };
-    let met = match l.p99 {
-        Some(p) if p <= c => "met",
-        Some(_) => "missed",
-        None => "nothing measured",
-    };
-    let w = l.trace.last().map_or(String::new(), |d| {
-        format!("; W at the end {} rows", d.window)
-    });
-    eprintln!(
-        "braid: latency end to end p50 {}, p99 {}, max {} over {} rows; max_latency {}: {met} (p99){w}",
-        ms(l.p50),
-        ms(l.p99),
-        ms(l.max),
-        l.rows,
-        braid_plan::explain::duration_text(c),
-    );
-    for n in &l.nodes {
-        eprintln!(
-            "braid:   {}: queue before it p50 {}, p99 {}; age on arrival p50 {}, p99 {}",
-            n.name,
-            ms(n.queue_p50),
-            ms(n.queue_p99),
-            ms(n.reach_p50),
-            ms(n.reach_p99)
-        );
+    for line in l.lines() {
+        eprintln!("braid: {line}");
     }
 }
 

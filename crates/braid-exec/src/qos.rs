@@ -342,6 +342,49 @@ pub struct LatencyReport {
     pub trace: Vec<Decision>,
 }
 
+impl LatencyReport {
+    /// The report in words, under a constraint (none without one): end to end and
+    /// whether the constraint was met, W now, then one line per operator. The run's
+    /// report (`braid run`) and `EXPLAIN ANALYZE` in the server print these.
+    pub fn lines(&self) -> Vec<String> {
+        let Some(c) = self.constraint else {
+            return Vec::new();
+        };
+        let ms = |d: Option<Duration>| {
+            d.map_or("-".to_string(), |d| {
+                format!("{:.2} ms", d.as_secs_f64() * 1e3)
+            })
+        };
+        let met = match self.p99 {
+            Some(p) if p <= c => "met",
+            Some(_) => "missed",
+            None => "nothing measured",
+        };
+        let w = self.trace.last().map_or(String::new(), |d| {
+            format!("; W last set to {} rows", d.window)
+        });
+        let mut lines = vec![format!(
+            "latency end to end p50 {}, p99 {}, max {} over {} rows; max_latency {}: {met} (p99){w}",
+            ms(self.p50),
+            ms(self.p99),
+            ms(self.max),
+            self.rows,
+            braid_plan::explain::duration_text(c),
+        )];
+        for n in &self.nodes {
+            lines.push(format!(
+                "  {}: queue before it p50 {}, p99 {}; age on arrival p50 {}, p99 {}",
+                n.name,
+                ms(n.queue_p50),
+                ms(n.queue_p99),
+                ms(n.reach_p50),
+                ms(n.reach_p99)
+            ));
+        }
+        lines
+    }
+}
+
 /// One operator's latencies.
 #[derive(Clone, Debug, Default)]
 pub struct NodeReport {
@@ -446,34 +489,39 @@ impl Steering {
         });
     }
 
-    /// Takes a decision when an interval has passed with enough windows measured.
-    /// `started`: when the run started (the trace's clock).
+    /// Takes a decision when an interval has passed with enough windows measured, or
+    /// at once when the source falls behind its schedule with windows smaller than what
+    /// fills in time. `started`: when the run started (the trace's clock).
     pub fn poll(&mut self, latencies: &Latencies, started: std::time::Instant) {
         // The first decision comes early: until then W is one row.
         let due = match self.decided {
             true => self.interval,
             false => FIRST_DECISION.min(self.interval),
         };
-        // A source falling behind its schedule by half the constraint cannot wait for
-        // the interval's end: its backlog's latency grows with every window (a decision
-        // at most every half constraint).
-        let behind = self.lag > self.target / 2;
-        let urgent = behind && self.last.elapsed() >= self.target / 2;
-        if self.last.elapsed() < due && !urgent {
-            return;
-        }
-        let now = latencies.end_to_end.read();
-        let counts = now.since(&self.seen);
+        let elapsed = self.last.elapsed();
         // A window fills at the source's rate: one that takes more than half the
         // constraint to fill cannot meet it.
         // The offered rate: by the schedule when paced (a source behind it sends
         // slower than it is offered), else as sent.
         let secs = match self.due {
             Some((first, last)) if last > first => (last - first).as_secs_f64(),
-            _ => self.last.elapsed().as_secs_f64(),
+            _ => elapsed.as_secs_f64(),
         };
         let fill = (self.rows > 0)
             .then(|| (self.rows as f64 / secs * self.target.as_secs_f64() * 0.5).max(1.0) as usize);
+        // A source half a constraint behind its schedule with windows smaller than what
+        // fills in time cannot wait for the interval's end (each window costs a round
+        // of progress messages, and its backlog's latency grows with every one): W
+        // goes up to that fill at once (at most every half constraint).
+        let urgent = self.lag > self.target / 2
+            && elapsed >= self.target / 2
+            && fill.is_some_and(|f| f > self.ctl.window());
+        if elapsed < due && !urgent {
+            return;
+        }
+        let now = latencies.end_to_end.read();
+        let counts = now.since(&self.seen);
+        let behind = self.lag > self.target;
         let p99 = match counts.total() >= MIN_SAMPLES {
             true => counts.quantile(0.99),
             false => None,
@@ -481,7 +529,10 @@ impl Steering {
         if p99.is_none() && fill.is_none() && !behind {
             return;
         }
-        let w = self.ctl.step(p99, behind, fill);
+        let w = match (urgent && elapsed < due, fill) {
+            (true, Some(f)) => self.ctl.raise_to(f),
+            _ => self.ctl.step(p99, behind, fill),
+        };
         self.decided = true;
         latencies.window.store(w, Ordering::Relaxed);
         if let Ok(mut t) = latencies.trace.lock() {
@@ -489,7 +540,7 @@ impl Steering {
                 at: started.elapsed().as_secs_f64(),
                 window: w,
                 p99: p99.map_or(0.0, |d| d.as_secs_f64()),
-                behind,
+                behind: behind || urgent,
             });
         }
         if p99.is_some() {
@@ -539,6 +590,13 @@ impl Controller {
 
     /// Rows per window now.
     pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Raises W to `fill` (within the bounds; never lowers it): what fills in time at
+    /// the offered rate, when the source falls behind between decisions.
+    pub fn raise_to(&mut self, fill: usize) -> usize {
+        self.window = self.window.max(fill).clamp(self.min, self.max);
         self.window
     }
 
@@ -686,6 +744,15 @@ mod tests {
     fn plant(w: usize, rate: f64, base: f64, noise: f64, step: usize) -> Duration {
         let wobble = ((step * 7919) % 100) as f64 / 100.0 * 2.0 - 1.0;
         Duration::from_secs_f64(((w as f64 / rate + base) * (1.0 + noise * wobble)) / 1e3)
+    }
+
+    #[test]
+    fn raising_to_the_fill_never_lowers_and_keeps_the_bounds() {
+        let mut c = Controller::new(Duration::from_millis(8), 1, 1, 1000);
+        assert_eq!(c.raise_to(250), 250);
+        assert_eq!(c.raise_to(100), 250, "never lowers");
+        assert_eq!(c.raise_to(5000), 1000, "within the bounds");
+        assert_eq!(c.window(), 1000);
     }
 
     #[test]

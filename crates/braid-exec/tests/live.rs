@@ -465,5 +465,21 @@ fn a_live_query_under_a_latency_constraint_gets_its_rows_and_measures_them() {
             p99 <= Duration::from_millis(200),
             "{workers} workers: {l:?}"
         );
+        // EXPLAIN ANALYZE of the running query says so, per operator.
+        let text = match run(&mut s, "EXPLAIN ANALYZE QUERY 2").pop() {
+            Some(Outcome::Listing(l)) => l
+                .rows
+                .into_iter()
+                .map(|r| r.join(""))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => panic!("no listing"),
+        };
+        assert!(
+            text.contains("max_latency 200ms: met (p99)")
+                && text.contains("  Map(query")
+                && text.contains("queue before it p50"),
+            "{text}"
+        );
     }
 }

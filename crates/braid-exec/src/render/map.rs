@@ -134,7 +134,12 @@ pub(crate) fn render<'s>(
         .quantum
         .or_else(|| schedule::quantum(policy, shared.constraint));
     let flush_after = schedule::flush_after(shared.constraint);
-    let slice = schedule::slice(quantum);
+    // Without a quantum (FIFO, no constraint) nothing yields: the lists (when rows do
+    // not come in serial order, or costs are measured) run whole, in partition order.
+    let (order, slice) = match quantum {
+        None => (Scheduler::RoundRobin, usize::MAX),
+        Some(_) => (policy, schedule::slice(quantum)),
+    };
     let scope = input.scope();
     let out = input.binary_frontier::<_, WindowBuilder, _, _, _, _>(
         barriers,
@@ -366,27 +371,15 @@ pub(crate) fn render<'s>(
                                 })
                                 .collect()
                         });
+                        // What the policy sees of each partition's work left.
+                        let mut view: Vec<Option<schedule::Waiting>> = waiting
+                            .iter()
+                            .enumerate()
+                            .map(|(k, &at)| seen(&rows[k], &r.batches, at))
+                            .collect();
                         loop {
-                            let view: Vec<Option<schedule::Waiting>> = waiting
-                                .iter()
-                                .enumerate()
-                                .map(|(k, at)| {
-                                    at.map(|at| match rows[k].get(at) {
-                                        Some(&(seq, b, _)) => schedule::Waiting {
-                                            next_seq: seq,
-                                            next_born: r.batches[b as usize].born,
-                                            rows: rows[k].len() - at,
-                                        },
-                                        None => schedule::Waiting {
-                                            next_seq: u64::MAX,
-                                            next_born: crate::qos::UNSTAMPED,
-                                            rows: 0,
-                                        },
-                                    })
-                                })
-                                .collect();
                             let Some((k, n)) = schedule::pick(
-                                policy,
+                                order,
                                 slice,
                                 &view,
                                 &mut turn,
@@ -396,7 +389,7 @@ pub(crate) fn render<'s>(
                             ) else {
                                 break;
                             };
-                            let bound = schedule::fifo_bound(policy, &view, k);
+                            let bound = schedule::fifo_bound(order, &view, k);
                             let from = waiting[k].expect("picked");
                             let list = &rows[k];
                             let mut to = from + n;
@@ -451,6 +444,7 @@ pub(crate) fn render<'s>(
                                 waiting[k] = None;
                                 rows[k].clear();
                             }
+                            view[k] = seen(&rows[k], &r.batches, waiting[k]);
                             if over() && waiting.iter().any(Option::is_some) {
                                 break;
                             }
@@ -569,6 +563,27 @@ struct Running {
     /// Once the rows' pass is over, per local partition: where its next row is in its
     /// list, None when it has nothing (left) to do.
     waiting: Option<Vec<Option<usize>>>,
+}
+
+/// What a scheduling policy sees of a partition whose list is `list` and whose next
+/// row is at `at` (None: nothing left to do).
+fn seen(
+    list: &[(u64, u32, u32)],
+    batches: &[Window],
+    at: Option<usize>,
+) -> Option<schedule::Waiting> {
+    at.map(|at| match list.get(at) {
+        Some(&(seq, b, _)) => schedule::Waiting {
+            next_seq: seq,
+            next_born: batches[b as usize].born,
+            rows: list.len() - at,
+        },
+        None => schedule::Waiting {
+            next_seq: u64::MAX,
+            next_born: crate::qos::UNSTAMPED,
+            rows: 0,
+        },
+    })
 }
 
 /// Index of a partition another worker hosts.

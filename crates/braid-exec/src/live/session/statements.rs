@@ -355,9 +355,20 @@ impl LiveSession {
         let (plan, registry) = &q.plan;
         let profile = q.status.shared.profiler.snapshot();
         let text = crate::profile::annotate(plan, registry, self.engine.workers(), &profile);
+        // Under a latency constraint: what its stamps measured so far, per operator.
+        let latency = q
+            .status
+            .row_latency()
+            .map(|l| l.lines())
+            .unwrap_or_default();
         Ok(Outcome::Listing(Listing {
             header: vec!["QUERY PLAN".into()],
-            rows: text.lines().map(|l| vec![l.to_string()]).collect(),
+            rows: text
+                .lines()
+                .map(String::from)
+                .chain(latency)
+                .map(|l| vec![l])
+                .collect(),
         }))
     }
 
