@@ -112,6 +112,9 @@ impl RunBoard {
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measure(&q.graph, &q.profiler),
                     latency: Default::default(),
+                    // A one-shot run's constraint is in its run report, not here yet.
+                    constraint_ms: None,
+                    row_latency_ms: None,
                 }
             })
             .collect();

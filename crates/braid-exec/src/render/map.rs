@@ -377,18 +377,15 @@ pub(crate) fn render<'s>(
                             .enumerate()
                             .map(|(k, &at)| seen(&rows[k], &r.batches, at))
                             .collect();
-                        loop {
-                            let Some((k, n)) = schedule::pick(
-                                order,
-                                slice,
-                                &view,
-                                &mut turn,
-                                &rates,
-                                shared.now_ns(),
-                                flush_after,
-                            ) else {
-                                break;
-                            };
+                        while let Some((k, n)) = schedule::pick(
+                            order,
+                            slice,
+                            &view,
+                            &mut turn,
+                            &rates,
+                            shared.now_ns(),
+                            flush_after,
+                        ) {
                             let bound = schedule::fifo_bound(order, &view, k);
                             let from = waiting[k].expect("picked");
                             let list = &rows[k];
