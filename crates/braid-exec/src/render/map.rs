@@ -136,10 +136,10 @@ pub(crate) fn render<'s>(
     let flush_after = schedule::flush_after(shared.constraint);
     // Without a quantum (FIFO, no constraint) nothing yields: the lists (when rows do
     // not come in serial order, or costs are measured) run whole, in partition order.
-    let (order, slice) = match quantum {
-        None => (Scheduler::RoundRobin, usize::MAX),
-        Some(_) => (policy, schedule::slice(quantum)),
-    };
+    let scheduled = quantum.is_some();
+    let slice = schedule::slice(quantum);
+    let clocked =
+        timed || (scheduled && matches!(policy, Scheduler::Chain | Scheduler::ChainFlush));
     let scope = input.scope();
     let out = input.binary_frontier::<_, WindowBuilder, _, _, _, _>(
         barriers,
@@ -371,22 +371,44 @@ pub(crate) fn render<'s>(
                                 })
                                 .collect()
                         });
-                        // What the policy sees of each partition's work left.
-                        let mut view: Vec<Option<schedule::Waiting>> = waiting
-                            .iter()
-                            .enumerate()
-                            .map(|(k, &at)| seen(&rows[k], &r.batches, at))
-                            .collect();
-                        while let Some((k, n)) = schedule::pick(
-                            order,
-                            slice,
-                            &view,
-                            &mut turn,
-                            &rates,
-                            shared.now_ns(),
-                            flush_after,
-                        ) {
-                            let bound = schedule::fifo_bound(order, &view, k);
+                        // What the policy sees of each partition's work left (without
+                        // a quantum there is no policy: partitions in order, lists whole).
+                        let mut view: Vec<Option<schedule::Waiting>> = match scheduled {
+                            true => waiting
+                                .iter()
+                                .enumerate()
+                                .map(|(k, &at)| seen(&rows[k], &r.batches, at))
+                                .collect(),
+                            false => Vec::new(),
+                        };
+                        let mut cursor = 0;
+                        loop {
+                            let next = match scheduled {
+                                true => schedule::pick(
+                                    policy,
+                                    slice,
+                                    &view,
+                                    &mut turn,
+                                    &rates,
+                                    shared.now_ns(),
+                                    flush_after,
+                                ),
+                                false => {
+                                    while waiting.get(cursor).is_some_and(Option::is_none) {
+                                        cursor += 1;
+                                    }
+                                    waiting
+                                        .get(cursor)
+                                        .and_then(|&at| Some((cursor, rows[cursor].len() - at?)))
+                                }
+                            };
+                            let Some((k, n)) = next else {
+                                break;
+                            };
+                            let bound = match scheduled {
+                                true => schedule::fifo_bound(policy, &view, k),
+                                false => u64::MAX,
+                            };
                             let from = waiting[k].expect("picked");
                             let list = &rows[k];
                             let mut to = from + n;
@@ -399,7 +421,9 @@ pub(crate) fn render<'s>(
                             let last = to >= list.len();
                             let p = local[k];
                             let made = out.len();
-                            let clock = Instant::now();
+                            // One clock reading a slice, only when something reads
+                            // it (costs measured, or Chain's rates).
+                            let clock = clocked.then(Instant::now);
                             let ran = catch_unwind(AssertUnwindSafe(|| {
                                 let f = parts.get(k);
                                 let mut emit = Emitter::new(&mut out, 0, p)
@@ -423,8 +447,10 @@ pub(crate) fn render<'s>(
                                         .with_faults(&mut faults),
                                 );
                             }));
-                            let ns = clock.elapsed().as_nanos() as u64;
-                            rates.note(k, to - from, out.len().saturating_sub(made), ns);
+                            let ns = clock.map_or(0, |c| c.elapsed().as_nanos() as u64);
+                            if clocked {
+                                rates.note(k, to - from, out.len().saturating_sub(made), ns);
+                            }
                             if timed {
                                 spent[k].0 += ns;
                                 spent[k].1 += (to - from) as u64;
@@ -441,7 +467,9 @@ pub(crate) fn render<'s>(
                                 waiting[k] = None;
                                 rows[k].clear();
                             }
-                            view[k] = seen(&rows[k], &r.batches, waiting[k]);
+                            if scheduled {
+                                view[k] = seen(&rows[k], &r.batches, waiting[k]);
+                            }
                             if over() && waiting.iter().any(Option::is_some) {
                                 break;
                             }
