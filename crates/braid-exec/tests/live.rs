@@ -483,3 +483,53 @@ fn a_live_query_under_a_latency_constraint_gets_its_rows_and_measures_them() {
         );
     }
 }
+
+/// A session with a data directory checkpoints its views; one under a latency
+/// constraint cannot take checkpoints yet: it runs without them, refuses `ALTER ... SET
+/// PARALLELISM` for that reason, and a restart says so.
+#[test]
+fn a_durable_view_under_a_latency_constraint_runs_without_checkpoints_and_says_so() {
+    let dir = crate::sql::scratch("live-latency-durable");
+    let data = dir.0.join("data");
+    let open = || {
+        let mut s = LiveSession::new(&Registry::with_builtins(), 2, Some(&data), &dir.0).unwrap();
+        let recovered = s.recover(Duration::from_millis(100)).unwrap();
+        (s, recovered)
+    };
+    {
+        let (mut s, _) = open();
+        run(
+            &mut s,
+            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')",
+        );
+        run(&mut s, "SET max_latency = '200ms'");
+        run(
+            &mut s,
+            "CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur FROM calls WHERE dur > 100",
+        );
+        let rows = calls(100);
+        run(
+            &mut s,
+            &format!("INSERT INTO calls VALUES {}", values(&rows)),
+        );
+        let long = rows.iter().filter(|r| r.1 > 100).count();
+        let mut sub = subscription(&mut s, "SUBSCRIBE TO long_calls");
+        assert_eq!(read(&mut sub, long, Duration::from_secs(10)).len(), long);
+        let e = match s
+            .execute("ALTER MATERIALIZED VIEW long_calls SET PARALLELISM 4")
+            .pop()
+        {
+            Some(Err(e)) => e.to_string(),
+            _ => panic!("ALTER of a view without checkpoints succeeded"),
+        };
+        assert!(e.contains("takes no checkpoints"), "{e}");
+    }
+    let (_s, recovered) = open();
+    assert!(
+        recovered.notes.iter().any(|n| n.contains(
+            "takes no checkpoints (a latency constraint (max_latency 200ms) with checkpoints"
+        )),
+        "{:?}",
+        recovered.notes
+    );
+}
