@@ -348,21 +348,13 @@ impl Engine {
         checkpoint: Option<&CheckpointConfig>,
     ) -> Result<(u64, Arc<Status>, Plan)> {
         let constraint = plan.latency_constraint();
-        if let Some(d) = constraint {
-            let with = match () {
-                _ if checkpoint.is_some() => Some("checkpoints"),
-                _ if self.leads() || self.follows() => Some("a cluster of processes"),
-                _ => None,
-            };
-            if let Some(with) = with {
-                return Err(Error::Plan(braid_plan::error::Error::NotSupported(
-                    format!(
-                        "a latency constraint (max_latency {}) with {with}: not built yet",
-                        braid_plan::explain::duration_text(d)
-                    ),
-                )));
-            }
-        }
+        crate::qos::refuse_with(
+            constraint,
+            &[
+                (checkpoint.is_some(), "checkpoints"),
+                (self.leads() || self.follows(), "a cluster of processes"),
+            ],
+        )?;
         let store = match checkpoint {
             Some(c) => {
                 // Process 0 clears what never committed; every process reads and

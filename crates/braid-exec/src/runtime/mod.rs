@@ -262,22 +262,17 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         }),
         _ => None,
     };
-    if let Some(d) = plan.latency_constraint() {
-        let with = match () {
-            _ if cfg.checkpoint.is_some() => Some("checkpoints"),
-            _ if cfg.rescale.is_some() || cfg.auto_rescale.is_some() => Some("live rescaling"),
-            _ if cfg.processes > 1 => Some("a cluster of processes"),
-            _ => None,
-        };
-        if let Some(with) = with {
-            return Err(Error::Plan(braid_plan::error::Error::NotSupported(
-                format!(
-                    "a latency constraint (max_latency {}) with {with}: not built yet",
-                    braid_plan::explain::duration_text(d)
-                ),
-            )));
-        }
-    }
+    crate::qos::refuse_with(
+        plan.latency_constraint(),
+        &[
+            (cfg.checkpoint.is_some(), "checkpoints"),
+            (
+                cfg.rescale.is_some() || cfg.auto_rescale.is_some(),
+                "live rescaling",
+            ),
+            (cfg.processes > 1, "a cluster of processes"),
+        ],
+    )?;
     if let Some(d) = plan.leaf_source().shed {
         if cfg.checkpoint.is_some() || cfg.rescale.is_some() || cfg.auto_rescale.is_some() {
             return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
