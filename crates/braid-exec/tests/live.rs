@@ -33,6 +33,14 @@ pub(crate) fn subscription(s: &mut LiveSession, text: &str) -> Subscription {
     }
 }
 
+/// The lines of the listing `text` gives (EXPLAIN, SHOW).
+fn listing(s: &mut LiveSession, text: &str) -> Vec<String> {
+    match run(s, text).pop() {
+        Some(Outcome::Listing(l)) => l.rows.into_iter().map(|r| r.join("")).collect(),
+        _ => panic!("{text}: no listing"),
+    }
+}
+
 fn int(v: &Scalar) -> i64 {
     match v {
         Scalar::Int(i) => *i,
@@ -361,10 +369,7 @@ fn explain_analyze_of_a_running_query_shows_what_each_node_measured() {
         let long = rows.iter().filter(|r| r.1 > 100).count();
         let mut sub = subscription(&mut s, "SUBSCRIBE TO long_calls");
         assert_eq!(read(&mut sub, long, Duration::from_secs(10)).len(), long);
-        let lines: Vec<String> = match run(&mut s, "EXPLAIN ANALYZE QUERY 1").pop() {
-            Some(Outcome::Listing(l)) => l.rows.into_iter().map(|r| r.join("")).collect(),
-            _ => panic!("no listing"),
-        };
+        let lines = listing(&mut s, "EXPLAIN ANALYZE QUERY 1");
         let text = lines.join("\n");
         // The plan as EXPLAIN prints it, a `measured:` line under each node.
         for node in ["Sink:", "Merge:", "Map:", "Split:", "Source:"] {
@@ -466,15 +471,7 @@ fn a_live_query_under_a_latency_constraint_gets_its_rows_and_measures_them() {
             "{workers} workers: {l:?}"
         );
         // EXPLAIN ANALYZE of the running query says so, per operator.
-        let text = match run(&mut s, "EXPLAIN ANALYZE QUERY 2").pop() {
-            Some(Outcome::Listing(l)) => l
-                .rows
-                .into_iter()
-                .map(|r| r.join(""))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => panic!("no listing"),
-        };
+        let text = listing(&mut s, "EXPLAIN ANALYZE QUERY 2").join("\n");
         assert!(
             text.contains("max_latency 200ms: met (p99)")
                 && text.contains("  Map(query")

@@ -275,12 +275,7 @@ pub(crate) fn render<'s>(
                                 |k, seq, _, b, i| rows[k as usize].push((seq, b as u32, i as u32)),
                             );
                         }
-                        if let Some(lane) = misrouted {
-                            shared.bug(format!(
-                                "a row for partition {lane} of {q} reached worker {me}, which \
-                                 does not host it"
-                            ));
-                        }
+                        report_misrouted(&shared, misrouted, q, me);
                         if !direct {
                             // Counted from now on per partition's copy.
                             let came: u64 = batches.iter().map(|w| w.len() as u64).sum();
@@ -325,12 +320,7 @@ pub(crate) fn render<'s>(
                             let k = index[emit.partition() as usize];
                             parts.fail(k as usize, payload.as_ref());
                         }
-                        if let Some(lane) = misrouted {
-                            shared.bug(format!(
-                                "a row for partition {lane} of {q} reached worker {me}, which \
-                                 does not host it"
-                            ));
-                        }
+                        report_misrouted(&shared, misrouted, q, me);
                         r.direct = Some(b + 1);
                         waiting_rows = waiting_rows.saturating_sub(r.batches[b].len() as u64);
                         if over() && b + 1 < r.batches.len() {
@@ -561,6 +551,15 @@ pub(crate) fn render<'s>(
             (out, Some(late))
         }
     })
+}
+
+/// A row reached a worker that does not host its partition (`lane`): a bug, reported.
+fn report_misrouted(shared: &Shared, misrouted: Option<u64>, q: u32, me: usize) {
+    if let Some(lane) = misrouted {
+        shared.bug(format!(
+            "a row for partition {lane} of {q} reached worker {me}, which does not host it"
+        ));
+    }
 }
 
 /// Hands the stream functions' runtime faults to the run (a counted skip, or the error
