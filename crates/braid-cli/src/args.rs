@@ -460,6 +460,25 @@ fn checkpoint_backend(
     }
 }
 
+/// The object store `braid server --checkpoints URL` names; a location that is not
+/// an object-storage URL is a usage error (the default, the data directory, needs
+/// no flag).
+pub fn server_checkpoints(
+    url: Option<&str>,
+) -> Result<Option<std::sync::Arc<dyn braid_exec::checkpoint::CheckpointBackend>>> {
+    let Some(url) = url else {
+        return Ok(None);
+    };
+    if !braid_objstore::is_url(url) {
+        bail!(Usage(format!(
+            "--checkpoints {url}: expected an object-storage URL (s3://bucket/prefix); without the flag the checkpoints are in the data directory"
+        )));
+    }
+    Ok(Some(std::sync::Arc::new(
+        braid_objstore::S3Backend::from_env(url)?,
+    )))
+}
+
 impl QueryArgs {
     /// The run configuration of these flags.
     pub fn run_config(&self) -> Result<RunConfig> {

@@ -118,6 +118,13 @@ enum Command {
         /// sink.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
         checkpoint_interval_ms: u64,
+        /// Where the queries' checkpoints go instead of DATA/checkpoints:
+        /// s3://bucket/prefix, S3-compatible object storage configured by the AWS
+        /// environment variables (as for `braid run --checkpoint`). Give every process
+        /// of a cluster the same location: each writes its own parts there, so the
+        /// processes need no shared file system.
+        #[arg(long, value_name = "URL")]
+        checkpoints: Option<String>,
         /// Milliseconds a stream may be idle before its time moves with the clock.
         #[arg(long, default_value_t = 50)]
         idle_ms: u64,
@@ -249,6 +256,7 @@ fn run() -> anyhow::Result<()> {
             workers,
             data,
             checkpoint_interval_ms,
+            checkpoints,
             idle_ms,
             strict,
             max_subscriber_lag,
@@ -273,6 +281,7 @@ fn run() -> anyhow::Result<()> {
                 http: (!no_http).then_some(http),
                 cluster,
                 checkpoint_interval: Some(std::time::Duration::from_millis(checkpoint_interval_ms)),
+                checkpoints: args::server_checkpoints(checkpoints.as_deref())?,
             };
             if config.cluster.as_ref().is_some_and(|c| c.process > 0) {
                 eprintln!(

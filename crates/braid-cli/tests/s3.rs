@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const BUCKET: &str = "braid";
+pub(crate) const BUCKET: &str = "braid";
 const IDENTITY: &str = "braid-test";
 const SECRET: &str = "braid-test-secret";
 
@@ -45,14 +45,14 @@ fn jar() -> PathBuf {
 }
 
 /// A running s3proxy with an empty bucket [`BUCKET`], killed on drop.
-struct S3Proxy {
+pub(crate) struct S3Proxy {
     child: Child,
     endpoint: String,
     data: Scratch,
 }
 
 impl S3Proxy {
-    fn start(name: &str) -> S3Proxy {
+    pub(crate) fn start(name: &str) -> S3Proxy {
         let jar = jar();
         let data = Scratch::new(&format!("s3proxy-{name}"));
         let base = data.0.join("buckets");
@@ -109,7 +109,7 @@ impl S3Proxy {
     }
 
     /// The AWS environment of a `braid` that checkpoints here.
-    fn env(&self) -> Vec<(String, String)> {
+    pub(crate) fn env(&self) -> Vec<(String, String)> {
         [
             ("AWS_ACCESS_KEY_ID", IDENTITY),
             ("AWS_SECRET_ACCESS_KEY", SECRET),
@@ -123,7 +123,7 @@ impl S3Proxy {
     }
 
     /// The store at `url`, configured like [`S3Proxy::env`] (without the environment).
-    fn backend(&self, url: &str) -> S3Backend {
+    pub(crate) fn backend(&self, url: &str) -> S3Backend {
         let options: Vec<(String, String)> = self
             .env()
             .into_iter()

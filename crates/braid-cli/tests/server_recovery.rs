@@ -204,7 +204,14 @@ fn server_views_survive_kills() {
 /// The processes of a server cluster (process 1 first, then process 0, which listens
 /// on `port`), `workers` threads each, on fresh loopback ports; returns once process 0
 /// takes connections.
-fn start_cluster(dir: &Path, port: u16, workers: usize) -> Vec<Server> {
+/// Each process has the arguments `extra` and the environment `env` besides.
+fn start_cluster_with(
+    dir: &Path,
+    port: u16,
+    workers: usize,
+    extra: &[&str],
+    env: &[(String, String)],
+) -> Vec<Server> {
     let hosts = dir.join("hosts");
     std::fs::write(
         &hosts,
@@ -222,6 +229,8 @@ fn start_cluster(dir: &Path, port: u16, workers: usize) -> Vec<Server> {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .arg("--data")
             .arg(dir.join(format!("data{process}")))
+            .args(extra)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -238,10 +247,18 @@ fn start_cluster(dir: &Path, port: u16, workers: usize) -> Vec<Server> {
 /// each view's partitions: the views end exact, also across an ALTER.
 #[test]
 fn a_server_cluster_comes_back_after_a_process_is_killed() {
-    let seed = 0x005e_edc1_u64;
     let scratch = Scratch::new("server-cluster");
+    let kills = kill_a_cluster(&scratch.0, 0x005e_edc1, &[], &[]);
+    eprintln!("2 processes x 2 workers: {kills} kills");
+}
+
+/// Runs a server of two processes in `dir` (with `extra` arguments and `env`), the
+/// stream and views made, the batches of `seed` inserted, one process (either)
+/// killed at random moments, the other stopping on its own, both started again; then
+/// holds the views to the rows computed from the input. The kills.
+fn kill_a_cluster(dir: &Path, seed: u64, extra: &[&str], env: &[(String, String)]) -> usize {
     let port = free_port();
-    let mut cluster = start_cluster(&scratch.0, port, 2);
+    let mut cluster = start_cluster_with(dir, port, 2, extra, env);
     psql(port, VIEWS).expect("the stream and views are made");
     let input = batches(seed);
     let mut rng = Rng(seed);
@@ -268,16 +285,74 @@ fn a_server_cluster_comes_back_after_a_process_is_killed() {
                 std::thread::sleep(Duration::from_millis(20));
             }
             kills += 1;
-            cluster = start_cluster(&scratch.0, port, 2);
+            cluster = start_cluster_with(dir, port, 2, extra, env);
         }
     }
     let label = format!("seed {seed:#x}, {kills} kills");
-    views_hold(
-        port,
-        &scratch.0.join("data0").join("streams"),
-        &input,
-        &label,
-    );
+    views_hold(port, &dir.join("data0").join("streams"), &input, &label);
     assert!(kills >= 3, "seed {seed:#x}: only {kills} kills");
-    eprintln!("2 processes x 2 workers: {kills} kills");
+    kills
+}
+
+/// The same cluster with its checkpoints on S3-compatible object storage (a real
+/// s3proxy): `--checkpoints s3://...` on both processes, each writing its own parts
+/// there, so neither reads or writes the other's data directory. Both views end exact
+/// across the kills and the ALTER; the bucket holds each view's query's committed
+/// checkpoint, and the data directories hold no checkpoint (process 0 only its
+/// readers' journals). A location that is not a URL is refused.
+#[test]
+fn a_server_cluster_keeps_its_checkpoints_on_s3() {
+    let proxy = crate::s3::S3Proxy::start("server");
+    let scratch = Scratch::new("server-s3");
+    let url = format!("s3://{}/server", crate::s3::BUCKET);
+    let kills = kill_a_cluster(
+        &scratch.0,
+        0x005e_ed53,
+        &["--checkpoints", &url],
+        &proxy.env(),
+    );
+    let bucket = proxy.backend(&url);
+    let keys = braid_exec::checkpoint::CheckpointBackend::list(&bucket, "").expect("list");
+    let latest: Vec<&String> = keys.iter().filter(|k| k.ends_with("/LATEST")).collect();
+    assert_eq!(latest.len(), 2, "a LATEST for each view's query: {keys:?}");
+    assert!(
+        keys.iter().any(|k| k.ends_with("/MANIFEST")),
+        "no committed checkpoint in the bucket: {keys:?}"
+    );
+    // Parts of both processes' partitions (4 workers in all) are there.
+    let parts: Vec<&String> = keys.iter().filter(|k| k.contains("/map-")).collect();
+    assert!(parts.len() >= 4, "parts: {parts:?}");
+    let local: Vec<String> = walk(&scratch.0.join("data0").join("checkpoints"))
+        .into_iter()
+        .chain(walk(&scratch.0.join("data1")))
+        .filter(|p| {
+            !p.ends_with(".log") && !p.contains("/streams/") && !p.ends_with("catalog.json")
+        })
+        .collect();
+    assert!(local.is_empty(), "checkpoint files on disk: {local:?}");
+    eprintln!("2 processes x 2 workers, checkpoints on s3: {kills} kills");
+
+    let o = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["server", "--no-http", "--checkpoints", "/tmp/ck"])
+        .output()
+        .expect("braid server");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("expected an object-storage URL"), "{err}");
+}
+
+/// Every file under `dir` (none when it is missing), as paths.
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        match p.is_dir() {
+            true => out.extend(walk(&p)),
+            false => out.push(p.display().to_string()),
+        }
+    }
+    out
 }

@@ -161,7 +161,7 @@ impl Store {
             if m.partitions.len() != partitions.len() {
                 return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
                     "the checkpoint in {} has {} stages, this plan {}; recover with the same query",
-                    cfg.dir.display(),
+                    backend.location(),
                     m.partitions.len(),
                     partitions.len()
                 ))));

@@ -54,6 +54,11 @@ pub struct ServerConfig {
     /// processes, the checkpoints are in process 0's data directory, which every
     /// process must reach at the same path.
     pub checkpoint_interval: Option<Duration>,
+    /// Where the queries' checkpoints go instead of the data directory (object
+    /// storage: `braid_objstore::S3Backend`), each query's under `q<id>/`. Give every
+    /// process of a cluster the same store: each writes its partitions' parts there
+    /// itself, so the processes share no file system.
+    pub checkpoints: Option<Arc<dyn braid_exec::checkpoint::CheckpointBackend>>,
 }
 
 impl Default for ServerConfig {
@@ -70,6 +75,7 @@ impl Default for ServerConfig {
             http: None,
             cluster: None,
             checkpoint_interval: Some(Duration::from_secs(1)),
+            checkpoints: None,
         }
     }
 }
@@ -144,6 +150,11 @@ pub fn follow(config: &ServerConfig, registry: &Registry) -> Result<(), Error> {
         LiveSession::in_cluster(registry, config.workers, cluster, None, &base)?;
     session.idle = config.idle;
     session.strict = config.strict;
+    if let Some(store) = &config.checkpoints {
+        // A bucket that cannot be reached stops the server now, naming it.
+        store.prepare()?;
+    }
+    session.checkpoint_store = config.checkpoints.clone();
     let commands = commands.ok_or_else(|| internal("no commands to follow".into()))?;
     session.follow(commands)?;
     Ok(())
@@ -168,6 +179,11 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
     };
     session.idle = config.idle;
     session.strict = config.strict;
+    if let Some(store) = &config.checkpoints {
+        // A bucket that cannot be reached stops the server now, naming it.
+        store.prepare()?;
+    }
+    session.checkpoint_store = config.checkpoints.clone();
     let mut recovered = braid_exec::live::Recovered::default();
     if let (Some(_), Some(every)) = (&config.data, config.checkpoint_interval) {
         recovered = session.recover(every)?;

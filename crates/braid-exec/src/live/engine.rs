@@ -62,7 +62,9 @@ pub enum Replicated {
 }
 
 /// Where a replicated statement's query takes checkpoints: a directory every process
-/// reaches (the leader's data directory: one machine, or a shared file system).
+/// reaches (the leader's data directory: one machine, or a shared file system), or,
+/// when `object` is set, that key under every process's own checkpoint store (object
+/// storage, [`crate::live::LiveSession::checkpoint_store`]).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Checkpoints {
     /// The checkpoint directory.
@@ -73,6 +75,10 @@ pub struct Checkpoints {
     pub recover: bool,
     /// The partition count an `ALTER ... SET PARALLELISM` gave the query.
     pub partitions: Option<u32>,
+    /// The query's key (`q<id>`) in the checkpoint store every process was given;
+    /// `None`: the checkpoints are in `dir`.
+    #[serde(default)]
+    pub object: Option<String>,
 }
 
 /// What a worker is told to do.

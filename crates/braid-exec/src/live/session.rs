@@ -96,6 +96,12 @@ pub struct LiveSession {
     durable: Option<durable::Durable>,
     /// A follower: where the leader's statement being run takes checkpoints.
     replicated: Option<super::engine::Checkpoints>,
+    /// Where the queries' checkpoints go instead of the data directory's
+    /// `checkpoints/` (object storage: every process of a cluster writes its parts
+    /// there, so the processes need no shared file system); each query's under
+    /// `q<id>/`. Set on every process before [`LiveSession::recover`] or
+    /// [`LiveSession::follow`].
+    pub checkpoint_store: Option<Arc<dyn crate::checkpoint::CheckpointBackend>>,
 }
 
 impl LiveSession {
@@ -196,6 +202,7 @@ impl LiveSession {
             late: None,
             durable: None,
             replicated: None,
+            checkpoint_store: None,
         })
     }
 
@@ -478,10 +485,14 @@ impl LiveSession {
                 plan = crate::rescale::apply(&plan, &shape);
             }
         }
+        // Its readers journal the epochs they close for want of rows (a follower's
+        // sources read nothing: worker 0, the leader's, reads the streams; so only
+        // the leader makes the directory).
         if let Some(cfg) = &checkpoint {
-            // Its readers journal the epochs they close for want of rows.
-            std::fs::create_dir_all(&cfg.dir)
-                .map_err(|e| Error::io(format!("creating {}", cfg.dir.display()), e))?;
+            if !self.engine.follows() {
+                std::fs::create_dir_all(&cfg.dir)
+                    .map_err(|e| Error::io(format!("creating {}", cfg.dir.display()), e))?;
+            }
             for stream in &reads {
                 if let Some(log) = self.logs.get(stream) {
                     let def = &self.script.catalog.streams[stream];

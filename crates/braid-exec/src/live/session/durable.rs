@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 use braid_sql::split::{statements, Piece};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One statement of the catalog.
@@ -62,6 +63,19 @@ pub(super) struct Durable {
     notes: Vec<String>,
 }
 
+/// Removes query `id`'s checkpoints (its statement was dropped): its directory, and
+/// its objects in the checkpoint store when there is one.
+fn forget_checkpoints(
+    d: &Durable,
+    store: Option<&dyn crate::checkpoint::CheckpointBackend>,
+    id: u64,
+) {
+    let _ = std::fs::remove_dir_all(d.checkpoints(id));
+    if let Some(store) = store {
+        let _ = store.delete_prefix(&format!("{}/", Durable::key(id)));
+    }
+}
+
 /// What [`LiveSession::recover`] brought back.
 #[derive(Debug, Default)]
 pub struct Recovered {
@@ -85,8 +99,62 @@ impl Durable {
         crate::checkpoint_store::replace_with(&self.path(), |w| w.write_all(&text))
     }
 
+    /// Where query `id`'s checkpoints are (with a checkpoint store elsewhere, only
+    /// its readers' journals are here).
     fn checkpoints(&self, id: u64) -> PathBuf {
-        self.root.join("checkpoints").join(format!("q{id}"))
+        self.root.join("checkpoints").join(Durable::key(id))
+    }
+
+    /// Query `id`'s key in a checkpoint store.
+    fn key(id: u64) -> String {
+        format!("q{id}")
+    }
+}
+
+/// The checkpoint store of a follower that was given none while the leader keeps its
+/// checkpoints in one: every use fails, naming what to do (a query installed with it
+/// fails on the leader's statement, which stops the cluster).
+#[derive(Debug)]
+struct Missing;
+
+impl Missing {
+    fn error() -> Error {
+        plan_error(
+            "the leader keeps its checkpoints in object storage and this process was given none: start every process of the cluster with the same --checkpoints",
+        )
+    }
+}
+
+impl crate::checkpoint::CheckpointBackend for Missing {
+    fn location(&self) -> String {
+        "(no checkpoint store)".into()
+    }
+    fn child(&self, _: &str) -> Arc<dyn crate::checkpoint::CheckpointBackend> {
+        Arc::new(Missing)
+    }
+    fn prepare(&self) -> Result<()> {
+        Err(Missing::error())
+    }
+    fn put(&self, _: &str, _: &[u8]) -> Result<()> {
+        Err(Missing::error())
+    }
+    fn sync(&self, _: &str) -> Result<()> {
+        Err(Missing::error())
+    }
+    fn replace(&self, _: &str, _: &[u8]) -> Result<()> {
+        Err(Missing::error())
+    }
+    fn get(&self, _: &str) -> Result<Option<Vec<u8>>> {
+        Err(Missing::error())
+    }
+    fn list(&self, _: &str) -> Result<Vec<String>> {
+        Err(Missing::error())
+    }
+    fn delete(&self, _: &str) -> Result<()> {
+        Err(Missing::error())
+    }
+    fn delete_prefix(&self, _: &str) -> Result<()> {
+        Err(Missing::error())
     }
 }
 
@@ -213,7 +281,7 @@ impl LiveSession {
                 true => d.catalog.entries[k].stopped = true,
                 false => {
                     let e = d.catalog.entries.remove(k);
-                    let _ = std::fs::remove_dir_all(d.checkpoints(e.id));
+                    forget_checkpoints(d, self.checkpoint_store.as_deref(), e.id);
                 }
             }
             return d.save();
@@ -227,7 +295,7 @@ impl LiveSession {
                 .partition(|e| e.object.as_deref() == Some(name.as_str()));
             d.catalog.entries = kept;
             for e in gone {
-                let _ = std::fs::remove_dir_all(d.checkpoints(e.id));
+                forget_checkpoints(d, self.checkpoint_store.as_deref(), e.id);
             }
             return d.save();
         }
@@ -247,7 +315,11 @@ impl LiveSession {
                 dir: c.dir.clone(),
                 interval: Duration::from_millis(c.interval_ms),
                 recover: c.recover,
-                backend: None,
+                // The same key under this process's own store.
+                backend: c.object.as_ref().map(|key| match &self.checkpoint_store {
+                    Some(store) => store.child(key),
+                    None => Arc::new(Missing),
+                }),
             });
         }
         let d = self.durable.as_ref()?;
@@ -256,7 +328,10 @@ impl LiveSession {
             dir: d.checkpoints(e.id),
             interval: d.interval,
             recover: d.recovering,
-            backend: None,
+            backend: self
+                .checkpoint_store
+                .as_ref()
+                .map(|s| s.child(&Durable::key(e.id))),
         })
     }
 
@@ -287,11 +362,16 @@ impl LiveSession {
     /// statement running now installed.
     pub(super) fn replicated_checkpoints(&self) -> Option<crate::live::engine::Checkpoints> {
         let cfg = self.durable_checkpoint()?;
+        let object = cfg.backend.as_ref().and_then(|_| {
+            let e = self.durable.as_ref()?.current.as_ref()?;
+            Some(Durable::key(e.id))
+        });
         Some(crate::live::engine::Checkpoints {
             dir: cfg.dir,
             interval_ms: cfg.interval.as_millis() as u64,
             recover: cfg.recover,
             partitions: self.durable_partitions(),
+            object,
         })
     }
 
