@@ -356,3 +356,99 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+/// A stream fed by a tailed file (`tail = ...`) while the server is killed with
+/// SIGKILL at random moments, some batches inserted with psql in between: started
+/// again, the tail reads on from where its last append to the stream left it, so the
+/// stream's log holds every row of the file once (lines cut across two writes, and
+/// malformed lines, included) with the inserted ones, and both views are exact.
+#[test]
+fn a_tailed_stream_is_read_on_after_kills() {
+    let seed = 0x005e_edf1_u64;
+    let scratch = Scratch::new("server-tail");
+    let data = scratch.0.join("data");
+    let file = scratch.0.join("calls-in.csv");
+    std::fs::write(&file, "caller,t\n").expect("the tailed file");
+    let port = free_port();
+    let mut server = start(&data, port, 2);
+    let (_, views) = VIEWS.split_once(';').expect("the views after the stream");
+    psql(
+        port,
+        &format!(
+            "CREATE STREAM calls (caller BIGINT, t BIGINT) WITH (event_time = t, tail = '{}', header = true);{views}",
+            file.display()
+        ),
+    )
+    .expect("the stream and views are made");
+    let input = batches(seed);
+    let mut rng = Rng(seed);
+    let mut kills = 0;
+    let append = |text: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .expect("the tailed file");
+        f.write_all(text.as_bytes()).expect("append");
+    };
+    let mut bad = 0;
+    for (b, batch) in input.iter().enumerate() {
+        if b % 7 == 3 {
+            insert(port, batch).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
+        } else {
+            let mut text: String = batch.iter().map(|(c, t)| format!("{c},{t}\n")).collect();
+            if b % 5 == 0 {
+                text += "oops,1\n";
+                bad += 1;
+            }
+            // Written in two pieces, cut anywhere (inside a line too).
+            let cut = rng.below(text.len() as u64) as usize;
+            append(&text[..cut]);
+            std::thread::sleep(Duration::from_millis(rng.below(30)));
+            append(&text[cut..]);
+        }
+        if rng.below(4) == 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(120)));
+            drop(server);
+            kills += 1;
+            server = start(&data, port, 2);
+        }
+    }
+    // Every row of the input once in the stream's log.
+    let mut want: Vec<String> = input
+        .iter()
+        .flatten()
+        .map(|(c, t)| format!("{c},{t}"))
+        .collect();
+    want.sort();
+    let log = data.join("streams").join("calls.csv");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lines(&log).len() < want.len() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let label = format!("seed {seed:#x}, {kills} kills");
+    same_lines(&lines(&log), &want, &format!("{label}: the stream's log"));
+    assert!(bad > 0);
+    views_hold(port, &data.join("streams"), &input, &label);
+    assert!(kills >= 3, "{label}: too few kills");
+    eprintln!("a tailed stream: {kills} kills");
+}
+
+/// Holds sorted lines `got` to `want`, naming the first few lines one has more often
+/// than the other (rows twice, or missing) when they differ.
+fn same_lines(got: &[String], want: &[String], label: &str) {
+    if got == want {
+        return;
+    }
+    let mut count: BTreeMap<&str, i64> = BTreeMap::new();
+    got.iter().for_each(|l| *count.entry(l).or_default() += 1);
+    want.iter().for_each(|l| *count.entry(l).or_default() -= 1);
+    let extra: Vec<_> = count.iter().filter(|(_, &n)| n > 0).take(5).collect();
+    let missing: Vec<_> = count.iter().filter(|(_, &n)| n < 0).take(5).collect();
+    panic!(
+        "{label}: {} lines, expected {}; more often than expected: {extra:?}; missing: {missing:?}",
+        got.len(),
+        want.len()
+    );
+}

@@ -12,7 +12,7 @@
 //! mid-line drops that partial line and counts it as malformed. A producer that reads
 //! no acknowledgement for [`ACK_TIMEOUT`] gets none after that (its rows still go in).
 
-use super::ingest::{Format, Ingest};
+use super::ingest::{Format, Ingest, Mark, Pos};
 use super::log::StreamLog;
 use crate::error::{Error, Result};
 use braid_sql::catalog::Feeds;
@@ -80,7 +80,13 @@ impl FeedStats {
 
 impl Feed {
     /// Starts the producers `feeds` declares for `log`; `None` when it declares none.
-    pub fn start(feeds: &Feeds, log: &Arc<StreamLog>) -> Result<Option<Feed>> {
+    /// A tailed file is followed from `tail_from` ([`tail_resume`] after a restart),
+    /// else from its start.
+    pub fn start(
+        feeds: &Feeds,
+        log: &Arc<StreamLog>,
+        tail_from: Option<Pos>,
+    ) -> Result<Option<Feed>> {
         if feeds.listen.is_none() && feeds.tail.is_none() {
             return Ok(None);
         }
@@ -115,16 +121,27 @@ impl Feed {
         }
         if let Some(path) = feeds.tail.clone() {
             let (log, header) = (log.clone(), feeds.header);
+            // Beside a log kept on disk, where the tail stands after each append.
+            let marks = marks_path(&log);
+            if let (Some(m), None) = (&marks, tail_from) {
+                match std::fs::remove_file(m) {
+                    Err(e) if e.kind() != ErrorKind::NotFound => {
+                        return Err(Error::io(format!("removing {}", m.display()), e))
+                    }
+                    _ => {}
+                }
+            }
+            let start = tail_from.unwrap_or_default();
+            let new = move |at: Pos| {
+                let ingest = Ingest::new(log.clone(), format, header).resume_at(at);
+                match marks.clone() {
+                    Some(m) => ingest.on_append(Box::new(move |mark| write_mark(&m, mark))),
+                    None => ingest,
+                }
+            };
             let t = std::thread::Builder::new()
                 .name(format!("tail-{name}"))
-                .spawn(move || {
-                    tail(
-                        &path,
-                        || Ingest::new(log.clone(), format, header),
-                        &stop,
-                        &stats,
-                    )
-                })
+                .spawn(move || tail(&path, new, start, &stop, &stats))
                 .map_err(|e| Error::io(format!("stream {name}: tailing"), e))?;
             feed.threads.push(t);
         }
@@ -236,13 +253,19 @@ fn produce(
     }
 }
 
-/// Follows the file at `path`: its new complete lines into the log until stopped. The
-/// file may appear later; a file that gets shorter (replaced or truncated) is read
-/// again from its start.
-fn tail(path: &Path, new: impl Fn() -> Ingest, stop: &AtomicBool, stats: &FeedStats) {
+/// Follows the file at `path` from `start`: its new complete lines into the log until
+/// stopped. The file may appear later; a file that gets shorter (replaced or
+/// truncated) is read again from its start.
+fn tail(
+    path: &Path,
+    new: impl Fn(Pos) -> Ingest,
+    start: Pos,
+    stop: &AtomicBool,
+    stats: &FeedStats,
+) {
     let who = path.display().to_string();
-    let mut ingest = new();
-    let mut offset = 0u64;
+    let mut ingest = new(start);
+    let mut offset = start.offset;
     let mut buf = vec![0u8; CHUNK];
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut file) = std::fs::File::open(path) else {
@@ -251,7 +274,7 @@ fn tail(path: &Path, new: impl Fn() -> Ingest, stop: &AtomicBool, stats: &FeedSt
         };
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         if len < offset {
-            ingest = new();
+            ingest = new(Pos::default());
             offset = 0;
         }
         if len == offset || file.seek(SeekFrom::Start(offset)).is_err() {
@@ -267,11 +290,86 @@ fn tail(path: &Path, new: impl Fn() -> Ingest, stop: &AtomicBool, stats: &FeedSt
             let before = (ingest.rows, ingest.rejected);
             let pushed = ingest.push(&buf[..n]);
             stats.add(&ingest, before, &who);
-            if pushed.is_err() {
-                return; // the stream was dropped
+            if let Err(e) = pushed {
+                // The stream was dropped, or its log or the tail's mark could not
+                // be written: SHOW FEEDS says which.
+                let mut first = stats.first.lock().unwrap_or_else(|p| p.into_inner());
+                first.insert(0, format!("{who}: the tail stopped: {e}"));
+                return;
             }
         }
     }
+}
+
+/// Where a stream's tail keeps its marks: `<name>.tail` beside the log's file (none
+/// for a log in memory).
+fn marks_path(log: &StreamLog) -> Option<PathBuf> {
+    log.path().map(|p| p.with_extension("tail"))
+}
+
+/// Keeps `mark`, the tail's append about to be written, durably (a synced rename):
+/// `rows_before rows from.offset from.line to.offset to.line`.
+fn write_mark(path: &Path, m: Mark) -> Result<()> {
+    crate::checkpoint_store::replace_with(path, |w| {
+        writeln!(
+            w,
+            "{} {} {} {} {} {}",
+            m.rows_before, m.rows, m.from.offset, m.from.line, m.to.offset, m.to.line
+        )
+    })
+}
+
+/// Where the tail of a stream whose `log` was just opened again (a server restarting)
+/// resumes in its file, from its last mark: after that append when the log holds it
+/// whole; else (the crash came in the middle of it, so it was never all written) the
+/// log is cut back to the rows before it and the tail resumes where it began. From
+/// the file's start when there is no mark (nothing appended yet). A mark that does
+/// not read back, or that the log cannot hold, is an error naming the file.
+pub fn tail_resume(log: &StreamLog) -> Result<Pos> {
+    let Some(path) = marks_path(log) else {
+        return Ok(Pos::default());
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Pos::default()),
+        Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
+    };
+    let bad = |why: &str| {
+        Error::Plan(braid_plan::error::Error::Plan(format!(
+            "the tail's mark {} ({:?}): {why}",
+            path.display(),
+            text.trim()
+        )))
+    };
+    let v: Vec<u64> = text
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| bad("expected 6 numbers"))?;
+    let [before, rows, from, from_line, to, to_line] = v[..] else {
+        return Err(bad("expected 6 numbers"));
+    };
+    let (from, to) = (
+        Pos {
+            offset: from,
+            line: from_line,
+        },
+        Pos {
+            offset: to,
+            line: to_line,
+        },
+    );
+    let held = log.rows();
+    if held >= before + rows {
+        return Ok(to);
+    }
+    if held < before {
+        return Err(bad(&format!(
+            "it was written with {before} rows in the stream, which now holds {held}"
+        )));
+    }
+    log.truncate(before)?;
+    Ok(from)
 }
 
 /// `SHOW FEEDS`: each stream's producers, where they come in, and their counters.
@@ -308,5 +406,77 @@ pub fn listing(feeds: &std::collections::BTreeMap<String, Feed>) -> braid_sql::c
         .map(String::from)
         .to_vec(),
         rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_plan::batch::{Batch, RowKey, Value};
+    use braid_plan::types::{DataType, Field, Schema};
+
+    fn log(dir: &Path) -> Arc<StreamLog> {
+        let schema = Schema::new(vec![Field::new("a", DataType::Int64)]);
+        StreamLog::create("s", schema, Some(dir)).expect("a log")
+    }
+
+    fn rows(log: &StreamLog, n: i64) {
+        let mut b = Batch::new(1);
+        for i in 0..n {
+            b.push(RowKey { seq: 0, lane: 0 }, &[Value::Int(i)]);
+        }
+        log.append(&b).expect("append");
+    }
+
+    /// The tail resumes after its last append when the log holds it whole, and where
+    /// that append began, with the log cut back, when the crash came in the middle of
+    /// it; with no mark, from the start; a mark the log cannot hold is an error.
+    #[test]
+    fn a_tail_resumes_after_its_last_whole_append() {
+        let dir = std::env::temp_dir().join(format!("braid-tail-marks-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let l = log(&dir);
+        assert_eq!(tail_resume(&l).expect("no mark"), Pos::default());
+        let marks = marks_path(&l).expect("a log on disk");
+        let (from, to) = (
+            Pos {
+                offset: 10,
+                line: 3,
+            },
+            Pos {
+                offset: 40,
+                line: 9,
+            },
+        );
+        let mark = |before, n| Mark {
+            rows_before: before,
+            rows: n,
+            from,
+            to,
+        };
+        rows(&l, 5);
+        // An append of 4 rows after the 5 that landed whole, then rows of others.
+        write_mark(&marks, mark(5, 4)).expect("mark");
+        rows(&l, 4);
+        rows(&l, 2);
+        assert_eq!(tail_resume(&l).expect("whole"), to);
+        assert_eq!(l.rows(), 11);
+        // An append of 6 rows of which 2 were written: cut back to the 11 before it.
+        write_mark(&marks, mark(11, 6)).expect("mark");
+        rows(&l, 2);
+        assert_eq!(tail_resume(&l).expect("cut"), from);
+        assert_eq!(l.rows(), 11);
+        let reopened = StreamLog::open("s", l.schema().clone(), Some(&dir)).expect("open");
+        assert_eq!(reopened.rows(), 11, "the file was cut back too");
+        // Nothing of it written: nothing to cut.
+        assert_eq!(tail_resume(&reopened).expect("none of it"), from);
+        assert_eq!(reopened.rows(), 11);
+        write_mark(&marks, mark(12, 1)).expect("mark");
+        let e = tail_resume(&reopened).expect_err("more rows than the log");
+        assert!(e.to_string().contains("12 rows"), "{e}");
+        std::fs::write(&marks, "1 2 x\n").expect("a bad mark");
+        let e = tail_resume(&reopened).expect_err("a bad mark").to_string();
+        assert!(e.contains("s.tail") && e.contains("6 numbers"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

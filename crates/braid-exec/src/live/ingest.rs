@@ -24,6 +24,33 @@ pub enum Format {
     Json,
 }
 
+/// A place in a producer's input: the bytes before it, and the lines they hold.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pos {
+    /// Bytes of the producer's input before it (only whole lines).
+    pub offset: u64,
+    /// Lines before it (header and malformed lines included).
+    pub line: u64,
+}
+
+/// One append of a producer's, as its [`Ingest::on_append`] hook sees it (under the
+/// log's lock, before the rows are written): the log held `rows_before` rows; the
+/// lines from `from` to `to` of the producer's input gave `rows` of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    /// Rows of the log before this append.
+    pub rows_before: u64,
+    /// Rows this append adds.
+    pub rows: u64,
+    /// Where its lines start in the producer's input.
+    pub from: Pos,
+    /// Where they end (the next line's start).
+    pub to: Pos,
+}
+
+/// The hook an [`Ingest`] calls with each append's [`Mark`].
+pub type OnAppend = Box<dyn FnMut(Mark) -> Result<()> + Send>;
+
 /// One producer's ingest into one stream: cuts what it sends into lines (a line may
 /// span two sends), parses them, appends the good ones.
 pub struct Ingest {
@@ -42,6 +69,11 @@ pub struct Ingest {
     pub rejected: u64,
     /// The first [`Ingest::KEEP`] malformed lines.
     pub rejects: Vec<Reject>,
+    /// Bytes taken so far (the producer's input starts at `start.offset`).
+    taken: u64,
+    /// Where the lines appended so far end.
+    done: Pos,
+    on_append: Option<OnAppend>,
 }
 
 impl Ingest {
@@ -62,7 +94,34 @@ impl Ingest {
             rows: 0,
             rejected: 0,
             rejects: Vec::new(),
+            taken: 0,
+            done: Pos::default(),
+            on_append: None,
         }
+    }
+
+    /// Starts at `at` of the producer's input instead of its start (a tailed file
+    /// resumed after a restart: the header, if any, was read before).
+    pub fn resume_at(mut self, at: Pos) -> Ingest {
+        self.taken = at.offset;
+        self.done = at;
+        self.line = at.line;
+        if at.offset > 0 {
+            self.skip_header = false;
+        }
+        self
+    }
+
+    /// Calls `hook` with every append's [`Mark`] (empty appends too: lines that were
+    /// all malformed), under the log's lock before the rows are written.
+    pub fn on_append(mut self, hook: OnAppend) -> Ingest {
+        self.on_append = Some(hook);
+        self
+    }
+
+    /// Where the lines appended so far end in the producer's input.
+    pub fn done(&self) -> Pos {
+        self.done
     }
 
     /// Columns of the stream.
@@ -78,6 +137,7 @@ impl Ingest {
     /// Takes `bytes` (any cut of the producer's data): appends its complete lines.
     pub fn push(&mut self, mut bytes: &[u8]) -> Result<()> {
         self.log.note_bytes(bytes.len());
+        self.taken += bytes.len() as u64;
         if self.skipping {
             let Some(end) = bytes.iter().position(|&b| b == b'\n') else {
                 return Ok(());
@@ -89,7 +149,8 @@ impl Ingest {
         if let Some(last) = self.partial.iter().rposition(|&b| b == b'\n') {
             let rest = self.partial.split_off(last + 1);
             let lines = std::mem::replace(&mut self.partial, rest);
-            self.lines(&lines)?;
+            let end = self.taken - self.partial.len() as u64;
+            self.lines(&lines, end)?;
         }
         if self.partial.len() > Ingest::MAX_LINE {
             self.line += 1;
@@ -106,7 +167,7 @@ impl Ingest {
     pub fn finish(&mut self) -> Result<()> {
         let rest = std::mem::take(&mut self.partial);
         self.skipping = false;
-        self.lines(&rest)
+        self.lines(&rest, self.taken)
     }
 
     /// The producer went away mid-line (its connection was reset): its unfinished
@@ -133,7 +194,9 @@ impl Ingest {
         }
     }
 
-    fn lines(&mut self, bytes: &[u8]) -> Result<()> {
+    /// Parses `bytes` (whole lines, ending at offset `end` of the input) and appends
+    /// the good ones.
+    fn lines(&mut self, bytes: &[u8], end: u64) -> Result<()> {
         let schema = self.log.schema().clone();
         let mut batch = Batch::new(schema.fields.len());
         let mut fields: Vec<String> = Vec::new();
@@ -163,7 +226,22 @@ impl Ingest {
                 Err((column, reason)) => self.reject(self.line, column, reason),
             }
         }
-        self.log.append(&batch)
+        let to = Pos {
+            offset: end,
+            line: self.line,
+        };
+        let from = std::mem::replace(&mut self.done, to);
+        match self.on_append.as_mut() {
+            Some(hook) => self.log.append_with(&batch, |rows_before| {
+                hook(Mark {
+                    rows_before,
+                    rows: batch.len() as u64,
+                    from,
+                    to,
+                })
+            }),
+            None => self.log.append(&batch),
+        }
     }
 }
 

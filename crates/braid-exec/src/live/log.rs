@@ -276,10 +276,22 @@ impl StreamLog {
         if rows.is_empty() {
             return Ok(());
         }
+        self.append_with(rows, |_| Ok(()))
+    }
+
+    /// [`StreamLog::append`], calling `before` with the rows the log holds just
+    /// before these (also when there are none) while no other append can come in
+    /// between: a producer notes there where it is in its own input (a tailed file's
+    /// offset), durably, so that after a crash it knows whether this append landed.
+    pub fn append_with(&self, rows: &Batch, before: impl FnOnce(u64) -> Result<()>) -> Result<()> {
         let types: Vec<DataType> = self.schema.fields.iter().map(|f| f.ty).collect();
         let mut inner = self.lock();
         if inner.closed {
             return Err(Error::Internal(format!("stream {} was dropped", self.name)));
+        }
+        before(inner.rows)?;
+        if rows.is_empty() {
+            return Ok(());
         }
         let mut batch = Batch::with_capacity(rows.arity(), rows.len());
         let first = inner.rows;

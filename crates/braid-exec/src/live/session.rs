@@ -420,21 +420,24 @@ impl LiveSession {
                     false => StreamLog::create(&name, schema, self.dir.as_deref())?,
                 };
                 // A follower's streams hold no rows: the leader runs the producers.
-                let mut feeds = match self.engine.follows() {
+                let feeds = match self.engine.follows() {
                     true => Default::default(),
                     false => def.feeds.clone(),
                 };
-                // A tailed file would be read again from its start: its rows are in
-                // the stream already.
-                if self.recovering() {
-                    if let Some(path) = feeds.tail.take() {
-                        self.durable_note(format!(
-                            "stream {name} does not tail {} again (it would read the file again from its start, and its rows are in the stream); DROP and CREATE the stream to tail it anew",
-                            path.display()
-                        ));
-                    }
-                }
-                match Feed::start(&feeds, &log) {
+                // A tailed file is read on from where the tail stood when the
+                // stream's last append from it was written.
+                let tail_from = match (self.recovering(), &feeds.tail) {
+                    (true, Some(_)) => match super::feeds::tail_resume(&log) {
+                        Ok(at) => Some(at),
+                        Err(e) => {
+                            self.script.catalog.streams.remove(&name);
+                            log.close();
+                            return Err(e);
+                        }
+                    },
+                    _ => None,
+                };
+                match Feed::start(&feeds, &log, tail_from) {
                     Ok(None) => {}
                     Ok(Some(feed)) => {
                         self.feeds.insert(name.clone(), feed);
