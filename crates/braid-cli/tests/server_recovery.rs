@@ -452,3 +452,74 @@ fn same_lines(got: &[String], want: &[String], label: &str) {
         want.len()
     );
 }
+
+/// A stream that keeps only its newest 10 rows (`retention = 10`) while the views
+/// over it are checkpointed and the server is killed at random moments: each view's
+/// query holds the rows its last committed checkpoint would read again, so every
+/// restart finds them and both views end exact; the stream's file is trimmed (it
+/// starts at a later row and holds a fraction of what was inserted); a subscriber
+/// that starts now reads from the first row kept.
+#[test]
+fn a_stream_with_a_retention_is_trimmed_and_its_views_survive_kills() {
+    let seed = 0x005e_ed7e_u64;
+    let scratch = Scratch::new("server-retention");
+    let data = scratch.0.join("data");
+    let port = free_port();
+    let mut server = start(&data, port, 2);
+    let views = VIEWS.replacen(
+        "WITH (event_time = t)",
+        "WITH (event_time = t, retention = 10)",
+        1,
+    );
+    assert_ne!(views, VIEWS);
+    psql(port, &views).expect("the stream and views are made");
+    let input = batches(seed);
+    let mut rng = Rng(seed);
+    let mut kills = 0;
+    for batch in &input {
+        insert(port, batch).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
+        if rng.below(4) == 0 {
+            std::thread::sleep(Duration::from_millis(rng.below(120)));
+            drop(server);
+            kills += 1;
+            server = start(&data, port, 2);
+        }
+    }
+    let label = format!("seed {seed:#x}, {kills} kills");
+    views_hold(port, &data.join("streams"), &input, &label);
+    assert!(kills >= 3, "{label}: too few kills");
+    let inserted: usize = input.iter().map(Vec::len).sum::<usize>() + 1;
+    let text = std::fs::read_to_string(data.join("streams").join("calls.csv")).expect("log");
+    let first: u64 = text
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("#braid first="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{label}: the stream's file was not trimmed"));
+    let kept = text.lines().count() - 1;
+    assert!(
+        kept < inserted / 4 && first as usize + kept == inserted,
+        "{label}: the file keeps rows {first}.. ({kept} of {inserted})"
+    );
+    // A subscriber starting now reads the rows kept, from the first.
+    let rows = psql(port, "SELECT caller, t FROM calls LIMIT 50").expect("SELECT");
+    let got: Vec<&str> = rows.lines().collect();
+    assert_eq!(got.len(), 50, "{label}: {rows}");
+    // ... which are the rows of the stream from one on, in order (the memory may keep
+    // fewer than the file, which is rewritten less often).
+    let file: Vec<&str> = text.lines().skip(1).collect();
+    assert!(
+        file.windows(got.len()).any(|w| w == got.as_slice()),
+        "{label}: the new reader's rows are not a run of the stream's: {got:?}"
+    );
+    let t0: i64 = got[0]
+        .split(',')
+        .nth(1)
+        .and_then(|t| t.parse().ok())
+        .expect("a time");
+    assert!(
+        t0 >= 100,
+        "{label}: a new reader starts at time {t0}, before the rows kept"
+    );
+    eprintln!("retention = 10: {kills} kills, file keeps rows {first}.. ({kept} of {inserted})");
+}

@@ -134,6 +134,8 @@ pub struct Store {
     committer: Mutex<Option<(std::sync::mpsc::Sender<u64>, std::thread::JoinHandle<()>)>>,
     /// The committer's error, for worker 0 to fail the run with.
     failed: Mutex<Option<Error>>,
+    /// One more than the epoch of the last checkpoint committed by this run (0: none).
+    committed: std::sync::atomic::AtomicU64,
 }
 
 impl Store {
@@ -210,7 +212,15 @@ impl Store {
             outputs: Mutex::new(Vec::new()),
             committer: Mutex::new(None),
             failed: Mutex::new(None),
+            committed: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// The epoch of the last checkpoint this run committed.
+    pub(crate) fn committed(&self) -> Option<u64> {
+        self.committed
+            .load(std::sync::atomic::Ordering::Acquire)
+            .checked_sub(1)
     }
 
     /// The epoch of the checkpoint this run resumed from.
@@ -445,6 +455,8 @@ impl Store {
         self.backend.replace(&format!("{dir}/MANIFEST"), &text)?;
         self.backend
             .replace("LATEST", format!("{epoch}\n").as_bytes())?;
+        self.committed
+            .fetch_max(epoch + 1, std::sync::atomic::Ordering::Release);
         for (e, path) in checkpoint_dirs(&*self.backend)? {
             if e < epoch {
                 let _ = self.backend.delete_prefix(&path);

@@ -308,6 +308,10 @@ pub trait NativeSource {
     fn close_epoch(&mut self) -> std::io::Result<Option<u64>> {
         Ok(None)
     }
+    /// A checkpoint holding `resume` (a [`NativeSource::resume_point`] this reader
+    /// gave) has committed: a recovery reads from there on, so what comes before may
+    /// go (a stream log trims it).
+    fn committed(&mut self, _resume: &[u8]) {}
 }
 
 /// Makes the per-worker readers of a source written in Rust.

@@ -476,6 +476,10 @@ struct Running {
     closed: std::collections::VecDeque<(u64, Instant)>,
     /// Worker 0's controller of W under a latency constraint.
     steer: Option<crate::qos::Steering>,
+    /// The resume points its source gave for checkpoints not yet known to have
+    /// committed, by epoch: once one has, the source is told (a stream log then keeps
+    /// only what a recovery would read again).
+    resumes: std::collections::VecDeque<(u64, Vec<u8>)>,
     status: Arc<Status>,
 }
 
@@ -698,6 +702,7 @@ fn install(worker: &mut timely::worker::Worker, i: &Install, place: Place) -> Ru
         clock: Clock::new(),
         probe,
         closed: Default::default(),
+        resumes: Default::default(),
         status: i.status.clone(),
     }
 }
@@ -720,6 +725,16 @@ fn poll(r: &mut Running, place: Place) -> bool {
             let probe = &r.probe;
             if let Err(e) = r.clock.commit_passed(store, |c| !probe.less_equal(&c)) {
                 shared.fatal(e);
+            }
+        }
+        // The source learns of the last checkpoint committed.
+        if let Some(c) = store.committed() {
+            let mut last = None;
+            while r.resumes.front().is_some_and(|(e, _)| *e <= c) {
+                last = r.resumes.pop_front();
+            }
+            if let Some((_, at)) = last {
+                feed.committed(&at);
             }
         }
     }
@@ -767,6 +782,11 @@ fn poll(r: &mut Running, place: Place) -> bool {
                         };
                         c.advance_to(epoch);
                         c.flush();
+                        if due {
+                            if let Some(at) = feed.resume_after(closing) {
+                                r.resumes.push_back((closing, at));
+                            }
+                        }
                         if pause && due {
                             // This window is read again by the query that replaces
                             // this one: it goes no further than `closing`.

@@ -36,10 +36,39 @@ pub struct LogSource {
     /// The query's journal of the epochs heartbeats closed (a query with checkpoints):
     /// read again after a crash, the stream gets the same epochs.
     pub ticks: Option<PathBuf>,
+    /// A query with checkpoints: the first row its last committed checkpoint would
+    /// have it read again, kept for it across its readers (a recovery, or an ALTER
+    /// that installs it again, opens a new one there). `None`: each reader holds
+    /// where it is.
+    pub hold: Option<super::log::Hold>,
 }
 
 impl LogSource {
-    fn reader(&self, at: Resume, replay: VecDeque<(u64, u64)>) -> std::io::Result<LogReader> {
+    /// A reader at `at`; `fresh`: the query starts at the stream's start, which is
+    /// its first row kept (a retention trims the stream).
+    fn reader(
+        &self,
+        mut at: Resume,
+        replay: VecDeque<(u64, u64)>,
+        fresh: bool,
+    ) -> std::io::Result<LogReader> {
+        let first = self.log.first_row();
+        if fresh {
+            at.seq = at.seq.max(first);
+        } else if at.seq < first {
+            return Err(std::io::Error::other(format!(
+                "stream {}: the checkpoint resumes at row {}, but the rows before {first} were trimmed (retention)",
+                self.log.name(),
+                at.seq
+            )));
+        }
+        let (hold, checkpointed) = match &self.hold {
+            Some(h) => {
+                h.set(at.seq);
+                (h.clone(), true)
+            }
+            None => (self.log.hold(at.seq), false),
+        };
         // The journal keeps what is replayed and takes what comes next.
         let ticks = match &self.ticks {
             Some(path) => {
@@ -69,6 +98,8 @@ impl LogSource {
             before: at,
             ticks,
             replay,
+            hold,
+            checkpointed,
         })
     }
 }
@@ -85,7 +116,7 @@ impl SourceFactory for LogSource {
             dirty: false,
         };
         match worker {
-            0 => match self.reader(at, VecDeque::new()) {
+            0 => match self.reader(at, VecDeque::new(), true) {
                 Ok(r) => Some(Box::new(r)),
                 Err(e) => Some(Box::new(Failed(Some(e)))),
             },
@@ -133,7 +164,7 @@ impl SourceFactory for LogSource {
                 }
             }
         }
-        Ok(Some(Box::new(self.reader(at, replay)?)))
+        Ok(Some(Box::new(self.reader(at, replay, false)?)))
     }
 
     fn replayable(&self) -> bool {
@@ -189,6 +220,10 @@ struct LogReader {
     /// Journaled closes still to replay after a recovery: (row, epoch), in order. While
     /// any is left the clock closes nothing.
     replay: VecDeque<(u64, u64)>,
+    /// The rows it may still read (see [`LogSource::hold`]): where it is, or, with
+    /// checkpoints, where its last committed checkpoint resumes.
+    hold: super::log::Hold,
+    checkpointed: bool,
 }
 
 /// The shortest time between two heartbeats of a reader.
@@ -305,6 +340,19 @@ impl NativeSource for LogReader {
                 }
                 self.batch = None;
             }
+            if !self.checkpointed {
+                self.hold.set(self.seq);
+            }
+            // Its hold keeps what it has not read: a trim past it is a fault, never
+            // rows skipped.
+            let first = self.log.first_row();
+            if self.seq < first {
+                return Err(std::io::Error::other(format!(
+                    "stream {}: this query's reader is at row {}, but the rows before {first} were trimmed",
+                    self.log.name(),
+                    self.seq
+                )));
+            }
             // A reader resumed past the end (a stream a recovering query makes again)
             // waits for its rows.
             let (k, row) = self.log.locate(self.seq);
@@ -332,6 +380,14 @@ impl NativeSource for LogReader {
 
     fn resume_point(&self) -> Option<Vec<u8>> {
         serde_json::to_vec(&self.before).ok()
+    }
+
+    /// A checkpoint resuming at `resume` committed: rows before it are no longer
+    /// needed by this query.
+    fn committed(&mut self, resume: &[u8]) {
+        if let Ok(at) = serde_json::from_slice::<Resume>(resume) {
+            self.hold.set(at.seq);
+        }
     }
 
     /// A close of its own, journaled like a heartbeat's; not while catching up.

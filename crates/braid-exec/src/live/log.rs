@@ -5,13 +5,22 @@
 //! directory, every append is written to the stream's file as CSV lines and synced
 //! before [`StreamLog::append`] returns: a row is acknowledged once it is durable.
 //! The log keeps its rows in memory too; a server that restarts reads them back from
-//! the file ([`StreamLog::open`], [`super::log_file`]). Trimming is later work.
+//! the file ([`StreamLog::open`], [`super::log_file`]).
+//!
+//! A stream declared with a retention ([`Retention`]) is trimmed: after each append,
+//! the whole batches before both the retention's bound and every reader's [`Hold`]
+//! (the first row it may still read: a query's reader holds where it is, or, when the
+//! query takes checkpoints, where its last committed checkpoint would have it read
+//! again; a subscriber holds where it is) leave memory; the file is rewritten without
+//! them once they are as many rows as it still holds. A reader that starts later
+//! starts at the first row kept.
 
 use super::taps::Taps;
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Schema};
+pub use braid_sql::catalog::Retention;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -38,9 +47,19 @@ pub struct StreamLog {
 }
 
 struct Inner {
-    /// Appended batches, each keyed by its rows' sequence numbers in the stream.
+    /// Appended batches not trimmed, each keyed by its rows' sequence numbers in the
+    /// stream, and when each came.
     entries: Vec<Arc<Batch>>,
+    arrived: Vec<Instant>,
+    /// Batches trimmed before `entries[0]` (a reader's offset counts them).
+    trimmed: usize,
+    /// The sequence number of the first row kept, and of the file's first row.
+    first: u64,
+    file_first: u64,
     rows: u64,
+    /// How much the stream keeps; every reader's hold.
+    retention: Option<Retention>,
+    holds: Vec<std::sync::Weak<AtomicU64>>,
     /// No more appends: readers end once they have read everything.
     closed: bool,
     /// When the last row came, and the largest event time so far (heartbeats).
@@ -51,6 +70,23 @@ struct Inner {
     wakers: Vec<Waker>,
     /// Subscribers' filters, run as batches are appended.
     taps: Taps,
+}
+
+/// The first row a reader of a log may still read: no row from it on is trimmed while
+/// the hold lives ([`StreamLog::hold`]).
+#[derive(Clone, Debug)]
+pub struct Hold(Arc<AtomicU64>);
+
+impl Hold {
+    /// Rows before `seq` are no longer needed.
+    pub fn set(&self, seq: u64) {
+        self.0.store(seq, Ordering::Relaxed);
+    }
+
+    /// The row held.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 /// What a tap (a subscriber's filter run at the log, see [`super::taps`]) has.
@@ -117,8 +153,12 @@ impl StreamLog {
         let log = StreamLog::create_with(name, schema, Some(path), Some(file));
         let mut inner = log.lock();
         inner.rows = read.rows;
+        inner.first = read.first;
+        inner.file_first = read.first;
         inner.max_time = read.max_time;
         inner.entries = read.batches.into_iter().map(Arc::new).collect();
+        // When the rows came before is not kept: a retention by time counts from now.
+        inner.arrived = vec![Instant::now(); inner.entries.len()];
         drop(inner);
         log.reopened.store(read.rows, Ordering::Relaxed);
         Ok(log)
@@ -135,7 +175,13 @@ impl StreamLog {
             schema,
             inner: Mutex::new(Inner {
                 entries: Vec::new(),
+                arrived: Vec::new(),
+                trimmed: 0,
+                first: 0,
+                file_first: 0,
                 rows: 0,
+                retention: None,
+                holds: Vec::new(),
                 closed: false,
                 last_arrival: Instant::now(),
                 max_time: None,
@@ -165,8 +211,16 @@ impl StreamLog {
         if rows >= inner.rows {
             return Ok(());
         }
+        if rows < inner.first {
+            return Err(Error::Internal(format!(
+                "stream {}: cutting it back to {rows} rows, but its rows before {} were trimmed",
+                self.name, inner.first
+            )));
+        }
         let (k, row) = locate(&inner.entries, rows);
         inner.entries.truncate(k + usize::from(row > 0));
+        let kept = inner.entries.len();
+        inner.arrived.truncate(kept);
         if row > 0 {
             let last = inner.entries.last().cloned();
             if let Some(b) = last {
@@ -186,7 +240,9 @@ impl StreamLog {
                 .max()
         });
         if let Some(path) = &self.path {
-            super::log_file::rewrite(path, &inner.entries, rows, &self.schema)?;
+            let first = inner.first;
+            super::log_file::rewrite(path, &inner.entries, first, rows, &self.schema)?;
+            inner.file_first = first;
             let file = std::fs::OpenOptions::new()
                 .append(true)
                 .open(path)
@@ -199,7 +255,34 @@ impl StreamLog {
     /// The batch holding the row with sequence number `seq`, and its place in it
     /// (one past the last batch when `seq` is the next row to come).
     pub fn locate(&self, seq: u64) -> (usize, usize) {
-        locate(&self.lock().entries, seq)
+        let inner = self.lock();
+        let (k, row) = locate(&inner.entries, seq);
+        (inner.trimmed + k, row)
+    }
+
+    /// Keeps the stream's rows as `retention` says (all of them when `None`).
+    pub fn set_retention(&self, retention: Option<Retention>) {
+        self.lock().retention = retention;
+    }
+
+    /// A hold on the rows from `seq` on (see [`Hold`]); it goes with its last clone.
+    pub fn hold(&self, seq: u64) -> Hold {
+        let h = Arc::new(AtomicU64::new(seq));
+        let mut inner = self.lock();
+        inner.holds.retain(|w| w.strong_count() > 0);
+        inner.holds.push(Arc::downgrade(&h));
+        Hold(h)
+    }
+
+    /// The sequence number of the first row kept (rows before it were trimmed).
+    pub fn first_row(&self) -> u64 {
+        self.lock().first
+    }
+
+    /// The offset of the first batch kept: a reader starting at the stream's start
+    /// starts here.
+    pub fn first_batch(&self) -> usize {
+        self.lock().trimmed
     }
 
     /// Counts a malformed row a producer skipped.
@@ -262,7 +345,8 @@ impl StreamLog {
 
     /// Batches appended so far (a reader at this offset reads only what comes next).
     pub fn end(&self) -> usize {
-        self.lock().entries.len()
+        let inner = self.lock();
+        inner.trimmed + inner.entries.len()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -325,8 +409,69 @@ impl StreamLog {
         let batch = Arc::new(batch);
         inner.taps.dispatch(&batch);
         inner.entries.push(batch);
+        let now = inner.last_arrival;
+        inner.arrived.push(now);
         for w in inner.wakers.drain(..) {
             w.wake();
+        }
+        if inner.retention.is_some() {
+            self.trim(&mut inner)?;
+        }
+        Ok(())
+    }
+
+    /// Trims what the retention and every hold allow (see the module doc).
+    fn trim(&self, inner: &mut Inner) -> Result<()> {
+        let bound = match inner.retention {
+            None => return Ok(()),
+            Some(Retention::Rows(n)) => inner.rows.saturating_sub(n),
+            Some(Retention::For(d)) => {
+                let now = Instant::now();
+                let k = inner
+                    .arrived
+                    .partition_point(|&t| now.saturating_duration_since(t) > d);
+                inner.entries.get(k).map_or(inner.rows, |b| {
+                    b.keys().first().map_or(inner.rows, |k| k.seq)
+                })
+            }
+        };
+        inner.holds.retain(|w| w.strong_count() > 0);
+        let held = inner
+            .holds
+            .iter()
+            .filter_map(|w| w.upgrade())
+            .map(|h| h.load(Ordering::Relaxed))
+            .min()
+            .unwrap_or(u64::MAX);
+        let keep = bound.min(held);
+        // Whole batches whose rows all come before `keep`.
+        let k = inner
+            .entries
+            .partition_point(|b| b.keys().last().is_none_or(|l| l.seq < keep));
+        if k == 0 {
+            return Ok(());
+        }
+        inner.entries.drain(..k);
+        inner.arrived.drain(..k);
+        inner.trimmed += k;
+        inner.first = inner
+            .entries
+            .first()
+            .and_then(|b| b.keys().first())
+            .map_or(inner.rows, |k| k.seq);
+        // The file is rewritten once it holds as many trimmed rows as kept ones.
+        let dropped = inner.first - inner.file_first;
+        if let Some(path) = &self.path {
+            if dropped > 0 && dropped >= inner.rows - inner.first {
+                let (first, rows) = (inner.first, inner.rows);
+                super::log_file::rewrite(path, &inner.entries, first, rows, &self.schema)?;
+                let file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+                inner.file = Some(std::io::BufWriter::new(file));
+                inner.file_first = first;
+            }
         }
         Ok(())
     }
@@ -334,7 +479,10 @@ impl StreamLog {
     /// The batch at `offset`, or why there is none.
     pub fn read(&self, offset: usize) -> Read {
         let inner = self.lock();
-        match inner.entries.get(offset) {
+        // Before the first batch kept there is nothing to read (a reader starts at
+        // `first_batch`, and its hold keeps what it has not read).
+        let at = offset.checked_sub(inner.trimmed).unwrap_or(usize::MAX);
+        match inner.entries.get(at) {
             Some(b) => Read::Batch(b.clone()),
             None if inner.closed => Read::Closed,
             None => Read::Idle(inner.last_arrival, inner.max_time),
@@ -345,7 +493,10 @@ impl StreamLog {
     /// append (or close) when there is nothing at `offset` yet.
     pub fn poll_read(&self, offset: usize, cx: &mut Context<'_>) -> Poll<Option<Arc<Batch>>> {
         let mut inner = self.lock();
-        match inner.entries.get(offset) {
+        // Before the first batch kept there is nothing to read (a reader starts at
+        // `first_batch`, and its hold keeps what it has not read).
+        let at = offset.checked_sub(inner.trimmed).unwrap_or(usize::MAX);
+        match inner.entries.get(at) {
             Some(b) => Poll::Ready(Some(b.clone())),
             None if inner.closed => Poll::Ready(None),
             None => {
@@ -371,7 +522,7 @@ impl StreamLog {
     pub fn tap(&self, expr: Expr, text: &str) -> (u64, usize) {
         let mut inner = self.lock();
         let id = inner.taps.add(expr, text, &self.schema);
-        (id, inner.entries.len())
+        (id, inner.trimmed + inner.entries.len())
     }
 
     /// Takes the next batch of tap `id`; when there is none yet, `waker` (if given)
@@ -430,5 +581,110 @@ fn locate(entries: &[Arc<Batch>], seq: u64) -> (usize, usize) {
 impl std::fmt::Debug for StreamLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "StreamLog({}, {} rows)", self.name, self.rows())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_plan::batch::Value;
+    use braid_plan::types::Field;
+
+    fn batch(from: i64, n: i64) -> Batch {
+        let mut b = Batch::new(1);
+        for i in from..from + n {
+            b.push(RowKey { seq: 0, lane: 0 }, &[Value::Int(i)]);
+        }
+        b
+    }
+
+    /// Every value the log holds from `offset` on, with its sequence number.
+    fn held(log: &StreamLog) -> Vec<(u64, i64)> {
+        let mut out = Vec::new();
+        let mut k = log.first_batch();
+        while let Read::Batch(b) = log.read(k) {
+            out.extend(b.rows().map(|r| (r.key().seq, r.int(0).unwrap_or(-1))));
+            k += 1;
+        }
+        out
+    }
+
+    /// A stream keeping its newest 10 rows trims whole batches before both that bound
+    /// and every hold, never a row a hold keeps; its file is rewritten once it holds
+    /// as many trimmed rows as kept ones and reads back with the same sequence
+    /// numbers; a reader that starts later starts at the first row kept.
+    #[test]
+    fn a_stream_keeps_what_its_retention_and_its_readers_need() {
+        let dir = std::env::temp_dir().join(format!("braid-log-trim-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let schema = Schema::new(vec![Field::new("v", DataType::Int64)]);
+        let log = StreamLog::create("s", schema.clone(), Some(&dir)).expect("log");
+        log.set_retention(Some(Retention::Rows(10)));
+        let reader = log.hold(0);
+        for b in 0..10 {
+            log.append(&batch(b * 4, 4)).expect("append");
+        }
+        // The reader at 0 keeps everything.
+        assert_eq!((log.first_row(), log.first_batch(), log.rows()), (0, 0, 40));
+        reader.set(13);
+        log.append(&batch(40, 4)).expect("append");
+        // Batches of rows 0..12 go (the one holding 12 stays).
+        assert_eq!((log.first_row(), log.first_batch()), (12, 3));
+        assert_eq!(held(&log).first(), Some(&(12, 12)));
+        assert_eq!(log.locate(13), (3, 1));
+        drop(reader);
+        log.append(&batch(44, 4)).expect("append");
+        // Now only the retention: the newest 10 of 48 rows, by whole batches.
+        assert_eq!((log.first_row(), log.first_batch()), (36, 9));
+        let want: Vec<(u64, i64)> = (36..48).map(|i| (i as u64, i as i64)).collect();
+        assert_eq!(held(&log), want);
+        // The file was rewritten (24 trimmed rows against 12 kept) and reads back.
+        let text = std::fs::read_to_string(dir.join("s.csv")).expect("file");
+        assert!(text.starts_with("#braid first="), "{text}");
+        let again = StreamLog::open("s", schema.clone(), Some(&dir)).expect("open");
+        assert_eq!((again.rows(), again.first_row()), (48, log.first_row()));
+        let kept: Vec<(u64, i64)> = held(&again).into_iter().filter(|&(s, _)| s >= 36).collect();
+        assert_eq!(kept, want);
+        assert_eq!(held(&again).first().map(|r| r.0), Some(again.first_row()));
+        // Cutting back below the first row kept is refused, above it works.
+        assert!(log.truncate(20).is_err());
+        log.truncate(42).expect("cut back");
+        assert_eq!(log.rows(), 42);
+        let again = StreamLog::open("s", schema, Some(&dir)).expect("open");
+        assert_eq!(held(&again).last(), Some(&(41, 41)));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A retention by time trims the batches that came longer ago than it says.
+    #[test]
+    fn a_retention_by_time_trims_what_came_before_it() {
+        let schema = Schema::new(vec![Field::new("v", DataType::Int64)]);
+        let log = StreamLog::create("t", schema, None).expect("log");
+        log.set_retention(Some(Retention::For(std::time::Duration::from_millis(100))));
+        log.append(&batch(0, 3)).expect("append");
+        log.append(&batch(3, 3)).expect("append");
+        assert_eq!(log.first_row(), 0);
+        std::thread::sleep(std::time::Duration::from_millis(150));
+        log.append(&batch(6, 3)).expect("append");
+        assert_eq!((log.first_row(), log.first_batch(), log.rows()), (6, 2, 9));
+    }
+
+    /// A string that starts with `#` in the first column reads back as itself.
+    #[test]
+    fn a_hash_string_first_reads_back() {
+        let dir = std::env::temp_dir().join(format!("braid-log-hash-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let schema = Schema::new(vec![Field::new("s", DataType::String)]);
+        let log = StreamLog::create("h", schema.clone(), Some(&dir)).expect("log");
+        let mut b = Batch::new(1);
+        b.push(RowKey { seq: 0, lane: 0 }, &[Value::Str("#braid first=7")]);
+        log.append(&b).expect("append");
+        let again = StreamLog::open("h", schema, Some(&dir)).expect("open");
+        assert_eq!((again.rows(), again.first_row()), (1, 0));
+        let Read::Batch(b) = again.read(0) else {
+            panic!("no batch")
+        };
+        assert_eq!(b.row(0).get(0), Value::Str("#braid first=7"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,7 +3,10 @@
 //!
 //! It is the CSV Braid writes elsewhere, with one difference: an empty string is
 //! written quoted (`""`), so that it reads back as a string and an empty field as
-//! NULL. A row's sequence number in the stream is its place in the file.
+//! NULL. A row's sequence number in the stream is its place in the file, after the
+//! rows the log trimmed (retention): a file that starts later than the stream's first
+//! row has a first line `#braid first=<seq>` (strings that start with `#` are written
+//! quoted, so no row reads as it).
 
 use crate::error::{Error, Result};
 use crate::source::parse_field;
@@ -27,7 +30,10 @@ pub(crate) fn write_row(
         }
         match row.get(c) {
             Value::Str(s)
-                if s.is_empty() || s.contains([',', '"', '\n', '\r']) || s.trim() != s =>
+                if s.is_empty()
+                    || s.contains([',', '"', '\n', '\r'])
+                    || s.trim() != s
+                    || s.starts_with('#') =>
             {
                 write!(out, "\"{}\"", s.replace('"', "\"\""))?;
             }
@@ -44,6 +50,9 @@ pub(crate) fn write_row(
 /// 0), and the length of the file up to its last whole line.
 pub(crate) struct Contents {
     pub batches: Vec<Batch>,
+    /// The sequence number of the file's first row (rows before it were trimmed).
+    pub first: u64,
+    /// Rows of the stream, trimmed ones included: the next row's sequence number.
     pub rows: u64,
     pub max_time: Option<i64>,
     /// Bytes up to the end of the last whole line: a line cut by a crash in the middle
@@ -59,6 +68,7 @@ pub(crate) fn read(path: &Path, schema: &Schema) -> Result<Contents> {
     let arity = schema.fields.len();
     let mut out = Contents {
         batches: Vec::new(),
+        first: 0,
         rows: 0,
         max_time: None,
         whole: 0,
@@ -67,6 +77,23 @@ pub(crate) fn read(path: &Path, schema: &Schema) -> Result<Contents> {
     let mut fields: Vec<(String, bool)> = Vec::with_capacity(arity);
     let mut at = 0usize;
     let mut line = 0u64;
+    if let Some(rest) = bytes.strip_prefix(FIRST) {
+        line = 1;
+        let end = rest.iter().position(|&b| b == b'\n');
+        let first = end
+            .and_then(|e| std::str::from_utf8(&rest[..e]).ok())
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        let (Some(end), Some(first)) = (end, first) else {
+            return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
+                "the log {}, line 1: expected `#braid first=<row number>`",
+                path.display()
+            ))));
+        };
+        out.first = first;
+        out.rows = first;
+        at = FIRST.len() + end + 1;
+        out.whole = at as u64;
+    }
     while at < bytes.len() {
         line += 1;
         let Some(end) = record(&bytes, at, &mut fields) else {
@@ -164,17 +191,29 @@ fn record(bytes: &[u8], mut at: usize, fields: &mut Vec<(String, bool)>) -> Opti
     }
 }
 
-/// Writes `batches`' first `rows` rows to `path` in place of what it held: a new file
-/// beside it, synced, then renamed over it.
+/// The first line of a log file that starts after the stream's first row.
+const FIRST: &[u8] = b"#braid first=";
+
+/// Writes `batches`' rows from sequence number `first` up to `rows` to `path` in place
+/// of what it held (with the line naming `first` when it is not 0): a new file beside
+/// it, synced, then renamed over it.
 pub(crate) fn rewrite(
     path: &Path,
     batches: &[std::sync::Arc<Batch>],
+    first: u64,
     rows: u64,
     schema: &Schema,
 ) -> Result<()> {
     let types: Vec<DataType> = schema.fields.iter().map(|f| f.ty).collect();
-    let rows = batches.iter().flat_map(|b| b.rows()).take(rows as usize);
+    let rows = batches
+        .iter()
+        .flat_map(|b| b.rows())
+        .filter(|r| (first..rows).contains(&r.key().seq));
     crate::checkpoint_store::replace_with(path, |mut w| {
+        if first > 0 {
+            w.write_all(FIRST)?;
+            writeln!(w, "{first}")?;
+        }
         for r in rows {
             write_row(&mut w, &r, &types)?;
         }

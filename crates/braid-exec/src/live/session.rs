@@ -448,6 +448,7 @@ impl LiveSession {
                         return Err(e);
                     }
                 }
+                log.set_retention(def.feeds.retention);
                 self.add_log(name, &def, log);
             }
         }
@@ -571,11 +572,14 @@ impl LiveSession {
         log: &Arc<StreamLog>,
         ticks: Option<PathBuf>,
     ) -> Arc<LogSource> {
+        // A checkpointed query's readers share one hold, kept across them.
+        let hold = ticks.as_ref().map(|_| log.hold(log.first_row()));
         Arc::new(LogSource {
             log: log.clone(),
             source: def.source.clone(),
             heartbeat: Some(heartbeat(def, self.idle)),
             ticks,
+            hold,
         })
     }
 

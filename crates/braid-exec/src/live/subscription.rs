@@ -60,8 +60,11 @@ pub struct Subscription {
     pub log: Arc<StreamLog>,
     /// The next batch to read.
     pub offset: usize,
-    /// Rows read so far.
+    /// Rows of the stream read or trimmed before it started: the next row's
+    /// sequence number.
     pub read: u64,
+    /// The rows it has yet to read, kept for it (a stream with a retention).
+    pub hold: Option<super::log::Hold>,
     /// The query making the rows, when it is the subscriber's own.
     pub status: Option<Arc<Status>>,
     /// The subscriber's own filter, if any ([`Subscription::set_filter`]): applied here
@@ -89,7 +92,14 @@ impl Subscription {
     /// the log).
     fn tapped(&mut self, waker: Option<&std::task::Waker>) -> Option<TapRead> {
         let (id, from) = self.tap?;
-        (self.offset >= from).then(|| self.log.take_tap(id, waker))
+        if self.offset < from {
+            return None;
+        }
+        // Its rows come from the tap now: it needs nothing more of the log.
+        if let Some(h) = &self.hold {
+            h.set(u64::MAX);
+        }
+        Some(self.log.take_tap(id, waker))
     }
 
     /// The next batch of rows, waking `cx` when one comes; `Ready(None)` once the
@@ -154,6 +164,9 @@ impl Subscription {
     fn take(&mut self, b: Arc<Batch>) -> Option<Arc<Batch>> {
         self.offset += 1;
         self.read += b.len() as u64;
+        if let Some(h) = &self.hold {
+            h.set(self.read);
+        }
         let Some(f) = self.filter.as_mut() else {
             return Some(b);
         };

@@ -74,6 +74,9 @@ pub trait Feed {
     fn close_epoch(&mut self) -> Result<Option<Next>> {
         Ok(None)
     }
+    /// A checkpoint holding `resume` (a resume point this feed gave) has committed
+    /// (see [`braid_plan::function::NativeSource::committed`]).
+    fn committed(&mut self, _resume: &[u8]) {}
     /// Malformed-record report, once the feed is done.
     fn rejects(&mut self) -> Rejects;
 }
@@ -421,6 +424,10 @@ impl Feed for NativeFeed {
 
     fn resume_point(&self) -> Option<Vec<u8>> {
         self.reader.resume_point()
+    }
+
+    fn committed(&mut self, resume: &[u8]) {
+        self.reader.committed(resume)
     }
 
     fn close_epoch(&mut self) -> Result<Option<Next>> {

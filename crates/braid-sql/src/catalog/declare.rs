@@ -1,7 +1,7 @@
 //! Definitions from `CREATE STREAM/TABLE/SINK ... WITH (options)`: sources, sinks and
 //! tables loaded from CSV.
 
-use super::{Feeds, SinkDef, StreamDef, TableDef};
+use super::{Feeds, Retention, SinkDef, StreamDef, TableDef};
 use crate::time::TimeUnit;
 use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::error::{Error, Result};
@@ -321,12 +321,60 @@ fn feeds(name: &str, o: &mut Options, base: &Path) -> Result<Feeds> {
             "stream `{name}`: JSON lines have no header; header is an option of format = 'csv'"
         )));
     }
+    let retention = match o.take("retention") {
+        None => None,
+        Some(Scalar::Int(n)) if n > 0 => Some(Retention::Rows(n as u64)),
+        Some(Scalar::Str(s)) => Some(retention(name, &s)?),
+        Some(other) => {
+            return Err(o.expected(
+                "retention",
+                "a positive row count or a duration such as '10m'",
+                &other,
+            ))
+        }
+    };
     Ok(Feeds {
         listen,
         tail,
         json,
         header: header.unwrap_or(false),
+        retention,
     })
+}
+
+/// A stream's `retention = '...'`: a row count (`'5000'`, `'5000 rows'`) or a duration
+/// with a unit (`'90s'`, `'10m'`, `'2 hours'`, `'7d'`).
+fn retention(name: &str, text: &str) -> Result<Retention> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = (t[..split].trim(), t[split..].trim());
+    let seconds = match unit {
+        "" | "row" | "rows" => {
+            return match number.parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Retention::Rows(n)),
+                _ => Err(bad_retention(name, text)),
+            }
+        }
+        "s" | "sec" | "second" | "seconds" => 1.0,
+        "m" | "min" | "minute" | "minutes" => 60.0,
+        "h" | "hour" | "hours" => 3600.0,
+        "d" | "day" | "days" => 86400.0,
+        _ => return Err(bad_retention(name, text)),
+    };
+    match number.parse::<f64>() {
+        Ok(n) if n > 0.0 && n.is_finite() && n * seconds < 1e12 => Ok(Retention::For(
+            std::time::Duration::from_secs_f64(n * seconds),
+        )),
+        _ => Err(bad_retention(name, text)),
+    }
+}
+
+fn bad_retention(name: &str, text: &str) -> Error {
+    Error::Plan(format!(
+        "stream `{name}`: retention = '{text}'; expected a positive row count ('100000', '100000 rows') or a duration with a unit ('90s', '10m', '2h', '7d')"
+    ))
 }
 
 /// Files of a stream of several CSV files (a `*` in the path), and whether they have a
@@ -572,4 +620,35 @@ fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
                 .map_err(|why| format!("{why} (column `{}`)", f.name))?,
         ),
     })
+}
+
+#[cfg(test)]
+mod retention_tests {
+    use super::{retention, Retention};
+    use std::time::Duration;
+
+    #[test]
+    fn retentions_read_as_rows_or_durations() {
+        assert_eq!(retention("s", "5000").ok(), Some(Retention::Rows(5000)));
+        assert_eq!(retention("s", " 7 rows").ok(), Some(Retention::Rows(7)));
+        assert_eq!(
+            retention("s", "10m").ok(),
+            Some(Retention::For(Duration::from_secs(600)))
+        );
+        assert_eq!(
+            retention("s", "1.5 hours").ok(),
+            Some(Retention::For(Duration::from_secs(5400)))
+        );
+        assert_eq!(
+            retention("s", "7d").ok(),
+            Some(Retention::For(Duration::from_secs(7 * 86400)))
+        );
+        for bad in ["0", "-3", "ten", "5 weeks", "0s", "1.5 rows", ""] {
+            let e = retention("s", bad).expect_err(bad).to_string();
+            assert!(
+                e.contains(&format!("retention = '{bad}'")) && e.contains("expected"),
+                "{bad}: {e}"
+            );
+        }
+    }
 }

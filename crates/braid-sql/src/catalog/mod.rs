@@ -49,6 +49,20 @@ pub struct Feeds {
     pub json: bool,
     /// The first line (of the file, of each TCP producer) is a header (`header`).
     pub header: bool,
+    /// How much of the stream its log keeps (`retention`); all of it when `None`.
+    pub retention: Option<Retention>,
+}
+
+/// How much of a stream that lives in Braid its log keeps (`WITH (retention = ...)`):
+/// rows older than this go once no reader needs them (a query still reading them, or
+/// a query's last committed checkpoint that would read them again). A query or
+/// subscriber that starts later reads from the oldest row kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retention {
+    /// The newest rows, this many (`retention = 100000`, or `'100000 rows'`).
+    Rows(u64),
+    /// The rows that came within this long (`retention = '10m'`: `s`, `m`, `h`, `d`).
+    For(std::time::Duration),
 }
 
 /// A declared table: rows loaded when the script is compiled, joined by lookup.

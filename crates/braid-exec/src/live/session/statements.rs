@@ -26,6 +26,7 @@ impl LiveSession {
             log,
             offset: 0,
             read: 0,
+            hold: None,
             status: Some(status),
             filter: None,
             tap: None,
@@ -74,11 +75,15 @@ impl LiveSession {
             .get(&key)
             .map(|&q| self.queries[q].status.clone());
         log.subscriber(true);
+        // From the stream's first row kept (its retention may have trimmed earlier
+        // ones), held until read.
+        let hold = log.hold(log.first_row());
         Ok(Subscription {
             columns: columns(log.schema()),
+            offset: log.first_batch(),
+            read: hold.get(),
+            hold: Some(hold),
             log,
-            offset: 0,
-            read: 0,
             status,
             filter: None,
             tap: None,
