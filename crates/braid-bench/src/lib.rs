@@ -27,6 +27,7 @@ pub mod probe;
 pub mod query;
 pub mod rate;
 pub mod report;
+pub mod retention;
 pub mod scheduling;
 pub mod server;
 pub mod split;

@@ -5,7 +5,7 @@
 //! ```
 
 use anyhow::Result;
-use braid_bench::{latency, parse, placement, rate, server, split, sql, tune};
+use braid_bench::{latency, parse, placement, rate, retention, server, split, sql, tune};
 use clap::{Parser, Subcommand};
 
 /// mimalloc, as in the `braid` binary, so that the numbers are those of the shipped
@@ -42,6 +42,8 @@ enum Command {
     Server(server::ServerArgs),
     /// Latency constraints: latency and throughput vs rate, a rising load, StreamAPAS.
     Latency(latency::LatencyArgs),
+    /// A stream's retention: ingest rate, memory and file size with and without it.
+    Retention(retention::RetentionArgs),
 }
 
 fn main() {
@@ -61,5 +63,6 @@ fn run() -> Result<()> {
         Command::Parse(a) => parse::run(a),
         Command::Server(a) => server::run(a),
         Command::Latency(a) => latency::run(a),
+        Command::Retention(a) => retention::run(a),
     }
 }
