@@ -126,8 +126,7 @@ fn one(a: &RetentionArgs, keep: Option<u64>) -> Result<Run> {
     peak = peak.max(rss_mb());
     let log = s.log("events").context("the stream's log")?;
     let held = log.rows() - log.first_row();
-    let file = std::fs::metadata(dir.join("streams").join("events.csv"))
-        .map_or(0, |m| m.len());
+    let file = std::fs::metadata(dir.join("streams").join("events.csv")).map_or(0, |m| m.len());
     drop(sub);
     drop(s);
     let _ = std::fs::remove_dir_all(&dir);
