@@ -363,6 +363,8 @@ impl NativeSource for LogReader {
                 }
                 Read::Closed => return Ok(SourceNext::Done),
                 Read::Idle(last, max_time) => {
+                    // Caught up: what the readers have passed may go now.
+                    self.log.trim_idle();
                     if catching_up {
                         return Ok(SourceNext::Wait);
                     }

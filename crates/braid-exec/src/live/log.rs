@@ -415,13 +415,24 @@ impl StreamLog {
             w.wake();
         }
         if inner.retention.is_some() {
-            self.trim(&mut inner)?;
+            self.trim(&mut inner, true)?;
         }
         Ok(())
     }
 
-    /// Trims what the retention and every hold allow (see the module doc).
-    fn trim(&self, inner: &mut Inner) -> Result<()> {
+    /// Trims what the retention and the holds allow now, in memory only (a reader that
+    /// caught up with an idle stream calls it: after a burst the readers pass the rows
+    /// the appends could not trim yet). The file follows at the next append.
+    pub fn trim_idle(&self) {
+        let mut inner = self.lock();
+        if inner.retention.is_some() {
+            let _ = self.trim(&mut inner, false);
+        }
+    }
+
+    /// Trims what the retention and every hold allow (see the module doc); the file
+    /// too when `file` (and it holds enough trimmed rows).
+    fn trim(&self, inner: &mut Inner, file: bool) -> Result<()> {
         let bound = match inner.retention {
             None => return Ok(()),
             Some(Retention::Rows(n)) => inner.rows.saturating_sub(n),
@@ -448,20 +459,19 @@ impl StreamLog {
         let k = inner
             .entries
             .partition_point(|b| b.keys().last().is_none_or(|l| l.seq < keep));
-        if k == 0 {
-            return Ok(());
+        if k > 0 {
+            inner.entries.drain(..k);
+            inner.arrived.drain(..k);
+            inner.trimmed += k;
+            inner.first = inner
+                .entries
+                .first()
+                .and_then(|b| b.keys().first())
+                .map_or(inner.rows, |k| k.seq);
         }
-        inner.entries.drain(..k);
-        inner.arrived.drain(..k);
-        inner.trimmed += k;
-        inner.first = inner
-            .entries
-            .first()
-            .and_then(|b| b.keys().first())
-            .map_or(inner.rows, |k| k.seq);
         // The file is rewritten once it holds as many trimmed rows as kept ones.
         let dropped = inner.first - inner.file_first;
-        if let Some(path) = &self.path {
+        if let Some(path) = self.path.as_ref().filter(|_| file) {
             if dropped > 0 && dropped >= inner.rows - inner.first {
                 let (first, rows) = (inner.first, inner.rows);
                 super::log_file::rewrite(path, &inner.entries, first, rows, &self.schema)?;
@@ -653,6 +663,23 @@ mod tests {
         let again = StreamLog::open("s", schema, Some(&dir)).expect("open");
         assert_eq!(held(&again).last(), Some(&(41, 41)));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A reader that passes rows between appends lets them go at its next idle read.
+    #[test]
+    fn an_idle_trim_takes_what_the_readers_passed_since_the_last_append() {
+        let schema = Schema::new(vec![Field::new("v", DataType::Int64)]);
+        let log = StreamLog::create("i", schema, None).expect("log");
+        log.set_retention(Some(Retention::Rows(10)));
+        let reader = log.hold(0);
+        for b in 0..10 {
+            log.append(&batch(b * 4, 4)).expect("append");
+        }
+        assert_eq!(log.first_row(), 0);
+        reader.set(40);
+        log.trim_idle();
+        // The newest 10 of 40 by whole batches of 4: from row 28.
+        assert_eq!((log.first_row(), log.first_batch()), (28, 7));
     }
 
     /// A retention by time trims the batches that came longer ago than it says.

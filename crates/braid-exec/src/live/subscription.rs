@@ -155,7 +155,11 @@ impl Subscription {
                     }
                 }
                 Read::Closed => return Err(true),
-                Read::Idle(..) => return Err(false),
+                Read::Idle(..) => {
+                    // Caught up: what the readers have passed may go now.
+                    self.log.trim_idle();
+                    return Err(false);
+                }
             }
         }
     }
