@@ -25,6 +25,8 @@ pub struct RunBoard {
 struct Query {
     sql: String,
     source: String,
+    /// Its latency constraint (`max_latency`), if any.
+    constraint: Option<std::time::Duration>,
     graph: Vec<GraphNode>,
     counters: Arc<Counters>,
     profiler: Arc<Profiler>,
@@ -74,6 +76,7 @@ impl RunBoard {
         q.push(Query {
             sql: sql.to_string(),
             source: plan.leaf_source().name.clone(),
+            constraint: plan.latency_constraint(),
             graph,
             counters,
             profiler: profiler.clone(),
@@ -112,9 +115,15 @@ impl RunBoard {
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measure(&q.graph, &q.profiler),
                     latency: Default::default(),
-                    // A one-shot run's constraint is in its run report, not here yet.
-                    constraint_ms: None,
-                    row_latency_ms: None,
+                    // Under a constraint the run stamps its rows: their latencies so
+                    // far, as the server shows a live query's.
+                    constraint_ms: q.constraint.map(|d| d.as_secs_f64() * 1e3),
+                    row_latency_ms: q
+                        .constraint
+                        .and_then(|d| c.latency.get().map(|l| l.summary(Some(d))))
+                        .and_then(|l| {
+                            Some([l.p50?.as_secs_f64() * 1e3, l.p99?.as_secs_f64() * 1e3])
+                        }),
                 }
             })
             .collect();

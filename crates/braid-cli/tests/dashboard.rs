@@ -94,3 +94,76 @@ fn a_run_serves_its_dashboard_while_it_runs() {
     assert!(child.wait().unwrap().success());
     let _ = std::fs::remove_file(&out);
 }
+
+/// A run under a latency constraint (`SET max_latency`) shows the constraint and its
+/// rows' latencies in its dashboard's snapshot, as the server does for a live query,
+/// and refuses a live rescale, saying why (before, the dashboard's rescaler made the
+/// run refuse to start).
+#[test]
+fn a_run_under_a_constraint_shows_its_rows_latencies() {
+    let dir = std::env::temp_dir().join(format!("braid-dashboard-qos-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("q.sql");
+    // 40,000 rows at 10,000 per event-time second, paced at real time: 4 s.
+    std::fs::write(
+        &script,
+        "SET max_latency = '100ms';
+CREATE STREAM lr WITH (source = 'generator', tuples = 40000, rate = 10000, keys = 4, seed = 7, speed = 1);
+CREATE SINK none WITH (sink = 'discard');
+INSERT INTO none SELECT vid, spd FROM lr WHERE spd > 10;",
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .arg("run")
+        .arg(&script)
+        .args(["--workers", "2", "--dashboard", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("braid starts");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no dashboard address in {line:?}"))
+        .to_string();
+    let start = Instant::now();
+    let q = loop {
+        let body = get(&addr, "/api/snapshot");
+        let s: serde_json::Value = serde_json::from_str(&body).expect("JSON");
+        let q = s["queries"][0].clone();
+        if q["row_latency_ms"].is_array() {
+            break q;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{body}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // A live rescale is refused, saying why.
+    let mut c = std::net::TcpStream::connect(&addr).expect("connect to the dashboard");
+    write!(
+        c,
+        "POST /api/rescale?partitions=4 HTTP/1.1\r\nHost: braid\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    c.read_to_string(&mut answer).unwrap();
+    let rescales = get(&addr, "/api/rescale");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        rescales.contains("latency constraint (max_latency 100ms)"),
+        "{answer}\n{rescales}"
+    );
+    assert_eq!(q["constraint_ms"].as_f64(), Some(100.0), "{q}");
+    let r: Vec<f64> = q["row_latency_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(r.len() == 2 && 0.0 <= r[0] && r[0] <= r[1], "{q}");
+}

@@ -76,6 +76,8 @@ struct State {
     pending: Option<Request>,
     done: Vec<Rescaled>,
     refused: Vec<String>,
+    /// Why the running query takes no requests (they are refused at once), if so.
+    closed: Option<String>,
 }
 
 /// Asks a running query to rescale, and tells what came of it. Clones share one state.
@@ -98,7 +100,18 @@ impl Rescaler {
     /// taken up).
     pub fn request(&self, request: Request) {
         if let Ok(mut s) = self.0.lock() {
-            s.pending = Some(request);
+            match s.closed.clone() {
+                Some(why) => s.refused.push(why),
+                None => s.pending = Some(request),
+            }
+        }
+    }
+
+    /// Refuses every request from now on with `why` (the query running now cannot
+    /// rescale live), or, with `None`, takes them again.
+    pub fn close(&self, why: Option<String>) {
+        if let Ok(mut s) = self.0.lock() {
+            s.closed = why;
         }
     }
 

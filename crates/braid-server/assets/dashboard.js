@@ -262,7 +262,7 @@ function drawQueries(t, snapshot) {
       card.className = "query";
       card.dataset.query = q.number;
       card.innerHTML =
-        '<h3></h3><code></code><div class="figures"></div><div class="graph"></div>' +
+        '<h3></h3><code></code><div class="figures"></div><div class="constraint"></div><div class="graph"></div>' +
         '<div class="legend">boxes coloured by busy share (green idle, red busy; grey: not measured)</div>';
       box.append(card);
       card.querySelector("code").textContent = q.sql;
@@ -289,6 +289,17 @@ function drawQueries(t, snapshot) {
       `latency p50 ${ms(q.latency.p50_ms)} · p99 ${ms(q.latency.p99_ms)} · ` +
       `skipped on faults ${fmt.format(q.faults)} · late ${fmt.format(q.late)} · ` +
       `epochs read, not yet complete: ${Math.max(0, q.epoch_in - q.epoch_out)}`;
+    // Under a latency constraint: its rows' latencies against it, red when over.
+    const c = card.querySelector(".constraint");
+    if (q.constraint_ms !== null && q.constraint_ms !== undefined) {
+      const r = q.row_latency_ms;
+      c.textContent = `max_latency ${ms(q.constraint_ms)}: rows p50 ${r ? ms(r[0]) : "-"} · p99 ${r ? ms(r[1]) : "-"}` +
+        (r && r[1] > q.constraint_ms ? " (over)" : "");
+      c.className = "constraint" + (r && r[1] > q.constraint_ms ? " over" : "");
+      card.dataset.rowP99 = r ? r[1] : "";
+    } else {
+      c.textContent = "";
+    }
   }
   for (const card of [...box.children]) {
     if (!shown.has(card.dataset.query)) {

@@ -237,6 +237,8 @@ fn the_dashboard_shows_the_running_query_in_a_real_browser() {
     let at = s.http.expect("the HTTP listener");
     psql_ok(&s, "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms')");
     psql_ok(&s, "CREATE MATERIALIZED VIEW per_caller AS SELECT caller, count(*) AS n FROM calls GROUP BY caller, TUMBLE(start, 1000)");
+    // A view under a latency constraint (query 2): its card shows its rows' latencies.
+    psql_ok(&s, "SET max_latency = '200ms'; CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur FROM calls WHERE dur > 100");
     // Rows flow while the page is open: a batch every 50 ms.
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

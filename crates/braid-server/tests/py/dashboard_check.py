@@ -1,6 +1,8 @@
 """Loads the dashboard in a real headless Chromium (Debian's, driven by Playwright)
 while rows flow, and checks: no console error; query 1's plan graph has the expected
-number of boxes; its boxes carry measured busy shares; the stream's row count moves.
+number of boxes; its boxes carry measured busy shares; the stream's row count moves;
+query 1 (no constraint) shows none, query 2 (max_latency 200 ms) its rows' p50 and
+p99 against it.
 Prints `ok`, or what was wrong. Optional third argument: where to save a screenshot."""
 import sys
 import time
@@ -37,6 +39,17 @@ with sync_playwright() as p:
     second = page.inner_text(cell)
     if first == second:
         sys.exit(f"the stream's rows did not move: {first} then {second}")
+    if page.inner_text('[data-query="1"] .constraint').strip():
+        sys.exit("query 1 has no constraint, but its card shows one")
+    try:
+        page.wait_for_function(
+            """() => { const c = document.querySelector('[data-query="2"] .constraint');
+                       return c && /^max_latency 200 ms: rows p50 [0-9.]+ ms · p99 [0-9.]+ ms/.test(c.textContent); }""",
+            timeout=10000,
+        )
+    except Exception:
+        c = page.query_selector('[data-query="2"] .constraint')
+        sys.exit(f"query 2's constraint line: {c.inner_text() if c else None!r}")
     if shot:
         page.screenshot(path=shot, full_page=True)
     browser.close()
