@@ -97,6 +97,8 @@ impl LogSource {
             opened: None,
             before: at,
             ticks,
+            journal: self.ticks.clone().map(|p| (p, replay.clone())),
+            journal_lost: false,
             replay,
             hold,
             checkpointed,
@@ -220,6 +222,12 @@ struct LogReader {
     /// Journaled closes still to replay after a recovery: (row, epoch), in order. While
     /// any is left the clock closes nothing.
     replay: VecDeque<(u64, u64)>,
+    /// The journal's path and the closes it holds, (row, epoch) in order: a commit
+    /// drops those a recovery from it would not replay (see
+    /// [`LogReader::compact`]).
+    journal: Option<(PathBuf, VecDeque<(u64, u64)>)>,
+    /// The journal could not be opened again after a compaction.
+    journal_lost: bool,
     /// The rows it may still read (see [`LogSource::hold`]): where it is, or, with
     /// checkpoints, where its last committed checkpoint resumes.
     hold: super::log::Hold,
@@ -287,15 +295,56 @@ impl LogReader {
     /// Closes the current epoch without data, moving to `epoch`: journaled (and
     /// synced) first when the query keeps a journal.
     fn tick(&mut self, epoch: u64) -> std::io::Result<SourceNext> {
+        if self.journal_lost {
+            return Err(std::io::Error::other(format!(
+                "stream {}: the query's journal of epoch closes could not be opened again after it was compacted",
+                self.log.name()
+            )));
+        }
         if let Some(f) = self.ticks.as_mut() {
             use std::io::Write;
             writeln!(f, "{} {epoch}", self.seq)?;
             f.sync_data()?;
+            if let Some((_, lines)) = self.journal.as_mut() {
+                lines.push_back((self.seq, epoch));
+            }
         }
         self.epoch = epoch;
         self.dirty = false;
         self.opened = None;
         Ok(SourceNext::Window(epoch))
+    }
+}
+
+impl LogReader {
+    /// Drops from the journal the closes of epochs up to `epoch` (a committed
+    /// checkpoint's: a recovery replays only later ones), once they are at least as
+    /// many as what stays or 64: rewritten by a synced rename, then appended to again.
+    /// Without it the journal of an idle stream grows by a line per heartbeat. A
+    /// journal that could not be opened again fails the query at its next close
+    /// (closes written elsewhere would be lost to a recovery).
+    fn compact(&mut self, epoch: u64) {
+        let Some((path, lines)) = self.journal.as_mut() else {
+            return;
+        };
+        let gone = lines.iter().take_while(|l| l.1 <= epoch).count();
+        if gone == 0 || (gone < 64 && gone < lines.len() - gone) {
+            return;
+        }
+        let kept: VecDeque<(u64, u64)> = lines.iter().skip(gone).copied().collect();
+        let written = crate::checkpoint_store::replace_with(path, |w| {
+            kept.iter()
+                .try_for_each(|(seq, epoch)| writeln!(w, "{seq} {epoch}"))
+        });
+        if written.is_err() {
+            return; // the journal is as it was, and still appended to
+        }
+        *lines = kept;
+        self.ticks = std::fs::OpenOptions::new().append(true).open(&*path).ok();
+        if self.ticks.is_none() {
+            self.journal = None;
+            self.journal_lost = true;
+        }
     }
 }
 
@@ -385,10 +434,11 @@ impl NativeSource for LogReader {
     }
 
     /// A checkpoint resuming at `resume` committed: rows before it are no longer
-    /// needed by this query.
+    /// needed by this query, nor the journaled closes a recovery from it skips.
     fn committed(&mut self, resume: &[u8]) {
         if let Ok(at) = serde_json::from_slice::<Resume>(resume) {
             self.hold.set(at.seq);
+            self.compact(at.epoch);
         }
     }
 
@@ -431,5 +481,90 @@ impl SinkFn for LogSink {
         self.log
             .truncate(rows)
             .map_err(|e| std::io::Error::other(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_plan::plan::{Pace, Source, SourceSpec};
+    use braid_plan::types::{DataType, Field};
+
+    /// A commit drops from the journal exactly the closes of the epochs up to the
+    /// committed resume point's (a recovery replays only later ones), once there are
+    /// enough of them; later closes go on being appended to the rewritten file.
+    #[test]
+    fn a_commit_compacts_the_journal_to_what_a_recovery_replays() {
+        let dir = std::env::temp_dir().join(format!("braid-journal-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let schema = Schema::new(vec![Field::new("v", DataType::Int64)]);
+        let log = StreamLog::create("j", schema.clone(), None).expect("log");
+        let path = dir.join("ticks-j.log");
+        let source = LogSource {
+            log,
+            source: Source {
+                name: "j".into(),
+                spec: SourceSpec::Native("log:j".into()),
+                schema,
+                epoch: 1,
+                window: 16,
+                pace: Pace::Max,
+                out_of_order: false,
+                shed: None,
+            },
+            heartbeat: Some(Heartbeat {
+                idle: Duration::from_millis(1),
+                units_per_second: None,
+            }),
+            ticks: Some(path.clone()),
+            hold: None,
+        };
+        let mut r = source
+            .reader(
+                Resume {
+                    seq: 0,
+                    epoch: 0,
+                    dirty: false,
+                },
+                VecDeque::new(),
+                true,
+            )
+            .expect("a reader");
+        // 100 closes: epochs 1..=100.
+        for _ in 0..100 {
+            r.close_epoch().expect("close");
+        }
+        let epochs = |p: &std::path::Path| -> Vec<u64> {
+            std::fs::read_to_string(p)
+                .expect("journal")
+                .lines()
+                .map(|l| {
+                    l.split(' ')
+                        .nth(1)
+                        .and_then(|e| e.parse().ok())
+                        .expect("epoch")
+                })
+                .collect()
+        };
+        assert_eq!(epochs(&path), (1..=100).collect::<Vec<u64>>());
+        let at = |epoch: u64| {
+            serde_json::to_vec(&Resume {
+                seq: 0,
+                epoch,
+                dirty: false,
+            })
+            .expect("json")
+        };
+        // 10 closes a recovery would skip against 90 it replays: kept as they are.
+        r.committed(&at(10));
+        assert_eq!(epochs(&path).len(), 100);
+        // 70 against 30: compacted to the 30 a recovery from epoch 70 replays.
+        r.committed(&at(70));
+        assert_eq!(epochs(&path), (71..=100).collect::<Vec<u64>>());
+        // Closes after it go to the new file.
+        r.close_epoch().expect("close");
+        assert_eq!(epochs(&path), (71..=101).collect::<Vec<u64>>());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
