@@ -2,7 +2,7 @@
 //! query (its plan as boxes, its counters, what the profiler measured) and /metrics.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStderr, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn get(addr: &str, path: &str) -> String {
@@ -20,30 +20,16 @@ fn get(addr: &str, path: &str) -> String {
         .unwrap_or_default()
 }
 
-#[test]
-fn a_run_serves_its_dashboard_while_it_runs() {
-    let out = std::env::temp_dir().join(format!("braid-dashboard-run-{}.csv", std::process::id()));
-    // 500,000 rows at 100,000 per event-time second, paced at real time: 5 s.
+/// Starts `braid` with `args` (which ask for a dashboard on port 0): the child, its
+/// standard error after the first line (kept open), and the dashboard's address, which
+/// that line gives.
+fn start_with_dashboard<I, S>(args: I) -> (Child, BufReader<ChildStderr>, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
     let mut child = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .args([
-            "run",
-            "--tuples",
-            "500000",
-            "--speed",
-            "1",
-            "--workers",
-            "2",
-            "--parts",
-            "8",
-        ])
-        .args([
-            "--function",
-            "identity",
-            "--dashboard",
-            "127.0.0.1:0",
-            "--output",
-        ])
-        .arg(&out)
+        .args(args)
         .stdin(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -57,6 +43,34 @@ fn a_run_serves_its_dashboard_while_it_runs() {
         .and_then(|r| r.split('/').next())
         .unwrap_or_else(|| panic!("no dashboard address in {line:?}"))
         .to_string();
+    (child, err, addr)
+}
+
+#[test]
+fn a_run_serves_its_dashboard_while_it_runs() {
+    let out = std::env::temp_dir().join(format!("braid-dashboard-run-{}.csv", std::process::id()));
+    // 500,000 rows at 100,000 per event-time second, paced at real time: 5 s.
+    let (mut child, _err, addr) = start_with_dashboard(
+        [
+            "run",
+            "--tuples",
+            "500000",
+            "--speed",
+            "1",
+            "--workers",
+            "2",
+            "--parts",
+            "8",
+            "--function",
+            "identity",
+            "--dashboard",
+            "127.0.0.1:0",
+            "--output",
+        ]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .chain([out.as_os_str()]),
+    );
     let start = Instant::now();
     let snapshot = loop {
         let body = get(&addr, "/api/snapshot");
@@ -113,23 +127,15 @@ CREATE SINK none WITH (sink = 'discard');
 INSERT INTO none SELECT vid, spd FROM lr WHERE spd > 10;",
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .arg("run")
-        .arg(&script)
-        .args(["--workers", "2", "--dashboard", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("braid starts");
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no dashboard address in {line:?}"))
-        .to_string();
+    let (mut child, _err, addr) = start_with_dashboard(
+        [std::ffi::OsStr::new("run"), script.as_os_str()]
+            .into_iter()
+            .chain(
+                ["--workers", "2", "--dashboard", "127.0.0.1:0"]
+                    .iter()
+                    .map(std::ffi::OsStr::new),
+            ),
+    );
     let start = Instant::now();
     let q = loop {
         let body = get(&addr, "/api/snapshot");
