@@ -168,10 +168,12 @@ fn restore_onto_other_worker_counts() {
         let got = std::fs::read(&out).expect("output");
         assert!(
             got == want,
-            "resumed on {workers} workers from epoch {}: {} bytes, the uninterrupted run {}",
+            "resumed on {workers} workers from epoch {}: {} bytes, the uninterrupted run {} (the stopped run left {} bytes); {}",
             taken.epoch,
             got.len(),
-            want.len()
+            want.len(),
+            partial.len(),
+            first_difference(&got, &want)
         );
     }
 
@@ -187,6 +189,31 @@ fn restore_onto_other_worker_counts() {
     )
     .expect_err("another query refused");
     assert!(e.to_string().contains("another plan"), "{e}");
+}
+
+/// Where two outputs first differ, by line, with a few lines of each from there (a
+/// failure names what was written twice or lost, not only the lengths).
+fn first_difference(got: &[u8], want: &[u8]) -> String {
+    let (g, w): (Vec<&[u8]>, Vec<&[u8]>) = (
+        got.split(|&b| b == b'\n').collect(),
+        want.split(|&b| b == b'\n').collect(),
+    );
+    let Some(at) = (0..g.len().max(w.len())).find(|&i| g.get(i) != w.get(i)) else {
+        return "no line differs".into();
+    };
+    let show = |v: &[&[u8]]| -> Vec<String> {
+        v.iter()
+            .skip(at)
+            .take(6)
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect()
+    };
+    format!(
+        "first difference at line {}: got {:?}, want {:?}",
+        at + 1,
+        show(&g),
+        show(&w)
+    )
 }
 
 /// A run started over with checkpoints (`recover: false`) in a directory where an
