@@ -504,7 +504,8 @@ impl Clock {
     /// Closes epoch `closing` on worker `worker`, the one reading the source: when it
     /// is to be a checkpoint ([`Clock::due`]), writes where `feed` starts again after
     /// it (the window it returned last is the first after the checkpoint) and sends
-    /// the barrier, carrying `shape` (a live rescale's), on `control`. Whether it did.
+    /// the barrier, carrying `shape` (a live rescale's), on `control`. `Some` when it
+    /// did, with the resume point written (None: the feed gave none).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn barrier(
         &mut self,
@@ -515,15 +516,16 @@ impl Clock {
         feed: &dyn crate::source::Feed,
         control: &mut Control,
         shape: Option<crate::rescale::Rescale>,
-    ) -> Result<bool> {
+    ) -> Result<Option<Option<Vec<u8>>>> {
         if !self.due(store, closing, now) {
-            return Ok(false);
+            return Ok(None);
         }
-        if let Some(at) = feed.resume_after(closing) {
-            store.write_source(closing, worker, &at)?;
+        let at = feed.resume_after(closing);
+        if let Some(at) = &at {
+            store.write_source(closing, worker, at)?;
         }
         control.send((closing, shape));
-        Ok(true)
+        Ok(Some(at))
     }
 
     /// Commits the pending checkpoints the output frontier has passed (`passed(c)`).

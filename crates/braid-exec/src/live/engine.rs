@@ -765,7 +765,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
                     if let (Some(store), Some(c)) = (&shared.checkpoints, r.control.as_mut()) {
                         let closing = *input.time();
                         let pause = r.status.pause.load(Ordering::Relaxed);
-                        let due = match r.clock.barrier(
+                        let sent = match r.clock.barrier(
                             store,
                             closing,
                             pause,
@@ -774,7 +774,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
                             c,
                             None,
                         ) {
-                            Ok(due) => due,
+                            Ok(sent) => sent,
                             Err(e) => {
                                 shared.fatal(e);
                                 return true;
@@ -782,10 +782,9 @@ fn poll(r: &mut Running, place: Place) -> bool {
                         };
                         c.advance_to(epoch);
                         c.flush();
-                        if due {
-                            if let Some(at) = feed.resume_after(closing) {
-                                r.resumes.push_back((closing, at));
-                            }
+                        let due = sent.is_some();
+                        if let Some(at) = sent.flatten() {
+                            r.resumes.push_back((closing, at));
                         }
                         if pause && due {
                             // This window is read again by the query that replaces

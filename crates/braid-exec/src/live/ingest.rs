@@ -119,11 +119,6 @@ impl Ingest {
         self
     }
 
-    /// Where the lines appended so far end in the producer's input.
-    pub fn done(&self) -> Pos {
-        self.done
-    }
-
     /// Columns of the stream.
     pub fn columns(&self) -> usize {
         self.log.schema().fields.len()

@@ -70,16 +70,8 @@ impl LogSource {
             None => (self.log.hold(at.seq), false),
         };
         // The journal keeps what is replayed and takes what comes next.
-        let ticks = match &self.ticks {
-            Some(path) => {
-                crate::checkpoint_store::replace_with(path, |w| {
-                    replay
-                        .iter()
-                        .try_for_each(|(seq, epoch)| writeln!(w, "{seq} {epoch}"))
-                })
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
-                Some(std::fs::OpenOptions::new().append(true).open(path)?)
-            }
+        let journal = match &self.ticks {
+            Some(path) => Some(Journal::open(path.clone(), replay.clone())?),
             None => None,
         };
         Ok(LogReader {
@@ -96,9 +88,7 @@ impl LogSource {
             last_beat: Instant::now(),
             opened: None,
             before: at,
-            ticks,
-            journal: self.ticks.clone().map(|p| (p, replay.clone())),
-            journal_lost: false,
+            journal,
             replay,
             hold,
             checkpointed,
@@ -218,16 +208,10 @@ struct LogReader {
     before: Resume,
     /// The journal of epochs closed without data, synced before the window that closes
     /// one goes out (a checkpointed query: its epochs do not depend on the clock).
-    ticks: Option<std::fs::File>,
+    journal: Option<Journal>,
     /// Journaled closes still to replay after a recovery: (row, epoch), in order. While
     /// any is left the clock closes nothing.
     replay: VecDeque<(u64, u64)>,
-    /// The journal's path and the closes it holds, (row, epoch) in order: a commit
-    /// drops those a recovery from it would not replay (see
-    /// [`LogReader::compact`]).
-    journal: Option<(PathBuf, VecDeque<(u64, u64)>)>,
-    /// The journal could not be opened again after a compaction.
-    journal_lost: bool,
     /// The rows it may still read (see [`LogSource::hold`]): where it is, or, with
     /// checkpoints, where its last committed checkpoint resumes.
     hold: super::log::Hold,
@@ -295,19 +279,18 @@ impl LogReader {
     /// Closes the current epoch without data, moving to `epoch`: journaled (and
     /// synced) first when the query keeps a journal.
     fn tick(&mut self, epoch: u64) -> std::io::Result<SourceNext> {
-        if self.journal_lost {
-            return Err(std::io::Error::other(format!(
-                "stream {}: the query's journal of epoch closes could not be opened again after it was compacted",
-                self.log.name()
-            )));
-        }
-        if let Some(f) = self.ticks.as_mut() {
+        if let Some(j) = self.journal.as_mut() {
             use std::io::Write;
+            let Some(f) = j.file.as_mut() else {
+                return Err(std::io::Error::other(format!(
+                    "stream {}: the query's journal of epoch closes {} could not be opened again after it was compacted",
+                    self.log.name(),
+                    j.path.display()
+                )));
+            };
             writeln!(f, "{} {epoch}", self.seq)?;
             f.sync_data()?;
-            if let Some((_, lines)) = self.journal.as_mut() {
-                lines.push_back((self.seq, epoch));
-            }
+            j.lines.push_back((self.seq, epoch));
         }
         self.epoch = epoch;
         self.dirty = false;
@@ -316,35 +299,69 @@ impl LogReader {
     }
 }
 
+/// A query's journal of the epochs its reader closed without data: its file (kept
+/// open for appending) and the closes it holds, (row, epoch) in order.
+struct Journal {
+    path: PathBuf,
+    /// None once it could not be opened again after a compaction: the next close
+    /// fails the query (closes written elsewhere would be lost to a recovery).
+    file: Option<std::fs::File>,
+    lines: VecDeque<(u64, u64)>,
+}
+
+impl Journal {
+    /// The journal at `path` holding `lines` in place of what it held, open for
+    /// appending.
+    fn open(path: PathBuf, lines: VecDeque<(u64, u64)>) -> std::io::Result<Journal> {
+        let mut j = Journal {
+            path,
+            file: None,
+            lines: VecDeque::new(),
+        };
+        j.rewrite(lines)?;
+        match j.file {
+            Some(_) => Ok(j),
+            None => Err(std::io::Error::other(format!(
+                "opening {} to append",
+                j.path.display()
+            ))),
+        }
+    }
+
+    /// Replaces what the journal holds by `lines` (a synced rename: on an error it is
+    /// as it was, and still appended to), then appends to the new file.
+    fn rewrite(&mut self, lines: VecDeque<(u64, u64)>) -> std::io::Result<()> {
+        crate::checkpoint_store::replace_with(&self.path, |w| {
+            lines
+                .iter()
+                .try_for_each(|(seq, epoch)| writeln!(w, "{seq} {epoch}"))
+        })
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.lines = lines;
+        self.file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .ok();
+        Ok(())
+    }
+}
+
 impl LogReader {
     /// Drops from the journal the closes of epochs up to `epoch` (a committed
     /// checkpoint's: a recovery replays only later ones), once they are at least as
-    /// many as what stays or 64: rewritten by a synced rename, then appended to again.
-    /// Without it the journal of an idle stream grows by a line per heartbeat. A
-    /// journal that could not be opened again fails the query at its next close
-    /// (closes written elsewhere would be lost to a recovery).
+    /// many as what stays or 64. Without it the journal of an idle stream grows by a
+    /// line per heartbeat.
     fn compact(&mut self, epoch: u64) {
-        let Some((path, lines)) = self.journal.as_mut() else {
+        let Some(j) = self.journal.as_mut() else {
             return;
         };
-        let gone = lines.iter().take_while(|l| l.1 <= epoch).count();
-        if gone == 0 || (gone < 64 && gone < lines.len() - gone) {
+        let gone = j.lines.iter().take_while(|l| l.1 <= epoch).count();
+        if gone == 0 || (gone < 64 && gone < j.lines.len() - gone) {
             return;
         }
-        let kept: VecDeque<(u64, u64)> = lines.iter().skip(gone).copied().collect();
-        let written = crate::checkpoint_store::replace_with(path, |w| {
-            kept.iter()
-                .try_for_each(|(seq, epoch)| writeln!(w, "{seq} {epoch}"))
-        });
-        if written.is_err() {
-            return; // the journal is as it was, and still appended to
-        }
-        *lines = kept;
-        self.ticks = std::fs::OpenOptions::new().append(true).open(&*path).ok();
-        if self.ticks.is_none() {
-            self.journal = None;
-            self.journal_lost = true;
-        }
+        let kept = j.lines.iter().skip(gone).copied().collect();
+        // Not replaced: kept whole, and compacted at a later commit.
+        let _ = j.rewrite(kept);
     }
 }
 

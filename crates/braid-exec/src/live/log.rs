@@ -239,16 +239,23 @@ impl StreamLog {
                 .flat_map(|b| b.rows().filter_map(move |r| r.int(c)))
                 .max()
         });
-        if let Some(path) = &self.path {
-            let first = inner.first;
-            super::log_file::rewrite(path, &inner.entries, first, rows, &self.schema)?;
-            inner.file_first = first;
-            let file = std::fs::OpenOptions::new()
-                .append(true)
-                .open(path)
-                .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-            inner.file = Some(std::io::BufWriter::new(file));
-        }
+        self.rewrite_file(&mut inner)
+    }
+
+    /// Writes the log's file again with its rows kept, from the first to the last (a
+    /// synced rename; see [`super::log_file::rewrite`]), and appends to the new file
+    /// from now on. Nothing without a file.
+    fn rewrite_file(&self, inner: &mut Inner) -> Result<()> {
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        super::log_file::rewrite(path, &inner.entries, inner.first, inner.rows, &self.schema)?;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
+        inner.file = Some(std::io::BufWriter::new(file));
+        inner.file_first = inner.first;
         Ok(())
     }
 
@@ -471,17 +478,8 @@ impl StreamLog {
         }
         // The file is rewritten once it holds as many trimmed rows as kept ones.
         let dropped = inner.first - inner.file_first;
-        if let Some(path) = self.path.as_ref().filter(|_| file) {
-            if dropped > 0 && dropped >= inner.rows - inner.first {
-                let (first, rows) = (inner.first, inner.rows);
-                super::log_file::rewrite(path, &inner.entries, first, rows, &self.schema)?;
-                let file = std::fs::OpenOptions::new()
-                    .append(true)
-                    .open(path)
-                    .map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-                inner.file = Some(std::io::BufWriter::new(file));
-                inner.file_first = first;
-            }
+        if file && dropped > 0 && dropped >= inner.rows - inner.first {
+            self.rewrite_file(inner)?;
         }
         Ok(())
     }

@@ -286,7 +286,7 @@ pub(super) fn feed(
                                 shared.fatal(e);
                                 break;
                             }
-                            Ok(true) => {
+                            Ok(Some(_)) => {
                                 if let Some(shape) = shape {
                                     shared.switch_at(closing, shape);
                                     if let Ok(mut p) = shared.pause.lock() {
@@ -295,7 +295,7 @@ pub(super) fn feed(
                                     return fence(input, control, closing);
                                 }
                             }
-                            Ok(false) => {}
+                            Ok(None) => {}
                         }
                         c.advance_to(ticks.first(epoch));
                         c.flush();
