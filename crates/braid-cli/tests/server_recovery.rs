@@ -332,6 +332,55 @@ fn a_server_cluster_keeps_its_checkpoints_on_s3() {
     assert!(local.is_empty(), "checkpoint files on disk: {local:?}");
     eprintln!("2 processes x 2 workers, checkpoints on s3: {kills} kills");
 
+    // A follower started without the flag stops at the first checkpointed query,
+    // saying why (and the leader with it), instead of running that query apart.
+    let dir = scratch.0.join("no-flag");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let hosts = dir.join("hosts");
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
+    )
+    .expect("hosts file");
+    let port = free_port();
+    let mut kids: Vec<Server> = [1, 0]
+        .into_iter()
+        .map(|process| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
+            c.args(["server", "--no-http", "--processes", "2"])
+                .args(["--process-index", &process.to_string()])
+                .arg("--hosts")
+                .arg(&hosts)
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .arg("--data")
+                .arg(dir.join(format!("data{process}")))
+                .envs(proxy.env())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join(format!("err{process}"))).expect("err"));
+            if process == 0 {
+                c.args(["--checkpoints", &url]);
+            }
+            Server(c.spawn().expect("braid server starts"))
+        })
+        .collect();
+    await_psql(port);
+    let made = psql(port, VIEWS);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while kids[0].0.try_wait().expect("wait").is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "a follower without --checkpoints went on for 20 s: {made:?} {} {}",
+            std::fs::read_to_string(dir.join("err1")).unwrap_or_default(),
+            std::fs::read_to_string(dir.join("err0")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let err = std::fs::read_to_string(dir.join("err1")).unwrap_or_default();
+    assert!(
+        err.contains("start every process of the cluster with the same --checkpoints"),
+        "{err}"
+    );
+
     let o = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["server", "--no-http", "--checkpoints", "/tmp/ck"])
         .output()

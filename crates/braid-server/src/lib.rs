@@ -150,13 +150,25 @@ pub fn follow(config: &ServerConfig, registry: &Registry) -> Result<(), Error> {
         LiveSession::in_cluster(registry, config.workers, cluster, None, &base)?;
     session.idle = config.idle;
     session.strict = config.strict;
+    use_checkpoint_store(&mut session, config)?;
+    let commands = commands.ok_or_else(|| internal("no commands to follow".into()))?;
+    if let Err(e) = session.follow(commands) {
+        // Its workers are tied to the other processes' and would wait for them on a
+        // join: this process stops now, without joining them (the others stop on
+        // losing it: fail-stop).
+        std::mem::forget(session);
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// Gives `session` the checkpoint store `config` names, if any; a bucket that cannot
+/// be reached stops the server now, naming it.
+fn use_checkpoint_store(session: &mut LiveSession, config: &ServerConfig) -> Result<(), Error> {
     if let Some(store) = &config.checkpoints {
-        // A bucket that cannot be reached stops the server now, naming it.
         store.prepare()?;
     }
     session.checkpoint_store = config.checkpoints.clone();
-    let commands = commands.ok_or_else(|| internal("no commands to follow".into()))?;
-    session.follow(commands)?;
     Ok(())
 }
 
@@ -179,11 +191,7 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
     };
     session.idle = config.idle;
     session.strict = config.strict;
-    if let Some(store) = &config.checkpoints {
-        // A bucket that cannot be reached stops the server now, naming it.
-        store.prepare()?;
-    }
-    session.checkpoint_store = config.checkpoints.clone();
+    use_checkpoint_store(&mut session, config)?;
     let mut recovered = braid_exec::live::Recovered::default();
     if let (Some(_), Some(every)) = (&config.data, config.checkpoint_interval) {
         recovered = session.recover(every)?;

@@ -137,7 +137,7 @@ impl LiveSession {
     /// Applies the leader's commands as they come, until the leader goes away. A
     /// statement that found this session in another state than the leader's (its
     /// query ids differ) is an error: the cluster cannot go on.
-    pub fn follow(mut self, commands: Receiver<Replicated>) -> Result<()> {
+    pub fn follow(&mut self, commands: Receiver<Replicated>) -> Result<()> {
         for c in commands {
             self.replay(c)?;
         }
@@ -157,6 +157,14 @@ impl LiveSession {
                     return Err(Error::Internal(format!(
                         "this process's queries differ from the leader's (next id {} here, {first_id} there) before `{}`",
                         self.engine.next_id(),
+                        text.trim()
+                    )));
+                }
+                if checkpoints.as_ref().is_some_and(|c| c.object.is_some())
+                    && self.checkpoint_store.is_none()
+                {
+                    return Err(Error::Internal(format!(
+                        "the leader keeps its checkpoints in object storage and this process was given none (before `{}`): start every process of the cluster with the same --checkpoints",
                         text.trim()
                     )));
                 }

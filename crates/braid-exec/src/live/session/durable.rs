@@ -22,7 +22,6 @@ use crate::error::{Error, Result};
 use braid_sql::split::{statements, Piece};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// One statement of the catalog.
@@ -108,53 +107,6 @@ impl Durable {
     /// Query `id`'s key in a checkpoint store.
     fn key(id: u64) -> String {
         format!("q{id}")
-    }
-}
-
-/// The checkpoint store of a follower that was given none while the leader keeps its
-/// checkpoints in one: every use fails, naming what to do (a query installed with it
-/// fails on the leader's statement, which stops the cluster).
-#[derive(Debug)]
-struct Missing;
-
-impl Missing {
-    fn error() -> Error {
-        plan_error(
-            "the leader keeps its checkpoints in object storage and this process was given none: start every process of the cluster with the same --checkpoints",
-        )
-    }
-}
-
-impl crate::checkpoint::CheckpointBackend for Missing {
-    fn location(&self) -> String {
-        "(no checkpoint store)".into()
-    }
-    fn child(&self, _: &str) -> Arc<dyn crate::checkpoint::CheckpointBackend> {
-        Arc::new(Missing)
-    }
-    fn prepare(&self) -> Result<()> {
-        Err(Missing::error())
-    }
-    fn put(&self, _: &str, _: &[u8]) -> Result<()> {
-        Err(Missing::error())
-    }
-    fn sync(&self, _: &str) -> Result<()> {
-        Err(Missing::error())
-    }
-    fn replace(&self, _: &str, _: &[u8]) -> Result<()> {
-        Err(Missing::error())
-    }
-    fn get(&self, _: &str) -> Result<Option<Vec<u8>>> {
-        Err(Missing::error())
-    }
-    fn list(&self, _: &str) -> Result<Vec<String>> {
-        Err(Missing::error())
-    }
-    fn delete(&self, _: &str) -> Result<()> {
-        Err(Missing::error())
-    }
-    fn delete_prefix(&self, _: &str) -> Result<()> {
-        Err(Missing::error())
     }
 }
 
@@ -315,11 +267,12 @@ impl LiveSession {
                 dir: c.dir.clone(),
                 interval: Duration::from_millis(c.interval_ms),
                 recover: c.recover,
-                // The same key under this process's own store.
-                backend: c.object.as_ref().map(|key| match &self.checkpoint_store {
-                    Some(store) => store.child(key),
-                    None => Arc::new(Missing),
-                }),
+                // The same key under this process's own store (a follower without
+                // one stops at the statement: see `LiveSession::replay`).
+                backend: c
+                    .object
+                    .as_ref()
+                    .and_then(|key| Some(self.checkpoint_store.as_ref()?.child(key))),
             });
         }
         let d = self.durable.as_ref()?;
