@@ -469,14 +469,12 @@ pub fn server_checkpoints(
     let Some(url) = url else {
         return Ok(None);
     };
-    if !braid_objstore::is_url(url) {
-        bail!(Usage(format!(
+    match checkpoint_backend(Path::new(url))? {
+        Some(store) => Ok(Some(store)),
+        None => bail!(Usage(format!(
             "--checkpoints {url}: expected an object-storage URL (s3://bucket/prefix); without the flag the checkpoints are in the data directory"
-        )));
+        ))),
     }
-    Ok(Some(std::sync::Arc::new(
-        braid_objstore::S3Backend::from_env(url)?,
-    )))
 }
 
 impl QueryArgs {
