@@ -150,7 +150,8 @@ pub struct QueryArgs {
     pub dashboard: Option<std::net::SocketAddr>,
     /// Rescale live on its own: when a worker's partitions take more than this share of
     /// a core (0.9: 90%) twice in a row (every 500 ms), the partition whose move evens
-    /// the load best goes to the least busy worker (docs/recovery.md). One process.
+    /// the load best goes to the least busy worker (docs/recovery.md). A cluster:
+    /// give it, and --checkpoint, to every process.
     #[arg(long, value_name = "SHARE")]
     pub auto_rescale: Option<f64>,
     /// Desired input rate in rows/s (Paper V's Phi_D): the single-splitter rate is

@@ -198,14 +198,21 @@ fn main() -> ExitCode {
         Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) if e.is::<Failed>() => ExitCode::from(1),
         Err(e) if e.is::<Usage>() => {
-            eprintln!("braid: {e:#}");
+            say(&format!("braid: {e:#}\n"));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("braid: {e:#}");
+            say(&format!("braid: {e:#}\n"));
             ExitCode::from(1)
         }
     }
+}
+
+/// Writes `text` to standard error in one write: the processes of a launched cluster
+/// share it, and their errors must not interleave.
+fn say(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(text.as_bytes());
 }
 
 /// Whether `e` comes from writing to a closed pipe (the reader went away).

@@ -53,8 +53,9 @@ pub fn checkpoints(r: &RunReport) {
 pub fn rescales(r: &RunReport) {
     for d in &r.rescales {
         eprintln!(
-            "braid: rescaled live after epoch {} to {:?} partition(s) per stage on {} worker(s), paused {:.1} ms",
+            "braid: rescaled live after epoch {} ({}) to {:?} partition(s) per stage on {} worker(s), paused {:.1} ms",
             d.epoch,
+            d.request,
             d.partitions,
             d.workers,
             d.pause.as_secs_f64() * 1000.0

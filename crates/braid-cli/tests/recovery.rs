@@ -1195,3 +1195,70 @@ fn live_rescale_over_http_on_a_cluster() {
         want.len()
     );
 }
+
+/// Automatic rescaling of a cluster: 2 processes of one worker each, every row routed
+/// to partitions 1 and 3 of 4, both on process 1's worker. Process 0 runs none of
+/// them, so only the costs process 1 sends it show the load: its rescaler moves one of
+/// the two to process 0's worker, and the output is byte for byte the serial run's.
+#[test]
+fn a_cluster_moves_a_hot_partition_on_its_own() {
+    let dir = Scratch::new("auto-rescale-cluster");
+    let mut calls = String::from("caller,callee,start,dur\n");
+    for i in 0..1_500_000u64 {
+        // Callers 1 and 3 mod 4: partitions 1 and 3 (route => caller).
+        let caller = 1 + 2 * (i % 2) + 4 * (i % 50);
+        calls += &format!("{caller},{},{},{}\n", i % 13, i / 40, i % 1000);
+    }
+    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    let d = dir.0.display();
+    // Replayed at 10x its event time (ms): about 3.7 s, 400 k rows/s.
+    let script = format!(
+        "CREATE STREAM calls (caller BIGINT NOT NULL, callee BIGINT, start BIGINT NOT NULL, dur BIGINT)
+  WITH (path = '{d}/calls.csv', event_time = 'start', epoch = 100, time_unit = 'ms', speed = 10);
+CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
+INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller,
+  apply => (SELECT window_end, caller, count(*) AS n, sum(dur) AS total
+            FROM calls GROUP BY TUMBLE(start, 1000), caller));"
+    );
+    std::fs::write(dir.0.join("q.sql"), script).expect("script");
+    let job = Job {
+        name: "hot partitions on process 1",
+        args: vec![dir.0.join("q.sql").display().to_string()],
+        output: dir.0.join("out.csv"),
+        ordered: true,
+    };
+    let (want, _) = reference(&job, &dir.0);
+    assert!(
+        int_rows(&want).len() > 1000,
+        "too few rows to test anything"
+    );
+    std::fs::remove_file(&job.output).expect("output removed");
+    let extra = [
+        "--auto-rescale".to_string(),
+        "0.02".to_string(),
+        "--checkpoint".to_string(),
+        dir.0.join("ck").display().to_string(),
+    ];
+    let mut kids = start(&job, 1, 2, &extra, &dir.0);
+    assert!(
+        wait_all(&mut kids, Instant::now() + Duration::from_secs(300), &dir.0),
+        "the run did not end"
+    );
+    let err = std::fs::read_to_string(dir.0.join("err-0")).unwrap_or_default();
+    let first = err
+        .lines()
+        .find(|l| l.contains("rescaled live after epoch"))
+        .unwrap_or_else(|| panic!("process 0 rescaled nothing:\n{err}"));
+    assert!(
+        first.contains("(partition 1 of stage 1 to worker 0)")
+            || first.contains("(partition 3 of stage 1 to worker 0)"),
+        "{err}"
+    );
+    let got = std::fs::read(&job.output).expect("output");
+    assert!(
+        got == want,
+        "{} bytes, the serial run {}\n{err}",
+        got.len(),
+        want.len()
+    );
+}

@@ -58,9 +58,28 @@ pub enum Request {
     Workers(u32),
 }
 
+impl std::fmt::Display for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Request::Partitions(q) => write!(f, "{q} partitions per stage"),
+            Request::Move {
+                stage,
+                partition,
+                worker,
+            } => write!(
+                f,
+                "partition {partition} of stage {stage} to worker {worker}"
+            ),
+            Request::Workers(n) => write!(f, "{n} worker threads"),
+        }
+    }
+}
+
 /// A live rescale done.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Rescaled {
+    /// What asked for it.
+    pub request: Request,
     /// The checkpoint epoch it switched at.
     pub epoch: u64,
     /// The partition count of every stage after it.

@@ -45,8 +45,9 @@ pub struct Shared {
     pub(crate) checkpoints: Option<Arc<crate::checkpoint::Store>>,
     /// A live rescale under way: the epoch its barrier closes, and the shape after.
     pub(crate) switch: Mutex<Option<(u64, crate::rescale::Rescale)>>,
-    /// Worker 0: when the barrier of the live rescale under way went.
-    pub(crate) pause: Mutex<Option<Instant>>,
+    /// Worker 0: when the barrier of the live rescale under way went, and what asked
+    /// for it.
+    pub(crate) pause: Mutex<Option<(Instant, crate::rescale::Request)>>,
     /// The shape the last live rescale gave the plan.
     pub(crate) shape: Mutex<Option<crate::rescale::Rescale>>,
     /// A live rescale of the worker threads ended the execution: start this many.
@@ -67,6 +68,9 @@ pub struct Shared {
     pub latencies: Arc<crate::qos::Latencies>,
     /// Rows dropped by load shedding, by (source, second of its schedule).
     pub(crate) shed: Mutex<std::collections::BTreeMap<(String, u64), u64>>,
+    /// Process 0 of a cluster rescaling on its own: the partition costs the other
+    /// processes measured ([`crate::runtime::costs`]).
+    pub(crate) remote_costs: crate::runtime::costs::Remote,
 }
 
 impl Shared {
@@ -126,6 +130,7 @@ impl Shared {
             stamps: false,
             latencies: Default::default(),
             shed: Mutex::new(Default::default()),
+            remote_costs: Default::default(),
         }
     }
 

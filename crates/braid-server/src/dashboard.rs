@@ -258,6 +258,7 @@ pub fn rescale_routes(rescaler: Rescaler) -> axum::Router {
     async fn status(State(r): State<Rescaler>) -> Response {
         #[derive(Serialize)]
         struct Done {
+            request: String,
             epoch: u64,
             partitions: Vec<u32>,
             workers: usize,
@@ -273,6 +274,7 @@ pub fn rescale_routes(rescaler: Rescaler) -> axum::Router {
                 .done()
                 .into_iter()
                 .map(|d| Done {
+                    request: d.request.to_string(),
                     epoch: d.epoch,
                     partitions: d.partitions,
                     workers: d.workers,

@@ -271,7 +271,8 @@ pub(super) fn feed(
                     // live rescale's.
                     if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
                         let closing = now_epoch;
-                        let shape = rescale_asked(ctx, store, closing);
+                        let asked = rescale_asked(ctx, store, closing);
+                        let (shape, request) = asked.unzip();
                         let now = shape.is_some();
                         match clock.barrier(
                             store,
@@ -287,10 +288,10 @@ pub(super) fn feed(
                                 break;
                             }
                             Ok(Some(_)) => {
-                                if let Some(shape) = shape {
+                                if let (Some(shape), Some(request)) = (shape, request) {
                                     shared.switch_at(closing, shape);
                                     if let Ok(mut p) = shared.pause.lock() {
-                                        *p = Some(std::time::Instant::now());
+                                        *p = Some((std::time::Instant::now(), request));
                                     }
                                     return fence(input, control, closing);
                                 }
@@ -493,13 +494,13 @@ fn fence(mut input: Feeder, mut control: Option<Control>, c: u64) -> FeedEnd {
     FeedEnd::Switch(c, Box::new((input, control)))
 }
 
-/// The shape a live rescale request asks for, taken up at the closing of epoch
-/// `closing` (worker 0); a request that cannot be had is refused, with why.
+/// The shape a live rescale request asks for, and the request, taken up at the closing
+/// of epoch `closing` (worker 0); a request that cannot be had is refused, with why.
 fn rescale_asked(
     ctx: &FeedCtx<'_>,
     store: &Store,
     closing: u64,
-) -> Option<crate::rescale::Rescale> {
+) -> Option<(crate::rescale::Rescale, crate::rescale::Request)> {
     let r = ctx.cfg.rescale.as_ref()?;
     let request = r.take()?;
     if store.restored_epoch() >= Some(closing) {
@@ -526,7 +527,7 @@ fn rescale_asked(
         }
     }
     match crate::rescale::spec(ctx.plan, ctx.registry, ctx.place.peers, &request) {
-        Ok(shape) => Some(shape),
+        Ok(shape) => Some((shape, request)),
         Err(why) => {
             r.refuse(format!("{request:?}: {why}"));
             None
@@ -534,13 +535,14 @@ fn rescale_asked(
     }
 }
 
-/// Notes a live rescale done, `at` its barrier (worker 0, at the new dataflow's first
-/// window).
-fn record_rescale(ctx: &FeedCtx<'_>, at: std::time::Instant) {
+/// Notes a live rescale done, `at` its barrier, asked by `request` (worker 0, at the
+/// new dataflow's first window).
+fn record_rescale(ctx: &FeedCtx<'_>, (at, request): (std::time::Instant, crate::rescale::Request)) {
     let (Some(r), Some(store)) = (&ctx.cfg.rescale, &ctx.shared.checkpoints) else {
         return;
     };
     r.record(Rescaled {
+        request,
         epoch: store.restored_epoch().unwrap_or(0),
         partitions: store.partitions(),
         workers: ctx.place.peers,

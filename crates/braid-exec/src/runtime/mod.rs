@@ -7,6 +7,7 @@
 //! loop is in `feed`, the meeting of the workers at a live rescale's switch and the
 //! draining at the end in `switch`.
 
+pub(crate) mod costs;
 mod feed;
 mod switch;
 
@@ -82,8 +83,9 @@ pub struct RunConfig {
     /// in a directory of its own, and takes no others.
     pub rescale: Option<Rescaler>,
     /// Rescale automatically: move a partition off a worker whose partitions stay
-    /// above a share of a core (see [`crate::rescale::Auto`]; one process only; the
-    /// run measures partition costs).
+    /// above a share of a core (see [`crate::rescale::Auto`]; the run measures
+    /// partition costs). A cluster gives it to every process, with checkpoints:
+    /// process 0 watches, the others send it their costs ([`costs`]).
     pub auto_rescale: Option<crate::rescale::Auto>,
     /// Stamp windows and measure latencies per operator and end to end
     /// ([`RunReport::latency`]); always on under a latency constraint
@@ -226,12 +228,6 @@ pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan>
 /// Runs `plan` to the end of its input.
 pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunReport> {
     let total_workers = cfg.workers.max(1) * cfg.processes.max(1);
-    // Automatic rescaling reads the partitions' costs of this process: one process.
-    if cfg.auto_rescale.is_some() && cfg.processes > 1 {
-        return Err(Error::Plan(braid_plan::error::Error::NotSupported(
-            "automatic rescaling of a cluster (each process measures only its own workers' partitions); ask for moves with POST /api/rescale instead".into(),
-        )));
-    }
     let mut with_rescaler;
     let cfg = match (&cfg.auto_rescale, &cfg.rescale) {
         (Some(_), None) => {
@@ -333,13 +329,15 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         false => None,
     };
     let stop_auto = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The automatic rescaler watches on process 0, whose worker 0 takes its requests;
+    // in a cluster the other processes send it their partitions' costs (see `costs`).
     let auto = match (cfg.auto_rescale, &cfg.rescale) {
-        (Some(a), Some(r)) => Some(
+        (Some(a), Some(r)) if cfg.process == 0 => Some(
             crate::rescale::watch(
                 crate::rescale::Watched {
                     costs: Box::new({
                         let s = shared.clone();
-                        move || s.profiler.partitions()
+                        move || s.remote_costs.with(s.profiler.partitions())
                     }),
                     shape: Box::new({
                         let s = shared.clone();
@@ -419,6 +417,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
                     drain(worker, &shared_w);
                     gate.abandon();
                     break;
+                }
+                if let Some(a) = cfg_w.auto_rescale.filter(|_| cfg_w.processes > 1) {
+                    costs::build(worker, &shared_w, place, a.period / 2, probe.clone());
                 }
                 let ctx = FeedCtx {
                     plan: &plan_now,
