@@ -1108,7 +1108,8 @@ fn http(addr: &str, method: &str, path: &str) -> std::io::Result<(u16, String)> 
 }
 
 /// Live rescaling over the dashboard's HTTP endpoint: a two-stage join query running
-/// on 2 processes x 2 workers goes from 8 to 16 partitions per stage, then to 3, by
+/// on 2 processes x 2 workers goes to 3 worker threads per process (the processes
+/// connect again), from 8 to 16 partitions per stage, to 3, and back to 2 threads, by
 /// `POST /api/rescale` to process 0, without a restart; its output is byte for byte the
 /// output of a run never rescaled. A request that cannot be had gets 400, naming why.
 #[test]
@@ -1128,52 +1129,56 @@ fn live_rescale_over_http_on_a_cluster() {
         dir.0.join("ck").display().to_string(),
     ];
     let mut kids = start(&job, 2, 2, &extra, &dir.0);
-    // Process 0 says where its dashboard is.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let addr = loop {
-        let err = std::fs::read_to_string(dir.0.join("err-0")).unwrap_or_default();
-        if let Some(a) = err
-            .split("dashboard of this run at http://")
-            .nth(1)
-            .and_then(|r| r.split('/').next())
-        {
-            break a.to_string();
+    // Each process says where its dashboard is.
+    let dashboard = |p: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let err = std::fs::read_to_string(dir.0.join(format!("err-{p}"))).unwrap_or_default();
+            if let Some(a) = err
+                .split("dashboard of this run at http://")
+                .nth(1)
+                .and_then(|r| r.split('/').next())
+            {
+                break a.to_string();
+            }
+            assert!(Instant::now() < deadline, "no dashboard address: {err}");
+            std::thread::sleep(Duration::from_millis(5));
         }
-        assert!(Instant::now() < deadline, "no dashboard address: {err}");
-        std::thread::sleep(Duration::from_millis(5));
     };
+    let addr = dashboard(0);
     let (status, body) = http(&addr, "POST", "/api/rescale?partitions=x").expect("http");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("partitions = `x`"), "{body}");
-    // A cluster's worker threads are fixed: asked to change them, it says why not.
-    let (status, body) = http(&addr, "POST", "/api/rescale?workers=3").expect("http");
+    // Process 1 takes no request: it says to ask process 0.
+    let (status, body) = http(&dashboard(1), "POST", "/api/rescale?partitions=5").expect("http");
     assert_eq!(status, 202, "{body}");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let (_, body) = http(&addr, "GET", "/api/rescale").expect("http");
-        if body.contains("Workers(3)") {
-            assert!(
-                body.contains("worker threads of a cluster are fixed"),
-                "{body}"
-            );
+        let (_, body) = http(&dashboard(1), "GET", "/api/rescale").expect("http");
+        if body.contains("this is process 1 of a cluster: ask process 0") {
             break;
         }
         assert!(Instant::now() < deadline, "not refused: {body}");
         std::thread::sleep(Duration::from_millis(2));
     }
-    for (k, q) in [16, 3].into_iter().enumerate() {
-        let (status, body) =
-            http(&addr, "POST", &format!("/api/rescale?partitions={q}")).expect("http");
+    // Every process to 3 worker threads (they end and connect again), then the
+    // partitions, then back to 2 threads.
+    let steps = [
+        ("workers=3", "\"partitions\":[8,8],\"workers\":6"),
+        ("partitions=16", "\"partitions\":[16,16],\"workers\":6"),
+        ("partitions=3", "\"partitions\":[3,3],\"workers\":6"),
+        ("workers=2", "\"partitions\":[3,3],\"workers\":4"),
+    ];
+    for (k, (ask, then)) in steps.into_iter().enumerate() {
+        let (status, body) = http(&addr, "POST", &format!("/api/rescale?{ask}")).expect("http");
         assert_eq!(status, 202, "{body}");
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let (_, body) = http(&addr, "GET", "/api/rescale").expect("http");
             assert!(!body.contains("input ended"), "asked too late: {body}");
+            assert!(!body.contains("\"refused\":[\""), "{ask} refused: {body}");
             if body.matches("\"epoch\"").count() > k {
-                assert!(
-                    body.contains(&format!("\"partitions\":[{q},{q}]")),
-                    "{body}"
-                );
+                assert!(body.contains(then), "{ask}: {body}");
                 break;
             }
             assert!(Instant::now() < deadline, "not rescaled: {body}");
@@ -1185,7 +1190,7 @@ fn live_rescale_over_http_on_a_cluster() {
         "the run did not end"
     );
     let err = std::fs::read_to_string(dir.0.join("err-0")).unwrap_or_default();
-    assert_eq!(err.matches("rescaled live after epoch").count(), 2, "{err}");
+    assert_eq!(err.matches("rescaled live after epoch").count(), 4, "{err}");
     let got = std::fs::read(&job.output).expect("output");
     assert!(
         got == want,

@@ -73,6 +73,9 @@ struct WorkerLog {
     /// Identifiers `[from, to)` the plan node (or nothing: profiling's own operators)
     /// made; the narrowest range holding an identifier names its node.
     nodes: Vec<(usize, usize, Option<NodeAt>)>,
+    /// Added to timely's identifiers: a live rescale of the worker threads starts new
+    /// workers, whose identifiers start again at 0, after those the old ones used.
+    base: usize,
 }
 
 #[derive(Default)]
@@ -104,7 +107,8 @@ pub struct Profile {
 pub struct OperatorProfile {
     /// The worker (global index).
     pub worker: usize,
-    /// Timely's worker-unique identifier.
+    /// Timely's worker-unique identifier (after a live rescale of the worker threads,
+    /// counted on from the identifiers of the workers before).
     pub id: usize,
     /// Its name (`Map(count)`, `Split`, ...).
     pub name: String,
@@ -174,7 +178,13 @@ impl Profiler {
     /// Registers `worker`'s logger (before it builds its dataflow).
     pub(crate) fn attach(self: &Arc<Self>, worker: &mut timely::worker::Worker) {
         let index = worker.index();
-        self.with(index, |w| w.started = Some(Instant::now()));
+        self.with(index, |w| {
+            // A worker of a later execution (a live rescale of the threads) goes on
+            // from where the one of its index left off.
+            w.base = w.next_id();
+            w.started.get_or_insert_with(Instant::now);
+            w.ended = None;
+        });
         let me = self.clone();
         let Some(mut register) = worker.log_register() else {
             return;
@@ -200,7 +210,7 @@ impl Profiler {
     /// Notes the operator identifiers `[from, to)` that plan node `node` made on
     /// `worker` (`None`: profiling's own).
     pub(crate) fn made(&self, worker: usize, from: usize, to: usize, node: Option<NodeAt>) {
-        self.with(worker, |w| w.nodes.push((from, to, node)));
+        self.with(worker, |w| w.nodes.push((from + w.base, to + w.base, node)));
     }
 
     /// `worker` has finished.
@@ -360,15 +370,22 @@ impl Profiler {
 }
 
 impl WorkerLog {
+    /// The first identifier no operator of this worker's has had.
+    fn next_id(&self) -> usize {
+        let ops = self.ops.keys().map(|&id| id + 1);
+        let nodes = self.nodes.iter().map(|n| n.1);
+        ops.chain(nodes).max().unwrap_or(0)
+    }
+
     fn event(&mut self, at: Duration, e: &TimelyEvent) {
         match e {
             TimelyEvent::Operates(o) => {
-                let op = self.ops.entry(o.id).or_default();
+                let op = self.ops.entry(o.id + self.base).or_default();
                 op.name = o.name.clone();
                 op.root = o.addr.len() == 1;
             }
             TimelyEvent::Schedule(s) => {
-                let op = self.ops.entry(s.id).or_default();
+                let op = self.ops.entry(s.id + self.base).or_default();
                 match s.start_stop {
                     StartStop::Start => op.since = Some(at),
                     StartStop::Stop => {

@@ -3,7 +3,7 @@
 //!
 //! - **Request.** The caller asks through a [`Rescaler`] (the CLI's dashboard takes
 //!   `POST /rescale`): every stage that can be to `q` partitions, one partition moved
-//!   to another worker, or (one process) the run to another number of worker threads.
+//!   to another worker, or the run to another number of worker threads per process.
 //! - **Fence.** Worker 0, at the next epoch it closes (`c`), sends a checkpoint barrier
 //!   that carries the new shape ([`Rescale`]) and stops reading. Every other worker
 //!   hands on its rows up to `c` and stops at its first later window. No operator
@@ -15,7 +15,8 @@
 //!   and its source resumes after `c` as after a crash. The pause is that: a barrier,
 //!   a drain to `c`, the state written and read back. For another number of worker
 //!   threads the workers end instead, and the runtime starts as many as asked on the
-//!   same state (`runtime::run`'s loop of executions).
+//!   same state (`runtime::run`'s loop of executions; a cluster's processes connect
+//!   again).
 
 use braid_plan::function::Registry;
 use braid_plan::plan::Plan;
@@ -31,8 +32,9 @@ pub struct Rescale {
     /// Per stage: the worker of each partition (None: partition `p` on worker
     /// `p % workers`).
     pub placement: Vec<Option<Vec<u32>>>,
-    /// Worker threads after the switch, when they change (one process only: the run's
-    /// timely workers end at the switch and as many as this start, restored from it).
+    /// Worker threads per process after the switch, when they change (the run's
+    /// timely workers end at the switch, on every process, and as many as this start,
+    /// restored from it; the processes of a cluster connect again).
     #[serde(default)]
     pub workers: Option<u32>,
 }
@@ -53,8 +55,8 @@ pub enum Request {
         /// The worker (global index).
         worker: u32,
     },
-    /// The run to this many worker threads (one process), every partition placed `p %
-    /// workers` on them.
+    /// The run to this many worker threads per process, every partition placed `p %
+    /// workers` on the workers of all processes.
     Workers(u32),
 }
 
@@ -70,7 +72,7 @@ impl std::fmt::Display for Request {
                 f,
                 "partition {partition} of stage {stage} to worker {worker}"
             ),
-            Request::Workers(n) => write!(f, "{n} worker threads"),
+            Request::Workers(n) => write!(f, "{n} worker threads per process"),
         }
     }
 }
@@ -120,16 +122,20 @@ impl Rescaler {
     pub fn request(&self, request: Request) {
         if let Ok(mut s) = self.0.lock() {
             match s.closed.clone() {
-                Some(why) => s.refused.push(why),
+                Some(why) => s.refused.push(format!("{request:?}: {why}")),
                 None => s.pending = Some(request),
             }
         }
     }
 
     /// Refuses every request from now on with `why` (the query running now cannot
-    /// rescale live), or, with `None`, takes them again.
+    /// rescale live), a request not yet taken up too, or, with `None`, takes them
+    /// again.
     pub fn close(&self, why: Option<String>) {
         if let Ok(mut s) = self.0.lock() {
+            if let (Some(why), Some(r)) = (&why, s.pending.take()) {
+                s.refused.push(format!("{r:?}: {why}"));
+            }
             s.closed = why;
         }
     }
@@ -214,12 +220,12 @@ fn shape(plan: &Plan) -> (Rescale, Vec<String>) {
     (shape, functions)
 }
 
-/// The shape `request` asks of `plan` (as running, on `workers` workers in all), or
-/// why it cannot be had.
+/// The shape `request` asks of `plan` (as running, on `workers` workers in all,
+/// `threads` of them per process), or why it cannot be had.
 pub(crate) fn spec(
     plan: &Plan,
     registry: &Registry,
-    workers: usize,
+    (workers, threads): (usize, usize),
     request: &Request,
 ) -> Result<Rescale, String> {
     let (mut shape, functions) = shape(plan);
@@ -253,8 +259,13 @@ pub(crate) fn spec(
             if !(1..=1024).contains(&n) {
                 return Err(format!("{n} workers; expected 1..=1024"));
             }
-            if n as usize == workers {
-                return Err(format!("the run has {workers} workers already"));
+            if n as usize == threads {
+                return Err(match workers / threads.max(1) {
+                    1 => format!("the run has {threads} workers already"),
+                    p => format!(
+                        "the run has {threads} worker threads in each of its {p} processes already"
+                    ),
+                });
             }
             for p in &mut shape.placement {
                 *p = None;

@@ -492,8 +492,12 @@ impl LiveSession {
         // The parallelism an ALTER set before a restart.
         if let Some(q) = checkpoint.as_ref().and_then(|_| self.durable_partitions()) {
             let asked = crate::rescale::Request::Partitions(q);
-            if let Ok(shape) = crate::rescale::spec(&plan, &registry, self.engine.workers(), &asked)
-            {
+            if let Ok(shape) = crate::rescale::spec(
+                &plan,
+                &registry,
+                (self.engine.workers(), self.engine.workers()),
+                &asked,
+            ) {
                 plan = crate::rescale::apply(&plan, &shape);
             }
         }

@@ -509,24 +509,18 @@ fn rescale_asked(
         return None;
     }
     if let crate::rescale::Request::Workers(_) = request {
-        let why = match () {
-            _ if ctx.cfg.processes > 1 => {
-                Some("the worker threads of a cluster are fixed (its processes connect once)")
-            }
-            _ if ctx.cfg.auto_rescale.is_some() => {
-                Some("the automatic rescaler watches the workers the run started with")
-            }
-            _ if ctx.cfg.profile.is_some() => {
-                Some("a profiled run times the workers it started with")
-            }
-            _ => None,
-        };
-        if let Some(why) = why {
+        if ctx.cfg.auto_rescale.is_some() {
+            let why = "the automatic rescaler watches the workers the run started with";
             r.refuse(format!("{request:?}: {why}"));
             return None;
         }
     }
-    match crate::rescale::spec(ctx.plan, ctx.registry, ctx.place.peers, &request) {
+    match crate::rescale::spec(
+        ctx.plan,
+        ctx.registry,
+        (ctx.place.peers, ctx.place.threads),
+        &request,
+    ) {
         Ok(shape) => Some((shape, request)),
         Err(why) => {
             r.refuse(format!("{request:?}: {why}"));

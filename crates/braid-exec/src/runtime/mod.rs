@@ -237,6 +237,13 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         }
         _ => cfg,
     };
+    // Worker 0 takes a cluster's rescales: the other processes refuse them, saying so.
+    if let (Some(r), true) = (&cfg.rescale, cfg.process > 0) {
+        r.close(Some(format!(
+            "this is process {} of a cluster: ask process 0, whose worker 0 takes the cluster's rescales",
+            cfg.process
+        )));
+    }
     // Rescaling live without checkpoints asked for: the checkpoints it takes go to a
     // directory of the run's own, and none is taken by the clock. A cluster's state
     // moves through a directory every process reads: the user names it.
@@ -313,21 +320,14 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         let _ = shared.counters.latency.set(shared.latencies.clone());
     }
     let shared = Arc::new(shared);
-    let connected = match cfg.processes > 1 {
-        true => {
-            let hosts = match cfg.hosts.is_empty() {
-                true => default_hosts(cfg.processes),
-                false => cfg.hosts.clone(),
-            };
-            crate::cluster::fail_stop(cfg.process, &hosts);
-            Some(crate::cluster::connect_watchdog(
-                cfg.process,
-                hosts,
-                cfg.connect_timeout,
-            ))
-        }
-        false => None,
-    };
+    let hosts = (cfg.processes > 1).then(|| match cfg.hosts.is_empty() {
+        true => default_hosts(cfg.processes),
+        false => cfg.hosts.clone(),
+    });
+    let connected = hosts.as_ref().map(|hosts| {
+        crate::cluster::fail_stop(cfg.process, hosts);
+        crate::cluster::connect_watchdog(cfg.process, hosts.clone(), cfg.connect_timeout)
+    });
     let stop_auto = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // The automatic rescaler watches on process 0, whose worker 0 takes its requests;
     // in a cluster the other processes send it their partitions' costs (see `costs`).
@@ -477,9 +477,10 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
                         if place.index.is_multiple_of(place.threads) {
                             shared_w.rebase(c, &shape);
                         }
-                        // Other worker threads: this execution ends here (see `run`'s loop).
+                        // Other worker threads: this execution ends here, on every process
+                        // (see `run`'s loop); the first worker of each says how many next.
                         if let Some(n) = shape.workers.filter(|&n| n as usize != place.threads) {
-                            if place.index == 0 {
+                            if place.index.is_multiple_of(place.threads) {
                                 if let Ok(mut t) = shared_w.threads_next.lock() {
                                     *t = Some(n as usize);
                                 }
@@ -525,10 +526,19 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             break;
         }
         threads = n;
+        let workers = n * cfg.processes.max(1);
         if let Some(s) = &store {
-            s.set_workers(n);
+            s.set_workers(workers);
         }
-        plan_run = prepare(&crate::rescale::apply(&plan_run, &shape), registry, n)?;
+        plan_run = prepare(&crate::rescale::apply(&plan_run, &shape), registry, workers)?;
+        // The processes of a cluster connect again, each with its new threads.
+        if let Some(hosts) = &hosts {
+            connected = Some(crate::cluster::connect_watchdog(
+                cfg.process,
+                hosts.clone(),
+                cfg.connect_timeout,
+            ));
+        }
     }
     stop_auto.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(a) = auto {

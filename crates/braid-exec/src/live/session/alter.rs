@@ -90,8 +90,13 @@ impl LiveSession {
             )));
         };
         let (plan, registry) = query.plan.clone();
-        let shape = rescale::spec(&plan, &registry, workers, &Request::Partitions(q))
-            .map_err(|e| plan_error(&format!("query {}: {e}", query.number)))?;
+        let shape = rescale::spec(
+            &plan,
+            &registry,
+            (workers, workers),
+            &Request::Partitions(q),
+        )
+        .map_err(|e| plan_error(&format!("query {}: {e}", query.number)))?;
         let plan = rescale::apply(&plan, &shape);
         let status = query.status.clone();
         let (old, number) = (query.id, query.number);
