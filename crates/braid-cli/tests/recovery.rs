@@ -505,21 +505,18 @@ fn two_stage_join_survives_kills() {
     });
 }
 
-/// Linear Road (the parallel plan of examples/linear_road.sql, its answers to a CSV
-/// file): the recovered answers equal the uninterrupted run's, and pass the validator.
-#[test]
-fn linear_road_survives_kills() {
-    let dir = Scratch::new("lr");
-    let lrb = dir.0.join("lrb");
+/// Linear Road input of `xways` expressways and `minutes` minutes generated into
+/// `dir/lrb`, and the parallel plan of examples/linear_road.sql at `partitions`
+/// partitions reading it, its answers to `dir/out.csv`: the job of script
+/// `dir/lr-<partitions>.sql`.
+fn linear_road_job(dir: &Path, xways: u32, minutes: u32, partitions: &[u32]) -> Vec<Job> {
+    let lrb = dir.join("lrb");
     let braid = env!("CARGO_BIN_EXE_braid");
     let gen = Command::new(braid)
+        .args(["lrb", "generate", "--xways", &xways.to_string()])
         .args([
-            "lrb",
-            "generate",
-            "--xways",
-            "1",
             "--minutes",
-            "8",
+            &minutes.to_string(),
             "--profile",
             "steady",
             "--out",
@@ -537,7 +534,7 @@ fn linear_road_survives_kills() {
         "/../../examples/linear_road.sql"
     ))
     .expect("examples/linear_road.sql");
-    let out = dir.0.join("out.csv");
+    let out = dir.join("out.csv");
     let text = example
         .split("-- EXPECTED")
         .next()
@@ -551,53 +548,144 @@ fn linear_road_survives_kills() {
             &format!("(sink = 'csv', path = '{}')", out.display()),
         );
     assert!(
-        text.contains(&out.display().to_string()),
-        "the example's sink changed"
+        text.contains(&out.display().to_string()) && text.contains("partitions => 8,"),
+        "the example's sink or partitions changed"
     );
-    let script = dir.0.join("lr.sql");
-    std::fs::write(&script, text).expect("script");
-    let job = Job {
-        name: "Linear Road",
-        args: vec![
-            script.display().to_string(),
-            "--lrb-history".into(),
-            lrb.display().to_string(),
-        ],
-        output: out,
-        ordered: false,
-    };
-    // Answers as the validator reads them (emit time = the answer's time: validated
-    // without deadlines, as a run as fast as possible is).
-    let validate = |answers: &[u8]| {
-        let mut lines = String::new();
-        for r in int_rows(answers) {
-            let r: [i64; 7] = r.try_into().expect("7 columns");
-            if let Some(o) = linear_road::app::to_output(&r, r[1]) {
-                lines += &format!("{o}\n");
+    partitions
+        .iter()
+        .map(|q| {
+            let script = dir.join(format!("lr-{q}.sql"));
+            let text = text.replace("partitions => 8,", &format!("partitions => {q},"));
+            std::fs::write(&script, text).expect("script");
+            Job {
+                name: "Linear Road",
+                args: vec![
+                    script.display().to_string(),
+                    "--lrb-history".into(),
+                    lrb.display().to_string(),
+                ],
+                output: out.clone(),
+                ordered: false,
             }
+        })
+        .collect()
+}
+
+/// Checks Linear Road answers (the rows of the CSV sink) with `braid lrb validate`
+/// against the input and histories in `dir/lrb` (emit time = the answer's time:
+/// validated without deadlines, as a run as fast as possible is).
+fn validate_linear_road(dir: &Path, answers: &[u8]) {
+    let lrb = dir.join("lrb");
+    let mut lines = String::new();
+    for r in int_rows(answers) {
+        let r: [i64; 7] = r.try_into().expect("7 columns");
+        if let Some(o) = linear_road::app::to_output(&r, r[1]) {
+            lines += &format!("{o}\n");
         }
-        let path = dir.0.join("answers.csv");
-        std::fs::write(&path, lines).expect("answers");
-        let v = Command::new(braid)
-            .args(["lrb", "validate", "--no-deadlines", "--input"])
-            .arg(lrb.join("input.csv"))
-            .arg("--history")
-            .arg(lrb.join("toll-history.csv"))
-            .arg("--segment-history")
-            .arg(lrb.join("segment-history.csv"))
-            .arg("--output")
-            .arg(&path)
-            .output()
-            .expect("braid lrb validate");
-        assert!(
-            v.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&v.stdout),
-            String::from_utf8_lossy(&v.stderr)
-        );
-    };
+    }
+    let path = dir.join("answers.csv");
+    std::fs::write(&path, lines).expect("answers");
+    let v = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["lrb", "validate", "--no-deadlines", "--input"])
+        .arg(lrb.join("input.csv"))
+        .arg("--history")
+        .arg(lrb.join("toll-history.csv"))
+        .arg("--segment-history")
+        .arg(lrb.join("segment-history.csv"))
+        .arg("--output")
+        .arg(&path)
+        .output()
+        .expect("braid lrb validate");
+    assert!(
+        v.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&v.stdout),
+        String::from_utf8_lossy(&v.stderr)
+    );
+}
+
+/// Linear Road (the parallel plan of examples/linear_road.sql, its answers to a CSV
+/// file): the recovered answers equal the uninterrupted run's, and pass the validator.
+#[test]
+fn linear_road_survives_kills() {
+    let dir = Scratch::new("lr");
+    let job = linear_road_job(&dir.0, 1, 8, &[8]).remove(0);
     let seed = 0x5eed_0004 ^ u64::from(std::process::id());
-    harness(&job, &dir.0, kills(), seed, validate);
+    harness(&job, &dir.0, kills(), seed, |answers| {
+        validate_linear_road(&dir.0, answers)
+    });
+}
+
+/// Linear Road over 4 expressways checkpointed at 2 partitions (two expressways each)
+/// on 2 workers, killed (kill -9) once a checkpoint is committed, resumes at 4
+/// partitions on 4 workers, at 3 (coprime) on 1 and at 1 on 2: each partition's state
+/// is split or joined by expressway (`Partition::absorb`), and the answers are the
+/// uninterrupted run's and pass the validator.
+#[test]
+fn linear_road_resumes_at_other_partition_counts() {
+    let dir = Scratch::new("lr-q");
+    let jobs = linear_road_job(&dir.0, 4, 5, &[2, 4, 3, 1]);
+    let (want, took) = reference(&jobs[0], &dir.0);
+    validate_linear_road(&dir.0, &want);
+    let want = canonical(&jobs[0], want);
+    let ck = dir.0.join("ck");
+    let extra = [
+        "--checkpoint".to_string(),
+        ck.display().to_string(),
+        "--checkpoint-interval".to_string(),
+        "30ms".to_string(),
+    ];
+    let mut kids = start(&jobs[0], 2, 1, &extra, &dir.0);
+    // Killed halfway through, once a checkpoint is committed.
+    let latest = ck.join("query-0").join("LATEST");
+    let halfway = Instant::now() + took / 2;
+    while !latest.exists() || Instant::now() < halfway {
+        assert!(
+            kids[0].try_wait().expect("wait").is_none(),
+            "the run ended before it was killed: {}",
+            std::fs::read_to_string(dir.0.join("err-0")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    kids[0].kill().expect("kill -9");
+    kids[0].wait().expect("reap");
+    let partial = std::fs::read(&jobs[0].output).expect("partial answers");
+    for (job, q, workers) in [(&jobs[1], 4, 4), (&jobs[2], 3, 1), (&jobs[3], 1, 2)] {
+        let at = dir.0.join(format!("ck-{q}"));
+        let copied = Command::new("cp")
+            .arg("-r")
+            .arg(&ck)
+            .arg(&at)
+            .status()
+            .expect("cp");
+        assert!(copied.success());
+        std::fs::write(&job.output, &partial).expect("partial answers back");
+        let mut kids = start(
+            job,
+            workers,
+            1,
+            &["--recover".into(), at.display().to_string()],
+            &dir.0,
+        );
+        assert!(
+            wait_all(&mut kids, Instant::now() + Duration::from_secs(300), &dir.0),
+            "the resumed run did not end"
+        );
+        let err = std::fs::read_to_string(dir.0.join("err-0")).unwrap_or_default();
+        assert!(
+            err.contains("resumed from the checkpoint after epoch"),
+            "{err}"
+        );
+        let got = std::fs::read(&job.output).expect("answers");
+        validate_linear_road(&dir.0, &got);
+        let got = canonical(job, got);
+        assert!(
+            got == want,
+            "resumed at {q} partitions on {workers} workers: {} bytes, the uninterrupted run {}\n{err}",
+            got.len(),
+            want.len()
+        );
+    }
 }
 
 /// `--launch N` starts a local cluster of N processes, and `--launch-with CMD` starts a

@@ -81,6 +81,12 @@ impl StreamFunctionFactory for LinearRoad {
         true
     }
 
+    /// A checkpoint restores with another partition count: the state is kept by
+    /// expressway, the route value ([`Partition::absorb`]).
+    fn rescales(&self) -> bool {
+        true
+    }
+
     fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction> {
         Box::new(Adapter {
             ignored: self.ignored.clone(),
@@ -254,6 +260,37 @@ impl StreamFunction for Adapter {
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
+        let (p, q, state) = self.checked(bytes)?;
+        if (i64::from(p), i64::from(q)) != (self.partition, self.partitions) {
+            return Err(self.checkpoint_error(format!("it was taken of partition {p} of {q}")));
+        }
+        self.part
+            .restore_state(state)
+            .map_err(|e| self.checkpoint_error(e))?;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Takes the expressways of an old partition's checkpoint that route here (`keep`),
+    /// with their vehicles ([`Partition::absorb`]); the old partition's counts of
+    /// ignored records go to partition `p mod q` of the new count `q`.
+    fn restore_share(&mut self, bytes: &[u8], keep: &dyn Fn(i64) -> bool) -> Result<()> {
+        let (p, _, state) = self.checked(bytes)?;
+        let other = self
+            .part
+            .decode_state(state)
+            .map_err(|e| self.checkpoint_error(e))?;
+        let counts = i64::from(p).rem_euclid(self.partitions) == self.partition;
+        self.part
+            .absorb(other, keep, counts)
+            .map_err(|e| self.checkpoint_error(format!("taking its share of partition {p}: {e}")))
+    }
+}
+
+impl Adapter {
+    /// The old partition, partition count and state of checkpoint `bytes`, its header
+    /// and checksum checked.
+    fn checked<'a>(&self, bytes: &'a [u8]) -> Result<(u32, u32, &'a [u8])> {
         let n = bytes.len();
         if n >= 4 && u32_at(bytes, 0) != CHECKPOINT_MAGIC {
             return Err(self.checkpoint_error(format!(
@@ -274,9 +311,6 @@ impl StreamFunction for Adapter {
             )));
         }
         let (p, q) = (u32_at(bytes, 8), u32_at(bytes, 12));
-        if (i64::from(p), i64::from(q)) != (self.partition, self.partitions) {
-            return Err(self.checkpoint_error(format!("it was taken of partition {p} of {q}")));
-        }
         let (len, sum) = (u64_at(bytes, 16), u64_at(bytes, 24));
         let state = &bytes[CHECKPOINT_HEADER..];
         if state.len() as u64 != len {
@@ -298,11 +332,7 @@ impl StreamFunction for Adapter {
                 "checksum {computed:#018x} of the state is not the saved {sum:#018x}: corrupt"
             )));
         }
-        self.part
-            .restore_state(state)
-            .map_err(|e| self.checkpoint_error(e))?;
-        self.buf.clear();
-        Ok(())
+        Ok((p, q, state))
     }
 }
 

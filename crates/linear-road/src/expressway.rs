@@ -50,6 +50,10 @@
 //! of records of the 85,000 vehicles seen, 0.5 MB of trip records, 0.5 MB of the current
 //! minute's groups, 22 kB of segment records.
 //!
+//! A checkpoint restores at another partition count: [`Partition::absorb`] takes the
+//! expressways of an old partition that route to a new one, with everything on them,
+//! and shares out its vehicles' records and accounts (see there).
+//!
 //! # Segment statistics (doc 4)
 //!
 //! Reports arrive in time order, so when the first report of minute m arrives, minute
@@ -784,6 +788,177 @@ impl Partition {
         p.segments = self.segments.clone();
         *self = p;
         Ok(())
+    }
+
+    /// Decodes what [`Partition::save_state`] wrote into a partition of its own (with
+    /// this one's histories), checked as [`Partition::restore_state`] checks it.
+    pub fn decode_state(&self, bytes: &[u8]) -> Result<Partition, String> {
+        let mut p = Partition::new(self.tolls.clone(), self.segments.clone());
+        p.restore_state(bytes)?;
+        Ok(p)
+    }
+
+    /// Rescaling (a checkpoint restored with another partition count): adds to this
+    /// partition the share of `other`, a partition of the old count, that routes here:
+    /// the expressways `x` with `keep(x)`, with their segment records, accidents,
+    /// stopped vehicles, the current minute's groups and the trips on them. Several old
+    /// partitions may add to one new one (fewer partitions), one old partition to
+    /// several (more).
+    ///
+    /// Vehicles: every partition that takes one of `other`'s expressways takes the
+    /// record of each of its vehicles (the time of its last report: the re-entry rules
+    /// see what the old partition saw, for reports on any of its expressways); the
+    /// account (tolls notified, the latest) goes to one of them: the one that takes the
+    /// vehicle's trip, or, for a vehicle on no trip, the one that takes `other`'s
+    /// smallest expressway number. A balance is the merge of every partition's partial
+    /// (doc 6.5), which only sums accounts and takes the latest: answers stay the same
+    /// however the accounts are spread. Records met twice (fewer partitions) are
+    /// joined: the later report time, the accounts summed; of two live trips the one of
+    /// the later report goes on and the other ends, as a re-entry would end it.
+    /// `counts`: this partition takes `other`'s counts of ignored records (exactly one
+    /// does).
+    ///
+    /// `other` must have been saved between two seconds (no pending type-2 request). A
+    /// minute whose groups one side holds and the other has passed is folded first, as
+    /// the next report would fold it.
+    pub fn absorb(
+        &mut self,
+        mut other: Partition,
+        keep: &dyn Fn(i64) -> bool,
+        counts: bool,
+    ) -> Result<(), String> {
+        if !other.pending.is_empty() {
+            return Err(format!(
+                "{} type-2 requests pending in the state: it was not saved between two seconds",
+                other.pending.len()
+            ));
+        }
+        if counts {
+            self.ignored += other.ignored;
+            self.ignored_types += other.ignored_types;
+        }
+        // Old expressway index -> (number, new index if it routes here).
+        let mut xways: Vec<(i64, Option<u32>)> = vec![(0, None); other.road.xway_index.len()];
+        for (&x, &i) in &other.road.xway_index {
+            xways[i as usize].0 = x;
+        }
+        if !xways.iter().any(|&(x, _)| keep(x)) {
+            return Ok(());
+        }
+        // One minute for the groups of both.
+        let minute = self.group_minute.max(other.group_minute);
+        if self.group_minute != i64::MIN && self.group_minute < minute {
+            self.road.fold_minute(&mut self.groups, self.group_minute);
+        }
+        if other.group_minute != i64::MIN && other.group_minute < minute {
+            other
+                .road
+                .fold_minute(&mut other.groups, other.group_minute);
+        }
+        self.group_minute = minute;
+        // The expressways, their segment records, accidents renumbered after ours.
+        let offset = self.road.next_accident;
+        let renumber = |id: u32| match id {
+            NONE => NONE,
+            id => id.wrapping_add(offset),
+        };
+        for (old, (x, new)) in xways.iter_mut().enumerate() {
+            if !keep(*x) {
+                continue;
+            }
+            if self.road.xway_index.contains_key(x) {
+                return Err(format!(
+                    "expressway {x} is in two partitions of the checkpoint"
+                ));
+            }
+            let i = self.road.xway(*x);
+            *new = Some(i);
+            for k in 0..SEGS_PER_XWAY {
+                let from = (old as u32 * SEGS_PER_XWAY + k) as usize;
+                let mut seg = std::mem::replace(&mut other.road.segs[from], SegState::new());
+                for span in &mut seg.accidents {
+                    span.id = renumber(span.id);
+                }
+                self.road.segs[(i * SEGS_PER_XWAY + k) as usize] = seg;
+            }
+        }
+        self.road.next_accident = offset.wrapping_add(other.road.next_accident);
+        let seg_here = |seg_id: u32| {
+            xways[(seg_id / SEGS_PER_XWAY) as usize]
+                .1
+                .map(|i| i * SEGS_PER_XWAY + seg_id % SEGS_PER_XWAY)
+        };
+        let loc_here = |loc: Loc| xways[loc.xway as usize].1.map(|xway| Loc { xway, ..loc });
+        for (loc, s) in other.road.stopped.drain() {
+            if let (Some(loc), Some(seg_id)) = (loc_here(loc), seg_here(s.seg_id)) {
+                let accident = renumber(s.accident);
+                self.road.stopped.insert(
+                    loc,
+                    Stopped {
+                        seg_id,
+                        accident,
+                        ..s
+                    },
+                );
+            }
+        }
+        for ((vid, seg_id), g) in other.groups.drain() {
+            if let Some(seg_id) = seg_here(seg_id) {
+                self.groups.insert((vid, seg_id), g);
+            }
+        }
+        // The vehicles.
+        let smallest = xways.iter().map(|&(x, _)| x).min();
+        let rest_here = smallest.is_some_and(keep);
+        for (vid, v) in other.vehicles.drain() {
+            let trip = (v.trip != NONE).then(|| other.trips.slots[v.trip as usize]);
+            let trip_here = trip.and_then(|t| {
+                Some(Trip {
+                    loc: loc_here(t.loc)?,
+                    seg_id: seg_here(t.seg_id)?,
+                    ..t
+                })
+            });
+            let account = match trip {
+                Some(_) => trip_here.is_some(),
+                None => rest_here,
+            };
+            let mut record = Vehicle { trip: NONE, ..v };
+            if !account {
+                record.latest = -1;
+                record.latest_toll = 0;
+                record.total = 0;
+            }
+            if let Some(t) = trip_here {
+                record.trip = self.trips.start(t);
+            }
+            match self.vehicles.entry(vid) {
+                Entry::Vacant(e) => {
+                    e.insert(record);
+                }
+                Entry::Occupied(mut e) => {
+                    let mine = e.get_mut();
+                    // The later of two live trips goes on; the other ends.
+                    if mine.trip != NONE && record.trip != NONE {
+                        let (ends, goes) = match record.last_time > mine.last_time {
+                            true => (mine.trip, record.trip),
+                            false => (record.trip, mine.trip),
+                        };
+                        self.trips.end(ends, &mut self.road, minute);
+                        mine.trip = goes;
+                    } else if record.trip != NONE {
+                        mine.trip = record.trip;
+                    }
+                    mine.last_time = mine.last_time.max(record.last_time);
+                    mine.total += record.total;
+                    if record.latest > mine.latest {
+                        mine.latest = record.latest;
+                        mine.latest_toll = record.latest_toll;
+                    }
+                }
+            }
+        }
+        self.check_references()
     }
 
     /// The invariants that indexing relies on, for a decoded state: what would otherwise
@@ -1624,14 +1799,57 @@ mod tests {
     /// Runs generated input through one partition and through `q` partitions (routed
     /// as Braid routes it) and returns the sorted outputs, type-2 answers merged.
     fn run_generated(cfg: &crate::generate::GenConfig, q: i64) -> Vec<Output> {
+        run_rescaled(cfg, q, None)
+    }
+
+    /// [`run_generated`], the partitions saved after second `at` and restored onto
+    /// `q2` partitions ([`Partition::absorb`]) when `rescale` is `Some((at, q2))`.
+    fn run_rescaled(
+        cfg: &crate::generate::GenConfig,
+        q: i64,
+        rescale: Option<(i64, i64)>,
+    ) -> Vec<Output> {
         let input = crate::generate::accepted_input(cfg);
         let max_vid = input.iter().map(|t| t.vid).max().unwrap_or(0);
         let (tolls, segs) = crate::history::histories(cfg, max_vid);
         let mut parts: Vec<Partition> = (0..q)
             .map(|_| Partition::new(tolls.clone(), segs.clone()))
             .collect();
+        let mut q = q;
         let mut out = Vec::new();
         for (i, t) in input.iter().enumerate() {
+            if let Some((_, q2)) =
+                rescale.filter(|&(at, _)| t.time > at && i > 0 && input[i - 1].time <= at)
+            {
+                let saved: Vec<Vec<u8>> = parts
+                    .iter()
+                    .map(|p| {
+                        let mut b = Vec::new();
+                        p.save_state(&mut b).expect("saves");
+                        b
+                    })
+                    .collect();
+                let mut fresh: Vec<Partition> = (0..q2)
+                    .map(|_| Partition::new(tolls.clone(), segs.clone()))
+                    .collect();
+                for (n, f) in fresh.iter_mut().enumerate() {
+                    for (old, bytes) in saved.iter().enumerate() {
+                        let other = f.decode_state(bytes).expect("decodes");
+                        let keep = |x: i64| x.rem_euclid(q2) == n as i64;
+                        let counts = (old as i64).rem_euclid(q2) == n as i64;
+                        f.absorb(other, &keep, counts).expect("absorbs");
+                    }
+                }
+                let was: u64 = parts.iter().map(|p| p.stats().ignored_reports).sum();
+                let now: u64 = fresh.iter().map(|p| p.stats().ignored_reports).sum();
+                assert_eq!(was, now, "ignored reports kept");
+                let cars = |ps: &[Partition]| -> usize {
+                    ps.iter().map(|p| p.stats().vehicles_on_road).sum()
+                };
+                assert_eq!(cars(&parts), cars(&fresh), "trips kept");
+                parts = fresh;
+                q = q2;
+            }
             if t.typ == 2 {
                 for p in parts.iter_mut() {
                     p.process(t, &mut out);
@@ -1657,7 +1875,7 @@ mod tests {
             }
         }
         for ps in partials.values() {
-            assert_eq!(ps.len() as i64, q);
+            assert!(ps.len() as i64 == q || rescale.is_some());
             result.push(merge_balance(ps));
         }
         result.sort();
@@ -1687,6 +1905,39 @@ mod tests {
         assert!(count(0) > 1000 && count(2) > 10 && count(3) > 0 && count(4) > 10);
         assert!(count(1) > 0 && charged > 0);
         assert_eq!(one, two);
+    }
+
+    /// A checkpoint restored onto another partition count (more, fewer, coprime) goes on
+    /// to the answers of the run never rescaled.
+    #[test]
+    fn a_rescaled_restore_keeps_the_answers() {
+        let cfg = crate::generate::GenConfig {
+            xways: 4,
+            minutes: 6,
+            profile: crate::generate::Profile::Steady,
+            seed: 5,
+            peak_vehicles_per_xway: 20_000,
+        };
+        let want = run_generated(&cfg, 1);
+        assert_eq!(want, run_generated(&cfg, 4), "4 partitions");
+        for (q, at, q2) in [
+            (1, 200, 4),
+            (4, 200, 1),
+            (2, 130, 3),
+            (3, 250, 8),
+            (4, 310, 2),
+        ] {
+            let got = run_rescaled(&cfg, q, Some((at, q2)));
+            let first = got.iter().zip(&want).position(|(a, b)| a != b);
+            assert!(
+                got == want,
+                "{q} -> {q2} partitions after second {at}: {} answers, not {}; first differing: {:?} for {:?}",
+                got.len(),
+                want.len(),
+                first.map(|i| &got[i]),
+                first.map(|i| &want[i])
+            );
+        }
     }
 
     /// Every field of a partition's state but the histories, in an order that does not
