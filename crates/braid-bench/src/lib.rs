@@ -17,6 +17,7 @@
 //! with `anyhow`.
 #![warn(missing_docs)]
 
+pub mod checkpoints;
 pub mod host;
 pub mod latency;
 pub mod measure;

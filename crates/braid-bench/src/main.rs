@@ -5,7 +5,9 @@
 //! ```
 
 use anyhow::Result;
-use braid_bench::{latency, parse, placement, rate, retention, server, split, sql, tune};
+use braid_bench::{
+    checkpoints, latency, parse, placement, rate, retention, server, split, sql, tune,
+};
 use clap::{Parser, Subcommand};
 
 /// mimalloc, as in the `braid` binary, so that the numbers are those of the shipped
@@ -44,6 +46,8 @@ enum Command {
     Latency(latency::LatencyArgs),
     /// A stream's retention: ingest rate, memory and file size with and without it.
     Retention(retention::RetentionArgs),
+    /// Checkpoint size and time against state size (Linear Road, 1-8 expressways).
+    Checkpoints(checkpoints::CheckpointsArgs),
 }
 
 fn main() {
@@ -64,5 +68,6 @@ fn run() -> Result<()> {
         Command::Server(a) => server::run(a),
         Command::Latency(a) => latency::run(a),
         Command::Retention(a) => retention::run(a),
+        Command::Checkpoints(a) => checkpoints::run(a),
     }
 }
