@@ -388,6 +388,65 @@ fn restore_onto_other_partition_counts() {
     }
 }
 
+/// Under a latency constraint timely's time counts ticks within epochs, and a
+/// checkpoint's barrier is held at its epoch's last tick: a constrained query stopped
+/// halfway resumes on 1 and 2 workers with the output, rows, malformed lines and late
+/// rows of the uninterrupted run (which are those of the run without the constraint).
+#[test]
+fn a_query_under_a_latency_constraint_resumes_from_its_checkpoint() {
+    let dir = Scratch::fresh("ckpt-latency");
+    write_calls_and_texts(&dir.0, 120_000, Some(9_999));
+    let out = dir.0.join("out.csv");
+    let queries = [
+        ("tumble", "SELECT window_end, caller % 50 AS k, count(*) AS n, sum(dur) AS total FROM calls GROUP BY TUMBLE(start, 100), caller % 50"),
+        ("two stages", "SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 6 AND c.start + 6 GROUP BY TUMBLE(c.start, 600), c.dur / 60"),
+    ];
+    for (name, query) in queries {
+        let plain = keyed_script(&dir.0, 8, query);
+        let whole = run(&dir.0, &plain, 2, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want = std::fs::read(&out).expect("output");
+        assert!(
+            want.len() > 5_000,
+            "{name}: too little output to test anything"
+        );
+        let text = format!("SET max_latency = '50ms';\n{plain}");
+        let constrained =
+            run(&dir.0, &text, 2, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(constrained, whole, "{name} under the constraint");
+        assert!(
+            std::fs::read(&out).expect("output") == want,
+            "{name}: the constrained run's output"
+        );
+        let ck = dir.0.join("ck");
+        let _ = std::fs::remove_dir_all(&ck);
+        run(&dir.0, &text, 2, Some(config(&ck, false)), Some(60_000))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let taken = latest(&ck.join("query-0"))
+            .expect("manifest")
+            .expect("a checkpoint");
+        let partial = std::fs::read(&out).expect("partial output");
+        for workers in [1, 2] {
+            let at = dir.0.join(format!("ck-{workers}"));
+            let _ = std::fs::remove_dir_all(&at);
+            copy_checkpoint(&ck, &at);
+            std::fs::write(&out, &partial).expect("partial output back");
+            let resumed = run(&dir.0, &text, workers, Some(config(&at, true)), None)
+                .unwrap_or_else(|e| panic!("{name} on {workers} workers: {e}"));
+            assert_eq!(
+                resumed, whole,
+                "{name} resumed on {workers} workers: rows, malformed lines, late rows"
+            );
+            let got = std::fs::read(&out).expect("output");
+            assert!(
+                got == want,
+                "{name}: resumed on {workers} workers from epoch {}: {}",
+                taken.epoch,
+                first_difference(&got, &want)
+            );
+        }
+    }
+}
+
 /// A function whose state is not kept by key (`count`: rows per partition) cannot be
 /// restored with another q: refused by name.
 #[test]

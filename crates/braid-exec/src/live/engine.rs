@@ -356,19 +356,22 @@ impl Engine {
         let constraint = plan.latency_constraint();
         crate::qos::refuse_with(
             constraint,
-            &[
-                (checkpoint.is_some(), "checkpoints"),
-                (self.leads() || self.follows(), "a cluster of processes"),
-            ],
+            &[(self.leads() || self.follows(), "a cluster of processes")],
         )?;
         let store = match checkpoint {
             Some(c) => {
                 // Process 0 clears what never committed; every process reads and
                 // writes its partitions' parts.
                 let leader = !self.follows();
-                Some(Arc::new(Store::open(
-                    c, plan, registry, self.peers, leader,
-                )?))
+                let store = Store::open(c, plan, registry, self.peers, leader)?;
+                // Outputs are cut back to what the checkpoint counted before this
+                // returns (the sink does it again when it opens, to the same length):
+                // a subscriber that comes meanwhile never reads a row the recovery
+                // takes back, and then again.
+                if leader {
+                    crate::render::sink::cut_back_native_sinks(plan, registry, &store)?;
+                }
+                Some(Arc::new(store))
             }
             None => None,
         };
@@ -722,8 +725,11 @@ fn poll(r: &mut Running, place: Place) -> bool {
     // Checkpoints the output has passed are committed.
     if let Some(store) = &shared.checkpoints {
         if !shared.failed() {
-            let probe = &r.probe;
-            if let Err(e) = r.clock.commit_passed(store, |c| !probe.less_equal(&c)) {
+            let (probe, tk) = (&r.probe, shared.ticks);
+            if let Err(e) = r
+                .clock
+                .commit_passed(store, |c| !probe.less_equal(&tk.end(c)))
+            {
                 shared.fatal(e);
             }
         }
@@ -763,7 +769,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
                 if epoch > ticks.epoch(*input.time()) {
                     // The epoch closing may be a checkpoint (see `Clock::barrier`).
                     if let (Some(store), Some(c)) = (&shared.checkpoints, r.control.as_mut()) {
-                        let closing = *input.time();
+                        let closing = ticks.epoch(*input.time());
                         let pause = r.status.pause.load(Ordering::Relaxed);
                         let sent = match r.clock.barrier(
                             store,
@@ -780,7 +786,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
                                 return true;
                             }
                         };
-                        c.advance_to(epoch);
+                        c.advance_to(ticks.first(epoch));
                         c.flush();
                         let due = sent.is_some();
                         if let Some(at) = sent.flatten() {

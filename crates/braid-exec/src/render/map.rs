@@ -505,7 +505,7 @@ pub(crate) fn render<'s>(
                         output.session(&end).give(stamp(w, newest, &shared));
                     }
                 }
-                while let Some((c, _held)) = held.pop(done) {
+                while let Some((c, _held)) = held.pop(|c| done(tk.end(c))) {
                     if let Some(store) = &store {
                         if let Err(e) = parts.save(store, stage, c) {
                             shared.fatal(e);

@@ -9,7 +9,7 @@ use crate::shared::Shared;
 use crate::source::Counters;
 use braid_plan::batch::{Batch, Row};
 use braid_plan::output::OutRow;
-use braid_plan::plan::{Sink, SinkSpec};
+use braid_plan::plan::{Plan, Sink, SinkSpec};
 use braid_plan::types::DataType;
 use std::io::Write;
 use std::sync::atomic::Ordering;
@@ -271,6 +271,35 @@ fn open_committed_file(
     Ok(Committed::File(w, mark))
 }
 
+/// Cuts every sink of `plan` written in Rust that counts its committed rows (a
+/// server's stream log) back to the rows checkpoint `store` resumes from counted (none
+/// when nothing was committed), as [`open_committed_native`] does when the dataflow is
+/// built: called first, it makes the cut before anyone can read past it.
+pub(crate) fn cut_back_native_sinks(
+    plan: &Plan,
+    registry: &braid_plan::function::Registry,
+    store: &Store,
+) -> Result<()> {
+    let sinks: Vec<&Plan> = match plan {
+        Plan::Together(p) => p.iter().collect(),
+        p => vec![p],
+    };
+    for (output, p) in sinks.into_iter().enumerate() {
+        let Plan::Sink(s) = p else { continue };
+        let SinkSpec::Native(name) = &s.spec else {
+            continue;
+        };
+        let f = registry.sink(name)?;
+        if f.committed_rows().is_none() {
+            continue;
+        }
+        let rows = store.read_sink(output)?.map_or(0, |m| m.rows);
+        f.truncate(rows)
+            .map_err(|e| Error::io(format!("cutting sink {name} back to {rows} rows"), e))?;
+    }
+    Ok(())
+}
+
 /// A sink written in Rust under checkpoints: resuming, cut back to the rows the last
 /// commit counted (none when nothing was committed: the run starts over).
 fn open_committed_native(
@@ -382,8 +411,10 @@ fn committed<'s>(
                 });
                 barrier_in.for_each(|cap, data| held.hold(&cap, data, &shared));
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
-                while let Some((epoch, _cap, windows)) = stash.pop_done(done) {
-                    while let Some((c, _held)) = held.pop(|c| c < epoch) {
+                let tk = shared.ticks;
+                while let Some((t, _cap, windows)) = stash.pop_done(done) {
+                    // Checkpoints whose epochs' times all came before these rows'.
+                    while let Some((c, _held)) = held.pop(|c| tk.end(c) < t) {
                         commit(c, &mut target, &shared);
                     }
                     if shared.failed() || shared.cancel.is_cancelled() {
@@ -398,7 +429,7 @@ fn committed<'s>(
                         target = None;
                     }
                 }
-                while let Some((c, _held)) = held.pop(done) {
+                while let Some((c, _held)) = held.pop(|c| done(tk.end(c))) {
                     commit(c, &mut target, &shared);
                 }
                 if let Some(t) = frontier.frontier().first() {

@@ -6,9 +6,11 @@ use std::collections::BTreeMap;
 use timely::dataflow::operators::{Capability, InputCapability};
 use timely::progress::frontier::MutableAntichain;
 
-/// Checkpoint barriers (see [`crate::checkpoint`]) an operator holds, each with a
-/// capability at its epoch: the output frontier cannot pass a barrier before the
-/// operator has written its part and dropped the capability.
+/// Checkpoint barriers (see [`crate::checkpoint`]) an operator holds, by epoch, each
+/// with a capability at its epoch's last time (the epoch itself, or its last tick
+/// under a latency constraint: [`crate::qos::Ticks::end`]): the output frontier cannot
+/// pass a barrier before the operator has written its part and dropped the
+/// capability.
 #[derive(Default)]
 pub(crate) struct HeldBarriers(BTreeMap<u64, Capability<u64>>);
 
@@ -23,7 +25,7 @@ impl HeldBarriers {
     ) {
         for (c, r) in barriers {
             if let Some(held) = cap.retain_least(0) {
-                self.0.insert(*c, held.delayed(c));
+                self.0.insert(*c, held.delayed(&shared.ticks.end(*c)));
             }
             if let Some(r) = r {
                 shared.switch_at(*c, r.clone());
@@ -31,8 +33,8 @@ impl HeldBarriers {
         }
     }
 
-    /// The oldest barrier for which `due` holds, with its capability: drop it once the
-    /// part is written.
+    /// The oldest barrier for whose epoch `due` holds, with its capability: drop it
+    /// once the part is written.
     pub fn pop(&mut self, due: impl Fn(u64) -> bool) -> Option<(u64, Capability<u64>)> {
         self.0.first_key_value().filter(|(&c, _)| due(c))?;
         self.0.pop_first()

@@ -268,7 +268,6 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     crate::qos::refuse_with(
         plan.latency_constraint(),
         &[
-            (cfg.checkpoint.is_some(), "checkpoints"),
             (
                 cfg.rescale.is_some() || cfg.auto_rescale.is_some(),
                 "live rescaling",
