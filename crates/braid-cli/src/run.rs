@@ -71,18 +71,6 @@ fn script(q: &QueryArgs, path: &Path) -> Result<()> {
         let mut profiler = q.profile.then(Profiler::new);
         if let (Some(b), Some(job), Some(c)) = (&board, session.next_job(), &counters) {
             profiler = Some(b.begin(&job.sql, &job.plan, session.registry(), c.clone()));
-            // A query under a latency constraint does not rescale live (refused by
-            // name): its dashboard shows it, and refuses the requests, saying why.
-            let constraint = job.plan.latency_constraint();
-            let why = constraint.map(|d| {
-                format!(
-                    "query {} runs under a latency constraint (max_latency {}), which live rescaling does not keep yet",
-                    job.sql.trim(),
-                    braid_plan::explain::duration_text(d)
-                )
-            });
-            session.set_rescale(why.is_none().then(|| b.rescaler.clone()));
-            b.rescaler.close(why);
         }
         session.set_profile(profiler);
         let Some(next) = session.run_next() else {

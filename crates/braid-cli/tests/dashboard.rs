@@ -111,8 +111,7 @@ fn a_run_serves_its_dashboard_while_it_runs() {
 
 /// A run under a latency constraint (`SET max_latency`) shows the constraint and its
 /// rows' latencies in its dashboard's snapshot, as the server does for a live query,
-/// and refuses a live rescale, saying why (before, the dashboard's rescaler made the
-/// run refuse to start).
+/// and rescales live (here to one worker thread) as any other run.
 #[test]
 fn a_run_under_a_constraint_shows_its_rows_latencies() {
     let dir = std::env::temp_dir().join(format!("braid-dashboard-qos-{}", std::process::id()));
@@ -147,21 +146,29 @@ INSERT INTO none SELECT vid, spd FROM lr WHERE spd > 10;",
         assert!(start.elapsed() < Duration::from_secs(10), "{body}");
         std::thread::sleep(Duration::from_millis(100));
     };
-    // A live rescale is refused, saying why.
+    // A live rescale to one worker thread.
     let mut c = std::net::TcpStream::connect(&addr).expect("connect to the dashboard");
     write!(
         c,
-        "POST /api/rescale?partitions=4 HTTP/1.1\r\nHost: braid\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "POST /api/rescale?workers=1 HTTP/1.1\r\nHost: braid\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut answer = String::new();
     c.read_to_string(&mut answer).unwrap();
-    let rescales = get(&addr, "/api/rescale");
+    let rescales = loop {
+        let r = get(&addr, "/api/rescale");
+        if r.contains("\"epoch\"") || r.contains("\"refused\":[\"") {
+            break r;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{answer}\n{r}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     assert!(
-        rescales.contains("latency constraint (max_latency 100ms)"),
+        rescales.contains("\"request\":\"1 worker threads per process\"")
+            && rescales.contains("\"workers\":1"),
         "{answer}\n{rescales}"
     );
     assert_eq!(q["constraint_ms"].as_f64(), Some(100.0), "{q}");

@@ -555,6 +555,67 @@ fn live_rescale_keeps_the_output() {
     }
 }
 
+/// Live rescaling under a latency constraint (timely's time in ticks within epochs;
+/// the fence holds the inputs at the first tick after the rescale's epoch): a two-stage
+/// query goes to 16 partitions, then 3, then a partition moves, and its output is the
+/// unconstrained, unrescaled run's.
+#[test]
+fn live_rescale_under_a_latency_constraint_keeps_the_output() {
+    use braid_exec::rescale::{Request, Rescaler};
+    let dir = Scratch::fresh("live-rescale-latency");
+    write_calls_and_texts(&dir.0, 300_000, Some(29_999));
+    let out = dir.0.join("out.csv");
+    let query = "SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 6 AND c.start + 6 GROUP BY TUMBLE(c.start, 600), c.dur / 60";
+    let plain = keyed_script(&dir.0, 8, query);
+    let whole = run(&dir.0, &plain, 2, None, None).expect("uninterrupted run");
+    let want = std::fs::read(&out).expect("output");
+    let text = format!("SET max_latency = '50ms';\n{plain}");
+    for workers in [2, 4] {
+        let counters = Arc::new(Counters::default());
+        let rescaler = Rescaler::new();
+        let config = RunConfig {
+            workers,
+            counters: Some(counters.clone()),
+            rescale: Some(rescaler.clone()),
+            ..RunConfig::default()
+        };
+        let mut session = Session::new(&Registry::with_builtins(), config);
+        session.compile(&text, &dir.0).expect("compiles");
+        let steps = [
+            Request::Partitions(16),
+            Request::Partitions(3),
+            Request::Move {
+                stage: 1,
+                partition: 1,
+                worker: (workers - 1) as u32,
+            },
+        ];
+        let asker = ask_in_turn(&rescaler, counters, steps.into(), 60_000);
+        let report = session
+            .run_next()
+            .expect("a query")
+            .unwrap_or_else(|e| panic!("on {workers} workers: {e}"));
+        asker.join().expect("asker");
+        let done = rescaler.done();
+        assert_eq!(rescaler.refused(), Vec::<String>::new());
+        assert_eq!(done.len(), 3, "on {workers} workers: {done:?}");
+        assert!(report.run.latency.is_some(), "the constraint's stamps");
+        let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
+        let late: u64 = report.late.iter().map(|l| l.rows).sum();
+        assert_eq!(
+            (report.run.rows_in, rejects, late),
+            whole,
+            "rows, rejects and late rows"
+        );
+        let got = std::fs::read(&out).expect("output");
+        assert!(
+            got == want,
+            "rescaled live under the constraint on {workers} workers ({done:?}): {}",
+            first_difference(&got, &want)
+        );
+    }
+}
+
 /// Automatic rescaling: a costly function whose rows all go to the two partitions of
 /// worker 0 (of 4 partitions on 2 workers) keeps that worker busy and the other idle;
 /// the run moves one of them to worker 1 on its own, once, and its output is the output

@@ -264,7 +264,7 @@ pub(super) fn feed(
                 // worker stops at its first later window (which it reads again after
                 // the switch).
                 if let Some(c) = shared.switching().filter(|&c| epoch > c) {
-                    return fence(input, control, c);
+                    return fence(input, control, c, ticks);
                 }
                 if epoch > now_epoch {
                     // The epoch closing may be a checkpoint (worker 0 decides), and a
@@ -293,7 +293,7 @@ pub(super) fn feed(
                                     if let Ok(mut p) = shared.pause.lock() {
                                         *p = Some((std::time::Instant::now(), request));
                                     }
-                                    return fence(input, control, closing);
+                                    return fence(input, control, closing, ticks);
                                 }
                             }
                             Ok(None) => {}
@@ -381,7 +381,7 @@ pub(super) fn feed(
                         born = shared.now_ns();
                     }
                     if let Some(c) = shared.switching().filter(|&c| epoch > c) {
-                        return fence(input, control, c);
+                        return fence(input, control, c, ticks);
                     }
                     if leader {
                         // The first window after a live rescale: the pause ends.
@@ -481,8 +481,13 @@ pub(super) fn feed(
 
 /// Ends a worker's source loop for live rescale `c`: its inputs are held at `c + 1`
 /// (no operator goes past `c`) until the dataflow is dropped.
-fn fence(mut input: Feeder, mut control: Option<Control>, c: u64) -> FeedEnd {
-    let at = (*input.time()).max(c + 1);
+fn fence(
+    mut input: Feeder,
+    mut control: Option<Control>,
+    c: u64,
+    ticks: crate::qos::Ticks,
+) -> FeedEnd {
+    let at = (*input.time()).max(ticks.first(c + 1));
     input.advance_to(at);
     input.flush();
     if let Some(k) = control.as_mut() {

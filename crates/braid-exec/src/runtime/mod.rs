@@ -267,13 +267,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     };
     crate::qos::refuse_with(
         plan.latency_constraint(),
-        &[
-            (
-                cfg.rescale.is_some() || cfg.auto_rescale.is_some(),
-                "live rescaling",
-            ),
-            (cfg.processes > 1, "a cluster of processes"),
-        ],
+        &[(cfg.processes > 1, "a cluster of processes")],
     )?;
     if let Some(d) = plan.leaf_source().shed {
         if cfg.checkpoint.is_some() || cfg.rescale.is_some() || cfg.auto_rescale.is_some() {
