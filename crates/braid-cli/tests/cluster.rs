@@ -332,3 +332,69 @@ fn two_processes_read_a_csv_file_in_shares() {
         errs[1]
     );
 }
+
+/// A query under a latency constraint on two processes (one worker reads, as on one;
+/// the stamps count from the system clock, so a window stamped on one process is
+/// measured on the other; the paced source's schedule starts once the processes are
+/// connected): the output of one process, and process 0 reports the latency its sink
+/// measured against the constraint.
+#[test]
+fn two_processes_run_a_query_under_a_latency_constraint() {
+    let dir = TempDir::new("latency");
+    let input = dir.path("calls.csv");
+    let mut text = String::from("caller,start,dur\n");
+    for i in 0..20_000u64 {
+        text.push_str(&format!("{},{},{}\n", (i * 7919) % 101, i / 10, i % 600));
+    }
+    std::fs::write(&input, text).expect("write input");
+    let script = |out: &Path| {
+        format!(
+            "SET max_latency = '20ms';
+SET partitions = 4;
+CREATE STREAM calls (caller BIGINT NOT NULL, start BIGINT NOT NULL, dur BIGINT)
+  WITH (path = '{}', event_time = 'start', epoch = 10, speed = 4000);
+CREATE SINK out WITH (sink = 'csv', path = '{}');
+INSERT INTO out SELECT window_end, caller, count(*) AS n, sum(dur) AS total
+FROM calls GROUP BY TUMBLE(start, 100), caller;",
+            input.display(),
+            out.display()
+        )
+    };
+    let (one, two) = (dir.path("one.csv"), dir.path("two.csv"));
+    std::fs::write(dir.path("one.sql"), script(&one)).expect("script");
+    std::fs::write(dir.path("two.sql"), script(&two)).expect("script");
+    let sql = |name: &str| dir.path(name).to_string_lossy().to_string();
+    match run_all(&dir, "latency-one", &[strings(&["run", &sql("one.sql")])]) {
+        Outcome::Ok(_) => {}
+        Outcome::Failed(why) => panic!("1-process run: {why}"),
+    }
+    let hosts = dir.path("latency-hosts");
+    let [p0, p1] = free_ports();
+    std::fs::write(&hosts, format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n")).expect("hosts");
+    let lists: Vec<Vec<String>> = (0..2)
+        .map(|i| {
+            strings(&[
+                "run",
+                &sql("two.sql"),
+                "--processes",
+                "2",
+                "--process-index",
+                &i.to_string(),
+                "--hosts",
+                &hosts.to_string_lossy(),
+            ])
+        })
+        .collect();
+    let errs = match run_all(&dir, "latency-two", &lists) {
+        Outcome::Ok(errs) => errs,
+        Outcome::Failed(why) => panic!("2-process run: {why}"),
+    };
+    let read = |p: &Path| std::fs::read_to_string(p).expect("output file");
+    let (one, two) = (read(&one), read(&two));
+    assert!(
+        one.lines().count() > 1000,
+        "too little output to test anything"
+    );
+    assert_eq!(one, two, "the output of 2 processes under the constraint");
+    assert!(errs[0].contains("max_latency 20ms"), "{}", errs[0]);
+}

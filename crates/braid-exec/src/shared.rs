@@ -20,6 +20,12 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     /// When the run started.
     pub start: Instant,
+    /// The system clock at `start`, in nanoseconds since 1970: stamps
+    /// ([`Shared::now_ns`]) count from there, so that the processes of a cluster
+    /// (on one machine, or on hosts whose clocks agree) compare each other's.
+    pub(crate) clock_base: u64,
+    /// When a paced source's schedule started: the first source loop of the run.
+    pub(crate) schedule: std::sync::OnceLock<Instant>,
     /// Rows of the `Collect` sinks, by plan of a `Together` (0 for other plans).
     pub collected: Mutex<Vec<Vec<OutRow>>>,
     /// Partition costs, and with [`RunConfig::profile`] the operators' times.
@@ -106,6 +112,10 @@ impl Shared {
         Shared {
             counters,
             start: Instant::now(),
+            schedule: std::sync::OnceLock::new(),
+            clock_base: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
             collected: Mutex::new(Vec::new()),
             measure_costs: measure_costs || profiler.as_ref().is_some_and(|p| p.per_partition),
             profiler: profiler.unwrap_or_default(),
@@ -143,10 +153,11 @@ impl Shared {
         }
     }
 
-    /// Nanoseconds since the run started (a latency stamp).
+    /// A latency stamp: nanoseconds since 1970 by this process's clock (the system
+    /// clock at the run's start, then the monotonic clock).
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
-        self.start.elapsed().as_nanos() as u64
+        self.clock_base + self.start.elapsed().as_nanos() as u64
     }
 
     /// Switches this process to the next dataflow of live rescale `c` (one worker,

@@ -171,7 +171,10 @@ pub(super) fn feed(
         }
     };
     let counts_rows_itself = source::counts_rows_itself(&source.spec);
-    let start = shared.start;
+    // A paced source's schedule starts when the first source loop of the run does (a
+    // cluster's processes connect first), and goes on across live rescales.
+    let start = *shared.schedule.get_or_init(std::time::Instant::now);
+    let schedule_base = shared.clock_base + start.duration_since(shared.start).as_nanos() as u64;
     // Pacing: when event time `t` may be released.
     let release = match source.pace {
         Pace::EventTime {
@@ -375,7 +378,7 @@ pub(super) fn feed(
                         }
                         if stamps {
                             let earliest = times().min().map_or(floor, |t| t.max(0) as u64);
-                            born = at(earliest).as_nanos() as u64;
+                            born = schedule_base + at(earliest).as_nanos() as u64;
                         }
                     } else if stamps {
                         born = shared.now_ns();

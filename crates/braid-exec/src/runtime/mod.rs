@@ -265,10 +265,6 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         }),
         _ => None,
     };
-    crate::qos::refuse_with(
-        plan.latency_constraint(),
-        &[(cfg.processes > 1, "a cluster of processes")],
-    )?;
     if let Some(d) = plan.leaf_source().shed {
         if cfg.checkpoint.is_some() || cfg.rescale.is_some() || cfg.auto_rescale.is_some() {
             return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
