@@ -31,8 +31,11 @@ impl Drop for Cluster {
 impl Cluster {
     /// Starts process 1 (a follower) and process 0 (listening for clients), `workers`
     /// threads each; returns once process 0 takes connections.
-    fn start(workers: usize) -> Cluster {
-        let dir = std::env::temp_dir().join(format!("braid-server-cluster-{}", std::process::id()));
+    fn start(name: &str, workers: usize) -> Cluster {
+        let dir = std::env::temp_dir().join(format!(
+            "braid-server-cluster-{name}-{}",
+            std::process::id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("scratch dir");
         let hosts = dir.join("hosts");
@@ -59,6 +62,8 @@ impl Cluster {
             .arg("--data")
             .arg(dir.join(format!("data{process}")))
             .args(["--listen", &format!("127.0.0.1:{port}")])
+            // Not the default HTTP address: clusters of other tests run beside.
+            .args(["--http", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
@@ -75,10 +80,17 @@ impl Cluster {
                     panic!("a server process ended ({status}): {err}");
                 }
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "process 0 never listened"
-            );
+            if start.elapsed() > Duration::from_secs(30) {
+                let mut said = String::new();
+                for k in &mut cluster.kids {
+                    let _ = k.kill();
+                    let _ = k.wait();
+                    if let Some(e) = k.stderr.as_mut() {
+                        let _ = e.read_to_string(&mut said);
+                    }
+                }
+                panic!("process 0 never listened: {said}");
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         cluster
@@ -165,9 +177,23 @@ fn calls(n: i64) -> Vec<(i64, i64, i64)> {
 
 #[test]
 fn a_server_over_two_processes_answers_as_one_does() {
-    let c = Cluster::start(2);
+    answers_as_one_does("plain", "");
+}
+
+/// The same under a latency constraint: process 0's worker 0 reads the stream alone
+/// and steers the ticks; the view's partitions on process 1's workers measure the
+/// windows' stamps by the same clock.
+#[test]
+fn a_server_cluster_holds_its_views_to_a_latency_constraint() {
+    answers_as_one_does("latency", "SET max_latency = '200ms'; ");
+}
+
+/// A grouped view and a stream made from it, over 2 processes of 2 workers, with
+/// `settings` before the view: the rows one process would give.
+fn answers_as_one_does(name: &str, settings: &str) {
+    let c = Cluster::start(name, 2);
     c.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms')");
-    c.ok("CREATE MATERIALIZED VIEW per_caller AS SELECT caller, window_end, count(*) AS n, sum(dur) AS total FROM calls GROUP BY caller, TUMBLE(start, 1000)");
+    c.ok(&format!("{settings}CREATE MATERIALIZED VIEW per_caller AS SELECT caller, window_end, count(*) AS n, sum(dur) AS total FROM calls GROUP BY caller, TUMBLE(start, 1000)"));
     c.ok("CREATE STREAM busy AS SELECT caller, window_end, n FROM per_caller WHERE total > 2000");
     let rows = calls(400);
     // Expected: windows of 1000 ms per caller.
@@ -219,4 +245,70 @@ fn a_server_over_two_processes_answers_as_one_does() {
         want.len()
     ));
     assert_eq!(sorted_lines(again), want);
+}
+
+/// Process 0 of a server cluster whose HTTP address is taken stops at once, naming it
+/// (it binds its sockets before it connects to the other processes; before, it hung,
+/// its workers tied to process 1's).
+#[test]
+fn a_cluster_leader_whose_address_is_taken_stops_naming_it() {
+    let dir =
+        std::env::temp_dir().join(format!("braid-server-cluster-taken-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let hosts = dir.join("hosts");
+    std::fs::write(
+        &hosts,
+        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
+    )
+    .expect("hosts");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let http = taken.local_addr().expect("address").to_string();
+    let server = |process: usize, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_braid"))
+            .args([
+                "server",
+                "--processes",
+                "2",
+                "--process-index",
+                &process.to_string(),
+            ])
+            .arg("--hosts")
+            .arg(&hosts)
+            .arg("--data")
+            .arg(dir.join(format!("data{process}")))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("braid starts")
+    };
+    let mut follower = server(1, &["--no-http"]);
+    let mut leader = server(0, &["--http", &http]);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = leader.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = leader.kill();
+            let _ = follower.kill();
+            panic!("process 0 still runs with its HTTP address taken");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let mut err = String::new();
+    if let Some(e) = leader.stderr.as_mut() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!status.success());
+    assert!(
+        err.contains(&format!("listening on {http}: Address already in use")),
+        "{err}"
+    );
 }

@@ -95,24 +95,6 @@ impl Ticks {
     }
 }
 
-/// What a run under a latency constraint cannot have yet (checkpoints, live
-/// rescaling, a cluster of processes): the first of `with` that the run has is refused
-/// by name.
-pub(crate) fn refuse_with(
-    constraint: Option<Duration>,
-    with: &[(bool, &str)],
-) -> crate::error::Result<()> {
-    let (Some(d), Some((_, what))) = (constraint, with.iter().find(|(has, _)| *has)) else {
-        return Ok(());
-    };
-    Err(crate::error::Error::Plan(
-        braid_plan::error::Error::NotSupported(format!(
-            "a latency constraint (max_latency {}) with {what}: not built yet",
-            braid_plan::explain::duration_text(d)
-        )),
-    ))
-}
-
 /// Buckets per doubling of a latency histogram.
 const PER_DOUBLING: u32 = 4;
 /// Buckets: from 1 ns up past 2^40 ns (18 minutes).

@@ -87,12 +87,12 @@ pub enum Error {
     #[error(transparent)]
     Exec(#[from] braid_exec::error::Error),
     /// The socket could not be opened.
-    #[error("listening on {addr}: {source}")]
+    #[error("listening on {addr}: {why}")]
     Listen {
         /// The address.
         addr: SocketAddr,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message: not a source, so a chain prints it once).
+        why: std::io::Error,
     },
 }
 
@@ -176,6 +176,31 @@ fn use_checkpoint_store(session: &mut LiveSession, config: &ServerConfig) -> Res
 /// listens.
 pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Error> {
     let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    // The sockets first: a process 0 whose address is taken stops before it connects
+    // to the other processes (after, its workers are tied to theirs).
+    let listener = std::net::TcpListener::bind(config.listen).map_err(|why| Error::Listen {
+        addr: config.listen,
+        why,
+    })?;
+    let addr = listener.local_addr().map_err(|why| Error::Listen {
+        addr: config.listen,
+        why,
+    })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| Error::Listen { addr, why: source })?;
+    let http = match config.http {
+        Some(at) => {
+            let io = |source| Error::Listen {
+                addr: at,
+                why: source,
+            };
+            let l = std::net::TcpListener::bind(at).map_err(io)?;
+            l.set_nonblocking(true).map_err(io)?;
+            Some(l)
+        }
+        None => None,
+    };
     let mut session = match &config.cluster {
         Some(c) if c.process > 0 => {
             return Err(Error::Exec(braid_exec::error::Error::Internal(format!(
@@ -191,32 +216,22 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
     };
     session.idle = config.idle;
     session.strict = config.strict;
-    use_checkpoint_store(&mut session, config)?;
     let mut recovered = braid_exec::live::Recovered::default();
-    if let (Some(_), Some(every)) = (&config.data, config.checkpoint_interval) {
-        recovered = session.recover(every)?;
+    let ready = use_checkpoint_store(&mut session, config).and_then(|()| {
+        if let (Some(_), Some(every)) = (&config.data, config.checkpoint_interval) {
+            recovered = session.recover(every)?;
+        }
+        Ok(())
+    });
+    if let Err(e) = ready {
+        // A cluster's workers are tied to the other processes': this one stops
+        // without waiting for them (they stop on losing it).
+        if config.cluster.is_some() {
+            std::mem::forget(session);
+        }
+        return Err(e);
     }
     let session = Arc::new(Mutex::new(session));
-    let listener = std::net::TcpListener::bind(config.listen).map_err(|source| Error::Listen {
-        addr: config.listen,
-        source,
-    })?;
-    let addr = listener.local_addr().map_err(|source| Error::Listen {
-        addr: config.listen,
-        source,
-    })?;
-    listener
-        .set_nonblocking(true)
-        .map_err(|source| Error::Listen { addr, source })?;
-    let http = match config.http {
-        Some(at) => {
-            let io = |source| Error::Listen { addr: at, source };
-            let l = std::net::TcpListener::bind(at).map_err(io)?;
-            l.set_nonblocking(true).map_err(io)?;
-            Some(l)
-        }
-        None => None,
-    };
     let http_addr = http.as_ref().and_then(|l| l.local_addr().ok());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let limits = pg::Limits {
@@ -238,7 +253,7 @@ pub fn start(config: &ServerConfig, registry: &Registry) -> Result<Running, Erro
             runtime.block_on(pg::serve(listener, session, limits, startup, stopped));
             runtime.shutdown_timeout(Duration::from_millis(200));
         })
-        .map_err(|source| Error::Listen { addr, source })?;
+        .map_err(|source| Error::Listen { addr, why: source })?;
     Ok(Running {
         addr,
         http: http_addr,
