@@ -135,19 +135,27 @@ fn one_and_two(dir: &TempDir, tag: &str, args: &[&str]) -> (String, String, Vec<
         Outcome::Failed(why) => panic!("{tag}: 1-process run: {why}"),
     }
     let two = dir.path(&format!("{tag}-two.csv"));
+    let mut a = strings(args);
+    a.extend(strings(&["--output", &two.to_string_lossy()]));
+    let errs = on_two(dir, tag, &a);
+    let read = |p: &Path| std::fs::read_to_string(p).expect("output file");
+    (read(&one), read(&two), errs)
+}
+
+/// Runs `args` (a `braid run`) as processes 0 and 1 of a loopback cluster; their
+/// stderr texts.
+fn on_two(dir: &TempDir, tag: &str, args: &[String]) -> Vec<String> {
     // A port taken between choosing and binding it is the only retried failure.
     let mut attempt = 0;
-    let errs = loop {
+    loop {
         attempt += 1;
         let hosts = dir.path(&format!("{tag}-hosts-{attempt}"));
         let [p0, p1] = free_ports();
         std::fs::write(&hosts, format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n")).expect("hosts");
         let lists: Vec<Vec<String>> = (0..2)
             .map(|i| {
-                let mut a = strings(args);
+                let mut a = args.to_vec();
                 a.extend(strings(&[
-                    "--output",
-                    &two.to_string_lossy(),
                     "--processes",
                     "2",
                     "--process-index",
@@ -159,13 +167,11 @@ fn one_and_two(dir: &TempDir, tag: &str, args: &[&str]) -> (String, String, Vec<
             })
             .collect();
         match run_all(dir, &format!("{tag}-two-{attempt}"), &lists) {
-            Outcome::Ok(errs) => break errs,
+            Outcome::Ok(errs) => return errs,
             Outcome::Failed(why) if attempt < 3 && why.contains("in use") => continue,
             Outcome::Failed(why) => panic!("{tag}: 2-process run: {why}"),
         }
-    };
-    let read = |p: &Path| std::fs::read_to_string(p).expect("output file");
-    (read(&one), read(&two), errs)
+    }
 }
 
 /// The rows a process read, from its summary line.
@@ -368,27 +374,7 @@ FROM calls GROUP BY TUMBLE(start, 100), caller;",
         Outcome::Ok(_) => {}
         Outcome::Failed(why) => panic!("1-process run: {why}"),
     }
-    let hosts = dir.path("latency-hosts");
-    let [p0, p1] = free_ports();
-    std::fs::write(&hosts, format!("127.0.0.1:{p0}\n127.0.0.1:{p1}\n")).expect("hosts");
-    let lists: Vec<Vec<String>> = (0..2)
-        .map(|i| {
-            strings(&[
-                "run",
-                &sql("two.sql"),
-                "--processes",
-                "2",
-                "--process-index",
-                &i.to_string(),
-                "--hosts",
-                &hosts.to_string_lossy(),
-            ])
-        })
-        .collect();
-    let errs = match run_all(&dir, "latency-two", &lists) {
-        Outcome::Ok(errs) => errs,
-        Outcome::Failed(why) => panic!("2-process run: {why}"),
-    };
+    let errs = on_two(&dir, "latency", &strings(&["run", &sql("two.sql")]));
     let read = |p: &Path| std::fs::read_to_string(p).expect("output file");
     let (one, two) = (read(&one), read(&two));
     assert!(

@@ -484,7 +484,6 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => {q}, route => caller
 /// uninterrupted run's, with or without checkpoints asked for.
 #[test]
 fn live_rescale_keeps_the_output() {
-    use braid_exec::rescale::{Request, Rescaler};
     let dir = Scratch::fresh("live-rescale");
     write_calls_and_texts(&dir.0, 300_000, Some(29_999));
     let out = dir.0.join("out.csv");
@@ -498,61 +497,77 @@ fn live_rescale_keeps_the_output() {
         let whole = run(&dir.0, &text, 2, None, None).unwrap_or_else(|e| panic!("{name}: {e}"));
         let want = std::fs::read(&out).expect("output");
         for (workers, checkpoints) in [(2, false), (4, true), (1, false)] {
-            let counters = Arc::new(Counters::default());
-            let rescaler = Rescaler::new();
-            let config = RunConfig {
-                workers,
-                counters: Some(counters.clone()),
-                rescale: Some(rescaler.clone()),
-                checkpoint: checkpoints.then(|| CheckpointConfig {
-                    dir: dir.0.join("ck-live"),
-                    interval: Duration::from_millis(50),
-                    recover: false,
-                    backend: None,
-                }),
-                ..RunConfig::default()
-            };
-            let mut session = Session::new(&Registry::with_builtins(), config);
-            session.compile(&text, &dir.0).expect("compiles");
-            // Each request once the run has read a share of the input, and the one
-            // before it is done.
-            let steps = [
-                Request::Partitions(16),
-                Request::Partitions(3),
-                Request::Move {
-                    stage: 1,
-                    partition: 1,
-                    worker: (workers - 1) as u32,
-                },
-            ];
-            let asker = ask_in_turn(&rescaler, counters, steps.into(), 60_000);
-            let report = session
-                .run_next()
-                .expect("a query")
-                .unwrap_or_else(|e| panic!("{name}: {e}"));
-            asker.join().expect("asker");
-            let done = rescaler.done();
-            assert_eq!(rescaler.refused(), Vec::<String>::new(), "{name}");
-            assert_eq!(done.len(), 3, "{name} on {workers} workers: {done:?}");
-            assert!(done[0].partitions.iter().all(|&q| q == 16), "{name}");
-            assert!(done[1].partitions.iter().all(|&q| q == 3), "{name}");
-            assert!(done.windows(2).all(|w| w[0].epoch < w[1].epoch), "{done:?}");
-            let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
-            let late: u64 = report.late.iter().map(|l| l.rows).sum();
-            assert_eq!(
-                (report.run.rows_in, rejects, late),
-                whole,
-                "{name}: rows, rejects and late rows"
-            );
-            let got = std::fs::read(&out).expect("output");
-            assert!(
-                got == want,
-                "{name}: rescaled live on {workers} workers ({done:?}): {} bytes, the uninterrupted run {}",
-                got.len(),
-                want.len()
-            );
+            let checkpoint = checkpoints.then(|| CheckpointConfig {
+                dir: dir.0.join("ck-live"),
+                interval: Duration::from_millis(50),
+                recover: false,
+                backend: None,
+            });
+            rescale_three_times(&dir.0, name, &text, workers, checkpoint, whole, &want);
         }
     }
+}
+
+/// Runs the first query of `text` on `workers` (with `checkpoint`), asking in turn for
+/// 16 partitions, 3, and a move of partition 1 to the last worker, each once the run
+/// has read another 60,000 rows: every request is taken up, and the rows, rejects and
+/// late rows are `whole`'s and the output `want`.
+fn rescale_three_times(
+    dir: &Path,
+    name: &str,
+    text: &str,
+    workers: usize,
+    checkpoint: Option<CheckpointConfig>,
+    whole: (u64, u64, u64),
+    want: &[u8],
+) -> braid_exec::session::QueryReport {
+    use braid_exec::rescale::{Request, Rescaler};
+    let counters = Arc::new(Counters::default());
+    let rescaler = Rescaler::new();
+    let config = RunConfig {
+        workers,
+        counters: Some(counters.clone()),
+        rescale: Some(rescaler.clone()),
+        checkpoint,
+        ..RunConfig::default()
+    };
+    let mut session = Session::new(&Registry::with_builtins(), config);
+    session.compile(text, dir).expect("compiles");
+    let steps = [
+        Request::Partitions(16),
+        Request::Partitions(3),
+        Request::Move {
+            stage: 1,
+            partition: 1,
+            worker: (workers - 1) as u32,
+        },
+    ];
+    let asker = ask_in_turn(&rescaler, counters, steps.into(), 60_000);
+    let report = session
+        .run_next()
+        .expect("a query")
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    asker.join().expect("asker");
+    let done = rescaler.done();
+    assert_eq!(rescaler.refused(), Vec::<String>::new(), "{name}");
+    assert_eq!(done.len(), 3, "{name} on {workers} workers: {done:?}");
+    assert!(done[0].partitions.iter().all(|&q| q == 16), "{name}");
+    assert!(done[1].partitions.iter().all(|&q| q == 3), "{name}");
+    assert!(done.windows(2).all(|w| w[0].epoch < w[1].epoch), "{done:?}");
+    let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
+    let late: u64 = report.late.iter().map(|l| l.rows).sum();
+    assert_eq!(
+        (report.run.rows_in, rejects, late),
+        whole,
+        "{name}: rows, rejects and late rows"
+    );
+    let got = std::fs::read(dir.join("out.csv")).expect("output");
+    assert!(
+        got == want,
+        "{name}: rescaled live on {workers} workers ({done:?}): {}",
+        first_difference(&got, want)
+    );
+    report
 }
 
 /// Live rescaling under a latency constraint (timely's time in ticks within epochs;
@@ -561,58 +576,24 @@ fn live_rescale_keeps_the_output() {
 /// unconstrained, unrescaled run's.
 #[test]
 fn live_rescale_under_a_latency_constraint_keeps_the_output() {
-    use braid_exec::rescale::{Request, Rescaler};
     let dir = Scratch::fresh("live-rescale-latency");
     write_calls_and_texts(&dir.0, 300_000, Some(29_999));
-    let out = dir.0.join("out.csv");
     let query = "SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 6 AND c.start + 6 GROUP BY TUMBLE(c.start, 600), c.dur / 60";
     let plain = keyed_script(&dir.0, 8, query);
     let whole = run(&dir.0, &plain, 2, None, None).expect("uninterrupted run");
-    let want = std::fs::read(&out).expect("output");
+    let want = std::fs::read(dir.0.join("out.csv")).expect("output");
     let text = format!("SET max_latency = '50ms';\n{plain}");
     for workers in [2, 4] {
-        let counters = Arc::new(Counters::default());
-        let rescaler = Rescaler::new();
-        let config = RunConfig {
+        let report = rescale_three_times(
+            &dir.0,
+            "under the constraint",
+            &text,
             workers,
-            counters: Some(counters.clone()),
-            rescale: Some(rescaler.clone()),
-            ..RunConfig::default()
-        };
-        let mut session = Session::new(&Registry::with_builtins(), config);
-        session.compile(&text, &dir.0).expect("compiles");
-        let steps = [
-            Request::Partitions(16),
-            Request::Partitions(3),
-            Request::Move {
-                stage: 1,
-                partition: 1,
-                worker: (workers - 1) as u32,
-            },
-        ];
-        let asker = ask_in_turn(&rescaler, counters, steps.into(), 60_000);
-        let report = session
-            .run_next()
-            .expect("a query")
-            .unwrap_or_else(|e| panic!("on {workers} workers: {e}"));
-        asker.join().expect("asker");
-        let done = rescaler.done();
-        assert_eq!(rescaler.refused(), Vec::<String>::new());
-        assert_eq!(done.len(), 3, "on {workers} workers: {done:?}");
-        assert!(report.run.latency.is_some(), "the constraint's stamps");
-        let rejects: u64 = report.run.rejects.iter().map(|r| r.count).sum();
-        let late: u64 = report.late.iter().map(|l| l.rows).sum();
-        assert_eq!(
-            (report.run.rows_in, rejects, late),
+            None,
             whole,
-            "rows, rejects and late rows"
+            &want,
         );
-        let got = std::fs::read(&out).expect("output");
-        assert!(
-            got == want,
-            "rescaled live under the constraint on {workers} workers ({done:?}): {}",
-            first_difference(&got, &want)
-        );
+        assert!(report.run.latency.is_some(), "the constraint's stamps");
     }
 }
 

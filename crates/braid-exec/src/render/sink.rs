@@ -427,7 +427,9 @@ fn committed<'s>(
                     if let Err(e) = t.write(&windows, &types, emit_ms, &mut line, &shared) {
                         shared.io_error("writing output".into(), e);
                         target = None;
+                        continue;
                     }
+                    end_to_end(&shared, windows.iter().map(|w| (w.born, w.len())));
                 }
                 while let Some((c, _held)) = held.pop(|c| done(tk.end(c))) {
                     commit(c, &mut target, &shared);
