@@ -1297,7 +1297,8 @@ fn live_rescale_over_http_on_a_cluster() {
 /// Automatic rescaling of a cluster: 2 processes of one worker each, every row routed
 /// to partitions 1 and 3 of 4, both on process 1's worker. Process 0 runs none of
 /// them, so only the costs process 1 sends it show the load: its rescaler moves one of
-/// the two to process 0's worker, and the output is byte for byte the serial run's.
+/// the two to process 0's worker, and the output holds the serial run's rows (a union
+/// merge: in any order).
 #[test]
 fn a_cluster_moves_a_hot_partition_on_its_own() {
     let dir = Scratch::new("auto-rescale-cluster");
@@ -1323,7 +1324,7 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller,
         name: "hot partitions on process 1",
         args: vec![dir.0.join("q.sql").display().to_string()],
         output: dir.0.join("out.csv"),
-        ordered: true,
+        ordered: false,
     };
     let (want, _) = reference(&job, &dir.0);
     assert!(
@@ -1352,11 +1353,11 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller,
             || first.contains("(partition 3 of stage 1 to worker 0)"),
         "{err}"
     );
-    let got = std::fs::read(&job.output).expect("output");
+    // A union merge: the rows of the serial run, in any order.
+    let got = canonical(&job, std::fs::read(&job.output).expect("output"));
     assert!(
-        got == want,
-        "{} bytes, the serial run {}\n{err}",
-        got.len(),
-        want.len()
+        got == canonical(&job, want),
+        "{} bytes, the serial run's other rows\n{err}",
+        got.len()
     );
 }
