@@ -350,42 +350,61 @@ fn restore_onto_other_partition_counts() {
             want.len() > 20_000,
             "{name}: too little output to test anything"
         );
-        let ck = dir.0.join("ck");
-        let _ = std::fs::remove_dir_all(&ck);
-        run(&dir.0, &text, 2, Some(config(&ck, false)), Some(60_000))
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let taken = latest(&ck.join("query-0"))
-            .expect("manifest")
-            .expect("a checkpoint");
+        let (taken, partial) = stopped_halfway(&dir.0, &text, name);
         assert!(taken.partitions.contains(&8), "{name}: {taken:?}");
-        let partial = std::fs::read(&out).expect("partial output");
         for (q, workers) in [(16, 1), (16, 2), (16, 4), (4, 2), (3, 4)] {
-            let at = dir.0.join(format!("ck-{q}-{workers}"));
-            let _ = std::fs::remove_dir_all(&at);
-            copy_checkpoint(&ck, &at);
-            std::fs::write(&out, &partial).expect("partial output back");
-            let resumed = run(
-                &dir.0,
-                &keyed_script(&dir.0, q, query),
-                workers,
-                Some(config(&at, true)),
-                None,
-            )
-            .unwrap_or_else(|e| panic!("{name} at q = {q}: {e}"));
-            assert_eq!(
-                resumed, whole,
-                "{name} at q = {q} on {workers} workers: rows, malformed lines, late rows"
+            let text = keyed_script(&dir.0, q, query);
+            let what = format!(
+                "{name} at q = {q} on {workers} workers, from epoch {}",
+                taken.epoch
             );
-            let got = std::fs::read(&out).expect("output");
-            assert!(
-                got == want,
-                "{name}: resumed at q = {q} on {workers} workers from epoch {}: {} bytes, the uninterrupted run {}",
-                taken.epoch,
-                got.len(),
-                want.len()
-            );
+            resumes_as_whole(&dir.0, &text, workers, &partial, (whole, &want), &what);
         }
     }
+}
+
+/// Runs the first query of `text` on 2 workers with checkpoints (into `dir/ck`) until
+/// it has read 60,000 rows and committed one; the last checkpoint, and the output as
+/// it stood.
+fn stopped_halfway(
+    dir: &Path,
+    text: &str,
+    name: &str,
+) -> (braid_exec::checkpoint::Manifest, Vec<u8>) {
+    let ck = dir.join("ck");
+    let _ = std::fs::remove_dir_all(&ck);
+    run(dir, text, 2, Some(config(&ck, false)), Some(60_000))
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let taken = latest(&ck.join("query-0"))
+        .expect("manifest")
+        .expect("a checkpoint");
+    (
+        taken,
+        std::fs::read(dir.join("out.csv")).expect("partial output"),
+    )
+}
+
+/// Resumes the first query of `text` on `workers` from a copy of `dir/ck` (see
+/// [`stopped_halfway`]), its output put back to `partial`: the rows, malformed lines
+/// and late rows, and the output, are the uninterrupted run's (`whole`, `want`).
+fn resumes_as_whole(
+    dir: &Path,
+    text: &str,
+    workers: usize,
+    partial: &[u8],
+    (whole, want): ((u64, u64, u64), &[u8]),
+    what: &str,
+) {
+    let at = dir.join("ck-resumed");
+    let _ = std::fs::remove_dir_all(&at);
+    copy_checkpoint(&dir.join("ck"), &at);
+    let out = dir.join("out.csv");
+    std::fs::write(&out, partial).expect("partial output back");
+    let resumed = run(dir, text, workers, Some(config(&at, true)), None)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(resumed, whole, "{what}: rows, malformed lines, late rows");
+    let got = std::fs::read(&out).expect("output");
+    assert!(got == want, "{what}: {}", first_difference(&got, want));
 }
 
 /// Under a latency constraint timely's time counts ticks within epochs, and a
@@ -417,32 +436,13 @@ fn a_query_under_a_latency_constraint_resumes_from_its_checkpoint() {
             std::fs::read(&out).expect("output") == want,
             "{name}: the constrained run's output"
         );
-        let ck = dir.0.join("ck");
-        let _ = std::fs::remove_dir_all(&ck);
-        run(&dir.0, &text, 2, Some(config(&ck, false)), Some(60_000))
-            .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let taken = latest(&ck.join("query-0"))
-            .expect("manifest")
-            .expect("a checkpoint");
-        let partial = std::fs::read(&out).expect("partial output");
+        let (taken, partial) = stopped_halfway(&dir.0, &text, name);
         for workers in [1, 2] {
-            let at = dir.0.join(format!("ck-{workers}"));
-            let _ = std::fs::remove_dir_all(&at);
-            copy_checkpoint(&ck, &at);
-            std::fs::write(&out, &partial).expect("partial output back");
-            let resumed = run(&dir.0, &text, workers, Some(config(&at, true)), None)
-                .unwrap_or_else(|e| panic!("{name} on {workers} workers: {e}"));
-            assert_eq!(
-                resumed, whole,
-                "{name} resumed on {workers} workers: rows, malformed lines, late rows"
+            let what = format!(
+                "{name} resumed on {workers} workers from epoch {}",
+                taken.epoch
             );
-            let got = std::fs::read(&out).expect("output");
-            assert!(
-                got == want,
-                "{name}: resumed on {workers} workers from epoch {}: {}",
-                taken.epoch,
-                first_difference(&got, &want)
-            );
+            resumes_as_whole(&dir.0, &text, workers, &partial, (whole, &want), &what);
         }
     }
 }
