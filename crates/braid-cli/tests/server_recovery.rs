@@ -124,6 +124,12 @@ fn insert(port: u16, batch: &[(i64, i64)]) -> Result<String, String> {
 fn views_hold(port: u16, streams: &Path, input: &[Vec<(i64, i64)>], label: &str) {
     psql(port, "INSERT INTO calls VALUES (99, 100000);").expect("the last row");
     let (per, busy) = expected(input);
+    views_are(port, streams, &per, &busy, label);
+}
+
+/// Waits (at most 60 s) for the views' files in `streams` to have `per` and `busy`'s
+/// rows, then a little longer, and holds them to those rows.
+fn views_are(port: u16, streams: &Path, per: &[String], busy: &[String], label: &str) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline
         && (lines(&streams.join("per.csv")).len() < per.len()
@@ -136,12 +142,12 @@ fn views_hold(port: u16, streams: &Path, input: &[Vec<(i64, i64)>], label: &str)
     let queries = psql(port, "SHOW QUERIES").expect("SHOW QUERIES");
     same_lines(
         &lines(&streams.join("per.csv")),
-        &per,
+        per,
         &format!("{label}: view per\n{queries}"),
     );
     same_lines(
         &lines(&streams.join("busy.csv")),
-        &busy,
+        busy,
         &format!("{label}: view busy\n{queries}"),
     );
 }
@@ -623,23 +629,8 @@ fn an_idle_streams_journal_is_compacted_at_each_commit() {
     let (mut per, busy) = expected(&input);
     per.push("99,1,100000".into());
     per.sort();
-    let streams = data.join("streams");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while lines(&streams.join("per.csv")).len() < per.len() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(300));
     let label = format!("seed {seed:#x}, after a restart");
-    same_lines(
-        &lines(&streams.join("per.csv")),
-        &per,
-        &format!("{label}: view per"),
-    );
-    same_lines(
-        &lines(&streams.join("busy.csv")),
-        &busy,
-        &format!("{label}: view busy"),
-    );
+    views_are(port, &data.join("streams"), &per, &busy, &label);
     eprintln!("journal lines after 1.5 s idle: {journal:?}");
     drop(server);
 }
