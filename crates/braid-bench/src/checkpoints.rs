@@ -14,7 +14,7 @@
 
 use crate::plot::{Chart, Series};
 use crate::report::{markdown_table, round, write_csv, Align};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use braid_exec::checkpoint::CheckpointConfig;
 use braid_exec::runtime::RunConfig;
 use braid_exec::session::Session;
@@ -56,27 +56,6 @@ struct Point {
     epoch: u64,
     state_mb: f64,
     barrier_to_commit_ms: f64,
-}
-
-/// The Linear Road script over `lrb`, its answers to `out`.
-fn script(lrb: &Path, out: &Path) -> Result<String> {
-    let example = include_str!("../../../examples/linear_road.sql");
-    let text = example
-        .split("-- EXPECTED")
-        .next()
-        .context("the example's script")?
-        .replace(
-            "'lrb/input.csv'",
-            &format!("'{}'", lrb.join("input.csv").display()),
-        )
-        .replace(
-            "(sink = 'native', name = 'lr_output')",
-            &format!("(sink = 'csv', path = '{}')", out.display()),
-        );
-    if !text.contains(&out.display().to_string()) {
-        bail!("examples/linear_road.sql: its sink changed");
-    }
-    Ok(text)
 }
 
 /// One run of `text` (checkpointed into `ck` when given): its run time and the
@@ -143,7 +122,8 @@ pub fn run(a: CheckpointsArgs) -> Result<()> {
             eprintln!("generating {xways} expressway(s), {} minutes", a.minutes);
             linear_road::generate::write_dir(&cfg, &lrb, &mut |_| {})?;
         }
-        let text = script(&lrb, &dir.join("answers.csv"))?;
+        let text =
+            linear_road::app::example_script(&lrb.join("input.csv"), &dir.join("answers.csv"))?;
         let ck = dir.join("ck");
         let (mut with, mut without) = (Vec::new(), Vec::new());
         let mut taken = Vec::new();

@@ -652,6 +652,29 @@ pub fn plan(input: SourceSpec, opts: &LrOptions) -> Plan {
     }
 }
 
+/// The parallel plan of `examples/linear_road.sql` as a script that reads `input` (a
+/// CSV file of `braid lrb generate`) and writes its answers to the CSV file `out`
+/// instead of the `lr_output` sink; an error when the example no longer reads and
+/// writes where this rewrites it.
+pub fn example_script(input: &std::path::Path, out: &std::path::Path) -> Result<String> {
+    let example = include_str!("../../../examples/linear_road.sql");
+    let text = example
+        .split("-- EXPECTED")
+        .next()
+        .unwrap_or_default()
+        .replace("'lrb/input.csv'", &format!("'{}'", input.display()))
+        .replace(
+            &format!("(sink = 'native', name = '{SINK}')"),
+            &format!("(sink = 'csv', path = '{}')", out.display()),
+        );
+    if !text.contains(&input.display().to_string()) || !text.contains(&out.display().to_string()) {
+        return Err(Error::Plan(
+            "examples/linear_road.sql: its input or its sink changed".into(),
+        ));
+    }
+    Ok(text)
+}
+
 /// Registers the stream function, combiner and sink; returns the counters of ignored
 /// records (read them after the run).
 pub fn register(
