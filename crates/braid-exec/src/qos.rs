@@ -77,6 +77,12 @@ impl Ticks {
         (e << self.bits) | ((1u64 << self.bits) - 1)
     }
 
+    /// Whether the output `probe` watches has passed epoch `c` (all its ticks): a
+    /// checkpoint of `c` is then written everywhere.
+    pub(crate) fn passed(self, probe: &timely::dataflow::ProbeHandle<u64>, c: u64) -> bool {
+        !probe.less_equal(&self.end(c))
+    }
+
     /// The time after `t` for the source's next window within the same epoch (`t`
     /// itself once the epoch's ticks are used up: later windows share the last one).
     #[inline]

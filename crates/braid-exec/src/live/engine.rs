@@ -721,10 +721,10 @@ fn poll(r: &mut Running, place: Place) -> bool {
     // Checkpoints the output has passed are committed.
     if let Some(store) = &shared.checkpoints {
         if !shared.failed() {
-            let (probe, tk) = (&r.probe, shared.ticks);
+            let probe = &r.probe;
             if let Err(e) = r
                 .clock
-                .commit_passed(store, |c| !probe.less_equal(&tk.end(c)))
+                .commit_passed(store, |c| shared.ticks.passed(probe, c))
             {
                 shared.fatal(e);
             }

@@ -243,7 +243,7 @@ pub(crate) fn render<'s>(
                             o.2 = batches.iter().map(|w| w.born).fold(o.2, crate::qos::newest);
                         }
                         // Checkpoints before this epoch: the state holds exactly their epochs.
-                        while let Some((c, _held)) = held.pop(|c| c < epoch) {
+                        while let Some((c, _held)) = held.pop(|t| t < tk.first(epoch)) {
                             if let Some(store) = &store {
                                 if let Err(e) = parts.save(store, stage, c) {
                                     shared.fatal(e);
@@ -505,7 +505,7 @@ pub(crate) fn render<'s>(
                         output.session(&end).give(stamp(w, newest, &shared));
                     }
                 }
-                while let Some((c, _held)) = held.pop(|c| done(tk.end(c))) {
+                while let Some((c, _held)) = held.pop(done) {
                     if let Some(store) = &store {
                         if let Err(e) = parts.save(store, stage, c) {
                             shared.fatal(e);

@@ -411,10 +411,9 @@ fn committed<'s>(
                 });
                 barrier_in.for_each(|cap, data| held.hold(&cap, data, &shared));
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
-                let tk = shared.ticks;
                 while let Some((t, _cap, windows)) = stash.pop_done(done) {
                     // Checkpoints whose epochs' times all came before these rows'.
-                    while let Some((c, _held)) = held.pop(|c| tk.end(c) < t) {
+                    while let Some((c, _held)) = held.pop(|end| end < t) {
                         commit(c, &mut target, &shared);
                     }
                     if shared.failed() || shared.cancel.is_cancelled() {
@@ -431,7 +430,7 @@ fn committed<'s>(
                     }
                     end_to_end(&shared, windows.iter().map(|w| (w.born, w.len())));
                 }
-                while let Some((c, _held)) = held.pop(|c| done(tk.end(c))) {
+                while let Some((c, _held)) = held.pop(done) {
                     commit(c, &mut target, &shared);
                 }
                 if let Some(t) = frontier.frontier().first() {

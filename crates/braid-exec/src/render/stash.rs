@@ -33,10 +33,12 @@ impl HeldBarriers {
         }
     }
 
-    /// The oldest barrier for whose epoch `due` holds, with its capability: drop it
-    /// once the part is written.
+    /// The oldest barrier for whose time (its epoch's last, where it is held) `due`
+    /// holds, with its capability: drop it once the part is written.
     pub fn pop(&mut self, due: impl Fn(u64) -> bool) -> Option<(u64, Capability<u64>)> {
-        self.0.first_key_value().filter(|(&c, _)| due(c))?;
+        self.0
+            .first_key_value()
+            .filter(|(_, cap)| due(*cap.time()))?;
         self.0.pop_first()
     }
 }

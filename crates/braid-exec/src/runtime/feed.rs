@@ -275,23 +275,21 @@ pub(super) fn feed(
                     if let (Some(store), Some(c), true) = (store, control.as_mut(), leader) {
                         let closing = now_epoch;
                         let asked = rescale_asked(ctx, store, closing);
-                        let (shape, request) = asked.unzip();
-                        let now = shape.is_some();
                         match clock.barrier(
                             store,
                             closing,
-                            now,
+                            asked.is_some(),
                             place.index,
                             &*feed,
                             c,
-                            shape.clone(),
+                            asked.as_ref().map(|(shape, _)| shape.clone()),
                         ) {
                             Err(e) => {
                                 shared.fatal(e);
                                 break;
                             }
                             Ok(Some(_)) => {
-                                if let (Some(shape), Some(request)) = (shape, request) {
+                                if let Some((shape, request)) = asked {
                                     shared.switch_at(closing, shape);
                                     if let Ok(mut p) = shared.pause.lock() {
                                         *p = Some((std::time::Instant::now(), request));
@@ -482,8 +480,8 @@ pub(super) fn feed(
     FeedEnd::Done
 }
 
-/// Ends a worker's source loop for live rescale `c`: its inputs are held at `c + 1`
-/// (no operator goes past `c`) until the dataflow is dropped.
+/// Ends a worker's source loop for live rescale `c`: its inputs are held at the first
+/// time after epoch `c` (no operator goes past `c`) until the dataflow is dropped.
 fn fence(
     mut input: Feeder,
     mut control: Option<Control>,

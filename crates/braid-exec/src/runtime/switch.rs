@@ -18,7 +18,7 @@ pub(super) fn await_switch(
     c: u64,
 ) -> bool {
     let store = shared.checkpoints.as_ref().filter(|_| worker.index() == 0);
-    while probe.less_equal(&shared.ticks.end(c)) {
+    while !shared.ticks.passed(probe, c) {
         if shared.worker_died() || shared.failed() {
             abandon(worker);
             return false;
@@ -141,8 +141,7 @@ pub(super) fn commit(
     if shared.failed() || shared.cancel.is_cancelled() {
         return;
     }
-    let tk = shared.ticks;
-    if let Err(e) = clock.commit_passed(store, |c| !probe.less_equal(&tk.end(c))) {
+    if let Err(e) = clock.commit_passed(store, |c| shared.ticks.passed(probe, c)) {
         shared.fatal(e);
     }
 }
