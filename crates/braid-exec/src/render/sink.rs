@@ -280,24 +280,36 @@ pub(crate) fn cut_back_native_sinks(
     registry: &braid_plan::function::Registry,
     store: &Store,
 ) -> Result<()> {
-    let sinks: Vec<&Plan> = match plan {
-        Plan::Together(p) => p.iter().collect(),
-        p => vec![p],
+    let sinks = match plan {
+        Plan::Together(plans) => plans.as_slice(),
+        one => std::slice::from_ref(one),
     };
-    for (output, p) in sinks.into_iter().enumerate() {
-        let Plan::Sink(s) = p else { continue };
-        let SinkSpec::Native(name) = &s.spec else {
-            continue;
-        };
-        let f = registry.sink(name)?;
-        if f.committed_rows().is_none() {
-            continue;
+    for (output, p) in sinks.iter().enumerate() {
+        if let Plan::Sink(s) = p {
+            if let SinkSpec::Native(name) = &s.spec {
+                if crate::checkpoint::committed_native(&s.spec, registry) {
+                    cut_back(name, registry, output, store)?;
+                }
+            }
         }
-        let rows = store.read_sink(output)?.map_or(0, |m| m.rows);
-        f.truncate(rows)
-            .map_err(|e| Error::io(format!("cutting sink {name} back to {rows} rows"), e))?;
     }
     Ok(())
+}
+
+/// Cuts sink `name` (output `output`) back to the rows checkpoint `store` resumes from
+/// counted (none when nothing was committed); the rows kept.
+fn cut_back(
+    name: &str,
+    registry: &braid_plan::function::Registry,
+    output: usize,
+    store: &Store,
+) -> Result<u64> {
+    let rows = store.read_sink(output)?.map_or(0, |m| m.rows);
+    registry
+        .sink(name)?
+        .truncate(rows)
+        .map_err(|e| Error::io(format!("cutting sink {name} back to {rows} rows"), e))?;
+    Ok(rows)
 }
 
 /// A sink written in Rust under checkpoints: resuming, cut back to the rows the last
@@ -310,9 +322,7 @@ fn open_committed_native(
     store: &Store,
 ) -> Result<Committed> {
     let f = registry.sink(name)?.clone();
-    let rows = store.read_sink(output)?.map_or(0, |m| m.rows);
-    f.truncate(rows)
-        .map_err(|e| Error::io(format!("cutting sink {name} back to {rows} rows"), e))?;
+    let rows = cut_back(name, registry, output, store)?;
     Counters::add(&shared.counters.rows_out, rows);
     Ok(Committed::Native(f, SinkMark { bytes: 0, rows }))
 }
