@@ -5,7 +5,7 @@
 use crate::cancel::Cancel;
 use crate::error::Error;
 use crate::fault::{FaultRow, Faults};
-use crate::profile::Profiler;
+use crate::profile::{PartitionCost, Profiler};
 use crate::source::{Counters, Rejects};
 use braid_plan::batch::RowKey;
 use braid_plan::expr::Fault;
@@ -75,8 +75,8 @@ pub struct Shared {
     /// Rows dropped by load shedding, by (source, second of its schedule).
     pub(crate) shed: Mutex<std::collections::BTreeMap<(String, u64), u64>>,
     /// Process 0 of a cluster rescaling on its own: the partition costs the other
-    /// processes measured ([`crate::runtime::costs`]).
-    pub(crate) remote_costs: crate::runtime::costs::Remote,
+    /// processes measured (`runtime/costs.rs` sends them).
+    pub(crate) remote_costs: RemoteCosts,
 }
 
 impl Shared {
@@ -336,4 +336,42 @@ pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .map(|s| s.to_string())
         .or_else(|| payload.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "(no message)".into())
+}
+
+/// Per (stage, partition): nanoseconds in the stream function so far.
+pub(crate) type Costs = Vec<(u64, u32, u64)>;
+
+/// The costs other processes sent, by process: the last of each.
+#[derive(Default)]
+pub(crate) struct RemoteCosts(Mutex<std::collections::BTreeMap<u64, Costs>>);
+
+impl RemoteCosts {
+    /// Every process's partition costs: `own` (this process's) and the last each
+    /// other process sent, summed by (stage, partition). A partition moved between
+    /// processes has costs in both; only the one running it adds to them.
+    pub(crate) fn with(&self, own: Vec<PartitionCost>) -> Vec<PartitionCost> {
+        let mut all: std::collections::BTreeMap<(usize, u32), PartitionCost> = own
+            .into_iter()
+            .map(|c| ((c.stage, c.partition), c))
+            .collect();
+        let remote = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for &(stage, partition, nanos) in remote.values().flatten() {
+            let c = all
+                .entry((stage as usize, partition))
+                .or_insert_with(|| PartitionCost {
+                    stage: stage as usize,
+                    partition,
+                    ..PartitionCost::default()
+                });
+            c.nanos += nanos;
+        }
+        all.into_values().collect()
+    }
+
+    pub(crate) fn set(&self, process: u64, costs: Costs) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(process, costs);
+    }
 }

@@ -4,14 +4,12 @@
 //! process 0 to see every worker's load, the first worker of every other process sends
 //! its process's costs so far (summed over the run, as [`crate::profile::Profiler`]
 //! keeps them) to worker 0 every period, through a small dataflow of its own beside
-//! the query's. Worker 0 keeps the last from each process ([`Remote`]); the rescaler
-//! adds them to its own. The dataflow ends with the query's (it watches its probe).
+//! the query's. Worker 0 keeps the last from each process
+//! ([`crate::shared::RemoteCosts`]); the rescaler adds them to its own. The dataflow ends with the query's (it watches its probe).
 
 use super::Place;
-use crate::profile::PartitionCost;
-use crate::shared::Shared;
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use crate::shared::{Costs, Shared};
+use std::sync::Arc;
 use std::time::Duration;
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Exchange;
@@ -21,44 +19,6 @@ use timely::dataflow::ProbeHandle;
 /// What a process sends: its index and, per (stage, partition), the nanoseconds its
 /// workers spent in the stream function so far.
 type Message = (u64, Costs);
-
-/// Per (stage, partition): nanoseconds in the stream function so far.
-type Costs = Vec<(u64, u32, u64)>;
-
-/// The costs other processes sent, by process: the last of each.
-#[derive(Default)]
-pub(crate) struct Remote(Mutex<BTreeMap<u64, Costs>>);
-
-impl Remote {
-    /// Every process's partition costs: `own` (this process's) and the last each
-    /// other process sent, summed by (stage, partition). A partition moved between
-    /// processes has costs in both; only the one running it adds to them.
-    pub(crate) fn with(&self, own: Vec<PartitionCost>) -> Vec<PartitionCost> {
-        let mut all: BTreeMap<(usize, u32), PartitionCost> = own
-            .into_iter()
-            .map(|c| ((c.stage, c.partition), c))
-            .collect();
-        let remote = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for &(stage, partition, nanos) in remote.values().flatten() {
-            let c = all
-                .entry((stage as usize, partition))
-                .or_insert_with(|| PartitionCost {
-                    stage: stage as usize,
-                    partition,
-                    ..PartitionCost::default()
-                });
-            c.nanos += nanos;
-        }
-        all.into_values().collect()
-    }
-
-    fn set(&self, process: u64, costs: Costs) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(process, costs);
-    }
-}
 
 /// Builds the dataflow that sends this process's partition costs to worker 0 every
 /// `period` (sent by the first worker of each process but process 0), until `query`

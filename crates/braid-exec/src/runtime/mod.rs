@@ -7,7 +7,7 @@
 //! loop is in `feed`, the meeting of the workers at a live rescale's switch and the
 //! draining at the end in `switch`.
 
-pub(crate) mod costs;
+mod costs;
 mod feed;
 mod switch;
 
@@ -85,7 +85,7 @@ pub struct RunConfig {
     /// Rescale automatically: move a partition off a worker whose partitions stay
     /// above a share of a core (see [`crate::rescale::Auto`]; the run measures
     /// partition costs). A cluster gives it to every process, with checkpoints:
-    /// process 0 watches, the others send it their costs ([`costs`]).
+    /// process 0 watches, the others send it their costs (`runtime/costs.rs`).
     pub auto_rescale: Option<crate::rescale::Auto>,
     /// Stamp windows and measure latencies per operator and end to end
     /// ([`RunReport::latency`]); always on under a latency constraint
