@@ -46,7 +46,7 @@ GROUP BY TUMBLE(c.start, 3600), c.dur / 60;
 --             worker 1: partitions 1,3,5,7,9,11,13,15
 --             Split: q = 16, route CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END, broadcast none, strategy autosplit
 --               shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
---               Source: calls+texts = interleave of 2 source(s) in (epoch, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, calls.caller int64?, calls.callee int64?, calls.start int64?, calls.dur int64?, texts.sender int64?, texts.receiver int64?, texts.start int64?)
+--               Source: calls+texts = interleave of 2 source(s) in (epoch, event time, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, calls.caller int64?, calls.callee int64?, calls.start int64?, calls.dur int64?, texts.sender int64?, texts.receiver int64?, texts.start int64?)
 --                 epoch 60 event-time units, physical window W = 1024 rows, as fast as possible
 --                 _stream 0: calls = csv data/calls.csv (header)  -> (caller int64, callee int64?, start int64 EVENT TIME, dur int64?)
 --                 _stream 1: texts = csv data/texts.csv (header)  -> (sender int64, receiver int64?, start int64 EVENT TIME)

@@ -35,7 +35,7 @@ WHERE a.value1 < 50;
 --       worker 1: partitions 
 --       Split: q = 1, route 0, broadcast none, strategy fsplit
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
---         Source: gen_1+gen_2 = interleave of 2 source(s) in (epoch, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, gen_1.time int64?, gen_1.value1 int64?, gen_2.time int64?, gen_2.value2 int64?)
+--         Source: gen_1+gen_2 = interleave of 2 source(s) in (epoch, event time, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, gen_1.time int64?, gen_1.value1 int64?, gen_2.time int64?, gen_2.value2 int64?)
 --           epoch 1000 event-time units, physical window W = 1024 rows, as fast as possible
 --           _stream 0: gen_1 = csv data/gen1.csv (header)  -> (time int64 EVENT TIME, value1 int64?)
 --           _stream 1: gen_2 = csv data/gen2.csv (header)  -> (time int64 EVENT TIME, value2 int64?)

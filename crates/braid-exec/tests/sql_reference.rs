@@ -6,7 +6,7 @@
 //! only `Expr::eval` for scalar expressions and the documented rules of time:
 //!
 //! - a stream's rows come in epochs (`time / epoch`, never going back within a stream),
-//!   the streams of a query interleaved by (epoch, stream, order);
+//!   the streams of a query interleaved by (epoch, event time, stream, order);
 //! - a row processed in epoch `e` is refused (late) by a time window that ended at or
 //!   before `e * epoch - lateness`, by a session whose `time + gap` is at or before it,
 //!   by an interval join when its time is below it; rows an operator makes at the end of

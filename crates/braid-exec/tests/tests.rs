@@ -555,6 +555,18 @@ fn interleave_children(
     c: usize,
     windows: (usize, usize, usize),
 ) -> Vec<Source> {
+    interleave_children_timed(a, b, c, windows, false)
+}
+
+/// As [`interleave_children`]; with `c_timed` source c's column is its event time too
+/// (times 0..5, out of order), so that every child has one and rows merge by time.
+fn interleave_children_timed(
+    a: &[(u8, i64)],
+    b: &[(u8, i64)],
+    c: usize,
+    windows: (usize, usize, usize),
+    c_timed: bool,
+) -> Vec<Source> {
     let a_schema = Schema::ints(&["t", "x"])
         .with_event_time("t")
         .expect("int64 t");
@@ -583,7 +595,10 @@ fn interleave_children(
         };
         b_rows.push(RowKey::default(), &[Value::Str(&name), Value::Int(t), f]);
     }
-    let c_schema = Schema::ints(&["k"]);
+    let mut c_schema = Schema::ints(&["k"]);
+    if c_timed {
+        c_schema = c_schema.with_event_time("k").expect("int64 k");
+    }
     let mut c_rows = Batch::new(1);
     for i in 0..c {
         c_rows.push_ints(RowKey::default(), &[(i * 7 % 5) as i64]);
@@ -644,8 +659,10 @@ proptest! {
         window in 1usize..9,
         windows in (1usize..6, 1usize..6, 1usize..6),
         q in prop_oneof![Just(1u32), Just(3), Just(8)],
+        c_timed in any::<bool>(),
     ) {
-        let children = interleave_children(&a, &b, c, windows);
+        let children = interleave_children_timed(&a, &b, c, windows, c_timed);
+        prop_assert_eq!(interleave::by_time(&children), c_timed);
         let input = interleaved_input(&children, epoch);
         let total = (a.len() + b.len() + c) as u64;
         prop_assert_eq!(input.len() as u64, total);

@@ -105,12 +105,13 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                 );
                 let src = s.input.leaf_source();
                 if let crate::plan::SourceSpec::Interleave(streams) = &src.spec {
-                    if streams.len() > 1 {
+                    if streams.len() > 1 && !crate::interleave::by_time(streams) {
                         let _ = writeln!(
                             out,
-                            "{pad}  note: the source interleaves {} streams by (epoch, stream): a row of a later stream \
-                             comes after the epoch's rows of earlier ones, so a result can wait up to an epoch \
-                             ({} event-time units); declare a shorter epoch to meet the constraint",
+                            "{pad}  note: the source interleaves {} streams by (epoch, stream) (not every one has an \
+                             event time to merge by): a row of a later stream comes after the epoch's rows of \
+                             earlier ones, so a result can wait up to an epoch ({} event-time units); declare \
+                             event times, or a shorter epoch, to meet the constraint",
                             streams.len(),
                             src.epoch
                         );
@@ -281,8 +282,12 @@ fn source_text(spec: &SourceSpec) -> String {
         SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
         SourceSpec::Native(n) => format!("native source `{n}`"),
         SourceSpec::Interleave(children) => format!(
-            "interleave of {} source(s) in (epoch, stream, source order), on worker 0",
-            children.len()
+            "interleave of {} source(s) in ({}, stream, source order), on worker 0",
+            children.len(),
+            match crate::interleave::by_time(children) {
+                true => "epoch, event time",
+                false => "epoch",
+            }
         ),
     }
 }

@@ -5,9 +5,13 @@
 //! without an event-time column, the row's index within that child), then every child's
 //! columns, null except for child `c`'s. The parent's epoch length applies to every
 //! child; a child's epochs are clamped so that they never go back within that child. The
-//! serial order is (clamped epoch, child index, order within the child), and sequence
-//! numbers count rows in that order. [`rows`] builds that stream for the reference
-//! interpreter; `braid-exec` merges the children's feeds into the same order.
+//! serial order is (clamped epoch, clamped event time, child index, order within the
+//! child) when every child has an event-time column ([`by_time`]: the children's rows
+//! merged by time, as they happened; a child's times are clamped like its epochs, so a
+//! row earlier than one before it in the same child keeps its place), and (clamped
+//! epoch, child index, order within the child) otherwise. Sequence numbers count rows in
+//! that order. [`rows`] builds that stream for the reference interpreter; `braid-exec`
+//! merges the children's feeds into the same order ([`Key`]).
 
 use crate::batch::{Batch, Row, RowKey, Value};
 use crate::error::{Error, Result};
@@ -99,6 +103,39 @@ pub fn time_of(child: &Source, row: Row<'_>, index: u64) -> i64 {
         .unwrap_or(index as i64)
 }
 
+/// Whether the children's rows merge by event time within an epoch: every child has
+/// an event-time column.
+pub fn by_time(children: &[Source]) -> bool {
+    children.iter().all(|c| c.schema.event_time.is_some())
+}
+
+/// A child's place in the serial order as its rows come: the sort key of each next row
+/// (clamped epoch, clamped time or 0, child index), compared as a tuple.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Key {
+    /// Clamped epoch.
+    pub epoch: u64,
+    /// Clamped event time when the interleave merges by time, else 0.
+    pub time: u64,
+    /// The child's index.
+    pub child: usize,
+}
+
+/// The key of a child's next row from its `_time` ([`time_of`]) and the key of its
+/// previous row (`last`, zero before the first), given the parent's epoch length and
+/// whether the interleave merges by time.
+pub fn key_of(child: usize, time: i64, last: Key, epoch: u64, by_time: bool) -> Key {
+    let t = time.max(0) as u64;
+    Key {
+        epoch: last.epoch.max(t / epoch.max(1)),
+        time: match by_time {
+            true => last.time.max(t),
+            false => 0,
+        },
+        child,
+    }
+}
+
 /// Where each child's columns sit in the wide layout.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -154,24 +191,29 @@ impl Layout {
 }
 
 /// The serial interleaved stream of `children` (each with all its rows in order), for
-/// the reference interpreter: rows in (clamped epoch, child, row) order, in the wide
+/// the reference interpreter: rows in the serial order (see the module), in the wide
 /// layout of [`schema`], keyed by position. `epoch` is the parent's epoch length.
 pub fn rows(children: &[(&Source, &Batch)], epoch: u64) -> Batch {
     let epoch = epoch.max(1);
     let layout = Layout::new(children.iter().map(|(s, _)| *s));
-    // (clamped epoch, child, row, _time)
-    let mut order: Vec<(u64, usize, usize, i64)> = Vec::new();
+    let timed = children.iter().all(|(s, _)| s.schema.event_time.is_some());
+    // (clamped epoch, clamped time or 0, child, row, _time): sorted, the serial order.
+    let mut order: Vec<(u64, u64, usize, usize, i64)> = Vec::new();
     for (c, (source, batch)) in children.iter().enumerate() {
-        let mut last = 0u64;
+        let (mut last_epoch, mut last_time) = (0u64, 0u64);
         for i in 0..batch.len() {
             let t = time_of(source, batch.row(i), i as u64);
-            last = last.max(t.max(0) as u64 / epoch);
-            order.push((last, c, i, t));
+            let u = t.max(0) as u64;
+            last_epoch = last_epoch.max(u / epoch);
+            if timed {
+                last_time = last_time.max(u);
+            }
+            order.push((last_epoch, last_time, c, i, t));
         }
     }
     order.sort_unstable();
     let mut out = Batch::with_capacity(layout.arity(), order.len());
-    for (seq, &(_, c, i, t)) in order.iter().enumerate() {
+    for (seq, &(_, _, c, i, t)) in order.iter().enumerate() {
         let key = RowKey {
             seq: seq as u64,
             lane: 0,
@@ -274,6 +316,56 @@ mod tests {
             assert_eq!(*seq, k as u64);
             assert_eq!(row, want, "row {k}");
         }
+    }
+
+    #[test]
+    fn timed_children_merge_by_time_within_the_epoch() {
+        let a_schema = Schema::ints(&["t", "x"]).with_event_time("t").expect("t");
+        let b_schema = Schema::ints(&["t", "y"]).with_event_time("t").expect("t");
+        let row = |t: i64, v: i64| vec![Value::Int(t), Value::Int(v)];
+        // a: 1, 4, 3 (clamped to 4), 12; b: 2, 4, 5, 11. Epoch length 10.
+        let a_rows = batch(2, &[row(1, 10), row(4, 11), row(3, 12), row(12, 13)]);
+        let b_rows = batch(2, &[row(2, 20), row(4, 21), row(5, 22), row(11, 23)]);
+        let a = source("a", a_schema, &a_rows);
+        let b = source("b", b_schema, &b_rows);
+        assert!(by_time(&[a.clone(), b.clone()]));
+        let out = rows(&[(&a, &a_rows), (&b, &b_rows)], 10);
+        let got: Vec<(i64, i64)> = out
+            .rows()
+            .map(|r| (r.int(STREAM_COLUMN).unwrap(), r.int(TIME_COLUMN).unwrap()))
+            .collect();
+        // Ties of clamped time go by child; a's late 3 stays after its 4.
+        assert_eq!(
+            got,
+            vec![
+                (0, 1),
+                (1, 2),
+                (0, 4),
+                (0, 3),
+                (1, 4),
+                (1, 5),
+                (1, 11),
+                (0, 12)
+            ]
+        );
+        // The key the executor merges by gives the same order.
+        let mut last = [Key::default(), Key::default()];
+        let mut keys = Vec::new();
+        for (c, r) in [
+            (0, 1),
+            (1, 2),
+            (0, 4),
+            (0, 3),
+            (1, 4),
+            (1, 5),
+            (1, 11),
+            (0, 12),
+        ] {
+            let k = key_of(c, r, last[c], 10, true);
+            last[c] = k;
+            keys.push(k);
+        }
+        assert!(keys.windows(2).all(|w| w[0] <= w[1]), "{keys:?}");
     }
 
     #[test]

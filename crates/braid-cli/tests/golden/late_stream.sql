@@ -87,7 +87,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --           worker 1: partitions 1,3
 --           Split: q = 4, route CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END, broadcast none, strategy autosplit
 --             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
---             Source: calls+texts = interleave of 2 source(s) in (epoch, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, calls.caller int64?, calls.start int64?, calls.dur int64?, texts.sender int64?, texts.start int64?)
+--             Source: calls+texts = interleave of 2 source(s) in (epoch, event time, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, calls.caller int64?, calls.start int64?, calls.dur int64?, texts.sender int64?, texts.start int64?)
 --               epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
 --               _stream 0: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --               _stream 1: texts = csv t.csv (header)  -> (sender int64?, start int64 EVENT TIME)

@@ -1,19 +1,20 @@
 //! The feed of an interleave: several sources read on worker 0 and merged into one
-//! stream in the serial order of `braid_plan::interleave` (clamped epoch, child index,
-//! order within the child), in the wide layout, with sequence numbers counting rows in
-//! that order.
+//! stream in the serial order of `braid_plan::interleave` (clamped epoch, clamped event
+//! time when every child has one, child index, order within the child), in the wide
+//! layout, with sequence numbers counting rows in that order.
 //!
 //! Each child keeps one pending window. A row is emitted only when every child that
-//! has not ended has a pending window, so the child with the smallest (clamped epoch of
-//! its next row, index) is known to go next; a child that has nothing yet makes the
-//! whole feed wait.
+//! has not ended has a pending window, so the child whose next row has the smallest
+//! [`Key`] is known to go next, and goes on while its rows stay below every other
+//! child's next; a child that has nothing yet makes the whole feed wait. A file's next
+//! row is always at hand, so merged by time a row goes as soon as its turn comes, not
+//! at the end of its epoch.
 
-use super::epoch_at;
 use super::{counts_rows_itself, open_at, Counters, Feed, Next, ReadOptions, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::Registry;
-use braid_plan::interleave::{schema, time_of, Layout};
+use braid_plan::interleave::{by_time, key_of, schema, time_of, Key, Layout};
 use braid_plan::plan::Source;
 use std::sync::Arc;
 
@@ -30,8 +31,8 @@ struct Child {
     next: usize,
     /// Rows of this child taken so far (the `_time` of an untimed child's next row).
     taken: u64,
-    /// Clamped epoch of the last row taken.
-    epoch: u64,
+    /// The key of the last row taken (its clamped epoch and time).
+    last: Key,
     rejects: Rejects,
     /// Where the pending window starts ([`Feed::resume_point`]), if the feed says.
     pending_at: Option<Vec<u8>>,
@@ -55,6 +56,7 @@ struct ChildAt {
     next: usize,
     taken: u64,
     epoch: u64,
+    time: u64,
     rejects: u64,
     first: Vec<super::Reject>,
 }
@@ -64,11 +66,10 @@ impl Child {
         self.next < self.pending.len()
     }
 
-    /// `_time` and clamped epoch of the next pending row.
-    fn head(&self, epoch_len: u64) -> (i64, u64) {
+    /// `_time` and key of the next pending row of child `index`.
+    fn head(&self, index: usize, epoch_len: u64, by_time: bool) -> (i64, Key) {
         let time = time_of(&self.source, self.pending.row(self.next), self.taken);
-        let epoch = epoch_at(epoch_len, Some(time), self.taken).max(self.epoch);
-        (time, epoch)
+        (time, key_of(index, time, self.last, epoch_len, by_time))
     }
 }
 
@@ -76,6 +77,8 @@ impl Child {
 pub(crate) struct InterleaveFeed {
     name: String,
     epoch_len: u64,
+    /// Every child has an event time: rows merge by it within an epoch.
+    by_time: bool,
     window: usize,
     layout: Layout,
     children: Vec<Child>,
@@ -149,7 +152,11 @@ impl InterleaveFeed {
                 pending: Batch::new(child.schema.arity()),
                 next: 0,
                 taken: at.map_or(0, |a| a.taken),
-                epoch: at.map_or(0, |a| a.epoch),
+                last: Key {
+                    epoch: at.map_or(0, |a| a.epoch),
+                    time: at.map_or(0, |a| a.time),
+                    child: k,
+                },
                 rejects: Rejects {
                     source: child.name.clone(),
                     count: at.map_or(0, |a| a.rejects),
@@ -164,6 +171,7 @@ impl InterleaveFeed {
         Ok(InterleaveFeed {
             name: source.name.clone(),
             epoch_len: source.epoch.max(1),
+            by_time: by_time(children),
             window: source.window.max(1),
             layout: Layout::new(children),
             children: opened,
@@ -186,7 +194,8 @@ impl InterleaveFeed {
                 at,
                 next: c.next,
                 taken: c.taken,
-                epoch: c.epoch,
+                epoch: c.last.epoch,
+                time: c.last.time,
                 rejects: c.rejects.count,
                 first: c.rejects.first.clone(),
             });
@@ -246,17 +255,20 @@ impl InterleaveFeed {
             if !self.fill()? {
                 return Ok(emit(out, Next::Wait));
             }
-            let epoch_len = self.epoch_len;
-            let pick = self
-                .children
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.has_row())
-                .min_by_key(|(i, c)| (c.head(epoch_len).1, *i))
-                .map(|(i, c)| (i, c.head(epoch_len).1));
-            let Some((i, epoch)) = pick else {
+            let (epoch_len, timed) = (self.epoch_len, self.by_time);
+            let heads = || {
+                self.children
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| c.has_row())
+                    .map(move |(i, c)| c.head(i, epoch_len, timed).1)
+            };
+            let Some(first) = heads().min() else {
                 return Ok(emit(out, Next::Done));
             };
+            let (i, epoch) = (first.child, first.epoch);
+            // The child goes on while its rows come before every other child's next.
+            let bound = heads().filter(|k| k.child != i).min();
             if out.as_ref().is_some_and(|&(e, _)| e != epoch) {
                 return Ok(emit(out, Next::Wait));
             }
@@ -271,8 +283,8 @@ impl InterleaveFeed {
             });
             let child = &mut self.children[i];
             while child.has_row() && batch.len() < self.window {
-                let (time, e) = child.head(epoch_len);
-                if e != epoch {
+                let (time, k) = child.head(i, epoch_len, timed);
+                if k.epoch != epoch || bound.is_some_and(|b| k > b) {
                     break;
                 }
                 let key = RowKey {
@@ -284,7 +296,7 @@ impl InterleaveFeed {
                 self.seq += 1;
                 child.next += 1;
                 child.taken += 1;
-                child.epoch = e;
+                child.last = k;
             }
             if batch.len() >= self.window {
                 return Ok(emit(out, Next::Wait));
