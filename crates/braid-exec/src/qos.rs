@@ -250,6 +250,12 @@ pub struct Latencies {
     pub nodes: Mutex<Vec<Arc<NodeLatency>>>,
     /// Rows per window (per tick) the sources cut now (0: as the source makes them).
     pub window: AtomicUsize,
+    /// The flush timeout, in nanoseconds (0: none): a paced source's window goes once
+    /// its oldest row has waited this long for the rest, full or not.
+    pub flush_ns: AtomicU64,
+    /// `sent - born` of each window a source sent, once per row: the time its rows
+    /// waited in the source's output buffer (for its window to fill).
+    pub buffered: Hist,
     /// The controller's decisions, in order.
     pub trace: Mutex<Vec<Decision>>,
 }
@@ -266,6 +272,11 @@ pub struct Decision {
     pub p99: f64,
     /// The source was behind its schedule.
     pub behind: bool,
+    /// The flush timeout after the decision, in seconds (0: none).
+    pub flush: f64,
+    /// The interval's 99th percentile of the time rows waited in the source's buffer,
+    /// in seconds (0 when unmeasured).
+    pub buffered_p99: f64,
 }
 
 impl Latencies {
@@ -274,6 +285,14 @@ impl Latencies {
         match self.window.load(Ordering::Relaxed) {
             0 => usize::MAX,
             w => w,
+        }
+    }
+
+    /// The flush timeout the sources keep now (None: none).
+    pub fn flush(&self) -> Option<Duration> {
+        match self.flush_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
         }
     }
 
@@ -367,7 +386,11 @@ impl LatencyReport {
             None => "nothing measured",
         };
         let w = self.trace.last().map_or(String::new(), |d| {
-            format!("; W last set to {} rows", d.window)
+            let flush = match d.flush > 0.0 {
+                true => format!(", flush timeout {:.2} ms", d.flush * 1e3),
+                false => String::new(),
+            };
+            format!("; W last set to {} rows{flush}", d.window)
         });
         let mut lines = vec![format!(
             "latency end to end p50 {}, p99 {}, max {} over {} rows; max_latency {}: {met} (p99){w}",
@@ -406,6 +429,54 @@ pub struct NodeReport {
     pub reach_p50: Option<Duration>,
     /// See `reach_p50`.
     pub reach_p99: Option<Duration>,
+}
+
+/// Where the window of `batch` that starts at row `from` ends (exclusive): after at
+/// most `w` rows, and, given `span = (column, units)`, before the first row whose time
+/// in `column` (ints; a row without one goes with the window it falls in) lies more than
+/// `units` after the window's earliest: a paced source's flush timeout in event-time
+/// units, so that no row waits longer than it for the window's last.
+pub fn cut(
+    batch: &braid_plan::batch::Batch,
+    from: usize,
+    w: usize,
+    span: Option<(usize, u64)>,
+) -> usize {
+    let end = from.saturating_add(w.max(1)).min(batch.len());
+    let Some((col, units)) = span else {
+        return end;
+    };
+    let mut earliest: Option<i64> = None;
+    for i in from..end {
+        let t = batch.row(i).int(col);
+        if let (Some(e), Some(t)) = (earliest, t) {
+            if i > from && t.saturating_sub(e) > units as i64 {
+                return i;
+            }
+        }
+        earliest = match (earliest, t) {
+            (Some(e), Some(t)) => Some(e.min(t)),
+            (e, t) => e.or(t),
+        };
+    }
+    end
+}
+
+/// Rows `from..end` of `batch` as a window of their own; the batch itself when that is
+/// all of it (uncopied: `batch` is left empty).
+pub fn take_rows(
+    batch: &mut braid_plan::batch::Batch,
+    from: usize,
+    end: usize,
+) -> braid_plan::batch::Batch {
+    if from == 0 && end == batch.len() {
+        return std::mem::replace(batch, braid_plan::batch::Batch::new(batch.arity()));
+    }
+    let mut piece = braid_plan::batch::Batch::with_capacity(batch.arity(), end - from);
+    for k in from..end {
+        piece.push_row_of(batch, k, batch.key(k));
+    }
+    piece
 }
 
 /// Cuts `batch` into windows of at most `w` rows, in order, each copied when it is
@@ -449,6 +520,8 @@ pub(crate) struct Steering {
     due: Option<(Duration, Duration)>,
     /// A decision was taken.
     decided: bool,
+    /// What the source's buffer had measured at the last decision.
+    seen_buffered: Counts,
 }
 
 /// When the first decision comes.
@@ -466,10 +539,17 @@ impl Steering {
     pub fn new(target: Duration, window: usize, paced: bool, latencies: &Latencies) -> Steering {
         let start = if paced { 1 } else { window.max(1) };
         latencies.window.store(start, Ordering::Relaxed);
+        let ctl = Controller::new(target.mul_f64(0.8), start, 1, window.max(1 << 16));
+        // An unpaced source sends what it has: nothing waits for a window to fill.
+        if paced {
+            latencies
+                .flush_ns
+                .store(ctl.flush().as_nanos() as u64, Ordering::Relaxed);
+        }
         Steering {
             // Aimed at 80% of the constraint: a quantile read from the histogram can
             // be a bucket (up to 25%) high, and the dead band lets p99 sit near the aim.
-            ctl: Controller::new(target.mul_f64(0.8), start, 1, window.max(1 << 16)),
+            ctl,
             target,
             seen: latencies.end_to_end.read(),
             last: std::time::Instant::now(),
@@ -478,6 +558,7 @@ impl Steering {
             rows: 0,
             due: None,
             decided: false,
+            seen_buffered: latencies.buffered.read(),
         }
     }
 
@@ -539,6 +620,23 @@ impl Steering {
             (true, Some(f)) => self.ctl.raise_to(f),
             _ => self.ctl.step(p99, behind, fill),
         };
+        // The flush timeout: what the constraint leaves for the source's buffer once
+        // the rest of the path has taken its share.
+        let buffered_now = latencies.buffered.read();
+        let buffered = buffered_now.since(&self.seen_buffered);
+        let buffered_p99 = match buffered.total() >= MIN_SAMPLES {
+            true => buffered.quantile(0.99),
+            false => None,
+        };
+        let flush = match (p99, buffered_p99) {
+            (Some(p), Some(b)) => self.ctl.step_flush(p, b),
+            _ => self.ctl.flush(),
+        };
+        if latencies.flush_ns.load(Ordering::Relaxed) != 0 {
+            latencies
+                .flush_ns
+                .store(flush.as_nanos() as u64, Ordering::Relaxed);
+        }
         self.decided = true;
         latencies.window.store(w, Ordering::Relaxed);
         if let Ok(mut t) = latencies.trace.lock() {
@@ -547,10 +645,15 @@ impl Steering {
                 window: w,
                 p99: p99.map_or(0.0, |d| d.as_secs_f64()),
                 behind: behind || urgent,
+                flush: latencies.flush().map_or(0.0, |d| d.as_secs_f64()),
+                buffered_p99: buffered_p99.map_or(0.0, |d| d.as_secs_f64()),
             });
         }
         if p99.is_some() {
             self.seen = now;
+        }
+        if buffered_p99.is_some() || p99.is_some() {
+            self.seen_buffered = buffered_now;
         }
         self.last = std::time::Instant::now();
         self.lag = Duration::ZERO;
@@ -572,12 +675,20 @@ impl Steering {
 ///   latency only grows).
 ///
 /// W stays within `[min, max]`.
+///
+/// Its second output is the flush timeout T (a paced source's window goes once its
+/// oldest row has waited T, full or not: a rate that drops between decisions cannot
+/// hold rows back for W rows' time): the target less what the rest of the path took
+/// (the interval's end-to-end p99 less the p99 of the time rows waited in the
+/// source's buffer), moved half way there per decision, within `[target / 20, target /
+/// 2]`; it starts at half the target.
 #[derive(Clone, Debug)]
 pub struct Controller {
     target: Duration,
     window: usize,
     min: usize,
     max: usize,
+    flush: Duration,
 }
 
 impl Controller {
@@ -591,7 +702,26 @@ impl Controller {
             window: start.clamp(min, max),
             min,
             max,
+            flush: target / 2,
         }
+    }
+
+    /// The flush timeout now.
+    pub fn flush(&self) -> Duration {
+        self.flush
+    }
+
+    /// Takes one interval's end-to-end p99 and the p99 of the time rows waited in the
+    /// source's buffer; returns the new flush timeout.
+    pub fn step_flush(&mut self, p99: Duration, buffered: Duration) -> Duration {
+        let rest = p99.saturating_sub(buffered);
+        let (lo, hi) = (self.target / 20, self.target / 2);
+        let aim = self.target.saturating_sub(rest).clamp(lo, hi);
+        let next = (self.flush + aim) / 2;
+        // Within a hundredth of the aim: there (halving never quite arrives).
+        let near = next.max(aim) - next.min(aim) <= aim / 100;
+        self.flush = if near { aim } else { next }.clamp(lo, hi);
+        self.flush
     }
 
     /// Rows per window now.
@@ -823,5 +953,78 @@ mod tests {
             "no samples: what fills in time"
         );
         assert_eq!(c.step(Some(Duration::from_micros(1)), false, Some(5)), 5);
+    }
+
+    #[test]
+    fn the_flush_timeout_leaves_the_rest_of_the_path_its_share_and_keeps_its_bounds() {
+        let target = Duration::from_millis(10);
+        let ms = Duration::from_millis;
+        let mut c = Controller::new(target, 1, 1, 1024);
+        assert_eq!(c.flush(), ms(5), "starts at half the target");
+        // The rest of the path takes 7 ms (p99 9 ms, 2 of them in the buffer): T goes
+        // to the 3 ms left, half way per decision, and stays there.
+        let ts: Vec<Duration> = (0..20).map(|_| c.step_flush(ms(9), ms(2))).collect();
+        assert_eq!(ts[0], Duration::from_micros(4000), "half way from 5 to 3");
+        assert!(ts.windows(2).all(|w| w[1] <= w[0]), "no overshoot: {ts:?}");
+        let last = *ts.last().unwrap();
+        assert!(
+            last >= ms(3) && last < Duration::from_micros(3010),
+            "{last:?}"
+        );
+        // The rest takes more than the target: the floor, a twentieth.
+        for _ in 0..40 {
+            c.step_flush(ms(30), ms(1));
+        }
+        assert_eq!(c.flush(), Duration::from_micros(500));
+        // Nothing else on the path: up to half the target, never beyond.
+        for _ in 0..40 {
+            c.step_flush(ms(1), ms(1));
+        }
+        assert_eq!(c.flush(), ms(5));
+    }
+
+    #[test]
+    fn cuts_within_a_span_fall_where_a_row_would_wait_too_long() {
+        use braid_plan::batch::{Batch, RowKey};
+        let mut b = Batch::new(2);
+        // Times: a burst (0..=4), a gap, then rows 10 apart.
+        let times = [0i64, 1, 2, 3, 4, 100, 110, 120, 130];
+        for (i, t) in times.iter().enumerate() {
+            b.push_ints(
+                RowKey {
+                    seq: i as u64,
+                    lane: 0,
+                },
+                &[*t, i as i64],
+            );
+        }
+        let lens = |w: usize, span: Option<(usize, u64)>| {
+            let mut b = b.clone();
+            let (mut from, mut out, mut seqs) = (0, Vec::new(), Vec::new());
+            let len = b.len();
+            while from < len {
+                let end = cut(&b, from, w, span);
+                let piece = take_rows(&mut b, from, end);
+                seqs.extend(piece.rows().map(|r| r.key().seq));
+                out.push(piece.len());
+                from = end;
+            }
+            // Every row once, in order.
+            assert_eq!(seqs, (0..9).collect::<Vec<_>>());
+            out
+        };
+        assert_eq!(lens(4, None), [4, 4, 1], "W alone");
+        assert_eq!(
+            lens(100, Some((0, 15))),
+            [5, 2, 2],
+            "the burst, then two 10 apart"
+        );
+        assert_eq!(lens(3, Some((0, 15))), [3, 2, 2, 2], "the smaller cut wins");
+        assert_eq!(lens(100, Some((0, 1000))), [9], "nothing to cut");
+        // A batch taken whole is the batch itself.
+        let mut whole = b.clone();
+        let n = whole.len();
+        assert_eq!(take_rows(&mut whole, 0, n).len(), 9);
+        assert_eq!(whole.len(), 0);
     }
 }

@@ -82,6 +82,59 @@ fn a_constraint_is_met_at_low_and_high_rates_with_the_same_output() {
     }
 }
 
+/// A burst, then a lull: 1,000 rows at 2,000 rows/s, then 8 rows 100 ms apart. W grows
+/// with the burst (tens of rows fill within the constraint); in the lull a window of W
+/// rows would take seconds to fill, and its first rows would wait for it. The flush
+/// timeout sends a window once its oldest row has waited that long, so no row waits
+/// for a window the lull will not fill (without it, the lull's first row waits 700 ms).
+#[test]
+fn the_flush_timeout_lets_no_row_wait_for_a_window_a_lull_will_not_fill() {
+    let dir = scratch("latency-lull");
+    let mut text = String::from("time,v\n");
+    for i in 0..1_000u64 {
+        text += &format!("{},{}\n", i * 500, (i * 37) % 101);
+    }
+    for k in 1..=8u64 {
+        text += &format!("{},{}\n", 500_000 + k * 100_000, k);
+    }
+    std::fs::write(dir.0.join("in.csv"), text).expect("input");
+    let script = |settings: &str| {
+        let text = format!(
+            "CREATE STREAM s (time BIGINT NOT NULL, v BIGINT) \
+             WITH (path = 'in.csv', event_time = 'time', epoch = 10000000, speed = 1, \
+             units_per_second = 1000000);\n\
+             CREATE SINK out WITH (sink = 'collect');\n{settings}\n\
+             INSERT INTO out SELECT time, v FROM s;"
+        );
+        compile_script(&text, &dir.0, &Registry::with_builtins()).expect("compile")
+    };
+    let (free, held) = (script(""), script("SET max_latency = '50ms';"));
+    let expected = values(&run_it(&free, 1));
+    assert_eq!(expected.len(), 1_008);
+    for workers in [1, 2] {
+        let r = run_it(&held, workers);
+        assert_eq!(values(&r), expected, "{workers} workers");
+        let l = r.latency.expect("measured");
+        let max = l.max.expect("windows written");
+        assert!(
+            max <= Duration::from_millis(100),
+            "{workers} workers: a row waited {max:?} ({l:?})"
+        );
+        let last = l.trace.last().expect("the controller decided");
+        assert!(
+            last.flush > 0.0 && last.flush <= 0.025 + 1e-9,
+            "{workers} workers: flush timeout {}",
+            last.flush
+        );
+        let widest = l.trace.iter().map(|d| d.window).max().unwrap_or(0);
+        assert!(
+            widest > 8,
+            "{workers} workers: W grew with the burst: {widest} {:?}",
+            l.trace
+        );
+    }
+}
+
 /// A constraint's duration is written in `us`, `ms` or `s`: `'10 minutes'` is refused,
 /// naming the forms it takes.
 #[test]

@@ -4,9 +4,11 @@
 //! every pair.
 //!
 //! The loop: rows arrive in the order of the interleaved source (epoch of 10, clamped
-//! so that it never goes back within a stream; calls before texts within an epoch;
-//! file order within a stream); each row meets the other stream's last rows (n calls,
-//! m texts) that arrived before it, and a pair comes out when the condition holds.
+//! so that it never goes back within a stream; within an epoch by start time, clamped
+//! alike (a row earlier than the one before it in its stream takes that one's time);
+//! calls before texts at the same time; file order within a stream); each row meets the
+//! other stream's last rows (n calls, m texts) that arrived before it, and a pair comes
+//! out when the condition holds.
 
 use crate::sql::{calls_strategy, scratch, script, write_calls, write_texts, Call};
 use braid_exec::runtime::{run, RunConfig};
@@ -42,10 +44,11 @@ const CONDITIONS: &[Cond] = &[
 fn arrival(calls: &[Call], texts: &[Call]) -> Vec<(bool, Call)> {
     let mut all = Vec::new();
     for (side, rows) in [(false, calls), (true, texts)] {
-        let mut epoch = 0;
+        let (mut epoch, mut time) = (0, 0);
         for (i, r) in rows.iter().enumerate() {
             epoch = epoch.max(r.2.max(0) / 10);
-            all.push(((epoch, side, i), (side, *r)));
+            time = time.max(r.2.max(0));
+            all.push(((epoch, time, side, i), (side, *r)));
         }
     }
     all.sort_by_key(|e| e.0);

@@ -169,23 +169,27 @@ fn int_of(s: &Scalar) -> Option<i64> {
 }
 
 /// The rows of each input stream with their epochs, in the serial interleaving:
-/// `streams[i]` is the rows of input `i`, `times[i]` its event-time column.
+/// `streams[i]` is the rows of input `i`, `times[i]` its event-time column. When every
+/// stream has one, an epoch's rows go by time (each stream's times never going back
+/// either: a row earlier than the one before it takes that one's time).
 fn interleave(streams: &[Vec<Vec<Scalar>>], times: &[Option<usize>], epoch: u64) -> Vec<Vec<Ev>> {
-    let mut all: Vec<(u64, usize, usize)> = Vec::new();
+    let by_time = times.iter().all(Option::is_some);
+    let mut all: Vec<(u64, u64, usize, usize)> = Vec::new();
     for (i, rows) in streams.iter().enumerate() {
-        let mut last = 0;
+        let (mut last, mut latest) = (0, 0);
         for (j, r) in rows.iter().enumerate() {
             let t = times[i]
                 .and_then(|c| int_of(&r[c]))
                 .unwrap_or(j as i64)
                 .max(0) as u64;
             last = (t / epoch).max(last);
-            all.push((last, i, j));
+            latest = t.max(latest);
+            all.push((last, if by_time { latest } else { 0 }, i, j));
         }
     }
     all.sort();
     let mut out = vec![Vec::new(); streams.len()];
-    for (seq, (e, i, j)) in all.into_iter().enumerate() {
+    for (seq, (e, _, i, j)) in all.into_iter().enumerate() {
         out[i].push(Ev {
             epoch: e,
             phase: Phase::Row,

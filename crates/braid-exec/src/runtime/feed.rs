@@ -342,13 +342,33 @@ pub(super) fn feed(
                         .fetch_max(epoch, std::sync::atomic::Ordering::Relaxed);
                 }
                 // Under a latency constraint, a window of more than W rows goes as
-                // several ticks.
-                let w = match ticks.on() {
-                    true => shared.latencies.window(),
-                    false => usize::MAX,
-                };
-                let pieces = crate::qos::pieces(batch, w);
-                for batch in pieces {
+                // several ticks, and a paced source's also once its oldest row would
+                // wait the flush timeout for the rest (in event-time units). Cut one at
+                // a time: the controller may decide between them.
+                let mut rows_left = batch;
+                let (mut from, len) = (0, rows_left.len());
+                while from < len {
+                    let w = match ticks.on() {
+                        true => shared.latencies.window(),
+                        false => usize::MAX,
+                    };
+                    let span = match (source.pace, source.schema.event_time, ticks.on()) {
+                        (
+                            Pace::EventTime {
+                                units_per_second,
+                                speed,
+                            },
+                            Some(col),
+                            true,
+                        ) => shared
+                            .latencies
+                            .flush()
+                            .map(|t| (col, (t.as_secs_f64() * units_per_second * speed) as u64)),
+                        _ => None,
+                    };
+                    let end = crate::qos::cut(&rows_left, from, w, span);
+                    let batch = crate::qos::take_rows(&mut rows_left, from, end);
+                    from = end;
                     // A row is released when the clock reaches its event time: the window
                     // goes when its latest row may.
                     let mut born = crate::qos::UNSTAMPED;
@@ -408,6 +428,12 @@ pub(super) fn feed(
                         .queued_peak
                         .fetch_max(in_flight_rows, std::sync::atomic::Ordering::Relaxed);
                     let sent_at = if stamps { shared.now_ns() } else { born };
+                    if ticks.on() && born != crate::qos::UNSTAMPED {
+                        shared
+                            .latencies
+                            .buffered
+                            .record_rows(sent_at.saturating_sub(born), rows);
+                    }
                     input.send(Window::new(place.index as u64, 0, batch).stamped(born, sent_at));
                     sent += 1;
                     if ticks.on() {
@@ -433,9 +459,9 @@ pub(super) fn feed(
                             break 'read;
                         }
                     }
-                }
-                if let Some(s) = steer.as_mut() {
-                    s.poll(&shared.latencies, shared.start);
+                    if let Some(s) = steer.as_mut() {
+                        s.poll(&shared.latencies, shared.start);
+                    }
                 }
                 let horizon = ticks.first(epoch.saturating_sub(cfg.max_epochs_ahead));
                 while probe.less_than(&horizon)
