@@ -135,6 +135,66 @@ fn the_flush_timeout_lets_no_row_wait_for_a_window_a_lull_will_not_fill() {
     }
 }
 
+/// A constraint on a named part of the plan (`latency_to`): from the source to an
+/// operator's input. The controller and the report judge that operator's age on
+/// arrival; EXPLAIN names the part; the output is the same; a name the plan does not
+/// have, and a part without a constraint, are refused naming what there is.
+#[test]
+fn a_constraint_on_a_named_part_of_the_plan_is_judged_there() {
+    let dir = scratch("latency-part");
+    let free = paced(&dir.0, 2_000, 4_000, "");
+    let with = |opts: &str| {
+        let text = format!(
+            "CREATE STREAM s (time BIGINT NOT NULL, v BIGINT) \
+             WITH (path = 'in.csv', event_time = 'time', epoch = 1000000, speed = 1, \
+             units_per_second = 1000000);\n\
+             CREATE SINK out WITH (sink = 'collect'{opts});\n\
+             INSERT INTO out SELECT time, v * 2 AS w FROM s WHERE v < 50;"
+        );
+        compile_script(&text, &dir.0, &Registry::with_builtins())
+    };
+    let part = with(", max_latency = '50ms', latency_to = 'query1'").expect("compile");
+    let plan = &part.jobs[0].plan;
+    assert_eq!(plan.latency_part(), Some("Map(query1)"));
+    let text = braid_plan::explain::text(plan, &part.registry, 2);
+    assert!(
+        text.contains("latency constraint: 50ms from source s to the input of Map(query1)"),
+        "{text}"
+    );
+    let expected = values(&run_it(&free, 1));
+    for workers in [1, 2] {
+        let r = run_it(&part, workers);
+        assert_eq!(values(&r), expected, "{workers} workers");
+        let l = r.latency.expect("measured");
+        let (name, p99) = l.part.clone().expect("a part");
+        assert_eq!(name, "Map(query1)");
+        let p99 = p99.expect("windows reached the Map");
+        assert!(
+            p99 <= Duration::from_millis(50),
+            "{workers} workers: {p99:?}"
+        );
+        assert!(!l.trace.is_empty(), "the controller decided");
+        let line = &l.lines()[0];
+        assert!(
+            line.contains("met (p99 on arrival at Map(query1)"),
+            "{line}"
+        );
+    }
+    let e = with(", max_latency = '50ms', latency_to = 'nope'")
+        .err()
+        .expect("an unknown part is refused")
+        .to_string();
+    assert!(
+        e.contains("no operator of that name") && e.contains("Map(query1), Merge"),
+        "{e}"
+    );
+    let e = with(", latency_to = 'query1'")
+        .err()
+        .expect("a part without a constraint is refused")
+        .to_string();
+    assert!(e.contains("has no `max_latency`"), "{e}");
+}
+
 /// A constraint's duration is written in `us`, `ms` or `s`: `'10 minutes'` is refused,
 /// naming the forms it takes.
 #[test]

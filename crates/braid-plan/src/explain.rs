@@ -96,9 +96,13 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                 }
             );
             if let Some(d) = s.max_latency {
+                let to = match &s.latency_to {
+                    Some(op) => format!("the input of {op}"),
+                    None => "this sink".to_string(),
+                };
                 let _ = writeln!(
                     out,
-                    "{pad}  latency constraint: {} from source {} to this sink; {}",
+                    "{pad}  latency constraint: {} from source {} to {to}; {}",
                     crate::explain::duration_text(d),
                     s.input.leaf_source().name,
                     LATENCY_BUDGET
@@ -464,9 +468,11 @@ pub(crate) fn node_text_single(plan: &Plan, registry: &Registry, workers: usize,
 
 /// How a latency constraint's budget is spent, as EXPLAIN words it.
 pub const LATENCY_BUDGET: &str = "budget per edge: the source's ticks (windows of at most W rows, \
-W set at run time to the largest that meets it), exchanges and operators pass a tick on \
-as soon as it is complete; stage boundaries, keyed merges and results at the end of an \
-epoch wait for the epoch";
+W set at run time to the largest that meets it; a paced source's window also goes once \
+its oldest row has waited the flush timeout, what the constraint leaves the source once \
+the rest of the path took its share), exchanges and operators pass a tick on as soon as \
+it is complete; stage boundaries, keyed merges and results at the end of an epoch wait \
+for the epoch";
 
 /// A duration as EXPLAIN and reports write it: `250us`, `10ms`, `1.5s`.
 pub fn duration_text(d: std::time::Duration) -> String {

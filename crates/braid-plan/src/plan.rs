@@ -485,6 +485,10 @@ pub struct Sink {
     /// results written here. The run then hands time on in ticks within each epoch
     /// and sizes them at run time to meet it (see `braid_exec::qos`).
     pub max_latency: Option<std::time::Duration>,
+    /// The part of the plan the constraint covers, when not all of it: from the source
+    /// to the input of this operator (a name of the run's latency report, `Map(query1)`
+    /// or `Merge`; SQL's `latency_to`). See [`Plan::check_latency_parts`].
+    pub latency_to: Option<String>,
 }
 
 impl Plan {
@@ -577,6 +581,7 @@ impl Plan {
             header: false,
             limit: None,
             max_latency: None,
+            latency_to: None,
         })
     }
 
@@ -595,6 +600,91 @@ impl Plan {
             _ => {}
         }
         self
+    }
+
+    /// Names the part of the plan the latency constraint of this plan's sink (of every
+    /// sink of a `Together`) covers: from the source to operator `to`'s input (see
+    /// [`Sink::latency_to`]).
+    pub fn latency_to(mut self, to: &str) -> Plan {
+        match &mut self {
+            Plan::Sink(s) => s.latency_to = Some(to.to_string()),
+            Plan::Together(plans) => {
+                for p in plans.iter_mut() {
+                    if let Plan::Sink(s) = p {
+                        s.latency_to = Some(to.to_string());
+                    }
+                }
+            }
+            _ => {}
+        }
+        self
+    }
+
+    /// The names latencies are measured under below this node, sources first: `Map(f)`
+    /// for a map of stream function `f`, `Merge` for a merge.
+    pub fn measured_operators(&self) -> Vec<String> {
+        let mut out = match self.input() {
+            Some(p) => p.measured_operators(),
+            None => Vec::new(),
+        };
+        match self {
+            Plan::Map(m) => out.push(format!("Map({})", m.function)),
+            Plan::Merge(_) => out.push("Merge".to_string()),
+            Plan::Together(plans) => {
+                out.extend(plans.iter().flat_map(|p| p.measured_operators()));
+            }
+            _ => {}
+        }
+        let mut seen = std::collections::HashSet::new();
+        out.retain(|n| seen.insert(n.clone()));
+        out
+    }
+
+    /// Checks that every sink's [`Sink::latency_to`] names an operator below it (a bare
+    /// stream function name `f` is taken as `Map(f)`), and writes the name in full.
+    pub fn check_latency_parts(&mut self) -> Result<(), crate::error::Error> {
+        match self {
+            Plan::Sink(s) => {
+                let Some(to) = s.latency_to.clone() else {
+                    return Ok(());
+                };
+                if s.max_latency.is_none() {
+                    return Err(crate::error::Error::Plan(format!(
+                        "`latency_to = '{to}'` names the part of the plan a latency constraint covers, \
+                         but its sink has no `max_latency`"
+                    )));
+                }
+                let known = s.input.measured_operators();
+                let full = match known.contains(&to) {
+                    true => to.clone(),
+                    false => format!("Map({to})"),
+                };
+                if !known.contains(&full) {
+                    return Err(crate::error::Error::Plan(format!(
+                        "`latency_to = '{to}'`: no operator of that name before the sink; its operators are {}",
+                        known.join(", ")
+                    )));
+                }
+                s.latency_to = Some(full);
+                Ok(())
+            }
+            Plan::Together(plans) => plans.iter_mut().try_for_each(Plan::check_latency_parts),
+            _ => Ok(()),
+        }
+    }
+
+    /// The operator whose input ends the part of the plan the tightest constraint covers
+    /// (None: the whole plan, to the sink). See [`Sink::latency_to`].
+    pub fn latency_part(&self) -> Option<&str> {
+        match self {
+            Plan::Sink(s) => s.latency_to.as_deref(),
+            Plan::Together(plans) => plans
+                .iter()
+                .filter(|p| p.latency_constraint().is_some())
+                .min_by_key(|p| p.latency_constraint())
+                .and_then(|p| p.latency_part()),
+            _ => None,
+        }
     }
 
     /// The tightest latency constraint of the plan's sinks, if any has one.

@@ -87,6 +87,7 @@ pub(crate) fn job(
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
         max_latency: sink.max_latency,
+        latency_to: sink.latency_to.clone(),
         header: sink.header,
         limit: None,
     });

@@ -233,6 +233,7 @@ pub fn sink(plan: Plan, sink: &SinkDef) -> Plan {
         spec: sink.spec.clone(),
         stamp_emit: sink.stamp_emit,
         max_latency: sink.max_latency,
+        latency_to: sink.latency_to.clone(),
         header: sink.header,
         limit: None,
     })

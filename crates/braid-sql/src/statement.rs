@@ -291,6 +291,7 @@ fn statement(
                 return Err(at(Error::NotSupported("INSERT without a query".into())));
             };
             let mut job = crate::order::job(script, text, src, &sink, &st.to_string())?;
+            job.plan.check_latency_parts().map_err(at)?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
             job.plan.set_scheduler(script.catalog.settings.scheduler);
             script.add_job(job, Some(&sink.name)).map_err(at)
@@ -302,6 +303,7 @@ fn statement(
                 stamp_emit: false,
                 header: false,
                 max_latency: script.catalog.settings.max_latency,
+                latency_to: None,
             };
             let mut job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;

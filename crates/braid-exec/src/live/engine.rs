@@ -393,6 +393,9 @@ impl Engine {
             shared.ticks = crate::qos::Ticks::ON;
             shared.stamps = true;
             shared.constraint = constraint;
+            if let Some(part) = plan.latency_part() {
+                let _ = shared.latencies.part.set(part.to_string());
+            }
             let _ = shared.counters.latency.set(shared.latencies.clone());
         }
         let status = Arc::new(Status {

@@ -283,7 +283,8 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         )?)),
         None => None,
     };
-    let plan = prepare(plan, registry, total_workers)?;
+    let mut plan = prepare(plan, registry, total_workers)?;
+    plan.check_latency_parts()?;
     let constraint = plan.latency_constraint();
     let mut shared = Shared::new(
         cfg.counters.clone().unwrap_or_default(),
@@ -301,6 +302,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         shared.ticks = crate::qos::Ticks::ON;
     }
     shared.constraint = constraint;
+    if let Some(part) = plan.latency_part() {
+        let _ = shared.latencies.part.set(part.to_string());
+    }
     shared.quantum = cfg.quantum;
     // Stamps cost a clock reading per window and operator: taken under a constraint,
     // when asked, and when someone watches the counters (a progress line, a dashboard).

@@ -528,6 +528,7 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         Some(t) => Some(super::settings::duration(&t, "max_latency")?),
         None => None,
     };
+    let latency_to = o.string("latency_to")?;
     if header
         && !matches!(
             spec,
@@ -545,6 +546,7 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         stamp_emit,
         header,
         max_latency,
+        latency_to,
     })
 }
 

@@ -90,6 +90,9 @@ pub struct SinkDef {
     /// A latency constraint on the queries writing here (`max_latency = '10ms'`), or
     /// the script's `SET max_latency` when they run.
     pub max_latency: Option<std::time::Duration>,
+    /// The part of the plan the constraint covers, when not all of it: from the source
+    /// to this operator's input (`latency_to = 'query1'` or `'Map(query1)'`, `'Merge'`).
+    pub latency_to: Option<String>,
 }
 
 /// A declared view (`CREATE VIEW name AS query`): a named query, planned where a query
