@@ -41,6 +41,10 @@ pub struct LatencyArgs {
     /// Only part (d), the scheduling policies (its own page, latency-schedulers.md).
     #[arg(long)]
     pub schedulers_only: bool,
+    /// Only part (e), run-time chaining on 2 workers (its own page,
+    /// latency-chaining.md).
+    #[arg(long)]
+    pub chaining_only: bool,
 }
 
 /// Writes a generator file: `time,<col>` with the given times (ms) and values in
@@ -201,6 +205,9 @@ pub fn run(a: LatencyArgs) -> Result<()> {
         a.seconds,
         if a.quick { " --quick" } else { "" }
     );
+    if a.chaining_only {
+        return chaining(&a, &scratch, seconds, constraint);
+    }
     let sched_md = crate::scheduling::run(&a.out, &scratch, seconds.min(3.0), constraint)?;
     std::fs::write(
         a.out.join("latency-schedulers.md"),
@@ -650,7 +657,9 @@ Raw numbers: [latency-apas.csv](latency-apas.csv).\n\n\
 ## (d) Scheduling policies\n\n\
 On a page of its own: [latency-schedulers.md](latency-schedulers.md). The StreamAPAS query \
 above runs in one partition (its count windows keep arrival order), so every policy runs it \
-the same way.\n",
+the same way.\n\n\
+## (e) Run-time chaining\n\n\
+On a page of its own: [latency-chaining.md](latency-chaining.md) (2 workers).\n",
         small = a.small,
         c = a.constraint_ms,
         max_n = max_rows.first().map_or(0, |m| m.rows),
@@ -659,5 +668,149 @@ the same way.\n",
         maxl = fmt_ms(ms(l.max)),
     );
     std::fs::write(a.out.join("latency.md"), md)?;
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct ChainRow {
+    setting: String,
+    rows_per_second: f64,
+    achieved_rows_per_second: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    decisions: usize,
+    chained_decisions: usize,
+}
+
+/// (e) Run-time chaining: the filter query (stateless) on 2 workers at each rate,
+/// under the constraint, split always, chained always, and as the controller decides.
+/// Writes latency-chaining.md, its CSV and SVG.
+fn chaining(a: &LatencyArgs, scratch: &Path, seconds: f64, constraint: Duration) -> Result<()> {
+    let rates: Vec<f64> = if a.quick {
+        vec![1_000.0, 100_000.0]
+    } else {
+        vec![1_000.0, 10_000.0, 100_000.0, 300_000.0, 1_000_000.0]
+    };
+    let ways = [
+        ("split (chain off)", Some(false)),
+        ("chained (always)", Some(true)),
+        ("controller (trials)", None),
+    ];
+    let mut rows = Vec::new();
+    let mut p99_series = Vec::new();
+    let mut tput_series = Vec::new();
+    for (name, chain) in ways {
+        let (mut p99s, mut tputs) = (Vec::new(), Vec::new());
+        for &r in &rates {
+            let dir = scratch.join(format!("rate-{r}"));
+            std::fs::create_dir_all(&dir)?;
+            let n = (r * seconds) as u64;
+            if !dir.join("gen1.csv").exists() {
+                write_gen(&dir.join("gen1.csv"), "value1", steady(n, r), 1)?;
+            }
+            let script =
+                compile_script(&filter_query(true, 100), &dir, &Registry::with_builtins())?;
+            let plan = script
+                .jobs
+                .first()
+                .context("no query")?
+                .plan
+                .clone()
+                .max_latency(constraint);
+            let cfg = RunConfig {
+                workers: 2,
+                measure_latency: true,
+                chain,
+                ..RunConfig::default()
+            };
+            let report = runtime::run(&plan, &script.registry, &cfg)?;
+            let l = report.latency.clone().unwrap_or_default();
+            let achieved = report.rows_in as f64 / report.elapsed.as_secs_f64();
+            let chained = l.trace.iter().filter(|d| d.chained).count();
+            eprintln!(
+                "(e) {name} at {r} rows/s: {achieved:.0} rows/s, p50 {} ms, p99 {} ms, chained {chained} of {} decisions",
+                fmt_ms(ms(l.p50)),
+                fmt_ms(ms(l.p99)),
+                l.trace.len()
+            );
+            p99s.push((r, ms(l.p99).max(0.01)));
+            tputs.push((r, achieved));
+            rows.push(ChainRow {
+                setting: name.to_string(),
+                rows_per_second: r,
+                achieved_rows_per_second: achieved,
+                p50_ms: ms(l.p50),
+                p99_ms: ms(l.p99),
+                decisions: l.trace.len(),
+                chained_decisions: chained,
+            });
+        }
+        p99_series.push(Series::line(name, p99s));
+        tput_series.push(Series::line(name, tputs));
+    }
+    write_csv(&a.out.join("latency-chaining.csv"), &rows)?;
+    Chart {
+        title: "Chaining on 2 workers: p99 latency vs offered rate (10 ms constraint)".into(),
+        x_label: "offered rows per second".into(),
+        y_label: "p99 latency (ms)".into(),
+        log_x: true,
+        log_y: true,
+        series: p99_series,
+        hlines: vec![(a.constraint_ms, "constraint".into())],
+    }
+    .write_svg(&a.out.join("latency-chaining-p99.svg"), 800, 450)?;
+    Chart {
+        title: "Chaining on 2 workers: throughput vs offered rate".into(),
+        x_label: "offered rows per second".into(),
+        y_label: "rows per second".into(),
+        log_x: true,
+        log_y: true,
+        series: tput_series,
+        ..Chart::default()
+    }
+    .write_svg(&a.out.join("latency-chaining-throughput.svg"), 800, 450)?;
+    let table = markdown_table(
+        &[
+            ("setting", Align::Left),
+            ("offered rows/s", Align::Right),
+            ("achieved rows/s", Align::Right),
+            ("p50 (ms)", Align::Right),
+            ("p99 (ms)", Align::Right),
+            ("decisions chained", Align::Right),
+        ],
+        rows.iter()
+            .map(|r| {
+                vec![
+                    r.setting.clone(),
+                    format!("{:.0}", r.rows_per_second),
+                    format!("{:.0}", r.achieved_rows_per_second),
+                    fmt_ms(r.p50_ms),
+                    fmt_ms(r.p99_ms),
+                    format!("{} of {}", r.chained_decisions, r.decisions),
+                ]
+            })
+            .collect(),
+    );
+    let cmd = format!(
+        "cargo run --release -p braid-bench -- latency --seconds {} --constraint-ms {}{} --chaining-only",
+        a.seconds,
+        a.constraint_ms,
+        if a.quick { " --quick" } else { "" }
+    );
+    std::fs::write(
+        a.out.join("latency-chaining.md"),
+        format!(
+            "# Run-time chaining\n\nMade by `{cmd}` (release build, 2 workers, one sitting). Part (e) of \
+[latency.md](latency.md); how chaining works: ARCHITECTURE.md, \"Latency constraints\".\n\n\
+The filter query of (a) (stateless, 16 partitions, 8 on each worker), replayed in real time at each rate \
+for {seconds} s under `max_latency = '{c} ms'`: split (rows go to their partitions' workers, as planned), \
+chained (every row to worker 0's partitions: the reader runs the stage, no exchange), and as the \
+controller decides (split at first, one interval chained every 8 decisions, kept when its p99 is \
+lower by a tenth; split at once when the reader falls behind).\n\n{table}\n\
+![p99](latency-chaining-p99.svg)\n\n![throughput](latency-chaining-throughput.svg)\n\n\
+Raw numbers: [latency-chaining.csv](latency-chaining.csv).\n",
+            c = a.constraint_ms,
+        ),
+    )?;
     Ok(())
 }

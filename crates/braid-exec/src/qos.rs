@@ -262,6 +262,111 @@ pub struct Latencies {
     /// the whole plan; [`braid_plan::plan::Sink::latency_to`]): the controller and the
     /// report judge its age on arrival instead of the latency end to end.
     pub part: std::sync::OnceLock<String>,
+    /// The stage the controller may chain onto the reader's worker, when the plan has
+    /// one and the run has several workers ([`Chain`]).
+    pub chain: std::sync::OnceLock<Chain>,
+}
+
+/// Run-time chaining of a stateless first stage (after Nephele's dynamic task
+/// chaining): chained, the splitter on the worker that reads the source gives every
+/// row to that worker's own partitions, so the stage runs there without crossing an
+/// exchange; split, rows go to their partitions' workers as planned. A stateless
+/// function's output depends on the row alone, so the output is the same either way;
+/// the flag is read once per window, so a window goes one way or the other whole.
+#[derive(Debug)]
+pub struct Chain {
+    /// The source the stage reads (its split is the one chained).
+    pub source: String,
+    /// The stage's stream function.
+    pub function: String,
+    /// Chained now.
+    pub on: std::sync::atomic::AtomicBool,
+    /// Set by the run's configuration (`RunConfig::chain`): the controller leaves it.
+    pub forced: bool,
+}
+
+impl Chain {
+    /// Whether the stage is chained now.
+    pub fn on(&self) -> bool {
+        self.on.load(Ordering::Relaxed)
+    }
+}
+
+/// Decides chaining by trial: both of the costs Nephele weighs (what the exchange
+/// adds to latency, what the parallelism takes off) show in the end-to-end latency of
+/// an interval run each way, so the controller runs one interval the other way every
+/// `TRIAL_EVERY` decisions and keeps the way whose interval p99 was lower by a tenth.
+/// A chained stage whose source falls behind its schedule (the reader's worker
+/// saturated) is split at once, and the next trial of chaining waits twice as long
+/// (up to 64 intervals). It starts split (the plan as written).
+#[derive(Clone, Debug, Default)]
+pub struct Chaining {
+    chained: bool,
+    /// The last interval p99 seen split and chained.
+    seen: [Option<Duration>; 2],
+    /// Decisions since the last trial.
+    since: u32,
+    /// This interval is a trial of the other way.
+    trial: bool,
+    /// Decisions between trials of chaining (doubled when chaining fell behind).
+    every: u32,
+}
+
+/// Decisions between trials, at first.
+pub const TRIAL_EVERY: u32 = 8;
+
+impl Chaining {
+    /// Split, no trial yet.
+    pub fn new() -> Chaining {
+        Chaining {
+            every: TRIAL_EVERY,
+            ..Chaining::default()
+        }
+    }
+
+    /// Whether the stage is chained now.
+    pub fn chained(&self) -> bool {
+        self.chained
+    }
+
+    /// Takes one interval's p99 (None: too few rows to judge) and whether the source
+    /// fell behind its schedule in it; returns whether to chain in the next.
+    pub fn step(&mut self, p99: Option<Duration>, behind: bool) -> bool {
+        let here = self.chained as usize;
+        if behind && self.chained {
+            // The reader's worker cannot carry the stage too: split, and try again
+            // later than before.
+            self.chained = false;
+            self.trial = false;
+            self.since = 0;
+            self.seen[1] = None;
+            self.every = (self.every * 2).min(64);
+            return false;
+        }
+        if p99.is_some() {
+            self.seen[here] = p99;
+        }
+        if self.trial {
+            self.trial = false;
+            self.since = 0;
+            let keep = match (self.seen[here], self.seen[1 - here]) {
+                (Some(t), Some(o)) => t.as_secs_f64() < 0.9 * o.as_secs_f64(),
+                _ => false,
+            };
+            if !keep {
+                self.chained = !self.chained;
+            } else if self.chained {
+                self.every = TRIAL_EVERY;
+            }
+            return self.chained;
+        }
+        self.since += 1;
+        if self.since >= self.every && self.seen[here].is_some() && !behind {
+            self.trial = true;
+            self.chained = !self.chained;
+        }
+        self.chained
+    }
 }
 
 /// One decision of the controller.
@@ -281,6 +386,8 @@ pub struct Decision {
     /// The interval's 99th percentile of the time rows waited in the source's buffer,
     /// in seconds (0 when unmeasured).
     pub buffered_p99: f64,
+    /// The first stage is chained onto the reader's worker after the decision.
+    pub chained: bool,
 }
 
 impl Latencies {
@@ -545,6 +652,8 @@ pub(crate) struct Steering {
     /// The operator whose age on arrival is judged, under a constraint on a part of
     /// the plan; else the latency end to end.
     signal: Option<Arc<NodeLatency>>,
+    /// Run-time chaining, when the plan has a stage for it.
+    chaining: Chaining,
 }
 
 /// When the first decision comes.
@@ -581,6 +690,7 @@ impl Steering {
             target,
             seen,
             signal,
+            chaining: Chaining::new(),
             last: std::time::Instant::now(),
             interval: (target * 5).max(Duration::from_millis(50)),
             lag: Duration::ZERO,
@@ -669,6 +779,13 @@ impl Steering {
                 .flush_ns
                 .store(flush.as_nanos() as u64, Ordering::Relaxed);
         }
+        // Chaining: a trial now and then, split when the reader falls behind.
+        if let Some(chain) = latencies.chain.get().filter(|c| !c.forced) {
+            if !(urgent && elapsed < due) {
+                let on = self.chaining.step(p99, behind);
+                chain.on.store(on, Ordering::Relaxed);
+            }
+        }
         self.decided = true;
         latencies.window.store(w, Ordering::Relaxed);
         if let Ok(mut t) = latencies.trace.lock() {
@@ -679,6 +796,7 @@ impl Steering {
                 behind: behind || urgent,
                 flush: latencies.flush().map_or(0.0, |d| d.as_secs_f64()),
                 buffered_p99: buffered_p99.map_or(0.0, |d| d.as_secs_f64()),
+                chained: latencies.chain.get().is_some_and(Chain::on),
             });
         }
         if p99.is_some() {
@@ -1058,5 +1176,47 @@ mod tests {
         let n = whole.len();
         assert_eq!(take_rows(&mut whole, 0, n).len(), 9);
         assert_eq!(whole.len(), 0);
+    }
+
+    #[test]
+    fn chaining_is_tried_kept_when_better_and_split_when_the_reader_falls_behind() {
+        let ms = Duration::from_millis;
+        let mut c = Chaining::new();
+        assert!(!c.chained(), "starts split");
+        // Split, p99 5 ms: the eighth decision starts a trial of chaining.
+        let ways: Vec<bool> = (0..TRIAL_EVERY)
+            .map(|_| c.step(Some(ms(5)), false))
+            .collect();
+        assert_eq!(ways.iter().filter(|&&w| w).count(), 1);
+        assert!(*ways.last().unwrap(), "{ways:?}");
+        // The trial interval, chained: 4.8 ms is not a tenth better: back to split.
+        assert!(!c.step(Some(Duration::from_micros(4800)), false));
+        // Equal latencies both ways: chained only in one trial interval of every nine.
+        let ways: Vec<bool> = (0..90).map(|_| c.step(Some(ms(5)), false)).collect();
+        assert_eq!(ways.iter().filter(|&&w| w).count(), 10, "{ways:?}");
+        // A trial that is better by more than a tenth is kept.
+        let mut c = Chaining::new();
+        for _ in 0..TRIAL_EVERY {
+            c.step(Some(ms(5)), false);
+        }
+        assert!(c.chained(), "on trial");
+        assert!(c.step(Some(ms(2)), false), "kept: 2 ms against 5");
+        for _ in 0..3 {
+            assert!(c.step(Some(ms(2)), false));
+        }
+        // Chained, the source falls behind: split at once...
+        assert!(!c.step(Some(ms(2)), true));
+        // ...and the next trial of chaining comes after 16 decisions, not 8.
+        let ways: Vec<bool> = (0..16).map(|_| c.step(Some(ms(5)), false)).collect();
+        assert_eq!(ways.iter().position(|&w| w), Some(15), "{ways:?}");
+        // No trial while behind, none without a measurement.
+        let mut c = Chaining::new();
+        for _ in 0..40 {
+            assert!(!c.step(Some(ms(5)), true));
+        }
+        let mut c = Chaining::new();
+        for _ in 0..40 {
+            assert!(!c.step(None, false));
+        }
     }
 }

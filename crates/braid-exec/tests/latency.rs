@@ -195,6 +195,87 @@ fn a_constraint_on_a_named_part_of_the_plan_is_judged_there() {
     assert!(e.contains("has no `max_latency`"), "{e}");
 }
 
+/// Run-time chaining of a stateless first stage: chained (forced), every row runs on
+/// worker 0's partitions, the reader's; split (forced), on every worker's; as the
+/// controller decides, either. The output is the same every way, on 2 and 4 workers;
+/// EXPLAIN says which stage may be chained, and that a stateful one may not.
+#[test]
+fn a_stateless_stage_chained_onto_the_reader_gives_the_same_output() {
+    let dir = scratch("latency-chain");
+    let free = paced(&dir.0, 4_000, 20_000, "SET partitions = 4;");
+    let held = paced(
+        &dir.0,
+        4_000,
+        20_000,
+        "SET partitions = 4; SET max_latency = '20ms';",
+    );
+    let plan = &held.jobs[0].plan;
+    let text = braid_plan::explain::text(plan, &held.registry, 2);
+    assert!(
+        text.contains("chaining: stage query1 keeps no state"),
+        "{text}"
+    );
+    let expected = values(&run_it(&free, 1));
+    assert!(!expected.is_empty());
+    for workers in [2, 4] {
+        for chain in [Some(true), Some(false), None] {
+            let cfg = RunConfig {
+                workers,
+                measure_latency: true,
+                measure_costs: true,
+                chain,
+                ..RunConfig::default()
+            };
+            let r = run(&held.jobs[0].plan, &held.registry, &cfg).expect("run");
+            let what = format!("{workers} workers, chain {chain:?}");
+            assert_eq!(values(&r), expected, "{what}");
+            let rows = |p: u32| -> u64 {
+                r.costs
+                    .iter()
+                    .filter(|c| c.partition == p)
+                    .map(|c| c.rows)
+                    .sum()
+            };
+            let on_reader: u64 = (0..4).filter(|p| p % workers as u32 == 0).map(rows).sum();
+            let elsewhere: u64 = (0..4).filter(|p| p % workers as u32 != 0).map(rows).sum();
+            assert_eq!(on_reader + elsewhere, 4_000, "{what}: {:?}", r.costs);
+            match chain {
+                Some(true) => assert_eq!(elsewhere, 0, "{what}: {:?}", r.costs),
+                Some(false) => assert!(elsewhere >= 1_000, "{what}: {:?}", r.costs),
+                None => {}
+            }
+            let l = r.latency.expect("measured");
+            let chained = l.trace.iter().filter(|d| d.chained).count();
+            match chain {
+                Some(true) => assert_eq!(chained, l.trace.len(), "{what}"),
+                Some(false) => assert_eq!(chained, 0, "{what}"),
+                None => {}
+            }
+        }
+    }
+    // A stage that keeps state is not chained.
+    let dir2 = scratch("latency-chain-stateful");
+    let mut text = String::from("time,v\n");
+    for i in 0..100u64 {
+        text += &format!("{},{}\n", i * 1000, i % 7);
+    }
+    std::fs::write(dir2.0.join("in.csv"), text).expect("input");
+    let grouped = compile_script(
+        "SET max_latency = '20ms'; SET partitions = 4;\n\
+         CREATE STREAM s (time BIGINT NOT NULL, v BIGINT) \
+         WITH (path = 'in.csv', event_time = 'time', epoch = 10000);\n\
+         CREATE SINK out WITH (sink = 'collect');\n\
+         INSERT INTO out SELECT v, count(*) AS n FROM s GROUP BY TUMBLE(time, 10000), v;",
+        &dir2.0,
+        &Registry::with_builtins(),
+    )
+    .expect("compile");
+    let plan = &grouped.jobs[0].plan;
+    assert!(plan.chainable_stage(&grouped.registry).is_none());
+    let text = braid_plan::explain::text(plan, &grouped.registry, 2);
+    assert!(text.contains("chaining: none"), "{text}");
+}
+
 /// A constraint's duration is written in `us`, `ms` or `s`: `'10 minutes'` is refused,
 /// naming the forms it takes.
 #[test]

@@ -107,6 +107,21 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                     s.input.leaf_source().name,
                     LATENCY_BUDGET
                 );
+                let _ = match s.input.chainable_stage(registry) {
+                    Some((_, f)) if workers > 1 => writeln!(
+                        out,
+                        "{pad}  chaining: stage {f} keeps no state and one splitter feeds it: the controller \
+                         may chain it onto worker 0, the reader (its rows then cross no exchange), when an \
+                         interval run so has the lower p99, and splits it again when the reader falls behind"
+                    ),
+                    Some(_) => Ok(()),
+                    None if workers > 1 => writeln!(
+                        out,
+                        "{pad}  chaining: none (the first stage keeps state, or its split broadcasts or has \
+                         several splitters): its partitions stay where they are placed"
+                    ),
+                    None => Ok(()),
+                };
                 let src = s.input.leaf_source();
                 if let crate::plan::SourceSpec::Interleave(streams) = &src.spec {
                     if streams.len() > 1 && !crate::interleave::by_time(streams) {

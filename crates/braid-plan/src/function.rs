@@ -239,6 +239,15 @@ pub trait StreamFunctionFactory: Send + Sync {
         false
     }
 
+    /// Whether instances keep nothing from one row to the next (no state, nothing at the
+    /// end of an epoch or of the input): a row's output then depends on the row alone,
+    /// whichever instance takes it. Under a latency constraint the run may then chain
+    /// the stage onto the worker that reads the source at run time (its rows go to that
+    /// worker's partitions, not across an exchange), and split it again.
+    fn stateless(&self) -> bool {
+        false
+    }
+
     /// Whether instances implement [`StreamFunction::save`] and
     /// [`StreamFunction::restore`]: a run that takes checkpoints refuses a plan with a
     /// function that does not, by name.

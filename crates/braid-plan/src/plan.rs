@@ -474,7 +474,8 @@ pub struct Sink {
     pub input: Box<Plan>,
     /// Where.
     pub spec: SinkSpec,
-    /// Append each line's emit time (ms since the run started).
+    /// Append each line's emit time (ms since the sources started reading: when a paced
+    /// source's event time 0 is due).
     pub stamp_emit: bool,
     /// Write the column names first, as a CSV line (text sinks).
     pub header: bool,
@@ -685,6 +686,33 @@ impl Plan {
                 .and_then(|p| p.latency_part()),
             _ => None,
         }
+    }
+
+    /// The stage a latency constraint's controller may chain at run time onto the worker
+    /// that reads the source, if the plan has one: a `Map` whose stream function is
+    /// stateless ([`crate::function::StreamFunctionFactory::stateless`]), fed by a split
+    /// of the source (not of late rows) with no broadcast and one splitter (fsplit, or
+    /// its shape not chosen yet). Returns the source's name and the function's.
+    pub fn chainable_stage(
+        &self,
+        registry: &crate::function::Registry,
+    ) -> Option<(String, String)> {
+        if let Plan::Together(plans) = self {
+            return plans.first().and_then(|p| p.chainable_stage(registry));
+        }
+        if let Plan::Map(m) = self {
+            if let Plan::Split(s) = m.input.as_ref() {
+                if let Plan::Source(src) = s.input.as_ref() {
+                    let stateless = registry.function(&m.function).is_ok_and(|f| f.stateless());
+                    let one_splitter = matches!(s.shape, None | Some(SplitShape::Fsplit));
+                    let late = matches!(src.spec, SourceSpec::Late { .. });
+                    if stateless && one_splitter && s.broadcast.is_none() && !late {
+                        return Some((src.name.clone(), m.function.clone()));
+                    }
+                }
+            }
+        }
+        self.input().and_then(|p| p.chainable_stage(registry))
     }
 
     /// The tightest latency constraint of the plan's sinks, if any has one.

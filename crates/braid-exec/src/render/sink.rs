@@ -154,7 +154,13 @@ pub(crate) fn render<'s>(
                 let mut wrote = false;
                 input.for_each(|cap, data| {
                     let epoch = shared.ticks.epoch(cap.least().copied().unwrap_or(0));
-                    let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
+                    // Since the sources' schedule started (the first source loop: a paced
+                    // source's event time 0 is due then), so that it compares with event
+                    // times; the run's start until then.
+                    let emit_ms = stamp.then(|| {
+                        let since = shared.schedule.get().copied().unwrap_or(shared.start);
+                        since.elapsed().as_millis() as u64
+                    });
                     for w in data.drain(..) {
                         if w.born != crate::qos::UNSTAMPED {
                             stamps.push((w.born, w.len()));
@@ -429,7 +435,13 @@ fn committed<'s>(
                     if shared.failed() || shared.cancel.is_cancelled() {
                         continue;
                     }
-                    let emit_ms = stamp.then(|| shared.start.elapsed().as_millis() as u64);
+                    // Since the sources' schedule started (the first source loop: a paced
+                    // source's event time 0 is due then), so that it compares with event
+                    // times; the run's start until then.
+                    let emit_ms = stamp.then(|| {
+                        let since = shared.schedule.get().copied().unwrap_or(shared.start);
+                        since.elapsed().as_millis() as u64
+                    });
                     let Some(t) = target.as_mut() else {
                         continue;
                     };

@@ -59,7 +59,30 @@ pub(crate) fn render<'s>(
             ..WindowSplitter::new(split, registry, place.peers, place.process())?
         })
     };
+    // The stage the controller may chain onto the reader's worker (worker 0 reads
+    // under a constraint, and fsplit's one splitter is there): see `crate::qos::Chain`.
+    let chain = shared
+        .latencies
+        .chain
+        .get()
+        .filter(|c| matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(s) if s.name == c.source))
+        .map(|_| Chained {
+            latencies: shared.latencies.clone(),
+            me: FSPLIT_WORKER,
+            mine: Hosts::of(split, place.peers).partitions(split.q, FSPLIT_WORKER),
+        })
+        .filter(|c| !c.mine.is_empty());
     Ok(match shape {
+        SplitShape::Fsplit if !local && chain.is_some() => splitter(
+            input,
+            WindowSplitter {
+                chain,
+                ..window_splitter()?
+            },
+            At::Worker(FSPLIT_WORKER),
+            "Fsplit",
+            guard,
+        ),
         SplitShape::Fsplit if local => {
             splitter(input, window_splitter()?, At::Local, "Fsplit(local)", guard)
         }
@@ -106,6 +129,16 @@ pub struct WindowSplitter {
     /// The workers of this splitter's process (a window is shared only among them).
     local: std::ops::Range<usize>,
     scratch: Scratch,
+    /// A stateless first stage the controller may chain onto this splitter's worker.
+    chain: Option<Chained>,
+}
+
+/// Where a chained stage runs: this worker, on its own partitions.
+struct Chained {
+    latencies: Arc<crate::qos::Latencies>,
+    me: usize,
+    /// The partitions this worker hosts (not empty).
+    mine: Vec<u32>,
 }
 
 impl WindowSplitter {
@@ -122,6 +155,7 @@ impl WindowSplitter {
             hosts: Hosts::of(split, workers),
             local,
             scratch: Scratch::default(),
+            chain: None,
         })
     }
 
@@ -129,6 +163,12 @@ impl WindowSplitter {
     /// itself once for every worker of this process it is shared with, and for every
     /// other worker with rows a batch of copies of them.
     pub fn split(&mut self, w: Window, give: &mut dyn FnMut(Window)) {
+        if let Some(c) = &self.chain {
+            if c.latencies.chain.get().is_some_and(crate::qos::Chain::on) {
+                chain_window(&self.router, c, &mut self.scratch.lanes, w, give);
+                return;
+            }
+        }
         split_window(
             &self.router,
             &self.hosts,
@@ -180,6 +220,34 @@ impl ClassHosts {
 
 /// The lane of a destination: the partition, [`RowKey::OMIT`], or a broadcast lane
 /// naming the residue class of partitions (all of them for a broadcast).
+/// A chained stage's window: every row routed to one of this worker's partitions (a
+/// stateless function's instances are interchangeable; rows of one planned partition
+/// stay together), the whole window given to this worker.
+fn chain_window(
+    router: &Router,
+    chain: &Chained,
+    lanes: &mut Vec<u64>,
+    mut w: Window,
+    give: &mut dyn FnMut(Window),
+) {
+    let batch = w.batch_mut();
+    lanes.clear();
+    router.each_dest(batch, |_, dest| lanes.push(lane_of(dest)));
+    let n = chain.mine.len() as u64;
+    for (key, &lane) in batch.keys_mut().iter_mut().zip(lanes.iter()) {
+        key.lane = match lane == RowKey::OMIT || RowKey::broadcast_target(lane).is_some() {
+            true => lane,
+            false => u64::from(chain.mine[(lane % n) as usize]),
+        };
+    }
+    give(Window {
+        to: chain.me as u64,
+        node: 0,
+        rows: None,
+        ..w
+    });
+}
+
 fn lane_of(dest: Dest) -> u64 {
     match dest {
         Dest::Omit => RowKey::OMIT,

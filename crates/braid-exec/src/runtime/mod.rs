@@ -94,6 +94,10 @@ pub struct RunConfig {
     /// Under a latency constraint, cut windows of exactly this many rows instead of
     /// steering W (a benchmark's fixed buffers); None: the controller steers.
     pub fixed_window: Option<usize>,
+    /// Under a latency constraint, with a stateless first stage and several workers:
+    /// chain it onto the reader's worker always (`Some(true)`), never (`Some(false)`),
+    /// or as the controller decides (None; see `crate::qos::Chaining`).
+    pub chain: Option<bool>,
     /// How long a `Map` runs before it yields to the operators after it; None: as its
     /// scheduler and the latency constraint say (`braid_plan::plan::Scheduler`). Zero
     /// yields after every slice of rows (tests run the policies' resumption that way).
@@ -124,6 +128,7 @@ impl Default for RunConfig {
             auto_rescale: None,
             measure_latency: false,
             fixed_window: None,
+            chain: None,
             quantum: None,
         }
     }
@@ -304,6 +309,16 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     shared.constraint = constraint;
     if let Some(part) = plan.latency_part() {
         let _ = shared.latencies.part.set(part.to_string());
+    }
+    if constraint.is_some() && total_workers > 1 && cfg.chain != Some(false) {
+        if let Some((source, function)) = plan.chainable_stage(registry) {
+            let _ = shared.latencies.chain.set(crate::qos::Chain {
+                source,
+                function,
+                on: std::sync::atomic::AtomicBool::new(cfg.chain == Some(true)),
+                forced: cfg.chain.is_some(),
+            });
+        }
     }
     shared.quantum = cfg.quantum;
     // Stamps cost a clock reading per window and operator: taken under a constraint,

@@ -221,6 +221,20 @@ impl StreamFunctionFactory for QueryFactory {
         self.rescales
     }
 
+    fn stateless(&self) -> bool {
+        fn keeps_nothing(l: &Logical) -> bool {
+            matches!(
+                l,
+                Logical::Scan { .. }
+                    | Logical::Filter { .. }
+                    | Logical::Project { .. }
+                    | Logical::Lookup { .. }
+                    | Logical::Union { .. }
+            ) && l.children().into_iter().all(keeps_nothing)
+        }
+        !self.after_cut && self.late_stage.is_none() && keeps_nothing(&self.root)
+    }
+
     fn late_schema(&self) -> Option<Schema> {
         self.late_stage.as_ref().map(|(schema, _)| schema.clone())
     }
