@@ -968,20 +968,30 @@ pub fn check_reference(
 /// How the oracle runs a query: as planned, or under a latency constraint (its
 /// source cut into windows of at most 2 rows: every epoch comes in several ticks, see
 /// `braid_exec::qos`), and with a scheduler other than the default, each `Map`
-/// yielding after every slice of rows (a zero quantum).
+/// yielding after every slice of rows (a zero quantum), and with a stateless first
+/// stage chained onto the reader's worker (`RunConfig::chain`; no effect on a stage
+/// that keeps state).
 #[derive(Clone, Copy, Debug)]
 struct Mode {
     ticks: bool,
     scheduler: Option<braid_plan::plan::Scheduler>,
+    chain: Option<bool>,
 }
 
 const PLAIN: Mode = Mode {
     ticks: false,
     scheduler: None,
+    chain: None,
 };
 const TICKS: Mode = Mode {
     ticks: true,
     scheduler: None,
+    chain: None,
+};
+const CHAINED: Mode = Mode {
+    ticks: true,
+    scheduler: None,
+    chain: Some(true),
 };
 
 impl Mode {
@@ -1002,6 +1012,7 @@ impl Mode {
             workers,
             read: chunks(),
             quantum: self.scheduler.map(|_| std::time::Duration::ZERO),
+            chain: self.chain,
             ..RunConfig::default()
         }
     }
@@ -1174,6 +1185,7 @@ proptest! {
     ) {
         check_reference_of(&calls, &texts, &watch, None, STAGES, TICKS)?;
         check_late_reference_of(&calls, &texts, STAGES, TICKS)?;
+        check_reference_of(&calls, &texts, &watch, None, STAGES, CHAINED)?;
     }
 }
 
@@ -1248,6 +1260,8 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
     check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, TICKS)
         .expect("dense, ticks");
     check_late_reference_of(&dense, &dense[50..], all, TICKS).expect("dense, late rows, ticks");
+    check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, CHAINED)
+        .expect("dense, a stateless first stage chained");
     // Each scheduler, each Map yielding after every slice, with and without ticks.
     use braid_plan::plan::Scheduler::{Chain, ChainFlush, Fifo, RoundRobin};
     for (scheduler, ticks) in [
@@ -1260,6 +1274,7 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
         let mode = Mode {
             ticks,
             scheduler: Some(scheduler),
+            chain: None,
         };
         check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, mode)
             .unwrap_or_else(|e| panic!("dense, {mode:?}: {e}"));
