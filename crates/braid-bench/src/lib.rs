@@ -20,6 +20,7 @@
 pub mod checkpoints;
 pub mod host;
 pub mod latency;
+pub mod peer;
 pub mod measure;
 pub mod parse;
 pub mod placement;

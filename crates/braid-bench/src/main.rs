@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 use braid_bench::{
-    checkpoints, latency, parse, placement, rate, retention, server, split, sql, tune,
+    checkpoints, latency, parse, peer, placement, rate, retention, server, split, sql, tune,
 };
 use clap::{Parser, Subcommand};
 
@@ -48,6 +48,8 @@ enum Command {
     Retention(retention::RetentionArgs),
     /// Checkpoint size and time against state size (Linear Road, 1-8 expressways).
     Checkpoints(checkpoints::CheckpointsArgs),
+    /// The same windowed queries on Braid and on Apache Flink (PyFlink), side by side.
+    Peer(peer::PeerArgs),
 }
 
 fn main() {
@@ -69,5 +71,6 @@ fn run() -> Result<()> {
         Command::Latency(a) => latency::run(a),
         Command::Retention(a) => retention::run(a),
         Command::Checkpoints(a) => checkpoints::run(a),
+        Command::Peer(a) => peer::run(a),
     }
 }
