@@ -20,9 +20,9 @@
 pub mod checkpoints;
 pub mod host;
 pub mod latency;
-pub mod peer;
 pub mod measure;
 pub mod parse;
+pub mod peer;
 pub mod placement;
 pub mod plot;
 pub mod probe;
