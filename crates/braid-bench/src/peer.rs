@@ -375,6 +375,13 @@ these queries (Braid reads its file in shares on both workers; where its time go
 is not profiled here).",
         met = if lo >= 10.0 { "met" } else { "not met" }
     );
+    let empty = median(
+        &mut runs
+            .iter()
+            .filter(|r| r.system == "flink")
+            .map(|r| r.seconds - r.net_seconds)
+            .collect::<Vec<_>>(),
+    );
     let cmd = format!(
         "cargo run --release -p braid-bench -- peer --rows {} --reps {} --python {}",
         a.rows, a.reps, a.python
@@ -390,7 +397,7 @@ second of event time, 1,000 keys) and the same queries on both, at parallelism 1
 workers, Flink's `parallelism.default`), the systems alternating run by run; medians of {reps}. \
 Braid: the run's time (`RunReport::elapsed`). Flink: the query's job from submission to its end; \
 *net* takes off an empty job's time (submitting and finishing any job once the mini-cluster \
-runs: {empty} s median), and Flink's start-up (Python, JVM, table environment and a first \
+runs: {empty:.2} s median), and Flink's start-up (Python, JVM, table environment and a first \
 empty job that starts the mini-cluster: {startup:.1} s median) is in neither. Both systems gave the same number of result rows for every query \
 (Flink's counted in batch mode; every Braid run checked).\n\n{list}\n{md}\n\
 {reading}\n\n\
@@ -398,16 +405,6 @@ Raw numbers, one line per run: [peer.csv](peer.csv).\n",
             version = flink_version(&a.python),
             rows = a.rows,
             reps = a.reps,
-            empty = format!(
-                "{:.2}",
-                median(
-                    &mut runs
-                        .iter()
-                        .filter(|r| r.system == "flink")
-                        .map(|r| r.seconds - r.net_seconds)
-                        .collect::<Vec<_>>()
-                )
-            ),
         ),
     )?;
     Ok(())
