@@ -430,6 +430,7 @@ pub fn cluster(
     processes: usize,
     process: usize,
     hosts: Option<PathBuf>,
+    connect_timeout: std::time::Duration,
 ) -> Result<Option<braid_exec::live::engine::Cluster>> {
     check_process_index(process, processes)?;
     if processes == 1 {
@@ -445,7 +446,11 @@ pub fn cluster(
             hosts.len()
         )));
     }
-    Ok(Some(braid_exec::live::engine::Cluster { process, hosts }))
+    Ok(Some(braid_exec::live::engine::Cluster {
+        process,
+        hosts,
+        connect_timeout,
+    }))
 }
 
 /// The object store a `--checkpoint`/`--recover` location names (`s3://...`), or None

@@ -160,6 +160,10 @@ enum Command {
         /// A file with one host:port per process (default localhost:2101, 2102, ...).
         #[arg(long)]
         hosts: Option<PathBuf>,
+        /// Cluster mode: how long a process waits for the others to connect before it
+        /// stops with an error naming them (e.g. 60s, 5m).
+        #[arg(long, default_value = "60s", value_parser = args::duration)]
+        connect_timeout: std::time::Duration,
     },
     /// Linear Road: generate data, run, explain, validate.
     Lrb {
@@ -274,8 +278,14 @@ fn run() -> anyhow::Result<()> {
             processes,
             process_index,
             hosts,
+            connect_timeout,
         } => {
-            let cluster = args::cluster(processes as usize, process_index as usize, hosts)?;
+            let cluster = args::cluster(
+                processes as usize,
+                process_index as usize,
+                hosts,
+                connect_timeout,
+            )?;
             let config = braid_server::ServerConfig {
                 listen,
                 workers: workers as usize,

@@ -312,3 +312,59 @@ fn a_cluster_leader_whose_address_is_taken_stops_naming_it() {
         "{err}"
     );
 }
+
+/// A follower whose process 0 never starts does not wait for ever: after
+/// `--connect-timeout` it stops with the cluster's exit code for a lost peer, naming the
+/// addresses it waited for.
+#[test]
+fn a_follower_whose_leader_never_comes_stops_after_its_connect_timeout() {
+    let dir =
+        std::env::temp_dir().join(format!("braid-server-cluster-alone-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let hosts = dir.join("hosts");
+    let addresses = format!("127.0.0.1:{}, 127.0.0.1:{}", free_port(), free_port());
+    std::fs::write(&hosts, addresses.replace(", ", "\n") + "\n").expect("hosts");
+    let mut follower = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["server", "--processes", "2", "--process-index", "1"])
+        .arg("--hosts")
+        .arg(&hosts)
+        .arg("--data")
+        .arg(dir.join("data1"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--no-http",
+            "--connect-timeout",
+            "1s",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("braid starts");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = follower.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = follower.kill();
+            let _ = follower.wait();
+            let _ = std::fs::remove_dir_all(&dir);
+            panic!("the follower still waits for process 0 after 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(e) = follower.stderr.as_mut() {
+        let _ = e.read_to_string(&mut err);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("process 1 could not connect to every process of the cluster")
+            && err.contains(&addresses),
+        "{err}"
+    );
+}

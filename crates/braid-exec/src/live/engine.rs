@@ -39,6 +39,9 @@ pub struct Cluster {
     pub process: usize,
     /// One address per process.
     pub hosts: Vec<String>,
+    /// How long the process waits for every other one to connect before it stops with
+    /// an error naming the addresses (a follower whose process 0 never starts).
+    pub connect_timeout: std::time::Duration,
 }
 
 /// What every process of a cluster applies, in the same order: a statement that
@@ -253,6 +256,11 @@ impl Engine {
         let (propose, proposals) = channel::<Replicated>();
         let (deliver, delivered) = channel::<Replicated>();
         let ends = Arc::new(Mutex::new(Some((proposals, deliver))));
+        // `execute` connects every process first: a process that never comes would
+        // keep this one waiting for ever.
+        let connected = cluster.filter(|_| clustered).map(|c| {
+            crate::cluster::connect_watchdog(c.process, c.hosts.clone(), c.connect_timeout)
+        });
         let guards = timely::execute(config, move |worker| {
             let sequencer = clustered.then(|| Sequencer::<Replicated>::new(worker, Instant::now()));
             let local = worker.index() % workers;
@@ -276,6 +284,9 @@ impl Engine {
             }
         })
         .map_err(Error::Startup)?;
+        if let Some(c) = connected {
+            c.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         let thread = std::thread::Builder::new()
             .name("braid-engine".into())
             .spawn(move || {
