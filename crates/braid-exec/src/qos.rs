@@ -277,8 +277,6 @@ pub struct Latencies {
 pub struct Chain {
     /// The source the stage reads (its split is the one chained).
     pub source: String,
-    /// The stage's stream function.
-    pub function: String,
     /// Chained now.
     pub on: std::sync::atomic::AtomicBool,
     /// Set by the run's configuration (`RunConfig::chain`): the controller leaves it.
@@ -563,7 +561,7 @@ pub struct NodeReport {
 /// in `column` (ints; a row without one goes with the window it falls in) lies more than
 /// `units` after the window's earliest: a paced source's flush timeout in event-time
 /// units, so that no row waits longer than it for the window's last.
-pub fn cut(
+fn cut(
     batch: &braid_plan::batch::Batch,
     from: usize,
     w: usize,
@@ -591,7 +589,7 @@ pub fn cut(
 
 /// Rows `from..end` of `batch` as a window of their own; the batch itself when that is
 /// all of it (uncopied: `batch` is left empty).
-pub fn take_rows(
+fn take_rows(
     batch: &mut braid_plan::batch::Batch,
     from: usize,
     end: usize,
@@ -606,28 +604,54 @@ pub fn take_rows(
     piece
 }
 
-/// Cuts `batch` into windows of at most `w` rows, in order, each copied when it is
-/// asked for; a batch of no more than `w` rows is handed on itself, uncopied.
+/// A source's batch handed on as windows (ticks), cut one at a time so that W and the
+/// flush timeout may change between two: each window a copy of its rows, except that a
+/// batch that needs no cut is handed on itself, uncopied; an empty batch is handed on
+/// once, as it is (a heartbeat: time moved).
+pub struct Pieces {
+    batch: braid_plan::batch::Batch,
+    len: usize,
+    from: usize,
+    gave: bool,
+}
+
+impl Pieces {
+    /// The pieces of `batch`.
+    pub fn new(batch: braid_plan::batch::Batch) -> Pieces {
+        Pieces {
+            len: batch.len(),
+            batch,
+            from: 0,
+            gave: false,
+        }
+    }
+
+    /// The next window: at most `w` rows, within `span` (see [`cut`]); None once every
+    /// row was handed on.
+    pub fn next(
+        &mut self,
+        w: usize,
+        span: Option<(usize, u64)>,
+    ) -> Option<braid_plan::batch::Batch> {
+        if self.from >= self.len && (self.len > 0 || self.gave) {
+            return None;
+        }
+        self.gave = true;
+        let end = cut(&self.batch, self.from, w, span);
+        let piece = take_rows(&mut self.batch, self.from, end);
+        self.from = end;
+        Some(piece)
+    }
+}
+
+/// Cuts `batch` into windows of at most `w` rows, in order ([`Pieces`] with W fixed and
+/// no flush timeout).
 pub fn pieces(
     batch: braid_plan::batch::Batch,
     w: usize,
 ) -> impl Iterator<Item = braid_plan::batch::Batch> {
-    let w = w.max(1);
-    let (whole, cut) = match batch.len() <= w {
-        true => (Some(batch), None),
-        false => (None, Some(batch)),
-    };
-    let copies = cut.into_iter().flat_map(move |b| {
-        (0..b.len()).step_by(w).map(move |i| {
-            let end = (i + w).min(b.len());
-            let mut piece = braid_plan::batch::Batch::with_capacity(b.arity(), end - i);
-            for k in i..end {
-                piece.push_row_of(&b, k, b.key(k));
-            }
-            piece
-        })
-    });
-    whole.into_iter().chain(copies)
+    let mut p = Pieces::new(batch);
+    std::iter::from_fn(move || p.next(w, None))
 }
 
 /// Worker 0's side of the controller: every interval, the end-to-end latencies
@@ -681,10 +705,7 @@ impl Steering {
                 .store(ctl.flush().as_nanos() as u64, Ordering::Relaxed);
         }
         let signal = latencies.part.get().map(|n| latencies.node(n.clone()));
-        let seen = match &signal {
-            Some(n) => n.reach.read(),
-            None => latencies.end_to_end.read(),
-        };
+        let seen = judged(&signal, latencies);
         Steering {
             ctl,
             target,
@@ -745,10 +766,7 @@ impl Steering {
         if elapsed < due && !urgent {
             return;
         }
-        let now = match &self.signal {
-            Some(n) => n.reach.read(),
-            None => latencies.end_to_end.read(),
-        };
+        let now = judged(&self.signal, latencies);
         let counts = now.since(&self.seen);
         let behind = self.lag > self.target;
         let p99 = match counts.total() >= MIN_SAMPLES {
@@ -758,7 +776,9 @@ impl Steering {
         if p99.is_none() && fill.is_none() && !behind {
             return;
         }
-        let w = match (urgent && elapsed < due, fill) {
+        // Only W raised to the fill between two decisions.
+        let between = urgent && elapsed < due;
+        let w = match (between, fill) {
             (true, Some(f)) => self.ctl.raise_to(f),
             _ => self.ctl.step(p99, behind, fill),
         };
@@ -781,7 +801,7 @@ impl Steering {
         }
         // Chaining: a trial now and then, split when the reader falls behind.
         if let Some(chain) = latencies.chain.get().filter(|c| !c.forced) {
-            if !(urgent && elapsed < due) {
+            if !between {
                 let on = self.chaining.step(p99, behind);
                 chain.on.store(on, Ordering::Relaxed);
             }
@@ -809,6 +829,15 @@ impl Steering {
         self.lag = Duration::ZERO;
         self.rows = 0;
         self.due = None;
+    }
+}
+
+/// What the controller judges: the age on arrival at the operator that ends the
+/// constrained part of the plan (`signal`), else the latency end to end.
+fn judged(signal: &Option<Arc<NodeLatency>>, latencies: &Latencies) -> Counts {
+    match signal {
+        Some(n) => n.reach.read(),
+        None => latencies.end_to_end.read(),
     }
 }
 
@@ -972,6 +1001,9 @@ mod tests {
         );
         assert_eq!(pieces(b.clone(), 10).count(), 1);
         assert_eq!(pieces(b, usize::MAX).next().map(|p| p.len()), Some(10));
+        // An empty batch goes once, as it is: a heartbeat.
+        let empty: Vec<usize> = pieces(Batch::new(1), 4).map(|p| p.len()).collect();
+        assert_eq!(empty, [0]);
     }
 
     #[test]
@@ -1149,15 +1181,11 @@ mod tests {
             );
         }
         let lens = |w: usize, span: Option<(usize, u64)>| {
-            let mut b = b.clone();
-            let (mut from, mut out, mut seqs) = (0, Vec::new(), Vec::new());
-            let len = b.len();
-            while from < len {
-                let end = cut(&b, from, w, span);
-                let piece = take_rows(&mut b, from, end);
+            let mut p = Pieces::new(b.clone());
+            let (mut out, mut seqs) = (Vec::new(), Vec::new());
+            while let Some(piece) = p.next(w, span) {
                 seqs.extend(piece.rows().map(|r| r.key().seq));
                 out.push(piece.len());
-                from = end;
             }
             // Every row once, in order.
             assert_eq!(seqs, (0..9).collect::<Vec<_>>());

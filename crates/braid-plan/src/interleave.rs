@@ -335,23 +335,7 @@ mod tests {
             .map(|r| (r.int(STREAM_COLUMN).unwrap(), r.int(TIME_COLUMN).unwrap()))
             .collect();
         // Ties of clamped time go by child; a's late 3 stays after its 4.
-        assert_eq!(
-            got,
-            vec![
-                (0, 1),
-                (1, 2),
-                (0, 4),
-                (0, 3),
-                (1, 4),
-                (1, 5),
-                (1, 11),
-                (0, 12)
-            ]
-        );
-        // The key the executor merges by gives the same order.
-        let mut last = [Key::default(), Key::default()];
-        let mut keys = Vec::new();
-        for (c, r) in [
+        let want = [
             (0, 1),
             (1, 2),
             (0, 4),
@@ -360,7 +344,13 @@ mod tests {
             (1, 5),
             (1, 11),
             (0, 12),
-        ] {
+        ];
+        assert_eq!(got, want);
+        // The key the executor merges by gives the same order.
+        let mut last = [Key::default(), Key::default()];
+        let mut keys = Vec::new();
+        for (c, r) in want {
+            let c = c as usize;
             let k = key_of(c, r, last[c], 10, true);
             last[c] = k;
             keys.push(k);

@@ -39,6 +39,15 @@ pub enum Plan {
     Together(Vec<Plan>),
 }
 
+/// The name a `Map` of stream function `function` has in profiles and latency reports
+/// (and in `latency_to`): `Map(function)`.
+pub fn map_name(function: &str) -> String {
+    format!("Map({function})")
+}
+
+/// The name a `Merge` has in latency reports (and in `latency_to`).
+pub const MERGE_NAME: &str = "Merge";
+
 /// Where a stream comes from, how it is cut into epochs and physical windows.
 #[derive(Clone, Debug)]
 pub struct Source {
@@ -589,48 +598,47 @@ impl Plan {
     /// Sets the latency constraint of this plan's sink (of every sink of a `Together`):
     /// see [`Sink::max_latency`].
     pub fn max_latency(mut self, d: std::time::Duration) -> Plan {
-        match &mut self {
-            Plan::Sink(s) => s.max_latency = Some(d),
-            Plan::Together(plans) => {
-                for p in plans.iter_mut() {
-                    if let Plan::Sink(s) = p {
-                        s.max_latency = Some(d);
-                    }
-                }
-            }
-            _ => {}
+        for s in self.sinks_mut() {
+            s.max_latency = Some(d);
         }
         self
+    }
+
+    /// This plan's sink, or every sink of a `Together`.
+    fn sinks_mut(&mut self) -> Vec<&mut Sink> {
+        match self {
+            Plan::Sink(s) => vec![s],
+            Plan::Together(plans) => plans
+                .iter_mut()
+                .filter_map(|p| match p {
+                    Plan::Sink(s) => Some(s),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 
     /// Names the part of the plan the latency constraint of this plan's sink (of every
     /// sink of a `Together`) covers: from the source to operator `to`'s input (see
     /// [`Sink::latency_to`]).
     pub fn latency_to(mut self, to: &str) -> Plan {
-        match &mut self {
-            Plan::Sink(s) => s.latency_to = Some(to.to_string()),
-            Plan::Together(plans) => {
-                for p in plans.iter_mut() {
-                    if let Plan::Sink(s) = p {
-                        s.latency_to = Some(to.to_string());
-                    }
-                }
-            }
-            _ => {}
+        for s in self.sinks_mut() {
+            s.latency_to = Some(to.to_string());
         }
         self
     }
 
     /// The names latencies are measured under below this node, sources first: `Map(f)`
-    /// for a map of stream function `f`, `Merge` for a merge.
+    /// for a map of stream function `f` ([`map_name`]), `Merge` for a merge.
     pub fn measured_operators(&self) -> Vec<String> {
         let mut out = match self.input() {
             Some(p) => p.measured_operators(),
             None => Vec::new(),
         };
         match self {
-            Plan::Map(m) => out.push(format!("Map({})", m.function)),
-            Plan::Merge(_) => out.push("Merge".to_string()),
+            Plan::Map(m) => out.push(map_name(&m.function)),
+            Plan::Merge(_) => out.push(MERGE_NAME.to_string()),
             Plan::Together(plans) => {
                 out.extend(plans.iter().flat_map(|p| p.measured_operators()));
             }
@@ -658,7 +666,7 @@ impl Plan {
                 let known = s.input.measured_operators();
                 let full = match known.contains(&to) {
                     true => to.clone(),
-                    false => format!("Map({to})"),
+                    false => map_name(&to),
                 };
                 if !known.contains(&full) {
                     return Err(crate::error::Error::Plan(format!(

@@ -106,7 +106,7 @@ pub(crate) fn render<'s>(
     for (k, &p) in local.iter().enumerate() {
         index[p as usize] = k as u32;
     }
-    let name = format!("Map({})", map.function);
+    let name = braid_plan::plan::map_name(&map.function);
     let function = map.function.clone();
     let timed = shared.measure_costs;
     // The source whose rows its rows' sequence numbers count, if any.
@@ -120,9 +120,7 @@ pub(crate) fn render<'s>(
     let tk = shared.ticks;
     let eager = tk.on()
         && matches!(split.input.as_ref(), Plan::Source(s) if !matches!(s.spec, braid_plan::plan::SourceSpec::Late { .. }));
-    let meter = shared
-        .stamps
-        .then(|| shared.latencies.node(format!("Map({})", map.function)));
+    let meter = shared.stamps.then(|| shared.latencies.node(name.clone()));
     // Ticks are empty windows: their only effect is to make the epoch known here.
     let input = match ticks {
         Some(ticks) => input.concat(ticks),

@@ -129,7 +129,9 @@ fn time_ordered<'s>(
     shared: &Arc<Shared>,
 ) -> Windows<'s> {
     let shared = shared.clone();
-    let meter = shared.stamps.then(|| shared.latencies.node("Merge".into()));
+    let meter = shared
+        .stamps
+        .then(|| shared.latencies.node(braid_plan::plan::MERGE_NAME.into()));
     input.unary_frontier::<WindowBuilder, _, _, _>(
         to_worker(MERGE_WORKER),
         "Merge(time-ordered)",

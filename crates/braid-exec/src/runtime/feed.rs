@@ -175,16 +175,21 @@ pub(super) fn feed(
     // cluster's processes connect first), and goes on across live rescales.
     let start = *shared.schedule.get_or_init(std::time::Instant::now);
     let schedule_base = shared.clock_base + start.duration_since(shared.start).as_nanos() as u64;
-    // Pacing: when event time `t` may be released.
-    let release = match source.pace {
+    // Pacing: event-time units per second of the schedule, and when event time `t` may
+    // be released.
+    let units_per_sec = match source.pace {
         Pace::EventTime {
             units_per_second,
             speed,
-        } => Some(move |t: u64| {
-            Duration::from_secs_f64(t as f64 / units_per_second / speed.max(1e-9))
-        }),
+        } => Some(units_per_second * speed.max(1e-9)),
         Pace::Max => None,
     };
+    let release = units_per_sec.map(|r| move |t: u64| Duration::from_secs_f64(t as f64 / r));
+    // Under a constraint a paced source's window also ends where its oldest row would
+    // wait the flush timeout for the rest, in event-time units of this column.
+    let flushed = units_per_sec
+        .zip(source.schema.event_time)
+        .filter(|_| shared.ticks.on());
     let wait_until =
         |worker: &mut timely::worker::Worker, shares: &mut Option<Shares>, at: Duration| {
             while start.elapsed() < at && !shared.stopping() {
@@ -343,32 +348,21 @@ pub(super) fn feed(
                 }
                 // Under a latency constraint, a window of more than W rows goes as
                 // several ticks, and a paced source's also once its oldest row would
-                // wait the flush timeout for the rest (in event-time units). Cut one at
-                // a time: the controller may decide between them.
-                let mut rows_left = batch;
-                let (mut from, len) = (0, rows_left.len());
-                while from < len {
+                // wait the flush timeout for the rest. Cut one at a time: the controller
+                // may decide between them.
+                let mut pieces = crate::qos::Pieces::new(batch);
+                loop {
                     let w = match ticks.on() {
                         true => shared.latencies.window(),
                         false => usize::MAX,
                     };
-                    let span = match (source.pace, source.schema.event_time, ticks.on()) {
-                        (
-                            Pace::EventTime {
-                                units_per_second,
-                                speed,
-                            },
-                            Some(col),
-                            true,
-                        ) => shared
-                            .latencies
-                            .flush()
-                            .map(|t| (col, (t.as_secs_f64() * units_per_second * speed) as u64)),
-                        _ => None,
+                    let span = flushed.and_then(|(r, col)| {
+                        let t = shared.latencies.flush()?;
+                        Some((col, (t.as_secs_f64() * r) as u64))
+                    });
+                    let Some(batch) = pieces.next(w, span) else {
+                        break;
                     };
-                    let end = crate::qos::cut(&rows_left, from, w, span);
-                    let batch = crate::qos::take_rows(&mut rows_left, from, end);
-                    from = end;
                     // A row is released when the clock reaches its event time: the window
                     // goes when its latest row may.
                     let mut born = crate::qos::UNSTAMPED;

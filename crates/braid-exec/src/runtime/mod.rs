@@ -311,10 +311,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
         let _ = shared.latencies.part.set(part.to_string());
     }
     if constraint.is_some() && total_workers > 1 && cfg.chain != Some(false) {
-        if let Some((source, function)) = plan.chainable_stage(registry) {
+        if let Some((source, _)) = plan.chainable_stage(registry) {
             let _ = shared.latencies.chain.set(crate::qos::Chain {
                 source,
-                function,
                 on: std::sync::atomic::AtomicBool::new(cfg.chain == Some(true)),
                 forced: cfg.chain.is_some(),
             });
