@@ -93,14 +93,25 @@ impl Setting {
     }
 }
 
-/// Compiles `text` in `dir` and runs its first query as `setting` says.
+/// Compiles `text` in `dir` and runs its first query as `setting` says, on 1 worker.
 fn run_sql(dir: &Path, text: &str, setting: Setting, constraint: Duration) -> Result<RunReport> {
+    run_sql_on(dir, text, setting, constraint, RunConfig::default())
+}
+
+/// [`run_sql`] from `base` (workers, chaining), with latencies measured.
+fn run_sql_on(
+    dir: &Path,
+    text: &str,
+    setting: Setting,
+    constraint: Duration,
+    base: RunConfig,
+) -> Result<RunReport> {
     let script = compile_script(text, dir, &Registry::with_builtins())?;
     let job = script.jobs.first().context("no query")?;
     let mut plan = job.plan.clone();
     let mut cfg = RunConfig {
         measure_latency: true,
-        ..RunConfig::default()
+        ..base
     };
     match setting {
         Setting::Epochs => {}
@@ -112,6 +123,53 @@ fn run_sql(dir: &Path, text: &str, setting: Setting, constraint: Duration) -> Re
         Setting::Adaptive(d) => plan = plan.max_latency(d),
     }
     Ok(runtime::run(&plan, &script.registry, &cfg)?)
+}
+
+/// The directory of the paced input at `rate` rows/s (`seconds` of it), written once.
+fn rate_input(scratch: &Path, rate: f64, seconds: f64) -> Result<PathBuf> {
+    let dir = scratch.join(format!("rate-{rate}"));
+    std::fs::create_dir_all(&dir)?;
+    if !dir.join("gen1.csv").exists() {
+        write_gen(
+            &dir.join("gen1.csv"),
+            "value1",
+            steady((rate * seconds) as u64, rate),
+            1,
+        )?;
+    }
+    Ok(dir)
+}
+
+/// The two charts of a sweep over the rate: p99 and throughput against the offered
+/// rate, as `{stem}-p99.svg` and `{stem}-throughput.svg` under `out`.
+fn rate_charts(
+    out: &Path,
+    stem: &str,
+    titles: (&str, &str),
+    (p99, tput): (Vec<Series>, Vec<Series>),
+    constraint_ms: f64,
+) -> Result<()> {
+    Chart {
+        title: titles.0.into(),
+        x_label: "offered rows per second".into(),
+        y_label: "p99 latency (ms)".into(),
+        log_x: true,
+        log_y: true,
+        series: p99,
+        hlines: vec![(constraint_ms, "constraint".into())],
+    }
+    .write_svg(&out.join(format!("{stem}-p99.svg")), 800, 450)?;
+    Chart {
+        title: titles.1.into(),
+        x_label: "offered rows per second".into(),
+        y_label: "rows per second".into(),
+        log_x: true,
+        log_y: true,
+        series: tput,
+        ..Chart::default()
+    }
+    .write_svg(&out.join(format!("{stem}-throughput.svg")), 800, 450)?;
+    Ok(())
 }
 
 fn ms(d: Option<Duration>) -> f64 {
@@ -238,12 +296,7 @@ Part (d) of [latency.md](latency.md); how the policies work: ARCHITECTURE.md, \"
     for &s in &settings {
         let (mut p99s, mut tputs) = (Vec::new(), Vec::new());
         for &r in &rates {
-            let dir = scratch.join(format!("rate-{r}"));
-            std::fs::create_dir_all(&dir)?;
-            let n = (r * seconds) as u64;
-            if !dir.join("gen1.csv").exists() {
-                write_gen(&dir.join("gen1.csv"), "value1", steady(n, r), 1)?;
-            }
+            let dir = rate_input(&scratch, r, seconds)?;
             let report = run_sql(&dir, &filter_query(true, 100), s, constraint)?;
             let l = report.latency.clone().unwrap_or_default();
             let achieved = report.rows_in as f64 / report.elapsed.as_secs_f64();
@@ -270,26 +323,16 @@ Part (d) of [latency.md](latency.md); how the policies work: ARCHITECTURE.md, \"
         tput_series.push(Series::line(s.name(), tputs));
     }
     write_csv(&a.out.join("latency-rate.csv"), &rate_rows)?;
-    Chart {
-        title: "99th percentile latency vs offered rate (filter query, epoch 100 ms)".into(),
-        x_label: "offered rows per second".into(),
-        y_label: "p99 latency (ms)".into(),
-        log_x: true,
-        log_y: true,
-        series: p99_series,
-        hlines: vec![(a.constraint_ms, "constraint".into())],
-    }
-    .write_svg(&a.out.join("latency-rate-p99.svg"), 800, 450)?;
-    Chart {
-        title: "Throughput vs offered rate (filter query, paced)".into(),
-        x_label: "offered rows per second".into(),
-        y_label: "rows per second".into(),
-        log_x: true,
-        log_y: true,
-        series: tput_series,
-        ..Chart::default()
-    }
-    .write_svg(&a.out.join("latency-rate-throughput.svg"), 800, 450)?;
+    rate_charts(
+        &a.out,
+        "latency-rate",
+        (
+            "99th percentile latency vs offered rate (filter query, epoch 100 ms)",
+            "Throughput vs offered rate (filter query, paced)",
+        ),
+        (p99_series, tput_series),
+        a.constraint_ms,
+    )?;
     // Max speed (unpaced) per setting.
     let mut max_rows = Vec::new();
     {
@@ -344,22 +387,16 @@ Part (d) of [latency.md](latency.md); how the policies work: ARCHITECTURE.md, \"
         .chain((1..=(lo * drop_secs) as u64).map(|i| ramp_ms + (i as f64 * 1000.0 / lo) as u64));
     write_gen(&dir.join("gen1.csv"), "value1", times, 3)?;
     // On 2 workers: the stage (stateless) may be chained onto the reader.
-    let report = {
-        let script = compile_script(&filter_query(true, 100), &dir, &Registry::with_builtins())?;
-        let plan = script
-            .jobs
-            .first()
-            .context("no query")?
-            .plan
-            .clone()
-            .max_latency(constraint);
-        let cfg = RunConfig {
+    let report = run_sql_on(
+        &dir,
+        &filter_query(true, 100),
+        Setting::Adaptive(constraint),
+        constraint,
+        RunConfig {
             workers: 2,
-            measure_latency: true,
             ..RunConfig::default()
-        };
-        runtime::run(&plan, &script.registry, &cfg)?
-    };
+        },
+    )?;
     let l = report.latency.clone().unwrap_or_default();
     let offered = |t: f64| match t <= ramp_secs {
         true => lo * k.powf(t / ramp_secs),
@@ -737,28 +774,18 @@ fn chaining(a: &LatencyArgs, scratch: &Path, seconds: f64, constraint: Duration)
     for (name, chain) in ways {
         let (mut p99s, mut tputs) = (Vec::new(), Vec::new());
         for &r in &rates {
-            let dir = scratch.join(format!("rate-{r}"));
-            std::fs::create_dir_all(&dir)?;
-            let n = (r * seconds) as u64;
-            if !dir.join("gen1.csv").exists() {
-                write_gen(&dir.join("gen1.csv"), "value1", steady(n, r), 1)?;
-            }
-            let script =
-                compile_script(&filter_query(true, 100), &dir, &Registry::with_builtins())?;
-            let plan = script
-                .jobs
-                .first()
-                .context("no query")?
-                .plan
-                .clone()
-                .max_latency(constraint);
-            let cfg = RunConfig {
-                workers: 2,
-                measure_latency: true,
-                chain,
-                ..RunConfig::default()
-            };
-            let report = runtime::run(&plan, &script.registry, &cfg)?;
+            let dir = rate_input(scratch, r, seconds)?;
+            let report = run_sql_on(
+                &dir,
+                &filter_query(true, 100),
+                Setting::Adaptive(constraint),
+                constraint,
+                RunConfig {
+                    workers: 2,
+                    chain,
+                    ..RunConfig::default()
+                },
+            )?;
             let l = report.latency.clone().unwrap_or_default();
             let achieved = report.rows_in as f64 / report.elapsed.as_secs_f64();
             let chained = l.trace.iter().filter(|d| d.chained).count();
@@ -784,26 +811,16 @@ fn chaining(a: &LatencyArgs, scratch: &Path, seconds: f64, constraint: Duration)
         tput_series.push(Series::line(name, tputs));
     }
     write_csv(&a.out.join("latency-chaining.csv"), &rows)?;
-    Chart {
-        title: "Chaining on 2 workers: p99 latency vs offered rate (10 ms constraint)".into(),
-        x_label: "offered rows per second".into(),
-        y_label: "p99 latency (ms)".into(),
-        log_x: true,
-        log_y: true,
-        series: p99_series,
-        hlines: vec![(a.constraint_ms, "constraint".into())],
-    }
-    .write_svg(&a.out.join("latency-chaining-p99.svg"), 800, 450)?;
-    Chart {
-        title: "Chaining on 2 workers: throughput vs offered rate".into(),
-        x_label: "offered rows per second".into(),
-        y_label: "rows per second".into(),
-        log_x: true,
-        log_y: true,
-        series: tput_series,
-        ..Chart::default()
-    }
-    .write_svg(&a.out.join("latency-chaining-throughput.svg"), 800, 450)?;
+    rate_charts(
+        &a.out,
+        "latency-chaining",
+        (
+            "Chaining on 2 workers: p99 latency vs offered rate (10 ms constraint)",
+            "Chaining on 2 workers: throughput vs offered rate",
+        ),
+        (p99_series, tput_series),
+        a.constraint_ms,
+    )?;
     let table = markdown_table(
         &[
             ("setting", Align::Left),

@@ -12,6 +12,7 @@
 //! of result rows (Flink's counted once per query in batch mode, untimed); a mismatch
 //! fails the benchmark. Writes `peer.md` and `peer.csv`.
 
+use crate::measure::median;
 use crate::report::{markdown_table, write_csv, Align};
 use anyhow::{bail, Context, Result};
 use braid_exec::runtime::{self, RunConfig};
@@ -195,14 +196,6 @@ fn flink(
     Ok(serde_json::from_str(line)?)
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n => v[n / 2],
-    }
-}
-
 /// A line of `peer.csv`: one run.
 #[derive(Serialize)]
 struct Run {
@@ -310,9 +303,9 @@ pub fn run(a: PeerArgs) -> Result<()> {
                     .map(f)
                     .collect()
             };
-            let b = median(&mut pick("braid", |r| r.seconds));
-            let fl = median(&mut pick("flink", |r| r.seconds));
-            let fnet = median(&mut pick("flink", |r| r.net_seconds));
+            let b = median(pick("braid", |r| r.seconds));
+            let fl = median(pick("flink", |r| r.seconds));
+            let fnet = median(pick("flink", |r| r.net_seconds));
             startups.extend(pick("flink", |r| r.startup_seconds));
             let rows = a.rows as f64;
             ratios.push(fnet / b);
@@ -336,7 +329,7 @@ pub fn run(a: PeerArgs) -> Result<()> {
             ]);
         }
     }
-    let startup = median(&mut startups);
+    let startup = median(startups);
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let md = markdown_table(
         &[
@@ -376,11 +369,10 @@ is not profiled here).",
         met = if lo >= 10.0 { "met" } else { "not met" }
     );
     let empty = median(
-        &mut runs
-            .iter()
+        runs.iter()
             .filter(|r| r.system == "flink")
             .map(|r| r.seconds - r.net_seconds)
-            .collect::<Vec<_>>(),
+            .collect(),
     );
     let cmd = format!(
         "cargo run --release -p braid-bench -- peer --rows {} --reps {} --python {}",

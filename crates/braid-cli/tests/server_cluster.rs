@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 /// The two server processes and their scratch directory, killed and removed on drop.
 struct Cluster {
     kids: Vec<Child>,
-    dir: PathBuf,
+    /// Removed after the processes are killed (fields drop after `drop`).
+    files: ByHand,
     port: u16,
 }
 
@@ -24,7 +25,6 @@ impl Drop for Cluster {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -32,42 +32,25 @@ impl Cluster {
     /// Starts process 1 (a follower) and process 0 (listening for clients), `workers`
     /// threads each; returns once process 0 takes connections.
     fn start(name: &str, workers: usize) -> Cluster {
-        let dir = std::env::temp_dir().join(format!(
-            "braid-server-cluster-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        let hosts = dir.join("hosts");
-        let (a, b) = (free_port(), free_port());
-        std::fs::write(&hosts, format!("127.0.0.1:{a}\n127.0.0.1:{b}\n")).expect("hosts file");
         let port = free_port();
         let mut cluster = Cluster {
             kids: Vec::new(),
-            dir: dir.clone(),
+            files: ByHand::new(name),
             port,
         };
         for process in [1, 0] {
-            let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
-            c.args([
-                "server",
-                "--workers",
-                &workers.to_string(),
-                "--processes",
-                "2",
-            ])
-            .args(["--process-index", &process.to_string()])
-            .arg("--hosts")
-            .arg(&hosts)
-            .arg("--data")
-            .arg(dir.join(format!("data{process}")))
-            .args(["--listen", &format!("127.0.0.1:{port}")])
+            let (workers, listen) = (workers.to_string(), format!("127.0.0.1:{port}"));
             // Not the default HTTP address: clusters of other tests run beside.
-            .args(["--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-            cluster.kids.push(c.spawn().expect("braid starts"));
+            let extra = [
+                "--workers",
+                &workers,
+                "--listen",
+                &listen,
+                "--http",
+                "127.0.0.1:0",
+            ];
+            let kid = cluster.files.server(process, &extra);
+            cluster.kids.push(kid);
         }
         let start = Instant::now();
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -247,24 +230,42 @@ fn answers_as_one_does(name: &str, settings: &str) {
     assert_eq!(sorted_lines(again), want);
 }
 
-/// Process 0 of a server cluster whose HTTP address is taken stops at once, naming it
-/// (it binds its sockets before it connects to the other processes; before, it hung,
-/// its workers tied to process 1's).
-#[test]
-fn a_cluster_leader_whose_address_is_taken_stops_naming_it() {
-    let dir =
-        std::env::temp_dir().join(format!("braid-server-cluster-taken-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let hosts = dir.join("hosts");
-    std::fs::write(
-        &hosts,
-        format!("127.0.0.1:{}\n127.0.0.1:{}\n", free_port(), free_port()),
-    )
-    .expect("hosts");
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
-    let http = taken.local_addr().expect("address").to_string();
-    let server = |process: usize, extra: &[&str]| {
+/// A scratch directory with a hosts file of two free loopback addresses, for server
+/// processes a test starts one by one (removed on drop).
+struct ByHand {
+    dir: PathBuf,
+    hosts: PathBuf,
+    /// The two addresses, as a process names them: `a, b`.
+    addresses: String,
+}
+
+impl Drop for ByHand {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl ByHand {
+    fn new(name: &str) -> ByHand {
+        let dir = std::env::temp_dir().join(format!(
+            "braid-server-cluster-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let hosts = dir.join("hosts");
+        let addresses = format!("127.0.0.1:{}, 127.0.0.1:{}", free_port(), free_port());
+        std::fs::write(&hosts, addresses.replace(", ", "\n") + "\n").expect("hosts");
+        ByHand {
+            dir,
+            hosts,
+            addresses,
+        }
+    }
+
+    /// Starts process `process` of the two with `extra` arguments (`--listen` among
+    /// them); its standard error piped.
+    fn server(&self, process: usize, extra: &[&str]) -> Child {
         Command::new(env!("CARGO_BIN_EXE_braid"))
             .args([
                 "server",
@@ -274,38 +275,56 @@ fn a_cluster_leader_whose_address_is_taken_stops_naming_it() {
                 &process.to_string(),
             ])
             .arg("--hosts")
-            .arg(&hosts)
+            .arg(&self.hosts)
             .arg("--data")
-            .arg(dir.join(format!("data{process}")))
-            .args(["--listen", "127.0.0.1:0"])
+            .arg(self.dir.join(format!("data{process}")))
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("braid starts")
-    };
-    let mut follower = server(1, &["--no-http"]);
-    let mut leader = server(0, &["--http", &http]);
+    }
+}
+
+/// Waits up to `limit` for `child` to end: its status and standard error, or None
+/// while it still runs.
+fn ended_within(child: &mut Child, limit: Duration) -> Option<(std::process::ExitStatus, String)> {
     let start = Instant::now();
-    let status = loop {
-        if let Some(s) = leader.try_wait().expect("wait") {
-            break s;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            let mut err = String::new();
+            if let Some(e) = child.stderr.as_mut() {
+                let _ = e.read_to_string(&mut err);
+            }
+            return Some((status, err));
         }
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = leader.kill();
-            let _ = follower.kill();
-            panic!("process 0 still runs with its HTTP address taken");
+        if start.elapsed() > limit {
+            return None;
         }
         std::thread::sleep(Duration::from_millis(20));
-    };
+    }
+}
+
+/// Process 0 of a server cluster whose HTTP address is taken stops at once, naming it
+/// (it binds its sockets before it connects to the other processes; before, it hung,
+/// its workers tied to process 1's).
+#[test]
+fn a_cluster_leader_whose_address_is_taken_stops_naming_it() {
+    let cluster = ByHand::new("taken");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let http = taken.local_addr().expect("address").to_string();
+    let any = "127.0.0.1:0";
+    let mut follower = cluster.server(1, &["--listen", any, "--no-http"]);
+    let mut leader = cluster.server(0, &["--listen", any, "--http", &http]);
+    let ended = ended_within(&mut leader, Duration::from_secs(20));
     let _ = follower.kill();
     let _ = follower.wait();
-    let mut err = String::new();
-    if let Some(e) = leader.stderr.as_mut() {
-        let _ = e.read_to_string(&mut err);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    let Some((status, err)) = ended else {
+        let _ = leader.kill();
+        let _ = leader.wait();
+        panic!("process 0 still runs with its HTTP address taken");
+    };
     assert!(!status.success());
     assert!(
         err.contains(&format!("listening on {http}: Address already in use")),
@@ -318,53 +337,24 @@ fn a_cluster_leader_whose_address_is_taken_stops_naming_it() {
 /// addresses it waited for.
 #[test]
 fn a_follower_whose_leader_never_comes_stops_after_its_connect_timeout() {
-    let dir =
-        std::env::temp_dir().join(format!("braid-server-cluster-alone-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let hosts = dir.join("hosts");
-    let addresses = format!("127.0.0.1:{}, 127.0.0.1:{}", free_port(), free_port());
-    std::fs::write(&hosts, addresses.replace(", ", "\n") + "\n").expect("hosts");
-    let mut follower = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .args(["server", "--processes", "2", "--process-index", "1"])
-        .arg("--hosts")
-        .arg(&hosts)
-        .arg("--data")
-        .arg(dir.join("data1"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--no-http",
-            "--connect-timeout",
-            "1s",
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("braid starts");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = follower.try_wait().expect("wait") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            let _ = follower.kill();
-            let _ = follower.wait();
-            let _ = std::fs::remove_dir_all(&dir);
-            panic!("the follower still waits for process 0 after 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let cluster = ByHand::new("alone");
+    let extra = [
+        "--listen",
+        "127.0.0.1:0",
+        "--no-http",
+        "--connect-timeout",
+        "1s",
+    ];
+    let mut follower = cluster.server(1, &extra);
+    let Some((status, err)) = ended_within(&mut follower, Duration::from_secs(30)) else {
+        let _ = follower.kill();
+        let _ = follower.wait();
+        panic!("the follower still waits for process 0 after 30 s");
     };
-    let mut err = String::new();
-    if let Some(e) = follower.stderr.as_mut() {
-        let _ = e.read_to_string(&mut err);
-    }
-    let _ = std::fs::remove_dir_all(&dir);
     assert_eq!(status.code(), Some(3), "{err}");
     assert!(
         err.contains("process 1 could not connect to every process of the cluster")
-            && err.contains(&addresses),
+            && err.contains(&cluster.addresses),
         "{err}"
     );
 }
