@@ -262,31 +262,212 @@ pub struct Latencies {
     /// the whole plan; [`braid_plan::plan::Sink::latency_to`]): the controller and the
     /// report judge its age on arrival instead of the latency end to end.
     pub part: std::sync::OnceLock<String>,
-    /// The stage the controller may chain onto the reader's worker, when the plan has
-    /// one and the run has several workers ([`Chain`]).
+    /// The stages the controller may chain onto the reader's worker, when the plan has
+    /// any and the run has several workers ([`Chain`]).
     pub chain: std::sync::OnceLock<Chain>,
 }
 
-/// Run-time chaining of a stateless first stage (after Nephele's dynamic task
-/// chaining): chained, the splitter on the worker that reads the source gives every
-/// row to that worker's own partitions, so the stage runs there without crossing an
-/// exchange; split, rows go to their partitions' workers as planned. A stateless
-/// function's output depends on the row alone, so the output is the same either way;
-/// the flag is read once per window, so a window goes one way or the other whole.
+/// Run-time chaining (after Nephele's dynamic task chaining) of the stages a plan runs
+/// from its source on ([`braid_plan::plan::Plan::chainable_stages`]) onto worker 0,
+/// which reads the source: chained, their rows cross no exchange; split, they go to
+/// their partitions' workers as planned.
+///
+/// - **Where.** Chained, a first stage that keeps no state gives every row to worker
+///   0's own partitions (a stateless function's output depends on the row alone); every
+///   other chained stage has all its partitions on worker 0, their state handed over
+///   by the workers that held them (its checkpoint bytes, in memory: [`Chain::give`],
+///   [`Chain::take`]).
+/// - **When.** A way holds for whole epochs: the first stage's splitter (one, on worker
+///   0) reads the way wanted at its first window of each epoch ([`Chain::record`]) and
+///   a change begins there; every later splitter and `Map` reads the way of an epoch
+///   ([`Chain::at`]), always after that record (their rows of the epoch come through
+///   the first splitter). A `Map` switches between epochs: the workers losing
+///   partitions hand them over once every earlier epoch is done there, the worker
+///   gaining them waits for them before its first row of the new way.
 #[derive(Debug)]
 pub struct Chain {
-    /// The source the stage reads (its split is the one chained).
+    /// The source the first stage reads.
     pub source: String,
-    /// Chained now.
+    /// Per stage from the source on (stage 0 first): whether its function keeps no
+    /// state. Only these stages are chained.
+    pub stages: Vec<bool>,
+    /// The way wanted now (the controller's, or the configuration's).
     pub on: std::sync::atomic::AtomicBool,
     /// Set by the run's configuration (`RunConfig::chain`): the controller leaves it.
     pub forced: bool,
+    /// Chained and split in turn every this many epochs, chained first (a test's and
+    /// a benchmark's way to run hand-overs in both directions; the controller leaves
+    /// it).
+    pub alternate: Option<u64>,
+    ways: Mutex<Ways>,
+    /// Partitions' state on its way to another worker, by (stage, partition, the first
+    /// epoch of the way it is handed over for): None for a partition never made (the
+    /// new worker makes it fresh, as the old one would). The epoch keeps hand-overs of
+    /// successive switches apart: a worker may reach the next switch before the worker
+    /// it handed a partition to has taken it.
+    handed: Mutex<Handed>,
+    /// Partitions handed over so far, and the bytes of their state.
+    gave: AtomicU64,
+    gave_bytes: AtomicU64,
+}
+
+/// What chaining did in a run ([`LatencyReport::chaining`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChainReport {
+    /// Stages that could be chained (from the source on).
+    pub stages: usize,
+    /// Of them, those whose partitions move with their state.
+    pub keeping_state: usize,
+    /// Epochs at which the way changed.
+    pub switches: Vec<(u64, bool)>,
+    /// Partitions handed from one worker to another, and the bytes of their state.
+    pub handed: u64,
+    /// See `handed`.
+    pub handed_bytes: u64,
+}
+
+/// State handed over: by (stage, partition, first epoch of the way), the bytes.
+type Handed = std::collections::HashMap<(usize, u32, u64), Option<Vec<u8>>>;
+
+#[derive(Debug, Default)]
+struct Ways {
+    /// (first epoch, chained) of every way taken, in order; the first from epoch 0.
+    switches: Vec<(u64, bool)>,
+    /// The latest epoch the first splitter recorded.
+    seen: Option<u64>,
 }
 
 impl Chain {
-    /// Whether the stage is chained now.
+    /// Chaining of `stages` (their statelessness, from the source on), over `source`,
+    /// chained from the start when `on`.
+    pub fn new(
+        source: String,
+        stages: Vec<bool>,
+        on: bool,
+        forced: bool,
+        alternate: Option<u64>,
+    ) -> Chain {
+        let on = on || alternate.is_some();
+        Chain {
+            source,
+            stages,
+            on: std::sync::atomic::AtomicBool::new(on),
+            forced: forced || alternate.is_some(),
+            alternate: alternate.map(|n| n.max(1)),
+            ways: Mutex::new(Ways {
+                switches: vec![(0, on)],
+                seen: None,
+            }),
+            handed: Mutex::default(),
+            gave: AtomicU64::new(0),
+            gave_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// What chaining did so far.
+    pub fn report(&self) -> ChainReport {
+        let w = self.ways.lock().expect("chain ways");
+        ChainReport {
+            stages: self.stages.len(),
+            keeping_state: self.stages.iter().filter(|&&stateless| !stateless).count(),
+            switches: w.switches[1..].to_vec(),
+            handed: self.gave.load(Ordering::Relaxed),
+            handed_bytes: self.gave_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Whether chaining is wanted now.
     pub fn on(&self) -> bool {
         self.on.load(Ordering::Relaxed)
+    }
+
+    /// Whether stage `stage` (from the source on, 0 first) is one chained, and then
+    /// whether its function keeps no state.
+    pub fn stage(&self, stage: usize) -> Option<bool> {
+        self.stages.get(stage).copied()
+    }
+
+    /// The first stage's splitter, for each window, in order, of epoch `epoch`: the way
+    /// of the epoch. At an epoch's first window a change wanted since begins.
+    pub fn record(&self, epoch: u64) -> bool {
+        let mut w = self.ways.lock().expect("chain ways");
+        let last = *w.switches.last().expect("a first way");
+        if w.seen.is_some_and(|s| s >= epoch) {
+            return Self::way(&w.switches, epoch);
+        }
+        w.seen = Some(epoch);
+        let want = match self.alternate {
+            Some(n) => (epoch / n).is_multiple_of(2),
+            None => self.on(),
+        };
+        // (The way of epoch 0 is the one the run began with: the `Map`s placed their
+        // partitions by it.)
+        if want != last.1 && epoch > last.0 {
+            w.switches.push((epoch, want));
+        }
+        Self::way(&w.switches, epoch)
+    }
+
+    /// Whether epoch `epoch` runs chained.
+    pub fn at(&self, epoch: u64) -> bool {
+        Self::way(&self.ways.lock().expect("chain ways").switches, epoch)
+    }
+
+    fn way(switches: &[(u64, bool)], epoch: u64) -> bool {
+        switches
+            .iter()
+            .rev()
+            .find(|s| s.0 <= epoch)
+            .map_or(switches[0].1, |s| s.1)
+    }
+
+    /// The way taken from epoch `after` on that is the `i`th (from 0) to begin after
+    /// it: a `Map` that resumed at epoch `after` switches at each in turn.
+    pub fn switch_after(&self, after: u64, i: usize) -> Option<(u64, bool)> {
+        let w = self.ways.lock().expect("chain ways");
+        w.switches.iter().filter(|s| s.0 > after).nth(i).copied()
+    }
+
+    /// Hands partition `partition` of stage `stage` (its state's checkpoint bytes, None
+    /// when it was never made) to the worker taking it at the switch to the way that
+    /// begins at epoch `at`.
+    pub fn give(&self, stage: usize, partition: u32, at: u64, state: Option<Vec<u8>>) {
+        self.gave.fetch_add(1, Ordering::Relaxed);
+        self.gave_bytes.fetch_add(
+            state.as_ref().map_or(0, |b| b.len() as u64),
+            Ordering::Relaxed,
+        );
+        self.handed
+            .lock()
+            .expect("chain hand-overs")
+            .insert((stage, partition, at), state);
+    }
+
+    /// Forgets every hand-over (a new dataflow restores its partitions from a
+    /// checkpoint instead).
+    pub fn clear_handed(&self) {
+        self.handed.lock().expect("chain hand-overs").clear();
+    }
+
+    /// The state of every one of `partitions` of stage `stage` handed over at the
+    /// switch to the way that begins at epoch `at`, once all have been (None until
+    /// then, taking none of them).
+    pub fn take(
+        &self,
+        stage: usize,
+        partitions: &[u32],
+        at: u64,
+    ) -> Option<Vec<(u32, Option<Vec<u8>>)>> {
+        let mut h = self.handed.lock().expect("chain hand-overs");
+        if !partitions.iter().all(|&p| h.contains_key(&(stage, p, at))) {
+            return None;
+        }
+        Some(
+            partitions
+                .iter()
+                .map(|&p| (p, h.remove(&(stage, p, at)).expect("checked")))
+                .collect(),
+        )
     }
 }
 
@@ -457,6 +638,7 @@ impl Latencies {
             part,
             nodes,
             trace: self.trace.lock().map(|t| t.clone()).unwrap_or_default(),
+            chaining: self.chain.get().map(Chain::report),
         }
     }
 }
@@ -482,6 +664,8 @@ pub struct LatencyReport {
     pub nodes: Vec<NodeReport>,
     /// The controller's decisions.
     pub trace: Vec<Decision>,
+    /// What run-time chaining did, when the run could chain stages.
+    pub chaining: Option<ChainReport>,
 }
 
 impl LatencyReport {
@@ -525,6 +709,18 @@ impl LatencyReport {
                 None => String::new(),
             },
         )];
+        if let Some(c) = &self.chaining {
+            let to_chained = c.switches.iter().filter(|s| s.1).count();
+            lines.push(format!(
+                "  chaining: {} stage(s) ({} keeping state); the way changed {} times ({} to chained); {} partitions handed over with {} bytes of state",
+                c.stages,
+                c.keeping_state,
+                c.switches.len(),
+                to_chained,
+                c.handed,
+                c.handed_bytes
+            ));
+        }
         for n in &self.nodes {
             lines.push(format!(
                 "  {}: queue before it p50 {}, p99 {}; age on arrival p50 {}, p99 {}",

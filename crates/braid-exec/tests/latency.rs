@@ -212,7 +212,9 @@ fn a_stateless_stage_chained_onto_the_reader_gives_the_same_output() {
     let plan = &held.jobs[0].plan;
     let text = braid_plan::explain::text(plan, &held.registry, 2);
     assert!(
-        text.contains("chaining: stage query1 keeps no state"),
+        text.contains(
+            "chaining: stages query1 (keeps no state: its rows go to worker 0's partitions)"
+        ),
         "{text}"
     );
     let expected = values(&run_it(&free, 1));
@@ -253,27 +255,92 @@ fn a_stateless_stage_chained_onto_the_reader_gives_the_same_output() {
             }
         }
     }
-    // A stage that keeps state is not chained.
-    let dir2 = scratch("latency-chain-stateful");
+    // A first stage that keeps state it cannot hand over, or whose split broadcasts to a
+    // stateless function, is not chained: see the stateful test below for the others.
+}
+
+/// Run-time chaining of stages that keep state: a filter, a keyed count per window and
+/// a count of those counts, cut at every operator (three stages: one without state,
+/// two with). Chained, every partition of the later stages runs on worker 0, its state
+/// handed over from the worker that held it; split, as placed. Forced either way, as
+/// the controller decides, and switched every epoch or every third (partitions handed
+/// over in both directions mid-run), the output equals one worker's, on 2 and 4
+/// workers; EXPLAIN names the stages and how each is chained.
+#[test]
+fn stages_that_keep_state_are_chained_with_their_state_handed_over() {
+    let dir = scratch("latency-chain-stateful");
     let mut text = String::from("time,v\n");
-    for i in 0..100u64 {
-        text += &format!("{},{}\n", i * 1000, i % 7);
+    for i in 0..3_000u64 {
+        text += &format!("{},{}\n", i * 400, (i * 37) % 23);
     }
-    std::fs::write(dir2.0.join("in.csv"), text).expect("input");
-    let grouped = compile_script(
-        "SET max_latency = '20ms'; SET partitions = 4;\n\
-         CREATE STREAM s (time BIGINT NOT NULL, v BIGINT) \
-         WITH (path = 'in.csv', event_time = 'time', epoch = 10000);\n\
-         CREATE SINK out WITH (sink = 'collect');\n\
-         INSERT INTO out SELECT v, count(*) AS n FROM s GROUP BY TUMBLE(time, 10000), v;",
-        &dir2.0,
-        &Registry::with_builtins(),
-    )
-    .expect("compile");
-    let plan = &grouped.jobs[0].plan;
-    assert!(plan.chainable_stage(&grouped.registry).is_none());
-    let text = braid_plan::explain::text(plan, &grouped.registry, 2);
-    assert!(text.contains("chaining: none"), "{text}");
+    std::fs::write(dir.0.join("in.csv"), text).expect("input");
+    let script = |settings: &str, stages: &str| {
+        compile_script(
+            &format!(
+                "{settings} SET partitions = 4; SET stages = '{stages}';\n\
+                 CREATE STREAM s (time BIGINT NOT NULL, v BIGINT) \
+                 WITH (path = 'in.csv', event_time = 'time', epoch = 10000);\n\
+                 CREATE SINK out WITH (sink = 'collect');\n\
+                 INSERT INTO out SELECT window_end, n, count(*) AS k FROM \
+                 (SELECT window_end AS we, v, count(*) AS n FROM s WHERE v < 20 \
+                 GROUP BY TUMBLE(time, 20000), v) AS per GROUP BY TUMBLE(we, 40000), n;"
+            ),
+            &dir.0,
+            &Registry::with_builtins(),
+        )
+        .expect("compile")
+    };
+    for (stages, workers) in [("operator", 2), ("operator", 4), ("subquery", 2)] {
+        let expected = values(&run_it(&script("", stages), 1));
+        assert!(expected.len() > 20, "{expected:?}");
+        let held = script("SET max_latency = '20ms';", stages);
+        let plan = &held.jobs[0].plan;
+        let chainable = plan.chainable_stages(&held.registry).expect("chainable");
+        let kinds: Vec<bool> = chainable.stages.iter().map(|s| s.stateless).collect();
+        assert!(kinds.contains(&false), "{chainable:?}");
+        let text = braid_plan::explain::text(plan, &held.registry, 2);
+        assert!(
+            text.contains("chaining: stages")
+                && text.contains("(its partitions' state handed over)"),
+            "{text}"
+        );
+        for (chain, alternate) in [
+            (Some(true), None),
+            (Some(false), None),
+            (None, None),
+            (None, Some(1)),
+            (None, Some(3)),
+        ] {
+            let cfg = RunConfig {
+                workers,
+                measure_latency: true,
+                chain,
+                chain_alternate: alternate,
+                ..RunConfig::default()
+            };
+            let what =
+                format!("{stages}: {workers} workers, chain {chain:?}, alternate {alternate:?}");
+            let r = run(plan, &held.registry, &cfg).expect("run");
+            assert_eq!(values(&r), expected, "{what}");
+            let chaining = r.latency.expect("measured").chaining;
+            if chain == Some(false) {
+                assert_eq!(chaining, None, "{what}: never chained");
+                continue;
+            }
+            let c = chaining.expect("stages could be chained");
+            assert_eq!(c.stages, kinds.len(), "{what}");
+            match (chain, alternate) {
+                (Some(true), None) => assert!(c.switches.is_empty(), "{what}: {c:?}"),
+                (None, Some(_)) => {
+                    // 120 epochs of rows: the way changed many times, and each change
+                    // handed over the partitions not placed on worker 0.
+                    assert!(c.switches.len() >= 10, "{what}: {c:?}");
+                    assert!(c.handed >= 10 && c.handed_bytes > 0, "{what}: {c:?}");
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// A constraint's duration is written in `us`, `ms` or `s`: `'10 minutes'` is refused,

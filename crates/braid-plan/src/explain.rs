@@ -107,18 +107,32 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                     s.input.leaf_source().name,
                     LATENCY_BUDGET
                 );
-                let _ = match s.input.chainable_stage(registry) {
-                    Some((_, f)) if workers > 1 => writeln!(
-                        out,
-                        "{pad}  chaining: stage {f} keeps no state and one splitter feeds it: the controller \
-                         may chain it onto worker 0, the reader (its rows then cross no exchange), when an \
-                         interval run so has the lower p99, and splits it again when the reader falls behind"
-                    ),
+                let _ = match s.input.chainable_stages(registry) {
+                    Some(c) if workers > 1 => {
+                        let stages: Vec<String> = c
+                            .stages
+                            .iter()
+                            .enumerate()
+                            .map(|(i, st)| match (i, st.stateless) {
+                                (0, true) => format!("{} (keeps no state: its rows go to worker 0's partitions)", st.function),
+                                (_, true) => format!("{} (keeps no state)", st.function),
+                                (_, false) => format!("{} (its partitions' state handed over)", st.function),
+                            })
+                            .collect();
+                        writeln!(
+                            out,
+                            "{pad}  chaining: stages {} may run on worker 0, the reader, one splitter feeding each: \
+                             the controller chains them (their rows then cross no exchange) when an interval run so \
+                             has the lower p99, and splits them again when the reader falls behind",
+                            stages.join(", ")
+                        )
+                    }
                     Some(_) => Ok(()),
                     None if workers > 1 => writeln!(
                         out,
-                        "{pad}  chaining: none (the first stage keeps state, or its split broadcasts or has \
-                         several splitters): its partitions stay where they are placed"
+                        "{pad}  chaining: none (the first stage keeps state it cannot hand over, or its split \
+                         broadcasts to a stage that keeps none, or has several splitters): its partitions stay \
+                         where they are placed"
                     ),
                     None => Ok(()),
                 };

@@ -63,6 +63,16 @@ impl Hosts {
         }
     }
 
+    /// Every one of `q` partitions on worker `w` of `workers`.
+    pub fn on_one(w: u32, q: u32, workers: usize) -> Hosts {
+        let workers = workers.max(1);
+        Hosts {
+            table: Some(vec![w; q as usize].into()),
+            workers,
+            modulo: FastMod::new(workers as u32),
+        }
+    }
+
     /// Worker of partition `p` (a table entry beyond the workers wraps around, so a
     /// table made for more workers still names a worker): [`partition_worker`] without
     /// a table. Called for every row a split routes, so it divides by multiplying.

@@ -696,31 +696,66 @@ impl Plan {
         }
     }
 
-    /// The stage a latency constraint's controller may chain at run time onto the worker
-    /// that reads the source, if the plan has one: a `Map` whose stream function is
-    /// stateless ([`crate::function::StreamFunctionFactory::stateless`]), fed by a split
-    /// of the source (not of late rows) with no broadcast and one splitter (fsplit, or
-    /// its shape not chosen yet). Returns the source's name and the function's.
-    pub fn chainable_stage(
-        &self,
-        registry: &crate::function::Registry,
-    ) -> Option<(String, String)> {
-        if let Plan::Together(plans) = self {
-            return plans.first().and_then(|p| p.chainable_stage(registry));
-        }
-        if let Plan::Map(m) = self {
-            if let Plan::Split(s) = m.input.as_ref() {
-                if let Plan::Source(src) = s.input.as_ref() {
-                    let stateless = registry.function(&m.function).is_ok_and(|f| f.stateless());
-                    let one_splitter = matches!(s.shape, None | Some(SplitShape::Fsplit));
-                    let late = matches!(src.spec, SourceSpec::Late { .. });
-                    if stateless && one_splitter && s.broadcast.is_none() && !late {
-                        return Some((src.name.clone(), m.function.clone()));
-                    }
-                }
+    /// The stages a latency constraint's controller may chain at run time onto the
+    /// worker that reads the source (worker 0), if the plan has any: the `Map`s of the
+    /// plan (the first of a `Together`) from its source on, as long as each is fed by
+    /// one splitter (fsplit, or its shape not chosen yet; a split tree or parasplit
+    /// ends the run of stages) and its function either keeps no state
+    /// ([`crate::function::StreamFunctionFactory::stateless`]) or can hand its state
+    /// over ([`crate::function::StreamFunctionFactory::checkpoints`]). The first stage
+    /// reads the source (not late rows); when it keeps no state its split must not
+    /// broadcast (chained, its rows go to worker 0's own partitions: see
+    /// [`ChainStage::stateless`]).
+    pub fn chainable_stages(&self, registry: &crate::function::Registry) -> Option<Chainable> {
+        let mut maps = Vec::new();
+        let mut at = match self {
+            Plan::Together(plans) => plans.first()?,
+            p => p,
+        };
+        loop {
+            if let Plan::Map(m) = at {
+                maps.push(m);
+            }
+            match at.input() {
+                Some(p) => at = p,
+                None => break,
             }
         }
-        self.input().and_then(|p| p.chainable_stage(registry))
+        let Plan::Source(src) = at else { return None };
+        if matches!(src.spec, SourceSpec::Late { .. }) {
+            return None;
+        }
+        let mut stages = Vec::new();
+        for (i, m) in maps.iter().rev().enumerate() {
+            let Plan::Split(s) = m.input.as_ref() else {
+                break;
+            };
+            if !matches!(s.shape, None | Some(SplitShape::Fsplit)) {
+                break;
+            }
+            let Ok(f) = registry.function(&m.function) else {
+                break;
+            };
+            let stateless = f.stateless();
+            if i == 0 && !matches!(s.input.as_ref(), Plan::Source(_)) {
+                return None;
+            }
+            let ok = match i == 0 && stateless {
+                true => s.broadcast.is_none(),
+                false => stateless || f.checkpoints(),
+            };
+            if !ok {
+                break;
+            }
+            stages.push(ChainStage {
+                function: m.function.clone(),
+                stateless,
+            });
+        }
+        (!stages.is_empty()).then(|| Chainable {
+            source: src.name.clone(),
+            stages,
+        })
     }
 
     /// The tightest latency constraint of the plan's sinks, if any has one.
@@ -1050,6 +1085,27 @@ fn agg_field(a: &Agg, input: &Schema) -> Result<Field> {
             Field::new(&format!("{prefix}_{}", f.name), f.ty)
         }
     })
+}
+
+/// The stages a run may chain onto the worker that reads the source
+/// ([`Plan::chainable_stages`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chainable {
+    /// The source the first stage reads.
+    pub source: String,
+    /// The stages from the source on (stage 0 first).
+    pub stages: Vec<ChainStage>,
+}
+
+/// One stage a run may chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChainStage {
+    /// Its stream function.
+    pub function: String,
+    /// Its function keeps no state. Chained, the first stage's rows then go to worker
+    /// 0's own partitions (instances of such a function are interchangeable); any other
+    /// stage moves all its partitions to worker 0, with their state.
+    pub stateless: bool,
 }
 
 #[cfg(test)]

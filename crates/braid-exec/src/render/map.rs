@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::shared::Shared;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::function::{Emitter, Registry, RowFault, StreamFunction};
-use braid_plan::placement::{class_members, intersect, Hosts};
+use braid_plan::placement::{class_members, intersect, Hosts, FSPLIT_WORKER};
 use braid_plan::plan::{Map, Plan, Scheduler};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -99,13 +99,44 @@ pub(crate) fn render<'s>(
     let every_epoch = factory.every_epoch();
     let me = place.index;
     let hosts = Hosts::of(split, place.peers);
-    // This worker's partitions, and each partition's index among them (NOT_HERE if
-    // another worker hosts it).
-    let local: Vec<u32> = hosts.partitions(q, me);
-    let mut index = vec![NOT_HERE; q as usize];
-    for (k, &p) in local.iter().enumerate() {
-        index[p as usize] = k as u32;
-    }
+    // A stage the controller may chain ([`crate::qos::Chain`]) has all its partitions
+    // on worker 0 while chained (a first stage that keeps no state is chained by its
+    // splitter instead: its rows go to worker 0's own partitions).
+    let store = shared.checkpoints.clone();
+    let moves = shared
+        .latencies
+        .chain
+        .get()
+        .and_then(|c| c.stage(stage))
+        .filter(|&stateless| !(stage == 0 && stateless))
+        .map(|stateless| Moves {
+            latencies: shared.latencies.clone(),
+            ticks: shared.ticks,
+            stateless,
+            // A run restored from checkpoint `c` resumes at epoch `c + 1`.
+            since: store
+                .as_ref()
+                .and_then(|s| s.restored_epoch())
+                .map_or(0, |c| c + 1),
+        });
+    // The partitions the plan places here; and those this worker can host (while
+    // chained, worker 0 hosts them all).
+    let planned: Vec<u32> = hosts.partitions(q, me);
+    let local: Vec<u32> = match &moves {
+        Some(_) if me == FSPLIT_WORKER => (0..q).collect(),
+        _ => planned.clone(),
+    };
+    let chained_now = moves.as_ref().is_some_and(|m| m.chain().at(m.since));
+    // Per local partition: whether it is here now.
+    let here: Vec<bool> = local
+        .iter()
+        .map(|p| match chained_now {
+            true => me == FSPLIT_WORKER,
+            false => planned.contains(p),
+        })
+        .collect();
+    // Per local partition: whether the plan places it here.
+    let planned: Vec<bool> = local.iter().map(|p| planned.contains(p)).collect();
     let name = braid_plan::plan::map_name(&map.function);
     let function = map.function.clone();
     let timed = shared.measure_costs;
@@ -126,7 +157,6 @@ pub(crate) fn render<'s>(
         Some(ticks) => input.concat(ticks),
         None => input,
     };
-    let store = shared.checkpoints.clone();
     let policy = map.scheduler;
     let quantum = shared
         .quantum
@@ -151,9 +181,11 @@ pub(crate) fn render<'s>(
             let mut parts = Partitions {
                 slots: local
                     .iter()
-                    .map(|&partition| Slot {
+                    .zip(&here)
+                    .map(|(&partition, &here)| Slot {
                         f: None,
                         partition,
+                        here,
                         failed: false,
                         touched: false,
                         in_epoch: false,
@@ -161,9 +193,14 @@ pub(crate) fn render<'s>(
                     .collect(),
                 factory,
                 q,
+                stage,
                 function: function.clone(),
                 shared: shared.clone(),
             };
+            // Each hosted partition's index among this worker's (NOT_HERE if another
+            // worker hosts it now).
+            let mut index = parts.index();
+            let mut moves = moves;
             if let Some(store) = &store {
                 if let Err(e) = parts.restore(store, stage) {
                     shared.fatal(e);
@@ -213,9 +250,50 @@ pub(crate) fn render<'s>(
                 // An epoch is done once neither rows nor a barrier can still come for it.
                 let done = |t: u64| !frontier.less_equal(&t) && !barrier_frontier.less_equal(&t);
                 let began = Instant::now();
+                // The first time of the next switch of the stage's way, if one is due.
+                let mut bound = moves.as_ref().and_then(Moves::bound);
+                let before = |t: u64, bound: Option<u64>| bound.is_none_or(|b| t < b);
+                // Waiting for partitions handed over to this worker.
+                let mut taking = false;
                 loop {
                     if running.is_none() {
-                        let Some((t, cap, mut batches)) = stash.pop_done(done) else {
+                        let Some((t, cap, mut batches)) =
+                            stash.pop_done(|t| done(t) && before(t, bound))
+                        else {
+                            // Every epoch before the switch done and run here: the
+                            // partitions change hands.
+                            if let Some(b) = bound.filter(|&b| done(b - 1)) {
+                                let m = moves.as_mut().expect("a bound comes from moves");
+                                if let Some((e, end, newest)) = open.take() {
+                                    end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
+                                    report_faults(
+                                        &mut faults,
+                                        &shared,
+                                        &function,
+                                        source.as_deref(),
+                                    );
+                                    if let Some(w) = take_window(&mut out, me) {
+                                        output.session(&end).give(stamp(w, newest, &shared));
+                                    }
+                                }
+                                while let Some((c, _held)) = held.pop(|t| t < b) {
+                                    if let Some(store) = &store {
+                                        if let Err(e) = parts.save(store, stage, c) {
+                                            shared.fatal(e);
+                                        }
+                                    }
+                                }
+                                match parts.switch(m, &planned, me == FSPLIT_WORKER) {
+                                    Ok(true) => {
+                                        index = parts.index();
+                                        targets = BroadcastTargets::default();
+                                        bound = m.bound();
+                                        continue;
+                                    }
+                                    Ok(false) => taking = true,
+                                    Err(e) => shared.fatal(e),
+                                }
+                            }
                             break;
                         };
                         let epoch = tk.epoch(t);
@@ -503,14 +581,20 @@ pub(crate) fn render<'s>(
                         output.session(&end).give(stamp(w, newest, &shared));
                     }
                 }
-                while let Some((c, _held)) = held.pop(done) {
+                while let Some((c, _held)) = held.pop(|t| done(t) && before(t, bound)) {
                     if let Some(store) = &store {
                         if let Err(e) = parts.save(store, stage, c) {
                             shared.fatal(e);
                         }
                     }
                 }
-                if frontier.is_empty() {
+                if taking {
+                    // The workers handing partitions over run on their own threads:
+                    // look again soon.
+                    activator.activate();
+                    return;
+                }
+                if frontier.is_empty() && bound.is_none() {
                     if let Some(cap) = end_cap.take() {
                         for (k, &p) in local.iter().enumerate() {
                             if !parts.created(k) {
@@ -611,12 +695,43 @@ fn seen(
 /// Index of a partition another worker hosts.
 const NOT_HERE: u32 = u32::MAX;
 
+/// A chained stage's `Map` ([`crate::qos::Chain`]): the way it runs now, and the next.
+struct Moves {
+    latencies: Arc<crate::qos::Latencies>,
+    ticks: crate::qos::Ticks,
+    /// The stage's function keeps no state: nothing to hand over.
+    stateless: bool,
+    /// The epoch the way taken now began (or the run resumed) at.
+    since: u64,
+}
+
+impl Moves {
+    fn chain(&self) -> &crate::qos::Chain {
+        self.latencies
+            .chain
+            .get()
+            .expect("a chained stage's run has a chain")
+    }
+
+    /// The next way, with the epoch it begins at.
+    fn next(&self) -> Option<(u64, bool)> {
+        self.chain().switch_after(self.since, 0)
+    }
+
+    /// The first time of the next way's first epoch, if there is one: nothing at or
+    /// after it runs before the switch.
+    fn bound(&self) -> Option<u64> {
+        self.next().map(|(e, _)| self.ticks.first(e))
+    }
+}
+
 /// The stream-function instances of a worker's partitions (indexed by their place among
 /// the worker's partitions), made on first use.
 struct Partitions {
     slots: Vec<Slot>,
     factory: Arc<dyn braid_plan::function::StreamFunctionFactory>,
     q: u32,
+    stage: usize,
     function: String,
     shared: Arc<Shared>,
 }
@@ -625,6 +740,8 @@ struct Partitions {
 struct Slot {
     f: Option<Box<dyn StreamFunction>>,
     partition: u32,
+    /// This worker hosts it now (a chained stage's partitions move: see [`Moves`]).
+    here: bool,
     /// Its function panicked: its rows are dropped (the run fails).
     failed: bool,
     /// It had rows in the epoch being processed row by row.
@@ -658,7 +775,7 @@ impl Partitions {
     fn save(&self, store: &Store, stage: usize, epoch: u64) -> Result<()> {
         let mut buf = Vec::new();
         for slot in &self.slots {
-            let Some(f) = slot.f.as_ref().filter(|_| !slot.failed) else {
+            let Some(f) = slot.f.as_ref().filter(|_| !slot.failed && slot.here) else {
                 continue;
             };
             buf.clear();
@@ -679,7 +796,7 @@ impl Partitions {
             Some(was) if was != self.q => return self.restore_rescaled(store, stage, was),
             _ => {}
         }
-        for slot in &mut self.slots {
+        for slot in self.slots.iter_mut().filter(|s| s.here) {
             let Some(bytes) = store.read_part(stage, slot.partition)? else {
                 continue;
             };
@@ -702,7 +819,7 @@ impl Partitions {
     fn restore_rescaled(&mut self, store: &Store, stage: usize, was: u32) -> Result<()> {
         let g = gcd(was, self.q).max(1);
         let modulo = super::route::Modulo::new(self.q);
-        for slot in &mut self.slots {
+        for slot in self.slots.iter_mut().filter(|s| s.here) {
             let p = slot.partition;
             let mut f: Option<Box<dyn StreamFunction>> = None;
             for old in (p % g..was).step_by(g as usize) {
@@ -724,7 +841,96 @@ impl Partitions {
     }
 
     fn created(&self, k: usize) -> bool {
-        self.slots[k].f.is_some()
+        self.slots[k].here && self.slots[k].f.is_some()
+    }
+
+    /// Each partition's index among the slots, for those hosted here now (NOT_HERE for
+    /// the others).
+    fn index(&self) -> Vec<u32> {
+        let mut index = vec![NOT_HERE; self.q as usize];
+        for (k, slot) in self.slots.iter().enumerate() {
+            if slot.here {
+                index[slot.partition as usize] = k as u32;
+            }
+        }
+        index
+    }
+
+    /// Takes the stage's next way ([`Moves::next`]), every epoch before it done and run
+    /// here: hands over the partitions this worker stops hosting and takes those it
+    /// starts to (`planned`: per slot, whether the plan places it here). False, having
+    /// changed nothing, while a partition to take has not been handed over yet.
+    fn switch(&mut self, moves: &mut Moves, planned: &[bool], me_first: bool) -> Result<bool> {
+        let (e, chained) = moves.next().expect("a switch is due");
+        let wanted: Vec<bool> = planned
+            .iter()
+            .map(|&p| match chained {
+                true => me_first,
+                false => p,
+            })
+            .collect();
+        let chain = moves.chain();
+        if !moves.stateless {
+            let take: Vec<u32> = self
+                .slots
+                .iter()
+                .zip(&wanted)
+                .filter(|(s, &w)| w && !s.here)
+                .map(|(s, _)| s.partition)
+                .collect();
+            let states = match take.is_empty() {
+                true => Vec::new(),
+                false => match chain.take(self.stage, &take, e) {
+                    Some(states) => states,
+                    None => return Ok(false),
+                },
+            };
+            for (p, state) in states {
+                let slot = self
+                    .slots
+                    .iter_mut()
+                    .find(|s| s.partition == p)
+                    .expect("taken from the slots");
+                slot.f = match state {
+                    None => None,
+                    Some(bytes) => {
+                        let mut f = self.factory.create(p, self.q);
+                        f.restore(&bytes).map_err(|err| {
+                            braid_plan::error::Error::Internal(format!(
+                                "taking over partition {p} of `{}` (stage {}) at epoch {e}: {err}",
+                                self.function, self.stage
+                            ))
+                        })?;
+                        Some(f)
+                    }
+                };
+            }
+        }
+        let mut buf = Vec::new();
+        for (slot, &w) in self.slots.iter_mut().zip(&wanted) {
+            if slot.here && !w && !moves.stateless {
+                let state = match slot.f.as_ref().filter(|_| !slot.failed) {
+                    None => None,
+                    Some(f) => {
+                        buf.clear();
+                        f.save(&mut buf).map_err(|err| {
+                            braid_plan::error::Error::Internal(format!(
+                                "handing over partition {} of `{}` (stage {}) at epoch {e}: {err}",
+                                slot.partition, self.function, self.stage
+                            ))
+                        })?;
+                        Some(buf.clone())
+                    }
+                };
+                chain.give(self.stage, slot.partition, e, state);
+            }
+            if slot.here != w {
+                slot.f = slot.f.take().filter(|_| w);
+                slot.here = w;
+            }
+        }
+        moves.since = e;
+        Ok(true)
     }
 
     /// Local partition `k`'s function panicked: it is dropped and the run fails with an

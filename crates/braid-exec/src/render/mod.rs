@@ -351,7 +351,8 @@ fn node_ops<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Window
         }
         Plan::Split(s) => {
             let upstream = split_input(cx, &s.input, below)?;
-            split::render(upstream, s, registry, place, shared)?
+            let stage = cx.stage_base + s.input.maps();
+            split::render(upstream, s, stage, registry, place, shared)?
         }
         Plan::Map(m) => {
             let out_schema = plan.schema(registry)?;
@@ -366,7 +367,8 @@ fn node_ops<'s>(cx: &mut Cx<'_, 's>, plan: &Plan, depth: usize) -> Result<Window
                     };
                     let split = cx.owned(Some(split_at), |cx| {
                         let source = split_input(cx, &s.input, below + 1)?;
-                        split::render(source, s, registry, place, shared)
+                        let stage = cx.stage_base + s.input.maps();
+                        split::render(source, s, stage, registry, place, shared)
                     })?;
                     (cx.counted(split_at, split), Some(cx.ticks()?))
                 }

@@ -24,6 +24,7 @@ use timely::dataflow::operators::generic::Operator;
 pub(crate) fn render<'s>(
     input: Windows<'s>,
     split: &Split,
+    stage: usize,
     registry: &Registry,
     place: Place,
     shared: &Arc<Shared>,
@@ -59,38 +60,39 @@ pub(crate) fn render<'s>(
             ..WindowSplitter::new(split, registry, place.peers, place.process())?
         })
     };
-    // The stage the controller may chain onto the reader's worker (worker 0 reads
-    // under a constraint, and fsplit's one splitter is there): see `crate::qos::Chain`.
+    // A stage the controller may chain onto the reader's worker: see `crate::qos::Chain`.
     let chain = shared
         .latencies
         .chain
         .get()
-        .filter(|c| matches!(split.input.as_ref(), braid_plan::plan::Plan::Source(s) if s.name == c.source))
-        .map(|_| Chained {
+        .and_then(|c| c.stage(stage))
+        .map(|stateless| ChainSplit {
             latencies: shared.latencies.clone(),
-            me: FSPLIT_WORKER,
-            mine: Hosts::of(split, place.peers).partitions(split.q, FSPLIT_WORKER),
+            ticks: shared.ticks,
+            first: stage == 0,
+            // Chained, a first stage that keeps no state runs on worker 0's own
+            // partitions; any other has all its partitions there.
+            mine: (stage == 0 && stateless)
+                .then(|| Hosts::of(split, place.peers).partitions(split.q, FSPLIT_WORKER)),
+            hosts: Hosts::on_one(FSPLIT_WORKER as u32, split.q, place.peers),
+            scratch: Scratch::default(),
         })
-        .filter(|c| !c.mine.is_empty());
+        .filter(|c| c.mine.as_ref().is_none_or(|m| !m.is_empty()));
     Ok(match shape {
-        SplitShape::Fsplit if !local && chain.is_some() => splitter(
+        SplitShape::Fsplit => splitter(
             input,
             WindowSplitter {
                 chain,
                 ..window_splitter()?
             },
-            At::Worker(FSPLIT_WORKER),
-            "Fsplit",
-            guard,
-        ),
-        SplitShape::Fsplit if local => {
-            splitter(input, window_splitter()?, At::Local, "Fsplit(local)", guard)
-        }
-        SplitShape::Fsplit => splitter(
-            input,
-            window_splitter()?,
-            At::Worker(FSPLIT_WORKER),
-            "Fsplit",
+            match local {
+                true => At::Local,
+                false => At::Worker(FSPLIT_WORKER),
+            },
+            match local {
+                true => "Fsplit(local)",
+                false => "Fsplit",
+            },
             guard,
         ),
         SplitShape::Tree(t) => tree(
@@ -129,16 +131,22 @@ pub struct WindowSplitter {
     /// The workers of this splitter's process (a window is shared only among them).
     local: std::ops::Range<usize>,
     scratch: Scratch,
-    /// A stateless first stage the controller may chain onto this splitter's worker.
-    chain: Option<Chained>,
+    /// A stage the controller may chain onto worker 0 ([`crate::qos::Chain`]).
+    chain: Option<ChainSplit>,
 }
 
-/// Where a chained stage runs: this worker, on its own partitions.
-struct Chained {
+/// How a splitter routes a chained stage's rows.
+struct ChainSplit {
     latencies: Arc<crate::qos::Latencies>,
-    me: usize,
-    /// The partitions this worker hosts (not empty).
-    mine: Vec<u32>,
+    ticks: crate::qos::Ticks,
+    /// The first stage's splitter: it records the way of each epoch.
+    first: bool,
+    /// A first stage that keeps no state: worker 0's own partitions, which take its rows
+    /// chained.
+    mine: Option<Vec<u32>>,
+    /// Every partition on worker 0: where any other chained stage's rows go.
+    hosts: Hosts,
+    scratch: Scratch,
 }
 
 impl WindowSplitter {
@@ -163,12 +171,6 @@ impl WindowSplitter {
     /// itself once for every worker of this process it is shared with, and for every
     /// other worker with rows a batch of copies of them.
     pub fn split(&mut self, w: Window, give: &mut dyn FnMut(Window)) {
-        if let Some(c) = &self.chain {
-            if c.latencies.chain.get().is_some_and(crate::qos::Chain::on) {
-                chain_window(&self.router, c, &mut self.scratch.lanes, w, give);
-                return;
-            }
-        }
         split_window(
             &self.router,
             &self.hosts,
@@ -177,6 +179,37 @@ impl WindowSplitter {
             w,
             give,
         );
+    }
+
+    /// [`WindowSplitter::split`] of a window at time `t`: a chained stage's rows go to
+    /// worker 0 when the window's epoch runs chained.
+    fn split_at(&mut self, t: u64, w: Window, give: &mut dyn FnMut(Window)) {
+        if let Some(c) = &mut self.chain {
+            if let Some(chain) = c.latencies.chain.get() {
+                let epoch = c.ticks.epoch(t);
+                let on = match c.first {
+                    true => chain.record(epoch),
+                    false => chain.at(epoch),
+                };
+                if on {
+                    match &c.mine {
+                        Some(mine) => {
+                            chain_window(&self.router, mine, &mut c.scratch.lanes, w, give)
+                        }
+                        None => split_window(
+                            &self.router,
+                            &c.hosts,
+                            &self.local,
+                            &mut c.scratch,
+                            w,
+                            give,
+                        ),
+                    }
+                    return;
+                }
+            }
+        }
+        self.split(w, give);
     }
 }
 
@@ -225,7 +258,7 @@ impl ClassHosts {
 /// stay together), the whole window given to this worker.
 fn chain_window(
     router: &Router,
-    chain: &Chained,
+    mine: &[u32],
     lanes: &mut Vec<u64>,
     mut w: Window,
     give: &mut dyn FnMut(Window),
@@ -233,15 +266,15 @@ fn chain_window(
     let batch = w.batch_mut();
     lanes.clear();
     router.each_dest(batch, |_, dest| lanes.push(lane_of(dest)));
-    let n = chain.mine.len() as u64;
+    let n = mine.len() as u64;
     for (key, &lane) in batch.keys_mut().iter_mut().zip(lanes.iter()) {
         key.lane = match lane == RowKey::OMIT || RowKey::broadcast_target(lane).is_some() {
             true => lane,
-            false => u64::from(chain.mine[(lane % n) as usize]),
+            false => u64::from(mine[(lane % n) as usize]),
         };
     }
     give(Window {
-        to: chain.me as u64,
+        to: FSPLIT_WORKER as u64,
         node: 0,
         rows: None,
         ..w
@@ -394,10 +427,11 @@ fn splitter<'s>(
             input.unary::<WindowBuilder, _, _, _>($pact, name, move |_, _| {
                 move |input, output| {
                     input.for_each(|cap, data| {
+                        let t = cap.least().copied().unwrap_or(0);
                         let mut session = output.session(&cap);
                         for w in data.drain(..) {
                             guarded(guard.as_ref(), || {
-                                splitter.split(w, &mut |x| session.give(x))
+                                splitter.split_at(t, w, &mut |x| session.give(x))
                             });
                         }
                     });

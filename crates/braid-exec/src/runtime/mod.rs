@@ -94,10 +94,15 @@ pub struct RunConfig {
     /// Under a latency constraint, cut windows of exactly this many rows instead of
     /// steering W (a benchmark's fixed buffers); None: the controller steers.
     pub fixed_window: Option<usize>,
-    /// Under a latency constraint, with a stateless first stage and several workers:
-    /// chain it onto the reader's worker always (`Some(true)`), never (`Some(false)`),
-    /// or as the controller decides (None; see `crate::qos::Chaining`).
+    /// Under a latency constraint, with stages that can be chained onto the reader's
+    /// worker (`Plan::chainable_stages`) and several workers: chain them always
+    /// (`Some(true)`), never (`Some(false)`), or as the controller decides (None; see
+    /// `crate::qos::Chaining`).
     pub chain: Option<bool>,
+    /// Chain and split those stages in turn every this many epochs, chained first (their
+    /// partitions' state handed over each time: a test's and a benchmark's knob; it
+    /// overrides `chain`).
+    pub chain_alternate: Option<u64>,
     /// How long a `Map` runs before it yields to the operators after it; None: as its
     /// scheduler and the latency constraint say (`braid_plan::plan::Scheduler`). Zero
     /// yields after every slice of rows (tests run the policies' resumption that way).
@@ -129,6 +134,7 @@ impl Default for RunConfig {
             measure_latency: false,
             fixed_window: None,
             chain: None,
+            chain_alternate: None,
             quantum: None,
         }
     }
@@ -310,13 +316,24 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if let Some(part) = plan.latency_part() {
         let _ = shared.latencies.part.set(part.to_string());
     }
-    if constraint.is_some() && total_workers > 1 && cfg.chain != Some(false) {
-        if let Some((source, _)) = plan.chainable_stage(registry) {
-            let _ = shared.latencies.chain.set(crate::qos::Chain {
-                source,
-                on: std::sync::atomic::AtomicBool::new(cfg.chain == Some(true)),
-                forced: cfg.chain.is_some(),
-            });
+    let chain_wanted = cfg.chain != Some(false) || cfg.chain_alternate.is_some();
+    if constraint.is_some() && total_workers > 1 && chain_wanted {
+        if let Some(c) = plan.chainable_stages(registry) {
+            let mut stages: Vec<bool> = c.stages.iter().map(|s| s.stateless).collect();
+            // A stage's state is handed over in memory: a cluster chains the stages
+            // before the first that keeps state.
+            if cfg.processes > 1 {
+                stages.truncate(stages.iter().take_while(|&&stateless| stateless).count());
+            }
+            if !stages.is_empty() {
+                let _ = shared.latencies.chain.set(crate::qos::Chain::new(
+                    c.source,
+                    stages,
+                    cfg.chain == Some(true),
+                    cfg.chain.is_some(),
+                    cfg.chain_alternate,
+                ));
+            }
         }
     }
     shared.quantum = cfg.quantum;
@@ -397,6 +414,12 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             let mut dataflows = 0usize;
             loop {
                 dataflows += 1;
+                if worker.index() == 0 {
+                    // State handed over in an earlier dataflow is in its checkpoint.
+                    if let Some(c) = shared_w.latencies.chain.get() {
+                        c.clear_handed();
+                    }
+                }
                 let shares = Shares::build(
                     worker,
                     &plan_now,
