@@ -968,30 +968,42 @@ pub fn check_reference(
 /// How the oracle runs a query: as planned, or under a latency constraint (its
 /// source cut into windows of at most 2 rows: every epoch comes in several ticks, see
 /// `braid_exec::qos`), and with a scheduler other than the default, each `Map`
-/// yielding after every slice of rows (a zero quantum), and with a stateless first
-/// stage chained onto the reader's worker (`RunConfig::chain`; no effect on a stage
-/// that keeps state).
+/// yielding after every slice of rows (a zero quantum), and with the stages that can
+/// be chained onto the reader's worker chained (`RunConfig::chain`: a first stage that
+/// keeps no state runs on worker 0's partitions, the other stages have all their
+/// partitions on worker 0), or chained and split in turn every epoch, the partitions'
+/// state handed over at each switch (`RunConfig::chain_alternate`).
 #[derive(Clone, Copy, Debug)]
 struct Mode {
     ticks: bool,
     scheduler: Option<braid_plan::plan::Scheduler>,
     chain: Option<bool>,
+    alternate: Option<u64>,
 }
 
 const PLAIN: Mode = Mode {
     ticks: false,
     scheduler: None,
     chain: None,
+    alternate: None,
 };
 const TICKS: Mode = Mode {
     ticks: true,
     scheduler: None,
     chain: None,
+    alternate: None,
 };
 const CHAINED: Mode = Mode {
     ticks: true,
     scheduler: None,
     chain: Some(true),
+    alternate: None,
+};
+const ALTERNATING: Mode = Mode {
+    ticks: true,
+    scheduler: None,
+    chain: None,
+    alternate: Some(1),
 };
 
 impl Mode {
@@ -1013,6 +1025,7 @@ impl Mode {
             read: chunks(),
             quantum: self.scheduler.map(|_| std::time::Duration::ZERO),
             chain: self.chain,
+            chain_alternate: self.alternate,
             ..RunConfig::default()
         }
     }
@@ -1186,6 +1199,7 @@ proptest! {
         check_reference_of(&calls, &texts, &watch, None, STAGES, TICKS)?;
         check_late_reference_of(&calls, &texts, STAGES, TICKS)?;
         check_reference_of(&calls, &texts, &watch, None, STAGES, CHAINED)?;
+        check_reference_of(&calls, &texts, &watch, None, STAGES, ALTERNATING)?;
     }
 }
 
@@ -1261,7 +1275,9 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
         .expect("dense, ticks");
     check_late_reference_of(&dense, &dense[50..], all, TICKS).expect("dense, late rows, ticks");
     check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, CHAINED)
-        .expect("dense, a stateless first stage chained");
+        .expect("dense, chained");
+    check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, ALTERNATING)
+        .expect("dense, chained and split in turn every epoch");
     // Each scheduler, each Map yielding after every slice, with and without ticks.
     use braid_plan::plan::Scheduler::{Chain, ChainFlush, Fifo, RoundRobin};
     for (scheduler, ticks) in [
@@ -1275,6 +1291,7 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
             ticks,
             scheduler: Some(scheduler),
             chain: None,
+            alternate: None,
         };
         check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, mode)
             .unwrap_or_else(|e| panic!("dense, {mode:?}: {e}"));
