@@ -45,6 +45,11 @@ FROM calls GROUP BY TUMBLE(start, 100), caller % {key};"
     )
 }
 
+thread_local! {
+    /// `RunConfig::chain_alternate` of the runs [`run`] makes on this test's thread.
+    static CHAIN_ALTERNATE: std::cell::Cell<Option<u64>> = const { std::cell::Cell::new(None) };
+}
+
 /// Runs the script's query to its end (or until `stop_at` rows were read) on `workers`;
 /// the rows it read and the malformed lines it reported.
 fn run(
@@ -63,6 +68,7 @@ fn run(
         workers,
         checkpoint,
         counters: Some(counters.clone()),
+        chain_alternate: CHAIN_ALTERNATE.with(std::cell::Cell::get),
         ..RunConfig::default()
     };
     let mut session = Session::new(&Registry::with_builtins(), config);
@@ -445,6 +451,36 @@ fn a_query_under_a_latency_constraint_resumes_from_its_checkpoint() {
             resumes_as_whole(&dir.0, &text, workers, &partial, (whole, &want), &what);
         }
     }
+}
+
+/// Stages chained onto worker 0 and split in turn every epoch (their partitions' state
+/// handed over between workers at each switch) write checkpoints that hold each
+/// partition once, wherever it was: a constrained two-stage query stopped halfway
+/// resumes on 1 and 2 workers, switching on, with the uninterrupted run's output.
+#[test]
+fn stages_chained_and_split_in_turn_resume_from_their_checkpoint() {
+    let dir = Scratch::fresh("ckpt-chained");
+    write_calls_and_texts(&dir.0, 120_000, None);
+    let out = dir.0.join("out.csv");
+    let query = "SELECT window_end, c.dur / 60 AS minutes, count(*) AS pairs, count(DISTINCT c.caller) AS callers FROM calls c JOIN texts t ON c.caller = t.sender AND t.start BETWEEN c.start - 6 AND c.start + 6 GROUP BY TUMBLE(c.start, 600), c.dur / 60";
+    let plain = keyed_script(&dir.0, 8, query);
+    let whole = run(&dir.0, &plain, 2, None, None).expect("uninterrupted run");
+    let want = std::fs::read(&out).expect("output");
+    assert!(want.len() > 5_000, "too little output to test anything");
+    let text = format!("SET max_latency = '50ms';\n{plain}");
+    CHAIN_ALTERNATE.with(|c| c.set(Some(1)));
+    let alternating = run(&dir.0, &text, 2, None, None).expect("alternating run");
+    assert_eq!(alternating, whole, "chained and split in turn");
+    assert!(
+        std::fs::read(&out).expect("output") == want,
+        "the alternating run's output"
+    );
+    let (taken, partial) = stopped_halfway(&dir.0, &text, "alternating");
+    for workers in [1, 2] {
+        let what = format!("resumed on {workers} workers from epoch {}", taken.epoch);
+        resumes_as_whole(&dir.0, &text, workers, &partial, (whole, &want), &what);
+    }
+    CHAIN_ALTERNATE.with(|c| c.set(None));
 }
 
 /// A function whose state is not kept by key (`count`: rows per partition) cannot be

@@ -1276,8 +1276,17 @@ fn sql_engine_matches_the_reference_on_edge_cases() {
     check_late_reference_of(&dense, &dense[50..], all, TICKS).expect("dense, late rows, ticks");
     check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, CHAINED)
         .expect("dense, chained");
-    check_reference_of(&dense, &dense[50..], &[(1, 2), (3, 4)], None, all, ALTERNATING)
-        .expect("dense, chained and split in turn every epoch");
+    check_reference_of(
+        &dense,
+        &dense[50..],
+        &[(1, 2), (3, 4)],
+        None,
+        all,
+        ALTERNATING,
+    )
+    .expect("dense, chained and split in turn every epoch");
+    check_late_reference_of(&dense, &dense[50..], all, ALTERNATING)
+        .expect("dense, late rows, chained and split in turn every epoch");
     // Each scheduler, each Map yielding after every slice, with and without ticks.
     use braid_plan::plan::Scheduler::{Chain, ChainFlush, Fifo, RoundRobin};
     for (scheduler, ticks) in [

@@ -209,6 +209,15 @@ pub trait StreamFunction {
         ))
     }
 
+    /// Replaces the state of a fresh instance by what [`StreamFunction::save`] wrote on
+    /// another worker of the same run (run-time chaining hands partitions over so,
+    /// between epochs): as [`StreamFunction::restore`], except that what the run has
+    /// counted already (rows refused as late, say) must not be counted again. By default
+    /// `restore`, for a function whose restore counts nothing run-wide.
+    fn take_over(&mut self, bytes: &[u8]) -> Result<()> {
+        self.restore(bytes)
+    }
+
     /// Rescaling (a checkpoint restored with another partition count): adds to this
     /// instance the share of a state [`StreamFunction::save`] wrote for a partition of
     /// the old count that belongs here: every entry whose rows' route value `v` has

@@ -895,7 +895,7 @@ impl Partitions {
                     None => None,
                     Some(bytes) => {
                         let mut f = self.factory.create(p, self.q);
-                        f.restore(&bytes).map_err(|err| {
+                        f.take_over(&bytes).map_err(|err| {
                             braid_plan::error::Error::Internal(format!(
                                 "taking over partition {p} of `{}` (stage {}) at epoch {e}: {err}",
                                 self.function, self.stage

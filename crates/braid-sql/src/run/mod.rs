@@ -370,6 +370,14 @@ impl StreamFunction for QueryFn {
         Ok(())
     }
 
+    fn take_over(&mut self, bytes: &[u8]) -> Result<()> {
+        // The run counted these late rows when they came: only this partition's tally
+        // (what its next checkpoint holds) takes them.
+        let tally = checkpoint::restore(&mut self.root, self.plan, bytes)?;
+        self.late_local.set(self.late_local.get() + tally.late);
+        Ok(())
+    }
+
     fn restore_share(&mut self, bytes: &[u8], keep: &dyn Fn(i64) -> bool) -> Result<()> {
         let tally = checkpoint::restore_share(&mut self.root, self.plan, bytes, keep)?;
         // Each old partition's count goes to the one new partition its number routes
