@@ -239,6 +239,11 @@ pub struct NodeLatency {
     pub queue: Hist,
     /// `now - born` of each window received: the latency up to the node.
     pub reach: Hist,
+    /// `now - mark` of each marked window received: the latency from the input of the
+    /// operator where a constrained part of the plan begins (`Sink::latency_from`).
+    pub segment: Hist,
+    /// This node is where that part begins: it marks the windows it receives.
+    pub starts: bool,
 }
 
 /// A run's latency measurements and the controller's setting.
@@ -262,6 +267,12 @@ pub struct Latencies {
     /// the whole plan; [`braid_plan::plan::Sink::latency_to`]): the controller and the
     /// report judge its age on arrival instead of the latency end to end.
     pub part: std::sync::OnceLock<String>,
+    /// The operator whose input begins the part of the plan the constraint covers (None:
+    /// the source; [`braid_plan::plan::Sink::latency_from`]): it marks the windows it
+    /// receives, and the part's latency is counted from that mark.
+    pub start: std::sync::OnceLock<String>,
+    /// `written - mark` at the sinks, once per row, when the part ends there.
+    pub segment_end: Hist,
     /// The stages the controller may chain onto the reader's worker, when the plan has
     /// any and the run has several workers ([`Chain`]).
     pub chain: std::sync::OnceLock<Chain>,
@@ -594,6 +605,7 @@ impl Latencies {
             }
         }
         let n = Arc::new(NodeLatency {
+            starts: self.start.get().is_some_and(|s| *s == name),
             name,
             ..NodeLatency::default()
         });
@@ -625,10 +637,14 @@ impl Latencies {
                     .collect()
             })
             .unwrap_or_default();
-        let part = self.part.get().map(|name| {
-            let r = self.node(name.clone()).reach.read();
-            (name.clone(), r.quantile(0.99))
-        });
+        let from = self.start.get().cloned();
+        let part = match (self.part.get(), &from) {
+            (Some(name), None) => Some((name.clone(), self.node(name.clone()).reach.read())),
+            (Some(name), Some(_)) => Some((name.clone(), self.node(name.clone()).segment.read())),
+            (None, Some(_)) => Some((SINKS.to_string(), self.segment_end.read())),
+            (None, None) => None,
+        }
+        .map(|(name, c)| (name, c.quantile(0.99)));
         LatencyReport {
             constraint,
             rows: e2e.total(),
@@ -636,12 +652,16 @@ impl Latencies {
             p99: e2e.quantile(0.99),
             max: e2e.quantile(1.0),
             part,
+            from,
             nodes,
             trace: self.trace.lock().map(|t| t.clone()).unwrap_or_default(),
             chaining: self.chain.get().map(Chain::report),
         }
     }
 }
+
+/// Where a constrained part of the plan ends when it ends at the sinks (in reports).
+pub const SINKS: &str = "the sinks";
 
 /// The latencies a run measured.
 #[derive(Clone, Debug, Default)]
@@ -660,6 +680,9 @@ pub struct LatencyReport {
     /// A constraint on a part of the plan: the operator whose input ends it, and the
     /// 99th percentile of the age of the windows it received (what is judged).
     pub part: Option<(String, Option<Duration>)>,
+    /// The operator whose input begins the constrained part, when not the source: the
+    /// part's latency (`part`'s p99) is then counted from there.
+    pub from: Option<String>,
     /// Per operator.
     pub nodes: Vec<NodeReport>,
     /// The controller's decisions.
@@ -681,9 +704,12 @@ impl LatencyReport {
                 format!("{:.2} ms", d.as_secs_f64() * 1e3)
             })
         };
-        let (judged, what) = match &self.part {
-            Some((name, p99)) => (*p99, format!("p99 on arrival at {name}")),
-            None => (self.p99, "p99".to_string()),
+        let (judged, what) = match (&self.part, &self.from) {
+            (Some((name, p99)), None) => (*p99, format!("p99 on arrival at {name}")),
+            (Some((name, p99)), Some(from)) => {
+                (*p99, format!("p99 from the input of {from} to {name}"))
+            }
+            (None, _) => (self.p99, "p99".to_string()),
         };
         let met = match judged {
             Some(p) if p <= c => "met",
@@ -1028,12 +1054,16 @@ impl Steering {
     }
 }
 
-/// What the controller judges: the age on arrival at the operator that ends the
-/// constrained part of the plan (`signal`), else the latency end to end.
+/// What the controller judges: the latency of the constrained part of the plan: on
+/// arrival at the operator that ends it (`signal`) or at the sinks, from the source or
+/// from the operator that begins it (`Latencies::start`).
 fn judged(signal: &Option<Arc<NodeLatency>>, latencies: &Latencies) -> Counts {
-    match signal {
-        Some(n) => n.reach.read(),
-        None => latencies.end_to_end.read(),
+    let from_start = latencies.start.get().is_some();
+    match (signal, from_start) {
+        (Some(n), false) => n.reach.read(),
+        (Some(n), true) => n.segment.read(),
+        (None, false) => latencies.end_to_end.read(),
+        (None, true) => latencies.segment_end.read(),
     }
 }
 

@@ -180,6 +180,63 @@ fn a_constraint_on_a_named_part_of_the_plan_is_judged_there() {
             "{line}"
         );
     }
+    // A part between two operators, and from an operator to the sinks: the windows
+    // are marked on arrival at the first, and the part's latency counted from there.
+    for (opts, to) in [
+        (
+            ", max_latency = '50ms', latency_from = 'query1', latency_to = 'Merge'",
+            "Merge",
+        ),
+        (
+            ", max_latency = '50ms', latency_from = 'query1'",
+            "the sinks",
+        ),
+    ] {
+        let seg = with(opts).expect("compile");
+        let plan = &seg.jobs[0].plan;
+        assert_eq!(plan.latency_start(), Some("Map(query1)"));
+        let text = braid_plan::explain::text(plan, &seg.registry, 2);
+        assert!(
+            text.contains("latency constraint: 50ms from the input of Map(query1) to "),
+            "{text}"
+        );
+        for workers in [1, 2] {
+            let r = run_it(&seg, workers);
+            let what = format!("{opts}, {workers} workers");
+            assert_eq!(values(&r), expected, "{what}");
+            let l = r.latency.expect("measured");
+            assert_eq!(l.from.as_deref(), Some("Map(query1)"), "{what}");
+            let (name, p99) = l.part.clone().expect("a part");
+            assert_eq!(name, to, "{what}");
+            let p99 = p99.expect("marked windows reached its end");
+            // A part of the path takes no longer than the path up to its end.
+            let whole = match to {
+                "Merge" => l
+                    .nodes
+                    .iter()
+                    .find(|n| n.name == "Merge")
+                    .and_then(|n| n.reach_p99),
+                _ => l.p99,
+            }
+            .expect("the path measured");
+            assert!(p99 <= whole, "{what}: {p99:?} > {whole:?}");
+            assert!(
+                l.lines()[0].contains(&format!("p99 from the input of Map(query1) to {to}")),
+                "{what}: {}",
+                l.lines()[0]
+            );
+        }
+    }
+    let e = with(", max_latency = '50ms', latency_from = 'Merge', latency_to = 'query1'")
+        .err()
+        .expect("a part that ends before it begins is refused")
+        .to_string();
+    assert!(e.contains("must come before"), "{e}");
+    let e = with(", latency_from = 'query1'")
+        .err()
+        .expect("a start without a constraint is refused")
+        .to_string();
+    assert!(e.contains("has no `max_latency`"), "{e}");
     let e = with(", max_latency = '50ms', latency_to = 'nope'")
         .err()
         .expect("an unknown part is refused")

@@ -100,11 +100,14 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
                     Some(op) => format!("the input of {op}"),
                     None => "this sink".to_string(),
                 };
+                let from = match &s.latency_from {
+                    Some(op) => format!("the input of {op}"),
+                    None => format!("source {}", s.input.leaf_source().name),
+                };
                 let _ = writeln!(
                     out,
-                    "{pad}  latency constraint: {} from source {} to {to}; {}",
+                    "{pad}  latency constraint: {} from {from} to {to}; {}",
                     crate::explain::duration_text(d),
-                    s.input.leaf_source().name,
                     LATENCY_BUDGET
                 );
                 let _ = match s.input.chainable_stages(registry) {

@@ -499,6 +499,11 @@ pub struct Sink {
     /// to the input of this operator (a name of the run's latency report, `Map(query1)`
     /// or `Merge`; SQL's `latency_to`). See [`Plan::check_latency_parts`].
     pub latency_to: Option<String>,
+    /// Where the part of the plan the constraint covers begins, when not at the source:
+    /// the input of this operator (a name as in `latency_to`, before it; SQL's
+    /// `latency_from`). The part is then from this operator's input to `latency_to`'s
+    /// (or to this sink).
+    pub latency_from: Option<String>,
 }
 
 impl Plan {
@@ -592,6 +597,7 @@ impl Plan {
             limit: None,
             max_latency: None,
             latency_to: None,
+            latency_from: None,
         })
     }
 
@@ -629,6 +635,16 @@ impl Plan {
         self
     }
 
+    /// Names where the part of the plan the latency constraint of this plan's sink (of
+    /// every sink of a `Together`) covers begins: operator `from`'s input (see
+    /// [`Sink::latency_from`]).
+    pub fn latency_from(mut self, from: &str) -> Plan {
+        for s in self.sinks_mut() {
+            s.latency_from = Some(from.to_string());
+        }
+        self
+    }
+
     /// The names latencies are measured under below this node, sources first: `Map(f)`
     /// for a map of stream function `f` ([`map_name`]), `Merge` for a merge.
     pub fn measured_operators(&self) -> Vec<String> {
@@ -649,36 +665,72 @@ impl Plan {
         out
     }
 
-    /// Checks that every sink's [`Sink::latency_to`] names an operator below it (a bare
-    /// stream function name `f` is taken as `Map(f)`), and writes the name in full.
+    /// Checks that every sink's [`Sink::latency_to`] and [`Sink::latency_from`] name
+    /// operators below it (a bare stream function name `f` is taken as `Map(f)`), the
+    /// first before the second, and writes the names in full.
     pub fn check_latency_parts(&mut self) -> Result<(), crate::error::Error> {
         match self {
             Plan::Sink(s) => {
-                let Some(to) = s.latency_to.clone() else {
-                    return Ok(());
-                };
-                if s.max_latency.is_none() {
-                    return Err(crate::error::Error::Plan(format!(
-                        "`latency_to = '{to}'` names the part of the plan a latency constraint covers, \
-                         but its sink has no `max_latency`"
-                    )));
-                }
                 let known = s.input.measured_operators();
-                let full = match known.contains(&to) {
-                    true => to.clone(),
-                    false => map_name(&to),
-                };
-                if !known.contains(&full) {
-                    return Err(crate::error::Error::Plan(format!(
-                        "`latency_to = '{to}'`: no operator of that name before the sink; its operators are {}",
-                        known.join(", ")
-                    )));
+                let mut at = [None, None];
+                for (i, (option, name)) in [
+                    ("latency_from", &s.latency_from),
+                    ("latency_to", &s.latency_to),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let Some(name) = name.clone() else {
+                        continue;
+                    };
+                    if s.max_latency.is_none() {
+                        return Err(crate::error::Error::Plan(format!(
+                            "`{option} = '{name}'` names the part of the plan a latency constraint covers, \
+                             but its sink has no `max_latency`"
+                        )));
+                    }
+                    let full = match known.contains(&name) {
+                        true => name.clone(),
+                        false => map_name(&name),
+                    };
+                    let Some(k) = known.iter().position(|n| *n == full) else {
+                        return Err(crate::error::Error::Plan(format!(
+                            "`{option} = '{name}'`: no operator of that name before the sink; its operators are {}",
+                            known.join(", ")
+                        )));
+                    };
+                    at[i] = Some((k, full));
                 }
-                s.latency_to = Some(full);
+                if let [Some((f, from)), Some((t, to))] = &at {
+                    if f >= t {
+                        return Err(crate::error::Error::Plan(format!(
+                            "`latency_from = '{from}'` must come before `latency_to = '{to}'` in the plan; \
+                             its operators, sources first, are {}",
+                            known.join(", ")
+                        )));
+                    }
+                }
+                let [from, to] = at;
+                s.latency_from = from.map(|f| f.1);
+                s.latency_to = to.map(|t| t.1);
                 Ok(())
             }
             Plan::Together(plans) => plans.iter_mut().try_for_each(Plan::check_latency_parts),
             _ => Ok(()),
+        }
+    }
+
+    /// The operator whose input begins the part of the plan the tightest constraint
+    /// covers (None: the source). See [`Sink::latency_from`].
+    pub fn latency_start(&self) -> Option<&str> {
+        match self {
+            Plan::Sink(s) => s.latency_from.as_deref(),
+            Plan::Together(plans) => plans
+                .iter()
+                .filter(|p| p.latency_constraint().is_some())
+                .min_by_key(|p| p.latency_constraint())
+                .and_then(|p| p.latency_start()),
+            _ => None,
         }
     }
 

@@ -234,6 +234,7 @@ pub fn sink(plan: Plan, sink: &SinkDef) -> Plan {
         stamp_emit: sink.stamp_emit,
         max_latency: sink.max_latency,
         latency_to: sink.latency_to.clone(),
+        latency_from: sink.latency_from.clone(),
         header: sink.header,
         limit: None,
     })

@@ -304,6 +304,7 @@ fn statement(
                 header: false,
                 max_latency: script.catalog.settings.max_latency,
                 latency_to: None,
+                latency_from: None,
             };
             let mut job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;

@@ -407,6 +407,9 @@ impl Engine {
             if let Some(part) = plan.latency_part() {
                 let _ = shared.latencies.part.set(part.to_string());
             }
+            if let Some(start) = plan.latency_start() {
+                let _ = shared.latencies.start.set(start.to_string());
+            }
             let _ = shared.counters.latency.set(shared.latencies.clone());
         }
         let status = Arc::new(Status {

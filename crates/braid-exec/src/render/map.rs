@@ -219,7 +219,7 @@ pub(crate) fn render<'s>(
             let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
             // Eager (ticks): the epoch open, with a capability at its last tick, where
             // its end-of-epoch results go, and the newest stamp of its windows.
-            let mut open: Option<(u64, Capability<u64>, u64)> = None;
+            let mut open: Option<(u64, Capability<u64>, (u64, u64))> = None;
             // The time being run, when a quantum ended before its work did.
             let mut running: Option<Running> = None;
             // Chain's measured rates, and round robin's next partition.
@@ -299,9 +299,7 @@ pub(crate) fn render<'s>(
                         let epoch = tk.epoch(t);
                         let born = batches
                             .iter()
-                            .map(|w| w.born)
-                            .min()
-                            .unwrap_or(crate::qos::UNSTAMPED);
+                            .fold(super::UNSTAMPED2, |s, w| (s.0.min(w.born), s.1.min(w.mark)));
                         if eager {
                             // A tick of a later epoch: the epoch before is complete (its
                             // ticks all came out of the stash before this one).
@@ -314,9 +312,14 @@ pub(crate) fn render<'s>(
                                 }
                             }
                             let o = open.get_or_insert_with(|| {
-                                (epoch, cap.delayed(&tk.end(epoch)), crate::qos::UNSTAMPED)
+                                (epoch, cap.delayed(&tk.end(epoch)), super::UNSTAMPED2)
                             });
-                            o.2 = batches.iter().map(|w| w.born).fold(o.2, crate::qos::newest);
+                            o.2 = batches.iter().fold(o.2, |s, w| {
+                                (
+                                    crate::qos::newest(s.0, w.born),
+                                    crate::qos::newest(s.1, w.mark),
+                                )
+                            });
                         }
                         // Checkpoints before this epoch: the state holds exactly their epochs.
                         while let Some((c, _held)) = held.pop(|t| t < tk.first(epoch)) {
@@ -662,8 +665,8 @@ struct Running {
     epoch: u64,
     cap: Capability<u64>,
     batches: Vec<Window>,
-    /// The oldest stamp of its windows.
-    born: u64,
+    /// The oldest stamps (born, mark) of its windows.
+    born: (u64, u64),
     /// Rows in serial order go window by window: the next window.
     direct: Option<usize>,
     /// Once the rows' pass is over, per local partition: where its next row is in its
@@ -1057,10 +1060,11 @@ fn end_epoch(
     }
 }
 
-/// A window made now from windows whose stamp is `born` (when the run stamps).
-pub(crate) fn stamp(w: Window, born: u64, shared: &Shared) -> Window {
+/// A window made now from windows whose stamps (born, mark) are `born` (when the run
+/// stamps).
+pub(crate) fn stamp(w: Window, (born, mark): (u64, u64), shared: &Shared) -> Window {
     match shared.stamps && born != crate::qos::UNSTAMPED {
-        true => w.stamped(born, shared.now_ns()),
+        true => w.stamped(born, shared.now_ns()).marked(mark),
         false => w,
     }
 }

@@ -21,7 +21,7 @@ use timely::dataflow::operators::Concat;
 
 /// An epoch's accumulators by partition group, its least sequence number, and the
 /// newest latency stamp of its windows (a combined row is made when the epoch closes).
-type EpochGroups = (HashMap<u64, Groups>, u64, u64);
+type EpochGroups = (HashMap<u64, Groups>, u64, (u64, u64));
 
 /// The worker where ordered output is assembled.
 pub(crate) const MERGE_WORKER: usize = 0;
@@ -110,7 +110,11 @@ fn select<'s>(
                         }
                     }
                     if !out.is_empty() {
-                        session.give(Window::new(w.to, w.node, out).stamped(w.born, w.sent));
+                        session.give(
+                            Window::new(w.to, w.node, out)
+                                .stamped(w.born, w.sent)
+                                .marked(w.mark),
+                        );
                     }
                 }
             });
@@ -138,23 +142,24 @@ fn time_ordered<'s>(
         |_, _| {
             // Per epoch (per tick under a latency constraint: ticks hold runs of
             // sequence numbers in order) its batches, and their oldest stamp.
-            let mut stash: EpochStash<(Vec<Arc<Batch>>, u64)> = EpochStash::new();
+            let mut stash: EpochStash<(Vec<Arc<Batch>>, (u64, u64))> = EpochStash::new();
             let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
                     if let Some(m) = &meter {
                         super::note_arrivals(m, shared.now_ns(), data);
                     }
-                    if let Some((batches, born)) =
-                        stash.at(&cap, || (Vec::new(), crate::qos::UNSTAMPED))
-                    {
+                    if let Some((batches, (born, mark))) = stash.at(&cap, || {
+                        (Vec::new(), (crate::qos::UNSTAMPED, crate::qos::UNSTAMPED))
+                    }) {
                         for w in data.drain(..) {
                             *born = (*born).min(w.born);
+                            *mark = (*mark).min(w.mark);
                             batches.push(w.batch);
                         }
                     }
                 });
-                while let Some((_, cap, (batches, born))) = stash.pop_complete(frontier) {
+                while let Some((_, cap, (batches, (born, mark)))) = stash.pop_complete(frontier) {
                     let Some(arity) = batches.first().map(|b| b.arity()) else {
                         continue;
                     };
@@ -192,7 +197,7 @@ fn time_ordered<'s>(
                     }
                     output.session(&cap).give(super::map::stamp(
                         Window::new(MERGE_WORKER as u64, 0, out),
-                        born,
+                        (born, mark),
                         &shared,
                     ));
                 }
@@ -303,12 +308,21 @@ where
                 let Some(entry) = stash.at_time(
                     &cap,
                     |t| tk.end(tk.epoch(t)),
-                    || (HashMap::new(), u64::MAX, crate::qos::UNSTAMPED),
+                    || {
+                        (
+                            HashMap::new(),
+                            u64::MAX,
+                            (crate::qos::UNSTAMPED, crate::qos::UNSTAMPED),
+                        )
+                    },
                 ) else {
                     return;
                 };
                 for w in data.drain(..) {
-                    entry.2 = crate::qos::newest(entry.2, w.born);
+                    entry.2 = (
+                        crate::qos::newest(entry.2 .0, w.born),
+                        crate::qos::newest(entry.2 .1, w.mark),
+                    );
                     guarded(guard.as_ref(), || {
                         let b = &w.batch;
                         for i in 0..b.len() {
@@ -328,7 +342,9 @@ where
                     });
                 }
             });
-            while let Some((_, cap, (mut groups, min_seq, newest))) = stash.pop_complete(frontier) {
+            while let Some((_, cap, (mut groups, min_seq, (newest, mark)))) =
+                stash.pop_complete(frontier)
+            {
                 let mut session = output.session(&cap);
                 let mut by_dest: HashMap<u64, Batch> = HashMap::new();
                 guarded(guard.as_ref(), || {
@@ -369,7 +385,11 @@ where
                     }
                 });
                 for (to, batch) in by_dest {
-                    session.give(Window::new(to, 0, batch).stamped(newest, newest));
+                    session.give(
+                        Window::new(to, 0, batch)
+                            .stamped(newest, newest)
+                            .marked(mark),
+                    );
                 }
             }
         }

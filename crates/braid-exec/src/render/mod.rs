@@ -52,15 +52,37 @@ pub struct Window {
     pub born: u64,
     /// When its producer handed it on (as `born`).
     pub sent: u64,
+    /// When its oldest row reached the input of the operator where the part of the
+    /// plan a latency constraint covers begins (`Sink::latency_from`), as `born`;
+    /// [`crate::qos::UNSTAMPED`] before it, or without one. Carried on as `born` is.
+    #[serde(default = "unstamped")]
+    pub mark: u64,
 }
+
+fn unstamped() -> u64 {
+    crate::qos::UNSTAMPED
+}
+
+/// No stamps: (born, mark) both [`crate::qos::UNSTAMPED`].
+pub(crate) const UNSTAMPED2: (u64, u64) = (crate::qos::UNSTAMPED, crate::qos::UNSTAMPED);
 
 /// Notes the windows an operator received at `now`: time in the queue before it and
 /// age on arrival, once per row ([`crate::qos`]).
-pub(crate) fn note_arrivals(m: &crate::qos::NodeLatency, now: u64, windows: &[Window]) {
-    for w in windows.iter().filter(|w| w.sent != crate::qos::UNSTAMPED) {
+/// The operator where a constrained part of the plan begins marks them.
+pub(crate) fn note_arrivals(m: &crate::qos::NodeLatency, now: u64, windows: &mut [Window]) {
+    for w in windows
+        .iter_mut()
+        .filter(|w| w.sent != crate::qos::UNSTAMPED)
+    {
         let rows = w.len() as u64;
         m.queue.record_rows(now.saturating_sub(w.sent), rows);
         m.reach.record_rows(now.saturating_sub(w.born), rows);
+        if m.starts {
+            w.mark = now;
+        }
+        if w.mark != crate::qos::UNSTAMPED {
+            m.segment.record_rows(now.saturating_sub(w.mark), rows);
+        }
     }
 }
 
@@ -85,7 +107,14 @@ impl Window {
             narrow: None,
             born: crate::qos::UNSTAMPED,
             sent: crate::qos::UNSTAMPED,
+            mark: crate::qos::UNSTAMPED,
         }
+    }
+
+    /// This window with mark `mark` (see [`Window::mark`]).
+    pub fn marked(mut self, mark: u64) -> Window {
+        self.mark = mark;
+        self
     }
 
     /// This window with stamps `born` and `sent`.

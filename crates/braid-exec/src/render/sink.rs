@@ -78,7 +78,7 @@ pub(crate) fn render<'s>(
                     input.for_each(|_, data| {
                         let n: usize = data.iter().map(|w| w.batch.len()).sum();
                         Counters::add(&shared.counters.rows_out, n as u64);
-                        end_to_end(&shared, data.iter().map(|w| (w.born, w.len())));
+                        end_to_end(&shared, data.iter().map(|w| (w.born, w.mark, w.len())));
                         data.clear();
                     });
                     // The progress line's "epoch out" (and its lag) for discarded output.
@@ -149,7 +149,7 @@ pub(crate) fn render<'s>(
     Ok(
         input.unary_frontier::<WindowBuilder, _, _, _>(to_worker(0), &name, move |_, _| {
             // The stamps of the windows written in this activation (timed once flushed).
-            let mut stamps: Vec<(u64, usize)> = Vec::new();
+            let mut stamps: Vec<(u64, u64, usize)> = Vec::new();
             move |(input, frontier), _output| {
                 let mut wrote = false;
                 input.for_each(|cap, data| {
@@ -163,7 +163,7 @@ pub(crate) fn render<'s>(
                     });
                     for w in data.drain(..) {
                         if w.born != crate::qos::UNSTAMPED {
-                            stamps.push((w.born, w.len()));
+                            stamps.push((w.born, w.mark, w.len()));
                         }
                         // A cancelled or failed run writes nothing more: what is still
                         // coming was made from an input cut short (windows closed early),
@@ -450,7 +450,7 @@ fn committed<'s>(
                         target = None;
                         continue;
                     }
-                    end_to_end(&shared, windows.iter().map(|w| (w.born, w.len())));
+                    end_to_end(&shared, windows.iter().map(|w| (w.born, w.mark, w.len())));
                 }
                 while let Some((c, _held)) = held.pop(done) {
                     commit(c, &mut target, &shared);
@@ -481,19 +481,22 @@ fn allowed(shared: &Shared, left: &mut Option<u64>, n: usize) -> Option<usize> {
     Some(take as usize)
 }
 
-/// Notes the end-to-end latency of windows written now, by their stamps and rows
-/// (each row one sample).
-fn end_to_end(shared: &Shared, born: impl IntoIterator<Item = (u64, usize)>) {
+/// Notes the end-to-end latency of windows written now, by their stamps (born, mark)
+/// and rows (each row one sample), and the latency from a constrained part's start.
+fn end_to_end(shared: &Shared, stamps: impl IntoIterator<Item = (u64, u64, usize)>) {
     if !shared.stamps {
         return;
     }
     let now = shared.now_ns();
-    for (b, rows) in born {
-        if b != crate::qos::UNSTAMPED {
-            shared
-                .latencies
-                .end_to_end
-                .record_rows(now.saturating_sub(b), rows as u64);
+    let l = &shared.latencies;
+    for (born, mark, rows) in stamps {
+        if born != crate::qos::UNSTAMPED {
+            l.end_to_end
+                .record_rows(now.saturating_sub(born), rows as u64);
+        }
+        if mark != crate::qos::UNSTAMPED {
+            l.segment_end
+                .record_rows(now.saturating_sub(mark), rows as u64);
         }
     }
 }

@@ -376,6 +376,7 @@ fn split_window(
                 narrow: None,
                 born: w.born,
                 sent: w.sent,
+                mark: w.mark,
             });
         } else {
             let batch = &w.batch;
@@ -385,20 +386,24 @@ fn split_window(
             mine.clear();
         }
     }
-    send_per_worker(outs, arity, (w.born, w.sent), give);
+    send_per_worker(outs, arity, (w.born, w.sent, w.mark), give);
 }
 
 /// Sends each worker's batch of copied rows, with the stamps of the window they came from.
 fn send_per_worker(
     outs: &mut [Batch],
     arity: usize,
-    (born, sent): (u64, u64),
+    (born, sent, mark): (u64, u64, u64),
     give: &mut dyn FnMut(Window),
 ) {
     for (w, out) in outs.iter_mut().enumerate() {
         if !out.is_empty() {
             let batch = std::mem::replace(out, Batch::with_capacity(arity, out.len()));
-            give(Window::new(w as u64, 0, batch).stamped(born, sent));
+            give(
+                Window::new(w as u64, 0, batch)
+                    .stamped(born, sent)
+                    .marked(mark),
+            );
         }
     }
 }
@@ -637,6 +642,7 @@ fn tree<'s>(
                                         narrow,
                                         born: w.born,
                                         sent: w.sent,
+                                        mark: w.mark,
                                     });
                                 } else {
                                     let mut copy =
@@ -649,6 +655,7 @@ fn tree<'s>(
                                         narrow,
                                         ..Window::new(to as u64, child, copy)
                                             .stamped(w.born, w.sent)
+                                            .marked(w.mark)
                                     });
                                 }
                             }

@@ -316,6 +316,9 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if let Some(part) = plan.latency_part() {
         let _ = shared.latencies.part.set(part.to_string());
     }
+    if let Some(start) = plan.latency_start() {
+        let _ = shared.latencies.start.set(start.to_string());
+    }
     let chain_wanted = cfg.chain != Some(false) || cfg.chain_alternate.is_some();
     if constraint.is_some() && total_workers > 1 && chain_wanted {
         if let Some(c) = plan.chainable_stages(registry) {

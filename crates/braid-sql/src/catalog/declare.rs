@@ -529,6 +529,7 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         None => None,
     };
     let latency_to = o.string("latency_to")?;
+    let latency_from = o.string("latency_from")?;
     if header
         && !matches!(
             spec,
@@ -547,6 +548,7 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         header,
         max_latency,
         latency_to,
+        latency_from,
     })
 }
 

@@ -93,6 +93,9 @@ pub struct SinkDef {
     /// The part of the plan the constraint covers, when not all of it: from the source
     /// to this operator's input (`latency_to = 'query1'` or `'Map(query1)'`, `'Merge'`).
     pub latency_to: Option<String>,
+    /// Where that part begins, when not at the source: this operator's input
+    /// (`latency_from`, named as `latency_to`).
+    pub latency_from: Option<String>,
 }
 
 /// A declared view (`CREATE VIEW name AS query`): a named query, planned where a query
