@@ -20,8 +20,11 @@ use timely::dataflow::operators::generic::Operator;
 use timely::dataflow::operators::Concat;
 
 /// An epoch's accumulators by partition group, its least sequence number, and the
-/// newest latency stamp of its windows (a combined row is made when the epoch closes).
+/// newest latency stamps (born, mark) of its windows (a combined row is made when the epoch closes).
 type EpochGroups = (HashMap<u64, Groups>, u64, (u64, u64));
+
+/// An epoch's batches and their oldest stamps (born, mark).
+type EpochBatches = (Vec<Arc<Batch>>, (u64, u64));
 
 /// The worker where ordered output is assembled.
 pub(crate) const MERGE_WORKER: usize = 0;
@@ -142,7 +145,7 @@ fn time_ordered<'s>(
         |_, _| {
             // Per epoch (per tick under a latency constraint: ticks hold runs of
             // sequence numbers in order) its batches, and their oldest stamp.
-            let mut stash: EpochStash<(Vec<Arc<Batch>>, (u64, u64))> = EpochStash::new();
+            let mut stash: EpochStash<EpochBatches> = EpochStash::new();
             let mut order: Vec<(RowKey, u32, u32)> = Vec::new();
             move |(input, frontier), output| {
                 input.for_each(|cap, data| {
