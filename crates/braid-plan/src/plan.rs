@@ -723,27 +723,24 @@ impl Plan {
     /// The operator whose input begins the part of the plan the tightest constraint
     /// covers (None: the source). See [`Sink::latency_from`].
     pub fn latency_start(&self) -> Option<&str> {
-        match self {
-            Plan::Sink(s) => s.latency_from.as_deref(),
-            Plan::Together(plans) => plans
-                .iter()
-                .filter(|p| p.latency_constraint().is_some())
-                .min_by_key(|p| p.latency_constraint())
-                .and_then(|p| p.latency_start()),
-            _ => None,
-        }
+        self.tightest_sink().and_then(|s| s.latency_from.as_deref())
     }
 
     /// The operator whose input ends the part of the plan the tightest constraint covers
     /// (None: the whole plan, to the sink). See [`Sink::latency_to`].
     pub fn latency_part(&self) -> Option<&str> {
+        self.tightest_sink().and_then(|s| s.latency_to.as_deref())
+    }
+
+    /// The sink with the tightest latency constraint (of a `Together`'s), if any.
+    fn tightest_sink(&self) -> Option<&Sink> {
         match self {
-            Plan::Sink(s) => s.latency_to.as_deref(),
+            Plan::Sink(s) => Some(s),
             Plan::Together(plans) => plans
                 .iter()
                 .filter(|p| p.latency_constraint().is_some())
                 .min_by_key(|p| p.latency_constraint())
-                .and_then(|p| p.latency_part()),
+                .and_then(Plan::tightest_sink),
             _ => None,
         }
     }
