@@ -599,19 +599,19 @@ impl Latencies {
 
     /// The measurements of operator `name` (every worker's instance shares them).
     pub fn node(&self, name: String) -> Arc<NodeLatency> {
-        if let Ok(v) = self.nodes.lock() {
-            if let Some(n) = v.iter().find(|n| n.name == name) {
-                return n.clone();
-            }
+        // Found or made under one lock: the workers render their copies of a node at
+        // once, and two entries of one name would split its measurements (the report
+        // reads the first).
+        let mut v = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = v.iter().find(|n| n.name == name) {
+            return n.clone();
         }
         let n = Arc::new(NodeLatency {
             starts: self.start.get().is_some_and(|s| *s == name),
             name,
             ..NodeLatency::default()
         });
-        if let Ok(mut v) = self.nodes.lock() {
-            v.push(n.clone());
-        }
+        v.push(n.clone());
         n
     }
 
