@@ -432,11 +432,25 @@ impl Chain {
             .map_or(switches[0].1, |s| s.1)
     }
 
-    /// The way taken from epoch `after` on that is the `i`th (from 0) to begin after
-    /// it: a `Map` that resumed at epoch `after` switches at each in turn.
-    pub fn switch_after(&self, after: u64, i: usize) -> Option<(u64, bool)> {
+    /// The way of epoch `epoch` as recorded so far, and how many ways recorded so far
+    /// begin at or before it: a `Map` starting at `epoch` takes that way and then every
+    /// way from that index on ([`Chain::switch`]), in turn, including one recorded
+    /// later at `epoch` itself (a run resumed from a checkpoint starts at an epoch whose
+    /// way its first splitter has yet to record).
+    pub fn settled(&self, epoch: u64) -> (bool, usize) {
         let w = self.ways.lock().expect("chain ways");
-        w.switches.iter().filter(|s| s.0 > after).nth(i).copied()
+        let n = w.switches.iter().take_while(|s| s.0 <= epoch).count();
+        (Self::way(&w.switches, epoch), n)
+    }
+
+    /// The `i`th way recorded (0: the one the run began with), with its first epoch.
+    pub fn switch(&self, i: usize) -> Option<(u64, bool)> {
+        self.ways
+            .lock()
+            .expect("chain ways")
+            .switches
+            .get(i)
+            .copied()
     }
 
     /// Hands partition `partition` of stage `stage` (its state's checkpoint bytes, None

@@ -476,8 +476,16 @@ fn stages_chained_and_split_in_turn_resume_from_their_checkpoint() {
         "the alternating run's output"
     );
     let (taken, partial) = stopped_halfway(&dir.0, &text, "alternating");
-    for workers in [1, 2] {
-        let what = format!("resumed on {workers} workers from epoch {}", taken.epoch);
+    // Resumed at epoch `c + 1`: switching every epoch, and switching every `c + 1`
+    // epochs, whose first switch (to split: the run begins chained) comes at the
+    // resume epoch itself, recorded only once the resumed run's first window is split.
+    let resume = taken.epoch + 1;
+    for (workers, every) in [(1, 1), (2, 1), (2, resume)] {
+        CHAIN_ALTERNATE.with(|c| c.set(Some(every)));
+        let what = format!(
+            "resumed on {workers} workers from epoch {}, switching every {every} epochs",
+            taken.epoch
+        );
         resumes_as_whole(&dir.0, &text, workers, &partial, (whole, &want), &what);
     }
     CHAIN_ALTERNATE.with(|c| c.set(None));

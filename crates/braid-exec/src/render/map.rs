@@ -109,15 +109,25 @@ pub(crate) fn render<'s>(
         .get()
         .and_then(|c| c.stage(stage))
         .filter(|&stateless| !(stage == 0 && stateless))
-        .map(|stateless| Moves {
-            latencies: shared.latencies.clone(),
-            ticks: shared.ticks,
-            stateless,
+        .map(|stateless| {
             // A run restored from checkpoint `c` resumes at epoch `c + 1`.
-            since: store
+            let start = store
                 .as_ref()
                 .and_then(|s| s.restored_epoch())
-                .map_or(0, |c| c + 1),
+                .map_or(0, |c| c + 1);
+            let (chained, next) = shared
+                .latencies
+                .chain
+                .get()
+                .expect("a chained stage's run has a chain")
+                .settled(start);
+            Moves {
+                latencies: shared.latencies.clone(),
+                ticks: shared.ticks,
+                stateless,
+                chained,
+                next,
+            }
         });
     // The partitions the plan places here; and those this worker can host (while
     // chained, worker 0 hosts them all).
@@ -126,7 +136,7 @@ pub(crate) fn render<'s>(
         Some(_) if me == FSPLIT_WORKER => (0..q).collect(),
         _ => planned.clone(),
     };
-    let chained_now = moves.as_ref().is_some_and(|m| m.chain().at(m.since));
+    let chained_now = moves.as_ref().is_some_and(|m| m.chained);
     // Per local partition: whether it is here now.
     let here: Vec<bool> = local
         .iter()
@@ -704,8 +714,10 @@ struct Moves {
     ticks: crate::qos::Ticks,
     /// The stage's function keeps no state: nothing to hand over.
     stateless: bool,
-    /// The epoch the way taken now began (or the run resumed) at.
-    since: u64,
+    /// The way taken now.
+    chained: bool,
+    /// The index of the next way to take ([`crate::qos::Chain::switch`]).
+    next: usize,
 }
 
 impl Moves {
@@ -718,7 +730,7 @@ impl Moves {
 
     /// The next way, with the epoch it begins at.
     fn next(&self) -> Option<(u64, bool)> {
-        self.chain().switch_after(self.since, 0)
+        self.chain().switch(self.next)
     }
 
     /// The first time of the next way's first epoch, if there is one: nothing at or
@@ -932,7 +944,8 @@ impl Partitions {
                 slot.here = w;
             }
         }
-        moves.since = e;
+        moves.next += 1;
+        moves.chained = chained;
         Ok(true)
     }
 
