@@ -297,8 +297,6 @@ pub struct Latencies {
 ///   gaining them waits for them before its first row of the new way.
 #[derive(Debug)]
 pub struct Chain {
-    /// The source the first stage reads.
-    pub source: String,
     /// Per stage from the source on (stage 0 first): whether its function keeps no
     /// state. Only these stages are chained.
     pub stages: Vec<bool>,
@@ -349,18 +347,11 @@ struct Ways {
 }
 
 impl Chain {
-    /// Chaining of `stages` (their statelessness, from the source on), over `source`,
-    /// chained from the start when `on`.
-    pub fn new(
-        source: String,
-        stages: Vec<bool>,
-        on: bool,
-        forced: bool,
-        alternate: Option<u64>,
-    ) -> Chain {
+    /// Chaining of `stages` (their statelessness, from the source on), chained from
+    /// the start when `on`.
+    pub fn new(stages: Vec<bool>, on: bool, forced: bool, alternate: Option<u64>) -> Chain {
         let on = on || alternate.is_some();
         Chain {
-            source,
             stages,
             on: std::sync::atomic::AtomicBool::new(on),
             forced: forced || alternate.is_some(),

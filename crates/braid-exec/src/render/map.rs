@@ -107,20 +107,15 @@ pub(crate) fn render<'s>(
         .latencies
         .chain
         .get()
-        .and_then(|c| c.stage(stage))
-        .filter(|&stateless| !(stage == 0 && stateless))
-        .map(|stateless| {
+        .and_then(|c| Some((c, c.stage(stage)?)))
+        .filter(|&(_, stateless)| !(stage == 0 && stateless))
+        .map(|(chain, stateless)| {
             // A run restored from checkpoint `c` resumes at epoch `c + 1`.
             let start = store
                 .as_ref()
                 .and_then(|s| s.restored_epoch())
                 .map_or(0, |c| c + 1);
-            let (chained, next) = shared
-                .latencies
-                .chain
-                .get()
-                .expect("a chained stage's run has a chain")
-                .settled(start);
+            let (chained, next) = chain.settled(start);
             Moves {
                 latencies: shared.latencies.clone(),
                 ticks: shared.ticks,
@@ -136,17 +131,10 @@ pub(crate) fn render<'s>(
         Some(_) if me == FSPLIT_WORKER => (0..q).collect(),
         _ => planned.clone(),
     };
-    let chained_now = moves.as_ref().is_some_and(|m| m.chained);
-    // Per local partition: whether it is here now.
-    let here: Vec<bool> = local
-        .iter()
-        .map(|p| match chained_now {
-            true => me == FSPLIT_WORKER,
-            false => planned.contains(p),
-        })
-        .collect();
-    // Per local partition: whether the plan places it here.
+    // Per local partition: whether the plan places it here, and whether it is here now.
     let planned: Vec<bool> = local.iter().map(|p| planned.contains(p)).collect();
+    let chained_now = moves.as_ref().is_some_and(|m| m.chained);
+    let here = hosted(&planned, chained_now, me == FSPLIT_WORKER);
     let name = braid_plan::plan::map_name(&map.function);
     let function = map.function.clone();
     let timed = shared.measure_costs;
@@ -286,13 +274,8 @@ pub(crate) fn render<'s>(
                                         output.session(&end).give(stamp(w, newest, &shared));
                                     }
                                 }
-                                while let Some((c, _held)) = held.pop(|t| t < b) {
-                                    if let Some(store) = &store {
-                                        if let Err(e) = parts.save(store, stage, c) {
-                                            shared.fatal(e);
-                                        }
-                                    }
-                                }
+                                let store = store.as_deref();
+                                save_due(&mut held, |t| t < b, &parts, store, stage, &shared);
                                 match parts.switch(m, &planned, me == FSPLIT_WORKER) {
                                     Ok(true) => {
                                         index = parts.index();
@@ -332,13 +315,15 @@ pub(crate) fn render<'s>(
                             });
                         }
                         // Checkpoints before this epoch: the state holds exactly their epochs.
-                        while let Some((c, _held)) = held.pop(|t| t < tk.first(epoch)) {
-                            if let Some(store) = &store {
-                                if let Err(e) = parts.save(store, stage, c) {
-                                    shared.fatal(e);
-                                }
-                            }
-                        }
+                        let first = tk.first(epoch);
+                        save_due(
+                            &mut held,
+                            |t| t < first,
+                            &parts,
+                            store.as_deref(),
+                            stage,
+                            &shared,
+                        );
                         // A splitter's batch holds rows of one source window in order, and
                         // windows cover disjoint runs of sequence numbers: in the order of
                         // their first rows, batches from different splitters usually give
@@ -594,13 +579,8 @@ pub(crate) fn render<'s>(
                         output.session(&end).give(stamp(w, newest, &shared));
                     }
                 }
-                while let Some((c, _held)) = held.pop(|t| done(t) && before(t, bound)) {
-                    if let Some(store) = &store {
-                        if let Err(e) = parts.save(store, stage, c) {
-                            shared.fatal(e);
-                        }
-                    }
-                }
+                let due = |t| done(t) && before(t, bound);
+                save_due(&mut held, due, &parts, store.as_deref(), stage, &shared);
                 if taking {
                     // The workers handing partitions over run on their own threads:
                     // look again soon.
@@ -707,6 +687,34 @@ fn seen(
 
 /// Index of a partition another worker hosts.
 const NOT_HERE: u32 = u32::MAX;
+
+/// Per local partition of a chained stage, whether this worker hosts it: chained,
+/// worker 0 (`me_first`) hosts them all; split, as `planned` places them.
+fn hosted(planned: &[bool], chained: bool, me_first: bool) -> Vec<bool> {
+    planned
+        .iter()
+        .map(|&p| if chained { me_first } else { p })
+        .collect()
+}
+
+/// Writes this Map's part of every held checkpoint barrier `due` says has come (its
+/// partitions then hold exactly that checkpoint's epochs), and lets the barrier go.
+fn save_due(
+    held: &mut HeldBarriers,
+    due: impl Fn(u64) -> bool,
+    parts: &Partitions,
+    store: Option<&Store>,
+    stage: usize,
+    shared: &Shared,
+) {
+    while let Some((c, _held)) = held.pop(&due) {
+        if let Some(store) = store {
+            if let Err(e) = parts.save(store, stage, c) {
+                shared.fatal(e);
+            }
+        }
+    }
+}
 
 /// A chained stage's `Map` ([`crate::qos::Chain`]): the way it runs now, and the next.
 struct Moves {
@@ -877,13 +885,7 @@ impl Partitions {
     /// changed nothing, while a partition to take has not been handed over yet.
     fn switch(&mut self, moves: &mut Moves, planned: &[bool], me_first: bool) -> Result<bool> {
         let (e, chained) = moves.next().expect("a switch is due");
-        let wanted: Vec<bool> = planned
-            .iter()
-            .map(|&p| match chained {
-                true => me_first,
-                false => p,
-            })
-            .collect();
+        let wanted = hosted(planned, chained, me_first);
         let chain = moves.chain();
         if !moves.stateless {
             let take: Vec<u32> = self

@@ -76,6 +76,7 @@ pub(crate) fn render<'s>(
                 .then(|| Hosts::of(split, place.peers).partitions(split.q, FSPLIT_WORKER)),
             hosts: Hosts::on_one(FSPLIT_WORKER as u32, split.q, place.peers),
             scratch: Scratch::default(),
+            last: None,
         })
         .filter(|c| c.mine.as_ref().is_none_or(|m| !m.is_empty()));
     Ok(match shape {
@@ -147,6 +148,9 @@ struct ChainSplit {
     /// Every partition on worker 0: where any other chained stage's rows go.
     hosts: Hosts,
     scratch: Scratch,
+    /// The way of the last epoch read (an epoch's way never changes once recorded: the
+    /// chain's lock is taken once an epoch, not once a window).
+    last: Option<(u64, bool)>,
 }
 
 impl WindowSplitter {
@@ -187,9 +191,16 @@ impl WindowSplitter {
         if let Some(c) = &mut self.chain {
             if let Some(chain) = c.latencies.chain.get() {
                 let epoch = c.ticks.epoch(t);
-                let on = match c.first {
-                    true => chain.record(epoch),
-                    false => chain.at(epoch),
+                let on = match c.last {
+                    Some((e, on)) if e == epoch => on,
+                    _ => {
+                        let on = match c.first {
+                            true => chain.record(epoch),
+                            false => chain.at(epoch),
+                        };
+                        c.last = Some((epoch, on));
+                        on
+                    }
                 };
                 if on {
                     match &c.mine {

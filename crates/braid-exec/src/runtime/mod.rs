@@ -330,7 +330,6 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             }
             if !stages.is_empty() {
                 let _ = shared.latencies.chain.set(crate::qos::Chain::new(
-                    c.source,
                     stages,
                     cfg.chain == Some(true),
                     cfg.chain.is_some(),
