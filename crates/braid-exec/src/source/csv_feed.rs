@@ -128,6 +128,55 @@ pub(crate) fn ascii_int(mut bytes: &[u8]) -> Option<i64> {
     }
 }
 
+/// A line of exactly `arity` plain int64 fields (`-?[0-9]{1,18}` each, separated by
+/// commas, nothing else) into `out`, in one pass over its bytes; false for any other
+/// line (a space, a sign `+`, a quote, 19 digits, an empty field), which the general
+/// path then reads (and judges). 18 digits cannot overflow.
+#[inline]
+pub(crate) fn plain_ints(line: &[u8], arity: usize, out: &mut Vec<i64>) -> bool {
+    out.clear();
+    let mut bytes = line.iter();
+    loop {
+        let mut b = match bytes.next() {
+            Some(&b) => b,
+            None => return false, // an empty field (or line)
+        };
+        let negative = b == b'-';
+        if negative {
+            b = match bytes.next() {
+                Some(&b) => b,
+                None => return false,
+            };
+        }
+        let mut v: i64 = 0;
+        let mut digits = 0;
+        let end = loop {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break Some(b);
+            }
+            if digits == 18 {
+                return false;
+            }
+            v = v * 10 + i64::from(d);
+            digits += 1;
+            match bytes.next() {
+                Some(&next) => b = next,
+                None => break None,
+            }
+        };
+        if digits == 0 || out.len() == arity {
+            return false;
+        }
+        out.push(if negative { -v } else { v });
+        match end {
+            None => return out.len() == arity,
+            Some(b',') => {}
+            Some(_) => return false,
+        }
+    }
+}
+
 /// Parses one field as `ty`. Empty text is null where allowed.
 pub fn parse_field(bytes: &[u8], ty: DataType, nullable: bool) -> Result<Value<'_>, String> {
     if let (DataType::Int64, Some(v)) = (ty, ascii_int(bytes)) {
@@ -652,6 +701,10 @@ pub(crate) struct LineParser<'s> {
     pub unjudged: Option<i64>,
     /// A row has been taken.
     taken: bool,
+    /// Every column is a BIGINT: a line of plain ints may take [`plain_ints`].
+    all_ints: bool,
+    /// The values of a line read by [`plain_ints`].
+    ints: Vec<i64>,
 }
 
 impl<'s> LineParser<'s> {
@@ -668,6 +721,8 @@ impl<'s> LineParser<'s> {
             fields: Vec::with_capacity(arity + 1),
             unjudged: None,
             taken: false,
+            all_ints: source.schema.fields.iter().all(|f| f.ty == DataType::Int64),
+            ints: Vec::with_capacity(arity),
         }
     }
 
@@ -675,9 +730,6 @@ impl<'s> LineParser<'s> {
     /// the middle of it. False: stop reading.
     pub fn line(&mut self, buf: &[u8], cut: bool, out: &mut impl Emit) -> bool {
         let source = self.source;
-        let schema: &Schema = &source.schema;
-        let arity = schema.arity();
-        let tcol = schema.event_time;
         let line_at = self.at.offset;
         self.at.offset += buf.len() as u64;
         self.at.line += 1;
@@ -692,11 +744,49 @@ impl<'s> LineParser<'s> {
         if cut {
             return out.reject(line, 0, "connection closed mid-line".into(), text);
         }
+        // A line of plain int64s, read in one pass when its row is taken as it is (a
+        // row out of order goes the general way, which words the reject).
+        if self.all_ints
+            && !self.at.header_pending
+            && plain_ints(text, source.schema.arity(), &mut self.ints)
+        {
+            let time = source.schema.event_time.map(|c| self.ints[c]);
+            if !time.is_some_and(|t| t < self.at.last_time && !source.out_of_order) {
+                let ints = std::mem::take(&mut self.ints);
+                let go = self.take_row(line, line_at, time, out, |w, key| {
+                    w.push_ints(key, &ints);
+                    Ok(())
+                });
+                self.ints = ints;
+                return go.unwrap_or(true);
+            }
+        }
         if text.iter().all(u8::is_ascii_whitespace) {
             return true; // a blank line
         }
-        let split = split_fields(text, &mut self.data, &mut self.fields);
-        let (data, fields) = (&self.data, &self.fields);
+        let mut data = std::mem::take(&mut self.data);
+        let mut fields = std::mem::take(&mut self.fields);
+        let go = self.general(line, line_at, text, &mut data, &mut fields, out);
+        (self.data, self.fields) = (data, fields);
+        go
+    }
+
+    /// A line that is not plain ints: split into fields, each parsed by its type.
+    fn general(
+        &mut self,
+        line: u64,
+        line_at: u64,
+        text: &[u8],
+        data: &mut Vec<u8>,
+        fields: &mut Vec<Field>,
+        out: &mut impl Emit,
+    ) -> bool {
+        let source = self.source;
+        let schema: &Schema = &source.schema;
+        let arity = schema.arity();
+        let tcol = schema.event_time;
+        let split = split_fields(text, data, fields);
+        let (data, fields) = (&*data, &*fields);
         let field = |i: usize| match fields[i] {
             (a, b, _, true) => &data[a..b],
             (a, b, _, false) => &text[a..b],
@@ -729,15 +819,62 @@ impl<'s> LineParser<'s> {
             },
             None => None,
         };
-        let last_time = self.at.last_time;
         if let (Some(t), false) = (time, self.taken) {
             self.unjudged = Some(self.unjudged.map_or(t, |u| u.min(t)));
         }
         if let (Some(t), Some(c)) = (time, tcol) {
+            let last_time = self.at.last_time;
             if t < last_time && !source.out_of_order {
                 let reason = format!("event time {t} is before the previous record's {last_time}");
                 return out.reject(line, fields[c].2, reason, text);
             }
+        }
+        let go = self.take_row(line, line_at, time, out, |w, key| {
+            w.start_row(key);
+            for (i, f) in schema.fields.iter().enumerate() {
+                // The event time, parsed once.
+                if let (true, Some(t)) = (Some(i) == tcol, time) {
+                    w.push_value(Value::Int(t));
+                    continue;
+                }
+                let bytes = field(i);
+                if let (DataType::Int64, Some(v)) = (f.ty, ascii_int(bytes)) {
+                    w.push_value(Value::Int(v));
+                    continue;
+                }
+                match parse_field(bytes, f.ty, f.nullable) {
+                    Ok(v) => w.push_value(v),
+                    Err(reason) => {
+                        w.abandon_row(); // drops the half-built row
+                        let reason = format!("field `{}`: {reason}", f.name);
+                        return Err((fields[i].2, reason));
+                    }
+                }
+            }
+            Ok(())
+        });
+        match go {
+            Ok(go) => go,
+            Err((column, reason)) => out.reject(line, column, reason, text),
+        }
+    }
+
+    /// Takes the row of `line` (starting at byte `line_at`), whose event time is
+    /// `time` (not before the latest unless the stream is out of order): cuts the
+    /// window where its epoch or size says, and has `fill` append the row with its key.
+    /// `Ok(false)`: stop reading; `Err`: `fill`'s column and reason (the row is not
+    /// taken, the window and epoch moved as for a taken row, as serial reading does).
+    fn take_row(
+        &mut self,
+        line: u64,
+        line_at: u64,
+        time: Option<i64>,
+        out: &mut impl Emit,
+        fill: impl FnOnce(&mut Batch, RowKey) -> Result<(), (u64, String)>,
+    ) -> Result<bool, (u64, String)> {
+        let source = self.source;
+        if let (Some(t), false) = (time, self.taken) {
+            self.unjudged = Some(self.unjudged.map_or(t, |u| u.min(t)));
         }
         // Epochs never go back (a late row joins the current epoch).
         let seq = self.at.seq;
@@ -748,9 +885,10 @@ impl<'s> LineParser<'s> {
             // rows make small windows, and a reader holding a chunk's windows holds
             // little more than their rows).
             let rows = (self.window.len() + self.window.len() / 4 + 1).min(source.window);
+            let arity = source.schema.arity();
             let full = std::mem::replace(&mut self.window, Batch::with_capacity(arity, rows));
             if !out.window(epoch, full) {
-                return false;
+                return Ok(false);
             }
         }
         if self.window.is_empty() {
@@ -761,27 +899,7 @@ impl<'s> LineParser<'s> {
             });
         }
         self.at.epoch = e;
-        self.window.start_row(RowKey { seq, lane: 0 });
-        for (i, f) in schema.fields.iter().enumerate() {
-            // The event time, parsed once.
-            if let (true, Some(t)) = (Some(i) == tcol, time) {
-                self.window.push_value(Value::Int(t));
-                continue;
-            }
-            let bytes = field(i);
-            if let (DataType::Int64, Some(v)) = (f.ty, ascii_int(bytes)) {
-                self.window.push_value(Value::Int(v));
-                continue;
-            }
-            match parse_field(bytes, f.ty, f.nullable) {
-                Ok(v) => self.window.push_value(v),
-                Err(reason) => {
-                    self.window.abandon_row(); // drops the half-built row
-                    let reason = format!("field `{}`: {reason}", f.name);
-                    return out.reject(line, fields[i].2, reason, text);
-                }
-            }
-        }
+        fill(&mut self.window, RowKey { seq, lane: 0 })?;
         // Where rows are in the text: a new note whenever a line that is no row came
         // between (faults name their row's line by it).
         if line - seq != self.line_offset {
@@ -790,10 +908,10 @@ impl<'s> LineParser<'s> {
         }
         self.at.seq += 1;
         if let Some(t) = time {
-            self.at.last_time = last_time.max(t);
+            self.at.last_time = self.at.last_time.max(t);
         }
         self.taken = true;
-        true
+        Ok(true)
     }
 
     /// The input ended: hands on the last window.
@@ -958,6 +1076,95 @@ mod tests {
                 let want = plain.trim().parse::<i64>().ok();
                 prop_assert_eq!(ascii_int(plain.as_bytes()), want, "{:?}", plain);
             }
+        }
+    }
+
+    /// What the general path reads from a line of a stream of `arity` BIGINT NOT NULL
+    /// columns: split into fields, each parsed on its own (shares nothing with
+    /// [`plain_ints`]).
+    fn field_by_field(line: &str, arity: usize) -> Option<Vec<i64>> {
+        let (mut data, mut fields) = (Vec::new(), Vec::new());
+        split_fields(line.as_bytes(), &mut data, &mut fields).ok()?;
+        if fields.len() != arity {
+            return None;
+        }
+        fields
+            .iter()
+            .map(|&(a, b, _, quoted)| {
+                let bytes = if quoted {
+                    &data[a..b]
+                } else {
+                    &line.as_bytes()[a..b]
+                };
+                match parse_field(bytes, DataType::Int64, false) {
+                    Ok(Value::Int(v)) => Some(v),
+                    _ => None,
+                }
+            })
+            .collect()
+    }
+
+    /// A field: mostly a plain int, else nearly one (signs, spaces, quotes, too many
+    /// digits, letters, nothing).
+    fn field() -> impl Strategy<Value = (String, bool)> {
+        prop_oneof![
+            6 => "-?[0-9]{1,18}".prop_map(|f| (f, true)),
+            1 => any::<i64>().prop_map(|v| (v.to_string(), false)),
+            1 => "[ +\\-]{0,2}[0-9]{0,20}[ \t]{0,1}".prop_map(|f| (f, false)),
+            1 => "\"-?[0-9]{1,3}\"|[0-9]{1,3}[a-z.;]|".prop_map(|f| (f, false)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Whenever the one-pass reader answers, it answers what field-by-field
+        /// reading does; it answers for every line of plain ints of the right arity.
+        #[test]
+        fn plain_int_lines_are_read_as_field_by_field(
+            fields in proptest::collection::vec(field(), 0..6),
+            arity in 1usize..6,
+            sep in prop_oneof![8 => Just(","), 1 => Just(";"), 1 => Just(", ")],
+            end in prop_oneof![8 => Just(""), 1 => Just(","), 1 => Just(" ")],
+        ) {
+            let line = fields.iter().map(|f| f.0.as_str()).collect::<Vec<_>>().join(sep) + end;
+            let mut got = Vec::new();
+            let answered = plain_ints(line.as_bytes(), arity, &mut got);
+            let want = field_by_field(&line, arity);
+            if answered {
+                prop_assert_eq!(Some(got), want, "{:?}", line);
+            }
+            let plain = fields.len() == arity && fields.iter().all(|f| f.1) && sep == "," && end.is_empty();
+            if plain {
+                prop_assert!(answered, "plain line {:?} not answered", line);
+            }
+        }
+    }
+
+    #[test]
+    fn plain_int_edges() {
+        let mut v = Vec::new();
+        assert!(plain_ints(b"-999999999999999999,0,-0,7", 4, &mut v));
+        assert_eq!(v, [-999_999_999_999_999_999, 0, 0, 7]);
+        for bad in [
+            &b""[..],
+            b",",
+            b"1,",
+            b",1",
+            b"1,,2",
+            b"1,2,3",
+            b"1",
+            b"1 ,2",
+            b"+1,2",
+            b"1,2\r",
+            b"1234567890123456789,1",
+            b"--1,2",
+            b"-,1",
+        ] {
+            assert!(
+                !plain_ints(bad, 2, &mut v),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
