@@ -40,6 +40,14 @@ pub fn loadavg() -> String {
         .unwrap_or_default()
 }
 
+/// The 1-minute load average (0 when /proc does not say).
+pub fn load1() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// Peak resident memory of this process in MB (VmHWM from /proc/self/status).
 pub fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")

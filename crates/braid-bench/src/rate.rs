@@ -43,12 +43,20 @@ pub struct RateArgs {
     /// Split strategy.
     #[arg(long, default_value = "autosplit")]
     strategy: String,
+    /// Logical partitions (expressway x to x mod N); default min(L, 128).
+    #[arg(long)]
+    parts: Option<u32>,
     /// Balance merge fan-in.
     #[arg(long)]
     fanin: Option<u32>,
     /// Replay speed (1 = real time; anything else is a trial, not a rating).
     #[arg(long, default_value_t = 1.0)]
     speed: f64,
+    /// Before each candidate, wait up to this many minutes for the 1-minute load
+    /// average to fall below 1.0; a candidate that fails after starting above it is
+    /// run once more (after waiting again).
+    #[arg(long, default_value_t = 3.0)]
+    settle_minutes: f64,
     /// Stop starting candidates after this many minutes.
     #[arg(long, default_value_t = 60.0)]
     budget_minutes: f64,
@@ -74,6 +82,7 @@ pub fn run(a: RateArgs) -> Result<()> {
         minutes: a.minutes,
         workers: a.workers,
         strategy: a.strategy.parse()?,
+        parts: a.parts,
         fanin: a.fanin,
         sample_copies: a.sample_copies,
         speed: a.speed,
@@ -98,16 +107,36 @@ pub fn run(a: RateArgs) -> Result<()> {
             );
             break;
         }
-        let load_before = host::loadavg();
         bar.set_message(format!("L = {l}, {:.0} min each", per_run));
-        crate::report::say(
-            &bar,
-            &format!(
-                "braid-bench: L = {l}: {} + {} min at speed {} (load {load_before})",
-                a.warmup, a.minutes, a.speed
-            ),
-        );
-        let c = run_candidate(&cfg, l).with_context(|| format!("running L = {l}"))?;
+        let mut tries = 0;
+        let (c, load_before) = loop {
+            tries += 1;
+            settle(&bar, a.settle_minutes);
+            let (load1, load_before) = (host::load1(), host::loadavg());
+            crate::report::say(
+                &bar,
+                &format!(
+                    "braid-bench: L = {l}: {} + {} min at speed {} (load {load_before})",
+                    a.warmup, a.minutes, a.speed
+                ),
+            );
+            let c = run_candidate(&cfg, l).with_context(|| format!("running L = {l}"))?;
+            if c.passed || load1 < 1.0 || tries > 1 {
+                let noted = match tries {
+                    1 => load_before,
+                    _ => {
+                        format!("{load_before} (rerun: the first try started above 1.0 and failed)")
+                    }
+                };
+                break (c, noted);
+            }
+            crate::report::say(
+                &bar,
+                &format!(
+                    "braid-bench: L = {l} failed after starting at load {load1:.2}: once more"
+                ),
+            );
+        };
         bar.inc(1);
         let peak_rss_mb = host::peak_rss_mb();
         crate::report::say(&bar, &format!(
@@ -150,13 +179,30 @@ pub fn run(a: RateArgs) -> Result<()> {
     Ok(())
 }
 
+/// Waits up to `minutes` for the 1-minute load average to fall below 1.0.
+fn settle(bar: &indicatif::ProgressBar, minutes: f64) {
+    let until = Instant::now() + std::time::Duration::from_secs_f64(minutes.max(0.0) * 60.0);
+    if host::load1() >= 1.0 {
+        crate::report::say(
+            bar,
+            &format!(
+                "braid-bench: load {}: waiting for it to fall below 1.0",
+                host::loadavg()
+            ),
+        );
+    }
+    while host::load1() >= 1.0 && Instant::now() < until {
+        std::thread::sleep(std::time::Duration::from_secs(5));
+    }
+}
+
 fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()> {
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let mut md = String::new();
     let _ = writeln!(md, "# Linear Road: sustained-peak rating\n");
     let _ = writeln!(
         md,
-        "Written by `braid-bench rate` (see `crates/braid-bench/src/rate.rs`); rerun with:\n\n```\ncargo run --release -p braid-bench -- rate --candidates {} --minutes {} --warmup {} --workers {} --base-xways {} --sample-copies {} --speed {} --strategy {}{} --budget-minutes {}\n```\n",
+        "Written by `braid-bench rate` (see `crates/braid-bench/src/rate.rs`); rerun with:\n\n```\ncargo run --release -p braid-bench -- rate --candidates {} --minutes {} --warmup {} --workers {} --base-xways {} --sample-copies {} --speed {} --strategy {}{}{} --budget-minutes {}\n```\n",
         a.candidates.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","),
         a.minutes,
         a.warmup,
@@ -165,6 +211,7 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
         a.sample_copies,
         a.speed,
         a.strategy,
+        a.parts.map_or(String::new(), |k| format!(" --parts {k}")),
         a.fanin.map_or(String::new(), |k| format!(" --fanin {k}")),
         a.budget_minutes
     );
@@ -179,8 +226,10 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
     let _ = writeln!(md, "Result: {verdict}. This is not the 3-hour L-rating of the benchmark paper (doc section 7).\n");
     let _ = writeln!(
         md,
-        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only.\n",
-        a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE, a.warmup, a.minutes, a.workers, a.warmup
+        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only.\n",
+        a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE,
+        a.parts.map_or(format!("min(L, {}) logical partitions (expressway x in partition x mod q)", linear_road::rate::PARTS), |q| format!("{q} logical partitions")),
+        a.warmup, a.minutes, a.workers, a.warmup
     );
     let mut rows = Vec::new();
     for r in results {

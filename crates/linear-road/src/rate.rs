@@ -44,6 +44,8 @@ pub struct RateConfig {
     pub workers: usize,
     /// Split strategy.
     pub strategy: Strategy,
+    /// Logical partitions (expressway x goes to x mod q); `None`: [`default_parts`].
+    pub parts: Option<u32>,
     /// Balance merge fan-in.
     pub fanin: Option<u32>,
     /// Copies validated answer by answer (the first and the last are always among them).
@@ -65,6 +67,7 @@ impl Default for RateConfig {
             minutes: 5,
             workers: 2,
             strategy: Strategy::Autosplit,
+            parts: None,
             fanin: None,
             sample_copies: 2,
             speed: 1.0,
@@ -72,6 +75,16 @@ impl Default for RateConfig {
         }
     }
 }
+
+/// Partitions of a rating of L expressways when none are given: one per expressway up
+/// to [`PARTS`]. More buy no parallelism on a few workers, and each costs every type-2
+/// request (broadcast to all partitions) a lookup and a partial.
+pub fn default_parts(l: u32) -> u32 {
+    l.clamp(1, PARTS)
+}
+
+/// The most partitions [`default_parts`] gives.
+pub const PARTS: u32 = 128;
 
 /// The result of one candidate L.
 #[derive(Debug)]
@@ -349,7 +362,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         }),
     );
     let opts = LrOptions {
-        q: l,
+        q: cfg.parts.unwrap_or_else(|| default_parts(l)),
         strategy: cfg.strategy,
         fanin: cfg.fanin,
         speed: Some(cfg.speed),
