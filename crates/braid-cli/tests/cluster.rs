@@ -223,12 +223,12 @@ fn two_processes_write_what_one_writes_time_ordered() {
 }
 
 /// Two workers per process, union merge of per-partition counts (order may differ, so
-/// the sorted lines are compared), for a tree (autosplit with a broadcast), parasplit and
+/// the sorted lines are compared), for a tree (exptree), parasplit and
 /// fsplit: windows are shared between the workers of a process and copied between
 /// processes.
 #[test]
 fn two_processes_two_workers_each_union() {
-    for strategy in ["autosplit", "parasplit", "fsplit"] {
+    for strategy in ["exptree", "parasplit", "fsplit"] {
         let dir = TempDir::new("union");
         let (one, two, errs) = one_and_two(
             &dir,

@@ -378,6 +378,9 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
         cp: 0.5,
         ce: 0.5,
     };
+    if let Some(why) = &s.why {
+        let _ = writeln!(out, "{pad}  autosplit chose {why}");
+    }
     match &s.shape {
         None => {
             let _ = writeln!(out, "{pad}  shape: unresolved");

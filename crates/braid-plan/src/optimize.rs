@@ -1,7 +1,10 @@
 //! Plan resolution: picks the concrete shape of every split from its strategy, the
 //! cost model and what is known about the input.
 
-use crate::cost::{exptree, maxtree, parasplit_p, Mix};
+use crate::cost::{
+    exptree, fsplit_cost, maxtree, parasplit_p, tree_levels, tree_total_cost, Mix, SplitCosts,
+    TreeShape,
+};
 use crate::plan::{Plan, Split, SplitShape, Strategy};
 
 /// What resolution knows about where the plan runs.
@@ -17,7 +20,9 @@ pub fn resolve(plan: &mut Plan, env: Env) {
         Plan::Source(_) => {}
         Plan::Split(s) => {
             if s.shape.is_none() {
-                s.shape = Some(shape_for(s, env));
+                let (shape, why) = shape_for(s, env);
+                s.shape = Some(shape);
+                s.why = why;
             }
             resolve(&mut s.input, env);
         }
@@ -36,34 +41,174 @@ pub fn parasplit(p: u32) -> SplitShape {
     SplitShape::Parasplit { p, router_fanout }
 }
 
-fn shape_for(s: &Split, env: Env) -> SplitShape {
+/// A split's shape by its strategy; `autosplit` also says why.
+fn shape_for(s: &Split, env: Env) -> (SplitShape, Option<String>) {
     let b = s.broadcast_share();
     let mix = Mix { r: 1.0 - b, b };
-    let parasplit_default = || {
-        let p = match (s.hints.desired_rate, s.hints.splitter_rate) {
-            (Some(d), Some(one)) => parasplit_p(d, one, s.q, b.max(0.01)),
-            _ => env.workers as u32,
-        };
-        parasplit(p)
-    };
-    match s.strategy {
+    let shape = match s.strategy {
         Strategy::Fsplit => SplitShape::Fsplit,
         Strategy::Maxtree => tree_or_fsplit(maxtree(s.q, mix, s.hints.cost_ratio).fanouts),
         Strategy::Exptree => tree_or_fsplit(exptree(s.q).fanouts),
-        Strategy::Parasplit => parasplit_default(),
+        Strategy::Parasplit => paced_parasplit(s, env),
         Strategy::Autosplit => {
-            let too_slow = matches!(
-                (s.hints.desired_rate, s.hints.splitter_rate),
-                (Some(d), Some(one)) if d > one
-            );
-            if too_slow {
-                parasplit_default()
-            } else if s.broadcast.is_some() {
-                tree_or_fsplit(exptree(s.q).fanouts)
-            } else {
-                SplitShape::Fsplit
+            let (shape, why) = autosplit(s, env);
+            return (shape, Some(why));
+        }
+    };
+    (shape, None)
+}
+
+/// Parasplit with `p` from Paper V eq. 6 when the desired rate and one splitter's
+/// measured rate are known, else one window splitter per worker.
+fn paced_parasplit(s: &Split, env: Env) -> SplitShape {
+    let p = match (s.hints.desired_rate, s.hints.splitter_rate) {
+        (Some(d), Some(one)) => parasplit_p(d, one, s.q, s.broadcast_share().max(0.01)),
+        _ => env.workers as u32,
+    };
+    parasplit(p)
+}
+
+/// What `autosplit` weighs for one candidate shape, per input row, in units of one
+/// splitter's cost per row.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// The shape.
+    pub shape: SplitShape,
+    /// Work of all its splitters per input row.
+    pub total: f64,
+    /// Work per input row of its busiest splitter (its throughput is one splitter's
+    /// measured rate over this).
+    pub bottleneck: f64,
+}
+
+/// The candidate shapes of a split under Braid's splitters, and their costs: the cost
+/// model of Paper IV eq. 1 and 4-8 (trees) and Paper V eq. 2-3 (parasplit), with the one
+/// difference that a Braid splitter emits a broadcast row once per destination worker,
+/// not once per partition (the `Map` of each worker makes the partitions' copies): a
+/// node's `q` in eq. 1 is the number of workers its outputs are on. `a` (the split's
+/// `cost_ratio`) weighs consuming a row against processing and emitting it.
+pub fn split_candidates(s: &Split, env: Env) -> Vec<Candidate> {
+    let b = s.broadcast_share();
+    let mix = Mix { r: 1.0 - b, b };
+    let workers = env.workers.max(1) as u32;
+    let a = s.hints.cost_ratio.max(0.0);
+    // cc = a, cp + ce = 1, the consume cost of one row's share of a whole window
+    // (parasplit's router) negligible.
+    let costs = SplitCosts {
+        cc: a,
+        cp: 0.5,
+        ce: 0.5,
+    };
+    let one = fsplit_cost(s.q.min(workers), mix, &costs);
+    let mut out = vec![Candidate {
+        shape: SplitShape::Fsplit,
+        total: 1.0,
+        bottleneck: 1.0,
+    }];
+    for shape in [
+        tree_or_fsplit(exptree(s.q).fanouts),
+        tree_or_fsplit(maxtree(s.q, mix, s.hints.cost_ratio).fanouts),
+    ] {
+        let SplitShape::Tree(t) = &shape else {
+            continue;
+        };
+        if out.iter().any(|c| c.shape == shape) {
+            continue;
+        }
+        // Every level passes every routed row again; its nodes' outputs are on at most
+        // `workers` workers.
+        let capped = TreeShape {
+            fanouts: t.fanouts.iter().map(|&f| f.min(workers)).collect(),
+        };
+        let levels = tree_levels(&capped, mix, &costs);
+        let per_node = |l: &crate::cost::LevelEstimate| {
+            // A level's nodes share its rows: spread over the workers, at most one each.
+            l.cost_per_node * l.nodes as f64 / (l.nodes.min(u64::from(workers))) as f64
+        };
+        out.push(Candidate {
+            shape,
+            total: tree_total_cost(&levels) / one,
+            bottleneck: levels.iter().map(per_node).fold(0.0, f64::max) / one,
+        });
+    }
+    let SplitShape::Parasplit { p, .. } = paced_parasplit(s, env) else {
+        unreachable!("paced_parasplit is a parasplit")
+    };
+    let p = p.max(2);
+    // p window splitters share the rows; each partition merges p inputs by sequence
+    // number (Paper V eq. 4's poll and merge, about one emit each per row and input).
+    let merge = f64::from(p) * costs.ce / one;
+    out.push(Candidate {
+        shape: parasplit(p),
+        total: 1.0 + merge,
+        bottleneck: 1.0 / f64::from(p).min(f64::from(workers)),
+    });
+    out
+}
+
+/// `autosplit`: the candidate of least total work whose busiest splitter keeps up with
+/// the desired rate (one splitter's measured rate over its bottleneck), or, when none
+/// keeps up, the fastest; without a desired rate and a measured splitter rate, the least
+/// work. Returns the shape and the reason EXPLAIN prints.
+pub fn autosplit(s: &Split, env: Env) -> (SplitShape, String) {
+    let candidates = split_candidates(s, env);
+    let listed = candidates
+        .iter()
+        .map(|c| {
+            format!(
+                "{} work {:.2} busiest {:.2}",
+                shape_name(&c.shape),
+                c.total,
+                c.bottleneck
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let least = |cs: &mut dyn Iterator<Item = &Candidate>| {
+        cs.min_by(|x, y| x.total.total_cmp(&y.total))
+            .map(|c| c.shape.clone())
+    };
+    let (shape, why) = match (s.hints.desired_rate, s.hints.splitter_rate) {
+        (Some(d), Some(one)) if one > 0.0 => {
+            let keeps_up = |c: &&Candidate| one / c.bottleneck >= d;
+            match least(&mut candidates.iter().filter(keeps_up)) {
+                Some(shape) => (
+                    shape,
+                    format!("the least work that keeps up with {d:.0} rows/s (one splitter: {one:.0} rows/s)"),
+                ),
+                None => {
+                    let fastest = candidates
+                        .iter()
+                        .min_by(|x, y| x.bottleneck.total_cmp(&y.bottleneck))
+                        .map(|c| c.shape.clone())
+                        .unwrap_or(SplitShape::Fsplit);
+                    (
+                        fastest,
+                        format!("none keeps up with {d:.0} rows/s (one splitter: {one:.0} rows/s): the fastest"),
+                    )
+                }
             }
         }
+        _ => (
+            least(&mut candidates.iter()).unwrap_or(SplitShape::Fsplit),
+            "no desired rate: the least work".to_string(),
+        ),
+    };
+    (
+        shape.clone(),
+        format!(
+            "{} ({why}; per row, in one splitter's work: {listed})",
+            shape_name(&shape)
+        ),
+    )
+}
+
+/// A shape in a word and its parameters.
+fn shape_name(shape: &SplitShape) -> String {
+    match shape {
+        SplitShape::Fsplit => "fsplit".into(),
+        SplitShape::Tree(t) => format!("tree {:?}", t.fanouts),
+        SplitShape::Parasplit { p, .. } => format!("parasplit p = {p}"),
     }
 }
 

@@ -205,7 +205,8 @@ pub enum Strategy {
     Exptree,
     /// Window router -> p window splitters -> q partitions (Paper V).
     Parasplit,
-    /// exptree with a broadcast, fsplit without, parasplit when one splitter is too slow.
+    /// The cost model's choice among fsplit, the trees and parasplit
+    /// ([`crate::optimize::autosplit`]).
     Autosplit,
 }
 
@@ -295,6 +296,8 @@ pub struct Split {
     pub strategy: Strategy,
     /// The resolved shape (set by the optimizer before rendering).
     pub shape: Option<SplitShape>,
+    /// Why `autosplit` chose the shape (the cost model's estimates), for EXPLAIN.
+    pub why: Option<String>,
     /// Cost-model inputs.
     pub hints: SplitHints,
     /// The worker of each partition (length q), set from measured costs (see
@@ -530,6 +533,7 @@ impl Plan {
             broadcast,
             strategy,
             shape: None,
+            why: None,
             hints: SplitHints::default(),
             placement: None,
         })
