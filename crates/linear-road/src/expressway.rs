@@ -29,26 +29,28 @@
 //!
 //! # State and its bounds
 //!
-//! * Per vehicle ever seen in the partition (needed for balances, which span the run, and
-//!   for the re-entry rules of doc 8): 40 bytes (last report time, latest notification
-//!   time and toll, total of notified tolls, trip slot).
-//! * Per vehicle on a trip: a 20-byte trip record in a slab, freed at the exit-lane report
-//!   or when a new trip starts; memory is bounded by the vehicles on the road.
+//! * Per vehicle that has reported in the partition: one 56-byte record (needed for
+//!   balances, which span the run, and for the re-entry rules of doc 8): its account
+//!   (latest report and notification times, latest toll, total), its trip while it is
+//!   on one (location, consecutive reports there), and its group of the current minute
+//!   (segment, speed sum, report count). An index of 4-byte record numbers finds it:
+//!   a position report looks up one record, where it once looked up an account, a trip
+//!   slot and a (vehicle, segment) group in three hash maps.
 //! * Per expressway: 200 segment records, each with the aggregates of the last five
 //!   completed minutes (a ring), the answer cached for the current minute and the
 //!   accidents that can still be active.
-//! * For the current minute only: one accumulator per (vehicle, segment) reported from,
-//!   in a hash map cleared (capacity kept) when the minute ends.
+//! * For the current minute only: the records that have a group in it (4 bytes each)
+//!   and the groups vehicles left for another segment within it (16 bytes each,
+//!   chained from the vehicle's record, so a vehicle that comes back to a segment in
+//!   the same minute takes its group back). A minute's end reads those once.
 //!
 //! # Checkpoints
 //!
-//! [`Partition::save_state`] writes all of the above (bincode, varint integers; the
-//! histories are not state, their owner supplies them again) between two seconds, where
-//! no type-2 request is pending; [`Partition::restore_state`] reads it back and checks
-//! the slot, segment-record and expressway references before taking it. About 2.9 MB for
-//! one expressway after 10 minutes at the L = 1 peak (54,000 vehicles on the road): 1.8 MB
-//! of records of the 85,000 vehicles seen, 0.5 MB of trip records, 0.5 MB of the current
-//! minute's groups, 22 kB of segment records.
+//! [`Partition::save_state`] writes all of the above but the index and the list of
+//! records with a group (bincode, varint integers; the histories are not state, their
+//! owner supplies them again) between two seconds, where no type-2 request is
+//! pending; [`Partition::restore_state`] reads it back, checks the record, chain,
+//! segment-record and expressway references before taking it, and rebuilds the index.
 //!
 //! A checkpoint restores at another partition count: [`Partition::absorb`] takes the
 //! expressways of an old partition that route to a new one, with everything on them,
@@ -76,6 +78,7 @@
 //! exactly the doc's (a test checks 1 vs 2 partitions on generated input). Accounts are exact across
 //! partitions (doc 6.5, [`merge_balance`]).
 
+use hashbrown::HashTable;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -293,69 +296,115 @@ struct Loc {
     lane: u8,
 }
 
-/// Per-trip state of a vehicle on the road.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-struct Trip {
-    /// Location of the trip's latest report.
-    loc: Loc,
-    /// Segment record of the trip's latest report.
-    seg_id: u32,
-    /// Consecutive reports of the trip at `loc`, saturating at [`STOP_REPORTS`].
-    same: u8,
-}
+/// Time of a vehicle's latest toll notification when it has had none.
+const NO_TIME: u32 = u32::MAX;
 
-/// The trip records of the vehicles on the road: a slab with a free list.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct Trips {
-    slots: Vec<Trip>,
-    free: Vec<u32>,
-}
+/// `Record::latest_toll` of a toll beyond 32 bits, kept in `Partition::big_tolls`.
+const BIG_TOLL: u32 = u32::MAX;
 
-impl Trips {
-    fn start(&mut self, trip: Trip) -> u32 {
-        match self.free.pop() {
-            Some(i) => {
-                self.slots[i as usize] = trip;
-                i
-            }
-            None => {
-                self.slots.push(trip);
-                (self.slots.len() - 1) as u32
-            }
-        }
-    }
-
-    /// Ends the trip in `slot` at minute `m`: a stopped vehicle leaves its location.
-    fn end(&mut self, slot: u32, road: &mut Road, m: i64) {
-        let trip = self.slots[slot as usize];
-        if trip.same >= STOP_REPORTS {
-            road.unstop(trip.loc, m);
-        }
-        self.free.push(slot);
-    }
-}
-
-/// Per-vehicle state kept for the whole run.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
-struct Vehicle {
-    /// Time of the latest position report (of any trip or none).
-    last_time: i64,
-    /// Time of the latest toll notification, -1 if none.
-    latest: i64,
-    /// Toll of that notification.
-    latest_toll: i64,
+/// Everything a partition keeps of one vehicle that has reported in it, in 56 bytes:
+/// its account (balances span the run), its trip while it is on one, and its group of
+/// the current minute (the segment it reported from, its speed sum and report count
+/// there). One record a vehicle, so a position report looks up one thing.
+///
+/// The fields are narrow: reports whose Time, Pos or Spd do not fit them (Time beyond
+/// 32 bits, Pos beyond 32 bits, Spd beyond 16 bits signed, a negative Time or Pos)
+/// are counted as ignored, never truncated; a latest toll beyond 32 bits is kept in a side map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Record {
+    vid: i64,
     /// Sum of all notified tolls.
     total: i64,
-    /// Trip slot, or [`NONE`] when the vehicle is on no trip (never seen on a trip here,
-    /// or after its exit-lane report).
-    trip: u32,
+    /// Time of the latest position report (of any trip or none).
+    last_time: u32,
+    /// Time of the latest toll notification, [`NO_TIME`] if none.
+    latest: u32,
+    /// Toll of that notification ([`BIG_TOLL`]: in `Partition::big_tolls`).
+    latest_toll: u32,
+    /// Segment record of the trip's latest report, [`NONE`] when the vehicle is on no
+    /// trip (never seen on one here, or after its exit-lane report). With `pos` and
+    /// `lane` it gives the trip's location: the segment record names the expressway
+    /// and the direction.
+    trip_seg: u32,
+    /// Pos of the trip's latest report.
+    pos: u32,
+    /// Lane of the trip's latest report.
+    lane: u8,
+    /// Consecutive reports of the trip at its location, saturating at [`STOP_REPORTS`].
+    same: u8,
+    /// Reports in the group (0: none).
+    g_count: u16,
+    /// The group's segment record.
+    g_seg: u32,
+    /// The group's speed sum (at most 65,535 reports of Spd in the 16-bit range each).
+    g_spd: i32,
+    /// The minute of the group (0: none); a group of another minute than the
+    /// partition's current one has been folded already.
+    g_minute: u32,
+    /// The groups the vehicle left during `g_minute` (it reported from another segment
+    /// after them): the first in the partition's `left` list, or [`NONE`].
+    left: u32,
 }
 
-/// One (vehicle, segment) accumulator of the current minute.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
-struct Group {
-    spd_sum: i64,
-    count: u32,
+impl Record {
+    fn new(vid: i64, time: u32) -> Record {
+        Record {
+            vid,
+            total: 0,
+            last_time: time,
+            latest: NO_TIME,
+            latest_toll: 0,
+            trip_seg: NONE,
+            pos: 0,
+            lane: 0,
+            same: 0,
+            g_count: 0,
+            g_seg: 0,
+            g_spd: 0,
+            g_minute: 0,
+            left: NONE,
+        }
+    }
+
+    /// The trip's location (with `trip_seg != NONE`).
+    fn loc(&self) -> Loc {
+        let local = self.trip_seg % SEGS_PER_XWAY;
+        Loc {
+            xway: self.trip_seg / SEGS_PER_XWAY,
+            pos: self.pos,
+            dir: (local / 100) as u8,
+            lane: self.lane,
+        }
+    }
+
+    /// Ends the trip at minute `m`: a stopped vehicle leaves its location.
+    fn end_trip(&mut self, road: &mut Road, m: i64) {
+        if self.trip_seg != NONE && self.same >= STOP_REPORTS {
+            road.unstop(self.loc(), m);
+        }
+        self.trip_seg = NONE;
+        self.same = 0;
+    }
+}
+
+/// A group a vehicle left within the current minute: (segment record, speed sum,
+/// report count), and the next group the same vehicle left. A count of 0: taken back
+/// (the vehicle came back to the segment within the minute and its record holds the
+/// group again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Left {
+    seg: u32,
+    spd: i32,
+    count: u16,
+    next: u32,
+}
+
+/// The hash of a vehicle id in the record index.
+#[inline]
+fn vid_hash(vid: i64) -> u64 {
+    let mut h = FxHasher::default();
+    h.write_i64(vid);
+    h.finish()
 }
 
 /// Aggregate of one completed minute of one segment.
@@ -503,23 +552,21 @@ impl Road {
         }
     }
 
-    /// Folds the accumulators of the completed `minute` into the segment aggregates.
-    fn fold_minute(&mut self, groups: &mut FxMap<(i64, u32), Group>, minute: i64) {
-        let slot = SegState::slot(minute);
-        for ((_, seg_id), g) in groups.drain() {
-            let agg = &mut self.segs[seg_id as usize].ring[slot];
-            if agg.minute != minute {
-                *agg = MinuteAgg {
-                    minute,
-                    nov: 0,
-                    sum: 0,
-                };
-            }
-            agg.nov += 1;
-            agg.sum = agg
-                .sum
-                .wrapping_add(i128::from(g.spd_sum).wrapping_mul(scale(g.count)));
+    /// Adds a vehicle's group of the completed `minute` (speed sum `spd` over `count`
+    /// reports in segment record `seg_id`) to the segment's aggregate.
+    fn add_group(&mut self, seg_id: u32, spd: i32, count: u16, minute: i64) {
+        let agg = &mut self.segs[seg_id as usize].ring[SegState::slot(minute)];
+        if agg.minute != minute {
+            *agg = MinuteAgg {
+                minute,
+                nov: 0,
+                sum: 0,
+            };
         }
+        agg.nov += 1;
+        agg.sum = agg
+            .sum
+            .wrapping_add(i128::from(spd).wrapping_mul(scale(u32::from(count))));
     }
 
     /// NOV, LAV and the nearest active accident for a crossing into `seg_id` at minute
@@ -658,7 +705,8 @@ struct BalanceRequest {
 /// The Linear Road state of one partition of the input (see the module doc).
 ///
 /// Serialized (for checkpoints, [`Partition::save_state`]) field by field, except the
-/// shared histories, which are static input the partition's creator supplies.
+/// shared histories, which are static input the partition's creator supplies, and the
+/// index and list of open groups, which restore rebuilds from the records.
 #[derive(Serialize, Deserialize)]
 pub struct Partition {
     #[serde(skip)]
@@ -666,11 +714,20 @@ pub struct Partition {
     #[serde(skip)]
     segments: Arc<SegmentHistory>,
     road: Road,
-    vehicles: FxMap<i64, Vehicle>,
-    trips: Trips,
-    /// (vehicle, segment record) accumulators of minute `group_minute`.
-    groups: FxMap<(i64, u32), Group>,
+    /// One record per vehicle that has reported here, in the order they first did.
+    records: Vec<Record>,
+    /// Vehicle id -> its record's index in `records` (4 bytes a vehicle).
+    #[serde(skip)]
+    index: HashTable<u32>,
+    /// Records whose group is of minute `group_minute`.
+    #[serde(skip)]
+    open: Vec<u32>,
+    /// Groups left within minute `group_minute` (see [`Record::left`]).
+    left: Vec<Left>,
+    /// The current minute of the groups (`i64::MIN` before the first report).
     group_minute: i64,
+    /// Latest tolls beyond 32 bits, by vehicle.
+    big_tolls: FxMap<i64, i64>,
     pending: Vec<BalanceRequest>,
     ignored: u64,
     ignored_types: u64,
@@ -693,10 +750,12 @@ impl Partition {
             tolls,
             segments,
             road: Road::default(),
-            vehicles: FxMap::default(),
-            trips: Trips::default(),
-            groups: FxMap::default(),
+            records: Vec::new(),
+            index: HashTable::new(),
+            open: Vec::new(),
+            left: Vec::new(),
             group_minute: i64::MIN,
+            big_tolls: FxMap::default(),
             pending: Vec::new(),
             ignored: 0,
             ignored_types: 0,
@@ -755,9 +814,73 @@ impl Partition {
     /// End of input: answers pending requests and folds the last minute.
     pub fn finish(&mut self, out: &mut Vec<Emitted>) {
         self.answer_balances(out);
-        if self.group_minute != i64::MIN {
-            self.road.fold_minute(&mut self.groups, self.group_minute);
+        self.fold_minute();
+    }
+
+    /// Folds the groups of minute `group_minute` into the segment aggregates (a
+    /// minute's end, read once per vehicle that reported in it; the records are not
+    /// written).
+    fn fold_minute(&mut self) {
+        let minute = self.group_minute;
+        if minute == i64::MIN {
+            return;
         }
+        for &i in &self.open {
+            let r = &self.records[i as usize];
+            if r.g_count > 0 && i64::from(r.g_minute) == minute {
+                self.road.add_group(r.g_seg, r.g_spd, r.g_count, minute);
+            }
+        }
+        for l in &self.left {
+            if l.count > 0 {
+                self.road.add_group(l.seg, l.spd, l.count, minute);
+            }
+        }
+        self.open.clear();
+        self.left.clear();
+    }
+
+    /// The record of vehicle `vid`, if it has reported here.
+    #[inline]
+    fn record_of(&self, vid: i64) -> Option<u32> {
+        let records = &self.records;
+        self.index
+            .find(vid_hash(vid), |&i| records[i as usize].vid == vid)
+            .copied()
+    }
+
+    /// Adds `record` (of a vehicle without one) and indexes it.
+    fn add_record(&mut self, record: Record) -> u32 {
+        let i = self.records.len() as u32;
+        self.records.push(record);
+        let records = &self.records;
+        self.index.insert_unique(vid_hash(record.vid), i, |&j| {
+            vid_hash(records[j as usize].vid)
+        });
+        i
+    }
+
+    /// Rebuilds the index and the open groups from the records (after a restore or a
+    /// rescale); a vehicle with two records is an error.
+    fn reindex(&mut self) -> Result<(), String> {
+        let mut index = HashTable::with_capacity(self.records.len());
+        let records = &self.records;
+        for (i, r) in records.iter().enumerate() {
+            let hash = vid_hash(r.vid);
+            if index
+                .find(hash, |&j: &u32| records[j as usize].vid == r.vid)
+                .is_some()
+            {
+                return Err(format!("vehicle {} has two records", r.vid));
+            }
+            index.insert_unique(hash, i as u32, |&j| vid_hash(records[j as usize].vid));
+        }
+        self.index = index;
+        let minute = self.group_minute;
+        self.open = (0..self.records.len() as u32)
+            .filter(|&i| i64::from(self.records[i as usize].g_minute) == minute)
+            .collect();
+        Ok(())
     }
 
     /// Appends the partition's whole state but the histories to `out` (bincode, varint
@@ -773,17 +896,18 @@ impl Partition {
     /// Replaces the state by what [`Partition::save_state`] wrote, keeping this
     /// partition's histories (give it the same ones the saved partition had). Bytes
     /// that do not decode to exactly one state, or a state whose internal references
-    /// do not hold (slots, segment records, expressway indices), are an error naming
-    /// what is wrong, and leave `self` unchanged.
+    /// do not hold (records, left groups, segment records, expressway indices), are an
+    /// error naming what is wrong, and leave `self` unchanged.
     ///
-    /// Outputs after a restore equal the saved partition's: the only hash-map iteration
-    /// that reaches an output (folding a minute's groups, whose order is not restored)
-    /// adds into per-segment sums, which does not depend on the order.
+    /// Outputs after a restore equal the saved partition's: the only iteration whose
+    /// order a restore may change (folding a minute's groups) adds into per-segment
+    /// sums, which does not depend on the order.
     pub fn restore_state(&mut self, bytes: &[u8]) -> Result<(), String> {
         let mut p: Partition = state_codec()
             .deserialize(bytes)
             .map_err(|e| format!("the partition state does not decode: {e}"))?;
         p.check_references()?;
+        p.reindex()?;
         p.tolls = self.tolls.clone();
         p.segments = self.segments.clone();
         *self = p;
@@ -796,6 +920,31 @@ impl Partition {
         let mut p = Partition::new(self.tolls.clone(), self.segments.clone());
         p.restore_state(bytes)?;
         Ok(p)
+    }
+
+    /// The groups `r` holds in the current minute: its own and those it left.
+    fn groups_of(&self, r: &Record) -> Vec<Left> {
+        let mut out = Vec::new();
+        if i64::from(r.g_minute) != self.group_minute {
+            return out;
+        }
+        if r.g_count > 0 {
+            out.push(Left {
+                seg: r.g_seg,
+                spd: r.g_spd,
+                count: r.g_count,
+                next: NONE,
+            });
+        }
+        let mut j = r.left;
+        while j != NONE {
+            let l = self.left[j as usize];
+            if l.count > 0 {
+                out.push(l);
+            }
+            j = l.next;
+        }
+        out
     }
 
     /// Rescaling (a checkpoint restored with another partition count): adds to this
@@ -813,10 +962,10 @@ impl Partition {
     /// smallest expressway number. A balance is the merge of every partition's partial
     /// (doc 6.5), which only sums accounts and takes the latest: answers stay the same
     /// however the accounts are spread. Records met twice (fewer partitions) are
-    /// joined: the later report time, the accounts summed; of two live trips the one of
-    /// the later report goes on and the other ends, as a re-entry would end it.
-    /// `counts`: this partition takes `other`'s counts of ignored records (exactly one
-    /// does).
+    /// joined: the later report time, the accounts summed, the groups of both kept; of
+    /// two live trips the one of the later report goes on and the other ends, as a
+    /// re-entry would end it. `counts`: this partition takes `other`'s counts of
+    /// ignored records (exactly one does).
     ///
     /// `other` must have been saved between two seconds (no pending type-2 request). A
     /// minute whose groups one side holds and the other has passed is folded first, as
@@ -847,13 +996,12 @@ impl Partition {
         }
         // One minute for the groups of both.
         let minute = self.group_minute.max(other.group_minute);
-        if self.group_minute != i64::MIN && self.group_minute < minute {
-            self.road.fold_minute(&mut self.groups, self.group_minute);
+        if self.group_minute < minute {
+            self.fold_minute();
         }
-        if other.group_minute != i64::MIN && other.group_minute < minute {
-            other
-                .road
-                .fold_minute(&mut other.groups, other.group_minute);
+        if other.group_minute < minute {
+            other.fold_minute();
+            other.group_minute = minute;
         }
         self.group_minute = minute;
         // The expressways, their segment records, accidents renumbered after ours.
@@ -902,63 +1050,101 @@ impl Partition {
                 );
             }
         }
-        for ((vid, seg_id), g) in other.groups.drain() {
-            if let Some(seg_id) = seg_here(seg_id) {
-                self.groups.insert((vid, seg_id), g);
-            }
-        }
         // The vehicles.
         let smallest = xways.iter().map(|&(x, _)| x).min();
         let rest_here = smallest.is_some_and(keep);
-        for (vid, v) in other.vehicles.drain() {
-            let trip = (v.trip != NONE).then(|| other.trips.slots[v.trip as usize]);
-            let trip_here = trip.and_then(|t| {
-                Some(Trip {
-                    loc: loc_here(t.loc)?,
-                    seg_id: seg_here(t.seg_id)?,
-                    ..t
-                })
-            });
-            let account = match trip {
-                Some(_) => trip_here.is_some(),
-                None => rest_here,
+        let current = u32::try_from(minute).unwrap_or(0);
+        for o in &other.records {
+            let trip_here = (o.trip_seg != NONE).then(|| seg_here(o.trip_seg)).flatten();
+            let account = match o.trip_seg {
+                NONE => rest_here,
+                _ => trip_here.is_some(),
             };
-            let mut record = Vehicle { trip: NONE, ..v };
+            let groups: Vec<Left> = other
+                .groups_of(o)
+                .into_iter()
+                .filter_map(|g| {
+                    Some(Left {
+                        seg: seg_here(g.seg)?,
+                        ..g
+                    })
+                })
+                .collect();
+            let mut record = Record {
+                trip_seg: trip_here.unwrap_or(NONE),
+                same: if trip_here.is_some() { o.same } else { 0 },
+                g_count: 0,
+                g_minute: 0,
+                left: NONE,
+                ..*o
+            };
             if !account {
-                record.latest = -1;
+                record.latest = NO_TIME;
                 record.latest_toll = 0;
                 record.total = 0;
             }
-            if let Some(t) = trip_here {
-                record.trip = self.trips.start(t);
-            }
-            match self.vehicles.entry(vid) {
-                Entry::Vacant(e) => {
-                    e.insert(record);
+            let big = (account && o.latest_toll == BIG_TOLL)
+                .then(|| other.big_tolls.get(&o.vid).copied())
+                .flatten();
+            let i = match self.record_of(o.vid) {
+                None => {
+                    if let Some(t) = big {
+                        self.big_tolls.insert(o.vid, t);
+                    }
+                    self.add_record(record)
                 }
-                Entry::Occupied(mut e) => {
-                    let mine = e.get_mut();
+                Some(i) => {
+                    let mine = &mut self.records[i as usize];
                     // The later of two live trips goes on; the other ends.
-                    if mine.trip != NONE && record.trip != NONE {
-                        let (ends, goes) = match record.last_time > mine.last_time {
-                            true => (mine.trip, record.trip),
-                            false => (record.trip, mine.trip),
-                        };
-                        self.trips.end(ends, &mut self.road, minute);
-                        mine.trip = goes;
-                    } else if record.trip != NONE {
-                        mine.trip = record.trip;
+                    if mine.trip_seg != NONE && record.trip_seg != NONE {
+                        if record.last_time > mine.last_time {
+                            mine.end_trip(&mut self.road, minute);
+                            (mine.trip_seg, mine.pos, mine.lane, mine.same) =
+                                (record.trip_seg, record.pos, record.lane, record.same);
+                        } else {
+                            record.end_trip(&mut self.road, minute);
+                        }
+                    } else if record.trip_seg != NONE {
+                        (mine.trip_seg, mine.pos, mine.lane, mine.same) =
+                            (record.trip_seg, record.pos, record.lane, record.same);
                     }
                     mine.last_time = mine.last_time.max(record.last_time);
                     mine.total += record.total;
-                    if record.latest > mine.latest {
+                    if record.latest != NO_TIME
+                        && (mine.latest == NO_TIME || record.latest > mine.latest)
+                    {
                         mine.latest = record.latest;
                         mine.latest_toll = record.latest_toll;
+                        match big {
+                            Some(t) => self.big_tolls.insert(o.vid, t),
+                            None => self.big_tolls.remove(&o.vid),
+                        };
                     }
+                    i
+                }
+            };
+            // Its groups of the minute: the record's own first (if it has none), the
+            // rest left.
+            let mine = &mut self.records[i as usize];
+            if i64::from(mine.g_minute) != minute {
+                (mine.g_minute, mine.g_count, mine.left) = (current, 0, NONE);
+                self.open.push(i);
+            }
+            for g in groups {
+                let mine = &mut self.records[i as usize];
+                if mine.g_count == 0 {
+                    (mine.g_seg, mine.g_spd, mine.g_count) = (g.seg, g.spd, g.count);
+                } else {
+                    self.left.push(Left {
+                        next: mine.left,
+                        ..g
+                    });
+                    mine.left = (self.left.len() - 1) as u32;
                 }
             }
         }
-        self.check_references()
+        self.check_references()?;
+        self.reindex()
     }
 
     /// The invariants that indexing relies on, for a decoded state: what would otherwise
@@ -984,53 +1170,74 @@ impl Partition {
                 "{segs} segment records for {xways} expressways (200 each)"
             ));
         }
-        let seg_ok = |seg_id: u32, loc: Option<Loc>| {
-            let xway = loc.map_or(0, |l| l.xway as usize);
-            (seg_id as usize) < segs && (loc.is_none() || xway < xways)
-        };
         for (loc, s) in &road.stopped {
-            if !seg_ok(s.seg_id, Some(*loc)) || s.count == 0 {
+            if (s.seg_id as usize) >= segs || (loc.xway as usize) >= xways || s.count == 0 {
                 return Err(format!("stopped vehicles {s:?} at {loc:?} out of range"));
             }
         }
-        for (i, t) in self.trips.slots.iter().enumerate() {
-            if !seg_ok(t.seg_id, Some(t.loc)) {
-                return Err(format!("trip slot {i} {t:?} out of range"));
-            }
+        if self.records.len() >= NONE as usize {
+            return Err(format!("{} records", self.records.len()));
         }
-        let slots = self.trips.slots.len();
-        // Each slot is free or held by one vehicle, not both.
-        let mut held = vec![false; slots];
-        for &f in &self.trips.free {
-            match held.get_mut(f as usize) {
-                Some(h) if !*h => *h = true,
-                _ => {
-                    return Err(format!(
-                        "free trip slot {f} of {slots} is repeated or out of range"
-                    ))
-                }
-            }
+        let minute = self.group_minute;
+        if minute != i64::MIN && u32::try_from(minute).is_err() {
+            return Err(format!("the groups' minute {minute} is out of range"));
         }
-        for (vid, v) in &self.vehicles {
-            if v.trip == NONE {
-                continue;
-            }
-            match held.get_mut(v.trip as usize) {
-                Some(h) if !*h => *h = true,
-                _ => {
-                    return Err(format!(
-                        "vehicle {vid}'s trip slot {} of {slots} is free, shared or out of range",
-                        v.trip
-                    ))
-                }
-            }
-        }
-        for &(vid, seg_id) in self.groups.keys() {
-            if !seg_ok(seg_id, None) {
+        // Each left group is on one vehicle's chain of the current minute.
+        let mut on_chain = vec![false; self.left.len()];
+        for r in &self.records {
+            let vid = r.vid;
+            if r.trip_seg != NONE
+                && ((r.trip_seg as usize) >= segs || r.lane > 4 || r.same > STOP_REPORTS)
+            {
                 return Err(format!(
-                    "minute group of vehicle {vid} in segment record {seg_id} of {segs}"
+                    "the trip of vehicle {vid}'s record {r:?} is out of range"
                 ));
             }
+            if (r.latest == NO_TIME && r.latest_toll != 0)
+                || (r.latest_toll == BIG_TOLL) != self.big_tolls.contains_key(&vid)
+            {
+                return Err(format!(
+                    "vehicle {vid}'s latest toll {r:?} does not hold together"
+                ));
+            }
+            if r.g_minute == 0 || i64::from(r.g_minute) < minute {
+                continue;
+            }
+            if i64::from(r.g_minute) > minute {
+                return Err(format!(
+                    "vehicle {vid}'s minute group of minute {} is after the current {minute}",
+                    r.g_minute
+                ));
+            }
+            if r.g_count > 0 && (r.g_seg as usize) >= segs {
+                return Err(format!(
+                    "minute group of vehicle {vid} in segment record {} of {segs}",
+                    r.g_seg
+                ));
+            }
+            let mut j = r.left;
+            while j != NONE {
+                match on_chain.get_mut(j as usize) {
+                    Some(s) if !*s => *s = true,
+                    _ => {
+                        return Err(format!(
+                            "vehicle {vid}'s left group {j} of {} is shared or out of range",
+                            self.left.len()
+                        ))
+                    }
+                }
+                let l = self.left[j as usize];
+                if l.count > 0 && (l.seg as usize) >= segs {
+                    return Err(format!(
+                        "minute group of vehicle {vid} in segment record {} of {segs}",
+                        l.seg
+                    ));
+                }
+                j = l.next;
+            }
+        }
+        if let Some(j) = on_chain.iter().position(|s| !s) {
+            return Err(format!("left group {j} is on no vehicle's chain"));
         }
         Ok(())
     }
@@ -1038,24 +1245,31 @@ impl Partition {
     /// Sizes of the partition's state.
     pub fn stats(&self) -> PartitionStats {
         use std::mem::size_of;
-        let map_bytes = |cap: usize, entry: usize| cap * (entry + 1);
         let accidents: usize = self.road.segs.iter().map(|s| s.accidents.len()).sum();
-        let heap_bytes = map_bytes(self.vehicles.capacity(), size_of::<(i64, Vehicle)>())
-            + self.trips.slots.capacity() * size_of::<Trip>()
-            + self.trips.free.capacity() * 4
-            + map_bytes(self.groups.capacity(), size_of::<((i64, u32), Group)>())
+        let minute_groups = self
+            .open
+            .iter()
+            .map(|&i| &self.records[i as usize])
+            .filter(|r| r.g_count > 0 && i64::from(r.g_minute) == self.group_minute)
+            .count()
+            + self.left.iter().filter(|l| l.count > 0).count();
+        let heap_bytes = self.records.capacity() * size_of::<Record>()
+            + self.index.capacity() * (size_of::<u32>() + 1)
+            + self.open.capacity() * size_of::<u32>()
+            + self.left.capacity() * size_of::<Left>()
+            + self.big_tolls.capacity() * (size_of::<(i64, i64)>() + 1)
             + self.road.segs.capacity() * size_of::<SegState>()
             + accidents * size_of::<Span>()
-            + map_bytes(self.road.stopped.capacity(), size_of::<(Loc, Stopped)>())
+            + self.road.stopped.capacity() * (size_of::<(Loc, Stopped)>() + 1)
             + self.pending.capacity() * size_of::<BalanceRequest>();
         PartitionStats {
-            vehicles_on_road: self.trips.slots.len() - self.trips.free.len(),
-            vehicles_known: self.vehicles.len(),
+            vehicles_on_road: self.records.iter().filter(|r| r.trip_seg != NONE).count(),
+            vehicles_known: self.records.len(),
             xways: self.road.xway_index.len(),
             segments: self.road.segs.len(),
             stopped_locations: self.road.stopped.len(),
             accidents,
-            minute_groups: self.groups.len(),
+            minute_groups,
             pending_balances: self.pending.len(),
             ignored_reports: self.ignored,
             ignored_types: self.ignored_types,
@@ -1064,16 +1278,23 @@ impl Partition {
     }
 
     fn answer_balances(&mut self, out: &mut Vec<Emitted>) {
-        for r in self.pending.drain(..) {
-            let partial = match self.vehicles.get(&r.vid) {
-                Some(v) if v.latest >= 0 && v.latest <= r.time => BalancePartial {
-                    time: r.time,
-                    qid: r.qid,
-                    vid: r.vid,
-                    latest: v.latest,
-                    sum_before: v.total - v.latest_toll,
-                    total: v.total,
-                },
+        for r in std::mem::take(&mut self.pending) {
+            let record = self.record_of(r.vid).map(|i| self.records[i as usize]);
+            let partial = match record {
+                Some(v) if v.latest != NO_TIME && i64::from(v.latest) <= r.time => {
+                    let toll = match v.latest_toll {
+                        BIG_TOLL => self.big_tolls.get(&v.vid).copied().unwrap_or(0),
+                        t => i64::from(t),
+                    };
+                    BalancePartial {
+                        time: r.time,
+                        qid: r.qid,
+                        vid: r.vid,
+                        latest: i64::from(v.latest),
+                        sum_before: v.total - toll,
+                        total: v.total,
+                    }
+                }
                 _ => BalancePartial {
                     time: r.time,
                     qid: r.qid,
@@ -1089,98 +1310,135 @@ impl Partition {
 
     /// A position report (type 0).
     fn position(&mut self, r: &Input, out: &mut Vec<Emitted>) {
-        if !(0..=4).contains(&r.lane) || !(0..=1).contains(&r.dir) || !(0..=99).contains(&r.seg) {
+        let fits = |v: i64, max: u32| (0..=i64::from(max)).contains(&v);
+        if !(0..=4).contains(&r.lane)
+            || !(0..=1).contains(&r.dir)
+            || !(0..=99).contains(&r.seg)
+            || !fits(r.time, NO_TIME - 1)
+            || !fits(r.pos, u32::MAX)
+            || i16::try_from(r.spd).is_err()
+        {
             self.ignored += 1;
             return;
         }
+        let (time, pos, spd) = (r.time as u32, r.pos as u32, r.spd as i32);
         let m = r.time / 60 + 1;
-        if m > self.group_minute {
-            if self.group_minute != i64::MIN {
-                self.road.fold_minute(&mut self.groups, self.group_minute);
-            }
-            self.group_minute = m;
-        }
         let x = self.road.xway(r.xway);
         let seg_id = x * SEGS_PER_XWAY + r.dir as u32 * 100 + r.seg as u32;
+        let found = self.record_of(r.vid);
+        // A group that would overflow its count (65,535 reports of one vehicle in one
+        // segment and minute: repeated Times) is ignored before anything changes.
+        let current = self.group_minute.max(m);
+        if let Some(i) = found {
+            let rec = &self.records[i as usize];
+            let same_minute = i64::from(rec.g_minute) == current;
+            let full = |count: u16| count == u16::MAX;
+            let at_seg = if !same_minute {
+                None
+            } else if rec.g_seg == seg_id && rec.g_count > 0 {
+                Some(rec.g_count)
+            } else {
+                self.left_in(rec.left, seg_id)
+                    .map(|j| self.left[j as usize].count)
+            };
+            if at_seg.is_some_and(full) {
+                self.ignored += 1;
+                return;
+            }
+        }
+        if m > self.group_minute {
+            self.fold_minute();
+            self.group_minute = m;
+        }
+        let current = self.group_minute as u32;
+        let (i, new) = match found {
+            Some(i) => (i, false),
+            None => (self.add_record(Record::new(r.vid, time)), true),
+        };
 
         // Segment statistics: every report, trip or not.
-        let g = self.groups.entry((r.vid, seg_id)).or_default();
-        g.spd_sum = g.spd_sum.wrapping_add(r.spd);
-        g.count += 1;
+        let rec = &mut self.records[i as usize];
+        if rec.g_minute != current {
+            (rec.g_minute, rec.g_seg, rec.g_spd, rec.g_count, rec.left) =
+                (current, seg_id, spd, 1, NONE);
+            self.open.push(i);
+        } else if rec.g_seg == seg_id && rec.g_count > 0 {
+            rec.g_spd += spd;
+            rec.g_count += 1;
+        } else {
+            // Another segment: the open group is left, and the vehicle takes back its
+            // group of this segment if it was here earlier in the minute.
+            let back = Self::left_in_list(&self.left, rec.left, seg_id);
+            if rec.g_count > 0 {
+                self.left.push(Left {
+                    seg: rec.g_seg,
+                    spd: rec.g_spd,
+                    count: rec.g_count,
+                    next: rec.left,
+                });
+                rec.left = (self.left.len() - 1) as u32;
+            }
+            let (spd0, count0) = match back {
+                Some(j) => {
+                    let l = &mut self.left[j as usize];
+                    let had = (l.spd, l.count);
+                    l.count = 0;
+                    had
+                }
+                None => (0, 0),
+            };
+            (rec.g_seg, rec.g_spd, rec.g_count) = (seg_id, spd0 + spd, count0 + 1);
+        }
 
         // Which trip does the report belong to (doc 8)?
-        let (v, start) = match self.vehicles.entry(r.vid) {
-            Entry::Vacant(e) => (
-                e.insert(Vehicle {
-                    last_time: r.time,
-                    latest: -1,
-                    latest_toll: 0,
-                    total: 0,
-                    trip: NONE,
-                }),
-                true,
-            ),
-            Entry::Occupied(e) => {
-                let v = e.into_mut();
-                let start = if v.trip == NONE {
-                    r.lane == 0
-                } else if r.lane == 0 && r.time - v.last_time > 60 {
-                    // Re-entry: the old trip ends here.
-                    self.trips.end(v.trip, &mut self.road, m);
-                    v.trip = NONE;
-                    true
-                } else {
-                    false
-                };
-                (v, start)
-            }
+        let start = if new {
+            true
+        } else if rec.trip_seg == NONE {
+            r.lane == 0
+        } else if r.lane == 0 && r.time - i64::from(rec.last_time) > 60 {
+            // Re-entry: the old trip ends here.
+            rec.end_trip(&mut self.road, m);
+            true
+        } else {
+            false
         };
-        v.last_time = r.time;
-        if v.trip == NONE && !start {
+        rec.last_time = time;
+        if rec.trip_seg == NONE && !start {
             return; // no trip: statistics only
         }
         let loc = Loc {
             xway: x,
-            pos: r.pos as u32,
+            pos,
             dir: r.dir as u8,
             lane: r.lane as u8,
         };
-        let trip = Trip {
-            loc,
-            seg_id,
-            same: 1,
-        };
-        let (slot, crossing) = if start {
-            let slot = self.trips.start(trip);
-            v.trip = slot;
-            (slot, true)
+        let crossing = if start {
+            (rec.trip_seg, rec.pos, rec.lane, rec.same) = (seg_id, pos, loc.lane, 1);
+            true
         } else {
-            let slot = v.trip;
-            let tr = &mut self.trips.slots[slot as usize];
-            if tr.loc == loc {
-                if tr.same < STOP_REPORTS {
-                    tr.same += 1;
-                    if tr.same == STOP_REPORTS {
+            let was = rec.loc();
+            if was == loc {
+                if rec.same < STOP_REPORTS {
+                    rec.same += 1;
+                    if rec.same == STOP_REPORTS {
                         self.road.stop(loc, seg_id, m);
                     }
                 }
             } else {
-                if tr.same >= STOP_REPORTS {
-                    self.road.unstop(tr.loc, m);
+                if rec.same >= STOP_REPORTS {
+                    self.road.unstop(was, m);
                 }
-                tr.loc = loc;
-                tr.same = 1;
+                (rec.pos, rec.lane, rec.same) = (pos, loc.lane, 1);
             }
-            let crossing = tr.seg_id != seg_id;
-            tr.seg_id = seg_id;
-            (slot, crossing)
+            let crossing = rec.trip_seg != seg_id;
+            rec.trip_seg = seg_id;
+            crossing
         };
 
         if r.lane == 4 {
             // Exit ramp: never notified; the trip ends (the report moved the vehicle to
             // a new location, so it is not stopped).
-            self.trips.end(slot, &mut self.road, m);
-            v.trip = NONE;
+            rec.end_trip(&mut self.road, m);
             return;
         }
         if crossing {
@@ -1205,10 +1463,36 @@ impl Partition {
                     seg: a.accident,
                 }));
             }
-            v.latest = r.time;
-            v.latest_toll = toll;
-            v.total += toll;
+            let rec = &mut self.records[i as usize];
+            let was_big = rec.latest_toll == BIG_TOLL;
+            rec.latest = time;
+            rec.latest_toll = match u32::try_from(toll) {
+                Ok(t) if t != BIG_TOLL => t,
+                _ => BIG_TOLL,
+            };
+            rec.total += toll;
+            if rec.latest_toll == BIG_TOLL {
+                self.big_tolls.insert(r.vid, toll);
+            } else if was_big {
+                self.big_tolls.remove(&r.vid);
+            }
         }
+    }
+
+    /// The group of segment record `seg` on the chain of left groups from `first`.
+    fn left_in(&self, first: u32, seg: u32) -> Option<u32> {
+        Self::left_in_list(&self.left, first, seg)
+    }
+
+    fn left_in_list(left: &[Left], mut j: u32, seg: u32) -> Option<u32> {
+        while j != NONE {
+            let l = left[j as usize];
+            if l.seg == seg && l.count > 0 {
+                return Some(j);
+            }
+            j = l.next;
+        }
+        None
     }
 }
 
@@ -1352,6 +1636,48 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    /// A vehicle that leaves a segment and comes back to it within a minute is one
+    /// vehicle of the segment's NOV, with the mean of all its speeds there (its group
+    /// is taken back from the list of left groups, not counted twice).
+    #[test]
+    fn a_vehicle_back_in_a_segment_within_a_minute_counts_once() {
+        let mut input = Vec::new();
+        input.push(rep(1, 9000, 10, 0, 1, 0, 5, 10));
+        input.push(rep(2, 9000, 50, 0, 1, 0, 6, 10));
+        input.push(rep(3, 9000, 20, 0, 1, 0, 5, 20));
+        crowd(&mut input, 10, 0, 0, 5, 52, 30, 1000);
+        input.push(rep(60, 1, 30, 0, 0, 0, 5, 100));
+        let mut p = partition();
+        let out = run(&mut p, input);
+        // NOV 53, LAV trunc((52 * 30 + 15) / 53) = 29: toll 2 * 3^2. Counted twice it
+        // would be NOV 54 and toll 32.
+        assert_eq!(tolls(&out, 1), vec![(60, 29, 18)]);
+    }
+
+    /// A report that would overflow its group's count is ignored before it changes
+    /// anything; the group's other reports count as before.
+    #[test]
+    fn a_group_that_would_overflow_ignores_the_report() {
+        let mut p = partition();
+        let mut out = Vec::new();
+        for _ in 0..u16::MAX {
+            p.process(&rep(0, 7, 0, 0, 1, 0, 5, 10), &mut out);
+        }
+        assert_eq!(p.stats().ignored_reports, 0);
+        p.process(&rep(0, 7, 0, 0, 1, 0, 5, 10), &mut out);
+        assert_eq!(p.stats().ignored_reports, 1);
+        let mut input = Vec::new();
+        crowd(&mut input, 10, 0, 0, 5, 51, 30, 1000);
+        input.push(rep(60, 1, 30, 0, 0, 0, 5, 100));
+        for t in &input {
+            p.process(t, &mut out);
+        }
+        p.end_of_second(60, &mut out);
+        // NOV 52 (vehicle 7 once, at speed 0), LAV trunc(51 * 30 / 52) = 29: toll
+        // 2 * 2^2 (the report in a group of its own would make NOV 53, toll 18).
+        assert_eq!(tolls(&out, 1), vec![(60, 29, 8)]);
     }
 
     #[test]
@@ -1948,10 +2274,12 @@ mod tests {
             tolls: _,
             segments: _,
             road,
-            vehicles,
-            trips,
-            groups,
+            records,
+            index,
+            open,
+            left,
             group_minute,
+            big_tolls,
             pending,
             ignored,
             ignored_types,
@@ -1974,18 +2302,23 @@ mod tests {
                 .map(|(l, s)| ((l.xway, l.pos, l.dir, l.lane), *s)),
         );
         let xway_index = sorted(xway_index.iter().map(|(k, v)| (*k, *v)));
-        let vehicles = sorted(vehicles.iter().map(|(k, v)| (*k, *v)));
-        let groups = sorted(groups.iter().map(|(k, v)| (*k, *v)));
+        let big_tolls = sorted(big_tolls.iter().map(|(k, v)| (*k, *v)));
+        // The index and the open list are derived: what they say, in a fixed order.
+        let indexed = sorted(index.iter().map(|&i| (records[i as usize].vid, i)));
+        let mut open = open.clone();
+        open.sort_unstable();
         vec![
             ("road.xway_index", format!("{xway_index:?}")),
             ("road.last_xway", format!("{last_xway:?}")),
             ("road.segs", format!("{segs:?}")),
             ("road.stopped", format!("{stopped:?}")),
             ("road.next_accident", format!("{next_accident}")),
-            ("vehicles", format!("{vehicles:?}")),
-            ("trips", format!("{trips:?}")),
-            ("groups", format!("{groups:?}")),
+            ("records", format!("{records:?}")),
+            ("index", format!("{indexed:?}")),
+            ("open", format!("{open:?}")),
+            ("left", format!("{left:?}")),
             ("group_minute", format!("{group_minute}")),
+            ("big_tolls", format!("{big_tolls:?}")),
             ("pending", format!("{pending:?}")),
             ("ignored", format!("{ignored} {ignored_types}")),
         ]
@@ -2105,36 +2438,74 @@ mod tests {
         };
         check(
             &corrupt(&|q| {
-                let v = q
-                    .vehicles
-                    .values_mut()
-                    .find(|v| v.trip != NONE)
+                let r = q
+                    .records
+                    .iter_mut()
+                    .find(|r| r.trip_seg != NONE)
                     .expect("one");
-                v.trip = q.trips.slots.len() as u32;
+                r.trip_seg = 400;
             }),
-            "trip slot",
+            "is out of range",
         );
         check(
             &corrupt(&|q| {
-                q.trips.slots.push(q.trips.slots[0]);
-                let f = q.trips.slots.len() as u32 - 1;
-                q.trips.free.extend([f, f]);
+                let mut r = q.records[1];
+                (r.left, r.g_minute) = (NONE, 0);
+                q.records.push(r);
             }),
-            "free trip slot",
+            "has two records",
         );
         check(
             &corrupt(&|q| {
-                let v = q.vehicles.values().find(|v| v.trip != NONE).expect("one");
-                let slot = v.trip;
-                q.trips.free.push(slot);
-            }),
-            "is free, shared",
-        );
-        check(
-            &corrupt(&|q| {
-                q.groups.insert((1, 400), Group::default());
+                let m = q.group_minute as u32;
+                let r = q.records.iter_mut().find(|r| r.g_minute == m).expect("one");
+                r.g_seg = 400;
             }),
             "segment record 400 of 400",
+        );
+        check(
+            &corrupt(&|q| {
+                let m = q.group_minute as u32;
+                let r = q.records.iter_mut().find(|r| r.g_minute == m).expect("one");
+                r.g_minute = m + 1;
+            }),
+            "is after the current",
+        );
+        let (with_left, chained) = {
+            let mut q = Partition::new(tolls.clone(), segs.clone());
+            q.restore_state(&good).expect("restore");
+            let m = q.group_minute as u32;
+            let with: Vec<usize> = (0..q.records.len())
+                .filter(|&i| q.records[i].g_minute == m && q.records[i].left != NONE)
+                .collect();
+            (with, q.left.len())
+        };
+        assert!(
+            with_left.len() >= 2 && chained >= 2,
+            "no left groups to corrupt"
+        );
+        check(
+            &corrupt(&|q| {
+                let (a, b) = (with_left[0], with_left[1]);
+                q.records[b].left = q.records[a].left;
+            }),
+            "is shared or out of range",
+        );
+        check(
+            &corrupt(&|q| q.records[with_left[0]].left = chained as u32),
+            "is shared or out of range",
+        );
+        check(
+            &corrupt(&|q| {
+                let j = q.records[with_left[0]].left as usize;
+                q.left[j].seg = 400;
+                q.left[j].count = 1;
+            }),
+            "segment record 400 of 400",
+        );
+        check(
+            &corrupt(&|q| q.records[with_left[0]].left = NONE),
+            "is on no vehicle's chain",
         );
         check(
             &corrupt(&|q| {
@@ -2147,12 +2518,6 @@ mod tests {
                 q.road.segs.pop();
             }),
             "399 segment records",
-        );
-        check(
-            &corrupt(&|q| {
-                q.trips.slots[0].seg_id = 1000;
-            }),
-            "trip slot 0",
         );
         // Truncated state: never a whole state (decoding is sequential, and trailing
         // bytes are refused).
