@@ -34,6 +34,7 @@ SELECT * FROM PARALLEL(samples,
 --       worker 0: partitions 0
 --       worker 1: partitions 1
 --       Split: q = 2, route (idx % 2), broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Source: samples = csv data/samples.csv (header)  -> (idx int64, t int64 EVENT TIME, x float64?)
 --           epoch 1024 event-time units, physical window W = 1024 rows, as fast as possible

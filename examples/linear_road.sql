@@ -38,9 +38,7 @@ SELECT * FROM PARALLEL(lrb,
 --       worker 0: partitions 0,2,4,6
 --       worker 1: partitions 1,3,5,7
 --       Split: q = 8, route xway when (type <> 2), broadcast (type = 2), strategy autosplit
---         shape: tree, fanouts [2, 4] (8 leaves for q = 8)
---         level 1: 1 node(s) x fanout 2, r = 0.9950, b = 0.0050, est. cost/node 2.005; workers 0
---         level 2: 2 node(s) x fanout 4, r = 0.9900, b = 0.0100, est. cost/node 1.020; workers 1,0
---         est. throughput 0.499 x emit capacity, total cost 4.045 per input tuple
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 4] work 2.01 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
+--         shape: fsplit, one splitter on worker 0; est. cost 2.035 per input tuple (b = 0.005, a = 1)
 --         Source: lrb = csv lrb/input.csv  -> (type int64, time int64 EVENT TIME, vid int64, spd int64, xway int64, lane int64, dir int64, seg int64, pos int64, qid int64, sinit int64, send int64, dow int64, tod int64, day int64)
 --           epoch 1 event-time units, physical window W = 256 rows, as fast as possible

@@ -45,12 +45,14 @@ ON a.n = b.n AND b.we BETWEEN a.we AND a.we;
 --       worker 0: partitions 0,2,4,6,8,10,12,14
 --       worker 1: partitions 1,3,5,7,9,11,13,15
 --       Split: q = 16, route CASE WHEN (_stream = 0) THEN hash(left.n) WHEN (_stream = 1) THEN hash(right.n) END, broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 4, 2] work 3.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Merge: union  -> (_stream int64, _time int64 EVENT TIME, left.we int64?, left.caller int64?, left.n int64?, right.we int64?, right.sender int64?, right.n int64?)
 --           Map: query1_1 on each of 16 partitions  -> (_stream int64, _time int64 EVENT TIME, left.we int64?, left.caller int64?, left.n int64?, right.we int64?, right.sender int64?, right.n int64?)
 --             worker 0: partitions 0,2,4,6,8,10,12,14
 --             worker 1: partitions 1,3,5,7,9,11,13,15
 --             Split: q = 16, route CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END, broadcast none, strategy autosplit
+--               autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 4, 2] work 3.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --               shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --               Source: calls+texts = interleave of 2 source(s) in (epoch, event time, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, calls.caller int64?, calls.dur int64?, calls.start int64?, texts.sender int64?, texts.len int64?, texts.start int64?)
 --                 epoch 1 event-time units, physical window W = 1024 rows, as fast as possible

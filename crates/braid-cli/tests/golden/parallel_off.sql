@@ -45,6 +45,7 @@ SELECT window_start, k, avg(v) AS mean FROM s WHERE k IN (1, 2, 3) GROUP BY HOP(
 --       worker 0: partitions 0,2
 --       worker 1: partitions 1,3
 --       Split: q = 4, route hash(k) when (((k = 1) OR (k = 2)) OR (k = 3)), broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Source: s = csv s.csv (header)  -> (k int64?, v float64?, t int64 EVENT TIME)
 --           epoch 10 event-time units, physical window W = 1024 rows, as fast as possible

@@ -31,6 +31,7 @@ GROUP BY TUMBLE(start, 60), minutes;
 --       worker 0: partitions 0,2,4,6,8,10,12,14
 --       worker 1: partitions 1,3,5,7,9,11,13,15
 --       Split: q = 16, route hash((dur / 60)) when ((dur / 60) > 1), broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 4, 2] work 3.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --           epoch 1 event-time units, physical window W = 1024 rows, as fast as possible

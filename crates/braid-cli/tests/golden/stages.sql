@@ -38,12 +38,14 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --       worker 0: partitions 0,2
 --       worker 1: partitions 1,3
 --       Split: q = 4, route hash((dur / 60)), broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Merge: union  -> (caller int64?, start int64 EVENT TIME, dur int64?, sender int64?, start int64)
 --           Map: query1_1 on each of 4 partitions  -> (caller int64?, start int64 EVENT TIME, dur int64?, sender int64?, start int64)
 --             worker 0: partitions 0,2
 --             worker 1: partitions 1,3
 --             Split: q = 4, route CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END, broadcast none, strategy autosplit
+--               autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --               shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --               Source: calls+texts = interleave of 2 source(s) in (epoch, event time, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, calls.caller int64?, calls.start int64?, calls.dur int64?, texts.sender int64?, texts.start int64?)
 --                 epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
@@ -72,18 +74,21 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --       worker 0: partitions 0,2
 --       worker 1: partitions 1,3
 --       Split: q = 4, route round robin, broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Merge: union  -> (window_start int64, window_end int64 EVENT TIME, key1 int64?, __agg0 int64?)
 --           Map: query2_2 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, key1 int64?, __agg0 int64?)
 --             worker 0: partitions 0,2
 --             worker 1: partitions 1,3
 --             Split: q = 4, route hash((dur / 60)), broadcast none, strategy autosplit
+--               autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --               shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --               Merge: union  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --                 Map: query2_1 on each of 4 partitions  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --                   worker 0: partitions 0,2
 --                   worker 1: partitions 1,3
 --                   Split: q = 4, route round robin, broadcast none, strategy autosplit
+--                     autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --                     shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --                     Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --                       epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
