@@ -692,6 +692,7 @@ fn fingerprint(plan: &Plan) -> u64 {
                 s.q = 0;
                 s.placement = None;
                 s.shape = None;
+                s.why = None;
                 if let braid_plan::plan::Route::Grid { rows, cols, .. } = &mut s.route {
                     (*rows, *cols) = (0, 0);
                 }

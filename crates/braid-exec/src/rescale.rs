@@ -306,6 +306,7 @@ pub(crate) fn apply(plan: &Plan, spec: &Rescale) -> Plan {
             s.q = q;
             s.placement = spec.placement.get(k).cloned().flatten().map(Into::into);
             s.shape = None;
+            s.why = None;
         }
     });
     plan

@@ -219,3 +219,59 @@ fn tree_or_fsplit(fanouts: Vec<u32>) -> SplitShape {
         SplitShape::Tree(crate::cost::TreeShape { fanouts })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::Expr;
+    use crate::plan::{Route, SourceSpec};
+    use crate::types::{DataType, Field, Schema};
+
+    fn split(q: u32, broadcast: bool, rates: Option<(f64, f64)>) -> Split {
+        let schema = Schema::new(vec![Field::new("k", DataType::Int64)]);
+        let source = Plan::source("s", SourceSpec::Native("s".into()), schema);
+        let route = Route::Expr {
+            expr: Expr::Column(0, "k".into()),
+            when: None,
+        };
+        let bcast = broadcast.then(|| Expr::Column(0, "k".into()).eq(Expr::int(0)));
+        let Plan::Split(mut s) = source.split(q, route, bcast, Strategy::Autosplit) else {
+            unreachable!()
+        };
+        if let Some((desired, one)) = rates {
+            s.hints.desired_rate = Some(desired);
+            s.hints.splitter_rate = Some(one);
+        }
+        s
+    }
+
+    /// One splitter unless the desired rate needs more: then parasplit, with p from
+    /// eq. 6; a tree never (its root alone does one splitter's work); when nothing
+    /// keeps up, the fastest candidate. EXPLAIN's reason says which case it was.
+    #[test]
+    fn autosplit_is_one_splitter_unless_a_desired_rate_needs_more() {
+        let env = Env { workers: 2 };
+        for (q, b) in [(8, false), (64, true), (512, true)] {
+            let (shape, why) = autosplit(&split(q, b, None), env);
+            assert_eq!(shape, SplitShape::Fsplit, "q = {q}: {why}");
+            assert!(why.contains("no desired rate"), "{why}");
+            let (shape, why) = autosplit(&split(q, b, Some((1e6, 2e6))), env);
+            assert_eq!(shape, SplitShape::Fsplit, "q = {q}: {why}");
+            assert!(why.contains("keeps up with 1000000"), "{why}");
+            let (shape, why) = autosplit(&split(q, b, Some((3e6, 2e6))), env);
+            assert!(
+                matches!(shape, SplitShape::Parasplit { p, .. } if p >= 2),
+                "{why}"
+            );
+            // Ten times one splitter's rate on two workers: nothing keeps up.
+            let (shape, why) = autosplit(&split(q, b, Some((2e7, 2e6))), env);
+            assert!(matches!(shape, SplitShape::Parasplit { .. }), "{why}");
+            assert!(why.contains("none keeps up"), "{why}");
+            for c in split_candidates(&split(q, b, None), env) {
+                if let SplitShape::Tree(_) = c.shape {
+                    assert!(c.total > 1.0 && c.bottleneck >= 1.0 - 1e-9, "{c:?}");
+                }
+            }
+        }
+    }
+}
