@@ -43,7 +43,7 @@ pub struct RateArgs {
     /// Split strategy.
     #[arg(long, default_value = "autosplit")]
     strategy: String,
-    /// Logical partitions (expressway x to x mod N); default min(L, 128).
+    /// Logical partitions (expressway x to x mod N); default min(L, 16).
     #[arg(long)]
     parts: Option<u32>,
     /// Balance merge fan-in.
@@ -226,7 +226,7 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
     let _ = writeln!(md, "Result: {verdict}. This is not the 3-hour L-rating of the benchmark paper (doc section 7).\n");
     let _ = writeln!(
         md,
-        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only.\n",
+        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only. `state MB` is what the Linear Road partitions' state held at the end (vehicle records, their index, segment records, at capacity: `PartitionStats::heap_bytes`); the rest of the peak RSS is the engine's windows in flight, the generator's base input, the sink's samples and the allocator's spare.\n",
         a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE,
         a.parts.map_or(format!("min(L, {}) logical partitions (expressway x in partition x mod q)", linear_road::rate::PARTS), |q| format!("{q} logical partitions")),
         a.warmup, a.minutes, a.workers, a.warmup
@@ -248,6 +248,8 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
             format!("{:.1}", c.cpu_seconds),
             format!("{:.0}", r.peak_rss_mb),
             format!("{:.2}", r.peak_rss_mb / f64::from(c.l.max(1))),
+            format!("{:.0}", c.state_bytes as f64 / 1e6),
+            format!("{:.1}", c.vehicles as f64 / f64::from(c.l.max(1)) / 1e3),
             format!("{:?}", c.late),
             format!("{} / {}", c.millis[0][1], c.millis[2][1]),
             max.to_string(),
@@ -264,6 +266,8 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
             ("CPU s", Align::Right),
             ("peak RSS MB", Align::Right),
             ("MB per xway", Align::Right),
+            ("state MB", Align::Right),
+            ("k vehicles per xway", Align::Right),
             ("late (0..4)", Align::Left),
             ("p99 ms toll / bal", Align::Right),
             ("max ms", Align::Right),

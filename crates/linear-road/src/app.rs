@@ -58,13 +58,19 @@ pub struct LinearRoad {
     ignored: Arc<Ignored>,
 }
 
-/// Records the partitions ignored, summed when each partition finishes.
+/// Records the partitions ignored, and the size of their state, summed when each
+/// partition finishes.
 #[derive(Debug, Default)]
 pub struct Ignored {
-    /// Position reports with Lane, Dir or Seg out of range.
+    /// Position reports with Lane, Dir or Seg out of range, Time, Pos or Spd beyond
+    /// what a vehicle record holds, or one report too many for a group's count.
     pub reports: std::sync::atomic::AtomicU64,
     /// Records whose Type is not 0-4.
     pub types: std::sync::atomic::AtomicU64,
+    /// Bytes the partitions' state held at their end (`PartitionStats::heap_bytes`).
+    pub state_bytes: std::sync::atomic::AtomicU64,
+    /// Vehicle records at their end (`PartitionStats::vehicles_known`).
+    pub vehicles: std::sync::atomic::AtomicU64,
 }
 
 impl StreamFunctionFactory for LinearRoad {
@@ -226,6 +232,12 @@ impl StreamFunction for Adapter {
         use std::sync::atomic::Ordering::Relaxed;
         self.ignored.reports.fetch_add(s.ignored_reports, Relaxed);
         self.ignored.types.fetch_add(s.ignored_types, Relaxed);
+        self.ignored
+            .state_bytes
+            .fetch_add(s.heap_bytes as u64, Relaxed);
+        self.ignored
+            .vehicles
+            .fetch_add(s.vehicles_known as u64, Relaxed);
         self.part.finish(&mut self.buf);
         emit_all(&mut self.buf, out, self.partition, self.partitions);
     }

@@ -33,9 +33,10 @@
 //!   balances, which span the run, and for the re-entry rules of doc 8): its account
 //!   (latest report and notification times, latest toll, total), its trip while it is
 //!   on one (location, consecutive reports there), and its group of the current minute
-//!   (segment, speed sum, report count). An index of 4-byte record numbers finds it:
-//!   a position report looks up one record, where it once looked up an account, a trip
-//!   slot and a (vehicle, segment) group in three hash maps.
+//!   (segment, speed sum, report count). An index of 8-byte slots (the id's low bits
+//!   beside the record's number, at most 5/8 full) finds it: a position report looks
+//!   up one record, where it once looked up an account, a trip slot and a (vehicle,
+//!   segment) group in three hash maps.
 //! * Per expressway: 200 segment records, each with the aggregates of the last five
 //!   completed minutes (a ring), the answer cached for the current minute and the
 //!   accidents that can still be active.
@@ -78,7 +79,6 @@
 //! exactly the doc's (a test checks 1 vs 2 partitions on generated input). Accounts are exact across
 //! partitions (doc 6.5, [`merge_balance`]).
 
-use hashbrown::HashTable;
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
@@ -399,12 +399,78 @@ struct Left {
     next: u32,
 }
 
-/// The hash of a vehicle id in the record index.
-#[inline]
-fn vid_hash(vid: i64) -> u64 {
-    let mut h = FxHasher::default();
-    h.write_i64(vid);
-    h.finish()
+/// Vehicle id -> its record's number: open addressing with linear probing, each slot
+/// the low 32 bits of a vehicle id and its record number side by side (8 bytes), so a
+/// lookup is one miss in the caches where a Swiss table's control bytes and slots
+/// were two (with gigabytes of state, those misses were half the rating's CPU time).
+/// A slot whose low bits match is confirmed against the record's whole id; records are
+/// never removed.
+#[derive(Default)]
+struct VidIndex {
+    /// (low 32 bits of the id, record number); an empty slot has [`NONE`].
+    slots: Vec<(u32, u32)>,
+    len: usize,
+}
+
+impl VidIndex {
+    /// The slot where a probe for an id with low bits `lo` starts (Fibonacci hashing:
+    /// the high bits of a product, so ids that share low bits spread).
+    #[inline]
+    fn start(&self, lo: u32) -> usize {
+        let bits = self.slots.len().trailing_zeros();
+        (u64::from(lo).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+    }
+
+    /// The record of `vid`, as `is(record)` confirms the whole id.
+    #[inline]
+    fn find(&self, vid: i64, is: impl Fn(u32) -> bool) -> Option<u32> {
+        if self.len == 0 {
+            return None;
+        }
+        let lo = vid as u32;
+        let mask = self.slots.len() - 1;
+        let mut i = self.start(lo);
+        loop {
+            let (key, record) = self.slots[i];
+            if record == NONE {
+                return None;
+            }
+            if key == lo && is(record) {
+                return Some(record);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// Adds `record` for an id with low bits `lo` (not in the index), growing it to
+    /// stay at most 5/8 full.
+    fn insert(&mut self, lo: u32, record: u32) {
+        if (self.len + 1) * 8 > self.slots.len() * 5 {
+            let size = (self.slots.len() * 2).max(64);
+            let old = std::mem::replace(&mut self.slots, vec![(0, NONE); size]);
+            for (key, r) in old {
+                if r != NONE {
+                    self.place(key, r);
+                }
+            }
+        }
+        self.place(lo, record);
+        self.len += 1;
+    }
+
+    fn place(&mut self, lo: u32, record: u32) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.start(lo);
+        while self.slots[i].1 != NONE {
+            i = (i + 1) & mask;
+        }
+        self.slots[i] = (lo, record);
+    }
+
+    /// Bytes held.
+    fn capacity_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<(u32, u32)>()
+    }
 }
 
 /// Aggregate of one completed minute of one segment.
@@ -718,7 +784,7 @@ pub struct Partition {
     records: Vec<Record>,
     /// Vehicle id -> its record's index in `records` (4 bytes a vehicle).
     #[serde(skip)]
-    index: HashTable<u32>,
+    index: VidIndex,
     /// Records whose group is of minute `group_minute`.
     #[serde(skip)]
     open: Vec<u32>,
@@ -751,7 +817,7 @@ impl Partition {
             segments,
             road: Road::default(),
             records: Vec::new(),
-            index: HashTable::new(),
+            index: VidIndex::default(),
             open: Vec::new(),
             left: Vec::new(),
             group_minute: i64::MIN,
@@ -844,36 +910,30 @@ impl Partition {
     #[inline]
     fn record_of(&self, vid: i64) -> Option<u32> {
         let records = &self.records;
-        self.index
-            .find(vid_hash(vid), |&i| records[i as usize].vid == vid)
-            .copied()
+        self.index.find(vid, |i| records[i as usize].vid == vid)
     }
 
     /// Adds `record` (of a vehicle without one) and indexes it.
     fn add_record(&mut self, record: Record) -> u32 {
         let i = self.records.len() as u32;
         self.records.push(record);
-        let records = &self.records;
-        self.index.insert_unique(vid_hash(record.vid), i, |&j| {
-            vid_hash(records[j as usize].vid)
-        });
+        self.index.insert(record.vid as u32, i);
         i
     }
 
     /// Rebuilds the index and the open groups from the records (after a restore or a
     /// rescale); a vehicle with two records is an error.
     fn reindex(&mut self) -> Result<(), String> {
-        let mut index = HashTable::with_capacity(self.records.len());
+        let mut index = VidIndex::default();
         let records = &self.records;
         for (i, r) in records.iter().enumerate() {
-            let hash = vid_hash(r.vid);
             if index
-                .find(hash, |&j: &u32| records[j as usize].vid == r.vid)
+                .find(r.vid, |j| records[j as usize].vid == r.vid)
                 .is_some()
             {
                 return Err(format!("vehicle {} has two records", r.vid));
             }
-            index.insert_unique(hash, i as u32, |&j| vid_hash(records[j as usize].vid));
+            index.insert(r.vid as u32, i as u32);
         }
         self.index = index;
         let minute = self.group_minute;
@@ -1254,7 +1314,7 @@ impl Partition {
             .count()
             + self.left.iter().filter(|l| l.count > 0).count();
         let heap_bytes = self.records.capacity() * size_of::<Record>()
-            + self.index.capacity() * (size_of::<u32>() + 1)
+            + self.index.capacity_bytes()
             + self.open.capacity() * size_of::<u32>()
             + self.left.capacity() * size_of::<Left>()
             + self.big_tolls.capacity() * (size_of::<(i64, i64)>() + 1)
@@ -2304,7 +2364,13 @@ mod tests {
         let xway_index = sorted(xway_index.iter().map(|(k, v)| (*k, *v)));
         let big_tolls = sorted(big_tolls.iter().map(|(k, v)| (*k, *v)));
         // The index and the open list are derived: what they say, in a fixed order.
-        let indexed = sorted(index.iter().map(|&i| (records[i as usize].vid, i)));
+        let indexed = sorted(
+            index
+                .slots
+                .iter()
+                .filter(|s| s.1 != NONE)
+                .map(|&(_, i)| (records[i as usize].vid, i)),
+        );
         let mut open = open.clone();
         open.sort_unstable();
         vec![
