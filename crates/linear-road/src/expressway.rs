@@ -40,18 +40,18 @@
 //! * Per expressway: 200 segment records, each with the aggregates of the last five
 //!   completed minutes (a ring), the answer cached for the current minute and the
 //!   accidents that can still be active.
-//! * For the current minute only: the records that have a group in it (4 bytes each)
-//!   and the groups vehicles left for another segment within it (16 bytes each,
-//!   chained from the vehicle's record, so a vehicle that comes back to a segment in
-//!   the same minute takes its group back). A minute's end reads those once.
+//! * For the current minute only: the groups vehicles left for another segment within
+//!   it (16 bytes each, chained from the vehicle's record, so a vehicle that comes back
+//!   to a segment in the same minute takes its group back). A minute's end reads the
+//!   records once, in memory order, and these.
 //!
 //! # Checkpoints
 //!
-//! [`Partition::save_state`] writes all of the above but the index and the list of
-//! records with a group (bincode, varint integers; the histories are not state, their
-//! owner supplies them again) between two seconds, where no type-2 request is
-//! pending; [`Partition::restore_state`] reads it back, checks the record, chain,
-//! segment-record and expressway references before taking it, and rebuilds the index.
+//! [`Partition::save_state`] writes all of the above but the index (bincode, varint
+//! integers; the histories are not state, their owner supplies them again) between
+//! two seconds, where no type-2 request is pending; [`Partition::restore_state`] reads
+//! it back, checks the record, chain, segment-record and expressway references before
+//! taking it, and rebuilds the index.
 //!
 //! A checkpoint restores at another partition count: [`Partition::absorb`] takes the
 //! expressways of an old partition that route to a new one, with everything on them,
@@ -785,9 +785,6 @@ pub struct Partition {
     /// Vehicle id -> its record's index in `records` (4 bytes a vehicle).
     #[serde(skip)]
     index: VidIndex,
-    /// Records whose group is of minute `group_minute`.
-    #[serde(skip)]
-    open: Vec<u32>,
     /// Groups left within minute `group_minute` (see [`Record::left`]).
     left: Vec<Left>,
     /// The current minute of the groups (`i64::MIN` before the first report).
@@ -818,7 +815,6 @@ impl Partition {
             road: Road::default(),
             records: Vec::new(),
             index: VidIndex::default(),
-            open: Vec::new(),
             left: Vec::new(),
             group_minute: i64::MIN,
             big_tolls: FxMap::default(),
@@ -883,16 +879,16 @@ impl Partition {
         self.fold_minute();
     }
 
-    /// Folds the groups of minute `group_minute` into the segment aggregates (a
-    /// minute's end, read once per vehicle that reported in it; the records are not
-    /// written).
+    /// Folds the groups of minute `group_minute` into the segment aggregates: a
+    /// minute's end reads the records once, in memory order (a list of the records
+    /// with a group, in the order they reported, sent each to a random place: at
+    /// L = 2,000 that stalled a worker for seconds each minute), and writes none.
     fn fold_minute(&mut self) {
         let minute = self.group_minute;
         if minute == i64::MIN {
             return;
         }
-        for &i in &self.open {
-            let r = &self.records[i as usize];
+        for r in &self.records {
             if r.g_count > 0 && i64::from(r.g_minute) == minute {
                 self.road.add_group(r.g_seg, r.g_spd, r.g_count, minute);
             }
@@ -902,7 +898,6 @@ impl Partition {
                 self.road.add_group(l.seg, l.spd, l.count, minute);
             }
         }
-        self.open.clear();
         self.left.clear();
     }
 
@@ -921,8 +916,8 @@ impl Partition {
         i
     }
 
-    /// Rebuilds the index and the open groups from the records (after a restore or a
-    /// rescale); a vehicle with two records is an error.
+    /// Rebuilds the index from the records (after a restore or a rescale); a vehicle
+    /// with two records is an error.
     fn reindex(&mut self) -> Result<(), String> {
         let mut index = VidIndex::default();
         let records = &self.records;
@@ -936,10 +931,6 @@ impl Partition {
             index.insert(r.vid as u32, i as u32);
         }
         self.index = index;
-        let minute = self.group_minute;
-        self.open = (0..self.records.len() as u32)
-            .filter(|&i| i64::from(self.records[i as usize].g_minute) == minute)
-            .collect();
         Ok(())
     }
 
@@ -1188,7 +1179,6 @@ impl Partition {
             let mine = &mut self.records[i as usize];
             if i64::from(mine.g_minute) != minute {
                 (mine.g_minute, mine.g_count, mine.left) = (current, 0, NONE);
-                self.open.push(i);
             }
             for g in groups {
                 let mine = &mut self.records[i as usize];
@@ -1307,15 +1297,13 @@ impl Partition {
         use std::mem::size_of;
         let accidents: usize = self.road.segs.iter().map(|s| s.accidents.len()).sum();
         let minute_groups = self
-            .open
+            .records
             .iter()
-            .map(|&i| &self.records[i as usize])
             .filter(|r| r.g_count > 0 && i64::from(r.g_minute) == self.group_minute)
             .count()
             + self.left.iter().filter(|l| l.count > 0).count();
         let heap_bytes = self.records.capacity() * size_of::<Record>()
             + self.index.capacity_bytes()
-            + self.open.capacity() * size_of::<u32>()
             + self.left.capacity() * size_of::<Left>()
             + self.big_tolls.capacity() * (size_of::<(i64, i64)>() + 1)
             + self.road.segs.capacity() * size_of::<SegState>()
@@ -1421,7 +1409,6 @@ impl Partition {
         if rec.g_minute != current {
             (rec.g_minute, rec.g_seg, rec.g_spd, rec.g_count, rec.left) =
                 (current, seg_id, spd, 1, NONE);
-            self.open.push(i);
         } else if rec.g_seg == seg_id && rec.g_count > 0 {
             rec.g_spd += spd;
             rec.g_count += 1;
@@ -2336,7 +2323,6 @@ mod tests {
             road,
             records,
             index,
-            open,
             left,
             group_minute,
             big_tolls,
@@ -2371,8 +2357,6 @@ mod tests {
                 .filter(|s| s.1 != NONE)
                 .map(|&(_, i)| (records[i as usize].vid, i)),
         );
-        let mut open = open.clone();
-        open.sort_unstable();
         vec![
             ("road.xway_index", format!("{xway_index:?}")),
             ("road.last_xway", format!("{last_xway:?}")),
@@ -2381,7 +2365,6 @@ mod tests {
             ("road.next_accident", format!("{next_accident}")),
             ("records", format!("{records:?}")),
             ("index", format!("{indexed:?}")),
-            ("open", format!("{open:?}")),
             ("left", format!("{left:?}")),
             ("group_minute", format!("{group_minute}")),
             ("big_tolls", format!("{big_tolls:?}")),
