@@ -1374,24 +1374,27 @@ impl Partition {
         let x = self.road.xway(r.xway);
         let seg_id = x * SEGS_PER_XWAY + r.dir as u32 * 100 + r.seg as u32;
         let found = self.record_of(r.vid);
-        // A group that would overflow its count (65,535 reports of one vehicle in one
-        // segment and minute: repeated Times) is ignored before anything changes.
+        // The group of this segment the vehicle left earlier in the minute, if any
+        // (taken back below). A group that would overflow its count (65,535 reports of
+        // one vehicle in one segment and minute: repeated Times) is ignored before
+        // anything changes. A report of a later minute folds the minute below, but then
+        // the record's group is of an earlier minute: `back` is found only when no
+        // fold comes between.
         let current = self.group_minute.max(m);
+        let mut back = None;
         if let Some(i) = found {
             let rec = &self.records[i as usize];
-            let same_minute = i64::from(rec.g_minute) == current;
-            let full = |count: u16| count == u16::MAX;
-            let at_seg = if !same_minute {
-                None
-            } else if rec.g_seg == seg_id && rec.g_count > 0 {
-                Some(rec.g_count)
-            } else {
-                self.left_in(rec.left, seg_id)
-                    .map(|j| self.left[j as usize].count)
-            };
-            if at_seg.is_some_and(full) {
-                self.ignored += 1;
-                return;
+            if i64::from(rec.g_minute) == current {
+                let count = if rec.g_seg == seg_id && rec.g_count > 0 {
+                    rec.g_count
+                } else {
+                    back = Self::left_in(&self.left, rec.left, seg_id);
+                    back.map_or(0, |j| self.left[j as usize].count)
+                };
+                if count == u16::MAX {
+                    self.ignored += 1;
+                    return;
+                }
             }
         }
         if m > self.group_minute {
@@ -1414,8 +1417,7 @@ impl Partition {
             rec.g_count += 1;
         } else {
             // Another segment: the open group is left, and the vehicle takes back its
-            // group of this segment if it was here earlier in the minute.
-            let back = Self::left_in_list(&self.left, rec.left, seg_id);
+            // group of this segment if it was here earlier in the minute (`back`).
             if rec.g_count > 0 {
                 self.left.push(Left {
                     seg: rec.g_seg,
@@ -1526,12 +1528,8 @@ impl Partition {
         }
     }
 
-    /// The group of segment record `seg` on the chain of left groups from `first`.
-    fn left_in(&self, first: u32, seg: u32) -> Option<u32> {
-        Self::left_in_list(&self.left, first, seg)
-    }
-
-    fn left_in_list(left: &[Left], mut j: u32, seg: u32) -> Option<u32> {
+    /// The group of segment record `seg` on the chain of left groups from `j`.
+    fn left_in(left: &[Left], mut j: u32, seg: u32) -> Option<u32> {
         while j != NONE {
             let l = left[j as usize];
             if l.seg == seg && l.count > 0 {

@@ -752,6 +752,7 @@ impl<'s> LineParser<'s> {
         {
             let time = source.schema.event_time.map(|c| self.ints[c]);
             if !time.is_some_and(|t| t < self.at.last_time && !source.out_of_order) {
+                self.time_read(time);
                 let ints = std::mem::take(&mut self.ints);
                 let go = self.take_row(line, line_at, time, out, |w, key| {
                     w.push_ints(key, &ints);
@@ -819,9 +820,7 @@ impl<'s> LineParser<'s> {
             },
             None => None,
         };
-        if let (Some(t), false) = (time, self.taken) {
-            self.unjudged = Some(self.unjudged.map_or(t, |u| u.min(t)));
-        }
+        self.time_read(time);
         if let (Some(t), Some(c)) = (time, tcol) {
             let last_time = self.at.last_time;
             if t < last_time && !source.out_of_order {
@@ -859,6 +858,14 @@ impl<'s> LineParser<'s> {
         }
     }
 
+    /// An event time read from a line (taken or refused): until a row is taken, it
+    /// counts toward [`LineParser::unjudged`].
+    fn time_read(&mut self, time: Option<i64>) {
+        if let (Some(t), false) = (time, self.taken) {
+            self.unjudged = Some(self.unjudged.map_or(t, |u| u.min(t)));
+        }
+    }
+
     /// Takes the row of `line` (starting at byte `line_at`), whose event time is
     /// `time` (not before the latest unless the stream is out of order): cuts the
     /// window where its epoch or size says, and has `fill` append the row with its key.
@@ -873,9 +880,6 @@ impl<'s> LineParser<'s> {
         fill: impl FnOnce(&mut Batch, RowKey) -> Result<(), (u64, String)>,
     ) -> Result<bool, (u64, String)> {
         let source = self.source;
-        if let (Some(t), false) = (time, self.taken) {
-            self.unjudged = Some(self.unjudged.map_or(t, |u| u.min(t)));
-        }
         // Epochs never go back (a late row joins the current epoch).
         let seq = self.at.seq;
         let epoch = self.at.epoch;
