@@ -49,7 +49,7 @@ fn shape_for(s: &Split, env: Env) -> (SplitShape, Option<String>) {
         Strategy::Fsplit => SplitShape::Fsplit,
         Strategy::Maxtree => tree_or_fsplit(maxtree(s.q, mix, s.hints.cost_ratio).fanouts),
         Strategy::Exptree => tree_or_fsplit(exptree(s.q).fanouts),
-        Strategy::Parasplit => paced_parasplit(s, env),
+        Strategy::Parasplit => parasplit(parasplit_count(s, env)),
         Strategy::Autosplit => {
             let (shape, why) = autosplit(s, env);
             return (shape, Some(why));
@@ -58,14 +58,13 @@ fn shape_for(s: &Split, env: Env) -> (SplitShape, Option<String>) {
     (shape, None)
 }
 
-/// Parasplit with `p` from Paper V eq. 6 when the desired rate and one splitter's
-/// measured rate are known, else one window splitter per worker.
-fn paced_parasplit(s: &Split, env: Env) -> SplitShape {
-    let p = match (s.hints.desired_rate, s.hints.splitter_rate) {
+/// Parasplit's window splitters: `p` from Paper V eq. 6 when the desired rate and one
+/// splitter's measured rate are known, else one per worker.
+fn parasplit_count(s: &Split, env: Env) -> u32 {
+    match (s.hints.desired_rate, s.hints.splitter_rate) {
         (Some(d), Some(one)) => parasplit_p(d, one, s.q, s.broadcast_share().max(0.01)),
         _ => env.workers as u32,
-    };
-    parasplit(p)
+    }
 }
 
 /// What `autosplit` weighs for one candidate shape, per input row, in units of one
@@ -82,7 +81,7 @@ pub struct Candidate {
 }
 
 /// The candidate shapes of a split under Braid's splitters, and their costs: the cost
-/// model of Paper IV eq. 1 and 4-8 (trees) and Paper V eq. 2-3 (parasplit), with the one
+/// model of Paper IV eq. 1 and 4-8 (trees) and Paper V eq. 2-4 (parasplit), with the one
 /// difference that a Braid splitter emits a broadcast row once per destination worker,
 /// not once per partition (the `Map` of each worker makes the partitions' copies): a
 /// node's `q` in eq. 1 is the number of workers its outputs are on. `a` (the split's
@@ -131,10 +130,7 @@ pub fn split_candidates(s: &Split, env: Env) -> Vec<Candidate> {
             bottleneck: levels.iter().map(per_node).fold(0.0, f64::max) / one,
         });
     }
-    let SplitShape::Parasplit { p, .. } = paced_parasplit(s, env) else {
-        unreachable!("paced_parasplit is a parasplit")
-    };
-    let p = p.max(2);
+    let p = parasplit_count(s, env).max(2);
     // p window splitters share the rows; each partition merges p inputs by sequence
     // number (Paper V eq. 4's poll and merge, about one emit each per row and input).
     let merge = f64::from(p) * costs.ce / one;
