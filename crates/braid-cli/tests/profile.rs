@@ -14,12 +14,15 @@ fn braid(args: &[&str]) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).to_string(), stderr)
 }
 
-/// A query built from flags: 20 000 generator rows over 4 partitions, output discarded.
+/// A query built from flags: 20 000 generator rows over 4 partitions by one splitter,
+/// output discarded.
 const QUERY: &[&str] = &[
     "--tuples",
     "20000",
     "--parts",
     "4",
+    "--strategy",
+    "fsplit",
     "--workers",
     "2",
     "--output",

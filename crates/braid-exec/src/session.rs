@@ -390,7 +390,7 @@ impl Session {
             let workers = self.workers();
             if dot {
                 let mut plan = placed.plan.clone();
-                resolve(&mut plan, Env { workers });
+                resolve(&mut plan, Env::workers(workers));
                 for (k, (l, _)) in placed.stages.iter().enumerate() {
                     out.push_str(&l.dot(&format!("query{}_stage{}", i + 1, k + 1)));
                 }

@@ -204,7 +204,8 @@ fn explain_analyze_shows_each_node_with_its_figures() {
     session.set_profile(Some(Profiler::new()));
     session
         .compile(
-            "CREATE STREAM gen WITH (source = 'generator', tuples = 3000, rate = 1000);
+            "SET aggregate = 'one_phase';
+             CREATE STREAM gen WITH (source = 'generator', tuples = 3000, rate = 1000);
              CREATE SINK out WITH (sink = 'collect');
              INSERT INTO out SELECT xway, count(*) AS n FROM gen GROUP BY xway;",
             Path::new("."),

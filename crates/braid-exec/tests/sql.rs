@@ -355,6 +355,9 @@ pub(crate) fn extreme_calls() -> Vec<Call> {
     .collect()
 }
 
+/// A two-phase aggregate's partitioning, as EXPLAIN states it.
+const TWO_PHASE: &str = "stage 1: round robin (partial aggregates: a group's partials in any partition); stage 2: hash hash(window_start";
+
 /// Partitioning chosen for each query, as EXPLAIN states it.
 #[test]
 fn sql_partitioning_follows_state() {
@@ -365,9 +368,9 @@ fn sql_partitioning_follows_state() {
     let expect = [
         ("stateless", "round robin"),
         ("tumble", "hash hash(caller)"),
-        ("hop", "hash hash((caller % 3))"),
-        ("global", "single partition"),
-        ("lookup", "hash hash((dur / 100))"),
+        ("hop", TWO_PHASE),
+        ("global", TWO_PHASE),
+        ("lookup", TWO_PHASE),
         ("interval_join", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
         ("theta_join", "grid, left rows where (_stream <> 1)"),
         ("full_theta_join", "single partition"),
@@ -376,7 +379,7 @@ fn sql_partitioning_follows_state() {
         ("right_join_then_aggregate", "stage 1: hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (equi-join keys); stage 2: hash hash((dur / 60))"),
         ("left_join_then_aggregate", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
         ("count_join", "single partition"),
-        ("union", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
+        ("union", TWO_PHASE),
         ("join_then_aggregate_by_key", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END (group-by keys, equi-join keys)"),
         ("aggregate_twice_by_key", "hash hash(caller) (group-by keys)"),
         ("join_of_aggregates", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
@@ -386,6 +389,18 @@ fn sql_partitioning_follows_state() {
     for (name, want) in expect {
         let q = QUERIES.iter().find(|(n, _)| *n == name).expect("query").1;
         let s = script(&dir.0, "", q);
+        let got = &s.jobs[0].partitioning;
+        assert!(got.starts_with(want), "{name}: {got}");
+    }
+    // One phase, the aggregates are partitioned by their keys or run in one partition.
+    for (name, want) in [
+        ("hop", "hash hash((caller % 3))"),
+        ("global", "single partition"),
+        ("lookup", "hash hash((dur / 100))"),
+        ("union", "hash CASE WHEN (_stream = 0) THEN hash(calls.caller) WHEN (_stream = 1) THEN hash(texts.sender) END"),
+    ] {
+        let q = QUERIES.iter().find(|(n, _)| *n == name).expect("query").1;
+        let s = script(&dir.0, "SET aggregate = 'one_phase';", q);
         let got = &s.jobs[0].partitioning;
         assert!(got.starts_with(want), "{name}: {got}");
     }
@@ -662,7 +677,7 @@ fn sql_scalar_udf() {
     let mut reg = Registry::with_builtins();
     reg.add_scalar("capped", std::sync::Arc::new(Capped));
     let text = format!(
-        "{HEADER}SET partitions = 4; INSERT INTO out SELECT capped(dur, 300) AS d, count(*) AS n FROM calls GROUP BY capped(dur, 300);"
+        "{HEADER}SET partitions = 4; SET aggregate = 'one_phase'; INSERT INTO out SELECT capped(dur, 300) AS d, count(*) AS n FROM calls GROUP BY capped(dur, 300);"
     );
     let s = compile_script(&text, &dir.0, &reg).expect("compiles");
     assert!(

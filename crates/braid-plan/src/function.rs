@@ -272,6 +272,15 @@ pub trait StreamFunctionFactory: Send + Sync {
         false
     }
 
+    /// Whether an entry of an instance's state may be in any partition, not only the
+    /// one its route value names (partial aggregates under round robin, which combine
+    /// later): a checkpoint restored with another partition count then gives each new
+    /// partition the entries routed to it from every old one (with
+    /// [`StreamFunction::restore_share`], which combines entries of equal keys).
+    fn state_anywhere(&self) -> bool {
+        false
+    }
+
     /// The schema of the rows the function refuses as late, when it can refuse any
     /// (SQL queries with windows or stream joins). A plan can read them as a stream
     /// (`SourceSpec::Late`); the function writes them to [`Emitter::late_rows`].

@@ -12,6 +12,20 @@ use crate::plan::{Plan, Split, SplitShape, Strategy};
 pub struct Env {
     /// Total workers (threads over all processes).
     pub workers: usize,
+    /// Under a latency constraint ([`crate::plan::Sink::max_latency`]; `resolve` sets
+    /// it from the sinks): a file is then read by one worker, and the controller may
+    /// chain only stages fed by one splitter, so `autosplit` keeps one.
+    pub constrained: bool,
+}
+
+impl Env {
+    /// `workers` workers, no latency constraint known yet.
+    pub fn workers(workers: usize) -> Env {
+        Env {
+            workers,
+            constrained: false,
+        }
+    }
 }
 
 /// Sets `shape` on every split that has none.
@@ -28,7 +42,10 @@ pub fn resolve(plan: &mut Plan, env: Env) {
         }
         Plan::Map(m) => resolve(&mut m.input, env),
         Plan::Merge(m) => resolve(&mut m.input, env),
-        Plan::Sink(s) => resolve(&mut s.input, env),
+        Plan::Sink(s) => {
+            let constrained = env.constrained || s.max_latency.is_some();
+            resolve(&mut s.input, Env { constrained, ..env })
+        }
         Plan::Together(plans) => plans.iter_mut().for_each(|p| resolve(p, env)),
     }
 }
@@ -99,10 +116,29 @@ pub fn split_candidates(s: &Split, env: Env) -> Vec<Candidate> {
         ce: 0.5,
     };
     let one = fsplit_cost(s.q.min(workers), mix, &costs);
+    // Each partition (or, for one splitter, the splitter) merges its inputs in serial
+    // order: about one emit per row and input (Paper V eq. 4's poll and merge).
+    let merge = |inputs: u32| f64::from(inputs) * costs.ce / one;
+    // A source read on every worker (a file in shares, the generator): one splitter, or
+    // a tree's root, first gathers every worker's windows (rows cross cores and are
+    // merged there); parasplit deals each worker's windows to its own splitters.
+    let readers = match s.input.as_ref() {
+        Plan::Source(src)
+            if !env.constrained
+                && crate::placement::read_on_every_worker(&src.spec, env.workers) =>
+        {
+            workers
+        }
+        _ => 1,
+    };
+    let gather = match readers {
+        1 => 0.0,
+        r => merge(r) + f64::from(r - 1) / f64::from(r) * costs.ce / one,
+    };
     let mut out = vec![Candidate {
         shape: SplitShape::Fsplit,
-        total: 1.0,
-        bottleneck: 1.0,
+        total: 1.0 + gather,
+        bottleneck: 1.0 + gather,
     }];
     for shape in [
         tree_or_fsplit(exptree(s.q).fanouts),
@@ -126,17 +162,15 @@ pub fn split_candidates(s: &Split, env: Env) -> Vec<Candidate> {
         };
         out.push(Candidate {
             shape,
-            total: tree_total_cost(&levels) / one,
-            bottleneck: levels.iter().map(per_node).fold(0.0, f64::max) / one,
+            total: tree_total_cost(&levels) / one + gather,
+            bottleneck: levels.iter().map(per_node).fold(0.0, f64::max) / one + gather,
         });
     }
+    // p window splitters share the rows; each partition merges p inputs.
     let p = parasplit_count(s, env).max(2);
-    // p window splitters share the rows; each partition merges p inputs by sequence
-    // number (Paper V eq. 4's poll and merge, about one emit each per row and input).
-    let merge = f64::from(p) * costs.ce / one;
     out.push(Candidate {
         shape: parasplit(p),
-        total: 1.0 + merge,
+        total: 1.0 + merge(p),
         bottleneck: 1.0 / f64::from(p).min(f64::from(workers)),
     });
     out
@@ -241,12 +275,46 @@ mod tests {
         s
     }
 
+    /// A file read in shares on every worker: one splitter would first gather every
+    /// worker's windows, so parasplit (each worker's windows split where read) is less
+    /// work and faster; on one worker, one splitter.
+    #[test]
+    fn a_source_read_on_every_worker_is_split_where_it_is_read() {
+        let csv = |q: u32| {
+            let mut s = split(q, false, None);
+            let Plan::Source(src) = s.input.as_mut() else {
+                unreachable!()
+            };
+            src.spec = SourceSpec::Csv {
+                path: "calls.csv".into(),
+                header: true,
+            };
+            s
+        };
+        for q in [2, 16, 64] {
+            let (shape, why) = autosplit(&csv(q), Env::workers(2));
+            assert_eq!(shape, parasplit(2), "q = {q}: {why}");
+            let (shape, why) = autosplit(&csv(q), Env::workers(1));
+            assert_eq!(shape, SplitShape::Fsplit, "q = {q}: {why}");
+        }
+        // Read by one worker (stdin-like, here a native source): one splitter.
+        let (shape, why) = autosplit(&split(16, false, None), Env::workers(2));
+        assert_eq!(shape, SplitShape::Fsplit, "{why}");
+        // Under a latency constraint, where stages fed by one splitter may be chained.
+        let constrained = Env {
+            constrained: true,
+            ..Env::workers(2)
+        };
+        let (shape, why) = autosplit(&csv(16), constrained);
+        assert_eq!(shape, SplitShape::Fsplit, "{why}");
+    }
+
     /// One splitter unless the desired rate needs more: then parasplit, with p from
     /// eq. 6; a tree never (its root alone does one splitter's work); when nothing
     /// keeps up, the fastest candidate. EXPLAIN's reason says which case it was.
     #[test]
     fn autosplit_is_one_splitter_unless_a_desired_rate_needs_more() {
-        let env = Env { workers: 2 };
+        let env = Env::workers(2);
         for (q, b) in [(8, false), (64, true), (512, true)] {
             let (shape, why) = autosplit(&split(q, b, None), env);
             assert_eq!(shape, SplitShape::Fsplit, "q = {q}: {why}");

@@ -165,20 +165,30 @@ pub fn splitter_worker(j: u64, workers: usize) -> usize {
     (j % workers as u64) as usize
 }
 
+/// Whether every worker reads its own share of a source's rows: the generator (window
+/// `k` on worker `k % workers`) and a CSV file (chunks dealt round-robin, read in shares
+/// by every worker of every process; on one worker under a latency constraint, where
+/// the dealing below then keeps every window on that worker).
+pub fn read_on_every_worker(source: &crate::plan::SourceSpec, workers: usize) -> bool {
+    workers > 1
+        && matches!(
+            source,
+            crate::plan::SourceSpec::Generator(_) | crate::plan::SourceSpec::Csv { .. }
+        )
+}
+
 /// Whether parasplit's window routers deal windows to the splitters on their own
-/// worker: when every worker reads an even share of the source (the generator deals
-/// window `k` to worker `k % workers`), there is one router level, and every worker
-/// hosts a splitter (`p >= workers`). Per worker the load is then the same as dealing
-/// over all splitters, and no window crosses to another core before it is split.
+/// worker: when every worker reads an even share of the source
+/// ([`read_on_every_worker`]), there is one router level, and every worker hosts a
+/// splitter (`p >= workers`). Per worker the load is then the same as dealing over all
+/// splitters, and no window crosses to another core before it is split.
 pub fn deals_locally(
     source: &crate::plan::SourceSpec,
     p: u32,
     router_fanout: Option<u32>,
     workers: usize,
 ) -> bool {
-    matches!(source, crate::plan::SourceSpec::Generator(_))
-        && router_fanout.is_none()
-        && p as usize >= workers
+    read_on_every_worker(source, workers) && router_fanout.is_none() && p as usize >= workers
 }
 
 /// Worker of the single fsplit splitter.
@@ -285,5 +295,14 @@ mod tests {
         );
         assert!(!deals_locally(&gen, 32, Some(6), 2), "a router tree");
         assert!(!deals_locally(&stdin, 2, None, 2), "one reader");
+        let csv = SourceSpec::Csv {
+            path: "x.csv".into(),
+            header: true,
+        };
+        assert!(deals_locally(&csv, 2, None, 2), "a file read in shares");
+        assert!(
+            !deals_locally(&csv, 4, None, 1),
+            "one worker reads it whole"
+        );
     }
 }

@@ -840,7 +840,11 @@ impl Partitions {
     /// routed to it (`p' ≡ p mod gcd(was, q)`), the entries whose route value `v` has
     /// `v mod q = p` ([`StreamFunction::restore_share`]).
     fn restore_rescaled(&mut self, store: &Store, stage: usize, was: u32) -> Result<()> {
-        let g = gcd(was, self.q).max(1);
+        // State anywhere: any old partition may hold entries routed to any new one.
+        let g = match self.factory.state_anywhere() {
+            true => 1,
+            false => gcd(was, self.q).max(1),
+        };
         let modulo = super::route::Modulo::new(self.q);
         for slot in self.slots.iter_mut().filter(|s| s.here) {
             let p = slot.partition;

@@ -231,7 +231,7 @@ fn timely_config(cfg: &RunConfig) -> timely::Config {
 /// Resolves the plan's split shapes for `workers` workers in all and checks it.
 pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan> {
     let mut plan = plan.clone();
-    resolve(&mut plan, Env { workers });
+    resolve(&mut plan, Env::workers(workers));
     plan.schema(registry)?;
     Ok(plan)
 }
