@@ -36,10 +36,13 @@
 //!   Aggregate window=TUMBLE(60) keys=[caller] aggs=[count(*)]
 //!     Scan calls (caller int64?, start int64? EVENT TIME)
 //! == optimized plan ==
-//! partitioning: hash hash(caller) (group-by keys)
+//! stage 1: round robin (partial aggregates: a group's partials in any partition)
+//! Aggregate (partial) window=TUMBLE(60) keys=[caller] aggs=[count(*)]
+//!   Scan calls (caller int64?, start int64? EVENT TIME)
+//! stage 2: hash hash(window_start, caller) (window and group-by keys of the partial aggregates)
 //! Project window_end, caller, __agg0 AS n
-//!   Aggregate window=TUMBLE(60) keys=[caller] aggs=[count(*)]
-//!     Scan calls (caller int64?, start int64? EVENT TIME)
+//!   Aggregate (final) window=TUMBLE(60) keys=[caller] aggs=[count(*)]
+//!     Scan stage1 (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
 //! "
 //! );
 //! # Ok::<(), braid_plan::error::Error>(())
@@ -114,7 +117,7 @@ pub fn explain(job: &Job, registry: &Registry, workers: usize) -> String {
     let mut s = explain_stages(job);
     s.push_str("== physical plan ==\n");
     let mut plan = job.plan.clone();
-    braid_plan::optimize::resolve(&mut plan, braid_plan::optimize::Env { workers });
+    braid_plan::optimize::resolve(&mut plan, braid_plan::optimize::Env::workers(workers));
     s.push_str(&braid_plan::explain::text(&plan, registry, workers));
     s
 }

@@ -119,6 +119,26 @@ impl AggFunc {
     }
 }
 
+/// Which part of an aggregation a [`Logical::Aggregate`] does. A two-phase aggregate
+/// (optimizer rule `two_phase`) is a partial aggregate in every partition of one stage,
+/// wherever its rows are, and a final one that combines the partials of each group in
+/// the next stage, hashed by window and group keys.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggPhase {
+    /// The whole aggregation: each group's rows all come to one partition.
+    Whole,
+    /// Rows to partial accumulators, emitted per window, group and partition as
+    /// `window_start, window_end, keys..., partials...` (per aggregate: `count` one
+    /// int64; an int64 `sum` its 128-bit sum as two int64 halves, high then low, null
+    /// when it summed no value; an int64 `avg` those two and the count; `min` and
+    /// `max` the value). Exact: combining partials gives what one aggregate would.
+    Partial,
+    /// The partial rows of each window and group combined, then emitted as the whole
+    /// aggregate would. `keys` are the partial rows' key columns, `aggs` the whole
+    /// aggregate's (for their functions and result types).
+    Final,
+}
+
 /// One aggregate of an [`Logical::Aggregate`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct AggCall {
@@ -232,8 +252,11 @@ pub enum Logical {
         schema: Schema,
     },
     /// Grouped aggregation over windows. Output: `window_start, window_end, keys...,
-    /// aggregates...`, event time `window_end`.
+    /// aggregates...`, event time `window_end` (a partial aggregate's: partial
+    /// accumulators instead of aggregates, see [`AggPhase`]).
     Aggregate {
+        /// Whole, or one of the two phases of a two-phase aggregate.
+        phase: AggPhase,
         /// Input.
         input: Box<Logical>,
         /// Window.
@@ -367,12 +390,14 @@ impl Logical {
                 schema,
             },
             Logical::Aggregate {
+                phase,
                 input,
                 window,
                 keys,
                 aggs,
                 schema,
             } => Logical::Aggregate {
+                phase,
                 input: one(input),
                 window,
                 keys,
@@ -489,11 +514,20 @@ impl Logical {
                 format!("Project {}", cols.join(", "))
             }
             Logical::Aggregate {
-                window, keys, aggs, ..
+                phase,
+                window,
+                keys,
+                aggs,
+                ..
             } => {
                 let aggs: Vec<String> = aggs.iter().map(|a| a.to_string()).collect();
+                let phase = match phase {
+                    AggPhase::Whole => "",
+                    AggPhase::Partial => " (partial)",
+                    AggPhase::Final => " (final)",
+                };
                 format!(
-                    "Aggregate window={window} keys=[{}] aggs=[{}]",
+                    "Aggregate{phase} window={window} keys=[{}] aggs=[{}]",
                     list(keys),
                     aggs.join(", ")
                 )

@@ -22,6 +22,9 @@ pub enum Partitioning {
     Single(String),
     /// Row `seq` to partition `seq % q`.
     RoundRobin,
+    /// Round robin, for partial aggregates (of a two-phase aggregate): a group's
+    /// partials may be in any partition.
+    Partial,
     /// A hash of key expressions over the physical row; what the keys are for.
     Hash {
         /// Partition expression.
@@ -66,6 +69,9 @@ impl std::fmt::Display for Partitioning {
         match self {
             Partitioning::Single(why) => write!(f, "single partition: {why}"),
             Partitioning::RoundRobin => f.write_str("round robin (no operator keeps state)"),
+            Partitioning::Partial => {
+                f.write_str("round robin (partial aggregates: a group's partials in any partition)")
+            }
             Partitioning::Hash { route, why } => write!(f, "hash {route} ({why})"),
             Partitioning::Grid { left, why } => {
                 write!(f, "grid, left rows where {left} ({why})")
@@ -192,7 +198,9 @@ pub fn stage(
             None,
             Strategy::Fsplit,
         ),
-        Partitioning::RoundRobin => (q, Route::RoundRobin, None, settings.strategy),
+        Partitioning::RoundRobin | Partitioning::Partial => {
+            (q, Route::RoundRobin, None, settings.strategy)
+        }
         Partitioning::Hash { route, .. } => (
             q,
             Route::Expr {

@@ -47,7 +47,12 @@ pub(crate) fn job(
     let settings = script.catalog.settings.clone();
     // Optimize: filters down, then the cut into stages. The cut does not depend on
     // `parallel`: a serial run has the same stages, each in one partition.
-    let pushed = optimizer::push_filters_down(logical.clone());
+    let mut pushed = optimizer::push_filters_down(logical.clone());
+    // Two phases need the stage cut by subquery, and are for a parallel run only (a
+    // serial one has nothing to gain from them).
+    if settings.two_phase && settings.auto && settings.stages == crate::catalog::Cut::Subquery {
+        pushed = optimizer::two_phase(pushed);
+    }
     let mut stages = optimizer::cut(pushed, settings.stages, &layout, &source.schema);
     // Where the rows its operators refuse as late go.
     let late = Arc::new(

@@ -19,53 +19,83 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --   Aggregate window=TUMBLE(100) keys=[caller] aggs=[count(*)]
 --     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
 -- == optimized plan ==
--- partitioning: hash hash(caller) (group-by keys)
+-- stage 1: round robin (partial aggregates: a group's partials in any partition)
+-- Aggregate (partial) window=TUMBLE(100) keys=[caller] aggs=[count(*)]
+--   Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- stage 2: hash hash(window_start, caller) (window and group-by keys of the partial aggregates)
 -- Project window_end, caller, __agg0 AS n
---   Aggregate window=TUMBLE(100) keys=[caller] aggs=[count(*)]
---     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+--   Aggregate (final) window=TUMBLE(100) keys=[caller] aggs=[count(*)]
+--     Scan stage1 (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
 -- == physical plan ==
 -- Together: 2 plans in one dataflow  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
 --   plan 0:
 --     Sink: Stdout
 --       Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
---         Map: query1 on each of 4 partitions  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
+--         Map: query1_2 on each of 4 partitions  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
 --           worker 0: partitions 0,2
 --           worker 1: partitions 1,3
---           Split: q = 4, route hash(caller), broadcast none, strategy autosplit
+--           Split: q = 4, route hash(window_start, caller), broadcast none, strategy autosplit
 --             autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
---             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
---             Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
---               epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+--             shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
+--             Merge: union  -> (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
+--               Map: query1_1 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
+--                 worker 0: partitions 0,2
+--                 worker 1: partitions 1,3
+--                 Split: q = 4, route round robin, broadcast none, strategy autosplit
+--                   autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 2] work 2.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
+--                   shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)
+--                   splitters on workers 0,1; each partition merges its p inputs in serial order
+--                   Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
+--                     epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
 --   plan 1:
 --     Sink: File("stragglers.csv")
 --       Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
---         Map: query2 on each of 1 partitions  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
---           worker 0: partitions 0
---           worker 1: partitions 
---           Split: q = 1, route 0, broadcast none, strategy fsplit
---             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
---             Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
---               epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+--         Map: query2_2 on each of 4 partitions  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
+--           worker 0: partitions 0,2
+--           worker 1: partitions 1,3
+--           Split: q = 4, route hash(window_start), broadcast none, strategy autosplit
+--             autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
+--             shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
+--             Merge: union  -> (window_start int64, window_end int64 EVENT TIME, __p0 int64?, __p1 int64?)
+--               Map: query2_1 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, __p0 int64?, __p1 int64?)
+--                 worker 0: partitions 0,2
+--                 worker 1: partitions 1,3
+--                 Split: q = 4, route round robin, broadcast none, strategy autosplit
+--                   autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
+--                   shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--                   Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+--                     epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
 -- query 2
 -- == logical plan ==
 -- Project window_end, __agg0 AS late, __agg1 AS oldest
 --   Aggregate window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
 --     Scan late(counts) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
 -- == optimized plan ==
--- partitioning: single partition: an aggregate without GROUP BY keys sees every row
+-- stage 1: round robin (partial aggregates: a group's partials in any partition)
+-- Aggregate (partial) window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
+--   Scan late(counts) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+-- stage 2: hash hash(window_start) (window and group-by keys of the partial aggregates)
 -- Project window_end, __agg0 AS late, __agg1 AS oldest
---   Aggregate window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
---     Scan late(counts) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+--   Aggregate (final) window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
+--     Scan stage1 (window_start int64, window_end int64 EVENT TIME, __p0 int64?, __p1 int64?)
 -- == physical plan ==
 -- Sink: File("stragglers.csv")
 --   Merge: time-ordered (serial order, on worker 0)  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
---     Map: query2 on each of 1 partitions  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
---       worker 0: partitions 0
---       worker 1: partitions 
---       Split: q = 1, route 0, broadcast none, strategy fsplit
---         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
---         Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
---           epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+--     Map: query2_2 on each of 4 partitions  -> (window_end int64 EVENT TIME, late int64?, oldest int64?)
+--       worker 0: partitions 0,2
+--       worker 1: partitions 1,3
+--       Split: q = 4, route hash(window_start), broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
+--         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         Merge: union  -> (window_start int64, window_end int64 EVENT TIME, __p0 int64?, __p1 int64?)
+--           Map: query2_1 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, __p0 int64?, __p1 int64?)
+--             worker 0: partitions 0,2
+--             worker 1: partitions 1,3
+--             Split: q = 4, route round robin, broadcast none, strategy autosplit
+--               autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
+--               shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
+--               Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
+--                 epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
 -- query 3
 -- == logical plan ==
 -- Project c.caller AS caller, t.start AS start

@@ -39,6 +39,11 @@ pub struct Settings {
     /// `SET scheduler = 'chain'`: what each worker's `Map` of the queries that follow
     /// runs next among its partitions with rows ready.
     pub scheduler: braid_plan::plan::Scheduler,
+    /// `SET aggregate = 'one_phase'`: a query's aggregate keeps each group's rows in one
+    /// partition; `'two_phase'` (the default) lets the optimizer split an aggregate whose
+    /// accumulators combine exactly into a partial one where the rows are and a final
+    /// one by group (optimizer rule `two_phase`).
+    pub two_phase: bool,
 }
 
 impl Default for Settings {
@@ -53,6 +58,7 @@ impl Default for Settings {
             max_latency: None,
             shed_load: None,
             scheduler: braid_plan::plan::Scheduler::default(),
+            two_phase: true,
         }
     }
 }
@@ -133,6 +139,17 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
             }
         }
         "scheduler" => settings.scheduler = text.parse()?,
+        "aggregate" => {
+            settings.two_phase = match text.to_ascii_lowercase().as_str() {
+                "two_phase" | "auto" => true,
+                "one_phase" => false,
+                other => {
+                    return Err(Error::Plan(format!(
+                        "aggregate `{other}`; expected 'two_phase' or 'one_phase'"
+                    )))
+                }
+            }
+        }
         "max_latency" => {
             settings.max_latency = match text.trim().to_ascii_lowercase().as_str() {
                 "off" | "none" | "" => None,
@@ -152,7 +169,7 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load, scheduler"
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load, scheduler, aggregate"
             )))
         }
     }

@@ -3,6 +3,9 @@
 //!
 //! 1. [`filter_pushdown`]: filters move down to the scans (and, per stage, into the
 //!    balancer);
+//! 1. [`two_phase`](mod@two_phase): an aggregate whose accumulators combine exactly
+//!    becomes a partial aggregate where the rows are and a final one by group (with
+//!    `SET aggregate = 'two_phase'`, the default, in a parallel query cut by subquery);
 //! 2. [`stage_cut`]: a query whose stateful operators need different partitionings is
 //!    cut into stages;
 //! 3. [`partitioning`](mod@partitioning): each stage's input is spread over partitions by what its
@@ -13,10 +16,12 @@
 pub(crate) mod filter_pushdown;
 pub(crate) mod partitioning;
 pub(crate) mod stage_cut;
+pub(crate) mod two_phase;
 
 pub(crate) use filter_pushdown::{pull_scan_filter, push_filters_down};
 pub(crate) use partitioning::partitioning;
 pub(crate) use stage_cut::cut;
+pub(crate) use two_phase::two_phase;
 
 /// Small plans for the rules' tests, built by hand over streams of int64 columns.
 #[cfg(test)]
@@ -76,6 +81,7 @@ mod test_plans {
             .map(|k| (k.to_string(), DataType::Int64))
             .collect();
         Logical::Aggregate {
+            phase: crate::logical::AggPhase::Whole,
             input: Box::new(input),
             window: WindowSpec::Tumble { size: 10 },
             keys: key_exprs,

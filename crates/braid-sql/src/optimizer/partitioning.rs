@@ -6,7 +6,7 @@
 //! one partitioning. State that cannot be partitioned (an aggregate without keys, count
 //! windows, conflicting keys) runs in one partition, and EXPLAIN says why.
 
-use crate::logical::{JoinKind, JoinWindow, Logical};
+use crate::logical::{AggPhase, JoinKind, JoinWindow, Logical};
 use crate::physical::Partitioning;
 use crate::run::route::{equi_floats, key_hash};
 use crate::run::Layout;
@@ -56,6 +56,11 @@ pub(super) fn trace(
                 None
             }
         }
+        // A partial aggregate's rows of a group are in every partition.
+        Logical::Aggregate {
+            phase: AggPhase::Partial,
+            ..
+        } => None,
         // Rows of one group stay in one partition, and so do the aggregate's rows for
         // it: an expression over group-key columns traces to the keys' inputs.
         Logical::Aggregate { input, keys, .. } => {
@@ -191,6 +196,33 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
         })
     };
     match l {
+        // Partial accumulators may be anywhere: the rows stay where they are.
+        Logical::Aggregate {
+            phase: AggPhase::Partial,
+            ..
+        } => Need::Only(Partitioning::Partial),
+        // A final aggregate combines a window's partials of a group: hashed by the
+        // window and the keys (a window's start tells windows apart; an aggregate
+        // without keys spreads its windows).
+        Logical::Aggregate {
+            phase: AggPhase::Final,
+            keys,
+            input,
+            ..
+        } => {
+            let mut by = vec![Expr::Column(0, input.schema().fields[0].name.clone())];
+            by.extend(keys.iter().cloned());
+            let float: Vec<bool> = by
+                .iter()
+                .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
+                .collect();
+            match keyed(trace_keys(input, &by, layout, phys), float) {
+                Some(k) => Need::Keys(k, "window and group-by keys of the partial aggregates"),
+                None => Need::Only(Partitioning::Single(
+                    "the partial aggregates' keys are computed from a table".into(),
+                )),
+            }
+        }
         Logical::Aggregate { keys, input, .. } => {
             if keys.is_empty() {
                 return Need::Only(Partitioning::Single(

@@ -61,6 +61,7 @@ pub(crate) fn cut(root: Logical, how: Cut, layout: &Layout, phys: &Schema) -> Ve
 fn cut_stateful(l: Logical, stages: &mut Vec<Logical>, layout: &Layout, phys: &Schema) -> Logical {
     match l {
         Logical::Aggregate {
+            phase,
             input,
             window,
             keys,
@@ -71,6 +72,7 @@ fn cut_stateful(l: Logical, stages: &mut Vec<Logical>, layout: &Layout, phys: &S
             let s = below.schema().clone();
             stages.push(below);
             Logical::Aggregate {
+                phase,
                 input: Box::new(stage_scan(stages.len(), &s)),
                 window,
                 keys,

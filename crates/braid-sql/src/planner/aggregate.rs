@@ -66,6 +66,7 @@ impl Planner<'_> {
         let schema = windowed_schema(time, &group.names, &agg_fields);
         let named_scope = output_scope(&group, r.aggs.len());
         let mut plan = Logical::Aggregate {
+            phase: crate::logical::AggPhase::Whole,
             input: Box::new(plan),
             window: group.window,
             keys: group.keys,

@@ -72,6 +72,7 @@ impl Planner<'_> {
             .map(|i| Expr::Column(i, schema.fields[i].name.clone()))
             .collect();
         let agg = Logical::Aggregate {
+            phase: crate::logical::AggPhase::Whole,
             input: Box::new(plan),
             window: WindowSpec::Unbounded,
             keys,

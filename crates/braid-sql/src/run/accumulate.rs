@@ -278,3 +278,106 @@ pub(super) fn emit(
     }
     Ok(())
 }
+
+/// Writes one partial row of a two-phase aggregate ([`crate::logical::AggPhase::Partial`]):
+/// `window_start, window_end, keys...`, then each accumulator's partial columns
+/// ([`crate::optimizer::two_phase::partial_columns`]).
+pub(super) fn emit_partial(
+    out: &mut Batch,
+    (start, end): (i64, i64),
+    key: &[Scalar],
+    accs: &[Acc],
+) {
+    out.start_row(RowKey::default());
+    out.push_value(Value::Int(start));
+    out.push_value(Value::Int(end));
+    for k in key {
+        out.push_value(k.as_value());
+    }
+    let halves = |out: &mut Batch, int: i128| {
+        out.push_value(Value::Int((int >> 64) as i64));
+        out.push_value(Value::Int(int as i64));
+    };
+    for a in accs {
+        match a {
+            Acc::Count(n) => out.push_value(Value::Int(*n)),
+            Acc::Sum { any: false, .. } => {
+                out.push_value(Value::Null);
+                out.push_value(Value::Null);
+            }
+            Acc::Sum { int, .. } => halves(out, *int),
+            Acc::Avg { int, n, .. } => {
+                halves(out, *int);
+                out.push_value(Value::Int(*n));
+            }
+            Acc::Min(m) | Acc::Max(m) => match m {
+                Some(s) => out.push_value(s.as_value()),
+                None => out.push_value(Value::Null),
+            },
+            // Not split in two phases (`two_phase::combines_exactly`).
+            Acc::Distinct(s) => out.push_value(Value::Int(s.len() as i64)),
+        }
+    }
+}
+
+/// Combines the partial columns of `row` from column `at` on (one aggregate's each,
+/// as [`emit_partial`] wrote them) into `accs`; returns why a column is not what a
+/// partial row holds there.
+pub(super) fn combine_partial(
+    accs: &mut [Acc],
+    row: &Row<'_>,
+    mut at: usize,
+) -> Result<(), String> {
+    let int = |c: usize| match row.get(c) {
+        Value::Int(i) => Ok(Some(i)),
+        Value::Null => Ok(None),
+        v => Err(format!(
+            "column {c} of a partial row holds {v:?}, not an int64"
+        )),
+    };
+    let whole = |hi: i64, lo: i64| (i128::from(hi) << 64) | i128::from(lo as u64);
+    for acc in accs.iter_mut() {
+        let part = match acc {
+            Acc::Count(_) => {
+                at += 1;
+                Acc::Count(int(at - 1)?.unwrap_or(0))
+            }
+            Acc::Sum { is_float, .. } => {
+                at += 2;
+                match (int(at - 2)?, int(at - 1)?) {
+                    (Some(hi), Some(lo)) => Acc::Sum {
+                        int: whole(hi, lo),
+                        float: 0.0,
+                        any: true,
+                        is_float: *is_float,
+                        overflow: false,
+                    },
+                    _ => continue,
+                }
+            }
+            Acc::Avg { .. } => {
+                at += 3;
+                let (hi, lo, n) = (int(at - 3)?, int(at - 2)?, int(at - 1)?);
+                Acc::Avg {
+                    int: whole(hi.unwrap_or(0), lo.unwrap_or(0)),
+                    float: 0.0,
+                    n: n.unwrap_or(0),
+                }
+            }
+            Acc::Min(_) | Acc::Max(_) => {
+                at += 1;
+                let v = match row.get(at - 1) {
+                    Value::Null => continue,
+                    v => v.to_scalar(),
+                };
+                match acc {
+                    Acc::Min(_) => Acc::Min(Some(v)),
+                    _ => Acc::Max(Some(v)),
+                }
+            }
+            Acc::Distinct(_) => return Err("count(DISTINCT) has no partial".into()),
+        };
+        acc.merge(part);
+    }
+    Ok(())
+}

@@ -13,9 +13,9 @@ use super::count_window::CountWindows;
 use super::late::{Cx, LateOut};
 use super::session::Sessions;
 use super::Faults;
-use crate::logical::{AggCall, WindowSpec};
+use crate::logical::{AggCall, AggPhase, WindowSpec};
 use braid_plan::batch::{Batch, Row, Scalar};
-use braid_plan::expr::{Arena, Expr};
+use braid_plan::expr::{Arena, Expr, Fault};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -37,6 +37,8 @@ pub(super) struct AggState {
     late: LateOut,
     /// The windows not yet emitted.
     pub(super) windows: Windows,
+    /// Whole, or a phase of a two-phase aggregate (a final one reads partial rows).
+    phase: AggPhase,
 }
 
 /// The windows of one aggregate not yet emitted: everything rows change, and all a
@@ -266,6 +268,12 @@ impl AggState {
         keep: &dyn Fn(i64) -> bool,
     ) -> Result<(), String> {
         self.fits(&windows)?;
+        // A partial aggregate's groups may be in every partition: equal ones combine.
+        let merge = |into: &mut Vec<Acc>, from: Vec<Acc>| merge_all(into, &from);
+        let combine: Option<&dyn Fn(&mut Vec<Acc>, Vec<Acc>)> = match self.phase {
+            AggPhase::Partial => Some(&merge),
+            _ => None,
+        };
         let Windows {
             groups,
             sessions,
@@ -275,10 +283,10 @@ impl AggState {
         let mine = &mut self.windows;
         for (window, keyed) in groups {
             let mut kept = BTreeMap::new();
-            super::route::absorb_keyed(&mut kept, keyed, keep)?;
+            super::route::absorb_keyed(&mut kept, keyed, keep, combine)?;
             if !kept.is_empty() {
                 let into = mine.groups.entry(window).or_default();
-                super::route::absorb_keyed(into, kept, &|_| true)?;
+                super::route::absorb_keyed(into, kept, &|_| true, combine)?;
             }
         }
         mine.sessions.absorb(sessions, keep)?;
@@ -298,10 +306,10 @@ impl AggState {
         mine.slices.running = Running::default();
         for (start, keyed) in slices.by_start {
             let mut kept = BTreeMap::new();
-            super::route::absorb_keyed(&mut kept, keyed, keep)?;
+            super::route::absorb_keyed(&mut kept, keyed, keep, combine)?;
             if !kept.is_empty() {
                 let into = mine.slices.by_start.entry(start).or_default();
-                super::route::absorb_keyed(into, kept, &|_| true)?;
+                super::route::absorb_keyed(into, kept, &|_| true, combine)?;
             }
         }
         Ok(())
@@ -314,6 +322,7 @@ impl AggState {
         aggs: Vec<AggCall>,
         time: Option<usize>,
         late: LateOut,
+        phase: AggPhase,
     ) -> AggState {
         let slice = match window {
             WindowSpec::Hop { size, slide } => gcd(size, slide),
@@ -328,6 +337,28 @@ impl AggState {
             key: Vec::new(),
             late,
             windows: Windows::default(),
+            phase,
+        }
+    }
+
+    /// A final aggregate's input row: a partial row (`window_start, window_end,
+    /// keys..., partials...`) combined into its window's group. Partial rows are never
+    /// late: their window closed in this epoch, where it closes here too.
+    fn push_partial(&mut self, row: Row<'_>, faults: &mut Faults) {
+        let k = self.keys.len();
+        self.key.clear();
+        self.key.extend((0..k).map(|j| row.get(2 + j).to_scalar()));
+        let (start, end) = match (&self.window, row.int(0), row.int(1)) {
+            (WindowSpec::Unbounded, _, _) => (i64::MIN, i64::MAX),
+            (_, Some(s), Some(e)) => (s, e),
+            _ => {
+                let f = Fault::new("a partial aggregate's row without its window bounds");
+                return faults.push(("aggregate", f));
+            }
+        };
+        let accs = Self::group(&mut self.windows.groups, &self.aggs, end, start, &self.key);
+        if let Err(why) = accumulate::combine_partial(accs, &row, 2 + k) {
+            faults.push(("aggregate", Fault::new(why)));
         }
     }
 
@@ -353,6 +384,9 @@ impl AggState {
         faults: &mut Faults,
         arena: &Arena,
     ) {
+        if self.phase == AggPhase::Final {
+            return self.push_partial(row, faults);
+        }
         self.key.clear();
         for k in &self.keys {
             match k.eval(&row, arena) {
@@ -512,7 +546,9 @@ impl AggState {
                 (start, end)
             };
             for (key, accs) in groups {
-                if let Err(f) = emit(out, (s, e), &key, &self.aggs, &accs) {
+                if self.phase == AggPhase::Partial {
+                    accumulate::emit_partial(out, (s, e), &key, &accs);
+                } else if let Err(f) = emit(out, (s, e), &key, &self.aggs, &accs) {
                     faults.push(("aggregate", f));
                 }
             }

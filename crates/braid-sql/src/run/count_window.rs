@@ -20,7 +20,7 @@ impl CountWindows {
         from: CountWindows,
         keep: &dyn Fn(i64) -> bool,
     ) -> Result<(), String> {
-        super::route::absorb_keyed(&mut self.0, from.0, keep)
+        super::route::absorb_keyed(&mut self.0, from.0, keep, None)
     }
 
     /// Per open window: the lengths of its key and of its accumulators.

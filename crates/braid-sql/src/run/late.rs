@@ -216,7 +216,13 @@ impl LateLayout {
 /// The input schemas of the operators of `l` that refuse late rows, in pre-order.
 fn refusing_inputs<'l>(l: &'l Logical, out: &mut Vec<&'l Schema>) {
     match l {
-        Logical::Aggregate { input, window, .. } if window_refuses(window) => {
+        // A final aggregate reads partial rows, which are never late.
+        Logical::Aggregate {
+            input,
+            window,
+            phase,
+            ..
+        } if window_refuses(window) && *phase != crate::logical::AggPhase::Final => {
             out.push(input.schema())
         }
         Logical::Join {

@@ -221,6 +221,19 @@ impl StreamFunctionFactory for QueryFactory {
         self.rescales
     }
 
+    fn state_anywhere(&self) -> bool {
+        fn partial(l: &Logical) -> bool {
+            matches!(
+                l,
+                Logical::Aggregate {
+                    phase: crate::logical::AggPhase::Partial,
+                    ..
+                }
+            ) || l.children().into_iter().any(partial)
+        }
+        partial(&self.root)
+    }
+
     fn stateless(&self) -> bool {
         fn keeps_nothing(l: &Logical) -> bool {
             matches!(
@@ -432,6 +445,7 @@ impl Node {
             Logical::Filter { predicate, .. } => Op::Filter(predicate.clone()),
             Logical::Project { exprs, .. } => Op::Project(exprs.clone()),
             Logical::Aggregate {
+                phase,
                 input,
                 window,
                 keys,
@@ -443,6 +457,7 @@ impl Node {
                 aggs.clone(),
                 input.schema().event_time,
                 late.out("aggregate"),
+                *phase,
             ))),
             Logical::Join {
                 left,

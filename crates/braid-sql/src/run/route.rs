@@ -34,21 +34,28 @@ pub(crate) fn key_hash(ks: &[Expr], float: &[bool]) -> Expr {
 }
 
 /// Moves the entries of `from` whose key's route value (`hash(key...)`, as hash
-/// partitioning computes it) has `keep` into `into`. A key already there is an error:
-/// each key lives in one partition.
+/// partitioning computes it) has `keep` into `into`. A key already there is an error
+/// (each key lives in one partition), unless `combine` merges the two entries
+/// (partial aggregates, whose groups may be in every partition).
 pub(super) fn absorb_keyed<V>(
     into: &mut std::collections::BTreeMap<Vec<Scalar>, V>,
     from: std::collections::BTreeMap<Vec<Scalar>, V>,
     keep: &dyn Fn(i64) -> bool,
+    combine: Option<&dyn Fn(&mut V, V)>,
 ) -> std::result::Result<(), String> {
     for (key, v) in from {
         let route = braid_plan::expr::hash_values(key.iter().map(Scalar::as_value));
         if !keep(route) {
             continue;
         }
-        let shown = format!("{key:?}");
-        if into.insert(key, v).is_some() {
-            return Err(format!("the group {shown} is in two partitions' states"));
+        match (into.get_mut(&key), combine) {
+            (Some(there), Some(combine)) => combine(there, v),
+            (Some(_), None) => {
+                return Err(format!("the group {key:?} is in two partitions' states"));
+            }
+            (None, _) => {
+                into.insert(key, v);
+            }
         }
     }
     Ok(())

@@ -29,7 +29,7 @@ impl Sessions {
         from: Sessions,
         keep: &dyn Fn(i64) -> bool,
     ) -> Result<(), String> {
-        super::route::absorb_keyed(&mut self.0, from.0, keep)
+        super::route::absorb_keyed(&mut self.0, from.0, keep, None)
     }
 
     /// Per open session: the lengths of its key and of its accumulators.
