@@ -17,10 +17,20 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex};
 
 enum Msg {
-    /// A window, and where its first row starts (a file's resume point).
-    Window(u64, Batch, Option<Resume>),
+    /// Windows in order, each with where its first row starts (a file's resume point).
+    Windows(Vec<Parsed>),
     Fatal(Error),
 }
+
+/// A window of a message: its epoch, its rows, where its first row starts.
+type Parsed = (u64, Batch, Option<Resume>);
+
+/// A file's reader hands windows on in messages of about this many rows (or
+/// [`BATCH_WINDOWS`] windows): one message, and one wake-up of a reader waiting for
+/// room in the channel, per window cost more than parsing when epochs hold few rows.
+const BATCH_ROWS: usize = 8192;
+/// See [`BATCH_ROWS`].
+const BATCH_WINDOWS: usize = 64;
 
 /// Where a CSV file's parser was before a row: what it needs to start there again and
 /// go on as it did (a checkpoint keeps the resume point of the first window after it).
@@ -69,6 +79,8 @@ impl Resume {
 /// A CSV source read on its own thread.
 pub(crate) struct CsvFeed {
     rx: Receiver<Msg>,
+    /// Windows of the last message not yet taken.
+    held: std::collections::VecDeque<Parsed>,
     /// Where the window `next` returned last starts.
     last: Option<Resume>,
     log: Arc<Mutex<RejectLog>>,
@@ -223,11 +235,20 @@ impl CsvFeed {
         opts: &ReadOptions,
         counters: Arc<Counters>,
     ) -> Result<CsvFeed> {
-        CsvFeed::spawn_at(source, reader, header, opts, counters, None)
+        // Lines may come slowly (standard input): every window goes on at once.
+        CsvFeed::spawn_lines(
+            source,
+            Box::new(ReadLines::new(BufReader::with_capacity(1 << 16, reader))),
+            header,
+            opts,
+            counters,
+            None,
+            false,
+        )
     }
 
-    /// [`CsvFeed::spawn`] over a reader already at `at`'s offset, going on from there as
-    /// the parser that made `at` did.
+    /// [`CsvFeed::spawn`] over a file already at `at`'s offset, going on from there as
+    /// the parser that made `at` did; its windows go on in messages of several.
     pub fn spawn_at(
         source: &Source,
         reader: Box<dyn Read + Send>,
@@ -243,9 +264,12 @@ impl CsvFeed {
             opts,
             counters,
             at,
+            true,
         )
     }
 
+    /// A feed of `lines` parsed on a thread; with `batched`, several windows per
+    /// message (a file: lines are always ready).
     fn spawn_lines(
         source: &Source,
         lines: Box<dyn Lines>,
@@ -253,6 +277,7 @@ impl CsvFeed {
         opts: &ReadOptions,
         counters: Arc<Counters>,
         at: Option<Resume>,
+        batched: bool,
     ) -> Result<CsvFeed> {
         let log = Arc::new(Mutex::new(RejectLog::new(
             &source.name,
@@ -274,6 +299,9 @@ impl CsvFeed {
             log: log.clone(),
             tx,
             window_start: None,
+            pending: Vec::new(),
+            pending_rows: 0,
+            batched,
         };
         std::thread::Builder::new()
             .name(format!("braid-read-{}", source.name))
@@ -281,6 +309,7 @@ impl CsvFeed {
             .map_err(|e| Error::io("starting a reader thread", e))?;
         Ok(CsvFeed {
             rx,
+            held: std::collections::VecDeque::new(),
             last: None,
             log,
             name: source.name.clone(),
@@ -314,6 +343,7 @@ impl CsvFeed {
             opts,
             counters,
             None,
+            false,
         )?;
         // The thread polls (accept and reads time out) so that it notices when the
         // feed is dropped (the run ended, say at a strict-mode error) and closes the
@@ -593,17 +623,23 @@ fn split_fields(
 
 impl Feed for CsvFeed {
     fn next(&mut self) -> Result<Next> {
-        match self.rx.try_recv() {
-            Ok(Msg::Window(e, b, at)) => {
+        if self.held.is_empty() {
+            match self.rx.try_recv() {
+                Ok(Msg::Windows(ws)) => self.held.extend(ws),
+                Ok(Msg::Fatal(e)) => return Err(e),
+                Err(TryRecvError::Empty) => return Ok(Next::Wait),
+                Err(TryRecvError::Disconnected) => return Ok(Next::Done),
+            }
+        }
+        match self.held.pop_front() {
+            Some((e, b, at)) => {
                 // Counted as the worker takes it: a reader ahead of a worker that
                 // stops (a live rescale) must not count what it never hands on.
                 Counters::add(&self.counters.rows_in, b.len() as u64);
                 self.last = at;
                 Ok(Next::Window(e, b))
             }
-            Ok(Msg::Fatal(e)) => Err(e),
-            Err(TryRecvError::Empty) => Ok(Next::Wait),
-            Err(TryRecvError::Disconnected) => Ok(Next::Done),
+            None => Ok(Next::Wait),
         }
     }
 
@@ -970,6 +1006,23 @@ struct Parser {
     tx: SyncSender<Msg>,
     /// Where the window being filled starts.
     window_start: Option<Resume>,
+    /// Windows not yet sent, and their rows ([`BATCH_ROWS`]).
+    pending: Vec<Parsed>,
+    pending_rows: usize,
+    /// Several windows per message (else each on its own, at once).
+    batched: bool,
+}
+
+impl Parser {
+    /// Sends the windows not yet sent; false when the feed is gone.
+    fn flush(&mut self) -> bool {
+        self.pending_rows = 0;
+        self.pending.is_empty()
+            || self
+                .tx
+                .send(Msg::Windows(std::mem::take(&mut self.pending)))
+                .is_ok()
+    }
 }
 
 impl Emit for Parser {
@@ -990,9 +1043,12 @@ impl Emit for Parser {
     }
 
     fn window(&mut self, epoch: u64, batch: Batch) -> bool {
-        self.tx
-            .send(Msg::Window(epoch, batch, self.window_start.take()))
-            .is_ok()
+        self.pending_rows += batch.len();
+        self.pending.push((epoch, batch, self.window_start.take()));
+        if self.batched && self.pending_rows < BATCH_ROWS && self.pending.len() < BATCH_WINDOWS {
+            return true;
+        }
+        self.flush()
     }
 
     /// Records a malformed line. In strict mode, stops the run instead.
@@ -1008,6 +1064,8 @@ impl Emit for Parser {
     }
 
     fn fatal(&mut self, line: u64, column: u64, message: String) {
+        // The windows before the fault first, as they were read.
+        self.flush();
         let _ = self.tx.send(Msg::Fatal(Error::Input {
             source_name: self.source.name.clone(),
             line,
@@ -1054,6 +1112,7 @@ impl Parser {
             }
         }
         parser.finish(&mut self);
+        self.flush();
         if let Ok(mut l) = self.log.lock() {
             l.flush();
         }
