@@ -210,7 +210,17 @@ impl StreamFunctionFactory for QueryFactory {
     }
 
     fn every_epoch(&self) -> bool {
-        true
+        // A final aggregate's windows close in the epoch its partials come in (the
+        // partial aggregates closed them there): a stage whose only state it is needs
+        // the end of only the epochs in which it has rows.
+        fn only_final(l: &Logical) -> bool {
+            let here = match l {
+                Logical::Aggregate { phase, .. } => *phase == crate::logical::AggPhase::Final,
+                other => !other.is_stateful(),
+            };
+            here && l.children().into_iter().all(only_final)
+        }
+        !only_final(&self.root)
     }
 
     fn checkpoints(&self) -> bool {
