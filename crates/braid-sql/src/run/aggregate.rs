@@ -270,7 +270,7 @@ impl AggState {
         self.fits(&windows)?;
         // A partial aggregate's groups may be in every partition: equal ones combine.
         let merge = |into: &mut Vec<Acc>, from: Vec<Acc>| merge_all(into, &from);
-        let combine: Option<&dyn Fn(&mut Vec<Acc>, Vec<Acc>)> = match self.phase {
+        let combine: super::route::Combine<'_, Vec<Acc>> = match self.phase {
             AggPhase::Partial => Some(&merge),
             _ => None,
         };

@@ -33,6 +33,9 @@ pub(crate) fn key_hash(ks: &[Expr], float: &[bool]) -> Expr {
     Expr::Call(Func::Hash, args)
 }
 
+/// How two entries of one key combine when their partitions' states are merged.
+pub(super) type Combine<'c, V> = Option<&'c dyn Fn(&mut V, V)>;
+
 /// Moves the entries of `from` whose key's route value (`hash(key...)`, as hash
 /// partitioning computes it) has `keep` into `into`. A key already there is an error
 /// (each key lives in one partition), unless `combine` merges the two entries
@@ -41,7 +44,7 @@ pub(super) fn absorb_keyed<V>(
     into: &mut std::collections::BTreeMap<Vec<Scalar>, V>,
     from: std::collections::BTreeMap<Vec<Scalar>, V>,
     keep: &dyn Fn(i64) -> bool,
-    combine: Option<&dyn Fn(&mut V, V)>,
+    combine: Combine<'_, V>,
 ) -> std::result::Result<(), String> {
     for (key, v) in from {
         let route = braid_plan::expr::hash_values(key.iter().map(Scalar::as_value));
