@@ -46,6 +46,9 @@ pub struct SqlArgs {
 
 const EXAMPLES: [&str; 4] = ["fraud", "lr_segments", "grep", "fft"];
 
+/// A row of the throughput table: its label, the example, and a text replaced in it.
+type Variant = (String, &'static str, Option<(&'static str, &'static str)>);
+
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
 }
@@ -62,18 +65,20 @@ fn example(name: &str, sink: &str) -> Result<String> {
     Ok(text.replace("sink = 'stdout'", sink))
 }
 
-fn rate(dir: &Path, text: &str, workers: usize) -> Result<(f64, u64)> {
+/// Input rows per second, rows out, and the cores the run used (its process's CPU
+/// seconds, reader threads included, over its wall time).
+fn rate(dir: &Path, text: &str, workers: usize) -> Result<(f64, u64, f64)> {
     let script = compile_script(text, dir, &Registry::with_builtins())?;
     let job = script.jobs.first().context("no query")?;
     let cfg = RunConfig {
         workers,
         ..RunConfig::default()
     };
+    let cpu = crate::host::process_cpu();
     let r = runtime::run(&job.plan, &script.registry, &cfg)?;
-    Ok((
-        r.rows_in as f64 / r.elapsed.as_secs_f64().max(1e-9),
-        r.rows_out,
-    ))
+    let secs = r.elapsed.as_secs_f64().max(1e-9);
+    let cores = (crate::host::process_cpu() - cpu) / secs;
+    Ok((r.rows_in as f64 / secs, r.rows_out, cores))
 }
 
 /// A line of `sql-throughput.csv`.
@@ -84,6 +89,7 @@ struct ThroughputRow<'a> {
     workers: usize,
     rows_per_s: u64,
     rows_out: u64,
+    cores: f64,
 }
 
 /// A line of `sql-stages.csv`.
@@ -137,9 +143,27 @@ pub fn run(a: SqlArgs) -> Result<()> {
     examples::write(&data, a.rows, 1000.0, 1)?;
     let mut md_rows = Vec::new();
     let mut csv_rows = Vec::new();
-    for name in EXAMPLES {
-        let text = example(name, "sink = 'discard'")?
+    // Each example as written, and fraud with epochs of an hour (its windows' length)
+    // instead of a minute: 60 times fewer epochs, each a round of progress messages
+    // between the workers.
+    let variants: Vec<Variant> = EXAMPLES
+        .iter()
+        .map(|&n| (n.to_string(), n, None))
+        .chain([(
+            "fraud, epoch 3600".to_string(),
+            "fraud",
+            Some(("epoch = 60,", "epoch = 3600,")),
+        )])
+        .collect();
+    for (label, name, change) in &variants {
+        let (name, change) = (*name, *change);
+        let mut text = example(name, "sink = 'discard'")?
             .replace("tuples = 200000", &format!("tuples = {}", a.rows));
+        if let Some((from, to)) = change {
+            anyhow::ensure!(text.contains(from), "{name} has no `{from}`");
+            text = text.replace(from, to);
+        }
+        let name = label.as_str();
         let part = compile_script(&text, &a.scratch, &Registry::with_builtins())?
             .jobs
             .first()
@@ -151,24 +175,30 @@ pub fn run(a: SqlArgs) -> Result<()> {
             ("auto", text.clone(), 2),
         ];
         let mut rates = Vec::new();
+        let mut used = Vec::new();
         for (label, t, workers) in &configs {
             let mut runs = Vec::new();
+            let mut cores = Vec::new();
             let mut out = 0;
             for _ in 0..a.repeat.max(1) {
-                let (r, o) = rate(&a.scratch, t, *workers)?;
+                let (r, o, c) = rate(&a.scratch, t, *workers)?;
                 runs.push(r);
+                cores.push(c);
                 out = o;
             }
             let m = median(runs);
-            eprintln!("{name} {label} {workers}w: {m:.0} rows/s ({out} rows out)");
+            let c = median(cores);
+            eprintln!("{name} {label} {workers}w: {m:.0} rows/s ({out} rows out, {c:.2} cores)");
             csv_rows.push(ThroughputRow {
                 example: name,
                 config: label,
                 workers: *workers,
                 rows_per_s: m as u64,
                 rows_out: out,
+                cores: (c * 100.0).round() / 100.0,
             });
             rates.push(m);
+            used.push(c);
         }
         md_rows.push(vec![
             name.to_string(),
@@ -176,7 +206,9 @@ pub fn run(a: SqlArgs) -> Result<()> {
             format!("{:.0}", rates[0]),
             format!("{:.0}", rates[1]),
             format!("{:.0}", rates[2]),
+            format!("{:.2}", rates[2] / rates[1]),
             format!("{:.2}", rates[2] / rates[0]),
+            format!("{:.2} / {:.2}", used[1], used[2]),
         ]);
     }
     write_csv(&a.out.join("sql-throughput.csv"), csv_rows)?;
@@ -187,7 +219,9 @@ pub fn run(a: SqlArgs) -> Result<()> {
             ("serial, 1 worker (rows/s)", Align::Right),
             ("auto, 1 worker", Align::Right),
             ("auto, 2 workers", Align::Right),
+            ("2 workers / 1", Align::Right),
             ("2 workers / serial", Align::Right),
+            ("cores used, 1 / 2 workers", Align::Right),
         ],
         md_rows,
     );
@@ -322,10 +356,25 @@ fft as written) on 1 and 2 workers; `SET parallel = 'off'` does not change an ex
 `PARALLEL` plan, so for grep and fft *serial* is that plan on 1 worker. Input rows per \
 second.\n\n{md}\n\
 Raw numbers: [sql-throughput.csv](sql-throughput.csv).\n\n\
-How to read it: the file-based examples (fraud, grep, fft) are parsed by a CSV reader \
-thread beside the workers, so with 2 workers on a 2-core machine the second worker \
-competes with the reader for a core; the generator-based lr_segments example reads on \
-every worker and is the one that shows the parallel speed-up.\n\n\
+How to read it: fraud and fft read one CSV file, which every worker parses its share \
+of on a reader thread beside it (docs/benchmarks/ingest.md), and which each worker then \
+splits where it read it (autosplit chooses parasplit dealt locally over such a source: a \
+single splitter would gather every row first); lr_segments reads the generator on every \
+worker the same way; grep reads several files (a glob), parsed by one reader thread on \
+worker 0. fraud's aggregate runs in two phases (a partial count, sum and max where the \
+rows are, combined by window and key in a second stage): its key, `dur / 60`, has a \
+handful of values, so hashing by it kept most rows in two partitions. *cores used* is the \
+process's CPU time over the run's wall time: one worker already uses more than one core \
+(its reader thread parses while it runs the query), which bounds what a second worker \
+can add on this 2-core machine to about 2 / (cores used by one). fraud's stream declares \
+epochs of 60 against windows of 3600: about 33,000 epochs of 60 rows, and each costs \
+every worker a round of progress messages and its partial aggregates' end of epoch, \
+which a second worker pays again rather than shares; the last row runs the same query \
+with epochs of 3600. fft's partitions each emit a row per window of 8 samples (250,000 \
+in all), which the keyed merge combines row by row, on worker 0 at the end. On one \
+worker the two phases cost fraud a third against serial (16 partial aggregates and a \
+second stage, where one aggregate would do); a plan that knew it runs on one worker \
+could keep one phase, which this one does not.\n\n\
 ## Cutting a query into stages (StreamCloud's three strategies)\n\n\
 `SET stages = 'query'` keeps the whole query in one stage (one partition when its \
 stateful operators need different partitionings), `'operator'` makes every operator a \
@@ -333,10 +382,10 @@ stage, `'subquery'` (the default, StreamCloud's choice) starts a stage only at a
 stateful operator whose input is partitioned differently. Each stage is a split, a map \
 and a merge. Unlike StreamCloud's subclusters, every Braid stage runs on \
 all workers, so this measures the cost of the extra exchange steps, not subcluster \
-sizing. fraud has one stateful operator (query and subquery cuts coincide); \
-calls_and_texts (`examples/calls_and_texts.sql`) has two, keyed differently.\n\n{cut_md}\n\
-Raw numbers: [sql-stages.csv](sql-stages.csv). fraud's query and subquery rows run the \
-same plan: their difference is this machine's run-to-run noise.\n\n\
+sizing. fraud has one stateful operator, an aggregate: cut by subquery it runs in two \
+phases (two stages), in one stage hashed by its key otherwise; calls_and_texts \
+(`examples/calls_and_texts.sql`) has two, keyed differently.\n\n{cut_md}\n\
+Raw numbers: [sql-stages.csv](sql-stages.csv).\n\n\
 Between stages rows are not collected anywhere: each is keyed by a hash of its values \
 where it is, and the next stage splits it on the worker that made it. \
 calls_and_texts reads its two CSV files on worker 0 (two parser threads and the \
