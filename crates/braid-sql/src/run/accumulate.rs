@@ -381,3 +381,69 @@ pub(super) fn combine_partial(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_plan::types::DataType;
+
+    fn call(func: AggFunc, ty: DataType) -> AggCall {
+        AggCall {
+            func,
+            arg: None,
+            filter: None,
+            ty,
+        }
+    }
+
+    /// Partial accumulators written as a partial row and combined give what one
+    /// accumulator over all the rows gives: a sum whose parts pass bigint but whose
+    /// whole fits (the 128-bit halves), one that does not fit (a fault, as serially),
+    /// counts, averages, min and max, and a part that summed nothing.
+    #[test]
+    fn partial_rows_combine_into_the_whole() {
+        let aggs = [
+            call(AggFunc::Sum, DataType::Int64),
+            call(AggFunc::CountStar, DataType::Int64),
+            call(AggFunc::Avg, DataType::Float64),
+            call(AggFunc::Min, DataType::Int64),
+            call(AggFunc::Max, DataType::Int64),
+        ];
+        // A partial row: window bounds, one key, then 2 + 1 + 3 + 1 + 1 partial columns.
+        const ARITY: usize = 11;
+        let parts: [&[i64]; 3] = [&[i64::MAX, i64::MAX, 3], &[i64::MIN, i64::MIN + 1, -1], &[]];
+        let mut whole = fresh(&aggs);
+        let mut combined = fresh(&aggs);
+        for rows in parts {
+            let mut part = fresh(&aggs);
+            for &v in rows {
+                let v = Some(Value::Int(v));
+                update(&mut part, &[v, Some(Value::Null), v, v, v]);
+                update(&mut whole, &[v, Some(Value::Null), v, v, v]);
+            }
+            let mut b = Batch::new(ARITY);
+            emit_partial(&mut b, (0, 10), &[Scalar::Int(7)], &part);
+            combine_partial(&mut combined, &b.row(0), 3).expect("a partial row");
+        }
+        let values = |accs: &[Acc]| accs.iter().map(|a| a.value()).collect::<Vec<_>>();
+        assert_eq!(values(&combined), values(&whole));
+        // (MAX + MAX + 3) + (MIN + MIN + 1 - 1) = 1: each part beyond bigint, the whole not.
+        assert_eq!(values(&combined)[0], Ok(Scalar::Int(1)));
+        // One part alone does not fit: a fault, as one accumulator over it gives.
+        let mut alone = fresh(&aggs);
+        let mut part = fresh(&aggs);
+        update(&mut part, &[Some(Value::Int(i64::MAX)); 5]);
+        update(&mut part, &[Some(Value::Int(1)); 5]);
+        let mut b = Batch::new(ARITY);
+        emit_partial(&mut b, (0, 10), &[Scalar::Int(7)], &part);
+        combine_partial(&mut alone, &b.row(0), 3).expect("a partial row");
+        assert!(alone[0].value().is_err(), "{:?}", alone[0].value());
+        // A sum (and an average) of no value is null, and stays null combined.
+        let mut none = fresh(&aggs);
+        let mut b = Batch::new(ARITY);
+        emit_partial(&mut b, (0, 10), &[Scalar::Int(7)], &fresh(&aggs));
+        combine_partial(&mut none, &b.row(0), 3).expect("a partial row");
+        assert_eq!(none[0].value(), Ok(Scalar::Null));
+        assert_eq!(none[2].value(), Ok(Scalar::Null));
+    }
+}
