@@ -253,12 +253,13 @@ fn the_dashboard_shows_the_running_query_in_a_real_browser() {
             std::thread::sleep(Duration::from_millis(50));
         }
     });
-    // Source, Split, a Map box per worker, Merge, Sink.
+    // The count runs in two phases (two stages): Source, then per stage a Split, a Map
+    // box per worker and a Merge, then the Sink.
     let shot = std::env::var("BRAID_DASHBOARD_SCREENSHOT").ok();
     let mut c = Command::new("python3");
     c.arg(script("dashboard_check.py"))
         .arg(format!("http://{at}/"))
-        .arg("6");
+        .arg("10");
     if let Some(path) = &shot {
         c.arg(path);
     }
