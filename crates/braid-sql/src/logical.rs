@@ -487,6 +487,22 @@ impl Logical {
         )
     }
 
+    /// The stateful operators of the tree under (and including) this node, in
+    /// pre-order.
+    pub fn stateful(&self) -> Vec<&Logical> {
+        fn walk<'a>(l: &'a Logical, out: &mut Vec<&'a Logical>) {
+            if l.is_stateful() {
+                out.push(l);
+            }
+            for c in l.children() {
+                walk(c, out);
+            }
+        }
+        let mut out = Vec::new();
+        walk(self, &mut out);
+        out
+    }
+
     /// One line describing the node (without its inputs).
     pub fn describe(&self) -> String {
         let list = |v: &[Expr]| {

@@ -45,11 +45,11 @@ pub(crate) fn job(
     let (source, layout, lateness) = physical::input_source(&defs).at(text, q.span())?;
     let single_input = defs.len() == 1;
     let settings = script.catalog.settings.clone();
-    // Optimize: filters down, then the cut into stages. The cut does not depend on
+    // Optimize: filters down, then two phases for an aggregate, then the cut into
+    // stages. Two phases need the stage cut by subquery, and are for a parallel run only
+    // (a serial one has nothing to gain from them); the cut itself does not depend on
     // `parallel`: a serial run has the same stages, each in one partition.
     let mut pushed = optimizer::push_filters_down(logical.clone());
-    // Two phases need the stage cut by subquery, and are for a parallel run only (a
-    // serial one has nothing to gain from them).
     if settings.two_phase && settings.auto && settings.stages == crate::catalog::Cut::Subquery {
         pushed = optimizer::two_phase(pushed);
     }

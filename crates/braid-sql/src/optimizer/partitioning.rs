@@ -178,6 +178,13 @@ fn trace_keys(
         .then_some(per)
 }
 
+/// Which of `keys` (over `input`'s output) are floats: hashed as floats.
+fn floats(keys: &[Expr], input: &Logical) -> Vec<bool> {
+    keys.iter()
+        .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
+        .collect()
+}
+
 /// What one stateful operator needs of the balancer.
 enum Need {
     /// Rows of each input hashed by these keys.
@@ -212,11 +219,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
         } => {
             let mut by = vec![Expr::Column(0, input.schema().fields[0].name.clone())];
             by.extend(keys.iter().cloned());
-            let float: Vec<bool> = by
-                .iter()
-                .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
-                .collect();
-            match keyed(trace_keys(input, &by, layout, phys), float) {
+            match keyed(trace_keys(input, &by, layout, phys), floats(&by, input)) {
                 Some(k) => Need::Keys(k, "window and group-by keys of the partial aggregates"),
                 None => Need::Only(Partitioning::Single(
                     "the partial aggregates' keys are computed from a table".into(),
@@ -229,11 +232,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
                     "an aggregate without GROUP BY keys sees every row".into(),
                 ));
             }
-            let float: Vec<bool> = keys
-                .iter()
-                .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
-                .collect();
-            match keyed(trace_keys(input, keys, layout, phys), float) {
+            match keyed(trace_keys(input, keys, layout, phys), floats(keys, input)) {
                 Some(k) => Need::Keys(k, "group-by keys"),
                 None => Need::Only(Partitioning::Single(
                     "the group-by keys are computed from a table, a join without keys or an aggregate's results".into(),
@@ -302,13 +301,9 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
                 .filter(|c| !window.contains(c))
                 .map(|&c| Expr::Column(c, input.schema().fields[c].name.clone()))
                 .collect();
-            let float: Vec<bool> = keys
-                .iter()
-                .map(|k| k.data_type(input.schema()) == Ok(DataType::Float64))
-                .collect();
             let per = match keys.is_empty() {
                 true => None,
-                false => keyed(trace_keys(input, &keys, layout, phys), float),
+                false => keyed(trace_keys(input, &keys, layout, phys), floats(&keys, input)),
             };
             match per {
                 Some(k) => Need::Keys(k, "top-N partition keys"),
@@ -327,8 +322,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
 /// of aggregates on their group keys, two aggregates by one key) share one
 /// partitioning; when requirements conflict the query needs stages (the stage-cut rule).
 pub(crate) fn partitioning(root: &Logical, layout: &Layout, phys: &Schema) -> Partitioning {
-    let mut stateful = Vec::new();
-    collect_stateful(root, &mut stateful);
+    let stateful = root.stateful();
     if stateful.is_empty() {
         return Partitioning::RoundRobin;
     }
@@ -359,15 +353,6 @@ pub(crate) fn partitioning(root: &Logical, layout: &Layout, phys: &Schema) -> Pa
             why: whys.join(", "),
         },
         None => conflict(),
-    }
-}
-
-pub(super) fn collect_stateful<'a>(l: &'a Logical, out: &mut Vec<&'a Logical>) {
-    if l.is_stateful() {
-        out.push(l);
-    }
-    for c in l.children() {
-        collect_stateful(c, out);
     }
 }
 

@@ -3,7 +3,7 @@
 //! the part below becomes a stage of its own, whose output the next stage reads through
 //! a scan of [`stage_stream`]`(k)`, repartitioned for its own keys.
 
-use super::partitioning::{collect_stateful, partitioning};
+use super::partitioning::partitioning;
 use crate::catalog::Cut;
 use crate::logical::Logical;
 use crate::physical::Partitioning;
@@ -38,9 +38,7 @@ pub(crate) fn cut(root: Logical, how: Cut, layout: &Layout, phys: &Schema) -> Ve
         Cut::Query => root,
         Cut::Operator => cut_every(root, &mut stages),
         Cut::Subquery => {
-            let mut stateful = Vec::new();
-            collect_stateful(&root, &mut stateful);
-            let conflict = stateful.len() > 1
+            let conflict = root.stateful().len() > 1
                 && matches!(partitioning(&root, layout, phys), Partitioning::Single(_));
             if conflict {
                 cut_stateful(root, &mut stages, layout, phys)

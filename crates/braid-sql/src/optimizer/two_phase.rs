@@ -13,7 +13,6 @@
 //! would round differently in another order, and `count(DISTINCT)`, session and count
 //! windows do not combine from per-partition rows: those stay one-phase.
 
-use super::partitioning::collect_stateful;
 use crate::logical::{AggCall, AggFunc, AggPhase, Logical, WindowSpec};
 use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Field, Schema};
@@ -21,9 +20,7 @@ use braid_plan::types::{DataType, Field, Schema};
 /// `root` with its aggregate split in two when it is the query's only stateful
 /// operator and combines exactly; otherwise `root` unchanged.
 pub(crate) fn two_phase(root: Logical) -> Logical {
-    let mut stateful = Vec::new();
-    collect_stateful(&root, &mut stateful);
-    let splits = match stateful.as_slice() {
+    let splits = match root.stateful().as_slice() {
         [Logical::Aggregate {
             phase: AggPhase::Whole,
             input,
@@ -127,33 +124,25 @@ mod tests {
     use super::*;
     use crate::optimizer::test_plans::{col, count_by, scan};
 
-    fn with_agg(l: Logical, func: AggFunc, arg: &str, ty: DataType) -> Logical {
+    /// `l`, an aggregate, with `func(arg)` added as column `x`.
+    fn with_agg(mut l: Logical, func: AggFunc, arg: &str, ty: DataType) -> Logical {
         let Logical::Aggregate {
-            phase,
             input,
-            window,
-            keys,
-            mut aggs,
-            mut schema,
-        } = l
+            aggs,
+            schema,
+            ..
+        } = &mut l
         else {
             unreachable!()
         };
         aggs.push(AggCall {
             func,
-            arg: Some(col(&input, arg)),
+            arg: Some(col(input, arg)),
             filter: None,
             ty,
         });
         schema.fields.push(Field::nullable("x", ty));
-        Logical::Aggregate {
-            phase,
-            input,
-            window,
-            keys,
-            aggs,
-            schema,
-        }
+        l
     }
 
     #[test]

@@ -213,14 +213,15 @@ impl StreamFunctionFactory for QueryFactory {
         // A final aggregate's windows close in the epoch its partials come in (the
         // partial aggregates closed them there): a stage whose only state it is needs
         // the end of only the epochs in which it has rows.
-        fn only_final(l: &Logical) -> bool {
-            let here = match l {
-                Logical::Aggregate { phase, .. } => *phase == crate::logical::AggPhase::Final,
-                other => !other.is_stateful(),
-            };
-            here && l.children().into_iter().all(only_final)
-        }
-        !only_final(&self.root)
+        !self.root.stateful().iter().all(|l| {
+            matches!(
+                l,
+                Logical::Aggregate {
+                    phase: crate::logical::AggPhase::Final,
+                    ..
+                }
+            )
+        })
     }
 
     fn checkpoints(&self) -> bool {
@@ -232,16 +233,15 @@ impl StreamFunctionFactory for QueryFactory {
     }
 
     fn state_anywhere(&self) -> bool {
-        fn partial(l: &Logical) -> bool {
+        self.root.stateful().iter().any(|l| {
             matches!(
                 l,
                 Logical::Aggregate {
                     phase: crate::logical::AggPhase::Partial,
                     ..
                 }
-            ) || l.children().into_iter().any(partial)
-        }
-        partial(&self.root)
+            )
+        })
     }
 
     fn stateless(&self) -> bool {
