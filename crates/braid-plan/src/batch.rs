@@ -456,6 +456,38 @@ impl Batch {
         }
     }
 
+    /// Appends every row of `other`, in order: whole columns at once where both are
+    /// ints only, and each string moved to its new place in the arena.
+    pub fn append(&mut self, other: &Batch) {
+        debug_assert_eq!(other.arity, self.arity, "row arity");
+        self.keys.extend_from_slice(&other.keys);
+        if other.tags.is_empty() {
+            self.data.extend_from_slice(&other.data);
+            if !self.tags.is_empty() {
+                self.tags.resize(self.data.len(), Tag::INT);
+            }
+            return;
+        }
+        if self.tags.is_empty() {
+            self.tags.resize(self.data.len(), Tag::INT);
+        }
+        self.tags.extend_from_slice(&other.tags);
+        if other.strings.is_empty() {
+            self.data.extend_from_slice(&other.data);
+            return;
+        }
+        let shift = (self.strings.len() as u64) << 32;
+        self.strings.push_str(&other.strings);
+        self.data
+            .extend(other.tags.iter().zip(&other.data).map(|(&tag, &x)| {
+                if tag == Tag::STR {
+                    x + shift
+                } else {
+                    x
+                }
+            }));
+    }
+
     /// The key of row `i`.
     #[inline]
     pub fn key(&self, i: usize) -> RowKey {
@@ -714,6 +746,56 @@ mod tests {
             let d = Batch::from_parts(3, a.keys().to_vec(), parts, a.strings.clone())
                 .expect("parts of a batch");
             assert_eq!(d, a);
+        }
+    }
+
+    /// A batch appended to another reads as if its rows had been pushed one by one,
+    /// whichever of the two has tags or strings.
+    #[test]
+    fn appended_rows_read_as_pushed() {
+        let ints = |n: i64| {
+            let mut b = Batch::new(2);
+            b.push_ints(
+                RowKey {
+                    seq: n as u64,
+                    lane: 1,
+                },
+                &[n, -n],
+            );
+            b
+        };
+        let mixed = |s: &str| {
+            let mut b = Batch::new(2);
+            b.push(
+                RowKey { seq: 7, lane: 2 },
+                &[Value::Str(s), Value::Float(1.5)],
+            );
+            b.push(
+                RowKey { seq: 8, lane: 3 },
+                &[Value::Null, Value::Str("tail")],
+            );
+            b
+        };
+        let parts = [ints(1), mixed("ab"), ints(2), mixed("xyz"), mixed("")];
+        for first in 0..parts.len() {
+            let order: Vec<&Batch> = parts[first..].iter().chain(&parts[..first]).collect();
+            let mut appended = Batch::new(2);
+            let mut pushed = Batch::new(2);
+            for b in &order {
+                appended.append(b);
+                for i in 0..b.len() {
+                    pushed.push_row_of(b, i, b.key(i));
+                }
+            }
+            assert_eq!(appended.len(), pushed.len());
+            for i in 0..pushed.len() {
+                assert_eq!(appended.key(i), pushed.key(i));
+                assert_eq!(
+                    appended.row(i).to_scalars(),
+                    pushed.row(i).to_scalars(),
+                    "row {i}"
+                );
+            }
         }
     }
 

@@ -533,6 +533,15 @@ fn window_router<'s>(
 /// intersected with the node's own partitions, computed where needed, and a leaf tells
 /// `Map` its share through [`Window::narrow`]. Rows for a node in another process are
 /// copied, so that only they cross.
+///
+/// Buffering across windows: the root gathers its input windows into one batch of
+/// about 64 rows per leaf (one bulk copy per row) before it routes them, and a node
+/// holds the rows it copies for another process until they make a window. Without
+/// it, a tree of many leaves cut every window into fragments of a row or two, and
+/// each fragment cost a window's overheads at every level below and in `Map`. Held
+/// rows go on when there are enough, when a message of another time comes, or when
+/// the input frontier passes their time (so they wait at most to the end of their
+/// epoch, or tick).
 fn tree<'s>(
     input: Windows<'s>,
     router: Router,
@@ -541,147 +550,392 @@ fn tree<'s>(
     place: Place,
     guard: Option<Guard>,
 ) -> Windows<'s> {
-    let peers = place.peers;
-    let local = place.process();
     let depth = shape.depth();
-    let q = router.q() as u64;
-    let root = tree_node_worker(&shape, 1, 0, peers);
+    let root = tree_node_worker(&shape, 1, 0, place.peers);
     let mut stream = input;
     let router = std::rc::Rc::new(router);
     for level in 1..=depth {
-        let shape = shape.clone();
-        let router = router.clone();
-        let hosts = hosts.clone();
-        let local = local.clone();
+        let mut node = TreeLevel {
+            level,
+            last: level == depth,
+            fanout: shape.fanouts[level - 1] as u64,
+            lambda_prev: shape.lambda(level - 1),
+            lambda: shape.lambda(level),
+            q: router.q() as u64,
+            peers: place.peers,
+            local: place.process(),
+            gather: match level {
+                1 => (shape.lambda(depth) as usize * ROWS_PER_LEAF).clamp(1024, 1 << 16),
+                _ => 0,
+            },
+            // Where each partition's rows go from a node of this level.
+            to: (0..router.q() as u64)
+                .map(|p| match level == depth {
+                    true => hosts.worker(p) as u32,
+                    false => {
+                        ((p / shape.lambda(level - 1)) % shape.fanouts[level - 1] as u64) as u32
+                    }
+                })
+                .collect(),
+            spare: Vec::new(),
+            shape: shape.clone(),
+            router: router.clone(),
+            hosts: hosts.clone(),
+            classes: ClassHosts::default(),
+            class_children: Default::default(),
+            lanes: Vec::new(),
+            rows: Vec::new(),
+            held: Held::default(),
+        };
         // Only level 1 calls the routing function.
         let guard = if level == 1 { guard.clone() } else { None };
         let name = format!("TreeLevel{level}");
         let logic = move |_: timely::dataflow::operators::Capability<u64>, _| {
-            let fanout = shape.fanouts[level - 1] as u64;
-            let lambda_prev = shape.lambda(level - 1);
-            let lambda = shape.lambda(level);
-            let last = level == depth;
-            let mut classes = ClassHosts::default();
-            let mut lanes: Vec<u64> = Vec::new();
-            // Per destination (child, or worker at the leaves): its rows.
-            let mut rows: Vec<Vec<u32>> = Vec::new();
-            move |input: &mut timely::dataflow::operators::generic::InputHandleCore<
-                u64,
-                Vec<Window>,
-                _,
-            >,
-                  output: &mut timely::dataflow::operators::generic::OutputBuilderSession<
-                '_,
-                u64,
-                WindowBuilder,
-            >| {
+            move |(input, frontier): (
+                &mut timely::dataflow::operators::generic::InputHandleCore<u64, Vec<Window>, _>,
+                &timely::progress::frontier::MutableAntichain<u64>,
+            ),
+                  output: &mut Output<'_>| {
                 input.for_each(|cap, data| {
+                    // Rows held for an earlier time go on before this message's.
+                    if node.held.holds_other(&cap) {
+                        guarded(guard.as_ref(), || node.flush(output));
+                    }
+                    node.held.hold(&cap);
                     let mut session = output.session(&cap);
-                    for mut w in data.drain(..) {
-                        guarded(guard.as_ref(), || {
-                            let node = w.node;
-                            if level == 1 {
-                                // Every row's lane, in place.
-                                let batch = w.batch_mut();
-                                lanes.clear();
-                                router.each_dest(batch, |_, dest| lanes.push(lane_of(dest)));
-                                for (key, &lane) in batch.keys_mut().iter_mut().zip(&lanes) {
-                                    key.lane = lane;
-                                }
+                    for w in data.drain(..) {
+                        guarded(guard.as_ref(), || match node.gather(w) {
+                            Some(w) if node.gather > 0 => {
+                                node.route_gathered(w, &mut |x| session.give(x))
                             }
-                            let width = if last { peers } else { fanout as usize };
-                            rows.resize_with(width, Vec::new);
-                            let keys = w.batch.keys();
-                            let mut route_row = |i: usize| {
-                                let lane = keys[i].lane;
-                                let i = i as u32;
-                                match RowKey::broadcast_target(lane) {
-                                    None if lane == RowKey::OMIT => {}
-                                    None if last => rows[hosts.worker(lane)].push(i),
-                                    None => rows[((lane / lambda_prev) % fanout) as usize].push(i),
-                                    // A class of partitions: at the leaves, this node's share
-                                    // goes once to each worker hosting one of them.
-                                    Some(class) if last => {
-                                        if let Some(share) = leaf_share(class, lambda_prev, node, q)
-                                        {
-                                            let lane = RowKey::broadcast_lane(share.0, share.1);
-                                            for &wk in classes.of(lane, share, q, &hosts) {
-                                                rows[wk].push(i);
-                                            }
-                                        }
-                                    }
-                                    // Above the leaves, each child whose partitions meet the
-                                    // class.
-                                    Some(class) => {
-                                        for c in 0..fanout {
-                                            let child = node + c * lambda_prev;
-                                            if meets(class, (lambda, child), q) {
-                                                rows[c as usize].push(i);
-                                            }
-                                        }
-                                    }
-                                }
-                            };
-                            match &w.rows {
-                                None => (0..keys.len()).for_each(&mut route_row),
-                                Some(mine) => mine.iter().for_each(|&i| route_row(i as usize)),
+                            Some(w) => {
+                                node.route(w, &mut |x| session.give(x));
                             }
-                            for (c, mine) in rows.iter_mut().enumerate() {
-                                if mine.is_empty() {
-                                    continue;
-                                }
-                                let (to, child) = if last {
-                                    (c, 0)
-                                } else {
-                                    let child = node + c as u64 * lambda_prev;
-                                    debug_assert!(child < lambda);
-                                    (tree_node_worker(&shape, level + 1, child, peers), child)
-                                };
-                                // A leaf's broadcast rows reach only its own partitions.
-                                let narrow = last.then_some((lambda_prev, node));
-                                if local.contains(&to) {
-                                    let list = std::mem::replace(
-                                        mine,
-                                        Vec::with_capacity(mine.capacity()),
-                                    );
-                                    let all = list.len() == keys.len();
-                                    session.give(Window {
-                                        to: to as u64,
-                                        node: child,
-                                        batch: w.batch.clone(),
-                                        rows: (!all).then_some(list),
-                                        narrow,
-                                        born: w.born,
-                                        sent: w.sent,
-                                        mark: w.mark,
-                                    });
-                                } else {
-                                    let mut copy =
-                                        Batch::with_capacity(w.batch.arity(), mine.len());
-                                    for &i in mine.iter() {
-                                        copy.push_row_of(&w.batch, i as usize, keys[i as usize]);
-                                    }
-                                    mine.clear();
-                                    session.give(Window {
-                                        narrow,
-                                        ..Window::new(to as u64, child, copy)
-                                            .stamped(w.born, w.sent)
-                                            .marked(w.mark)
-                                    });
-                                }
-                            }
+                            None => {}
                         });
                     }
                 });
+                // Rows held for a time the input has passed go on now.
+                if node.held.due(frontier) {
+                    guarded(guard.as_ref(), || node.flush(output));
+                }
             }
         };
         stream = if level == 1 {
-            stream.unary::<WindowBuilder, _, _, _>(to_worker(root), &name, logic)
+            stream.unary_frontier::<WindowBuilder, _, _, _>(to_worker(root), &name, logic)
         } else {
-            stream.unary::<WindowBuilder, _, _, _>(by_to(), &name, logic)
+            stream.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, logic)
         };
     }
     stream
+}
+
+/// A tree operator's output.
+type Output<'a> =
+    timely::dataflow::operators::generic::OutputBuilderSession<'a, u64, WindowBuilder>;
+
+/// How many rows the root gathers per leaf of the tree before it routes them.
+const ROWS_PER_LEAF: usize = 64;
+
+/// How many gathered batches the root keeps to gather into again.
+const SPARE_BATCHES: usize = 8;
+
+/// One level of a split tree on one worker: the nodes of that level there.
+struct TreeLevel {
+    level: usize,
+    last: bool,
+    fanout: u64,
+    /// Partitions' residues at the level above (this level's nodes) and at this one.
+    lambda_prev: u64,
+    lambda: u64,
+    q: u64,
+    peers: usize,
+    local: std::ops::Range<usize>,
+    /// The root: rows gathered before routing (0 below the root).
+    gather: usize,
+    /// Per partition: the child its rows go to (the worker, at the leaves).
+    to: Vec<u32>,
+    /// The root: batches it gathered and routed, oldest first, to gather into again.
+    spare: Vec<Arc<Batch>>,
+    shape: TreeShape,
+    router: std::rc::Rc<Router>,
+    hosts: Hosts,
+    classes: ClassHosts,
+    /// Per (broadcast lane, node): the children whose partitions meet its class (at the
+    /// leaves, the workers hosting the node's share of it).
+    class_children: rustc_hash::FxHashMap<(u64, u64), Vec<u32>>,
+    lanes: Vec<u64>,
+    /// Per destination (child, or worker at the leaves): the rows of the window being
+    /// routed.
+    rows: Vec<Vec<u32>>,
+    held: Held,
+}
+
+impl TreeLevel {
+    /// Takes in a window: at the root, into the rows gathered, which come out as one
+    /// window once there are enough; below it, at once.
+    fn gather(&mut self, w: Window) -> Option<Window> {
+        if self.gather == 0 {
+            return Some(w);
+        }
+        let (gather, spare) = (self.gather, &mut self.spare);
+        let g = self.held.gathered.get_or_insert_with(|| {
+            // A batch gathered before whose windows are all done, if there is one:
+            // its memory is warm, where a fresh one would be faulted in anew.
+            let batch = match spare.iter().position(|b| Arc::strong_count(b) == 1) {
+                Some(k) => {
+                    let mut b = spare.swap_remove(k);
+                    Arc::get_mut(&mut b).expect("the only reference").clear();
+                    b
+                }
+                None => Arc::new(Batch::with_capacity(w.batch.arity(), gather)),
+            };
+            Window {
+                batch,
+                ..Window::new(0, 0, Batch::new(0))
+            }
+        });
+        let batch = Arc::make_mut(&mut g.batch);
+        match &w.rows {
+            None => batch.append(&w.batch),
+            Some(rows) => {
+                for &i in rows {
+                    batch.push_row_of(&w.batch, i as usize, w.batch.key(i as usize));
+                }
+            }
+        }
+        g.born = g.born.min(w.born);
+        g.sent = g.sent.min(w.sent);
+        g.mark = g.mark.min(w.mark);
+        (g.batch.len() >= self.gather)
+            .then(|| self.held.gathered.take())
+            .flatten()
+    }
+
+    /// Routes the held rows (the root's gathered window first) and hands on every
+    /// destination's held rows, at their time; then lets go of it.
+    fn flush(&mut self, output: &mut Output<'_>) {
+        let Some(cap) = self.held.cap.take() else {
+            return;
+        };
+        let mut session = output.session(&cap);
+        if let Some(w) = self.held.gathered.take() {
+            self.route_gathered(w, &mut |x| session.give(x));
+        }
+        for (&dest, rows) in self.held.rows.iter_mut() {
+            if !rows.batch.is_empty() {
+                session.give(rows.take(dest));
+            }
+        }
+    }
+
+    /// Routes the root's gathered window, keeping its batch to gather into again once
+    /// its windows are done.
+    fn route_gathered(&mut self, w: Window, give: &mut dyn FnMut(Window)) {
+        let batch = self.route(w, give);
+        if self.spare.len() == SPARE_BATCHES {
+            self.spare.remove(0);
+        }
+        self.spare.push(batch);
+    }
+
+    /// Routes one window to this node's children (to workers, at the leaves); returns
+    /// its batch.
+    fn route(&mut self, mut w: Window, give: &mut dyn FnMut(Window)) -> Arc<Batch> {
+        let (level, last, fanout, q) = (self.level, self.last, self.fanout, self.q);
+        let (lambda_prev, lambda) = (self.lambda_prev, self.lambda);
+        let node = w.node;
+        if level == 1 {
+            // Every row's lane, in place.
+            let batch = w.batch_mut();
+            let lanes = &mut self.lanes;
+            lanes.clear();
+            self.router
+                .each_dest(batch, |_, dest| lanes.push(lane_of(dest)));
+            for (key, &lane) in batch.keys_mut().iter_mut().zip(lanes.iter()) {
+                key.lane = lane;
+            }
+        }
+        let width = if last { self.peers } else { fanout as usize };
+        let rows = &mut self.rows;
+        rows.resize_with(width, Vec::new);
+        let keys = w.batch.keys();
+        let (to, hosts, classes, class_children) = (
+            &self.to,
+            &self.hosts,
+            &mut self.classes,
+            &mut self.class_children,
+        );
+        let mut route_row = |i: usize| {
+            let lane = keys[i].lane;
+            let i = i as u32;
+            match RowKey::broadcast_target(lane) {
+                None if lane == RowKey::OMIT => {}
+                None => rows[to[lane as usize] as usize].push(i),
+                // A class of partitions: at the leaves, this node's share goes once to
+                // each worker hosting one of them; above them, to each child whose
+                // partitions meet the class.
+                Some(class) => {
+                    let to = class_children
+                        .entry((lane, node))
+                        .or_insert_with(|| match last {
+                            true => leaf_share(class, lambda_prev, node, q).map_or(
+                                Vec::new(),
+                                |share| {
+                                    let lane = RowKey::broadcast_lane(share.0, share.1);
+                                    let workers = classes.of(lane, share, q, hosts);
+                                    workers.iter().map(|&w| w as u32).collect()
+                                },
+                            ),
+                            false => (0..fanout)
+                                .filter(|c| meets(class, (lambda, node + c * lambda_prev), q))
+                                .map(|c| c as u32)
+                                .collect(),
+                        });
+                    for &c in to.iter() {
+                        rows[c as usize].push(i);
+                    }
+                }
+            }
+        };
+        match &w.rows {
+            None => (0..keys.len()).for_each(&mut route_row),
+            Some(mine) => mine.iter().for_each(|&i| route_row(i as usize)),
+        }
+        for (c, mine) in rows.iter_mut().enumerate() {
+            if mine.is_empty() {
+                continue;
+            }
+            let (to, child) = if last {
+                (c, 0)
+            } else {
+                let child = node + c as u64 * lambda_prev;
+                debug_assert!(child < lambda);
+                (
+                    tree_node_worker(&self.shape, level + 1, child, self.peers),
+                    child,
+                )
+            };
+            // A leaf's broadcast rows reach only its own partitions.
+            let narrow = last.then_some((lambda_prev, node));
+            if self.local.contains(&to) {
+                let all = mine.len() == keys.len();
+                give(Window {
+                    to: to as u64,
+                    node: child,
+                    batch: w.batch.clone(),
+                    rows: (!all).then(|| mine.clone()),
+                    narrow,
+                    born: w.born,
+                    sent: w.sent,
+                    mark: w.mark,
+                });
+            } else if let Some(full) = self.held.push((to as u64, child, narrow), &w, mine) {
+                give(full);
+            }
+            mine.clear();
+        }
+        w.batch
+    }
+}
+
+/// What a tree operator holds back, all at one time: the root's gathered window, and
+/// the rows copied for another process's nodes (or workers, at the leaves) until they
+/// make a window of [`HELD_ROWS`].
+#[derive(Default)]
+struct Held {
+    /// The time of everything held.
+    cap: Option<timely::dataflow::operators::Capability<u64>>,
+    /// The root's input windows so far, as one.
+    gathered: Option<Window>,
+    /// Per destination (worker, node, leaf's residue class): its rows.
+    rows: rustc_hash::FxHashMap<HeldFor, HeldRows>,
+}
+
+/// Where held rows go: worker, node, and a leaf's residue class.
+type HeldFor = (u64, u64, Option<(u64, u64)>);
+
+/// Rows held for one destination, with the oldest stamps among the windows they came
+/// from.
+struct HeldRows {
+    batch: Batch,
+    /// How many rows went on last time.
+    last: usize,
+    born: u64,
+    sent: u64,
+    mark: u64,
+}
+
+/// How many rows a tree node holds for a node in another process before it hands them
+/// on.
+const HELD_ROWS: usize = 1024;
+
+impl Held {
+    /// Whether it holds rows of a time other than `cap`'s.
+    fn holds_other(&self, cap: &timely::dataflow::operators::InputCapability<u64>) -> bool {
+        self.cap
+            .as_ref()
+            .is_some_and(|c| Some(c.time()) != cap.least())
+    }
+
+    /// Holds `cap`'s time, for rows of its message.
+    fn hold(&mut self, cap: &timely::dataflow::operators::InputCapability<u64>) {
+        if self.cap.is_none() {
+            self.cap = cap.retain_least(0);
+        }
+    }
+
+    /// Copies `rows` of `w` into those held for `dest`; returns them as a window once
+    /// there are [`HELD_ROWS`].
+    fn push(&mut self, dest: HeldFor, w: &Window, rows: &[u32]) -> Option<Window> {
+        let held = self.rows.entry(dest).or_insert_with(|| HeldRows {
+            batch: Batch::new(w.batch.arity()),
+            last: 0,
+            born: crate::qos::UNSTAMPED,
+            sent: crate::qos::UNSTAMPED,
+            mark: crate::qos::UNSTAMPED,
+        });
+        if held.batch.is_empty() {
+            // Room for as many rows as last time: no growing copies.
+            let rows = (held.last + rows.len()).min(HELD_ROWS);
+            held.batch = Batch::with_capacity(w.batch.arity(), rows);
+        }
+        let keys = w.batch.keys();
+        for &i in rows {
+            held.batch
+                .push_row_of(&w.batch, i as usize, keys[i as usize]);
+        }
+        held.born = held.born.min(w.born);
+        held.sent = held.sent.min(w.sent);
+        held.mark = held.mark.min(w.mark);
+        (held.batch.len() >= HELD_ROWS).then(|| held.take(dest))
+    }
+
+    /// Whether it holds a time the input frontier has passed.
+    fn due(&self, frontier: &timely::progress::frontier::MutableAntichain<u64>) -> bool {
+        self.cap
+            .as_ref()
+            .is_some_and(|c| !frontier.less_equal(c.time()))
+    }
+}
+
+impl HeldRows {
+    /// The held rows as a window for `dest`, leaving none.
+    fn take(&mut self, (to, node, narrow): HeldFor) -> Window {
+        let arity = self.batch.arity();
+        let batch = std::mem::replace(&mut self.batch, Batch::new(arity));
+        self.last = batch.len();
+        let w = Window {
+            narrow,
+            ..Window::new(to, node, batch)
+                .stamped(self.born, self.sent)
+                .marked(self.mark)
+        };
+        self.born = crate::qos::UNSTAMPED;
+        self.sent = crate::qos::UNSTAMPED;
+        self.mark = crate::qos::UNSTAMPED;
+        w
+    }
 }
 
 /// The window splitter sub-router `r` of a parasplit with `p` splitters and router
