@@ -14,6 +14,9 @@ use std::sync::Arc;
 pub(super) struct TableIndex {
     table: Arc<TableDef>,
     index: BTreeMap<Vec<Scalar>, Vec<u32>>,
+    /// With one key column: the rows of each int64 key, hashed (a stream row with an
+    /// int key looks here; any other key looks in `index`).
+    ints: rustc_hash::FxHashMap<i64, Vec<u32>>,
 }
 
 impl TableIndex {
@@ -25,7 +28,17 @@ impl TableIndex {
             let key: Vec<Scalar> = cols.iter().map(|&c| r.get(c).to_scalar()).collect();
             index.entry(key).or_default().push(j as u32);
         }
-        TableIndex { table, index }
+        let ints = match cols.len() {
+            1 => index
+                .iter()
+                .filter_map(|(k, rows)| match k.as_slice() {
+                    [Scalar::Int(i)] => Some((*i, rows.clone())),
+                    _ => None,
+                })
+                .collect(),
+            _ => Default::default(),
+        };
+        TableIndex { table, index, ints }
     }
 }
 
@@ -71,19 +84,43 @@ impl Lookup {
     ) {
         let t = &self.table;
         self.key.clear();
-        for k in &self.keys {
+        if let [k] = self.keys.as_slice() {
+            match k.eval(&row, arena) {
+                Ok(Value::Int(i)) => {
+                    let hits = t.ints.get(&i).map_or(&[][..], Vec::as_slice);
+                    return self.emit(row, hits, out, faults, arena);
+                }
+                Ok(v) => self.key.push(v.to_scalar()),
+                Err(f) => return faults.push(("lookup", f)),
+            }
+        }
+        for k in self.keys.iter().skip(self.key.len()) {
             match k.eval(&row, arena) {
                 Ok(v) => self.key.push(v.to_scalar()),
                 Err(f) => return faults.push(("lookup", f)),
             }
         }
-        let (before, faulted) = (out.len(), faults.len());
         let null_key = self.key.iter().any(|k| matches!(k, Scalar::Null));
         let hits = match null_key {
             true => None,
             false => t.index.get(self.key.as_slice()),
         };
-        for &j in hits.into_iter().flatten() {
+        self.emit(row, hits.map_or(&[][..], Vec::as_slice), out, faults, arena);
+    }
+
+    /// Emits `row` joined with table rows `hits` that pass the residual (or, outer,
+    /// with nulls when none does and nothing faulted).
+    fn emit(
+        &self,
+        row: Row<'_>,
+        hits: &[u32],
+        out: &mut Batch,
+        faults: &mut Faults,
+        arena: &Arena,
+    ) {
+        let t = &self.table;
+        let (before, faulted) = (out.len(), faults.len());
+        for &j in hits {
             out.start_row(RowKey::default());
             for c in 0..row.arity() {
                 out.push_value(row.get(c));
