@@ -356,7 +356,7 @@ pub(crate) fn extreme_calls() -> Vec<Call> {
 }
 
 /// A two-phase aggregate's partitioning, as EXPLAIN states it.
-const TWO_PHASE: &str = "stage 1: round robin (partial aggregates: a group's partials in any partition); stage 2: hash hash(window_start";
+const TWO_PHASE: &str = "stage 1: any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition); stage 2: hash hash(window_start";
 
 /// Partitioning chosen for each query, as EXPLAIN states it.
 #[test]

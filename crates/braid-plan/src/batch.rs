@@ -145,6 +145,32 @@ impl PartialEq for Scalar {
     }
 }
 impl Eq for Scalar {}
+
+/// Consistent with `Eq`: values of different types are never equal, and floats are
+/// equal exactly when their bits are (`total_cmp`).
+impl std::hash::Hash for Scalar {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match self {
+            Scalar::Null => h.write_u8(0),
+            Scalar::Int(i) => {
+                h.write_u8(1);
+                h.write_i64(*i);
+            }
+            Scalar::Float(f) => {
+                h.write_u8(2);
+                h.write_u64(f.to_bits());
+            }
+            Scalar::Bool(b) => {
+                h.write_u8(3);
+                h.write_u8(u8::from(*b));
+            }
+            Scalar::Str(s) => {
+                h.write_u8(4);
+                s.hash(h);
+            }
+        }
+    }
+}
 impl PartialOrd for Scalar {
     fn partial_cmp(&self, other: &Scalar) -> Option<Ordering> {
         Some(self.cmp(other))

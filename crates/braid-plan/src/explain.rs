@@ -353,6 +353,8 @@ fn route_text(s: &Split) -> String {
         Route::Expr { expr, when: None } => expr.to_string(),
         Route::Native(n) => format!("native `{n}`"),
         Route::RoundRobin => "round robin".to_string(),
+        Route::Any => "any partition (each window whole, to a partition of the worker that splits it)"
+            .to_string(),
         Route::Grid { left, rows, cols } => format!(
             "{rows} x {cols} grid: rows where {left} to grid row seq % {rows}, others to grid column seq % {cols}"
         ),

@@ -178,6 +178,13 @@ pub enum Route {
     /// Row with source sequence number `seq` goes to partition `seq % q` (the balancer of
     /// stateless subqueries).
     RoundRobin,
+    /// Any partition, for a split whose partitions all compute one function whose
+    /// results combine exactly whichever rows meet (the partial stage of a two-phase
+    /// aggregate). Braid keeps each window whole, in one partition of the worker that
+    /// splits it (one partition per worker, taken in turn by a splitter that serves
+    /// every worker), so a worker's rows make one set of partial groups, not one per
+    /// partition, and stay where they were read.
+    Any,
     /// The `rows x cols` grid of a join without equality keys (q = rows * cols, the two
     /// coprime): a row for which `left` holds goes to grid row `seq % rows`, the
     /// partitions `p` with `p % rows == seq % rows`; any other row to grid column
@@ -1001,7 +1008,7 @@ impl Plan {
                     Route::Native(name) => {
                         registry.route(name)?;
                     }
-                    Route::RoundRobin => {}
+                    Route::RoundRobin | Route::Any => {}
                     Route::Grid { left, rows, cols } => {
                         expect_bool(left, &schema, "grid side")?;
                         let (r, c) = (*rows as u64, *cols as u64);

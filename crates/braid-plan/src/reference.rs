@@ -168,7 +168,8 @@ impl<'a> Routing<'a> {
                     .expect("a native route's function, looked up in new");
                 one(f(row).map(|v| v % q))
             }
-            Route::RoundRobin => one(Some(seq % q)),
+            // Any partition will do: the reference deals rows as round robin does.
+            Route::RoundRobin | Route::Any => one(Some(seq % q)),
             Route::Grid { left, rows, cols } => {
                 let side = if left.eval(&row, &arena)?.is_true() {
                     *rows

@@ -36,7 +36,7 @@
 //!   Aggregate window=TUMBLE(60) keys=[caller] aggs=[count(*)]
 //!     Scan calls (caller int64?, start int64? EVENT TIME)
 //! == optimized plan ==
-//! stage 1: round robin (partial aggregates: a group's partials in any partition)
+//! stage 1: any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition)
 //! Aggregate (partial) window=TUMBLE(60) keys=[caller] aggs=[count(*)]
 //!   Scan calls (caller int64?, start int64? EVENT TIME)
 //! stage 2: hash hash(window_start, caller) (window and group-by keys of the partial aggregates)

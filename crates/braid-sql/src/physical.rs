@@ -70,7 +70,9 @@ impl std::fmt::Display for Partitioning {
             Partitioning::Single(why) => write!(f, "single partition: {why}"),
             Partitioning::RoundRobin => f.write_str("round robin (no operator keeps state)"),
             Partitioning::Partial => {
-                f.write_str("round robin (partial aggregates: a group's partials in any partition)")
+                f.write_str(
+                    "any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition)",
+                )
             }
             Partitioning::Hash { route, why } => write!(f, "hash {route} ({why})"),
             Partitioning::Grid { left, why } => {
@@ -198,9 +200,8 @@ pub fn stage(
             None,
             Strategy::Fsplit,
         ),
-        Partitioning::RoundRobin | Partitioning::Partial => {
-            (q, Route::RoundRobin, None, settings.strategy)
-        }
+        Partitioning::RoundRobin => (q, Route::RoundRobin, None, settings.strategy),
+        Partitioning::Partial => (q, Route::Any, None, settings.strategy),
         Partitioning::Hash { route, .. } => (
             q,
             Route::Expr {

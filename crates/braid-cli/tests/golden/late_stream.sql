@@ -19,7 +19,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --   Aggregate window=TUMBLE(100) keys=[caller] aggs=[count(*)]
 --     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
 -- == optimized plan ==
--- stage 1: round robin (partial aggregates: a group's partials in any partition)
+-- stage 1: any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition)
 -- Aggregate (partial) window=TUMBLE(100) keys=[caller] aggs=[count(*)]
 --   Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
 -- stage 2: hash hash(window_start, caller) (window and group-by keys of the partial aggregates)
@@ -41,7 +41,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --               Map: query1_1 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
 --                 worker 0: partitions 0,2
 --                 worker 1: partitions 1,3
---                 Split: q = 4, route round robin, broadcast none, strategy autosplit
+--                 Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --                   autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 2] work 2.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
 --                   shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)
 --                   splitters on workers 0,1; each partition merges its p inputs in serial order
@@ -60,7 +60,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --               Map: query2_1 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, __p0 int64?, __p1 int64?)
 --                 worker 0: partitions 0,2
 --                 worker 1: partitions 1,3
---                 Split: q = 4, route round robin, broadcast none, strategy autosplit
+--                 Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --                   autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --                   shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --                   Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
@@ -71,7 +71,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --   Aggregate window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
 --     Scan late(counts) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
 -- == optimized plan ==
--- stage 1: round robin (partial aggregates: a group's partials in any partition)
+-- stage 1: any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition)
 -- Aggregate (partial) window=TUMBLE(600) keys=[] aggs=[count(*), min(start)]
 --   Scan late(counts) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)
 -- stage 2: hash hash(window_start) (window and group-by keys of the partial aggregates)
@@ -91,7 +91,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --           Map: query2_1 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, __p0 int64?, __p1 int64?)
 --             worker 0: partitions 0,2
 --             worker 1: partitions 1,3
---             Split: q = 4, route round robin, broadcast none, strategy autosplit
+--             Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --               autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --               shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --               Source: late(counts) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?)

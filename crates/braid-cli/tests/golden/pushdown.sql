@@ -17,7 +17,7 @@ GROUP BY TUMBLE(start, 60), minutes;
 --         Lookup table watch (1 rows) on [calls.caller = watch.number]
 --           Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
 -- == optimized plan ==
--- stage 1: round robin (partial aggregates: a group's partials in any partition)
+-- stage 1: any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition)
 -- Aggregate (partial) window=TUMBLE(60) keys=[minutes] aggs=[count(*)]
 --   Project start, (dur / 60) AS minutes, risk
 --     Filter (risk > 1)
@@ -41,7 +41,7 @@ GROUP BY TUMBLE(start, 60), minutes;
 --           Map: query1_1 on each of 16 partitions  -> (window_start int64, window_end int64 EVENT TIME, minutes int64?, __p0 int64?)
 --             worker 0: partitions 0,2,4,6,8,10,12,14
 --             worker 1: partitions 1,3,5,7,9,11,13,15
---             Split: q = 16, route round robin, broadcast none, strategy autosplit
+--             Split: q = 16, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --               autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 4, 2] work 3.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
 --               shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)
 --               splitters on workers 0,1; each partition merges its p inputs in serial order

@@ -59,6 +59,11 @@ enum RouteImpl {
     Native(RouteFn),
     RoundRobin,
     Grid(Compiled, u64, u64),
+    /// `Route::Any`: each window whole to the next of `targets`, in turn.
+    Any {
+        targets: Vec<u32>,
+        next: std::cell::Cell<usize>,
+    },
 }
 
 /// A route or broadcast expression with the shapes splits use most (a column; a
@@ -131,6 +136,10 @@ impl Router {
             }
             Route::Native(name) => RouteImpl::Native(registry.route(name)?.clone()),
             Route::RoundRobin => RouteImpl::RoundRobin,
+            Route::Any => RouteImpl::Any {
+                targets: (0..split.q.max(1)).collect(),
+                next: Default::default(),
+            },
             Route::Grid { left, rows, cols } => {
                 RouteImpl::Grid(Compiled::new(left), *rows as u64, *cols as u64)
             }
@@ -143,6 +152,17 @@ impl Router {
             faults: None,
             arena: RefCell::new(Arena::new()),
         })
+    }
+
+    /// For `Route::Any`: the partitions this splitter's windows go to, in turn (none
+    /// given: every partition).
+    pub(crate) fn any_of(mut self, partitions: Vec<u32>) -> Router {
+        if let RouteImpl::Any { targets, .. } = &mut self.route {
+            if !partitions.is_empty() {
+                *targets = partitions;
+            }
+        }
+        self
     }
 
     /// Reports the rows whose route, `when` or broadcast expression faults (they go
@@ -209,6 +229,7 @@ impl Router {
             }
             RouteImpl::Native(f) => f(row).map(|v| v % self.q as u64),
             RouteImpl::RoundRobin => Some(batch.key(i).seq % self.q as u64),
+            RouteImpl::Any { targets, next } => Some(u64::from(targets[next.get()])),
             RouteImpl::Grid(left, rows, cols) => {
                 let seq = batch.key(i).seq;
                 let side = if ok!(left.holds(&row, arena)) {
@@ -229,6 +250,12 @@ impl Router {
     pub(crate) fn each_dest(&self, batch: &Batch, mut f: impl FnMut(usize, Dest)) {
         let modulo = self.modulo;
         match &self.route {
+            // The window's partition, then the next window's.
+            RouteImpl::Any { targets, next } => {
+                let p = targets[next.get()];
+                self.each_broadcast_or(batch, &mut f, |_| Dest::Partition(p));
+                next.set((next.get() + 1) % targets.len());
+            }
             RouteImpl::Expr(Compiled::Column(c), None) => {
                 let c = *c;
                 self.each_broadcast_or(batch, &mut f, |row| match row.datum(c) {

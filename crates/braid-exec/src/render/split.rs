@@ -51,8 +51,25 @@ pub(crate) fn render<'s>(
         Some(name) => format!("split of {name}"),
         None => "split between stages".to_string(),
     };
+    // `Route::Any`: a splitter on every worker keeps its windows in its worker's first
+    // partition; one that serves every worker (fsplit's, a tree's root) deals them in
+    // turn to each worker's first partition.
+    let any_of = |single: bool| -> Vec<u32> {
+        if !matches!(split.route, braid_plan::plan::Route::Any) {
+            return Vec::new();
+        }
+        let hosts = Hosts::of(split, place.peers);
+        let first = |w: usize| hosts.partitions(split.q, w).first().copied();
+        match (single, first(place.index)) {
+            (false, Some(p)) => vec![p],
+            _ => (0..place.peers).filter_map(first).collect(),
+        }
+    };
+    let single = matches!(shape, SplitShape::Tree(_) | SplitShape::Fsplit) && !local;
     let router = || -> Result<Router> {
-        Ok(Router::new(split, registry)?.reporting(shared, site.clone(), source.clone()))
+        Ok(Router::new(split, registry)?
+            .reporting(shared, site.clone(), source.clone())
+            .any_of(any_of(single)))
     };
     let window_splitter = || -> Result<WindowSplitter> {
         Ok(WindowSplitter {

@@ -234,6 +234,79 @@ pub(super) fn merge_all(into: &mut [Acc], from: &[Acc]) {
     }
 }
 
+/// Groups by key, hashed: a row finds its group with one hash and one comparison,
+/// where an ordered map compared its key with a dozen others. Wherever the order
+/// shows (rows emitted, a checkpoint) it is the keys' order: [`Groups::sorted`].
+#[derive(Clone, Debug)]
+pub(super) struct Groups<V>(hashbrown::HashMap<Vec<Scalar>, V, rustc_hash::FxBuildHasher>);
+
+impl<V> Default for Groups<V> {
+    fn default() -> Groups<V> {
+        Groups(Default::default())
+    }
+}
+
+impl<V> Groups<V> {
+    /// The value of `key`, made by `make` (with a copy of the key) if absent: no
+    /// allocation for a key that is already there.
+    #[inline]
+    pub(super) fn get_or_insert(&mut self, key: &[Scalar], make: impl FnOnce() -> V) -> &mut V {
+        self.0.entry_ref(key).or_insert_with(make)
+    }
+
+    /// The value of `key`, if there is one.
+    pub(super) fn get_mut(&mut self, key: &[Scalar]) -> Option<&mut V> {
+        self.0.get_mut(key)
+    }
+
+    /// Sets the value of `key`.
+    pub(super) fn insert(&mut self, key: Vec<Scalar>, v: V) {
+        self.0.insert(key, v);
+    }
+
+    /// Every group, in no particular order (for what the order cannot change).
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&Vec<Scalar>, &V)> + '_ {
+        self.0.iter()
+    }
+
+    /// Every group, taken out, in the keys' order.
+    pub(super) fn sorted(self) -> Vec<(Vec<Scalar>, V)> {
+        let mut all: Vec<(Vec<Scalar>, V)> = self.0.into_iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// As a map in the keys' order (the encoding of the ordered map it replaced).
+impl<V: Serialize> Serialize for Groups<V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut all: Vec<(&Vec<Scalar>, &V)> = self.0.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        s.collect_map(all)
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for Groups<V> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let m = BTreeMap::<Vec<Scalar>, V>::deserialize(d)?;
+        Ok(Groups(m.into_iter().collect()))
+    }
+}
+
+impl<V> FromIterator<(Vec<Scalar>, V)> for Groups<V> {
+    fn from_iter<I: IntoIterator<Item = (Vec<Scalar>, V)>>(it: I) -> Groups<V> {
+        Groups(it.into_iter().collect())
+    }
+}
+
 /// The value of `key` in `map`, made by `make` (with a copy of the key) if absent: no
 /// allocation for a key that is already there.
 pub(super) fn get_or_insert<'m, V>(

@@ -8,7 +8,7 @@
 //! the accumulators of its one slice, and a window is made by merging the slices it
 //! covers when it closes ([`Slices`]). A row costs the same whatever `size / slide` is.
 
-use super::accumulate::{self, emit, fresh, get_or_insert, merge_all, update, Acc, Inputs};
+use super::accumulate::{self, emit, fresh, merge_all, update, Acc, Groups, Inputs};
 use super::count_window::CountWindows;
 use super::late::{Cx, LateOut};
 use super::session::Sessions;
@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 /// Windows by (end, start), then groups by key.
-type TimeGroups = BTreeMap<(i64, i64), BTreeMap<Vec<Scalar>, Vec<Acc>>>;
+type TimeGroups = BTreeMap<(i64, i64), Keyed>;
 
 /// The state of one aggregate in one partition.
 pub(super) struct AggState {
@@ -54,7 +54,7 @@ pub(super) struct Windows {
 }
 
 /// Slices of a hopping window's time, by start, then groups by key.
-type SliceGroups = BTreeMap<i64, BTreeMap<Vec<Scalar>, Vec<Acc>>>;
+type SliceGroups = BTreeMap<i64, Keyed>;
 
 /// The sliced state of hopping windows. Every window ending at or before `cut` has been
 /// taken out of the slices (merged into `Windows::groups`, to be emitted there when the
@@ -151,12 +151,13 @@ impl Slices {
 }
 
 /// Groups by key (a slice's, or a merge of slices).
-type Keyed = BTreeMap<Vec<Scalar>, Vec<Acc>>;
+type Keyed = Groups<Vec<Acc>>;
 
 /// Merges `from` into `into`, key by key.
 fn merge_keyed(into: &mut Keyed, from: &Keyed, aggs: &[AggCall]) {
-    for (key, accs) in from {
-        let to: &mut Vec<Acc> = get_or_insert(into, key, || fresh(aggs));
+    // Each key's accumulators merge on their own: the keys' order does not matter.
+    for (key, accs) in from.iter() {
+        let to: &mut Vec<Acc> = into.get_or_insert(key, || fresh(aggs));
         merge_all(to, accs);
     }
 }
@@ -282,7 +283,7 @@ impl AggState {
         } = windows;
         let mine = &mut self.windows;
         for (window, keyed) in groups {
-            let mut kept = BTreeMap::new();
+            let mut kept = Groups::default();
             super::route::absorb_keyed(&mut kept, keyed, keep, combine)?;
             if !kept.is_empty() {
                 let into = mine.groups.entry(window).or_default();
@@ -305,7 +306,7 @@ impl AggState {
         mine.slices.cut = mine.slices.cut.max(slices.cut);
         mine.slices.running = Running::default();
         for (start, keyed) in slices.by_start {
-            let mut kept = BTreeMap::new();
+            let mut kept = Groups::default();
             super::route::absorb_keyed(&mut kept, keyed, keep, combine)?;
             if !kept.is_empty() {
                 let into = mine.slices.by_start.entry(start).or_default();
@@ -371,7 +372,7 @@ impl AggState {
         key: &[Scalar],
     ) -> &'s mut Vec<Acc> {
         let inner = groups.entry((end, start)).or_default();
-        get_or_insert(inner, key, || fresh(aggs))
+        inner.get_or_insert(key, || fresh(aggs))
     }
 
     /// Adds an input row to its window(s), or refuses it as late; a row whose keys or
@@ -445,7 +446,7 @@ impl AggState {
                         slices.running = Running::default();
                     }
                     let keyed = slices.by_start.entry(slice).or_default();
-                    let accs = get_or_insert(keyed, &self.key, || fresh(&self.aggs));
+                    let accs = keyed.get_or_insert(&self.key, || fresh(&self.aggs));
                     update(accs, &inputs);
                 }
             }
@@ -545,7 +546,7 @@ impl AggState {
             } else {
                 (start, end)
             };
-            for (key, accs) in groups {
+            for (key, accs) in groups.sorted() {
                 if self.phase == AggPhase::Partial {
                     accumulate::emit_partial(out, (s, e), &key, &accs);
                 } else if let Err(f) = emit(out, (s, e), &key, &self.aggs, &accs) {

@@ -33,6 +33,38 @@ pub(crate) fn key_hash(ks: &[Expr], float: &[bool]) -> Expr {
     Expr::Call(Func::Hash, args)
 }
 
+/// A map by group key: an ordered map, or [`super::accumulate::Groups`].
+pub(super) trait Keyed<V> {
+    /// Every entry, taken out, in the keys' order.
+    fn entries(self) -> Vec<(Vec<Scalar>, V)>;
+    fn get_mut(&mut self, key: &[Scalar]) -> Option<&mut V>;
+    fn insert(&mut self, key: Vec<Scalar>, v: V);
+}
+
+impl<V> Keyed<V> for std::collections::BTreeMap<Vec<Scalar>, V> {
+    fn entries(self) -> Vec<(Vec<Scalar>, V)> {
+        self.into_iter().collect()
+    }
+    fn get_mut(&mut self, key: &[Scalar]) -> Option<&mut V> {
+        std::collections::BTreeMap::get_mut(self, key)
+    }
+    fn insert(&mut self, key: Vec<Scalar>, v: V) {
+        std::collections::BTreeMap::insert(self, key, v);
+    }
+}
+
+impl<V> Keyed<V> for super::accumulate::Groups<V> {
+    fn entries(self) -> Vec<(Vec<Scalar>, V)> {
+        self.sorted()
+    }
+    fn get_mut(&mut self, key: &[Scalar]) -> Option<&mut V> {
+        super::accumulate::Groups::get_mut(self, key)
+    }
+    fn insert(&mut self, key: Vec<Scalar>, v: V) {
+        super::accumulate::Groups::insert(self, key, v);
+    }
+}
+
 /// How two entries of one key combine when their partitions' states are merged.
 pub(super) type Combine<'c, V> = Option<&'c dyn Fn(&mut V, V)>;
 
@@ -41,12 +73,12 @@ pub(super) type Combine<'c, V> = Option<&'c dyn Fn(&mut V, V)>;
 /// (each key lives in one partition), unless `combine` merges the two entries
 /// (partial aggregates, whose groups may be in every partition).
 pub(super) fn absorb_keyed<V>(
-    into: &mut std::collections::BTreeMap<Vec<Scalar>, V>,
-    from: std::collections::BTreeMap<Vec<Scalar>, V>,
+    into: &mut impl Keyed<V>,
+    from: impl Keyed<V>,
     keep: &dyn Fn(i64) -> bool,
     combine: Combine<'_, V>,
 ) -> std::result::Result<(), String> {
-    for (key, v) in from {
+    for (key, v) in from.entries() {
         let route = braid_plan::expr::hash_values(key.iter().map(Scalar::as_value));
         if !keep(route) {
             continue;
