@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use braid_plan::batch::Batch;
 use braid_plan::plan::Source;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
@@ -223,6 +223,8 @@ struct Reader {
     rejects: Arc<Mutex<Rejects>>,
     stop: Arc<AtomicBool>,
     tx: SyncSender<Msg>,
+    /// The chunk being read (one buffer for every chunk).
+    text: Vec<u8>,
 }
 
 /// Opens worker `index` of `peers`'s share of the CSV file `file` (at `path`), from
@@ -285,6 +287,7 @@ pub(crate) fn open(
         rejects: rejects.clone(),
         stop: stop.clone(),
         tx,
+        text: Vec::new(),
     };
     std::thread::Builder::new()
         .name(format!("braid-read-{}-{index}", source.name))
@@ -413,24 +416,48 @@ impl Reader {
         }
     }
 
-    /// The lines that start in `[start, hi)`, whole.
-    fn read_chunk(&self, start: u64, hi: u64) -> Result<Vec<u8>> {
-        let mut text = Vec::new();
+    /// The lines that start in `[start, hi)`, whole, into `text` (one buffer for every
+    /// chunk: a fresh one per chunk cost a fault on fresh memory for each of its pages).
+    fn read_chunk(&self, start: u64, hi: u64, text: &mut Vec<u8>) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        text.clear();
         if start >= hi {
-            return Ok(text);
+            return Ok(());
         }
         let failed = |e| Error::io(format!("reading {}", self.path.display()), e);
-        let mut r = BufReader::with_capacity(1 << 16, &self.file);
-        r.seek(SeekFrom::Start(start)).map_err(failed)?;
-        (&mut r)
-            .take(hi - start)
-            .read_to_end(&mut text)
-            .map_err(failed)?;
-        // The last line goes on past `hi`: it is this chunk's to the end.
-        if text.len() as u64 == hi - start && text.last() != Some(&b'\n') {
-            r.read_until(b'\n', &mut text).map_err(failed)?;
+        text.resize((hi - start) as usize, 0);
+        let mut got = 0;
+        while got < text.len() {
+            match self.file.read_at(&mut text[got..], start + got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(failed(e)),
+            }
         }
-        Ok(text)
+        text.truncate(got);
+        // The last line goes on past `hi`: it is this chunk's to the end.
+        let mut at = start + got as u64;
+        let mut more = [0u8; 4096];
+        while got as u64 == hi - start && text.last() != Some(&b'\n') {
+            let n = match self.file.read_at(&mut more, at) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(failed(e)),
+            };
+            if n == 0 {
+                break;
+            }
+            match memchr::memchr(b'\n', &more[..n]) {
+                Some(i) => {
+                    text.extend_from_slice(&more[..=i]);
+                    break;
+                }
+                None => text.extend_from_slice(&more[..n]),
+            }
+            at += n as u64;
+        }
+        Ok(())
     }
 
     /// Parses `text`, the lines from `from.offset` on, from state `from`.
@@ -476,7 +503,15 @@ impl Reader {
         let lo = self.base + k * self.chunk;
         let hi = (lo + self.chunk).min(self.len);
         let start = self.first_line(lo)?;
-        let text = self.read_chunk(start, hi)?;
+        let mut text = std::mem::take(&mut self.text);
+        self.read_chunk(start, hi, &mut text)?;
+        let more = self.chunk_windows(k, start, &text);
+        self.text = text;
+        more
+    }
+
+    /// [`Reader::chunk`] once chunk `k`'s lines, from `start` on, are read as `text`.
+    fn chunk_windows(&mut self, k: u64, start: u64, text: &[u8]) -> Result<bool> {
         let tcol = self.source.schema.event_time;
         let fresh = || Parsed {
             strict: self.strict,
