@@ -525,14 +525,14 @@ impl Reader {
             let Some(carry) = self.board.wait(0, &self.stop) else {
                 return Ok(false);
             };
-            let end = self.parse(&text, carry.at, &mut out);
+            let end = self.parse(text, carry.at, &mut out);
             (carry, true, end)
         } else {
             let provisional = Before {
                 offset: start,
                 ..Before::start(false)
             };
-            let end = self.parse(&text, provisional, &mut out);
+            let end = self.parse(text, provisional, &mut out);
             let Some(carry) = self.board.wait(k, &self.stop) else {
                 return Ok(false);
             };
@@ -543,7 +543,7 @@ impl Reader {
                     && end.unjudged.is_some_and(earlier));
             if again {
                 out = fresh();
-                let end = self.parse(&text, carry.at, &mut out);
+                let end = self.parse(text, carry.at, &mut out);
                 (carry, true, end)
             } else {
                 (carry, false, end)
