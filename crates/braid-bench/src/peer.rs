@@ -363,9 +363,11 @@ pub fn run(a: PeerArgs) -> Result<()> {
     let reading = format!(
         "How to read it: Braid's throughput is {lo:.1}-{hi:.1}x Flink's net throughput at equal \
 parallelism (the target of issue 19 is 10x on every query: {met}). Parallelism 2 against 1, by the \
-medians: {scaling}. On this 2-core machine neither system gains much from a second worker on \
-these queries (Braid reads its file in shares on both workers; where its time goes at 2 workers \
-is not profiled here).",
+medians: {scaling}. On this 2-core machine a second worker adds little for either system. \
+Braid at parallelism 1 already keeps about 1.4 cores busy (its reader thread parses beside the \
+worker); at 2, two readers and two workers share the 2 cores, and `perf` of `filter` puts about \
+a fifth of all samples in the kernel zeroing fresh pages for the readers' windows and the \
+workers' outputs (the allocator hands out new memory where it could reuse freed windows).",
         met = if lo >= 10.0 { "met" } else { "not met" }
     );
     let empty = median(

@@ -371,10 +371,10 @@ epochs of 60 against windows of 3600: about 33,000 epochs of 60 rows, and each c
 every worker a round of progress messages and its partial aggregates' end of epoch, \
 which a second worker pays again rather than shares; the last row runs the same query \
 with epochs of 3600. fft's partitions each emit a row per window of 8 samples (250,000 \
-in all), which the keyed merge combines row by row, on worker 0 at the end. On one \
-worker the two phases cost fraud a third against serial (16 partial aggregates and a \
-second stage, where one aggregate would do); a plan that knew it runs on one worker \
-could keep one phase, which this one does not.\n\n\
+in all), which the keyed merge combines row by row, on worker 0 at the end. A partial \
+aggregate keeps each window of rows whole in one partition of the worker that split it \
+(`Route::Any`), so a worker makes one set of partial groups, not one per partition; on \
+one worker the second stage and its exchange are what two phases cost against serial.\n\n\
 ## Cutting a query into stages (StreamCloud's three strategies)\n\n\
 `SET stages = 'query'` keeps the whole query in one stage (one partition when its \
 stateful operators need different partitionings), `'operator'` makes every operator a \
