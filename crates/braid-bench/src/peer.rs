@@ -367,7 +367,8 @@ medians: {scaling}. On this 2-core machine a second worker adds little for eithe
 Braid at parallelism 1 already keeps about 1.4 cores busy (its reader thread parses beside the \
 worker); at 2, two readers and two workers share the 2 cores, and `perf` of `filter` puts about \
 a fifth of all samples in the kernel zeroing fresh pages for the readers' windows and the \
-workers' outputs (the allocator hands out new memory where it could reuse freed windows).",
+workers' outputs (handing each window back to its reader to be filled again was tried and did \
+not change the times).",
         met = if lo >= 10.0 { "met" } else { "not met" }
     );
     let empty = median(
