@@ -84,43 +84,20 @@ impl Lookup {
     ) {
         let t = &self.table;
         self.key.clear();
-        if let [k] = self.keys.as_slice() {
-            match k.eval(&row, arena) {
-                Ok(Value::Int(i)) => {
-                    let hits = t.ints.get(&i).map_or(&[][..], Vec::as_slice);
-                    return self.emit(row, hits, out, faults, arena);
-                }
-                Ok(v) => self.key.push(v.to_scalar()),
-                Err(f) => return faults.push(("lookup", f)),
-            }
-        }
-        for k in self.keys.iter().skip(self.key.len()) {
+        for k in &self.keys {
             match k.eval(&row, arena) {
                 Ok(v) => self.key.push(v.to_scalar()),
                 Err(f) => return faults.push(("lookup", f)),
             }
         }
-        let null_key = self.key.iter().any(|k| matches!(k, Scalar::Null));
-        let hits = match null_key {
-            true => None,
-            false => t.index.get(self.key.as_slice()),
+        let hits = match self.key.as_slice() {
+            // One int64 key: hashed.
+            [Scalar::Int(i)] => t.ints.get(i),
+            key if key.iter().any(|k| matches!(k, Scalar::Null)) => None,
+            key => t.index.get(key),
         };
-        self.emit(row, hits.map_or(&[][..], Vec::as_slice), out, faults, arena);
-    }
-
-    /// Emits `row` joined with table rows `hits` that pass the residual (or, outer,
-    /// with nulls when none does and nothing faulted).
-    fn emit(
-        &self,
-        row: Row<'_>,
-        hits: &[u32],
-        out: &mut Batch,
-        faults: &mut Faults,
-        arena: &Arena,
-    ) {
-        let t = &self.table;
         let (before, faulted) = (out.len(), faults.len());
-        for &j in hits {
+        for &j in hits.into_iter().flatten() {
             out.start_row(RowKey::default());
             for c in 0..row.arity() {
                 out.push_value(row.get(c));
