@@ -437,25 +437,10 @@ impl Reader {
         }
         text.truncate(got);
         // The last line goes on past `hi`: it is this chunk's to the end.
-        let mut at = start + got as u64;
-        let mut more = [0u8; 4096];
-        while got as u64 == hi - start && text.last() != Some(&b'\n') {
-            let n = match self.file.read_at(&mut more, at) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(failed(e)),
-            };
-            if n == 0 {
-                break;
-            }
-            match memchr::memchr(b'\n', &more[..n]) {
-                Some(i) => {
-                    text.extend_from_slice(&more[..=i]);
-                    break;
-                }
-                None => text.extend_from_slice(&more[..n]),
-            }
-            at += n as u64;
+        if got as u64 == hi - start && text.last() != Some(&b'\n') {
+            let mut r = BufReader::with_capacity(1 << 12, &self.file);
+            r.seek(SeekFrom::Start(hi)).map_err(failed)?;
+            r.read_until(b'\n', text).map_err(failed)?;
         }
         Ok(())
     }
