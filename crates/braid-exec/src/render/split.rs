@@ -618,18 +618,13 @@ fn tree<'s>(
                     if node.held.holds_other(&cap) {
                         guarded(guard.as_ref(), || node.flush(output));
                     }
-                    node.held.hold(&cap);
                     let mut session = output.session(&cap);
                     for w in data.drain(..) {
-                        guarded(guard.as_ref(), || match node.gather(w) {
-                            Some(w) if node.gather > 0 => {
-                                node.route_gathered(w, &mut |x| session.give(x))
-                            }
-                            Some(w) => {
-                                node.route(w, &mut |x| session.give(x));
-                            }
-                            None => {}
-                        });
+                        guarded(guard.as_ref(), || node.take(w, &mut |x| session.give(x)));
+                    }
+                    // Rows held now are of this message's time.
+                    if node.held.holds_rows() {
+                        node.held.hold(&cap);
                     }
                 });
                 // Rows held for a time the input has passed go on now.
@@ -689,12 +684,19 @@ struct TreeLevel {
 }
 
 impl TreeLevel {
-    /// Takes in a window: at the root, into the rows gathered, which come out as one
-    /// window once there are enough; below it, at once.
-    fn gather(&mut self, w: Window) -> Option<Window> {
+    /// Routes a window: below the root at once; at the root, once enough rows are
+    /// gathered.
+    fn take(&mut self, w: Window, give: &mut dyn FnMut(Window)) {
         if self.gather == 0 {
-            return Some(w);
+            self.route(w, give);
+        } else if let Some(g) = self.gather(w) {
+            self.route_gathered(g, give);
         }
+    }
+
+    /// The root: takes `w` into the rows gathered, which come out as one window once
+    /// there are enough.
+    fn gather(&mut self, w: Window) -> Option<Window> {
         let (gather, spare) = (self.gather, &mut self.spare);
         let g = self.held.gathered.get_or_insert_with(|| {
             // A batch gathered before whose windows are all done, if there is one:
@@ -893,6 +895,11 @@ impl Held {
         self.cap
             .as_ref()
             .is_some_and(|c| Some(c.time()) != cap.least())
+    }
+
+    /// Whether it holds any rows.
+    fn holds_rows(&self) -> bool {
+        self.gathered.is_some() || self.rows.values().any(|r| !r.batch.is_empty())
     }
 
     /// Holds `cap`'s time, for rows of its message.
