@@ -5,6 +5,7 @@ mod cluster;
 mod dashboard;
 mod faults;
 mod golden;
+mod kafka;
 mod late;
 mod profile;
 mod recovery;

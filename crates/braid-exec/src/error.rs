@@ -44,6 +44,9 @@ pub enum Error {
         /// The error.
         error: std::io::Error,
     },
+    /// A system outside Braid (a Kafka broker) refused or failed.
+    #[error("{0}")]
+    Connector(String),
     /// timely could not start (e.g. a cluster peer did not connect).
     #[error("could not start workers: {0}")]
     Startup(String),

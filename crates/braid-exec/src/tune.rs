@@ -78,10 +78,13 @@ pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
                 "a plan's first source cannot be late rows".into(),
             )))
         }
-        SourceSpec::Stdin | SourceSpec::Tcp { .. } | SourceSpec::Native(_) => {
+        SourceSpec::Stdin
+        | SourceSpec::Tcp { .. }
+        | SourceSpec::Native(_)
+        | SourceSpec::Kafka(_) => {
             return Err(Error::Plan(PlanError::NotSupported(
                 "measuring the single-splitter rate needs a generator or file source; \
-                 give --splitter-rate for stdin or TCP input"
+                 give --splitter-rate for stdin, TCP or Kafka input"
                     .into(),
             )))
         }

@@ -317,6 +317,7 @@ fn source_text(spec: &SourceSpec) -> String {
         ),
         SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
         SourceSpec::Native(n) => format!("native source `{n}`"),
+        SourceSpec::Kafka(k) => k.to_string(),
         SourceSpec::Interleave(children) => format!(
             "interleave of {} source(s) in ({}, stream, source order), on worker 0",
             children.len(),

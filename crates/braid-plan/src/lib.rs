@@ -27,6 +27,7 @@
 pub mod batch;
 pub mod classes;
 pub mod combine;
+pub mod connector;
 pub mod cost;
 pub mod error;
 pub mod explain;

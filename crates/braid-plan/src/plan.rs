@@ -131,6 +131,8 @@ pub enum SourceSpec {
         /// Index of the plan whose late rows these are (lower than the reader's).
         of: usize,
     },
+    /// A Kafka topic, its partitions read by every worker in turn.
+    Kafka(crate::connector::KafkaSource),
 }
 
 /// The synthetic generator: LRB-shaped 15-field tuples (see [`GeneratorSpec::schema`]).
@@ -484,6 +486,8 @@ pub enum SinkSpec {
     Native(String),
     /// Kept in memory and returned by the run (tests, embedding).
     Collect,
+    /// One message per row to a Kafka topic (written on worker 0).
+    Kafka(crate::connector::KafkaSink),
 }
 
 /// `Sink(input, spec)`.

@@ -57,7 +57,7 @@ pub fn push_row(
 }
 
 /// The value of JSON `v` as a `ty`, or why it is not one.
-fn value(v: &Json, ty: DataType) -> std::result::Result<Value<'_>, String> {
+pub(crate) fn value(v: &Json, ty: DataType) -> std::result::Result<Value<'_>, String> {
     let wrong = || format!("a JSON {}, expected {ty}", kind(v));
     match (ty, v) {
         (DataType::Int64, Json::Number(n)) => n
@@ -74,7 +74,7 @@ fn value(v: &Json, ty: DataType) -> std::result::Result<Value<'_>, String> {
     }
 }
 
-fn kind(v: &Json) -> &'static str {
+pub(crate) fn kind(v: &Json) -> &'static str {
     match v {
         Json::Null => "null",
         Json::Bool(_) => "bool",

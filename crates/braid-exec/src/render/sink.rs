@@ -128,7 +128,9 @@ pub(crate) fn render<'s>(
                 std::net::TcpStream::connect(addr)
                     .map_err(|e| Error::io(format!("connecting to sink {addr}"), e))?,
             ))),
-            SinkSpec::Collect | SinkSpec::Discard | SinkSpec::Native(_) => None,
+            SinkSpec::Collect | SinkSpec::Discard | SinkSpec::Native(_) | SinkSpec::Kafka(_) => {
+                None
+            }
         };
         if let (true, Some(w)) = (sink.header, writer.as_mut()) {
             let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
@@ -137,6 +139,12 @@ pub(crate) fn render<'s>(
     }
     let native = match &sink.spec {
         SinkSpec::Native(name) if place.index == 0 => Some(registry.sink(name)?.clone()),
+        _ => None,
+    };
+    let mut kafka = match &sink.spec {
+        SinkSpec::Kafka(k) if place.index == 0 => {
+            Some(super::kafka::KafkaWriter::open(k, &schema, None)?)
+        }
         _ => None,
     };
     let collect = sink.spec == SinkSpec::Collect;
@@ -188,6 +196,11 @@ pub(crate) fn render<'s>(
                                 shared.error(format!("writing output: {e}"));
                             }
                             wrote = true;
+                        } else if let Some(k) = kafka.as_mut() {
+                            if let Err(e) = k.write(b) {
+                                shared.fatal(e);
+                                kafka = None;
+                            }
                         } else if collect {
                             if let Ok(mut c) = shared.collected.lock() {
                                 if c.len() <= output {
@@ -222,6 +235,12 @@ pub(crate) fn render<'s>(
                 if let Some(t) = frontier.frontier().first() {
                     let e = shared.ticks.epoch(*t);
                     shared.counters.epoch_out.fetch_max(e, Ordering::Relaxed);
+                }
+                // The input has ended: every message is delivered before the run ends.
+                if frontier.frontier().is_empty() {
+                    if let Some(Err(e)) = kafka.take().map(|mut k| k.flush()) {
+                        shared.fatal(e);
+                    }
                 }
             }
         }),

@@ -559,7 +559,7 @@ impl ChanLines {
 /// line, and whether it was quoted: a quoted field's bytes (its quotes undone) go to
 /// `data` and its range is in `data`, any other's range is in `line`. On a malformed
 /// quote, the column and reason.
-fn split_fields(
+pub(crate) fn split_fields(
     line: &[u8],
     data: &mut Vec<u8>,
     fields: &mut Vec<Field>,
@@ -714,7 +714,7 @@ pub(crate) trait Emit {
 
 /// A field of a line: its range, its 1-based column, and whether it was quoted (its
 /// range is then in the parser's buffer of unquoted bytes, else in the line).
-type Field = (usize, usize, u64, bool);
+pub(crate) type Field = (usize, usize, u64, bool);
 
 /// Rows the first window of a parse is made for (the next ones for as many as the
 /// window before held).

@@ -14,7 +14,9 @@ pub mod binary;
 mod csv_feed;
 pub mod generator;
 mod interleave;
+mod kafka;
 pub mod par_csv;
+mod record;
 
 use crate::error::{Error, Result};
 use braid_plan::batch::Batch;
@@ -206,6 +208,9 @@ pub struct Counters {
     pub waiting_peak: AtomicU64,
     /// Rows dropped by load shedding (`shed_load`).
     pub shed: AtomicU64,
+    /// Records of Kafka sources not read yet: each partition's end (as its broker last
+    /// said) less where reading stands, summed over partitions.
+    pub kafka_lag: AtomicU64,
     /// The run's latency measurements, when it takes stamps ([`crate::qos`]).
     pub latency: std::sync::OnceLock<std::sync::Arc<crate::qos::Latencies>>,
     /// The late-row counts of the queries running (SQL; see [`Counters::late`]).
@@ -238,9 +243,13 @@ impl Counters {
     }
 }
 
-/// Which worker reads a source: all of them for the generator, worker 0 otherwise.
+/// Which worker reads a source: all of them for the generator, a native source and
+/// Kafka (each its share of the partitions), worker 0 otherwise.
 pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
-    matches!(spec, SourceSpec::Generator(_) | SourceSpec::Native(_))
+    matches!(
+        spec,
+        SourceSpec::Generator(_) | SourceSpec::Native(_) | SourceSpec::Kafka(_)
+    )
 }
 
 /// The worker whose resume point worker `index` of `peers` resumes a source from: its
@@ -269,6 +278,7 @@ pub fn counts_rows_itself(spec: &SourceSpec) -> bool {
             | SourceSpec::Stdin
             | SourceSpec::Tcp { .. }
             | SourceSpec::Interleave(_)
+            | SourceSpec::Kafka(_)
     )
 }
 
@@ -393,6 +403,12 @@ pub fn open_at(
             Some(at) => Box::new(binary::BinaryFeed::open_at(path, source, at, &counters)?),
             None => Box::new(binary::BinaryFeed::open(path, source)?),
         },
+        SourceSpec::Kafka(k) => {
+            match kafka::KafkaFeed::open(source, k, (index, peers), opts, counters, resume)? {
+                Some(feed) => Box::new(feed),
+                None => return Ok(None),
+            }
+        }
         SourceSpec::Interleave(children) => Box::new(interleave::InterleaveFeed::open(
             source, children, opts, counters, registry, resume,
         )?),

@@ -31,7 +31,10 @@ impl Options {
     /// A stream declared without `source` or `path` reads its log (`source = 'log'`):
     /// streams live in Braid.
     pub fn default_to_log(&mut self) {
-        if !self.values.contains_key("source") && !self.values.contains_key("path") {
+        if !["source", "connector", "path"]
+            .iter()
+            .any(|k| self.values.contains_key(*k))
+        {
             self.values
                 .insert("source".into(), Scalar::Str("log".into()));
         }
@@ -189,7 +192,7 @@ pub fn stream(
     mut o: Options,
     base: &Path,
 ) -> Result<StreamDef> {
-    let kind = o.string("source")?;
+    let kind = connector(name, "source", &mut o)?;
     let path = o.string("path")?;
     let kind = kind.unwrap_or_else(|| if path.is_some() { "csv" } else { "" }.into());
     let event_time = o.string("event_time")?;
@@ -437,6 +440,11 @@ fn source_spec(
             let addr = o.string("addr")?.unwrap_or_else(|| "127.0.0.1:7878".into());
             (SourceSpec::Tcp { addr }, need_columns(columns)?, None)
         }
+        "kafka" => {
+            let schema = need_columns(columns)?;
+            let spec = SourceSpec::Kafka(kafka_source(name, o, &schema)?);
+            (spec, schema, None)
+        }
         "generator" => {
             let spec = GeneratorSpec {
                 tuples: o.int("tuples")?.unwrap_or(100_000).max(0) as u64,
@@ -457,14 +465,177 @@ fn source_spec(
         }
         "" => {
             return Err(Error::Plan(format!(
-                "stream `{name}` needs a source: WITH (source = 'csv', path = '...'); sources are csv, binary, stdin, tcp, generator, log"
+                "stream `{name}` needs a source: WITH (source = 'csv', path = '...'); sources are csv, binary, stdin, tcp, kafka, generator, log"
             )))
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, generator, log"
+                "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, kafka, generator, log"
             )))
         }
+    })
+}
+
+/// The `source` (or `sink`) option, or its other name `connector`.
+fn connector(name: &str, word: &str, o: &mut Options) -> Result<Option<String>> {
+    match (o.string(word)?, o.string("connector")?) {
+        (Some(a), Some(b)) if !a.eq_ignore_ascii_case(&b) => Err(Error::Plan(format!(
+            "`{name}`: {word} = '{a}' and connector = '{b}' name two connectors; give one"
+        ))),
+        (a, b) => Ok(a.or(b).map(|k| k.to_ascii_lowercase())),
+    }
+}
+
+/// `bootstrap` and `topic` of a Kafka source or sink.
+fn kafka_place(name: &str, o: &mut Options) -> Result<(String, String)> {
+    let need = |v: Option<String>, key: &str, example: &str| {
+        v.filter(|s| !s.trim().is_empty()).ok_or_else(|| {
+            Error::Plan(format!(
+                "`{name}` is a Kafka topic: give `{key} = '{example}'`"
+            ))
+        })
+    };
+    let bootstrap = need(o.string("bootstrap")?, "bootstrap", "127.0.0.1:9092")?;
+    let topic = need(o.string("topic")?, "topic", "events")?;
+    Ok((bootstrap, topic))
+}
+
+/// `format = 'csv' | 'json'` of Kafka records, with JSON's `paths = 'col = a.b[0], ...'`
+/// for the columns of `schema` (a sink writes its columns by name: no paths).
+fn record_format(
+    name: &str,
+    o: &mut Options,
+    schema: Option<&Schema>,
+) -> Result<braid_plan::connector::RecordFormat> {
+    use braid_plan::connector::{JsonPath, RecordFormat};
+    let format = o.string("format")?.map(|f| f.to_ascii_lowercase());
+    let paths = o.string("paths")?;
+    match format.as_deref() {
+        None | Some("csv") => match paths {
+            Some(_) => Err(Error::Plan(format!(
+                "`{name}`: paths are an option of format = 'json'"
+            ))),
+            None => Ok(RecordFormat::Csv),
+        },
+        Some("json") => {
+            let Some(schema) = schema else {
+                return match paths {
+                    Some(_) => Err(Error::Plan(format!(
+                        "sink `{name}` writes each row as a JSON object keyed by column name; paths are an option of a source"
+                    ))),
+                    None => Ok(RecordFormat::Json { paths: Vec::new() }),
+                };
+            };
+            let mut found: Vec<JsonPath> = schema
+                .fields
+                .iter()
+                .map(|f| JsonPath::name(&f.name))
+                .collect();
+            for item in paths.iter().flat_map(|p| p.split(',')) {
+                let item = item.trim();
+                if item.is_empty() {
+                    continue;
+                }
+                let (col, path) = item.split_once('=').ok_or_else(|| {
+                    Error::Plan(format!(
+                        "`{name}`: paths item '{item}'; expected `column = path`, as in 'lat = pos.coords[1]'"
+                    ))
+                })?;
+                let i = schema.index_of(col.trim()).map_err(|_| {
+                    Error::Plan(format!(
+                        "`{name}`: paths names column `{}`; the columns are {}",
+                        col.trim(),
+                        schema.column_list()
+                    ))
+                })?;
+                found[i] = JsonPath::parse(path).map_err(|why| {
+                    Error::Plan(format!(
+                        "`{name}`: the path of `{}`, '{}': {why}",
+                        col.trim(),
+                        path.trim()
+                    ))
+                })?;
+            }
+            Ok(RecordFormat::Json { paths: found })
+        }
+        Some(other) => Err(Error::Plan(format!(
+            "`{name}`: unknown format '{other}'; formats are 'csv' and 'json'"
+        ))),
+    }
+}
+
+/// A Kafka source: `bootstrap`, `topic`, `format`, `paths`, `start` ('earliest',
+/// 'latest' or offsets 'partition:offset,...'), `stop` ('never' or 'latest': the ends
+/// when the run starts) and `idle_timeout` (milliseconds).
+fn kafka_source(
+    name: &str,
+    o: &mut Options,
+    schema: &Schema,
+) -> Result<braid_plan::connector::KafkaSource> {
+    use braid_plan::connector::{KafkaSource, KafkaStart};
+    let (bootstrap, topic) = kafka_place(name, o)?;
+    let format = record_format(name, o, Some(schema))?;
+    let start = match o.string("start")?.map(|s| s.trim().to_ascii_lowercase()) {
+        None => KafkaStart::Earliest,
+        Some(s) if s == "earliest" => KafkaStart::Earliest,
+        Some(s) if s == "latest" => KafkaStart::Latest,
+        Some(s) => {
+            let mut offsets = Vec::new();
+            for item in s.split(',') {
+                let parsed = item.split_once(':').and_then(|(p, o)| {
+                    Some((p.trim().parse::<i32>().ok()?, o.trim().parse::<i64>().ok()?))
+                });
+                match parsed {
+                    Some((p, off)) if p >= 0 && off >= 0 => offsets.push((p, off)),
+                    _ => {
+                        return Err(Error::Plan(format!(
+                            "stream `{name}`: start = '{s}'; expected 'earliest', 'latest' or offsets 'partition:offset,...' such as '0:100,1:250'"
+                        )))
+                    }
+                }
+            }
+            KafkaStart::Offsets(offsets)
+        }
+    };
+    let bounded = match o.string("stop")?.map(|s| s.trim().to_ascii_lowercase()) {
+        None => false,
+        Some(s) if s == "never" => false,
+        Some(s) if s == "latest" => true,
+        Some(s) => {
+            return Err(Error::Plan(format!(
+                "stream `{name}`: stop = '{s}'; expected 'never' (read on) or 'latest' (the partitions' ends when the run starts)"
+            )))
+        }
+    };
+    let idle_ms = match o.int("idle_timeout")? {
+        None => 1000,
+        Some(ms) if ms >= 0 => ms as u64,
+        Some(ms) => {
+            return Err(Error::Plan(format!(
+                "stream `{name}`: idle_timeout = {ms}; expected milliseconds, at least 0"
+            )))
+        }
+    };
+    Ok(KafkaSource {
+        bootstrap,
+        topic,
+        format,
+        start,
+        bounded,
+        idle_ms,
+    })
+}
+
+/// A Kafka sink: `bootstrap`, `topic`, `format` and `key` (a column).
+fn kafka_sink(name: &str, o: &mut Options) -> Result<braid_plan::connector::KafkaSink> {
+    let (bootstrap, topic) = kafka_place(name, o)?;
+    let format = record_format(name, o, None)?;
+    let key = o.string("key")?;
+    Ok(braid_plan::connector::KafkaSink {
+        bootstrap,
+        topic,
+        format,
+        key,
     })
 }
 
@@ -496,7 +667,7 @@ fn interleave(
 
 /// Builds a sink from `CREATE SINK name WITH (options)`.
 pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
-    let kind = o.string("sink")?.unwrap_or_else(|| "stdout".into());
+    let kind = connector(name, "sink", &mut o)?.unwrap_or_else(|| "stdout".into());
     let spec = match kind.as_str() {
         "stdout" => SinkSpec::Stdout,
         "csv" | "file" => {
@@ -509,6 +680,7 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
             o.string("addr")?
                 .ok_or_else(|| Error::Plan(format!("sink `{name}` needs `addr`")))?,
         ),
+        "kafka" => SinkSpec::Kafka(kafka_sink(name, &mut o)?),
         "discard" => SinkSpec::Discard,
         "collect" => SinkSpec::Collect,
         "native" => SinkSpec::Native(o.string("name")?.ok_or_else(|| {
@@ -516,11 +688,9 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
                 "sink `{name}` is native: give the registered sink's `name`"
             ))
         })?),
-        other => {
-            return Err(Error::Plan(format!(
-                "unknown sink `{other}`; sinks are stdout, csv, tcp, discard, collect, native"
-            )))
-        }
+        other => return Err(Error::Plan(format!(
+            "unknown sink `{other}`; sinks are stdout, csv, tcp, kafka, discard, collect, native"
+        ))),
     };
     let stamp_emit = o.bool("stamp_emit")?.unwrap_or(false);
     let header = o.bool("header")?.unwrap_or(false);

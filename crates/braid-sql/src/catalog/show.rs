@@ -204,6 +204,7 @@ fn source_text(s: &Source) -> String {
         }
         SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
         SourceSpec::Native(n) => format!("native {n}"),
+        SourceSpec::Kafka(k) => format!("kafka {}/{}", k.bootstrap, k.topic),
         SourceSpec::Interleave(kids) => match kids.first() {
             Some(k) => format!("{} files, first {}", kids.len(), source_text(k)),
             None => "no files".into(),
@@ -221,5 +222,6 @@ fn sink_text(s: &SinkSpec) -> String {
         SinkSpec::Discard => "discard".into(),
         SinkSpec::Native(n) => format!("native {n}"),
         SinkSpec::Collect => "collect".into(),
+        SinkSpec::Kafka(k) => format!("kafka {}/{}", k.bootstrap, k.topic),
     }
 }

@@ -1,0 +1,210 @@
+//! A Kafka sink: one message per row (a CSV line or a JSON object keyed by column
+//! name), written by worker 0's producer. A message the brokers did not take fails the
+//! run with their reason; none is dropped silently.
+
+use super::sink::write_csv_row;
+use crate::error::{Error, Result};
+use braid_plan::batch::{Batch, Row, Value};
+use braid_plan::connector::{KafkaSink, RecordFormat};
+use braid_plan::types::{DataType, Schema};
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::{ClientConfig, ClientContext};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a flush may take before the run fails.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Keeps the first delivery failure.
+#[derive(Clone, Default)]
+pub(crate) struct Deliveries {
+    failed: Arc<Mutex<Option<String>>>,
+}
+
+impl ClientContext for Deliveries {}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, _)) = result {
+            if let Ok(mut f) = self.failed.lock() {
+                f.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+}
+
+/// Writes rows to a topic.
+pub(crate) struct KafkaWriter {
+    producer: BaseProducer<Deliveries>,
+    deliveries: Deliveries,
+    spec: KafkaSink,
+    key: Option<usize>,
+    names: Vec<String>,
+    types: Vec<DataType>,
+    payload: Vec<u8>,
+    key_text: Vec<u8>,
+}
+
+impl KafkaWriter {
+    /// A writer of rows of `schema` to the topic of `spec`; with a `transactional_id`,
+    /// its messages are written in transactions ([`KafkaWriter::commit`]).
+    pub fn open(
+        spec: &KafkaSink,
+        schema: &Schema,
+        transactional_id: Option<&str>,
+    ) -> Result<KafkaWriter> {
+        let key = match &spec.key {
+            None => None,
+            Some(k) => Some(schema.index_of(k).map_err(|_| {
+                Error::Plan(braid_plan::error::Error::Plan(format!(
+                    "Kafka sink key `{k}` is not a column of its rows ({})",
+                    schema.column_list()
+                )))
+            })?),
+        };
+        let deliveries = Deliveries::default();
+        let mut config = ClientConfig::new();
+        config
+            .set("bootstrap.servers", &spec.bootstrap)
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "5");
+        if let Some(id) = transactional_id {
+            config.set("transactional.id", id);
+        }
+        let producer: BaseProducer<Deliveries> = config
+            .create_with_context(deliveries.clone())
+            .map_err(|e| {
+                Error::Connector(format!("connecting to Kafka at {}: {e}", spec.bootstrap))
+            })?;
+        let w = KafkaWriter {
+            producer,
+            deliveries,
+            spec: spec.clone(),
+            key,
+            names: schema.fields.iter().map(|f| f.name.clone()).collect(),
+            types: schema.fields.iter().map(|f| f.ty).collect(),
+            payload: Vec::new(),
+            key_text: Vec::new(),
+        };
+        if transactional_id.is_some() {
+            w.producer
+                .init_transactions(TIMEOUT)
+                .map_err(|e| w.fault("starting transactions", e))?;
+            w.producer
+                .begin_transaction()
+                .map_err(|e| w.fault("beginning a transaction", e))?;
+        }
+        Ok(w)
+    }
+
+    fn fault(&self, doing: &str, e: impl std::fmt::Display) -> Error {
+        Error::Connector(format!(
+            "Kafka sink {} at {}: {doing}: {e}",
+            self.spec.topic, self.spec.bootstrap
+        ))
+    }
+
+    /// Sends a message per row of `batch` (queued; see [`KafkaWriter::flush`]).
+    pub fn write(&mut self, batch: &Batch) -> Result<()> {
+        for r in batch.rows() {
+            self.payload.clear();
+            match &self.spec.format {
+                RecordFormat::Csv => {
+                    write_csv_row(&mut self.payload, &r, &self.types, None)
+                        .map_err(|e| Error::io("writing a row", e))?;
+                    self.payload.pop(); // the line end
+                }
+                RecordFormat::Json { .. } => {
+                    json_row(&mut self.payload, &r, &self.names, &self.types)
+                }
+            }
+            if let Some(k) = self.key {
+                self.key_text.clear();
+                match r.get(k) {
+                    Value::Int(v) if self.types[k].is_time() => self
+                        .key_text
+                        .extend_from_slice(braid_plan::time::format(v, self.types[k]).as_bytes()),
+                    v => {
+                        use std::io::Write;
+                        let _ = write!(self.key_text, "{v}");
+                    }
+                }
+            }
+            loop {
+                let mut record: BaseRecord<'_, [u8], [u8]> =
+                    BaseRecord::to(&self.spec.topic).payload(&self.payload[..]);
+                if self.key.is_some() {
+                    record = record.key(&self.key_text[..]);
+                }
+                match self.producer.send(record) {
+                    Ok(()) => break,
+                    Err((
+                        rdkafka::error::KafkaError::MessageProduction(
+                            rdkafka::types::RDKafkaErrorCode::QueueFull,
+                        ),
+                        _,
+                    )) => {
+                        self.producer.poll(Duration::from_millis(50));
+                    }
+                    Err((e, _)) => return Err(self.fault("sending a message", e)),
+                }
+            }
+        }
+        self.producer.poll(Duration::ZERO);
+        self.check()
+    }
+
+    fn check(&self) -> Result<()> {
+        match self.deliveries.failed.lock().ok().and_then(|f| f.clone()) {
+            Some(e) => Err(self.fault("a message was not delivered", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every message sent is delivered.
+    pub fn flush(&mut self) -> Result<()> {
+        self.producer
+            .flush(TIMEOUT)
+            .map_err(|e| self.fault("flushing", e))?;
+        self.check()
+    }
+
+    /// Commits the transaction (everything sent so far) and begins the next.
+    pub fn commit(&mut self) -> Result<()> {
+        self.flush()?;
+        self.producer
+            .commit_transaction(TIMEOUT)
+            .map_err(|e| self.fault("committing a transaction", e))?;
+        self.producer
+            .begin_transaction()
+            .map_err(|e| self.fault("beginning a transaction", e))
+    }
+}
+
+/// A row as a JSON object keyed by column name, in column order; times as their text,
+/// a float that is no JSON number (NaN, infinite) as its name in a string.
+fn json_row(out: &mut Vec<u8>, r: &Row<'_>, names: &[String], types: &[DataType]) {
+    // Writing to a Vec cannot fail.
+    out.push(b'{');
+    for (c, name) in names.iter().enumerate() {
+        if c > 0 {
+            out.push(b',');
+        }
+        let _ = serde_json::to_writer(&mut *out, name);
+        out.push(b':');
+        let _ = match r.get(c) {
+            Value::Null => serde_json::to_writer(&mut *out, &()),
+            Value::Int(v) if types[c].is_time() => {
+                serde_json::to_writer(&mut *out, &braid_plan::time::format(v, types[c]))
+            }
+            Value::Int(v) => serde_json::to_writer(&mut *out, &v),
+            Value::Float(f) if f.is_finite() => serde_json::to_writer(&mut *out, &f),
+            Value::Float(f) => serde_json::to_writer(&mut *out, &f.to_string()),
+            Value::Bool(b) => serde_json::to_writer(&mut *out, &b),
+            Value::Str(s) => serde_json::to_writer(&mut *out, s),
+        };
+    }
+    out.push(b'}');
+}
