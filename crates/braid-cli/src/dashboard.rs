@@ -111,6 +111,7 @@ impl RunBoard {
                     rows_out: c.rows_out.load(Relaxed),
                     faults: c.faults.load(Relaxed),
                     late: c.late(),
+                    kafka_lag: c.kafka_lag.load(Relaxed),
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measure(&q.graph, &q.profiler),

@@ -63,7 +63,7 @@ impl Drop for Progress {
 }
 
 /// The figures after the rows in: rate, rows out, latency of the last second, lag,
-/// malformed, late, skipped.
+/// malformed, late, skipped, shed, and a Kafka source's consumer lag.
 fn message(c: &Counters, rate: u64, latency: Option<&str>) -> String {
     let mut s = format!("{rate} rows/s, out {}", c.rows_out.load(Relaxed));
     if let Some(l) = latency {
@@ -77,6 +77,7 @@ fn message(c: &Counters, rate: u64, latency: Option<&str>) -> String {
         ("late", c.late()),
         ("skipped on faults", c.faults.load(Relaxed)),
         ("shed (load shedding)", c.shed.load(Relaxed)),
+        ("records behind in Kafka", c.kafka_lag.load(Relaxed)),
     ] {
         if n > 0 {
             s.push_str(&format!(", {n} {what}"));

@@ -165,13 +165,13 @@ pub(crate) fn wait_all(kids: &mut [Child], deadline: Instant, dir: &Path) -> boo
 
 /// What the kills hit.
 #[derive(Default, Debug)]
-struct Kills {
-    total: usize,
+pub(crate) struct Kills {
+    pub(crate) total: usize,
     /// Kills that left a checkpoint written in part (a `chk-*` directory newer than
     /// the committed one).
     during_checkpoint: usize,
     /// Recoveries that resumed from a checkpoint (the others started over).
-    resumed: usize,
+    pub(crate) resumed: usize,
 }
 
 /// Runs `job` on `workers` x `processes` with checkpoints and kills it at random
@@ -179,7 +179,7 @@ struct Kills {
 /// count from `rescale`, when given); a run that ends before its kill is a finished
 /// episode, and the next starts over. Returns every finished episode's output.
 #[allow(clippy::too_many_arguments)]
-fn crash_until_done(
+pub(crate) fn crash_until_done(
     job: &Job,
     workers: usize,
     processes: usize,

@@ -595,6 +595,7 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
                             | SourceSpec::Generator(_)
                             | SourceSpec::Memory(_)
                             | SourceSpec::Late { .. }
+                            | SourceSpec::Kafka(_)
                     )
                 };
                 let replayable = |spec: &SourceSpec| match spec {
@@ -607,7 +608,7 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
                 };
                 if !ok {
                     bad = Some(format!(
-                        "source {} (stdin, TCP and native sources cannot be read again after a crash: checkpoints need a file, binary file or generator)",
+                        "source {} (stdin, TCP and native sources cannot be read again after a crash: checkpoints need a file, binary file, Kafka topic or generator)",
                         s.name
                     ));
                 }

@@ -117,6 +117,16 @@ pub fn render(s: &Snapshot) -> String {
             samples: s.queries.iter().map(|q| (query(q.number), q.late as f64)).collect(),
         },
         Family {
+            name: "braid_query_kafka_lag_records",
+            kind: "gauge",
+            help: "Records of a query's Kafka sources not read yet: each partition's end less where reading stands, summed (consumer lag).",
+            samples: s
+                .queries
+                .iter()
+                .map(|q| (query(q.number), q.kafka_lag as f64))
+                .collect(),
+        },
+        Family {
             name: "braid_stream_queued_rows",
             kind: "gauge",
             help: "Rows of a stream the slowest query reading it has not read yet.",

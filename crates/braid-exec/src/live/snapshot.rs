@@ -66,6 +66,8 @@ pub struct QuerySnapshot {
     pub faults: u64,
     /// Rows refused as late (after their window or join state had closed).
     pub late: u64,
+    /// Records of its Kafka sources not read yet (consumer lag; 0 without one).
+    pub kafka_lag: u64,
     /// The latest epoch read, and the latest every sink has completed.
     pub epoch_in: u64,
     /// The latest epoch every sink has completed.
@@ -188,6 +190,7 @@ impl LiveSession {
                     rows_out: q.status.rows_out(),
                     faults: q.status.faults(),
                     late: c.late(),
+                    kafka_lag: c.kafka_lag.load(Relaxed),
                     epoch_in: c.epoch_in.load(Relaxed),
                     epoch_out: c.epoch_out.load(Relaxed),
                     graph: measured(q),

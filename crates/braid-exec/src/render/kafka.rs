@@ -48,13 +48,9 @@ pub(crate) struct KafkaWriter {
 }
 
 impl KafkaWriter {
-    /// A writer of rows of `schema` to the topic of `spec`; with a `transactional_id`,
-    /// its messages are written in transactions ([`KafkaWriter::commit`]).
-    pub fn open(
-        spec: &KafkaSink,
-        schema: &Schema,
-        transactional_id: Option<&str>,
-    ) -> Result<KafkaWriter> {
+    /// A writer of rows of `schema` to the topic of `spec` (idempotent: a message
+    /// the client sends again after a broker error is written once).
+    pub fn open(spec: &KafkaSink, schema: &Schema) -> Result<KafkaWriter> {
         let key = match &spec.key {
             None => None,
             Some(k) => Some(schema.index_of(k).map_err(|_| {
@@ -70,15 +66,12 @@ impl KafkaWriter {
             .set("bootstrap.servers", &spec.bootstrap)
             .set("enable.idempotence", "true")
             .set("linger.ms", "5");
-        if let Some(id) = transactional_id {
-            config.set("transactional.id", id);
-        }
         let producer: BaseProducer<Deliveries> = config
             .create_with_context(deliveries.clone())
             .map_err(|e| {
                 Error::Connector(format!("connecting to Kafka at {}: {e}", spec.bootstrap))
             })?;
-        let w = KafkaWriter {
+        Ok(KafkaWriter {
             producer,
             deliveries,
             spec: spec.clone(),
@@ -87,16 +80,7 @@ impl KafkaWriter {
             types: schema.fields.iter().map(|f| f.ty).collect(),
             payload: Vec::new(),
             key_text: Vec::new(),
-        };
-        if transactional_id.is_some() {
-            w.producer
-                .init_transactions(TIMEOUT)
-                .map_err(|e| w.fault("starting transactions", e))?;
-            w.producer
-                .begin_transaction()
-                .map_err(|e| w.fault("beginning a transaction", e))?;
-        }
-        Ok(w)
+        })
     }
 
     fn fault(&self, doing: &str, e: impl std::fmt::Display) -> Error {
@@ -169,17 +153,6 @@ impl KafkaWriter {
             .flush(TIMEOUT)
             .map_err(|e| self.fault("flushing", e))?;
         self.check()
-    }
-
-    /// Commits the transaction (everything sent so far) and begins the next.
-    pub fn commit(&mut self) -> Result<()> {
-        self.flush()?;
-        self.producer
-            .commit_transaction(TIMEOUT)
-            .map_err(|e| self.fault("committing a transaction", e))?;
-        self.producer
-            .begin_transaction()
-            .map_err(|e| self.fault("beginning a transaction", e))
     }
 }
 

@@ -143,7 +143,7 @@ pub(crate) fn render<'s>(
     };
     let mut kafka = match &sink.spec {
         SinkSpec::Kafka(k) if place.index == 0 => {
-            Some(super::kafka::KafkaWriter::open(k, &schema, None)?)
+            Some(super::kafka::KafkaWriter::open(k, &schema)?)
         }
         _ => None,
     };

@@ -688,9 +688,11 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
                 "sink `{name}` is native: give the registered sink's `name`"
             ))
         })?),
-        other => return Err(Error::Plan(format!(
+        other => {
+            return Err(Error::Plan(format!(
             "unknown sink `{other}`; sinks are stdout, csv, tcp, kafka, discard, collect, native"
-        ))),
+        )))
+        }
     };
     let stamp_emit = o.bool("stamp_emit")?.unwrap_or(false);
     let header = o.bool("header")?.unwrap_or(false);
