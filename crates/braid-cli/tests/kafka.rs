@@ -460,7 +460,7 @@ fn a_run_over_a_topic_resumes_from_its_checkpoints_after_kills() {
     };
     let (want, took) = reference(&job, dir);
     assert!(want.len() > 1000, "{} bytes", want.len());
-    let mut rng = Rng(0x6b61_666b_61);
+    let mut rng = Rng(0x006b_6166_6b61);
     let mut tally = Kills::default();
     for workers in [1, 2] {
         let span = took + Duration::from_millis(100);

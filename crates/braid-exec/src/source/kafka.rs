@@ -59,6 +59,11 @@ impl Part {
         self.end.is_some_and(|e| self.position >= e)
     }
 
+    /// Read to its end with no record for `idle`: it holds back no one's epochs.
+    fn idle(&self, idle: Duration) -> bool {
+        self.at_end && self.heard.elapsed() >= idle
+    }
+
     fn head(&self) -> Option<u64> {
         self.meta.get(self.next).map(|m| m.0)
     }
@@ -348,7 +353,7 @@ impl KafkaFeed {
         let idle = Duration::from_millis(self.spec.idle_ms);
         self.parts
             .iter()
-            .filter(|p| !p.done() && !(p.at_end && p.heard.elapsed() >= idle))
+            .filter(|p| !(p.done() || p.idle(idle)))
             .map(|p| p.epoch)
             .min()
             .unwrap_or(u64::MAX)
