@@ -11,6 +11,9 @@
 //! - killed with SIGKILL at random moments and resumed from its checkpoints (which
 //!   keep each partition's offset), a run over a topic writes the uninterrupted run's
 //!   output byte for byte, on 1 and 2 workers;
+//! - a Kafka sink under checkpoints (transactions committed with each checkpoint, the
+//!   last committed epoch recorded in the same transaction) holds every row exactly
+//!   once after runs killed at random moments and recovered, on 1 and 2 workers;
 //! - malformed records are counted and reported with their partition and offset,
 //!   `--on-error fail` stops at the first, and a missing topic is an error naming it.
 
@@ -475,4 +478,155 @@ fn a_run_over_a_topic_resumes_from_its_checkpoints_after_kills() {
         }
     }
     assert!(tally.total >= 8 && tally.resumed > 0, "{tally:?}");
+}
+
+/// The rows of `messages` (CSV lines of integers), sorted.
+fn csv_messages(messages: &[String]) -> Vec<Vec<i64>> {
+    let mut rows: Vec<Vec<i64>> = messages
+        .iter()
+        .map(|m| {
+            m.split(',')
+                .map(|x| x.parse().expect("an integer"))
+                .collect()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+#[test]
+fn a_kafka_sink_under_checkpoints_holds_each_row_once_after_kills() {
+    let broker = Broker::start("exactly-once");
+    let scratch = Scratch::new("kafka-exactly-once");
+    let dir = &scratch.0;
+    write_calls_and_texts(dir, 60_000);
+    broker.produce("calls", &records(dir, false));
+    let (b, d) = (&broker.bootstrap, dir.display());
+    let file = script(
+        dir,
+        "file",
+        &format!("path = '{d}/calls.csv'"),
+        &format!("sink = 'csv', path = '{d}/file.csv'"),
+    );
+    let (ok, err) = braid(&file, 1, &[]);
+    assert!(ok, "{err}");
+    let expected = int_rows(&std::fs::read(dir.join("file.csv")).expect("output"));
+    let source = format!("source = 'kafka', bootstrap = '{b}', topic = 'calls', stop = 'latest'");
+    // Uninterrupted, into its own topic: how long a run takes.
+    let whole = script(
+        dir,
+        "whole",
+        &source,
+        &format!("sink = 'kafka', bootstrap = '{b}', topic = 'whole'"),
+    );
+    let t = Instant::now();
+    let ck = dir.join("ck-whole").display().to_string();
+    let (ok, err) = braid(
+        &whole,
+        2,
+        &["--checkpoint", &ck, "--checkpoint-interval", "30ms"],
+    );
+    assert!(ok, "{err}");
+    let span = t.elapsed() + Duration::from_millis(100);
+    same_rows(
+        &csv_messages(&broker.consume_all("whole")),
+        &expected,
+        "the uninterrupted run's topic",
+    );
+    let mut rng = Rng(0x00e0_0e0e);
+    let (mut kills, mut resumed) = (0, 0);
+    for workers in [1usize, 2] {
+        let topic = format!("out{workers}");
+        let s = script(
+            dir,
+            &topic,
+            &source,
+            &format!("sink = 'kafka', bootstrap = '{b}', topic = '{topic}'"),
+        );
+        let ck = dir.join(format!("ck-{workers}"));
+        for run in 0..=4 {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
+            c.arg("run")
+                .arg(&s)
+                .args(["--workers", &workers.to_string()]);
+            c.arg(if run == 0 {
+                "--checkpoint"
+            } else {
+                "--recover"
+            })
+            .arg(&ck);
+            c.args(["--checkpoint-interval", "30ms"]);
+            let mut child = c
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("braid");
+            if run < 4 {
+                let until =
+                    Instant::now() + Duration::from_micros(rng.below(span.as_micros() as u64));
+                while Instant::now() < until && child.try_wait().expect("wait").is_none() {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                if child.try_wait().expect("wait").is_none() {
+                    child.kill().expect("kill -9");
+                    child.wait().expect("reap");
+                    kills += 1;
+                    // A script's query checkpoints into DIR/query-0.
+                    resumed += usize::from(ck.join("query-0/LATEST").exists());
+                    continue;
+                }
+            }
+            let out = child.wait_with_output().expect("braid");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            if run < 4 {
+                break; // it ended before its kill: done
+            }
+        }
+        let got = csv_messages(&broker.consume_all(&topic));
+        same_rows(
+            &got,
+            &expected,
+            &format!("the topic after kills on {workers} worker(s)"),
+        );
+        // A crash right after a transaction commits, before its checkpoint is durable:
+        // the recovered run makes that transaction's epochs again from the checkpoint
+        // before, and must not write them twice.
+        let topic = format!("cut{workers}");
+        let sink = format!("sink = 'kafka', bootstrap = '{b}', topic = '{topic}'");
+        let s = script(dir, &topic, &source, &sink);
+        let ck = dir.join(format!("ck-cut-{workers}"));
+        let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+            .arg("run")
+            .arg(&s)
+            .args(["--workers", &workers.to_string(), "--checkpoint"])
+            .arg(&ck)
+            .args(["--checkpoint-interval", "30ms"])
+            .env("BRAID_CRASH_AFTER_KAFKA_COMMITS", "3")
+            .output()
+            .expect("braid");
+        assert!(
+            !out.status.success(),
+            "the run did not abort after its third commit"
+        );
+        let ck = ck.display().to_string();
+        let (ok, err) = braid(
+            &s,
+            workers,
+            &["--recover", &ck, "--checkpoint-interval", "30ms"],
+        );
+        assert!(ok, "{err}");
+        let got = csv_messages(&broker.consume_all(&topic));
+        let what = format!(
+            "the topic after a crash between a commit and its checkpoint on {workers} worker(s)"
+        );
+        same_rows(&got, &expected, &what);
+    }
+    assert!(
+        kills >= 1 && resumed > 0,
+        "{kills} kills, {resumed} after a checkpoint"
+    );
 }

@@ -114,6 +114,8 @@ type Written = (u64, Instant, Vec<u32>);
 pub struct Store {
     backend: Arc<dyn CheckpointBackend>,
     interval: Duration,
+    /// The run was started to recover (what it resumes from may be nothing).
+    recovering: bool,
     plan: u64,
     /// The partition count of every stage (changed by a live rescale).
     partitions: Mutex<Vec<u32>>,
@@ -203,6 +205,7 @@ impl Store {
         Ok(Store {
             backend,
             interval: cfg.interval,
+            recovering: cfg.recover,
             plan: fingerprint,
             partitions: Mutex::new(partitions),
             workers: std::sync::atomic::AtomicUsize::new(workers),
@@ -214,6 +217,17 @@ impl Store {
             failed: Mutex::new(None),
             committed: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Whether the run was started to recover (from the last checkpoint, or from the
+    /// start when none was committed).
+    pub(crate) fn recovering(&self) -> bool {
+        self.recovering
+    }
+
+    /// Where the checkpoints are (a directory or an object-store URL).
+    pub(crate) fn location(&self) -> String {
+        self.backend.location()
     }
 
     /// The epoch of the last checkpoint this run committed.
@@ -623,12 +637,14 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
                 _ => {}
             },
             Plan::Sink(s)
-                if !(matches!(s.spec, SinkSpec::File(_) | SinkSpec::Discard)
-                    || committed_native(&s.spec, registry))
+                if !(matches!(
+                    s.spec,
+                    SinkSpec::File(_) | SinkSpec::Discard | SinkSpec::Kafka(_)
+                ) || committed_native(&s.spec, registry))
                     || s.limit.is_some() =>
             {
                 bad = Some(format!(
-                    "sink {:?} (exactly-once output needs a file sink without LIMIT, which recovery truncates to its committed length)",
+                    "sink {:?} (exactly-once output needs a file sink, which recovery truncates to its committed length, or a Kafka sink, written in transactions; without LIMIT)",
                     s.spec
                 ));
             }

@@ -7,8 +7,9 @@ use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, Row, Value};
 use braid_plan::connector::{KafkaSink, RecordFormat};
 use braid_plan::types::{DataType, Schema};
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::{ClientConfig, ClientContext};
+use rdkafka::{ClientConfig, ClientContext, Offset, TopicPartitionList};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -45,12 +46,24 @@ pub(crate) struct KafkaWriter {
     types: Vec<DataType>,
     payload: Vec<u8>,
     key_text: Vec<u8>,
+    /// Writing in transactions: a consumer of the group named as the transactional id,
+    /// whose offset for the topic's partition 0 each commit sets, in the same
+    /// transaction, to one past the last epoch it holds.
+    group: Option<BaseConsumer>,
 }
 
 impl KafkaWriter {
     /// A writer of rows of `schema` to the topic of `spec` (idempotent: a message
     /// the client sends again after a broker error is written once).
     pub fn open(spec: &KafkaSink, schema: &Schema) -> Result<KafkaWriter> {
+        KafkaWriter::open_with(spec, schema, None)
+    }
+
+    fn open_with(
+        spec: &KafkaSink,
+        schema: &Schema,
+        transactional_id: Option<&str>,
+    ) -> Result<KafkaWriter> {
         let key = match &spec.key {
             None => None,
             Some(k) => Some(schema.index_of(k).map_err(|_| {
@@ -66,6 +79,9 @@ impl KafkaWriter {
             .set("bootstrap.servers", &spec.bootstrap)
             .set("enable.idempotence", "true")
             .set("linger.ms", "5");
+        if let Some(id) = transactional_id {
+            config.set("transactional.id", id);
+        }
         let producer: BaseProducer<Deliveries> = config
             .create_with_context(deliveries.clone())
             .map_err(|e| {
@@ -80,7 +96,96 @@ impl KafkaWriter {
             types: schema.fields.iter().map(|f| f.ty).collect(),
             payload: Vec::new(),
             key_text: Vec::new(),
+            group: None,
         })
+    }
+
+    /// A writer in transactions under the transactional id `id`: starting, it fences
+    /// off any earlier writer of that id and aborts its open transaction. Also the last
+    /// epoch a committed transaction of that id holds, if any.
+    pub fn transactional(
+        spec: &KafkaSink,
+        schema: &Schema,
+        id: &str,
+    ) -> Result<(KafkaWriter, Option<u64>)> {
+        let mut w = KafkaWriter::open_with(spec, schema, Some(id))?;
+        w.producer
+            .init_transactions(TIMEOUT)
+            .map_err(|e| w.fault("starting transactions", e))?;
+        w.topic_exists()?;
+        let group: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &spec.bootstrap)
+            .set("group.id", id)
+            .set("enable.auto.commit", "false")
+            .set("isolation.level", "read_committed")
+            .create()
+            .map_err(|e| w.fault("opening the transactions' consumer group", e))?;
+        let mut list = TopicPartitionList::new();
+        list.add_partition(&spec.topic, 0);
+        let committed = group
+            .committed_offsets(list, TIMEOUT)
+            .map_err(|e| w.fault("reading the last committed epoch", e))?;
+        let last = committed
+            .find_partition(&spec.topic, 0)
+            .and_then(|e| match e.offset() {
+                Offset::Offset(o) if o > 0 => Some(o as u64 - 1),
+                _ => None,
+            });
+        w.group = Some(group);
+        w.producer
+            .begin_transaction()
+            .map_err(|e| w.fault("beginning a transaction", e))?;
+        Ok((w, last))
+    }
+
+    /// Waits until the topic exists (the brokers make a topic a producer asks for when
+    /// they are set to), since a commit records its epoch against its partition 0.
+    fn topic_exists(&self) -> Result<()> {
+        let deadline = std::time::Instant::now() + TIMEOUT;
+        loop {
+            let md = self
+                .producer
+                .client()
+                .fetch_metadata(Some(&self.spec.topic), TIMEOUT)
+                .map_err(|e| self.fault("reading the topic's metadata", e))?;
+            let ready = md.topics().iter().any(|t| {
+                t.name() == self.spec.topic && t.error().is_none() && !t.partitions().is_empty()
+            });
+            if ready {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(self.fault(
+                    "the topic does not exist (create it, or let the brokers create topics)",
+                    "no partitions",
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Commits the open transaction, which holds every row of the epochs up to
+    /// `epoch` and no other, with the record that it does, then begins the next.
+    pub fn commit(&mut self, epoch: u64) -> Result<()> {
+        self.flush()?;
+        let Some(group) = &self.group else {
+            return Err(Error::Internal("a commit without transactions".into()));
+        };
+        let meta = group
+            .group_metadata()
+            .ok_or_else(|| Error::Internal("the transactions' group has no metadata".into()))?;
+        let mut list = TopicPartitionList::new();
+        list.add_partition_offset(&self.spec.topic, 0, Offset::Offset(epoch as i64 + 1))
+            .map_err(|e| self.fault("recording the committed epoch", e))?;
+        self.producer
+            .send_offsets_to_transaction(&list, &meta, TIMEOUT)
+            .map_err(|e| self.fault("recording the committed epoch", e))?;
+        self.producer
+            .commit_transaction(TIMEOUT)
+            .map_err(|e| self.fault("committing a transaction", e))?;
+        self.producer
+            .begin_transaction()
+            .map_err(|e| self.fault("beginning a transaction", e))
     }
 
     fn fault(&self, doing: &str, e: impl std::fmt::Display) -> Error {

@@ -105,7 +105,10 @@ pub(crate) fn render<'s>(
                     _ => None,
                 }
             }
-            SinkSpec::File(_) => None,
+            SinkSpec::Kafka(k) if place.index == 0 => {
+                Some(open_committed_kafka(k, &schema, output, &store)?)
+            }
+            SinkSpec::File(_) | SinkSpec::Kafka(_) => None,
             _ => {
                 return Err(Error::Internal(format!(
                     "sink {:?} in a run with checkpoints",
@@ -253,6 +256,59 @@ pub(crate) fn render<'s>(
 enum Committed {
     File(std::io::BufWriter<std::fs::File>, SinkMark),
     Native(Arc<dyn braid_plan::function::SinkFn>, SinkMark),
+    Kafka(Box<TopicInTransactions>),
+}
+
+/// A Kafka sink under checkpoints: its writer, in transactions; the rows written; the
+/// last epoch a committed transaction holds (resuming, the epochs up to it are in the
+/// topic already and are not written again); and the last epoch written.
+struct TopicInTransactions {
+    writer: super::kafka::KafkaWriter,
+    mark: SinkMark,
+    committed: Option<u64>,
+    written: Option<u64>,
+}
+
+/// Fault injection for the recovery tests: with `BRAID_CRASH_AFTER_KAFKA_COMMITS=n`,
+/// the process aborts right after its n-th Kafka commit, before the checkpoint that
+/// commit belongs to is durable (the moment where a sink that did not know what the
+/// topic holds would write rows twice after recovering).
+fn crash_after_commit() {
+    static COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(n) = std::env::var("BRAID_CRASH_AFTER_KAFKA_COMMITS")
+        .ok()
+        .and_then(|n| n.parse::<u64>().ok())
+    else {
+        return;
+    };
+    if COMMITS.fetch_add(1, Ordering::Relaxed) + 1 == n {
+        std::process::abort();
+    }
+}
+
+/// A Kafka sink of a run with checkpoints: a transactional writer whose id is the
+/// topic's and the checkpoints' (the same when the run recovers, another for another
+/// run). Recovering, the epochs the last committed transaction holds are skipped: they
+/// are in the topic, and the resumed run makes them again from its last checkpoint.
+fn open_committed_kafka(
+    spec: &braid_plan::connector::KafkaSink,
+    schema: &braid_plan::types::Schema,
+    output: usize,
+    store: &Store,
+) -> Result<Committed> {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    (store.location(), output).hash(&mut h);
+    let id = format!("braid-{}-{:016x}", spec.topic, h.finish());
+    let (writer, last) = super::kafka::KafkaWriter::transactional(spec, schema, &id)?;
+    // A run that starts over owns the topic's transactions from its first commit on.
+    let committed = last.filter(|_| store.recovering());
+    Ok(Committed::Kafka(Box::new(TopicInTransactions {
+        writer,
+        mark: SinkMark { bytes: 0, rows: 0 },
+        committed,
+        written: None,
+    })))
 }
 
 /// The output file of a run with checkpoints: resuming, cut back to the committed
@@ -353,9 +409,10 @@ fn open_committed_native(
 }
 
 impl Committed {
-    /// Writes an epoch's windows, in order.
+    /// Writes the windows of epoch `epoch`, in order.
     fn write(
         &mut self,
+        epoch: u64,
         windows: &[Window],
         types: &[DataType],
         emit_ms: Option<u64>,
@@ -385,14 +442,51 @@ impl Committed {
                 }
                 f.flush()
             }
+            Committed::Kafka(k) => {
+                let rows: usize = windows.iter().map(|w| w.batch.len()).sum();
+                Counters::add(&shared.counters.rows_out, rows as u64);
+                k.mark.rows += rows as u64;
+                if k.committed.is_some_and(|c| epoch <= c) {
+                    return Ok(()); // in the topic already
+                }
+                for win in windows {
+                    k.writer.write(&win.batch).map_err(std::io::Error::other)?;
+                }
+                k.written = Some(epoch);
+                Ok(())
+            }
         }
     }
 
-    /// What is written so far, flushed.
-    fn mark(&mut self) -> std::io::Result<SinkMark> {
+    /// What is written so far, flushed, as checkpoint `c`'s: a Kafka sink commits its
+    /// transaction (which holds the epochs up to `c`).
+    fn mark(&mut self, c: u64) -> std::io::Result<SinkMark> {
         match self {
             Committed::File(w, mark) => w.flush().map(|()| *mark),
             Committed::Native(f, mark) => f.flush().map(|()| *mark),
+            Committed::Kafka(k) => {
+                if k.committed.is_none_or(|done| c > done) {
+                    k.writer.commit(c).map_err(std::io::Error::other)?;
+                    k.committed = Some(c);
+                    crash_after_commit();
+                }
+                Ok(k.mark)
+            }
+        }
+    }
+
+    /// The input has ended: a Kafka sink commits the epochs after the last checkpoint.
+    fn finish(&mut self) -> std::io::Result<()> {
+        match self {
+            Committed::Kafka(k) => match k.written {
+                Some(last) if k.committed.is_none_or(|c| last > c) => {
+                    k.writer.commit(last).map_err(std::io::Error::other)?;
+                    k.committed = Some(last);
+                    Ok(())
+                }
+                _ => Ok(()),
+            },
+            _ => Ok(()),
         }
     }
 }
@@ -431,7 +525,7 @@ fn committed<'s>(
                     return;
                 };
                 let done = t
-                    .mark()
+                    .mark(c)
                     .map_err(|e| Error::io("writing output", e))
                     .and_then(|mark| store.write_sink(c, output, mark));
                 if let Err(e) = done {
@@ -461,10 +555,11 @@ fn committed<'s>(
                         let since = shared.schedule.get().copied().unwrap_or(shared.start);
                         since.elapsed().as_millis() as u64
                     });
+                    let epoch = shared.ticks.epoch(t);
                     let Some(t) = target.as_mut() else {
                         continue;
                     };
-                    if let Err(e) = t.write(&windows, &types, emit_ms, &mut line, &shared) {
+                    if let Err(e) = t.write(epoch, &windows, &types, emit_ms, &mut line, &shared) {
                         shared.io_error("writing output".into(), e);
                         target = None;
                         continue;
@@ -476,6 +571,14 @@ fn committed<'s>(
                 }
                 if let Some(t) = frontier.frontier().first() {
                     shared.counters.epoch_out.fetch_max(*t, Ordering::Relaxed);
+                }
+                let ended =
+                    frontier.frontier().is_empty() && barrier_frontier.frontier().is_empty();
+                if ended && !shared.failed() && !shared.cancel.is_cancelled() {
+                    if let Some(Err(e)) = target.as_mut().map(Committed::finish) {
+                        shared.io_error("writing output".into(), e);
+                        target = None;
+                    }
                 }
             }
         },
