@@ -5,6 +5,7 @@ mod cluster;
 mod dashboard;
 mod faults;
 mod golden;
+mod json_lines;
 mod kafka;
 mod late;
 mod profile;

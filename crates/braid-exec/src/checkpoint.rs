@@ -605,6 +605,7 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
                     matches!(
                         spec,
                         SourceSpec::Csv { .. }
+                            | SourceSpec::JsonLines { .. }
                             | SourceSpec::Binary { .. }
                             | SourceSpec::Generator(_)
                             | SourceSpec::Memory(_)

@@ -70,6 +70,7 @@ pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
     match &mut source.spec {
         SourceSpec::Generator(g) => g.tuples = g.tuples.min(sample.max(1)),
         SourceSpec::Csv { .. }
+        | SourceSpec::JsonLines { .. }
         | SourceSpec::Binary { .. }
         | SourceSpec::Memory(_)
         | SourceSpec::Interleave(_) => {}

@@ -296,6 +296,14 @@ fn fraction(x: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// `json lines` and the paths given, as a Kafka source's format says them.
+fn braid_plan_json(paths: &[crate::connector::JsonPath]) -> String {
+    let f = crate::connector::RecordFormat::Json {
+        paths: paths.to_vec(),
+    };
+    f.to_string().replacen("json", "json lines", 1)
+}
+
 fn source_text(spec: &SourceSpec) -> String {
     match spec {
         SourceSpec::Csv { path, header } => format!(
@@ -304,6 +312,9 @@ fn source_text(spec: &SourceSpec) -> String {
             if *header { " (header)" } else { "" }
         ),
         SourceSpec::Binary { path } => format!("binary {}", path.display()),
+        SourceSpec::JsonLines { path, paths } => {
+            format!("{} {}", braid_plan_json(paths), path.display())
+        }
         SourceSpec::Late { of } => format!("the late rows of plan {of}"),
         SourceSpec::Stdin => "stdin (csv)".to_string(),
         SourceSpec::Tcp { addr } => format!("tcp {addr} (csv lines)"),

@@ -101,6 +101,14 @@ pub enum SourceSpec {
         /// The first line is a header (checked against the schema).
         header: bool,
     },
+    /// A file of JSON lines: one object per line (see
+    /// [`crate::connector::RecordFormat::Json`]), read as a CSV file's lines are.
+    JsonLines {
+        /// Path of the file.
+        path: PathBuf,
+        /// Where each column is in a line's object.
+        paths: Vec<crate::connector::JsonPath>,
+    },
     /// Braid's binary batch file.
     Binary {
         /// Path of the file.

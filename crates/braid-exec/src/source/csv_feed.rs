@@ -9,7 +9,7 @@ use super::epoch_of;
 use super::{Counters, Feed, Next, ReadOptions, RejectLog, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey, Value};
-use braid_plan::plan::Source;
+use braid_plan::plan::{Source, SourceSpec};
 use braid_plan::types::{DataType, Schema};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -780,6 +780,12 @@ impl<'s> LineParser<'s> {
         if cut {
             return out.reject(line, 0, "connection closed mid-line".into(), text);
         }
+        if let SourceSpec::JsonLines { paths, .. } = &source.spec {
+            if text.iter().all(u8::is_ascii_whitespace) {
+                return true; // a blank line
+            }
+            return self.json_line(line, line_at, text, paths, out);
+        }
         // A line of plain int64s, read in one pass when its row is taken as it is (a
         // row out of order goes the general way, which words the reject).
         if self.all_ints
@@ -887,6 +893,47 @@ impl<'s> LineParser<'s> {
                 }
             }
             Ok(())
+        });
+        match go {
+            Ok(go) => go,
+            Err((column, reason)) => out.reject(line, column, reason, text),
+        }
+    }
+
+    /// A line of a JSON lines file: one object, its columns found by `paths`.
+    fn json_line(
+        &mut self,
+        line: u64,
+        line_at: u64,
+        text: &[u8],
+        paths: &[braid_plan::connector::JsonPath],
+        out: &mut impl Emit,
+    ) -> bool {
+        let source = self.source;
+        let schema = &source.schema;
+        let object = match super::record::json_object(text) {
+            Ok(o) => o,
+            Err((column, reason)) => return out.reject(line, column, reason, text),
+        };
+        // Event time first: it decides the window.
+        let time = match schema.event_time {
+            Some(c) => match super::record::json_column(&object, schema, paths, c, false) {
+                Ok(Value::Int(t)) => Some(t),
+                Ok(_) => None,
+                Err((column, reason)) => return out.reject(line, column, reason, text),
+            },
+            None => None,
+        };
+        self.time_read(time);
+        if let (Some(t), Some(c)) = (time, schema.event_time) {
+            let last_time = self.at.last_time;
+            if t < last_time && !source.out_of_order {
+                let reason = format!("event time {t} is before the previous record's {last_time}");
+                return out.reject(line, c as u64 + 1, reason, text);
+            }
+        }
+        let go = self.take_row(line, line_at, time, out, |w, key| {
+            super::record::push_json(w, key, &object, schema, paths)
         });
         match go {
             Ok(go) => go,

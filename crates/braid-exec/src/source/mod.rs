@@ -275,6 +275,7 @@ pub fn counts_rows_itself(spec: &SourceSpec) -> bool {
     matches!(
         spec,
         SourceSpec::Csv { .. }
+            | SourceSpec::JsonLines { .. }
             | SourceSpec::Stdin
             | SourceSpec::Tcp { .. }
             | SourceSpec::Interleave(_)
@@ -384,6 +385,31 @@ pub fn open_at(
                 source,
                 Box::new(file),
                 *header,
+                opts,
+                counters,
+                at,
+            )?)
+        }
+        SourceSpec::JsonLines { path, .. } => {
+            let mut file = std::fs::File::open(path).map_err(|e| {
+                Error::io(
+                    format!("opening {} for source {}", path.display(), source.name),
+                    e,
+                )
+            })?;
+            let at = match resume {
+                Some(bytes) => Some(csv_feed::Resume::read(bytes, &file, path)?),
+                None => None,
+            };
+            if let Some(r) = &at {
+                use std::io::Seek;
+                file.seek(std::io::SeekFrom::Start(r.offset))
+                    .map_err(|e| Error::io(format!("seeking in {}", path.display()), e))?;
+            }
+            Box::new(csv_feed::CsvFeed::spawn_at(
+                source,
+                Box::new(file),
+                false,
                 opts,
                 counters,
                 at,

@@ -110,27 +110,58 @@ fn json(
     schema: &Schema,
     paths: &[JsonPath],
 ) -> Result<(), (u64, String)> {
-    let object = match serde_json::from_slice::<Json>(record) {
-        Ok(Json::Object(o)) => o,
-        Ok(other) => return Err((0, format!("a JSON {}, expected an object", kind(&other)))),
-        Err(e) => return Err((0, format!("not JSON: {e}"))),
+    let object = json_object(record)?;
+    push_json(batch, key, &object, schema, paths)
+}
+
+/// The JSON object of `record`, or why it is none (column 0: the whole record).
+pub(crate) fn json_object(record: &[u8]) -> Result<serde_json::Map<String, Json>, (u64, String)> {
+    match serde_json::from_slice::<Json>(record) {
+        Ok(Json::Object(o)) => Ok(o),
+        Ok(other) => Err((0, format!("a JSON {}, expected an object", kind(&other)))),
+        Err(e) => Err((0, format!("not JSON: {e}"))),
+    }
+}
+
+/// Column `c`'s value in `object`; NULL only where `nullable`.
+pub(crate) fn json_column<'j>(
+    object: &'j serde_json::Map<String, Json>,
+    schema: &Schema,
+    paths: &[JsonPath],
+    c: usize,
+    nullable: bool,
+) -> Result<Value<'j>, (u64, String)> {
+    let f = &schema.fields[c];
+    let v = match find(object, &paths[c]) {
+        None | Some(Json::Null) if nullable => Ok(Value::Null),
+        None | Some(Json::Null) => Err(format!("missing, expected {} (NOT NULL)", f.ty)),
+        Some(v) => value(v, f.ty),
     };
-    batch.start_row(key);
-    for (i, f) in schema.fields.iter().enumerate() {
-        let v = match find(&object, &paths[i]) {
-            None | Some(Json::Null) if f.nullable => Ok(Value::Null),
-            None | Some(Json::Null) => Err(format!("missing, expected {} (NOT NULL)", f.ty)),
-            Some(v) => value(v, f.ty),
+    v.map_err(|why| {
+        let at = match paths[c].by_name {
+            true => String::new(),
+            false => format!(" (at {})", paths[c]),
         };
-        match v {
+        (c as u64 + 1, format!("column {}{at}: {why}", f.name))
+    })
+}
+
+/// Appends the row of `object` keyed `key`; or the column at fault and why (nothing
+/// appended then).
+pub(crate) fn push_json(
+    batch: &mut Batch,
+    key: RowKey,
+    object: &serde_json::Map<String, Json>,
+    schema: &Schema,
+    paths: &[JsonPath],
+) -> Result<(), (u64, String)> {
+    batch.start_row(key);
+    for (c, f) in schema.fields.iter().enumerate() {
+        match json_column(object, schema, paths, c, f.nullable) {
             Ok(v) => batch.push_value(v),
-            Err(why) => {
+            Err(e) => {
                 batch.abandon_row();
-                let at = match paths[i].by_name {
-                    true => String::new(),
-                    false => format!(" (at {})", paths[i]),
-                };
-                return Err((i as u64 + 1, format!("column {}{at}: {why}", f.name)));
+                return Err(e);
             }
         }
     }

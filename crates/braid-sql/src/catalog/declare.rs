@@ -406,9 +406,30 @@ fn source_spec(
             let path = path.ok_or_else(|| {
                 Error::Plan(format!("stream `{name}` reads CSV: give `path = '...'`"))
             })?;
-            let header = o.bool("header")?.unwrap_or(true);
+            let header = o.bool("header")?;
             let files = expand(&resolve_path(base, &path))?;
             let schema = need_columns(columns)?;
+            if let braid_plan::connector::RecordFormat::Json { paths } =
+                record_format(name, o, Some(&schema))?
+            {
+                if header.is_some() {
+                    return Err(Error::Plan(format!(
+                        "stream `{name}`: JSON lines have no header; header is an option of format = 'csv'"
+                    )));
+                }
+                if files.len() != 1 {
+                    return Err(Error::Plan(format!(
+                        "stream `{name}`: format = 'json' reads one file; {} match {path}",
+                        files.len()
+                    )));
+                }
+                let spec = SourceSpec::JsonLines {
+                    path: files[0].clone(),
+                    paths,
+                };
+                return Ok((spec, schema, None));
+            }
+            let header = header.unwrap_or(true);
             if files.len() == 1 {
                 let spec = SourceSpec::Csv {
                     path: files[0].clone(),

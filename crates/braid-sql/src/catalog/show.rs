@@ -197,6 +197,7 @@ fn source_text(s: &Source) -> String {
     match &s.spec {
         SourceSpec::Csv { path, .. } => format!("csv {}", path.display()),
         SourceSpec::Binary { path } => format!("binary {}", path.display()),
+        SourceSpec::JsonLines { path, .. } => format!("json lines {}", path.display()),
         SourceSpec::Stdin => "stdin".into(),
         SourceSpec::Tcp { addr } => format!("tcp {addr}"),
         SourceSpec::Generator(g) => {
