@@ -2,6 +2,7 @@
 
 mod calibrate;
 mod cluster;
+mod columnar;
 mod dashboard;
 mod faults;
 mod golden;

@@ -606,6 +606,7 @@ fn check_plan(plan: &Plan, registry: &Registry) -> Result<()> {
                         spec,
                         SourceSpec::Csv { .. }
                             | SourceSpec::JsonLines { .. }
+                            | SourceSpec::Columnar { .. }
                             | SourceSpec::Binary { .. }
                             | SourceSpec::Generator(_)
                             | SourceSpec::Memory(_)

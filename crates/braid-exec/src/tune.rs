@@ -71,6 +71,7 @@ pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
         SourceSpec::Generator(g) => g.tuples = g.tuples.min(sample.max(1)),
         SourceSpec::Csv { .. }
         | SourceSpec::JsonLines { .. }
+        | SourceSpec::Columnar { .. }
         | SourceSpec::Binary { .. }
         | SourceSpec::Memory(_)
         | SourceSpec::Interleave(_) => {}

@@ -142,6 +142,24 @@ impl fmt::Display for RecordFormat {
     }
 }
 
+/// A columnar file format, read and written by record batches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    /// Apache Parquet.
+    Parquet,
+    /// An Arrow IPC stream (the streaming format, `.arrows`).
+    ArrowIpc,
+}
+
+impl fmt::Display for FileFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FileFormat::Parquet => "parquet",
+            FileFormat::ArrowIpc => "arrow ipc stream",
+        })
+    }
+}
+
 /// Where a Kafka source starts reading each partition.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KafkaStart {

@@ -297,7 +297,7 @@ fn fraction(x: f64) -> String {
 }
 
 /// `json lines` and the paths given, as a Kafka source's format says them.
-fn braid_plan_json(paths: &[crate::connector::JsonPath]) -> String {
+fn json_lines_text(paths: &[crate::connector::JsonPath]) -> String {
     let f = crate::connector::RecordFormat::Json {
         paths: paths.to_vec(),
     };
@@ -313,7 +313,7 @@ fn source_text(spec: &SourceSpec) -> String {
         ),
         SourceSpec::Binary { path } => format!("binary {}", path.display()),
         SourceSpec::JsonLines { path, paths } => {
-            format!("{} {}", braid_plan_json(paths), path.display())
+            format!("{} {}", json_lines_text(paths), path.display())
         }
         SourceSpec::Late { of } => format!("the late rows of plan {of}"),
         SourceSpec::Stdin => "stdin (csv)".to_string(),
@@ -329,6 +329,7 @@ fn source_text(spec: &SourceSpec) -> String {
         SourceSpec::Memory(b) => format!("memory ({} rows)", b.len()),
         SourceSpec::Native(n) => format!("native source `{n}`"),
         SourceSpec::Kafka(k) => k.to_string(),
+        SourceSpec::Columnar { path, format } => format!("{format} {}", path.display()),
         SourceSpec::Interleave(children) => format!(
             "interleave of {} source(s) in ({}, stream, source order), on worker 0",
             children.len(),

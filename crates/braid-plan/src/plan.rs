@@ -109,6 +109,13 @@ pub enum SourceSpec {
         /// Where each column is in a line's object.
         paths: Vec<crate::connector::JsonPath>,
     },
+    /// A Parquet file or an Arrow IPC stream, read by record batches.
+    Columnar {
+        /// Path of the file.
+        path: PathBuf,
+        /// Which format.
+        format: crate::connector::FileFormat,
+    },
     /// Braid's binary batch file.
     Binary {
         /// Path of the file.
@@ -496,6 +503,8 @@ pub enum SinkSpec {
     Collect,
     /// One message per row to a Kafka topic (written on worker 0).
     Kafka(crate::connector::KafkaSink),
+    /// A Parquet file or an Arrow IPC stream (written on worker 0).
+    Columnar(PathBuf, crate::connector::FileFormat),
 }
 
 /// `Sink(input, spec)`.

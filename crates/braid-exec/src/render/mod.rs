@@ -5,6 +5,7 @@
 //! windows by `to`; logical nodes (tree splitters, window splitters, partitions) are
 //! placed on workers by `braid_plan::placement`, the same functions EXPLAIN uses.
 
+mod columnar;
 mod kafka;
 mod map;
 mod merge;

@@ -131,9 +131,11 @@ pub(crate) fn render<'s>(
                 std::net::TcpStream::connect(addr)
                     .map_err(|e| Error::io(format!("connecting to sink {addr}"), e))?,
             ))),
-            SinkSpec::Collect | SinkSpec::Discard | SinkSpec::Native(_) | SinkSpec::Kafka(_) => {
-                None
-            }
+            SinkSpec::Collect
+            | SinkSpec::Discard
+            | SinkSpec::Native(_)
+            | SinkSpec::Kafka(_)
+            | SinkSpec::Columnar(..) => None,
         };
         if let (true, Some(w)) = (sink.header, writer.as_mut()) {
             let names: Vec<String> = schema.fields.iter().map(|f| f.name.clone()).collect();
@@ -148,6 +150,12 @@ pub(crate) fn render<'s>(
         SinkSpec::Kafka(k) if place.index == 0 => {
             Some(super::kafka::KafkaWriter::open(k, &schema)?)
         }
+        _ => None,
+    };
+    let mut columnar = match &sink.spec {
+        SinkSpec::Columnar(path, format) if place.index == 0 => Some(
+            super::columnar::ColumnarWriter::create(path, *format, &schema)?,
+        ),
         _ => None,
     };
     let collect = sink.spec == SinkSpec::Collect;
@@ -199,6 +207,11 @@ pub(crate) fn render<'s>(
                                 shared.error(format!("writing output: {e}"));
                             }
                             wrote = true;
+                        } else if let Some(c) = columnar.as_mut() {
+                            if let Err(e) = c.write(b) {
+                                shared.fatal(e);
+                                columnar = None;
+                            }
                         } else if let Some(k) = kafka.as_mut() {
                             if let Err(e) = k.write(b) {
                                 shared.fatal(e);
@@ -242,6 +255,9 @@ pub(crate) fn render<'s>(
                 // The input has ended: every message is delivered before the run ends.
                 if frontier.frontier().is_empty() {
                     if let Some(Err(e)) = kafka.take().map(|mut k| k.flush()) {
+                        shared.fatal(e);
+                    }
+                    if let Some(Err(e)) = columnar.take().map(|mut c| c.finish()) {
                         shared.fatal(e);
                     }
                 }

@@ -11,6 +11,7 @@
 //! first one into an [`Error::Input`].
 
 pub mod binary;
+pub(crate) mod columnar;
 mod csv_feed;
 pub mod generator;
 mod interleave;
@@ -276,6 +277,7 @@ pub fn counts_rows_itself(spec: &SourceSpec) -> bool {
         spec,
         SourceSpec::Csv { .. }
             | SourceSpec::JsonLines { .. }
+            | SourceSpec::Columnar { .. }
             | SourceSpec::Stdin
             | SourceSpec::Tcp { .. }
             | SourceSpec::Interleave(_)
@@ -390,6 +392,14 @@ pub fn open_at(
                 at,
             )?)
         }
+        SourceSpec::Columnar { path, format } => Box::new(columnar::ColumnarFeed::open(
+            source,
+            path,
+            *format == braid_plan::connector::FileFormat::Parquet,
+            opts,
+            counters,
+            resume,
+        )?),
         SourceSpec::JsonLines { path, .. } => {
             let mut file = std::fs::File::open(path).map_err(|e| {
                 Error::io(

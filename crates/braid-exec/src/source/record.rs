@@ -239,11 +239,11 @@ mod tests {
         );
         assert_eq!(bad[0].0, 1, "{bad:?}");
         assert!(
-            bad[0].1.contains("a JSON string, expected BIGINT"),
+            bad[0].1.contains("a JSON string, expected int64"),
             "{bad:?}"
         );
         assert!(
-            bad[1].1.contains("missing, expected BIGINT (NOT NULL)"),
+            bad[1].1.contains("missing, expected int64 (NOT NULL)"),
             "{bad:?}"
         );
         assert!(

@@ -409,8 +409,22 @@ fn source_spec(
             let header = o.bool("header")?;
             let files = expand(&resolve_path(base, &path))?;
             let schema = need_columns(columns)?;
+            let format = o.string("format")?;
+            if let Some(f) = columnar(format.as_deref()) {
+                if header.is_some() || files.len() != 1 {
+                    return Err(Error::Plan(format!(
+                        "stream `{name}`: format = '{}' reads one file, without a header option",
+                        format.unwrap_or_default()
+                    )));
+                }
+                let spec = SourceSpec::Columnar {
+                    path: files[0].clone(),
+                    format: f,
+                };
+                return Ok((spec, schema, None));
+            }
             if let braid_plan::connector::RecordFormat::Json { paths } =
-                record_format(name, o, Some(&schema))?
+                format_of(name, format, o, Some(&schema))?
             {
                 if header.is_some() {
                     return Err(Error::Plan(format!(
@@ -528,8 +542,19 @@ fn record_format(
     o: &mut Options,
     schema: Option<&Schema>,
 ) -> Result<braid_plan::connector::RecordFormat> {
+    let format = o.string("format")?;
+    format_of(name, format, o, schema)
+}
+
+/// [`record_format`] of a `format` already taken.
+fn format_of(
+    name: &str,
+    format: Option<String>,
+    o: &mut Options,
+    schema: Option<&Schema>,
+) -> Result<braid_plan::connector::RecordFormat> {
     use braid_plan::connector::{JsonPath, RecordFormat};
-    let format = o.string("format")?.map(|f| f.to_ascii_lowercase());
+    let format = format.map(|f| f.to_ascii_lowercase());
     let paths = o.string("paths")?;
     match format.as_deref() {
         None | Some("csv") => match paths {
@@ -580,8 +605,18 @@ fn record_format(
             Ok(RecordFormat::Json { paths: found })
         }
         Some(other) => Err(Error::Plan(format!(
-            "`{name}`: unknown format '{other}'; formats are 'csv' and 'json'"
+            "`{name}`: unknown format '{other}'; formats are 'csv' and 'json' (and for a file 'parquet' and 'arrow')"
         ))),
+    }
+}
+
+/// The columnar file format `format` names, if it names one.
+fn columnar(format: Option<&str>) -> Option<braid_plan::connector::FileFormat> {
+    use braid_plan::connector::FileFormat;
+    match format?.to_ascii_lowercase().as_str() {
+        "parquet" => Some(FileFormat::Parquet),
+        "arrow" | "arrow_ipc" | "ipc" => Some(FileFormat::ArrowIpc),
+        _ => None,
     }
 }
 
@@ -702,6 +737,13 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
                 .ok_or_else(|| Error::Plan(format!("sink `{name}` needs `addr`")))?,
         ),
         "kafka" => SinkSpec::Kafka(kafka_sink(name, &mut o)?),
+        "parquet" | "arrow" => {
+            let path = o.string("path")?.ok_or_else(|| {
+                Error::Plan(format!("sink `{name}` writes a file: give `path = '...'`"))
+            })?;
+            let format = columnar(Some(kind.as_str())).expect("parquet or arrow");
+            SinkSpec::Columnar(resolve_path(base, &path), format)
+        }
         "discard" => SinkSpec::Discard,
         "collect" => SinkSpec::Collect,
         "native" => SinkSpec::Native(o.string("name")?.ok_or_else(|| {
@@ -711,7 +753,7 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         })?),
         other => {
             return Err(Error::Plan(format!(
-            "unknown sink `{other}`; sinks are stdout, csv, tcp, kafka, discard, collect, native"
+            "unknown sink `{other}`; sinks are stdout, csv, tcp, kafka, parquet, arrow, discard, collect, native"
         )))
         }
     };

@@ -198,6 +198,7 @@ fn source_text(s: &Source) -> String {
         SourceSpec::Csv { path, .. } => format!("csv {}", path.display()),
         SourceSpec::Binary { path } => format!("binary {}", path.display()),
         SourceSpec::JsonLines { path, .. } => format!("json lines {}", path.display()),
+        SourceSpec::Columnar { path, format } => format!("{format} {}", path.display()),
         SourceSpec::Stdin => "stdin".into(),
         SourceSpec::Tcp { addr } => format!("tcp {addr}"),
         SourceSpec::Generator(g) => {
@@ -224,5 +225,6 @@ fn sink_text(s: &SinkSpec) -> String {
         SinkSpec::Native(n) => format!("native {n}"),
         SinkSpec::Collect => "collect".into(),
         SinkSpec::Kafka(k) => format!("kafka {}/{}", k.bootstrap, k.topic),
+        SinkSpec::Columnar(p, format) => format!("{format} {}", p.display()),
     }
 }
