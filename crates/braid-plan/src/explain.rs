@@ -4,7 +4,7 @@
 use crate::cost::{tree_levels, tree_throughput, tree_total_cost, Mix, SplitCosts};
 use crate::function::Registry;
 use crate::placement::{splitter_worker, tree_node_worker, Hosts, FSPLIT_WORKER};
-use crate::plan::{Combine, MergeKind, Pace, Plan, Route, SourceSpec, Split, SplitShape};
+use crate::plan::{Combine, MergeKind, Pace, Plan, Route, SinkSpec, SourceSpec, Split, SplitShape};
 use std::fmt::Write;
 
 /// The plan as indented text, one node per line with details below it.
@@ -82,8 +82,12 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
         Plan::Sink(s) => {
             let _ = writeln!(
                 out,
-                "{pad}Sink: {:?}{}{}{}",
-                s.spec,
+                "{pad}Sink: {}{}{}{}",
+                match &s.spec {
+                    SinkSpec::Kafka(k) => k.to_string(),
+                    SinkSpec::Columnar(path, format) => format!("{format} {}", path.display()),
+                    other => format!("{other:?}"),
+                },
                 if s.header { " (header row)" } else { "" },
                 if s.stamp_emit {
                     " (emit time stamped)"

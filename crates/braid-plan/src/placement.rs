@@ -166,14 +166,17 @@ pub fn splitter_worker(j: u64, workers: usize) -> usize {
 }
 
 /// Whether every worker reads its own share of a source's rows: the generator (window
-/// `k` on worker `k % workers`) and a CSV file (chunks dealt round-robin, read in shares
+/// `k` on worker `k % workers`), a CSV file (chunks dealt round-robin, read in shares
 /// by every worker of every process; on one worker under a latency constraint, where
-/// the dealing below then keeps every window on that worker).
+/// the dealing below then keeps every window on that worker) and a Kafka topic
+/// (partition `p` on worker `p % workers`).
 pub fn read_on_every_worker(source: &crate::plan::SourceSpec, workers: usize) -> bool {
     workers > 1
         && matches!(
             source,
-            crate::plan::SourceSpec::Generator(_) | crate::plan::SourceSpec::Csv { .. }
+            crate::plan::SourceSpec::Generator(_)
+                | crate::plan::SourceSpec::Csv { .. }
+                | crate::plan::SourceSpec::Kafka(_)
         )
 }
 
