@@ -110,14 +110,9 @@ fn run_all(dir: &TempDir, tag: &str, arg_lists: &[Vec<String>]) -> Outcome {
     Outcome::Ok(kids.0.iter().map(|(_, e)| stderr_of(e)).collect())
 }
 
-/// Two distinct free loopback ports (bound together, then released).
+/// Two distinct free loopback ports.
 fn free_ports() -> [u16; 2] {
-    let a = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let b = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    [
-        a.local_addr().expect("addr").port(),
-        b.local_addr().expect("addr").port(),
-    ]
+    [crate::free_port(), crate::free_port()]
 }
 
 fn strings(args: &[&str]) -> Vec<String> {

@@ -592,38 +592,39 @@ fn a_kafka_sink_under_checkpoints_holds_each_row_once_after_kills() {
             &expected,
             &format!("the topic after kills on {workers} worker(s)"),
         );
-        // A crash right after a transaction commits, before its checkpoint is durable:
-        // the recovered run makes that transaction's epochs again from the checkpoint
-        // before, and must not write them twice.
-        let topic = format!("cut{workers}");
-        let sink = format!("sink = 'kafka', bootstrap = '{b}', topic = '{topic}'");
-        let s = script(dir, &topic, &source, &sink);
-        let ck = dir.join(format!("ck-cut-{workers}"));
-        let out = Command::new(env!("CARGO_BIN_EXE_braid"))
-            .arg("run")
-            .arg(&s)
-            .args(["--workers", &workers.to_string(), "--checkpoint"])
-            .arg(&ck)
-            .args(["--checkpoint-interval", "30ms"])
-            .env("BRAID_CRASH_AFTER_KAFKA_COMMITS", "3")
-            .output()
-            .expect("braid");
-        assert!(
-            !out.status.success(),
-            "the run did not abort after its third commit"
-        );
-        let ck = ck.display().to_string();
-        let (ok, err) = braid(
-            &s,
-            workers,
-            &["--recover", &ck, "--checkpoint-interval", "30ms"],
-        );
-        assert!(ok, "{err}");
-        let got = csv_messages(&broker.consume_all(&topic));
-        let what = format!(
-            "the topic after a crash between a commit and its checkpoint on {workers} worker(s)"
-        );
-        same_rows(&got, &expected, &what);
+        // A crash right after a transaction commits, before its checkpoint is durable
+        // (the third commit), and right after the commit at the end of input (its
+        // last epochs are the end's): the recovered run makes those epochs again from
+        // the checkpoint before, and must not write them twice.
+        for when in ["3", "end"] {
+            let topic = format!("cut{workers}{when}");
+            let sink = format!("sink = 'kafka', bootstrap = '{b}', topic = '{topic}'");
+            let s = script(dir, &topic, &source, &sink);
+            let ck = dir.join(format!("ck-cut-{workers}-{when}"));
+            let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+                .arg("run")
+                .arg(&s)
+                .args(["--workers", &workers.to_string(), "--checkpoint"])
+                .arg(&ck)
+                .args(["--checkpoint-interval", "30ms"])
+                .env("BRAID_CRASH_AFTER_KAFKA_COMMITS", when)
+                .output()
+                .expect("braid");
+            assert!(
+                !out.status.success(),
+                "the run did not abort after commit {when}"
+            );
+            let ck = ck.display().to_string();
+            let (ok, err) = braid(
+                &s,
+                workers,
+                &["--recover", &ck, "--checkpoint-interval", "30ms"],
+            );
+            assert!(ok, "{err}");
+            let got = csv_messages(&broker.consume_all(&topic));
+            let what = format!("the topic after a crash after commit {when}, {workers} worker(s)");
+            same_rows(&got, &expected, &what);
+        }
     }
     assert!(
         kills >= 1 && resumed > 0,

@@ -128,6 +128,7 @@ impl KafkaWriter {
         let last = committed
             .find_partition(&spec.topic, 0)
             .and_then(|e| match e.offset() {
+                Offset::Offset(i64::MAX) => Some(u64::MAX),
                 Offset::Offset(o) if o > 0 => Some(o as u64 - 1),
                 _ => None,
             });
@@ -175,7 +176,10 @@ impl KafkaWriter {
             .group_metadata()
             .ok_or_else(|| Error::Internal("the transactions' group has no metadata".into()))?;
         let mut list = TopicPartitionList::new();
-        list.add_partition_offset(&self.spec.topic, 0, Offset::Offset(epoch as i64 + 1))
+        // One past the epoch; the end of input's (u64::MAX, and any past i64's range)
+        // as i64::MAX.
+        let at = i64::try_from(epoch).map_or(i64::MAX, |e| e.saturating_add(1));
+        list.add_partition_offset(&self.spec.topic, 0, Offset::Offset(at))
             .map_err(|e| self.fault("recording the committed epoch", e))?;
         self.producer
             .send_offsets_to_transaction(&list, &meta, TIMEOUT)

@@ -288,16 +288,15 @@ struct TopicInTransactions {
 /// Fault injection for the recovery tests: with `BRAID_CRASH_AFTER_KAFKA_COMMITS=n`,
 /// the process aborts right after its n-th Kafka commit, before the checkpoint that
 /// commit belongs to is durable (the moment where a sink that did not know what the
-/// topic holds would write rows twice after recovering).
-fn crash_after_commit() {
+/// topic holds would write rows twice after recovering); with `=end`, right after the
+/// commit at the end of input, before the run ends. `last`: this is that commit.
+fn crash_after_commit(last: bool) {
     static COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let Some(n) = std::env::var("BRAID_CRASH_AFTER_KAFKA_COMMITS")
-        .ok()
-        .and_then(|n| n.parse::<u64>().ok())
-    else {
+    let Ok(when) = std::env::var("BRAID_CRASH_AFTER_KAFKA_COMMITS") else {
         return;
     };
-    if COMMITS.fetch_add(1, Ordering::Relaxed) + 1 == n {
+    let n = COMMITS.fetch_add(1, Ordering::Relaxed) + 1;
+    if (last && when == "end") || when.parse::<u64>() == Ok(n) {
         std::process::abort();
     }
 }
@@ -484,7 +483,7 @@ impl Committed {
                 if k.committed.is_none_or(|done| c > done) {
                     k.writer.commit(c).map_err(std::io::Error::other)?;
                     k.committed = Some(c);
-                    crash_after_commit();
+                    crash_after_commit(false);
                 }
                 Ok(k.mark)
             }
@@ -498,6 +497,7 @@ impl Committed {
                 Some(last) if k.committed.is_none_or(|c| last > c) => {
                     k.writer.commit(last).map_err(std::io::Error::other)?;
                     k.committed = Some(last);
+                    crash_after_commit(true);
                     Ok(())
                 }
                 _ => Ok(()),
