@@ -24,9 +24,6 @@ pub fn fail_stop(me: usize, hosts: &[String]) {
             .strip_prefix("timely:recv-")
             .or_else(|| name.strip_prefix("timely:send-"))
             .and_then(|i| i.parse::<usize>().ok());
-        let Some(peer) = peer else {
-            return previous(info);
-        };
         let what = info
             .payload()
             .downcast_ref::<String>()
@@ -37,6 +34,22 @@ pub fn fail_stop(me: usize, hosts: &[String]) {
             .get()
             .map(|(m, h)| (*m, h.as_slice()))
             .unwrap_or((0, &[]));
+        let Some(peer) = peer else {
+            // Connecting: a process that dies while the processes greet each other
+            // leaves timely's connection setup (its accepting thread, then the main
+            // thread waiting for it) to panic.
+            let connecting = info.location().is_some_and(|l| {
+                l.file().contains("timely_communication") && l.file().ends_with("networking.rs")
+            });
+            if connecting {
+                eprintln!(
+                    "braid: process {me} could not connect to every process of the cluster ({}): a process went away while they connected ({what}); stopping (a run with checkpoints resumes with --recover DIR)",
+                    hosts.join(", ")
+                );
+                std::process::exit(LOST_PEER);
+            }
+            return previous(info);
+        };
         let at = hosts
             .get(peer)
             .map_or(String::new(), |h| format!(" at {h}"));
