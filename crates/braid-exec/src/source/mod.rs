@@ -354,7 +354,10 @@ pub fn open_at(
             epoch: 0,
             source: source.clone(),
         }),
-        SourceSpec::Csv { path, header } => {
+        // A JSON lines file goes through the CSV reader's line parser, serially (it is
+        // not read in shares: see `reads_in_shares`).
+        SourceSpec::Csv { path, .. } | SourceSpec::JsonLines { path, .. } => {
+            let header = matches!(source.spec, SourceSpec::Csv { header: true, .. });
             let mut file = std::fs::File::open(path).map_err(|e| {
                 Error::io(
                     format!("opening {} for source {}", path.display(), source.name),
@@ -370,7 +373,7 @@ pub fn open_at(
                     source,
                     file,
                     path,
-                    *header,
+                    header,
                     (index, peers),
                     opts,
                     counters,
@@ -386,7 +389,7 @@ pub fn open_at(
             Box::new(csv_feed::CsvFeed::spawn_at(
                 source,
                 Box::new(file),
-                *header,
+                header,
                 opts,
                 counters,
                 at,
@@ -400,31 +403,6 @@ pub fn open_at(
             counters,
             resume,
         )?),
-        SourceSpec::JsonLines { path, .. } => {
-            let mut file = std::fs::File::open(path).map_err(|e| {
-                Error::io(
-                    format!("opening {} for source {}", path.display(), source.name),
-                    e,
-                )
-            })?;
-            let at = match resume {
-                Some(bytes) => Some(csv_feed::Resume::read(bytes, &file, path)?),
-                None => None,
-            };
-            if let Some(r) = &at {
-                use std::io::Seek;
-                file.seek(std::io::SeekFrom::Start(r.offset))
-                    .map_err(|e| Error::io(format!("seeking in {}", path.display()), e))?;
-            }
-            Box::new(csv_feed::CsvFeed::spawn_at(
-                source,
-                Box::new(file),
-                false,
-                opts,
-                counters,
-                at,
-            )?)
-        }
         SourceSpec::Stdin => Box::new(csv_feed::CsvFeed::spawn(
             source,
             Box::new(std::io::stdin()),

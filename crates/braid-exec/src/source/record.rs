@@ -1,11 +1,11 @@
 //! One record (a Kafka message) as one row: a CSV line or a JSON object
 //! ([`RecordFormat`]), with the column at fault and why when it is not a row.
 
-use super::csv_feed::{ascii_int, parse_field, split_fields, Field};
+use super::csv_feed::{parse_field, split_fields, Field};
 use crate::live::json::{kind, value};
 use braid_plan::batch::{Batch, RowKey, Value};
 use braid_plan::connector::{JsonPath, PathStep, RecordFormat};
-use braid_plan::types::{DataType, Schema};
+use braid_plan::types::Schema;
 use serde_json::Value as Json;
 
 /// Reads records of one format into rows of one schema.
@@ -63,10 +63,6 @@ impl Decoder {
                 (a, b, _, true) => &self.data[a..b],
                 (a, b, _, false) => &text[a..b],
             };
-            if let (DataType::Int64, Some(v)) = (f.ty, ascii_int(bytes)) {
-                batch.push_value(Value::Int(v));
-                continue;
-            }
             match parse_field(bytes, f.ty, f.nullable) {
                 Ok(v) => batch.push_value(v),
                 Err(reason) => {
@@ -171,7 +167,7 @@ pub(crate) fn push_json(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use braid_plan::types::Field as Col;
+    use braid_plan::types::{DataType, Field as Col};
 
     fn schema() -> Schema {
         let mut lat = Col::new("lat", DataType::Float64);
