@@ -4,7 +4,7 @@
 //! 4 workers; a column the file lacks or holds in another type is refused by name, a
 //! null in a NOT NULL column is a counted malformed record.
 
-use crate::recovery::{int_rows, write_calls_and_texts, Scratch, WINDOWED};
+use crate::recovery::{int_rows, kill_and_recover, write_calls_and_texts, Scratch, WINDOWED};
 use std::path::Path;
 use std::process::Command;
 
@@ -162,33 +162,7 @@ fn a_query_over_parquet_equals_the_query_over_csv() {
     assert!(ok, "{err}");
     let took = t.elapsed();
     let ck = dir.join("ck");
-    let mut kills = 0;
-    for run in 0..4u32 {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
-        c.arg("run")
-            .arg(&script)
-            .args(["--workers", "2", "--checkpoint-interval", "10ms"]);
-        c.arg(if run == 0 {
-            "--checkpoint"
-        } else {
-            "--recover"
-        })
-        .arg(&ck);
-        let mut child = c
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("braid");
-        std::thread::sleep(took * (run + 2) / 6);
-        if run < 3 && child.try_wait().expect("wait").is_none() {
-            child.kill().expect("kill -9");
-            child.wait().expect("reap");
-            kills += 1;
-            continue;
-        }
-        assert!(child.wait().expect("wait").success());
-        break;
-    }
+    let kills = kill_and_recover(&script, &ck, took, "10ms");
     assert!(
         kills > 0 && ck.join("query-0/LATEST").exists(),
         "{kills} kills"

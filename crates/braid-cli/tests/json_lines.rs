@@ -5,23 +5,10 @@
 //! `--on-error fail` stops at the first; a run killed and recovered from its
 //! checkpoints writes the uninterrupted run's output.
 
-use crate::recovery::{int_rows, write_calls_and_texts, Scratch, WINDOWED};
+use crate::recovery::{
+    int_rows, kill_and_recover, run_script, write_calls_and_texts, Scratch, WINDOWED,
+};
 use std::path::Path;
-use std::process::Command;
-
-fn braid(script: &Path, workers: usize, extra: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .arg("run")
-        .arg(script)
-        .args(["--workers", &workers.to_string()])
-        .args(extra)
-        .output()
-        .expect("running braid");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 fn script(dir: &Path, name: &str, with: &str) -> std::path::PathBuf {
     let path = dir.join(format!("{name}.sql"));
@@ -81,7 +68,7 @@ fn json_lines_read_as_the_csv_they_came_from_and_bad_lines_are_reported() {
     }
     std::fs::write(dir.join("calls.jsonl"), json).expect("json lines");
     let d = dir.display();
-    let (ok, err) = braid(
+    let (ok, err) = run_script(
         &script(dir, "file", &format!("path = '{d}/calls.csv'")),
         1,
         &[],
@@ -93,7 +80,7 @@ fn json_lines_read_as_the_csv_they_came_from_and_bad_lines_are_reported() {
     for workers in [1, 2, 4] {
         let s = script(dir, &format!("json{workers}"), &with);
         let t = std::time::Instant::now();
-        let (ok, err) = braid(&s, workers, &[]);
+        let (ok, err) = run_script(&s, workers, &[]);
         if workers == 2 {
             took = t.elapsed();
         }
@@ -118,41 +105,14 @@ fn json_lines_read_as_the_csv_they_came_from_and_bad_lines_are_reported() {
         }
     }
     let s = script(dir, "strict", &with);
-    let (ok, err) = braid(&s, 1, &["--on-error", "fail"]);
+    let (ok, err) = run_script(&s, 1, &["--on-error", "fail"]);
     assert!(!ok, "{err}");
     assert!(err.contains(&format!("line {}", bad[0].0)), "{err}");
 
     // Killed while it runs, recovered from its checkpoints: the uninterrupted output.
     let s = script(dir, "recovered", &with);
     let ck = dir.join("ck");
-    let mut kills = 0;
-    for run in 0..4 {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
-        c.arg("run")
-            .arg(&s)
-            .args(["--workers", "2", "--checkpoint-interval", "20ms"]);
-        c.arg(if run == 0 {
-            "--checkpoint"
-        } else {
-            "--recover"
-        })
-        .arg(&ck);
-        let mut child = c
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("braid");
-        // Into the run by a third, a half, two thirds of an uninterrupted one.
-        std::thread::sleep(took * (run as u32 + 2) / 6);
-        if run < 3 && child.try_wait().expect("wait").is_none() {
-            child.kill().expect("kill -9");
-            child.wait().expect("reap");
-            kills += 1;
-            continue;
-        }
-        assert!(child.wait().expect("wait").success());
-        break;
-    }
+    let kills = kill_and_recover(&s, &ck, took, "20ms");
     assert!(
         kills > 0 && ck.join("query-0/LATEST").exists(),
         "{kills} kills"

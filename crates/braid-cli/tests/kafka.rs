@@ -19,8 +19,8 @@
 
 use crate::free_port;
 use crate::recovery::{
-    crash_until_done, int_rows, reference, write_calls_and_texts, Job, Kills, Rng, Scratch,
-    WINDOWED,
+    crash_until_done, int_rows, reference, run_script, write_calls_and_texts, Job, Kills, Rng,
+    Scratch, WINDOWED,
 };
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
@@ -241,21 +241,6 @@ impl Broker {
     }
 }
 
-/// `braid run script --workers w` (with `extra` flags): its output file, stderr, status.
-fn braid(script: &Path, workers: usize, extra: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .arg("run")
-        .arg(script)
-        .args(["--workers", &workers.to_string()])
-        .args(extra)
-        .output()
-        .expect("running braid");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 const CALLS: &str = "CREATE STREAM calls (caller BIGINT NOT NULL, callee BIGINT, start BIGINT NOT NULL, dur BIGINT)";
 
 /// A script: `calls` read with `with`, the windowed query written to `sink`.
@@ -327,7 +312,7 @@ fn a_topic_reads_as_the_file_it_came_from_and_a_sink_writes_its_rows() {
         &format!("path = '{d}/calls.csv'"),
         &format!("sink = 'csv', path = '{d}/file.csv'"),
     );
-    let (ok, err) = braid(&file, 1, &[]);
+    let (ok, err) = run_script(&file, 1, &[]);
     assert!(ok, "{err}");
     let expected = int_rows(&std::fs::read(dir.join("file.csv")).expect("output"));
     assert!(expected.len() > 100, "{} rows", expected.len());
@@ -347,7 +332,7 @@ fn a_topic_reads_as_the_file_it_came_from_and_a_sink_writes_its_rows() {
                 with,
                 &format!("sink = 'csv', path = '{out}'"),
             );
-            let (ok, err) = braid(&s, workers, &[]);
+            let (ok, err) = run_script(&s, workers, &[]);
             assert!(ok, "{format} on {workers} workers: {err}");
             assert!(
                 !err.contains("malformed"),
@@ -369,7 +354,7 @@ fn a_topic_reads_as_the_file_it_came_from_and_a_sink_writes_its_rows() {
         &format!("path = '{d}/calls.csv'"),
         &format!("sink = 'kafka', bootstrap = '{b}', topic = 'out', format = 'json'"),
     );
-    let (ok, err) = braid(&s, 2, &[]);
+    let (ok, err) = run_script(&s, 2, &[]);
     assert!(ok, "{err}");
     let mut got: Vec<Vec<i64>> = broker
         .consume_all("out")
@@ -410,7 +395,7 @@ fn malformed_records_are_counted_with_partition_and_offset() {
         &format!("source = 'kafka', bootstrap = '{b}', topic = 'bad', stop = 'latest'"),
         &format!("sink = 'csv', path = '{d}/out.csv'"),
     );
-    let (ok, err) = braid(&s, 2, &[]);
+    let (ok, err) = run_script(&s, 2, &[]);
     assert!(ok, "{err}");
     assert!(err.contains("2 malformed record(s)"), "{err}");
     assert!(
@@ -426,7 +411,7 @@ fn malformed_records_are_counted_with_partition_and_offset() {
     let n: i64 = rows.iter().map(|r| r[2]).sum();
     assert_eq!(n, 4, "{rows:?}");
 
-    let (ok, err) = braid(&s, 1, &["--on-error", "fail"]);
+    let (ok, err) = run_script(&s, 1, &["--on-error", "fail"]);
     assert!(!ok, "a malformed record under --on-error fail: {err}");
     assert!(err.contains("offset"), "{err}");
 
@@ -436,7 +421,7 @@ fn malformed_records_are_counted_with_partition_and_offset() {
         &format!("source = 'kafka', bootstrap = '{b}', topic = 'nowhere', stop = 'latest'"),
         "sink = 'discard'",
     );
-    let (ok, err) = braid(&s, 1, &[]);
+    let (ok, err) = run_script(&s, 1, &[]);
     assert!(!ok && err.contains("nowhere"), "{err}");
 }
 
@@ -508,7 +493,7 @@ fn a_kafka_sink_under_checkpoints_holds_each_row_once_after_kills() {
         &format!("path = '{d}/calls.csv'"),
         &format!("sink = 'csv', path = '{d}/file.csv'"),
     );
-    let (ok, err) = braid(&file, 1, &[]);
+    let (ok, err) = run_script(&file, 1, &[]);
     assert!(ok, "{err}");
     let expected = int_rows(&std::fs::read(dir.join("file.csv")).expect("output"));
     let source = format!("source = 'kafka', bootstrap = '{b}', topic = 'calls', stop = 'latest'");
@@ -521,7 +506,7 @@ fn a_kafka_sink_under_checkpoints_holds_each_row_once_after_kills() {
     );
     let t = Instant::now();
     let ck = dir.join("ck-whole").display().to_string();
-    let (ok, err) = braid(
+    let (ok, err) = run_script(
         &whole,
         2,
         &["--checkpoint", &ck, "--checkpoint-interval", "30ms"],
@@ -615,7 +600,7 @@ fn a_kafka_sink_under_checkpoints_holds_each_row_once_after_kills() {
                 "the run did not abort after commit {when}"
             );
             let ck = ck.display().to_string();
-            let (ok, err) = braid(
+            let (ok, err) = run_script(
                 &s,
                 workers,
                 &["--recover", &ck, "--checkpoint-interval", "30ms"],

@@ -1346,3 +1346,54 @@ INSERT INTO out SELECT * FROM PARALLEL(calls, partitions => 4, route => caller,
         got.len()
     );
 }
+
+/// `braid run script --workers w` with `extra` flags: whether it succeeded, and its
+/// standard error.
+pub(crate) fn run_script(script: &Path, workers: usize, extra: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .arg("run")
+        .arg(script)
+        .args(["--workers", &workers.to_string()])
+        .args(extra)
+        .output()
+        .expect("running braid");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `script` on 2 workers with checkpoints into `ck` every `interval`, killing it
+/// with SIGKILL a third, a half and two thirds of `took` (an uninterrupted run's time)
+/// into its first three runs and resuming with `--recover` after each kill, then lets
+/// the last run finish (it must succeed). The kills made.
+pub(crate) fn kill_and_recover(script: &Path, ck: &Path, took: Duration, interval: &str) -> usize {
+    let mut kills = 0;
+    for run in 0..4u32 {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_braid"));
+        c.arg("run")
+            .arg(script)
+            .args(["--workers", "2", "--checkpoint-interval", interval]);
+        c.arg(if run == 0 {
+            "--checkpoint"
+        } else {
+            "--recover"
+        })
+        .arg(ck);
+        let mut child = c
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("braid");
+        std::thread::sleep(took * (run + 2) / 6);
+        if run < 3 && child.try_wait().expect("wait").is_none() {
+            child.kill().expect("kill -9");
+            child.wait().expect("reap");
+            kills += 1;
+            continue;
+        }
+        assert!(child.wait().expect("wait").success());
+        break;
+    }
+    kills
+}
