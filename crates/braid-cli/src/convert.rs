@@ -4,7 +4,6 @@ use crate::args::{check, QueryArgs, Use};
 use crate::Usage;
 use anyhow::Result;
 use braid_exec::source::ReadOptions;
-use braid_plan::function::Registry;
 use braid_plan::plan::Source;
 use clap::ArgMatches;
 use std::path::Path;
@@ -23,7 +22,7 @@ pub fn convert(q: &QueryArgs, to: &Path, matches: &ArgMatches) -> Result<()> {
 /// rows written.
 pub fn write(source: &Source, to: &Path, read: &ReadOptions) -> Result<()> {
     let t = std::time::Instant::now();
-    let registry = Registry::with_builtins();
+    let registry = crate::registry();
     let (rows, rejects) = braid_exec::source::binary::convert(source, to, read, &registry)?;
     if rejects.count > 0 {
         eprint!("{rejects}");

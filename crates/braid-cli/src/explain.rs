@@ -6,13 +6,12 @@ use crate::{lrb, report, run};
 use anyhow::Result;
 use braid_exec::profile::Profiler;
 use braid_exec::session::Session;
-use braid_plan::function::Registry;
 use clap::ArgMatches;
 use std::io::Write;
 
 /// Prints the plans `q` describes (Graphviz DOT with `dot`).
 pub fn explain(q: &QueryArgs, dot: bool, matches: &ArgMatches) -> Result<()> {
-    let mut registry = Registry::with_builtins();
+    let mut registry = crate::registry();
     let text = match &q.script {
         Some(path) => {
             check(matches, Use::ExplainScript)?;
@@ -42,7 +41,7 @@ pub fn explain(q: &QueryArgs, dot: bool, matches: &ArgMatches) -> Result<()> {
 /// `braid explain --analyze`: runs the queries `q` describes, each profiled, and prints
 /// each one's physical plan with what its nodes measured.
 pub fn analyze(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
-    let mut registry = Registry::with_builtins();
+    let mut registry = crate::registry();
     let mut out = String::new();
     match &q.script {
         Some(path) => {

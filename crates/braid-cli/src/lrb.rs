@@ -382,7 +382,7 @@ pub fn run(which: Lrb) -> Result<()> {
                 fanin,
                 ..Default::default()
             };
-            let mut registry = Registry::with_builtins();
+            let mut registry = crate::registry();
             let sink = std::sync::Arc::new(linear_road::app::OutputSink::create(None, opts.speed)?);
             linear_road::app::register(
                 &mut registry,

@@ -304,11 +304,10 @@ fn run() -> anyhow::Result<()> {
                 eprintln!(
                     "braid server: process {process_index} of {processes}, following process 0"
                 );
-                braid_server::follow(&config, &braid_plan::function::Registry::with_builtins())?;
+                braid_server::follow(&config, &crate::registry())?;
                 return Ok(());
             }
-            let running =
-                braid_server::start(&config, &braid_plan::function::Registry::with_builtins())?;
+            let running = braid_server::start(&config, &crate::registry())?;
             let r = &running.recovered;
             if r.statements > 0 {
                 eprintln!(
@@ -336,4 +335,15 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// The user code every command's statements may name: Braid's built-ins and, built with
+/// the `python` feature (the default), the language of `CREATE FUNCTION ... LANGUAGE
+/// python`.
+pub(crate) fn registry() -> braid_plan::function::Registry {
+    #[allow(unused_mut)]
+    let mut r = braid_plan::function::Registry::with_builtins();
+    #[cfg(feature = "python")]
+    braid_python::register(&mut r);
+    r
 }

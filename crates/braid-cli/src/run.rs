@@ -48,7 +48,7 @@ pub fn run(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
 /// Runs every query of the script at `path` in order, each to the end of its input,
 /// reporting each on standard error as it ends.
 fn script(q: &QueryArgs, path: &Path) -> Result<()> {
-    let mut registry = Registry::with_builtins();
+    let mut registry = crate::registry();
     let lr_sink = lrb::register_for_script(&mut registry, q)?;
     let mut session = Session::new(&registry, q.run_config()?);
     session.set_calibration(q.calibrate);
@@ -103,7 +103,7 @@ fn board(q: &QueryArgs) -> Result<Option<RunBoard>> {
 
 /// Runs the split/map/merge query the flags describe.
 fn flags(q: &QueryArgs) -> Result<()> {
-    let registry = Registry::with_builtins();
+    let registry = crate::registry();
     let mut plan = q.plan()?;
     apply_rates(&mut plan, q, &registry)?;
     // The generator's rows are known: a bar.

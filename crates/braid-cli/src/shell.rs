@@ -11,7 +11,6 @@ use crate::{listing, lrb, report};
 use anyhow::Result;
 use braid_exec::profile::Profiler;
 use braid_exec::session::Session;
-use braid_plan::function::Registry;
 use clap::ArgMatches;
 use rustyline::error::ReadlineError;
 use std::path::Path;
@@ -39,7 +38,7 @@ Commands:
 /// Runs the shell until `\q` or the end of input.
 pub fn shell(q: &QueryArgs, matches: &ArgMatches) -> Result<()> {
     check(matches, Use::Shell)?;
-    let mut registry = Registry::with_builtins();
+    let mut registry = crate::registry();
     let lr_sink = lrb::register_for_script(&mut registry, q)?;
     let mut session = Session::new(&registry, q.run_config()?);
     session.set_calibration(q.calibrate);

@@ -188,6 +188,12 @@ impl Session {
         &self.script.registry
     }
 
+    /// The registry, to add user code (functions, sources, sinks, languages) that
+    /// statements compiled later may name.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.script.registry
+    }
+
     /// The declarations, compiled queries and registry.
     pub fn script(&self) -> &Script {
         &self.script

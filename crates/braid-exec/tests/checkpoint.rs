@@ -762,7 +762,10 @@ impl braid_plan::expr::ScalarUdf for Slow {
         Ok(braid_plan::types::DataType::Int64)
     }
 
-    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> braid_plan::batch::Scalar {
+    fn call(
+        &self,
+        args: &[braid_plan::batch::Value<'_>],
+    ) -> Result<braid_plan::batch::Scalar, String> {
         let mut x = match args.first() {
             Some(braid_plan::batch::Value::Int(x)) => *x,
             _ => 0,
@@ -771,7 +774,7 @@ impl braid_plan::expr::ScalarUdf for Slow {
         while std::time::Instant::now() < until {
             x = std::hint::black_box(x);
         }
-        braid_plan::batch::Scalar::Int(x)
+        Ok(braid_plan::batch::Scalar::Int(x))
     }
 }
 

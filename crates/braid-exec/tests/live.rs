@@ -238,11 +238,11 @@ impl braid_plan::expr::ScalarUdf for Boom {
         Ok(braid_plan::types::DataType::Int64)
     }
 
-    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> Scalar {
+    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> Result<Scalar, String> {
         match args[0] {
             braid_plan::batch::Value::Int(13) => panic!("boom on 13"),
-            braid_plan::batch::Value::Int(v) => Scalar::Int(v),
-            _ => Scalar::Null,
+            braid_plan::batch::Value::Int(v) => Ok(Scalar::Int(v)),
+            _ => Ok(Scalar::Null),
         }
     }
 }

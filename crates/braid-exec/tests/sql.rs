@@ -658,11 +658,11 @@ impl braid_plan::expr::ScalarUdf for Capped {
             ))),
         }
     }
-    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> Scalar {
-        match (args[0].as_int(), args[1].as_int()) {
+    fn call(&self, args: &[braid_plan::batch::Value<'_>]) -> Result<Scalar, String> {
+        Ok(match (args[0].as_int(), args[1].as_int()) {
             (Some(x), Some(l)) => Scalar::Int(x.min(l)),
             _ => Scalar::Null,
-        }
+        })
     }
 }
 

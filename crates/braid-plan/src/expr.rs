@@ -267,12 +267,14 @@ impl Func {
 /// A scalar function written in Rust and registered by name
 /// ([`crate::function::Registry::add_scalar`]); callable from queries.
 pub trait ScalarUdf: Send + Sync {
-    /// The result type for these argument types (int64, float64 or bool), or an error
-    /// naming what it accepts.
+    /// The result type for these argument types (int64, float64, bool or string), or
+    /// an error naming what it accepts.
     fn return_type(&self, args: &[DataType]) -> Result<DataType>;
     /// The result for these arguments (of the types `return_type` accepted; nulls
-    /// possible).
-    fn call(&self, args: &[Value<'_>]) -> Scalar;
+    /// possible), of the type `return_type` gave (or null); `Err` says why there is
+    /// none, and the row is skipped and the fault counted and reported (or the run
+    /// fails), never a quiet NULL.
+    fn call(&self, args: &[Value<'_>]) -> std::result::Result<Scalar, String>;
 }
 
 /// A registered scalar function in an expression.
@@ -518,16 +520,16 @@ fn udf<'a>(
     for (v, a) in vals.iter_mut().zip(args) {
         *v = a.value(row, fault, arena);
     }
-    match u.f.call(&vals[..args.len().min(UDF_MAX_ARGS)]) {
-        Scalar::Int(i) => Value::Int(i),
-        Scalar::Float(x) => Value::Float(x),
-        Scalar::Bool(b) => Value::Bool(b),
-        Scalar::Null => Value::Null,
-        Scalar::Str(_) => fail(fault, || {
-            Fault::new(format!(
-                "scalar function {} returned a string, which its declared type does not allow",
-                u.name
-            ))
+    let vals = &vals[..args.len().min(UDF_MAX_ARGS)];
+    match u.f.call(vals) {
+        Ok(Scalar::Int(i)) => Value::Int(i),
+        Ok(Scalar::Float(x)) => Value::Float(x),
+        Ok(Scalar::Bool(b)) => Value::Bool(b),
+        Ok(Scalar::Null) => Value::Null,
+        Ok(Scalar::Str(s)) => Value::Str(arena.alloc_str(&s)),
+        Err(why) => fail(fault, || {
+            let vals: Vec<String> = vals.iter().map(|v| shown(*v)).collect();
+            Fault::new(format!("{}({}): {why}", u.name, vals.join(", ")))
         }),
     }
 }

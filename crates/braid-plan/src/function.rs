@@ -403,6 +403,31 @@ pub struct Registry {
     routes: BTreeMap<String, RouteFn>,
     combiners: BTreeMap<String, Arc<dyn Combiner>>,
     scalars: BTreeMap<String, Arc<dyn crate::expr::ScalarUdf>>,
+    languages: BTreeMap<String, Arc<dyn FunctionLanguage>>,
+}
+
+/// A scalar function declared in SQL: `CREATE FUNCTION name(arg type, ...) RETURNS type
+/// LANGUAGE language AS $$ body $$`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionDef {
+    /// The function's name (lower case).
+    pub name: String,
+    /// Its arguments' names and types.
+    pub args: Vec<(String, crate::types::DataType)>,
+    /// Its result type.
+    pub returns: crate::types::DataType,
+    /// The language, lower case (`python`).
+    pub language: String,
+    /// The body, as written between the dollar quotes.
+    pub body: String,
+}
+
+/// A language scalar functions can be written in from SQL (`CREATE FUNCTION ...
+/// LANGUAGE name`), registered by whoever embeds Braid ([`Registry::add_language`]):
+/// the `braid` command registers `python`.
+pub trait FunctionLanguage: Send + Sync {
+    /// The function `def` declares, or an error naming what is wrong with its body.
+    fn scalar(&self, def: &FunctionDef) -> Result<Arc<dyn crate::expr::ScalarUdf>>;
 }
 
 fn unknown(kind: &str, name: &str, names: impl Iterator<Item = String>) -> Error {
@@ -485,6 +510,11 @@ impl Registry {
         self
     }
 
+    /// Removes a scalar function; it, if it was registered.
+    pub fn remove_scalar(&mut self, name: &str) -> Option<Arc<dyn crate::expr::ScalarUdf>> {
+        self.scalars.remove(&name.to_ascii_lowercase())
+    }
+
     /// A scalar function by name, if registered.
     pub fn scalar(&self, name: &str) -> Option<&Arc<dyn crate::expr::ScalarUdf>> {
         self.scalars.get(&name.to_ascii_lowercase())
@@ -493,6 +523,28 @@ impl Registry {
     /// Names of the registered scalar functions.
     pub fn scalar_names(&self) -> Vec<String> {
         self.scalars.keys().cloned().collect()
+    }
+
+    /// Registers a language for `CREATE FUNCTION ... LANGUAGE name`.
+    pub fn add_language(&mut self, name: &str, l: Arc<dyn FunctionLanguage>) -> &mut Self {
+        self.languages.insert(name.to_ascii_lowercase(), l);
+        self
+    }
+
+    /// A language by name; the error lists those registered.
+    pub fn language(&self, name: &str) -> Result<&Arc<dyn FunctionLanguage>> {
+        self.languages
+            .get(&name.to_ascii_lowercase())
+            .ok_or_else(|| {
+                let list: Vec<String> = self.languages.keys().cloned().collect();
+                Error::NotSupported(format!(
+                    "LANGUAGE {name}: this build of Braid runs functions in {}",
+                    match list.is_empty() {
+                        true => "no language (it was built without Python)".to_string(),
+                        false => list.join(", "),
+                    }
+                ))
+            })
     }
 
     /// A combiner by name.

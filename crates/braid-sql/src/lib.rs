@@ -69,6 +69,7 @@
 pub mod catalog;
 pub mod examples;
 pub mod expr;
+mod function;
 mod located;
 pub mod logical;
 mod optimizer;
@@ -87,6 +88,7 @@ mod view;
 mod watermark;
 
 pub use script::{Job, Script, Show, Shown};
+pub use statement::parse_columns;
 
 use braid_plan::error::Result;
 use braid_plan::function::Registry;

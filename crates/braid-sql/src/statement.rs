@@ -331,12 +331,14 @@ fn statement(
             }
             Ok(())
         }
+        ast::Statement::CreateFunction(cf) => crate::function::create(script, cf).map_err(at),
+        ast::Statement::DropFunction(df) => crate::function::drop(script, df).map_err(at),
         ast::Statement::ShowTables { .. }
         | ast::Statement::ShowViews { .. }
         | ast::Statement::ShowVariable { .. }
         | ast::Statement::ExplainTable { .. } => show::statement(script, text, st).map_err(at),
         other => Err(at(Error::NotSupported(format!(
-            "statement `{}`; Braid runs CREATE [OR REPLACE] STREAM/TABLE/SINK/VIEW, DROP, SET, \
+            "statement `{}`; Braid runs CREATE [OR REPLACE] STREAM/TABLE/SINK/VIEW/FUNCTION, DROP, SET, \
              SHOW, DESCRIBE, INSERT INTO ... SELECT and SELECT",
             first_words(&other.to_string())
         )))),
@@ -581,6 +583,20 @@ fn columns(cols: &[ast::ColumnDef], text: &str) -> Result<Schema> {
         });
     }
     Ok(Schema::new(fields))
+}
+
+/// A column list as `CREATE STREAM name (...)` takes it (`a BIGINT NOT NULL, b TEXT`):
+/// how an embedding names the columns of a stream or a function's rows.
+pub fn parse_columns(list: &str) -> Result<Schema> {
+    let text = format!("CREATE TABLE t ({list})");
+    let parsed = Parser::parse_sql(&GenericDialect {}, &text)
+        .map_err(|e| Error::Plan(format!("the columns `{list}`: {e}")))?;
+    match parsed.as_slice() {
+        [ast::Statement::CreateTable(ct)] if !ct.columns.is_empty() => columns(&ct.columns, &text),
+        _ => Err(Error::Plan(format!(
+            "the columns `{list}`: expected name TYPE, name TYPE, ..."
+        ))),
+    }
 }
 
 /// The first three words of a statement (to name it in a message).

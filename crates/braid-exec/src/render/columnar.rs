@@ -189,3 +189,19 @@ impl ColumnarWriter {
         }
     }
 }
+
+/// `batches` of `schema` as an Arrow IPC stream (what `pyarrow.ipc.open_stream` reads):
+/// how the Python package hands results to pyarrow without sharing its memory layout.
+pub fn ipc_stream(schema: &Schema, batches: &[&Batch]) -> Result<Vec<u8>> {
+    let arrow = arrow_schema(schema);
+    let types: Vec<DataType> = schema.fields.iter().map(|f| f.ty).collect();
+    let fault = |e: arrow_schema::ArrowError| Error::Internal(format!("an Arrow IPC stream: {e}"));
+    let mut out = Vec::new();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut out, &arrow).map_err(fault)?;
+    for b in batches.iter().filter(|b| !b.is_empty()) {
+        w.write(&record_batch(b, &types, &arrow)?).map_err(fault)?;
+    }
+    w.finish().map_err(fault)?;
+    drop(w);
+    Ok(out)
+}

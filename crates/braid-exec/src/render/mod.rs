@@ -15,6 +15,7 @@ pub(crate) mod sink;
 mod split;
 mod stash;
 
+pub use columnar::ipc_stream;
 pub use split::WindowSplitter;
 
 use crate::error::Result;

@@ -38,7 +38,7 @@ pub(crate) fn epoch_of(source: &Source, time: Option<i64>, seq: u64) -> u64 {
 /// The epoch of a row with event time `time` (or, without one, sequence number `seq`)
 /// for epochs of `epoch_len` (at least 1); a negative time is epoch 0. Feeds clamp it
 /// to the epoch of the row before, so epochs never go back.
-pub(crate) fn epoch_at(epoch_len: u64, time: Option<i64>, seq: u64) -> u64 {
+pub fn epoch_at(epoch_len: u64, time: Option<i64>, seq: u64) -> u64 {
     match time {
         Some(t) => t.max(0) as u64 / epoch_len.max(1),
         None => seq / epoch_len.max(1),

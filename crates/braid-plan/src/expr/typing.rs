@@ -103,10 +103,10 @@ impl Expr {
                     .map(|a| a.data_type(schema))
                     .collect::<Result<Vec<_>>>()?;
                 match u.f.return_type(&tys)? {
-                    t @ (Int64 | Float64 | Bool) => t,
+                    t @ (Int64 | Float64 | Bool | String) => t,
                     t => {
                         return Err(Error::NotSupported(format!(
-                            "scalar function {} returning {t}; UDFs return int64, float64 or bool",
+                            "scalar function {} returning {t}; UDFs return int64, float64, bool or string",
                             u.name
                         )))
                     }

@@ -471,6 +471,15 @@ fn source_spec(
             need_columns(columns)?,
             None,
         ),
+        // A source the embedder registered (a Python iterable, a Rust reader).
+        "native" => {
+            let source = o.string("name")?.ok_or_else(|| {
+                Error::Plan(format!(
+                    "stream `{name}` reads a native source: give the registered source's `name`"
+                ))
+            })?;
+            (SourceSpec::Native(source), need_columns(columns)?, None)
+        }
         "tcp" => {
             let addr = o.string("addr")?.unwrap_or_else(|| "127.0.0.1:7878".into());
             (SourceSpec::Tcp { addr }, need_columns(columns)?, None)
@@ -500,12 +509,12 @@ fn source_spec(
         }
         "" => {
             return Err(Error::Plan(format!(
-                "stream `{name}` needs a source: WITH (source = 'csv', path = '...'); sources are csv, binary, stdin, tcp, kafka, generator, log"
+                "stream `{name}` needs a source: WITH (source = 'csv', path = '...'); sources are csv, binary, stdin, tcp, kafka, generator, log, native"
             )))
         }
         other => {
             return Err(Error::Plan(format!(
-                "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, kafka, generator, log"
+                "unknown source `{other}` for stream `{name}`; sources are csv, binary, stdin, tcp, kafka, generator, log, native"
             )))
         }
     })
