@@ -1,6 +1,7 @@
 //! A stream read from a Python iterable (a list, a generator, rows of a pyarrow table):
 //! worker 0 takes up to a window of rows at a time from it, holding the interpreter's
-//! lock for the window. Rows are tuples (or lists) of the stream's columns; a row that
+//! lock for the window. A collection is read again by every run; an iterator (a
+//! generator) only by the first. Rows are tuples (or lists) of the stream's columns; a row that
 //! is not (a wrong type, a wrong length, an int out of range) fails the run with its
 //! number and column, never a quiet NULL.
 
@@ -18,7 +19,8 @@ const WINDOW: usize = 1024;
 pub struct PySourceFactory {
     name: String,
     schema: Schema,
-    /// The iterable, until a run takes it.
+    /// The rows: a collection (a list, a pyarrow table) every run reads again, or an
+    /// iterator (a generator) the first run takes.
     rows: Mutex<Option<Py<PyAny>>>,
     /// Epoch length (see `braid_plan::plan::Source::epoch`).
     epoch: u64,
@@ -46,7 +48,17 @@ impl SourceFactory for PySourceFactory {
         if worker != 0 {
             return None;
         }
-        let rows = self.rows.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let rows = {
+            let mut held = self.rows.lock().unwrap_or_else(|e| e.into_inner());
+            let once = Python::attach(|py| {
+                held.as_ref()
+                    .is_some_and(|r| r.bind(py).hasattr("__next__").unwrap_or(true))
+            });
+            match once {
+                true => held.take(),
+                false => Python::attach(|py| held.as_ref().map(|r| r.clone_ref(py))),
+            }
+        };
         Some(Box::new(PyRows {
             name: self.name.clone(),
             schema: self.schema.clone(),
@@ -138,7 +150,7 @@ impl NativeSource for PyRows {
         let iter = match self.iter.take() {
             None => {
                 return Err(std::io::Error::other(format!(
-                    "stream {} reads a Python iterable, and a run has read it already: give the rows again (create_stream)",
+                    "stream {} reads a Python iterable, an iterator a run has read already: give the rows again (create_stream with replace=True)",
                     self.name
                 )))
             }
