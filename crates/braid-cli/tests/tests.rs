@@ -10,6 +10,7 @@ mod json_lines;
 mod kafka;
 mod late;
 mod profile;
+mod python_functions;
 mod recovery;
 mod s3;
 mod server_cluster;
