@@ -35,7 +35,8 @@ fn the_python_package_passes_its_tests() {
                 pkg.join("__init__.py"),
             )
             .unwrap();
-            let lib = build_dir().join("libbraid_python.so");
+            // `cargo test` builds the cdylib into deps/ (it does not copy it up).
+            let lib = build_dir().join("deps").join("libbraid_python.so");
             assert!(lib.exists(), "{} is not built", lib.display());
             std::fs::copy(&lib, pkg.join("_braid.so")).unwrap();
             (PathBuf::from("python3"), Some(dir))
