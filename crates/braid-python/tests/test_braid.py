@@ -248,3 +248,14 @@ def test_a_generator_is_read_once_a_list_every_run():
     s.create_stream("calls", [(i, i, i) for i in range(10)], COLUMNS, replace=True)
     assert len(s.query("SELECT * FROM calls")) == 10
     assert len(s.query("SELECT * FROM calls")) == 10
+
+
+def test_the_docs_example_runs():
+    """docs/python.md's example, as written."""
+    import pathlib
+    import re
+
+    doc = pathlib.Path(__file__).resolve().parents[3] / "docs" / "python.md"
+    code = "\n".join(re.findall(r"```python\n(.*?)```", doc.read_text(), re.S))
+    assert "Session" in code
+    exec(compile(code, str(doc), "exec"), {"__name__": "docs_example"})
