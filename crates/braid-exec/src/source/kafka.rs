@@ -156,6 +156,11 @@ pub(crate) fn consumer(bootstrap: &str) -> Result<BaseConsumer<Lag>> {
         .set("enable.partition.eof", "true")
         .set("auto.offset.reset", "earliest")
         .set("isolation.level", "read_committed")
+        // librdkafka stops fetching a partition whose local queue holds
+        // `queued.min.messages` (100,000) and waits `fetch.queue.backoff.ms` (1 s by
+        // default) before it looks again: a feed that holds back a partition ahead of
+        // the others (the watermark) then waited a second at a time. Look again soon.
+        .set("fetch.queue.backoff.ms", "5")
         .create_with_context(Lag::default())
         .map_err(kafka_error(format!("connecting to Kafka at {bootstrap}")))
 }
