@@ -50,20 +50,20 @@ impl SourceFactory for PySourceFactory {
         }
         let rows = {
             let mut held = self.rows.lock().unwrap_or_else(|e| e.into_inner());
-            let once = Python::attach(|py| {
+            let once = crate::convert::attach(|py| {
                 held.as_ref()
                     .is_some_and(|r| r.bind(py).hasattr("__next__").unwrap_or(true))
             });
             match once {
                 true => held.take(),
-                false => Python::attach(|py| held.as_ref().map(|r| r.clone_ref(py))),
+                false => crate::convert::attach(|py| held.as_ref().map(|r| r.clone_ref(py))),
             }
         };
         Some(Box::new(PyRows {
             name: self.name.clone(),
             schema: self.schema.clone(),
             iter: rows.map(|r| {
-                Python::attach(|py| {
+                crate::convert::attach(|py| {
                     crate::convert::helpers(py)
                         .and_then(|h| h.getattr("rows_of")?.call1((r.bind(py),)))
                         .map(|i| i.unbind())
@@ -186,7 +186,7 @@ impl PyRows {
             push(out, seq, &row);
             window = Some(e);
         }
-        Python::attach(|py| -> std::io::Result<()> {
+        crate::convert::attach(|py| -> std::io::Result<()> {
             while !self.done && out.len() < WINDOW {
                 let Some(row) = self.read(py, iter)? else {
                     self.done = true;

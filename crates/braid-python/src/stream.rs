@@ -46,7 +46,7 @@ impl StreamFunctionFactory for PyStreamFactory {
     }
 
     fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction> {
-        let instance = Python::attach(|py| {
+        let instance = crate::convert::attach(|py| {
             self.make
                 .bind(py)
                 .call1((partition, partitions))
@@ -92,22 +92,23 @@ impl PyStream {
             self.held = Some(rows);
             return;
         }
-        let made = Python::attach(|py| -> std::result::Result<Vec<Vec<Vec<Scalar>>>, String> {
-            let mut tuples = Vec::with_capacity(rows.len());
-            for r in rows.rows() {
-                tuples.push(row_to_py(py, &r).map_err(|e| error_text(py, &e))?);
-            }
-            let list = PyList::new(py, tuples).map_err(|e| error_text(py, &e))?;
-            let per_row = helpers(py)
-                .and_then(|h| {
-                    h.getattr("process_batch")?
-                        .call1((self.instance.bind(py), list))
-                })
-                .map_err(|e| format!("process raised {}", error_text(py, &e)))?;
-            let per_row: Vec<Bound<'_, PyAny>> =
-                per_row.extract().map_err(|e| error_text(py, &e))?;
-            per_row.iter().map(|outs| self.rows_of(py, outs)).collect()
-        });
+        let made =
+            crate::convert::attach(|py| -> std::result::Result<Vec<Vec<Vec<Scalar>>>, String> {
+                let mut tuples = Vec::with_capacity(rows.len());
+                for r in rows.rows() {
+                    tuples.push(row_to_py(py, &r).map_err(|e| error_text(py, &e))?);
+                }
+                let list = PyList::new(py, tuples).map_err(|e| error_text(py, &e))?;
+                let per_row = helpers(py)
+                    .and_then(|h| {
+                        h.getattr("process_batch")?
+                            .call1((self.instance.bind(py), list))
+                    })
+                    .map_err(|e| format!("process raised {}", error_text(py, &e)))?;
+                let per_row: Vec<Bound<'_, PyAny>> =
+                    per_row.extract().map_err(|e| error_text(py, &e))?;
+                per_row.iter().map(|outs| self.rows_of(py, outs)).collect()
+            });
         let seqs = std::mem::take(&mut self.seqs);
         rows.clear();
         self.held = Some(rows);
@@ -174,7 +175,7 @@ impl PyStream {
 
     /// Calls `method(args)` if the instance has it and emits its rows under `seq`.
     fn call_end(&mut self, method: &str, arg: Option<u64>, seq: u64, out: &mut Emitter<'_>) {
-        let made = Python::attach(|py| {
+        let made = crate::convert::attach(|py| {
             let h = helpers(py).map_err(|e| error_text(py, &e))?;
             let call = h.getattr("call_optional").map_err(|e| error_text(py, &e))?;
             let rows = match arg {

@@ -61,7 +61,7 @@ impl ScalarUdf for PyScalar {
     }
 
     fn call(&self, args: &[Value<'_>]) -> std::result::Result<Scalar, String> {
-        Python::attach(|py| {
+        crate::convert::attach(|py| {
             let mut vals = Vec::with_capacity(args.len());
             for (i, a) in args.iter().enumerate() {
                 let as_float = self
@@ -88,7 +88,7 @@ pub struct PythonLanguage;
 impl FunctionLanguage for PythonLanguage {
     fn scalar(&self, def: &FunctionDef) -> Result<Arc<dyn ScalarUdf>> {
         Python::initialize();
-        Python::attach(|py| {
+        crate::convert::attach(|py| {
             let names: Vec<&str> = def.args.iter().map(|(n, _)| n.as_str()).collect();
             let f = helpers(py)
                 .and_then(|h| {
