@@ -43,13 +43,11 @@ def compile_function(name, args, body):
 def process_batch(instance, rows):
     batch = getattr(instance, 'process_batch', None)
     if batch is not None:
-        out = batch(rows)
-        out = [list(o) if o is not None else [] for o in out]
+        out = list(batch(rows))
         if len(out) != len(rows):
             raise ValueError('process_batch returned %d lists of rows for %d rows' % (len(out), len(rows)))
         return out
-    process = instance.process
-    return [list(r) if r is not None else [] for r in map(process, rows)]
+    return list(map(instance.process, rows))
 
 def rows_of(data):
     # Rows as tuples: of a pyarrow Table, RecordBatch or RecordBatchReader (a batch at a
@@ -63,13 +61,6 @@ def rows_of(data):
     else:
         return iter(data)
     return (row for b in batches for row in zip(*[c.to_pylist() for c in b.columns]))
-
-def call_optional(instance, method, *args):
-    f = getattr(instance, method, None)
-    if f is None:
-        return []
-    out = f(*args)
-    return list(out) if out is not None else []
 ";
 
 /// Runs `f` holding the interpreter's lock, keeping this thread's Python thread state

@@ -16,7 +16,7 @@ use braid_plan::expr::Fault;
 use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use braid_plan::types::Schema;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyList, PyTuple};
 
 /// Rows a partition keeps before it calls Python.
 pub const BATCH: usize = 1024;
@@ -67,6 +67,7 @@ impl StreamFunctionFactory for PyStreamFactory {
             partition,
             held: None,
             seqs: Vec::new(),
+            flat: Vec::new(),
         })
     }
 }
@@ -79,11 +80,14 @@ struct PyStream {
     /// The rows not handed to Python yet, and their sequence numbers.
     held: Option<Batch>,
     seqs: Vec<u64>,
+    /// The values of the rows made for one input row (reused).
+    flat: Vec<Scalar>,
 }
 
 impl PyStream {
     /// Hands the held rows to Python and emits what it makes, each output under the key
-    /// of its input row.
+    /// of its input row. An exception of the call faults every row of the batch; a row
+    /// whose outputs are not rows of the function's schema faults that row only.
     fn flush(&mut self, out: &mut Emitter<'_>) {
         let Some(mut rows) = self.held.take() else {
             return;
@@ -92,8 +96,10 @@ impl PyStream {
             self.held = Some(rows);
             return;
         }
-        let made =
-            crate::convert::attach(|py| -> std::result::Result<Vec<Vec<Vec<Scalar>>>, String> {
+        let seqs = std::mem::take(&mut self.seqs);
+        let mut flat = std::mem::take(&mut self.flat);
+        crate::convert::attach(|py| {
+            let called = (|| -> std::result::Result<Bound<'_, PyList>, String> {
                 let mut tuples = Vec::with_capacity(rows.len());
                 for r in rows.rows() {
                     tuples.push(row_to_py(py, &r).map_err(|e| error_text(py, &e))?);
@@ -105,96 +111,155 @@ impl PyStream {
                             .call1((self.instance.bind(py), list))
                     })
                     .map_err(|e| format!("process raised {}", error_text(py, &e)))?;
-                let per_row: Vec<Bound<'_, PyAny>> =
-                    per_row.extract().map_err(|e| error_text(py, &e))?;
-                per_row.iter().map(|outs| self.rows_of(py, outs)).collect()
-            });
-        let seqs = std::mem::take(&mut self.seqs);
-        rows.clear();
-        self.held = Some(rows);
-        match made {
-            Ok(made) => {
-                for (seq, outs) in seqs.iter().zip(made) {
-                    out.restart(*seq, self.partition);
-                    for r in outs {
-                        let vals: Vec<_> = r.iter().map(|s| s.as_value()).collect();
-                        out.emit(&vals);
+                per_row
+                    .cast_into::<PyList>()
+                    .map_err(|_| "process_batch gave no list".to_string())
+            })();
+            match called {
+                Ok(per_row) => {
+                    for (seq, outs) in seqs.iter().zip(per_row.iter()) {
+                        out.restart(*seq, self.partition);
+                        self.emit_rows(py, &outs, &mut flat, out);
+                    }
+                }
+                Err(why) => {
+                    for seq in &seqs {
+                        out.restart(*seq, self.partition);
+                        out.fault("python", Fault::new(format!("{}: {why}", self.name)));
                     }
                 }
             }
-            // The whole batch failed: a fault for each of its rows.
-            Err(why) => {
-                for seq in seqs {
-                    out.restart(seq, self.partition);
-                    out.fault("python", Fault::new(format!("{}: {why}", self.name)));
-                }
-            }
-        }
+        });
+        rows.clear();
+        self.held = Some(rows);
+        self.flat = flat;
     }
 
-    /// The rows of one output list, checked against the function's schema.
-    fn rows_of(
+    /// Emits the rows `outs` (an iterable of rows, or None) made for the row being
+    /// processed, checked against the function's schema; or, if one is not such a row,
+    /// a fault and none of them.
+    fn emit_rows(
         &self,
         py: Python<'_>,
         outs: &Bound<'_, PyAny>,
-    ) -> std::result::Result<Vec<Vec<Scalar>>, String> {
-        let outs: Vec<Bound<'_, PyAny>> = outs.extract().map_err(|e| error_text(py, &e))?;
-        let arity = self.schema.arity();
-        let mut rows = Vec::with_capacity(outs.len());
-        for o in outs {
-            let vals: Vec<Bound<'_, PyAny>> = o.extract().map_err(|_| {
-                format!(
-                    "made {}, which is not a row (a tuple of {arity} values)",
-                    crate::convert::shown(&o)
-                )
-            })?;
-            if vals.len() != arity {
-                return Err(format!(
-                    "made a row of {} values; its rows have {arity} ({})",
-                    vals.len(),
-                    self.schema
-                        .fields
-                        .iter()
-                        .map(|f| f.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-            let mut row = Vec::with_capacity(arity);
-            for (v, f) in vals.iter().zip(&self.schema.fields) {
-                let s = from_py(v, f.ty).map_err(|why| format!("column {}: {why}", f.name))?;
-                if s == Scalar::Null && !f.nullable {
-                    return Err(format!("column {} is NOT NULL; got None", f.name));
-                }
-                row.push(s);
-            }
-            rows.push(row);
-        }
-        Ok(rows)
-    }
-
-    /// Calls `method(args)` if the instance has it and emits its rows under `seq`.
-    fn call_end(&mut self, method: &str, arg: Option<u64>, seq: u64, out: &mut Emitter<'_>) {
-        let made = crate::convert::attach(|py| {
-            let h = helpers(py).map_err(|e| error_text(py, &e))?;
-            let call = h.getattr("call_optional").map_err(|e| error_text(py, &e))?;
-            let rows = match arg {
-                Some(a) => call.call1((self.instance.bind(py), method, a)),
-                None => call.call1((self.instance.bind(py), method)),
-            }
-            .map_err(|e| format!("{method} raised {}", error_text(py, &e)))?;
-            self.rows_of(py, &rows)
-        });
-        out.restart(seq, self.partition);
-        match made {
-            Ok(rows) => {
-                for r in rows {
-                    let vals: Vec<_> = r.iter().map(|s| s.as_value()).collect();
+        flat: &mut Vec<Scalar>,
+        out: &mut Emitter<'_>,
+    ) {
+        flat.clear();
+        match self.rows_of(py, outs, flat) {
+            Ok(()) => {
+                let arity = self.schema.arity().max(1);
+                let mut vals = Vec::with_capacity(arity);
+                for row in flat.chunks(arity) {
+                    vals.clear();
+                    vals.extend(row.iter().map(|s| s.as_value()));
                     out.emit(&vals);
                 }
             }
             Err(why) => out.fault("python", Fault::new(format!("{}: {why}", self.name))),
         }
+    }
+
+    /// The values of the rows `outs` (an iterable of rows, or None), appended to `flat`,
+    /// checked against the function's schema.
+    fn rows_of(
+        &self,
+        py: Python<'_>,
+        outs: &Bound<'_, PyAny>,
+        flat: &mut Vec<Scalar>,
+    ) -> std::result::Result<(), String> {
+        if outs.is_none() {
+            return Ok(());
+        }
+        let iter = outs.try_iter().map_err(|_| {
+            format!(
+                "made {}, which is not a list of rows",
+                crate::convert::shown(outs)
+            )
+        })?;
+        for o in iter {
+            let o = o.map_err(|e| format!("raised {}", error_text(py, &e)))?;
+            self.row_of(&o, flat)?;
+        }
+        Ok(())
+    }
+
+    /// One row (a tuple, or any sequence) appended to `flat`.
+    fn row_of(
+        &self,
+        o: &Bound<'_, PyAny>,
+        flat: &mut Vec<Scalar>,
+    ) -> std::result::Result<(), String> {
+        let arity = self.schema.arity();
+        let wrong_len = |n: usize| {
+            format!(
+                "made a row of {n} values; its rows have {arity} ({})",
+                self.schema
+                    .fields
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let mut push = |v: &Bound<'_, PyAny>, f: &braid_plan::types::Field| {
+            let s = from_py(v, f.ty).map_err(|why| format!("column {}: {why}", f.name))?;
+            if s == Scalar::Null && !f.nullable {
+                return Err(format!("column {} is NOT NULL; got None", f.name));
+            }
+            flat.push(s);
+            Ok(())
+        };
+        if let Ok(t) = o.cast::<PyTuple>() {
+            if t.len() != arity {
+                return Err(wrong_len(t.len()));
+            }
+            for (v, f) in t.iter().zip(&self.schema.fields) {
+                push(&v, f)?;
+            }
+            return Ok(());
+        }
+        let vals: Vec<Bound<'_, PyAny>> = o.extract().map_err(|_| {
+            format!(
+                "made {}, which is not a row (a tuple of {arity} values)",
+                crate::convert::shown(o)
+            )
+        })?;
+        if vals.len() != arity {
+            return Err(wrong_len(vals.len()));
+        }
+        for (v, f) in vals.iter().zip(&self.schema.fields) {
+            push(v, f)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `method(args)` if the instance has it and emits its rows under `seq`.
+    fn call_end(&mut self, method: &str, arg: Option<u64>, seq: u64, out: &mut Emitter<'_>) {
+        let mut flat = std::mem::take(&mut self.flat);
+        out.restart(seq, self.partition);
+        crate::convert::attach(|py| {
+            let has = self.instance.bind(py).hasattr(method).unwrap_or(false);
+            if !has {
+                return;
+            }
+            let called = match arg {
+                Some(a) => self.instance.bind(py).call_method1(method, (a,)),
+                None => self.instance.bind(py).call_method0(method),
+            };
+            match called {
+                Ok(rows) => self.emit_rows(py, &rows, &mut flat, out),
+                Err(e) => out.fault(
+                    "python",
+                    Fault::new(format!(
+                        "{}: {method} raised {}",
+                        self.name,
+                        error_text(py, &e)
+                    )),
+                ),
+            }
+        });
+        self.flat = flat;
     }
 }
 

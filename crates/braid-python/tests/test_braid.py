@@ -259,3 +259,19 @@ def test_the_docs_example_runs():
     code = "\n".join(re.findall(r"```python\n(.*?)```", doc.read_text(), re.S))
     assert "Session" in code
     exec(compile(code, str(doc), "exec"), {"__name__": "docs_example"})
+
+
+def test_a_row_of_the_wrong_type_faults_its_input_row_only():
+    class Bad:
+        def __init__(self, p, q):
+            pass
+
+        def process(self, row):
+            # A generator: its rows are read as Braid needs them.
+            yield (row[0], "x" if row[0] == 2 else row[0] * 10)
+
+    s = session(2, [(1, 1, 0), (2, 1, 1), (3, 1, 2)])
+    s.register_stream_function("bad", Bad, "caller BIGINT, y BIGINT")
+    r = s.query("SELECT * FROM PARALLEL(calls, partitions => 2, route => caller, apply => bad, merge => 'time')")
+    assert r.rows() == [(1, 10), (3, 30)]
+    assert len(r.faults) == 1 and "column y: 'x' (str) is not a BIGINT" in r.faults[0]
