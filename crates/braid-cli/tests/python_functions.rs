@@ -5,10 +5,9 @@
 //! is refused by name.
 
 use crate::recovery::{run_script, Scratch};
+use crate::server_recovery::{psql, start};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 /// `k,x,y` rows: k in 0..20, x and y pseudo-random.
 fn write_input(path: &Path, n: u64) -> Vec<(i64, i64, i64)> {
@@ -175,58 +174,6 @@ fn what_braid_does_not_run_is_refused_by_name() {
     );
 }
 
-/// Runs `sql` with the real psql against the server on `port`.
-fn psql(port: u16, sql: &str) -> Result<String, String> {
-    let out = Command::new("psql")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "braid"])
-        .args([
-            "-X",
-            "-A",
-            "-t",
-            "-F",
-            ",",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-c",
-            sql,
-        ])
-        .output()
-        .map_err(|e| format!("psql: {e}"))?;
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        false => Err(String::from_utf8_lossy(&out.stderr).into_owned()),
-    }
-}
-
-/// The server on `port` over `data`, killed on drop.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn server(data: &Path, port: u16) -> Server {
-    let child = Command::new(env!("CARGO_BIN_EXE_braid"))
-        .args(["server", "--no-http", "--workers", "2"])
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--data")
-        .arg(data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("braid server starts");
-    let s = Server(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while psql(port, "SHOW QUERIES").is_err() {
-        assert!(Instant::now() < deadline, "the server did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    s
-}
-
 /// A function declared through psql runs in a materialized view, and comes back with
 /// the view when the server starts again on its data directory.
 #[test]
@@ -234,7 +181,7 @@ fn the_server_takes_python_functions_from_psql_and_keeps_them() {
     let dir = Scratch::new("python-server");
     let data = dir.0.join("data");
     let port = crate::free_port();
-    let s = server(&data, port);
+    let s = start(&data, port, 2);
     for sql in [
         "CREATE FUNCTION twice(x BIGINT) RETURNS BIGINT LANGUAGE python AS $$ return 2 * x $$",
         "CREATE STREAM s (k BIGINT, t BIGINT) WITH (event_time = t)",
@@ -254,7 +201,7 @@ fn the_server_takes_python_functions_from_psql_and_keeps_them() {
     assert_eq!(sorted(got), ["1,4,0", "2,4,0"]);
     drop(s);
     let port = crate::free_port();
-    let _s = server(&data, port);
+    let _s = start(&data, port, 2);
     psql(port, "INSERT INTO s VALUES (5, 31), (5, 42)").expect("INSERT");
     let got = psql(port, "SELECT k, s, window_start FROM v LIMIT 3").expect("SELECT");
     assert_eq!(sorted(got), ["1,4,0", "2,4,0", "3,6,20"]);

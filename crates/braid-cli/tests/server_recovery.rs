@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The server process, killed on drop.
-struct Server(Child);
+pub(crate) struct Server(Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -23,7 +23,7 @@ impl Drop for Server {
     }
 }
 
-fn start(data: &Path, port: u16, workers: usize) -> Server {
+pub(crate) fn start(data: &Path, port: u16, workers: usize) -> Server {
     let child = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["server", "--no-http", "--checkpoint-interval-ms", "50"])
         .args(["--workers", &workers.to_string()])
@@ -52,7 +52,7 @@ fn await_psql(port: u16) {
 }
 
 /// Runs `sql` with the real psql; its output (unaligned, `,`-separated, no headers).
-fn psql(port: u16, sql: &str) -> Result<String, String> {
+pub(crate) fn psql(port: u16, sql: &str) -> Result<String, String> {
     let out = Command::new("psql")
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "braid"])
         .args([

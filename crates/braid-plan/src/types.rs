@@ -26,6 +26,19 @@ pub enum DataType {
 }
 
 impl DataType {
+    /// The type's name in SQL (`BIGINT`, `DOUBLE`, ...), as DESCRIBE shows it.
+    pub fn sql_name(self) -> &'static str {
+        match self {
+            DataType::Int64 => "BIGINT",
+            DataType::Float64 => "DOUBLE",
+            DataType::Bool => "BOOLEAN",
+            DataType::String => "TEXT",
+            DataType::Timestamp => "TIMESTAMP",
+            DataType::TimestampTz => "TIMESTAMPTZ",
+            DataType::Date => "DATE",
+        }
+    }
+
     /// Whether values of this type are stored as int64 (BIGINT and the time types).
     pub fn is_int_stored(self) -> bool {
         matches!(

@@ -221,15 +221,7 @@ pub fn from_py(v: &Bound<'_, PyAny>, ty: DataType) -> Result<Scalar, String> {
 
 /// The SQL name of a type, for errors.
 pub fn sql_name(ty: DataType) -> &'static str {
-    match ty {
-        DataType::Int64 => "BIGINT",
-        DataType::Float64 => "DOUBLE",
-        DataType::Bool => "BOOLEAN",
-        DataType::String => "TEXT",
-        DataType::Timestamp => "TIMESTAMP",
-        DataType::TimestampTz => "TIMESTAMPTZ",
-        DataType::Date => "DATE",
-    }
+    ty.sql_name()
 }
 
 /// A Python exception as one line (its type and message), for a fault or an error.

@@ -4,7 +4,7 @@
 use super::{Catalog, SinkDef, StreamDef, TableDef};
 use braid_plan::error::{Error, Result};
 use braid_plan::plan::{Pace, SinkSpec, Source, SourceSpec};
-use braid_plan::types::{DataType, Schema};
+use braid_plan::types::Schema;
 
 /// A table of text: a header and rows of as many cells.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -136,16 +136,11 @@ impl Catalog {
 pub(crate) fn columns(schema: &Schema) -> Listing {
     let mut l = Listing::new(&["column", "type", "nullable"]);
     for f in &schema.fields {
-        let ty = match f.ty {
-            DataType::Int64 => "BIGINT",
-            DataType::Float64 => "DOUBLE",
-            DataType::Bool => "BOOLEAN",
-            DataType::String => "TEXT",
-            DataType::Timestamp => "TIMESTAMP",
-            DataType::TimestampTz => "TIMESTAMPTZ",
-            DataType::Date => "DATE",
-        };
-        l.row(vec![f.name.clone(), ty.into(), f.nullable.to_string()]);
+        l.row(vec![
+            f.name.clone(),
+            f.ty.sql_name().into(),
+            f.nullable.to_string(),
+        ]);
     }
     l
 }
