@@ -616,3 +616,42 @@ fn a_kafka_sink_under_checkpoints_holds_each_row_once_after_kills() {
         "{kills} kills, {resumed} after a checkpoint"
     );
 }
+
+/// `braid server` reads a topic as a stream (read for as long as the server runs): a
+/// materialized view over it holds what the rows give, read with psql.
+#[test]
+fn the_server_reads_a_topic_into_a_view() {
+    use crate::server_recovery::{psql, start};
+    let broker = Broker::start("server");
+    let scratch = Scratch::new("kafka-server");
+    // (k, t): t = 0..300, k = t % 5, partition k % 3.
+    let records: Vec<(i32, String)> = (0..300)
+        .map(|t| (((t % 5) % 3) as i32, format!("{},{t}", t % 5)))
+        .collect();
+    broker.produce("ev", &records);
+    let port = crate::free_port();
+    let _server = start(&scratch.0.join("data"), port, 2);
+    let b = &broker.bootstrap;
+    for sql in [
+        format!(
+            "CREATE STREAM ev (k BIGINT, t BIGINT) WITH (connector = 'kafka', bootstrap = '{b}', \
+             topic = 'ev', format = 'csv', event_time = 't', epoch = 10)"
+        ),
+        "CREATE MATERIALIZED VIEW v AS SELECT k, count(*) AS n, window_start \
+         FROM TUMBLE(TABLE ev, t, 100) GROUP BY window_start, window_end, k"
+            .to_string(),
+    ] {
+        psql(port, &sql).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    // Windows [0, 100) and [100, 200) close once every partition has passed t = 200:
+    // 5 keys each, 20 rows per key and window. (A SELECT in the server is continuous:
+    // LIMIT ends it.)
+    let got = psql(port, "SELECT k, n, window_start FROM v LIMIT 10").expect("SELECT");
+    let mut got: Vec<&str> = got.lines().collect();
+    got.sort();
+    let mut want: Vec<String> = (0..5)
+        .flat_map(|k| [format!("{k},20,0"), format!("{k},20,100")])
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+}
