@@ -626,7 +626,7 @@ fn the_server_reads_a_topic_into_a_view() {
     let scratch = Scratch::new("kafka-server");
     // (k, t): t = 0..300, k = t % 5, partition k % 3.
     let records: Vec<(i32, String)> = (0..300)
-        .map(|t| (((t % 5) % 3) as i32, format!("{},{t}", t % 5)))
+        .map(|t: i32| ((t % 5) % 3, format!("{},{t}", t % 5)))
         .collect();
     broker.produce("ev", &records);
     let port = crate::free_port();
