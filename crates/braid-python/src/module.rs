@@ -104,6 +104,16 @@ impl Session {
         Ok(reports)
     }
 
+    /// Compiles the script file `path` (relative paths in it are relative to its
+    /// directory) and runs the queries it adds, as `execute` does.
+    fn execute_file(&self, py: Python<'_>, path: PathBuf) -> PyResult<Vec<QueryResult>> {
+        self.with(py, move |s| {
+            s.compile_file(&path)?;
+            let reports = s.run_pending()?;
+            reports.into_iter().map(|r| result_of(s, r)).collect()
+        })
+    }
+
     /// Runs one SELECT and returns its rows (in the serial order, whatever the number
     /// of workers).
     fn query(&self, py: Python<'_>, sql: &str) -> PyResult<QueryResult> {
@@ -484,6 +494,18 @@ impl Subscription {
             }
         });
         self.join(py);
+    }
+}
+
+/// A subscription let go before its end (a `break` out of the loop over it) stops the
+/// query: its sink's next batch finds nobody listening and the run ends, so the session
+/// is free again. Nothing here waits (the run may need the interpreter's lock).
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        if let Some(c) = &self.cancel {
+            c.cancel();
+        }
+        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 }
 

@@ -275,3 +275,24 @@ def test_a_row_of_the_wrong_type_faults_its_input_row_only():
     r = s.query("SELECT * FROM PARALLEL(calls, partitions => 2, route => caller, apply => bad, merge => 'time')")
     assert r.rows() == [(1, 10), (3, 30)]
     assert len(r.faults) == 1 and "column y: 'x' (str) is not a BIGINT" in r.faults[0]
+
+
+def test_leaving_a_subscription_early_frees_the_session():
+    s = braid.Session(workers=2)
+    s.create_stream("calls", [(i % 7, i, i) for i in range(50_000)], COLUMNS, event_time="at", epoch=10)
+    for batch in s.subscribe("SELECT caller, at FROM calls"):
+        assert len(batch) > 0
+        break
+    # The abandoned query stops; the next one runs.
+    assert len(s.query("SELECT * FROM calls WHERE caller = 1")) == len(range(1, 50_000, 7))
+
+
+def test_a_script_file_runs(tmp_path):
+    (tmp_path / "in.csv").write_text("a,b\n1,2\n3,4\n")
+    (tmp_path / "q.sql").write_text(
+        "CREATE STREAM t (a BIGINT, b BIGINT) WITH (path = 'in.csv');\n"
+        "CREATE SINK out WITH (sink = 'collect');\n"
+        "INSERT INTO out SELECT a + b AS s FROM t;\n"
+    )
+    [r] = braid.Session(workers=2).execute_file(str(tmp_path / "q.sql"))
+    assert r.rows() == [(3,), (7,)]
