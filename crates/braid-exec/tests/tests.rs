@@ -18,6 +18,7 @@ mod live;
 mod profile;
 mod session;
 mod sql;
+mod sql_batched_udf;
 mod sql_count_join;
 mod sql_faults;
 mod sql_outer;

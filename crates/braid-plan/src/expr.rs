@@ -6,6 +6,7 @@ use crate::types::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod prefetch;
 mod scalar;
 mod strings;
 mod typing;
@@ -275,6 +276,27 @@ pub trait ScalarUdf: Send + Sync {
     /// none, and the row is skipped and the fault counted and reported (or the run
     /// fails), never a quiet NULL.
     fn call(&self, args: &[Value<'_>]) -> std::result::Result<Scalar, String>;
+
+    /// Whether calls are better made many at once ([`ScalarUdf::call_batch`]): a
+    /// query then computes a batch of rows' arguments first and calls once for them
+    /// all (see [`prefetch`]). False by default.
+    fn batched(&self) -> bool {
+        false
+    }
+
+    /// The results for `rows` argument lists at once (`args` holds them one after
+    /// another, `args.len() / rows` values each), one per list in order, each what
+    /// [`ScalarUdf::call`] would give. By default `call` on each.
+    fn call_batch(
+        &self,
+        args: &[Value<'_>],
+        rows: usize,
+    ) -> Vec<std::result::Result<Scalar, String>> {
+        let arity = args.len().checked_div(rows).unwrap_or(0);
+        (0..rows)
+            .map(|i| self.call(&args[i * arity..(i + 1) * arity]))
+            .collect()
+    }
 }
 
 /// A registered scalar function in an expression.
@@ -372,6 +394,36 @@ impl Expr {
                 Expr::Udf(u.clone(), args.iter().map(|a| a.map_columns(f)).collect())
             }
         }
+    }
+
+    /// Calls `f` on this expression and every expression in it, parents first.
+    pub fn walk(&self, f: &mut dyn FnMut(&Expr)) {
+        f(self);
+        match self {
+            Expr::Column(..) | Expr::Literal(_) => {}
+            Expr::Binary(_, l, r) => {
+                l.walk(f);
+                r.walk(f);
+            }
+            Expr::Not(e) | Expr::Neg(e) | Expr::IsNull(e, _) | Expr::Cast(e, _) => e.walk(f),
+            Expr::Case(arms, d) => {
+                for (c, v) in arms {
+                    c.walk(f);
+                    v.walk(f);
+                }
+                if let Some(d) = d {
+                    d.walk(f);
+                }
+            }
+            Expr::Call(_, args) | Expr::Udf(_, args) => args.iter().for_each(|a| a.walk(f)),
+        }
+    }
+
+    /// Whether it calls a batched scalar function ([`ScalarUdf::batched`]).
+    pub fn calls_batched(&self) -> bool {
+        let mut found = false;
+        self.walk(&mut |e| found |= matches!(e, Expr::Udf(u, _) if u.f.batched()));
+        found
     }
 
     /// The column indexes this expression reads, in order of appearance.
@@ -521,7 +573,11 @@ fn udf<'a>(
         *v = a.value(row, fault, arena);
     }
     let vals = &vals[..args.len().min(UDF_MAX_ARGS)];
-    match u.f.call(vals) {
+    let result = match u.f.batched() {
+        true => prefetch::take(&u.f, vals).unwrap_or_else(|| u.f.call(vals)),
+        false => u.f.call(vals),
+    };
+    match result {
         Ok(Scalar::Int(i)) => Value::Int(i),
         Ok(Scalar::Float(x)) => Value::Float(x),
         Ok(Scalar::Bool(b)) => Value::Bool(b),

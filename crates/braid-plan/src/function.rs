@@ -190,6 +190,15 @@ pub trait StreamFunction {
     /// Called once when the input has ended.
     fn finish(&mut self, _out: &mut Emitter<'_>) {}
 
+    /// Called after the rows the engine hands over at once (a window, or a slice of a
+    /// partition's rows of one epoch), when the factory's
+    /// [`StreamFunctionFactory::holds_rows`] is true: a function that keeps rows to run
+    /// them together (calling Python once for them) runs and emits them all here,
+    /// each under its own key ([`Emitter::restart`]), so nothing waits for a later
+    /// batch. It must also have done so by the end of every `end_of_epoch` and
+    /// `finish`, where an engine that never calls this leaves it to.
+    fn end_of_batch(&mut self, _out: &mut Emitter<'_>) {}
+
     /// Appends the instance's whole state to `out` (a checkpoint: called between
     /// epochs, after `end_of_epoch` of the checkpoint's epoch and before any row of a
     /// later one). Only called when the factory's
@@ -254,6 +263,12 @@ pub trait StreamFunctionFactory: Send + Sync {
     /// the stage onto the worker that reads the source at run time (its rows go to that
     /// worker's partitions, not across an exchange), and split it again.
     fn stateless(&self) -> bool {
+        false
+    }
+
+    /// Whether instances keep rows to run them together and want
+    /// [`StreamFunction::end_of_batch`] after each batch of rows.
+    fn holds_rows(&self) -> bool {
         false
     }
 

@@ -225,8 +225,11 @@ impl Session {
 
     /// Registers the Python callable `f` as the scalar function `name` returning
     /// `returns` (a SQL type); `args` (SQL types) are checked when a query calls it
-    /// (any, when not given).
-    #[pyo3(signature = (name, f, returns, args = None))]
+    /// (any, when not given). Braid calls it for a batch of rows at once, holding the
+    /// interpreter's lock once. With `vectorized=True`, `f` is called once per batch of rows with one list per
+    /// argument and returns a sequence of one result per row (a list, a numpy array, a
+    /// pandas Series).
+    #[pyo3(signature = (name, f, returns, args = None, vectorized = false))]
     fn register_function(
         &self,
         py: Python<'_>,
@@ -234,6 +237,7 @@ impl Session {
         f: Py<PyAny>,
         returns: &str,
         args: Option<Vec<String>>,
+        vectorized: bool,
     ) -> PyResult<()> {
         let returns = one_type(returns)?;
         let args = args
@@ -244,7 +248,11 @@ impl Session {
                 "`{name}` is a built-in function; give the function another name"
             )));
         }
-        let udf = Arc::new(PyScalar::new(name, f, args, returns));
+        let udf = PyScalar::new(name, f, args, returns);
+        let udf = Arc::new(match vectorized {
+            true => udf.vectorized(),
+            false => udf,
+        });
         let name = name.to_string();
         self.with(py, move |s| {
             s.registry_mut().add_scalar(&name, udf);

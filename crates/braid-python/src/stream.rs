@@ -4,8 +4,8 @@
 //! An instance has `process(row)`, returning the rows it makes for `row` (an iterable of
 //! tuples, or None), or `process_batch(rows)`, returning one such iterable per row; and
 //! optionally `end_of_epoch(epoch)` and `finish()`, returning rows too. Braid keeps a
-//! partition's rows and calls Python once per batch of them (at most [`BATCH`] rows, and
-//! at the end of every epoch), so the interpreter's lock is taken once per batch. Every
+//! partition's rows and calls Python once per batch of them (the rows the engine hands
+//! over at once, at most [`BATCH`]), so the interpreter's lock is taken once per batch. Every
 //! row an instance makes keeps the key of the input row it was made for, so the merged
 //! output is in the serial order whatever the batching and the worker count.
 
@@ -43,6 +43,10 @@ impl PyStreamFactory {
 impl StreamFunctionFactory for PyStreamFactory {
     fn output_schema(&self, _input: &Schema) -> Result<Schema> {
         Ok(self.schema.clone())
+    }
+
+    fn holds_rows(&self) -> bool {
+        true
     }
 
     fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction> {
@@ -274,6 +278,10 @@ impl StreamFunction for PyStream {
         if held.len() >= BATCH {
             self.flush(out);
         }
+    }
+
+    fn end_of_batch(&mut self, out: &mut Emitter<'_>) {
+        self.flush(out);
     }
 
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {

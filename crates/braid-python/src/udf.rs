@@ -8,7 +8,7 @@ use braid_plan::expr::ScalarUdf;
 use braid_plan::function::{FunctionDef, FunctionLanguage};
 use braid_plan::types::DataType;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyList, PyTuple};
 use std::sync::Arc;
 
 /// A Python callable as a scalar function.
@@ -18,6 +18,8 @@ pub struct PyScalar {
     /// The declared argument types; `None` takes any.
     args: Option<Vec<DataType>>,
     returns: DataType,
+    /// `f` takes a batch: one list per argument, and returns one value per row.
+    vectorized: bool,
 }
 
 impl PyScalar {
@@ -29,7 +31,16 @@ impl PyScalar {
             f,
             args,
             returns,
+            vectorized: false,
         }
+    }
+
+    /// `f` takes a batch of rows at once (pandas UDFs' way in PyFlink): one list per
+    /// argument, all of the batch's length, and returns a sequence of as many results
+    /// (a list, a numpy array, a pandas Series).
+    pub fn vectorized(mut self) -> Self {
+        self.vectorized = true;
+        self
     }
 }
 
@@ -61,23 +72,104 @@ impl ScalarUdf for PyScalar {
     }
 
     fn call(&self, args: &[Value<'_>]) -> std::result::Result<Scalar, String> {
-        crate::convert::attach(|py| {
-            let mut vals = Vec::with_capacity(args.len());
-            for (i, a) in args.iter().enumerate() {
-                let as_float = self
-                    .args
-                    .as_ref()
-                    .is_some_and(|w| w.get(i) == Some(&DataType::Float64));
-                vals.push(to_py(py, *a, as_float).map_err(|e| error_text(py, &e))?);
+        crate::convert::attach(|py| match self.vectorized {
+            true => self.call_columns(py, args, 1).pop().expect("one result"),
+            false => self.call_in(py, args),
+        })
+    }
+
+    fn batched(&self) -> bool {
+        true
+    }
+
+    /// One hold of the interpreter's lock for all the rows.
+    fn call_batch(
+        &self,
+        args: &[Value<'_>],
+        rows: usize,
+    ) -> Vec<std::result::Result<Scalar, String>> {
+        let arity = args.len().checked_div(rows).unwrap_or(0);
+        crate::convert::attach(|py| match self.vectorized {
+            true => self.call_columns(py, args, rows),
+            false => (0..rows)
+                .map(|i| self.call_in(py, &args[i * arity..(i + 1) * arity]))
+                .collect(),
+        })
+    }
+}
+
+impl PyScalar {
+    /// Whether argument `i` is declared DOUBLE (an int goes in as a float).
+    fn float_arg(&self, i: usize) -> bool {
+        self.args
+            .as_ref()
+            .is_some_and(|w| w.get(i) == Some(&DataType::Float64))
+    }
+
+    /// A vectorized function's results for `rows` rows: an exception, or a result that
+    /// is not a sequence of `rows` values, faults every row of the batch; a value of the
+    /// wrong type, its row only.
+    fn call_columns(
+        &self,
+        py: Python<'_>,
+        args: &[Value<'_>],
+        rows: usize,
+    ) -> Vec<std::result::Result<Scalar, String>> {
+        let arity = args.len().checked_div(rows).unwrap_or(0);
+        let called = (|| -> std::result::Result<Vec<Bound<'_, PyAny>>, String> {
+            let mut columns = Vec::with_capacity(arity);
+            for j in 0..arity {
+                let mut col = Vec::with_capacity(rows);
+                for i in 0..rows {
+                    let v = to_py(py, args[i * arity + j], self.float_arg(j));
+                    col.push(v.map_err(|e| error_text(py, &e))?);
+                }
+                columns.push(PyList::new(py, col).map_err(|e| error_text(py, &e))?);
             }
-            let tuple = PyTuple::new(py, vals).map_err(|e| error_text(py, &e))?;
+            let tuple = PyTuple::new(py, columns).map_err(|e| error_text(py, &e))?;
             let out = self
                 .f
                 .bind(py)
                 .call1(tuple)
                 .map_err(|e| format!("raised {}", error_text(py, &e)))?;
-            from_py(&out, self.returns).map_err(|why| format!("returned {why}"))
-        })
+            let items = out
+                .try_iter()
+                .and_then(|it| it.collect::<PyResult<Vec<_>>>())
+                .map_err(|_| {
+                    format!(
+                        "returned {}, not a sequence of one value per row",
+                        crate::convert::shown(&out)
+                    )
+                })?;
+            match items.len() == rows {
+                true => Ok(items),
+                false => Err(format!(
+                    "returned {} values for a batch of {rows} rows",
+                    items.len()
+                )),
+            }
+        })();
+        match called {
+            Ok(items) => items
+                .iter()
+                .map(|v| from_py(v, self.returns).map_err(|why| format!("returned {why}")))
+                .collect(),
+            Err(why) => vec![Err(why); rows],
+        }
+    }
+
+    fn call_in(&self, py: Python<'_>, args: &[Value<'_>]) -> std::result::Result<Scalar, String> {
+        let mut vals = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            vals.push(to_py(py, *a, self.float_arg(i)).map_err(|e| error_text(py, &e))?);
+        }
+        let tuple = PyTuple::new(py, vals).map_err(|e| error_text(py, &e))?;
+        let out = self
+            .f
+            .bind(py)
+            .call1(tuple)
+            .map_err(|e| format!("raised {}", error_text(py, &e)))?;
+        from_py(&out, self.returns).map_err(|why| format!("returned {why}"))
     }
 }
 

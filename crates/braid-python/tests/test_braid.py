@@ -88,6 +88,64 @@ def test_create_function_language_python_from_sql(workers):
     assert r.rows() == [(c, bucket(d)) for c, d, _ in rows]
 
 
+@pytest.mark.parametrize("workers", WORKERS)
+def test_a_vectorized_function_is_called_once_per_batch_and_matches_python(workers):
+    rows = calls()
+    s = session(workers, rows)
+    sizes = []
+
+    def scaled(durs, rates):
+        sizes.append(len(durs))
+        assert len(rates) == len(durs)
+        return [round(d * r, 2) for d, r in zip(durs, rates)]
+
+    s.register_function(
+        "scaled", scaled, returns="DOUBLE", args=["BIGINT", "DOUBLE"], vectorized=True
+    )
+    r = s.query("SELECT caller, scaled(dur, 0.5) AS c FROM calls WHERE dur > 100")
+    assert r.rows() == [(c, round(d * 0.5, 2)) for c, d, _ in rows if d > 100]
+    assert r.faults == []
+    # Batches of many rows, not a call per row.
+    assert sum(sizes) >= len(r.rows())
+    assert len(sizes) * 5 < len(r.rows()), sizes[:20]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_numpy_vectorized_function_in_an_aggregate(workers):
+    np = pytest.importorskip("numpy")
+    rows = calls()
+    s = session(workers, rows)
+    s.register_function(
+        "sq", lambda xs: np.asarray(xs, dtype=np.int64) ** 2, returns="BIGINT", vectorized=True
+    )
+    r = s.query("SELECT caller, sum(sq(dur)) AS s, count(*) AS n FROM calls GROUP BY caller")
+    want = {}
+    for c, d, _ in rows:
+        t, n = want.get(c, (0, 0))
+        want[c] = (t + d * d, n + 1)
+    assert {c: (t, n) for c, t, n in r.rows()} == want
+
+
+def test_a_vectorized_function_that_fails_faults_its_batch_never_null():
+    rows = [(i % 3, 10 + i, i) for i in range(40)]
+    s = session(1, rows)
+    s.register_function("boom", lambda xs: 1 // 0, returns="BIGINT", vectorized=True)
+    r = s.query("SELECT caller, boom(dur) AS x FROM calls")
+    assert r.rows() == []
+    assert len(r.faults) >= 1 and "ZeroDivisionError" in r.faults[0]
+    s.register_function("short", lambda xs: xs[1:], returns="BIGINT", vectorized=True)
+    r = s.query("SELECT caller, short(dur) AS x FROM calls")
+    assert r.rows() == []
+    assert "values for a batch of" in r.faults[0]
+    # A value of the wrong type faults its own row only.
+    s.register_function(
+        "odd", lambda xs: [x if x % 2 else "even" for x in xs], returns="BIGINT", vectorized=True
+    )
+    r = s.query("SELECT dur, odd(dur) AS x FROM calls")
+    assert r.rows() == [(d, d) for _, d, _ in rows if d % 2]
+    assert "'even' (str) is not a BIGINT" in r.faults[0]
+
+
 def test_an_exception_skips_the_row_and_is_counted_never_null():
     rows = [(1, 10, 0), (2, 0, 1), (3, 5, 2)]
     s = session(2, rows)

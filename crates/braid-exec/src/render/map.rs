@@ -97,6 +97,9 @@ pub(crate) fn render<'s>(
     let q = split.q;
     let factory = registry.function(&map.function)?.clone();
     let every_epoch = factory.every_epoch();
+    // Its instances keep rows to run them together: each batch handed over ends with
+    // `end_of_batch`.
+    let holds_rows = factory.holds_rows();
     let me = place.index;
     let hosts = Hosts::of(split, place.peers);
     // A stage the controller may chain ([`crate::qos::Chain`]) has all its partitions
@@ -387,7 +390,10 @@ pub(crate) fn render<'s>(
                                     emit.restart(seq, p);
                                     f.process(row, &mut emit);
                                 },
-                            )
+                            );
+                            if holds_rows {
+                                parts.end_of_batch(&mut emit);
+                            }
                         }));
                         if let Err(payload) = ran {
                             // The emitter was last restarted for the failing call.
@@ -500,6 +506,9 @@ pub(crate) fn render<'s>(
                                         r.batches[b as usize].batch.row(i as usize),
                                         &mut emit,
                                     );
+                                }
+                                if holds_rows {
+                                    f.end_of_batch(&mut emit);
                                 }
                                 if eager || !last {
                                     return;
@@ -791,6 +800,18 @@ impl Partitions {
         self.slots[k].touched = true;
         let p = self.slots[k].partition;
         (self.get(k), p)
+    }
+
+    /// `end_of_batch` of every partition that had rows in the epoch being processed row
+    /// by row (the window just handed over is in it).
+    fn end_of_batch(&mut self, emit: &mut Emitter<'_>) {
+        for k in 0..self.slots.len() {
+            if self.slots[k].touched && !self.slots[k].failed {
+                let p = self.slots[k].partition;
+                emit.restart(0, p);
+                self.get(k).end_of_batch(emit);
+            }
+        }
     }
 
     /// Writes every made instance's state for checkpoint `epoch` (a partition not made

@@ -78,11 +78,16 @@ pub(crate) fn push_filters_down(l: Logical) -> Logical {
 }
 
 /// Moves a filter that sits right above the (only) scan into the balancer: returns the
-/// predicate over the physical row and removes the filter from the plan.
+/// predicate over the physical row and removes the filter from the plan. A predicate
+/// calling a batched function (Python's) stays, where its calls are made a batch of rows
+/// at a time (the balancer evaluates a row at a time).
 pub(crate) fn pull_scan_filter(l: &mut Logical, layout: &Layout, phys: &Schema) -> Option<Expr> {
     match l {
         Logical::Filter { input, predicate } => {
             if let Logical::Scan { .. } = input.as_ref() {
+                if predicate.calls_batched() {
+                    return None;
+                }
                 let traced = trace(input, predicate, layout, phys)?;
                 let [(_, pred)] = traced.as_slice() else {
                     return None;

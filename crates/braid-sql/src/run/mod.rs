@@ -34,6 +34,7 @@ mod count_window;
 mod join;
 mod late;
 mod lookup;
+mod prefetch;
 mod project;
 pub(crate) mod route;
 mod session;
@@ -51,6 +52,7 @@ use braid_plan::types::Schema;
 use join::JoinState;
 use late::{Cx, LateBuf, LateBuild};
 use lookup::{Lookup, TableIndex};
+use prefetch::Prefetch;
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -101,6 +103,8 @@ pub struct QueryFactory {
     /// Its stage is hash-partitioned by the keys of its stateful operators (or holds
     /// no state): see [`QueryFactory::rescalable`].
     rescales: bool,
+    /// Its batched function calls (Python's), made once for a batch of rows.
+    prefetch: Arc<Prefetch>,
 }
 
 impl QueryFactory {
@@ -117,7 +121,9 @@ impl QueryFactory {
         collect_tables(&root, &mut tables);
         let epoch = epoch.max(1);
         let plan = checkpoint::fingerprint(&root, epoch, lateness);
+        let prefetch = Arc::new(Prefetch::of(&root, &layout));
         QueryFactory {
+            prefetch,
             root,
             layout,
             epoch,
@@ -206,7 +212,14 @@ impl StreamFunctionFactory for QueryFactory {
             late_rows: self.late.clone(),
             late_local,
             partition,
+            prefetch: self.prefetch.clone(),
+            held: None,
+            held_keys: Vec::new(),
         })
+    }
+
+    fn holds_rows(&self) -> bool {
+        self.prefetch.any()
     }
 
     fn every_epoch(&self) -> bool {
@@ -283,7 +296,16 @@ struct QueryFn {
     late_local: Rc<std::cell::Cell<u64>>,
     /// Which partition it is (a rescaled restore adds each old partition's count once).
     partition: u32,
+    /// With batched function calls: the rows held to run together ([`HELD`] at most,
+    /// run at the end of each batch the engine hands over, of each epoch and of the
+    /// input), and each one's sequence number and epoch.
+    prefetch: Arc<Prefetch>,
+    held: Option<Batch>,
+    held_keys: Vec<(u64, u64)>,
 }
+
+/// Most rows a query function with batched function calls holds.
+const HELD: usize = 1024;
 
 /// Runtime faults of the operators (named) while a row goes up the tree or windows
 /// close: each skipped what it could not compute, and the emitter reports them.
@@ -324,8 +346,9 @@ impl QueryFn {
 
 pub use braid_plan::expr::row_hash;
 
-impl StreamFunction for QueryFn {
-    fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
+impl QueryFn {
+    /// Runs input row `row`, sequence number `seq` of epoch `epoch`, up the tree.
+    fn run(&mut self, row: Row<'_>, epoch: u64, seq: u64, out: &mut Emitter<'_>) {
         let Some(input) = self.layout.input_of(&row) else {
             return;
         };
@@ -333,11 +356,11 @@ impl StreamFunction for QueryFn {
         // late, as it is not in one stage (where it goes up the tree while windows close);
         // a row it made while processing an input row is judged by that row's epoch, the
         // one it comes in.
-        let (wm, at) = if out.epoch() == u64::MAX {
+        let (wm, at) = if epoch == u64::MAX {
             (i64::MIN, i64::MAX)
         } else {
-            let at = (out.epoch().saturating_mul(self.epoch)).min(i64::MAX as u64) as i64;
-            match self.after_cut && RowKey::made_at_end(out.seq()) {
+            let at = (epoch.saturating_mul(self.epoch)).min(i64::MAX as u64) as i64;
+            match self.after_cut && RowKey::made_at_end(seq) {
                 true => (i64::MIN, at),
                 false => (at - self.lateness, at),
             }
@@ -348,7 +371,62 @@ impl StreamFunction for QueryFn {
         self.flush(out, false);
     }
 
+    /// Runs the held rows, each under its own key, after one call of each batched
+    /// function for all of them; the emitter is left restarted for the last.
+    fn run_held(&mut self, out: &mut Emitter<'_>) {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        if !held.is_empty() {
+            self.prefetch.run(&held, &self.layout);
+            let p = out.partition();
+            let keys = std::mem::take(&mut self.held_keys);
+            for (row, &(seq, epoch)) in held.rows().zip(&keys) {
+                out.restart(seq, p);
+                self.run(row, epoch, seq, out);
+            }
+            braid_plan::expr::prefetch::forget();
+            self.held_keys = keys;
+            self.held_keys.clear();
+        }
+        let mut held = held;
+        held.clear();
+        self.held = Some(held);
+    }
+
+    /// `run_held`, the emitter then restarted as it came (for the end of an epoch or of
+    /// the input).
+    fn run_held_keep(&mut self, out: &mut Emitter<'_>) {
+        if self.held.as_ref().is_some_and(|h| !h.is_empty()) {
+            let (seq, p) = (out.seq(), out.partition());
+            self.run_held(out);
+            out.restart(seq, p);
+        }
+    }
+}
+
+impl StreamFunction for QueryFn {
+    fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>) {
+        if !self.prefetch.any() {
+            return self.run(row, out.epoch(), out.seq(), out);
+        }
+        let held = self
+            .held
+            .get_or_insert_with(|| Batch::with_capacity(row.arity(), HELD));
+        let (b, i) = row.location();
+        held.push_row_of(b, i, RowKey::default());
+        self.held_keys.push((out.seq(), out.epoch()));
+        if held.len() >= HELD {
+            self.run_held(out);
+        }
+    }
+
+    fn end_of_batch(&mut self, out: &mut Emitter<'_>) {
+        self.run_held(out);
+    }
+
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        self.run_held_keep(out);
         let end = (epoch.saturating_add(1))
             .saturating_mul(self.epoch)
             .min(i64::MAX as u64) as i64;
@@ -358,6 +436,7 @@ impl StreamFunction for QueryFn {
     }
 
     fn finish(&mut self, out: &mut Emitter<'_>) {
+        self.run_held_keep(out);
         // Rows made at the end of the input join those made at the end of the last
         // epoch in one run, ordered by event time then values. Whether a partition's
         // windows close at `end_of_epoch` of the final epoch (`u64::MAX`, when an
@@ -375,7 +454,8 @@ impl StreamFunction for QueryFn {
             .late_buf
             .as_ref()
             .is_some_and(|b| !b.borrow().is_empty());
-        if !self.buf.is_empty() || !self.faults.is_empty() || late {
+        let held = self.held.as_ref().is_some_and(|h| !h.is_empty());
+        if !self.buf.is_empty() || !self.faults.is_empty() || late || held {
             return Err(Error::Internal(
                 "a checkpoint of a query holding rows not yet emitted".into(),
             ));
