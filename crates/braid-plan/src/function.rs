@@ -190,8 +190,9 @@ pub trait StreamFunction {
     /// Called once when the input has ended.
     fn finish(&mut self, _out: &mut Emitter<'_>) {}
 
-    /// Called after the rows the engine hands over at once (a window, or a slice of a
-    /// partition's rows of one epoch), when the factory's
+    /// Called after the rows the engine hands over at once (the windows of one epoch,
+    /// or of one tick under a latency constraint, or a slice of a partition's rows of
+    /// them), when the factory's
     /// [`StreamFunctionFactory::holds_rows`] is true: a function that keeps rows to run
     /// them together (calling Python once for them) runs and emits them all here,
     /// each under its own key ([`Emitter::restart`]), so nothing waits for a later

@@ -91,7 +91,9 @@ def test_create_function_language_python_from_sql(workers):
 @pytest.mark.parametrize("workers", WORKERS)
 def test_a_vectorized_function_is_called_once_per_batch_and_matches_python(workers):
     rows = calls()
-    s = session(workers, rows)
+    s = braid.Session(workers=workers)
+    # Batches are a partition's rows of an epoch (or 1,024): long epochs, large batches.
+    s.create_stream("calls", rows, COLUMNS, event_time="at", epoch=10000)
     sizes = []
 
     def scaled(durs, rates):

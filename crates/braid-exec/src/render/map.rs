@@ -374,6 +374,9 @@ pub(crate) fn render<'s>(
                     // Rows in serial order: window by window, each row to its partition.
                     while let Some(b) = r.direct.filter(|&b| b < r.batches.len()) {
                         let mut misrouted = None;
+                        // Held rows run once the time's windows are all in (or the
+                        // pass yields), so they make batches across windows.
+                        let hand_on = holds_rows && (b + 1 == r.batches.len() || over());
                         let mut emit = Emitter::new(&mut out, 0, 0)
                             .at_epoch(epoch)
                             .with_late(late.as_mut())
@@ -391,7 +394,7 @@ pub(crate) fn render<'s>(
                                     f.process(row, &mut emit);
                                 },
                             );
-                            if holds_rows {
+                            if hand_on {
                                 parts.end_of_batch(&mut emit);
                             }
                         }));
