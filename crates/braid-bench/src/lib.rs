@@ -36,3 +36,4 @@ pub mod split;
 pub mod sql;
 pub mod sql_windows;
 pub mod tune;
+pub mod udf;

@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 use braid_bench::{
-    checkpoints, latency, parse, peer, placement, rate, retention, server, split, sql, tune,
+    checkpoints, latency, parse, peer, placement, rate, retention, server, split, sql, tune, udf,
 };
 use clap::{Parser, Subcommand};
 
@@ -50,6 +50,9 @@ enum Command {
     Checkpoints(checkpoints::CheckpointsArgs),
     /// The same windowed queries on Braid and on Apache Flink (PyFlink), side by side.
     Peer(peer::PeerArgs),
+    /// A scalar function's cost per row: Rust against Python (row by row, batched,
+    /// vectorized).
+    Udf(udf::UdfArgs),
 }
 
 fn main() {
@@ -72,5 +75,6 @@ fn run() -> Result<()> {
         Command::Retention(a) => retention::run(a),
         Command::Checkpoints(a) => checkpoints::run(a),
         Command::Peer(a) => peer::run(a),
+        Command::Udf(a) => udf::run(a),
     }
 }

@@ -131,6 +131,8 @@ fn sql_batched_udf_equals_row_by_row() {
                 batch_rows >= 4 * batches && batch_rows >= calls.len() as u64,
                 "{name}, {workers} workers: {batch_rows} rows in {batches} batches"
             );
+            // Every call the rows reached took its prefetched result.
+            assert_eq!(f.one.load(Relaxed), 0, "{name}, {workers} workers");
         }
     }
     // The first query's faults are its own rows' (a == 13 mod 97 in the filter or the

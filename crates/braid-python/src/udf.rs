@@ -179,31 +179,34 @@ pub struct PythonLanguage;
 
 impl FunctionLanguage for PythonLanguage {
     fn scalar(&self, def: &FunctionDef) -> Result<Arc<dyn ScalarUdf>> {
-        Python::initialize();
-        crate::convert::attach(|py| {
-            let names: Vec<&str> = def.args.iter().map(|(n, _)| n.as_str()).collect();
-            let f = helpers(py)
-                .and_then(|h| {
-                    h.getattr("compile_function")?.call1((
-                        def.name.as_str(),
-                        names,
-                        def.body.as_str(),
-                    ))
-                })
-                .map_err(|e| {
-                    Error::Plan(format!(
-                        "the body of function {}: {}",
-                        def.name,
-                        error_text(py, &e)
-                    ))
-                })?;
-            let types = def.args.iter().map(|(_, t)| *t).collect();
-            Ok(Arc::new(PyScalar::new(
-                &def.name,
-                f.unbind(),
-                Some(types),
-                def.returns,
-            )) as Arc<dyn ScalarUdf>)
-        })
+        Ok(Arc::new(compile(def)?))
     }
+}
+
+/// The function `def` declares, its body compiled into a Python function (the
+/// interpreter started if it is not running).
+pub fn compile(def: &FunctionDef) -> Result<PyScalar> {
+    Python::initialize();
+    crate::convert::attach(|py| {
+        let names: Vec<&str> = def.args.iter().map(|(n, _)| n.as_str()).collect();
+        let f = helpers(py)
+            .and_then(|h| {
+                h.getattr("compile_function")?
+                    .call1((def.name.as_str(), names, def.body.as_str()))
+            })
+            .map_err(|e| {
+                Error::Plan(format!(
+                    "the body of function {}: {}",
+                    def.name,
+                    error_text(py, &e)
+                ))
+            })?;
+        let types = def.args.iter().map(|(_, t)| *t).collect();
+        Ok(PyScalar::new(
+            &def.name,
+            f.unbind(),
+            Some(types),
+            def.returns,
+        ))
+    })
 }

@@ -381,7 +381,8 @@ impl QueryFn {
             self.prefetch.run(&held, &self.layout);
             let p = out.partition();
             let keys = std::mem::take(&mut self.held_keys);
-            for (row, &(seq, epoch)) in held.rows().zip(&keys) {
+            for (i, (row, &(seq, epoch))) in held.rows().zip(&keys).enumerate() {
+                braid_plan::expr::prefetch::at_row(i);
                 out.restart(seq, p);
                 self.run(row, epoch, seq, out);
             }

@@ -52,8 +52,8 @@ impl Prefetch {
             // The strings the arguments make live until the call is made.
             let arena = Arena::new();
             let mut args: Vec<Value<'_>> = Vec::new();
-            let mut rows = 0;
-            'row: for row in held.rows() {
+            let mut rows: Vec<u32> = Vec::new();
+            'row: for (i, row) in held.rows().enumerate() {
                 if layout.input_of(&row) != Some(c.input) {
                     continue;
                 }
@@ -68,9 +68,9 @@ impl Prefetch {
                         }
                     }
                 }
-                rows += 1;
+                rows.push(i as u32);
             }
-            prefetch::prefetch(&c.udf.f, &args, rows);
+            prefetch::prefetch(&c.udf.f, &args, &rows, held.len());
         }
     }
 
