@@ -6,7 +6,7 @@
 //!
 //! - a windowed SQL query over a topic of 3 partitions (CSV, and JSON with a nested
 //!   field) equals the same query over the file the records came from, on 1, 2 and 4
-//!   workers;
+//!   workers, and on 2 processes (`--launch 2`) of 1 and 2 workers;
 //! - a Kafka sink holds exactly the rows of the file sink, each message one row;
 //! - killed with SIGKILL at random moments and resumed from its checkpoints (which
 //!   keep each partition's offset), a run over a topic writes the uninterrupted run's
@@ -345,6 +345,24 @@ fn a_topic_reads_as_the_file_it_came_from_and_a_sink_writes_its_rows() {
                 &format!("the {format} topic on {workers} workers"),
             );
         }
+    }
+    // Two processes (a local cluster): each reads its workers' share of the partitions.
+    for workers in [1, 2] {
+        let out = format!("{d}/cluster-{workers}.csv");
+        let s = script(
+            dir,
+            &format!("cluster{workers}"),
+            &sources[0].1,
+            &format!("sink = 'csv', path = '{out}'"),
+        );
+        let (ok, err) = run_script(&s, workers, &["--launch", "2"]);
+        assert!(ok, "2 processes of {workers} workers: {err}");
+        let got = int_rows(&std::fs::read(&out).expect("output"));
+        same_rows(
+            &got,
+            &expected,
+            &format!("the csv topic on 2 processes of {workers} workers"),
+        );
     }
 
     // The file's query to a Kafka sink: one JSON object per row, nothing else.
