@@ -75,7 +75,8 @@ const QUERIES: [(&str, &str); 3] = [
     ),
     (
         "aggregate",
-        "INSERT INTO out SELECT window_end, caller, count(*) AS n, sum(mix(dur, start)) AS s \
+        "INSERT INTO out SELECT window_end, caller, count(*) AS n, sum(mix(dur, start)) AS s, \
+         count(*) FILTER (WHERE mix(callee, 0) % 2 = 0) AS e \
          FROM calls GROUP BY TUMBLE(start, 16), caller;",
     ),
     (

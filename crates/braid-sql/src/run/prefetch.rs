@@ -14,7 +14,7 @@
 //! [`ScalarUdf::batched`]: braid_plan::expr::ScalarUdf::batched
 
 use super::Layout;
-use crate::logical::Logical;
+use crate::logical::{AggPhase, Logical};
 use braid_plan::batch::{Batch, Value};
 use braid_plan::expr::{prefetch, Arena, Expr, Udf};
 
@@ -95,16 +95,26 @@ impl Prefetch {
             }
             Logical::Project { input, exprs, .. } => {
                 let (input, cols) = self.walk(input, layout)?;
-                let exprs: Vec<Expr> = exprs.iter().map(|e| over(e, &cols)).collect();
-                for e in &exprs {
+                let exprs: Vec<Expr> = exprs
+                    .iter()
+                    .map(|e| over(e, &cols))
+                    .collect::<Option<_>>()?;
+                for e in exprs.iter().filter(|e| e.calls_batched()) {
                     self.find_over(e, input);
                 }
                 Some((input, exprs))
             }
             Logical::Aggregate {
-                input, keys, aggs, ..
+                input,
+                keys,
+                aggs,
+                phase,
+                ..
             } => {
-                if let Some(below) = self.walk(input, layout) {
+                let below = self.walk(input, layout);
+                // A final aggregate combines partial rows: its `aggs` (those of the
+                // whole aggregate, for their functions) are not evaluated on them.
+                if let Some(below) = below.filter(|_| *phase != AggPhase::Final) {
                     keys.iter().for_each(|k| self.find(k, &below));
                     for a in aggs {
                         a.arg.iter().for_each(|e| self.find(e, &below));
@@ -149,7 +159,9 @@ impl Prefetch {
 
     /// The batched calls of `e`, an expression over columns `cols` of input `input`.
     fn find(&mut self, e: &Expr, (input, cols): &(usize, Vec<Expr>)) {
-        self.find_over(&over(e, cols), *input);
+        if let Some(e) = over(e, cols).filter(Expr::calls_batched) {
+            self.find_over(&e, *input);
+        }
     }
 
     /// The batched calls of `e`, an expression over the physical row of input `input`,
@@ -174,7 +186,11 @@ impl Prefetch {
     }
 }
 
-/// `e`, over columns `cols`, rewritten over what the columns are.
-fn over(e: &Expr, cols: &[Expr]) -> Expr {
-    e.map_columns(&|i, _| cols[i].clone())
+/// `e`, over columns `cols`, rewritten over what the columns are (none if it reads a
+/// column beyond them: it is not evaluated on these rows).
+fn over(e: &Expr, cols: &[Expr]) -> Option<Expr> {
+    if e.columns().iter().any(|&i| i >= cols.len()) {
+        return None;
+    }
+    Some(e.map_columns(&|i, _| cols[i].clone()))
 }
