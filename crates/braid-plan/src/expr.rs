@@ -292,11 +292,18 @@ pub trait ScalarUdf: Send + Sync {
         args: &[Value<'_>],
         rows: usize,
     ) -> Vec<std::result::Result<Scalar, String>> {
-        let arity = args.len().checked_div(rows).unwrap_or(0);
-        (0..rows)
-            .map(|i| self.call(&args[i * arity..(i + 1) * arity]))
-            .collect()
+        arg_lists(args, rows).map(|a| self.call(a)).collect()
     }
+}
+
+/// The `rows` argument lists of a batch, `args` holding them one after another
+/// ([`ScalarUdf::call_batch`]); empty lists for a function without arguments.
+pub fn arg_lists<'a, 'v>(
+    args: &'a [Value<'v>],
+    rows: usize,
+) -> impl Iterator<Item = &'a [Value<'v>]> {
+    let arity = args.len().checked_div(rows).unwrap_or(0);
+    (0..rows).map(move |i| &args[i * arity..(i + 1) * arity])
 }
 
 /// A registered scalar function in an expression.
@@ -429,34 +436,12 @@ impl Expr {
     /// The column indexes this expression reads, in order of appearance.
     pub fn columns(&self) -> Vec<usize> {
         let mut out = Vec::new();
-        self.collect_columns(&mut out);
+        self.walk(&mut |e| {
+            if let Expr::Column(i, _) = e {
+                out.push(*i);
+            }
+        });
         out
-    }
-
-    fn collect_columns(&self, out: &mut Vec<usize>) {
-        match self {
-            Expr::Column(i, _) => out.push(*i),
-            Expr::Literal(_) => {}
-            Expr::Binary(_, l, r) => {
-                l.collect_columns(out);
-                r.collect_columns(out);
-            }
-            Expr::Not(e) | Expr::Neg(e) | Expr::IsNull(e, _) | Expr::Cast(e, _) => {
-                e.collect_columns(out)
-            }
-            Expr::Case(arms, d) => {
-                for (c, v) in arms {
-                    c.collect_columns(out);
-                    v.collect_columns(out);
-                }
-                if let Some(d) = d {
-                    d.collect_columns(out);
-                }
-            }
-            Expr::Call(_, args) | Expr::Udf(_, args) => {
-                args.iter().for_each(|a| a.collect_columns(out))
-            }
-        }
     }
 
     /// Evaluates the expression on a row: its value, or the [`Fault`] (overflow,

@@ -226,9 +226,9 @@ impl Session {
     /// Registers the Python callable `f` as the scalar function `name` returning
     /// `returns` (a SQL type); `args` (SQL types) are checked when a query calls it
     /// (any, when not given). Braid calls it for a batch of rows at once, holding the
-    /// interpreter's lock once. With `vectorized=True`, `f` is called once per batch of rows with one list per
-    /// argument and returns a sequence of one result per row (a list, a numpy array, a
-    /// pandas Series).
+    /// interpreter's lock once. With `vectorized=True`, `f` is called once per batch
+    /// with one list per argument and returns a sequence of one result per row (a
+    /// list, a numpy array, a pandas Series).
     #[pyo3(signature = (name, f, returns, args = None, vectorized = false))]
     fn register_function(
         &self,

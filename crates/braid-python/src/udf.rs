@@ -4,7 +4,7 @@
 use crate::convert::{error_text, from_py, helpers, sql_name, to_py};
 use braid_plan::batch::{Scalar, Value};
 use braid_plan::error::{Error, Result};
-use braid_plan::expr::ScalarUdf;
+use braid_plan::expr::{arg_lists, ScalarUdf};
 use braid_plan::function::{FunctionDef, FunctionLanguage};
 use braid_plan::types::DataType;
 use pyo3::prelude::*;
@@ -88,12 +88,9 @@ impl ScalarUdf for PyScalar {
         args: &[Value<'_>],
         rows: usize,
     ) -> Vec<std::result::Result<Scalar, String>> {
-        let arity = args.len().checked_div(rows).unwrap_or(0);
         crate::convert::attach(|py| match self.vectorized {
             true => self.call_columns(py, args, rows),
-            false => (0..rows)
-                .map(|i| self.call_in(py, &args[i * arity..(i + 1) * arity]))
-                .collect(),
+            false => arg_lists(args, rows).map(|a| self.call_in(py, a)).collect(),
         })
     }
 }
@@ -115,13 +112,13 @@ impl PyScalar {
         args: &[Value<'_>],
         rows: usize,
     ) -> Vec<std::result::Result<Scalar, String>> {
-        let arity = args.len().checked_div(rows).unwrap_or(0);
+        let arity = arg_lists(args, rows).next().map_or(0, <[_]>::len);
         let called = (|| -> std::result::Result<Vec<Bound<'_, PyAny>>, String> {
             let mut columns = Vec::with_capacity(arity);
             for j in 0..arity {
                 let mut col = Vec::with_capacity(rows);
-                for i in 0..rows {
-                    let v = to_py(py, args[i * arity + j], self.float_arg(j));
+                for list in arg_lists(args, rows) {
+                    let v = to_py(py, list[j], self.float_arg(j));
                     col.push(v.map_err(|e| error_text(py, &e))?);
                 }
                 columns.push(PyList::new(py, col).map_err(|e| error_text(py, &e))?);

@@ -374,7 +374,7 @@ impl QueryFn {
     /// Runs the held rows, each under its own key, after one call of each batched
     /// function for all of them; the emitter is left restarted for the last.
     fn run_held(&mut self, out: &mut Emitter<'_>) {
-        let Some(held) = self.held.take() else {
+        let Some(mut held) = self.held.take() else {
             return;
         };
         if !held.is_empty() {
@@ -390,7 +390,6 @@ impl QueryFn {
             self.held_keys = keys;
             self.held_keys.clear();
         }
-        let mut held = held;
         held.clear();
         self.held = Some(held);
     }
