@@ -157,6 +157,19 @@ impl<'a> Emitter<'a> {
         self.out.push_row_of(batch, i, key);
     }
 
+    /// Emits a copy of an input row with `extra` values appended (a function whose
+    /// output schema is its input's and more columns).
+    pub fn emit_row_and(&mut self, row: Row<'_>, extra: &[Value<'_>]) {
+        let key = self.next_key();
+        self.out.start_row(key);
+        for c in 0..row.arity() {
+            self.out.push_value(row.get(c));
+        }
+        for v in extra {
+            self.out.push_value(*v);
+        }
+    }
+
     /// Emits a copy of `row` under a lane of the caller's choosing (see
     /// [`Emitter::emit_with_lane`]).
     pub fn emit_row_with_lane(&mut self, lane: u64, row: Row<'_>) {
@@ -418,6 +431,7 @@ pub struct Registry {
     sources: BTreeMap<String, Arc<dyn SourceFactory>>,
     routes: BTreeMap<String, RouteFn>,
     combiners: BTreeMap<String, Arc<dyn Combiner>>,
+    routers: BTreeMap<String, Arc<dyn crate::router::RouterFactory>>,
     scalars: BTreeMap<String, Arc<dyn crate::expr::ScalarUdf>>,
     languages: BTreeMap<String, Arc<dyn FunctionLanguage>>,
 }
@@ -472,6 +486,21 @@ impl Registry {
     pub fn add_route(&mut self, name: &str, f: RouteFn) -> &mut Self {
         self.routes.insert(name.to_ascii_lowercase(), f);
         self
+    }
+
+    /// Registers a stateful routing function (see [`crate::router`]).
+    pub fn add_router(
+        &mut self,
+        name: &str,
+        f: Arc<dyn crate::router::RouterFactory>,
+    ) -> &mut Self {
+        self.routers.insert(name.to_ascii_lowercase(), f);
+        self
+    }
+
+    /// A stateful routing function by name, if registered.
+    pub fn router(&self, name: &str) -> Option<&Arc<dyn crate::router::RouterFactory>> {
+        self.routers.get(&name.to_ascii_lowercase())
     }
 
     /// Registers a combiner.

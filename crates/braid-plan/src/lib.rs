@@ -40,5 +40,6 @@ pub mod output;
 pub mod placement;
 pub mod plan;
 pub mod reference;
+pub mod router;
 pub mod time;
 pub mod types;

@@ -15,7 +15,8 @@ use crate::run::{LateRows, QueryFactory};
 use crate::script::{Job, Script};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
-use braid_plan::function::Registry;
+use braid_plan::function::{Registry, StreamFunctionFactory};
+use braid_plan::router::{self, Assign};
 use braid_plan::plan::{Agg, Combine, MergeKind, Plan, Route, Sink, Strategy};
 use braid_plan::types::{DataType, Schema};
 use sqlparser::ast::{self, Spanned};
@@ -72,13 +73,42 @@ pub(crate) fn job(
     let def = script.catalog.stream(&a.stream).at(text, q.span())?.clone();
     // The split.
     let (parts, route, broadcast, strategy) =
-        split(&a, &def.source.schema, &script.catalog.settings)?;
+        split(
+        &a,
+        &def.source.schema,
+        &script.catalog.settings,
+        &script.registry,
+    )?;
+    // A stateful router runs as a stage of its own, before the split.
+    let router = match &route {
+        Routed::By(_) => None,
+        Routed::Router(name, args) => {
+            let assign = Assign::new(
+                name,
+                script.registry.router(name).expect("checked").clone(),
+                args.clone(),
+                parts,
+                &def.source.schema,
+            )
+            .at(text, a.named["route"].span())?;
+            let fname = format!("{name}_assign{}", script.jobs.len() + 1);
+            let schema = assign.output_schema(&def.source.schema)?;
+            script.registry.add_function(&fname, Arc::new(assign));
+            Some((fname, schema))
+        }
+    };
     // What runs on each partition.
     let late = Arc::new(LateRows::default());
     let (function, logical) = apply(&a, script, &def, &late)?;
-    let mapped = Plan::Source(def.source.clone())
-        .split(parts, route, broadcast, strategy)
-        .map(&function);
+    let source = Plan::Source(def.source.clone());
+    let mapped = match (route, router) {
+        (Routed::By(route), _) => source.split(parts, route, broadcast, strategy),
+        (Routed::Router(..), Some((fname, schema))) => {
+            router::assigned(source, &fname, &schema, parts, broadcast, strategy)?
+        }
+        (Routed::Router(..), None) => unreachable!("a router has its stage"),
+    }
+    .map(&function);
     // The merge, and the sink.
     let out_schema = mapped.schema(&script.registry)?;
     let kind = merge(&a, &out_schema, &script.registry)?;
@@ -106,12 +136,72 @@ pub(crate) fn job(
     })
 }
 
+/// How rows find their partition.
+enum Routed {
+    /// A route of the split itself.
+    By(Route),
+    /// A stateful router (registered, see [`braid_plan::router`]) called with these
+    /// arguments, run as a stage before the split.
+    Router(String, Vec<Expr>),
+}
+
+/// The router `route => name(args)` calls, if `name` is a registered router.
+fn router_call(
+    a: &Args<'_>,
+    e: &ast::Expr,
+    schema: &Schema,
+    registry: &Registry,
+) -> Result<Option<Routed>> {
+    let ast::Expr::Function(f) = e else {
+        return Ok(None);
+    };
+    let name = f.name.to_string();
+    if registry.router(&name).is_none() {
+        return Ok(None);
+    }
+    let ast::FunctionArguments::List(list) = &f.args else {
+        return Err(
+            Error::Plan(format!("router `{name}` takes a list of arguments")).at(a.text, f.span())
+        );
+    };
+    if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {
+        return Err(Error::NotSupported(format!(
+            "DISTINCT or clauses in a call of router `{name}`"
+        ))
+        .at(a.text, f.span()));
+    }
+    if f.filter.is_some() || f.over.is_some() || !f.within_group.is_empty() {
+        return Err(Error::NotSupported(format!(
+            "FILTER, OVER or WITHIN GROUP on router `{name}`"
+        ))
+        .at(a.text, f.span()));
+    }
+    let mut args = Vec::new();
+    for arg in &list.args {
+        let ast::FunctionArg::Unnamed(ast::FunctionArgExpr::Expr(x)) = arg else {
+            return Err(Error::Plan(format!(
+                "router `{name}` takes plain arguments (no names, no *)"
+            ))
+            .at(a.text, arg.span()));
+        };
+        args.push(convert(x, schema as &dyn Resolve).at(a.text, x.span())?);
+    }
+    if let Some(w) = a.named.get("route_when") {
+        return Err(Error::NotSupported(format!(
+            "`route_when` with router `{name}` (a router omits a row by returning no partition)"
+        ))
+        .at(a.text, w.span()));
+    }
+    Ok(Some(Routed::Router(name.to_ascii_lowercase(), args)))
+}
+
 /// The partitions, the route, the broadcast condition and the strategy.
 fn split(
     a: &Args<'_>,
     schema: &Schema,
     settings: &Settings,
-) -> Result<(u32, Route, Option<Expr>, Strategy)> {
+    registry: &Registry,
+) -> Result<(u32, Routed, Option<Expr>, Strategy)> {
     let parts = a.int("partitions")?.unwrap_or(settings.partitions as i64);
     if !(1..=1 << 20).contains(&parts) {
         return Err(
@@ -122,9 +212,12 @@ fn split(
         "route",
         "PARALLEL needs `route => expression` (an int64 partition)",
     )?;
-    let route = Route::Expr {
-        expr: a.expr("route", route, schema, DataType::Int64)?,
-        when: a.typed("route_when", schema, DataType::Bool)?,
+    let route = match router_call(a, route, schema, registry)? {
+        Some(r) => r,
+        None => Routed::By(Route::Expr {
+            expr: a.expr("route", route, schema, DataType::Int64)?,
+            when: a.typed("route_when", schema, DataType::Bool)?,
+        }),
     };
     let broadcast = a.typed("broadcast", schema, DataType::Bool)?;
     let strategy: Strategy = match a.word("strategy") {
