@@ -35,5 +35,6 @@ pub mod server;
 pub mod split;
 pub mod sql;
 pub mod sql_windows;
+pub mod trips;
 pub mod tune;
 pub mod udf;

@@ -6,7 +6,8 @@
 
 use anyhow::Result;
 use braid_bench::{
-    checkpoints, latency, parse, peer, placement, rate, retention, server, split, sql, tune, udf,
+    checkpoints, latency, parse, peer, placement, rate, retention, server, split, sql, trips, tune,
+    udf,
 };
 use clap::{Parser, Subcommand};
 
@@ -53,6 +54,8 @@ enum Command {
     /// A scalar function's cost per row: Rust against Python (row by row, batched,
     /// vectorized).
     Udf(udf::UdfArgs),
+    /// Trip grouping (Paper III): savings, throughput and balance per partitioner and q.
+    Trips(trips::TripsArgs),
 }
 
 fn main() {
@@ -76,5 +79,6 @@ fn run() -> Result<()> {
         Command::Checkpoints(a) => checkpoints::run(a),
         Command::Peer(a) => peer::run(a),
         Command::Udf(a) => udf::run(a),
+        Command::Trips(a) => trips::run(a),
     }
 }

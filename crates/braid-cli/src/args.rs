@@ -38,6 +38,10 @@ pub struct QueryArgs {
     /// Where Linear Road's `lr_output` sink writes (default: standard output).
     #[arg(long)]
     pub lrb_output: Option<PathBuf>,
+    /// For scripts that split trip requests by a static spatial partitioner (`spq`,
+    /// `skd`): a CSV file of past requests (`braid trips generate`) they learn from.
+    #[arg(long)]
+    pub trips_history: Option<PathBuf>,
     /// Use the built-in generator with this many tuples (default source).
     #[arg(long, default_value_t = 1_000_000)]
     pub tuples: u64,
@@ -292,7 +296,7 @@ const RUN_FLAGS: &[&str] = &[
 ];
 
 /// Flags for scripts that name Linear Road's functions.
-const LRB_FLAGS: &[&str] = &["lrb_history", "lrb_output"];
+const LRB_FLAGS: &[&str] = &["lrb_history", "lrb_output", "trips_history"];
 
 /// What the flags are used for; each says which flags apply.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -319,8 +323,8 @@ impl Use {
         let lrb = LRB_FLAGS.contains(&id);
         const SQL: &str = "a script declares its input, split, merge and sinks in SQL \
                            (CREATE STREAM, CREATE SINK, SET, PARALLEL(...))";
-        const NO_LRB: &str =
-            "it registers Linear Road's functions for a script that names them; give a script";
+        const NO_LRB: &str = "it registers an application's functions (Linear Road's, trip \
+                              grouping's) for a script that names them; give a script";
         match self {
             Use::RunScript | Use::Shell if query => Some(SQL),
             Use::RunFlags if lrb => Some(NO_LRB),

@@ -148,6 +148,9 @@ pub fn register_for_script(
     registry: &mut Registry,
     q: &QueryArgs,
 ) -> Result<Option<std::sync::Arc<linear_road::app::OutputSink>>> {
+    if let Some(path) = &q.trips_history {
+        crate::trips_cmd::register_history(registry, path)?;
+    }
     match &q.lrb_history {
         Some(dir) => Ok(Some(register_lrb(registry, dir, q.lrb_output.as_deref())?)),
         None if q.lrb_output.is_some() => Err(crate::Usage(

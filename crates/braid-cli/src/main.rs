@@ -36,6 +36,7 @@ mod progress;
 mod report;
 mod run;
 mod shell;
+mod trips_cmd;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
@@ -170,6 +171,11 @@ enum Command {
         #[command(subcommand)]
         which: lrb::Lrb,
     },
+    /// Trip grouping (ride sharing, thesis Paper III): generate requests.
+    Trips {
+        #[command(subcommand)]
+        which: trips_cmd::Trips,
+    },
 }
 
 /// A usage error: the command line asks for something that does not fit (exit code 2).
@@ -262,6 +268,7 @@ fn run() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Lrb { which } => lrb::run(which),
+        Command::Trips { which } => trips_cmd::run(which),
         Command::Server {
             listen,
             workers,
@@ -345,5 +352,13 @@ pub(crate) fn registry() -> braid_plan::function::Registry {
     let mut r = braid_plan::function::Registry::with_builtins();
     #[cfg(feature = "python")]
     braid_python::register(&mut r);
+    // Trip grouping's `tg` and the adaptive partitioners (`apq`, `akd`) need nothing
+    // loaded; the static ones come with `--trips-history` (trips.rs).
+    trips::app::register(
+        &mut r,
+        trips::tg::TgConfig::default(),
+        None,
+        trips::app::Adapt::default(),
+    );
     r
 }

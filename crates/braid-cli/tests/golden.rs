@@ -27,6 +27,12 @@ fn registry() -> Registry {
         Arc::new(linear_road::history::SegmentHistory::empty()),
         Arc::new(sink),
     );
+    trips::app::register(
+        &mut r,
+        trips::tg::TgConfig::default(),
+        None,
+        trips::app::Adapt::default(),
+    );
     r
 }
 

@@ -17,6 +17,7 @@ mod server_cluster;
 mod server_recovery;
 mod shell;
 mod shell_commands;
+mod trips;
 mod usage;
 
 /// A port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range

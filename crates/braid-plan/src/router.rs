@@ -106,9 +106,13 @@ impl StreamFunctionFactory for Assign {
             .iter()
             .map(|e| e.data_type(input))
             .collect::<Result<Vec<_>>>()?;
-        self.router
-            .check_args(&types)
-            .map_err(|e| Error::Plan(format!("router `{}`: {e}", self.name)))?;
+        self.router.check_args(&types).map_err(|e| {
+            let why = match e {
+                Error::Plan(m) => m,
+                other => other.to_string(),
+            };
+            Error::Plan(format!("router `{}`: {why}", self.name))
+        })?;
         if input.fields.iter().any(|f| f.name == PART_COLUMN) {
             return Err(Error::Plan(format!(
                 "router `{}`: the input already has a column `{PART_COLUMN}`",

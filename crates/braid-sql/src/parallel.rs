@@ -16,8 +16,8 @@ use crate::script::{Job, Script};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
 use braid_plan::function::{Registry, StreamFunctionFactory};
-use braid_plan::router::{self, Assign};
 use braid_plan::plan::{Agg, Combine, MergeKind, Plan, Route, Sink, Strategy};
+use braid_plan::router::{self, Assign};
 use braid_plan::types::{DataType, Schema};
 use sqlparser::ast::{self, Spanned};
 use sqlparser::tokenizer::Span;
@@ -72,8 +72,7 @@ pub(crate) fn job(
     let a = Args::parse(text, q, args)?;
     let def = script.catalog.stream(&a.stream).at(text, q.span())?.clone();
     // The split.
-    let (parts, route, broadcast, strategy) =
-        split(
+    let (parts, route, broadcast, strategy) = split(
         &a,
         &def.source.schema,
         &script.catalog.settings,
@@ -161,7 +160,7 @@ fn router_call(
     }
     let ast::FunctionArguments::List(list) = &f.args else {
         return Err(
-            Error::Plan(format!("router `{name}` takes a list of arguments")).at(a.text, f.span())
+            Error::Plan(format!("router `{name}` takes a list of arguments")).at(a.text, f.span()),
         );
     };
     if list.duplicate_treatment.is_some() || !list.clauses.is_empty() {

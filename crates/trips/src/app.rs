@@ -115,10 +115,22 @@ pub fn register(
             }),
         );
     }
-    if let Some(h) = history {
-        let points: Arc<Vec<Point>> = Arc::new(h.iter().map(Request::point).collect());
-        registry.add_router("spq", Arc::new(Static::new(Method::PointQuad, points.clone())));
-        registry.add_router("skd", Arc::new(Static::new(Method::Kd, points)));
+    match history {
+        Some(h) => {
+            let points: Arc<Vec<Point>> = Arc::new(h.iter().map(Request::point).collect());
+            registry.add_router(
+                "spq",
+                Arc::new(Static::new(Method::PointQuad, points.clone())),
+            );
+            registry.add_router("skd", Arc::new(Static::new(Method::Kd, points)));
+        }
+        None => {
+            for name in ["spq", "skd"] {
+                if registry.router(name).is_none() {
+                    registry.add_router(name, Arc::new(NeedsHistory));
+                }
+            }
+        }
     }
     loads
 }
@@ -167,4 +179,20 @@ pub fn plan(
         }
     };
     Ok(split.map(TG).merge(MergeKind::TimeOrdered).sink(sink))
+}
+
+/// A static partitioner registered without a history: refused wherever it is named.
+struct NeedsHistory;
+
+impl braid_plan::router::RouterFactory for NeedsHistory {
+    fn check_args(&self, _: &[braid_plan::types::DataType]) -> Result<()> {
+        Err(Error::Plan(
+            "a static partitioner learns its cuts from past requests, and none were given \
+             (braid run --trips-history FILE; braid trips generate writes such a file)"
+                .into(),
+        ))
+    }
+    fn create(&self, _: u32) -> Box<dyn braid_plan::router::Router> {
+        unreachable!("refused when the plan is checked")
+    }
 }

@@ -235,7 +235,9 @@ mod tests {
             ..GenConfig::default()
         });
         assert_eq!(day.len(), 50_000);
-        assert!(day.windows(2).all(|w| w[0].t <= w[1].t && w[0].id < w[1].id));
+        assert!(day
+            .windows(2)
+            .all(|w| w[0].t <= w[1].t && w[0].id < w[1].id));
         assert!(day.iter().all(|r| r.length() >= MIN_TRIP));
         assert!(day.iter().all(|r| r.deadline == r.t + 600));
         let hour = |h: i64| day.iter().filter(|r| r.t / 3600 == h).count();

@@ -148,7 +148,13 @@ impl Cuts {
 }
 
 /// Builds the KD subtree of a cell of `q` partitions over `points`; its index.
-fn kd(points: &mut [Point], q: u32, depth: usize, nodes: &mut Vec<KdNode>, leaf: &mut u64) -> usize {
+fn kd(
+    points: &mut [Point],
+    q: u32,
+    depth: usize,
+    nodes: &mut Vec<KdNode>,
+    leaf: &mut u64,
+) -> usize {
     let at = nodes.len();
     if q == 1 {
         nodes.push(KdNode::Leaf(*leaf));
@@ -291,7 +297,11 @@ struct AdaptiveRouter {
 
 impl AdaptiveRouter {
     fn learn(&mut self, at: i64) {
-        while self.history.front().is_some_and(|&(t, _)| t < at - self.window) {
+        while self
+            .history
+            .front()
+            .is_some_and(|&(t, _)| t < at - self.window)
+        {
             self.history.pop_front();
         }
         // At least one point per partition, or it keeps the cuts it had.
@@ -394,7 +404,12 @@ mod tests {
         (0..n)
             .map(|_| {
                 let a = u();
-                [a * a * 40_000.0, u() * 10_000.0, u().sqrt() * 5_000.0, u() * u() * 1e6]
+                [
+                    a * a * 40_000.0,
+                    u() * 10_000.0,
+                    u().sqrt() * 5_000.0,
+                    u() * u() * 1e6,
+                ]
             })
             .collect()
     }
@@ -460,7 +475,10 @@ mod tests {
             first.push(r.route(&args).unwrap().unwrap());
         }
         // Before the first boundary: round robin.
-        assert!(first[..600].iter().enumerate().all(|(i, &c)| c == i as u64 % 4));
+        assert!(first[..600]
+            .iter()
+            .enumerate()
+            .all(|(i, &c)| c == i as u64 % 4));
         // After it, the cuts of the 600 requests before each boundary: they balance
         // the next period's requests (the same distribution) roughly.
         let mut n = [0usize; 4];

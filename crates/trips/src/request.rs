@@ -32,7 +32,12 @@ impl Request {
     /// The request as a point of the 4-dimensional request space (origin x, y,
     /// destination x, y): what the spatial partitioners split.
     pub fn point(&self) -> [f64; 4] {
-        [self.ox as f64, self.oy as f64, self.dx as f64, self.dy as f64]
+        [
+            self.ox as f64,
+            self.oy as f64,
+            self.dx as f64,
+            self.dy as f64,
+        ]
     }
 
     /// The length of its trip alone (Euclidean, meters).
@@ -136,4 +141,79 @@ pub fn write_csv(requests: &[Request], out: &mut dyn Write) -> std::io::Result<(
         )?;
     }
     w.flush()
+}
+
+/// Reads requests from a CSV file with the header [`write_csv`] writes; an error names
+/// the line and column of the first value that is not what a request holds.
+pub fn read_csv(path: &std::path::Path) -> std::io::Result<Vec<Request>> {
+    let bad = |msg: String| std::io::Error::new(std::io::ErrorKind::InvalidData, msg);
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_path(path)
+        .map_err(|e| bad(e.to_string()))?;
+    let header = r.headers().map_err(|e| bad(e.to_string()))?.clone();
+    if header.iter().ne(COLUMNS.iter().copied()) {
+        return Err(bad(format!(
+            "line 1: the header must be {}, found {}",
+            COLUMNS.join(","),
+            header.iter().collect::<Vec<_>>().join(",")
+        )));
+    }
+    let mut out = Vec::new();
+    for rec in r.records() {
+        let rec = rec.map_err(|e| bad(e.to_string()))?;
+        let line = rec.position().map_or(0, |p| p.line());
+        if rec.len() != COLUMNS.len() {
+            return Err(bad(format!(
+                "line {line}: {} fields, expected {}",
+                rec.len(),
+                COLUMNS.len()
+            )));
+        }
+        let mut v = [0i64; 7];
+        for (i, x) in v.iter_mut().enumerate() {
+            *x = rec[i].trim().parse().map_err(|_| {
+                bad(format!(
+                    "line {line}, column {} ({}): `{}` is not an integer",
+                    i + 1,
+                    COLUMNS[i],
+                    &rec[i]
+                ))
+            })?;
+        }
+        out.push(Request {
+            id: v[0],
+            t: v[1],
+            ox: v[2],
+            oy: v[3],
+            dx: v[4],
+            dy: v[5],
+            deadline: v[6],
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_round_trips_and_a_bad_value_is_named_by_line_and_column() {
+        let dir = std::env::temp_dir().join(format!("trips-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("r.csv");
+        let reqs = crate::generate::generate(&crate::generate::GenConfig {
+            requests: 100,
+            ..Default::default()
+        });
+        write_csv(&reqs, &mut std::fs::File::create(&p).unwrap()).unwrap();
+        assert_eq!(read_csv(&p).unwrap(), reqs);
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str("100,5,1,2,x3,4,600\n");
+        std::fs::write(&p, text).unwrap();
+        let e = read_csv(&p).unwrap_err().to_string();
+        assert!(e.contains("line 102, column 5 (dx)"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

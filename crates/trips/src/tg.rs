@@ -439,7 +439,9 @@ impl StreamFunction for TgState {
     }
 
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
-        let end = (epoch as i64).saturating_add(1).saturating_mul(self.cfg.cycle);
+        let end = (epoch as i64)
+            .saturating_add(1)
+            .saturating_mul(self.cfg.cycle);
         self.queue.run_until(end, &self.cfg, &mut self.out);
         self.emit(out);
     }

@@ -69,7 +69,11 @@ fn every_partitioner_and_count_equals_the_reference_on_1_2_and_4_workers() {
                 })
                 .collect();
             ids.sort_unstable();
-            assert_eq!(ids, (0..reqs.len() as i64).collect::<Vec<_>>(), "{by:?} q={q}");
+            assert_eq!(
+                ids,
+                (0..reqs.len() as i64).collect::<Vec<_>>(),
+                "{by:?} q={q}"
+            );
             for workers in [1, 2, 4] {
                 let cfg = RunConfig {
                     workers,
@@ -129,7 +133,9 @@ fn shares_never_cross_the_partitions_a_spatial_partitioner_chose() {
     for (by, part) in [
         (
             Partitioner::Skd,
-            reqs.iter().map(|r| skd.cell(&r.point())).collect::<Vec<_>>(),
+            reqs.iter()
+                .map(|r| skd.cell(&r.point()))
+                .collect::<Vec<_>>(),
         ),
         (Partitioner::Akd, akd),
     ] {
