@@ -612,6 +612,53 @@ mod tests {
     }
 
     #[test]
+    fn a_saved_instance_goes_on_as_the_first_would_have() {
+        use braid_plan::batch::{Batch, RowKey};
+        let reqs = crate::generate::generate(&crate::generate::GenConfig {
+            requests: 2_000,
+            day: 3_600,
+            ..Default::default()
+        });
+        let f = Tg {
+            cfg: TgConfig::default(),
+            loads: Arc::new(Loads::default()),
+        };
+        let feed = |inst: &mut Box<dyn StreamFunction>, rs: &[Request], out: &mut Batch| {
+            let input = crate::request::batch(rs);
+            let mut epoch = None;
+            for i in 0..input.len() {
+                let e = (rs[i].t / 60) as u64;
+                if let Some(p) = epoch.filter(|&p| p != e) {
+                    inst.end_of_epoch(p, &mut Emitter::new(out, RowKey::END_OF_EPOCH, 0));
+                }
+                epoch = Some(e);
+                inst.process(input.row(i), &mut Emitter::new(out, i as u64, 0));
+            }
+            if let Some(p) = epoch {
+                inst.end_of_epoch(p, &mut Emitter::new(out, RowKey::END_OF_EPOCH, 0));
+            }
+        };
+        let half = reqs.partition_point(|r| r.t < 1_800);
+        let mut whole = Batch::new(6);
+        let mut a = f.create(0, 1);
+        feed(&mut a, &reqs, &mut whole);
+        a.finish(&mut Emitter::new(&mut whole, RowKey::FINISH, 0));
+        let mut split = Batch::new(6);
+        let mut b = f.create(0, 1);
+        feed(&mut b, &reqs[..half], &mut split);
+        let mut bytes = Vec::new();
+        b.save(&mut bytes).unwrap();
+        let mut c = f.create(0, 1);
+        c.restore(&bytes).unwrap();
+        feed(&mut c, &reqs[half..], &mut split);
+        c.finish(&mut Emitter::new(&mut split, RowKey::FINISH, 0));
+        let rows = |b: &Batch| b.rows().map(|r| r.to_scalars()).collect::<Vec<_>>();
+        assert_eq!(rows(&whole), rows(&split));
+        assert_eq!(whole.len(), reqs.len());
+        assert!(c.restore(b"not a queue").is_err());
+    }
+
+    #[test]
     fn arrival_order_does_not_change_the_shares() {
         let reqs: Vec<Request> = (0..40)
             .map(|i| {
