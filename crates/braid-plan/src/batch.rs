@@ -27,6 +27,10 @@ pub enum Datum {
     Bool(bool),
     /// A string: byte offset and length in the batch's arena.
     Str(u32, u32),
+    /// An array of float64: element offset and length in the batch's float arena.
+    Floats(u32, u32),
+    /// An array of int64: element offset and length in the batch's int arena.
+    Ints(u32, u32),
 }
 
 /// A value being computed with, borrowing strings from a batch or an expression.
@@ -47,6 +51,10 @@ pub enum Value<'a> {
     Bool(bool),
     /// A string.
     Str(&'a str),
+    /// An array of float64 (`DOUBLE PRECISION[]`).
+    Floats(&'a [f64]),
+    /// An array of int64 (`BIGINT[]`).
+    Ints(&'a [i64]),
 }
 
 impl<'a> Value<'a> {
@@ -73,6 +81,8 @@ impl<'a> Value<'a> {
             Value::Float(f) => Scalar::Float(f),
             Value::Bool(b) => Scalar::Bool(b),
             Value::Str(s) => Scalar::Str(s.to_string()),
+            Value::Floats(a) => Scalar::Floats(a.to_vec()),
+            Value::Ints(a) => Scalar::Ints(a.to_vec()),
         }
     }
 
@@ -84,8 +94,32 @@ impl<'a> Value<'a> {
             Value::Float(_) => Some(DataType::Float64),
             Value::Bool(_) => Some(DataType::Bool),
             Value::Str(_) => Some(DataType::String),
+            Value::Floats(_) => Some(DataType::Float64Array),
+            Value::Ints(_) => Some(DataType::Int64Array),
         }
     }
+}
+
+/// An array of type `ty` read from SQL array text (see [`Batch::push_array_text`]);
+/// empty text is null when `nullable`.
+pub fn parse_array(text: &str, ty: DataType, nullable: bool) -> Result<Scalar, String> {
+    let mut b = Batch::new(1);
+    b.start_row(RowKey::default());
+    b.push_array_text(ty, text, nullable)?;
+    Ok(b.row(0).get(0).to_scalar())
+}
+
+/// Writes an array as SQL's array text: `{1,2.5,-3}` (Postgres' form, which Braid's
+/// CSV reads back; floats in Rust's shortest form that reads back to the same bits).
+pub fn write_array<T: fmt::Display>(f: &mut dyn fmt::Write, a: &[T]) -> fmt::Result {
+    f.write_char('{')?;
+    for (i, x) in a.iter().enumerate() {
+        if i > 0 {
+            f.write_char(',')?;
+        }
+        write!(f, "{x}")?;
+    }
+    f.write_char('}')
 }
 
 impl fmt::Display for Value<'_> {
@@ -96,6 +130,8 @@ impl fmt::Display for Value<'_> {
             Value::Float(x) => write!(f, "{x}"),
             Value::Bool(b) => write!(f, "{b}"),
             Value::Str(s) => f.write_str(s),
+            Value::Floats(a) => write_array(f, a),
+            Value::Ints(a) => write_array(f, a),
         }
     }
 }
@@ -114,6 +150,10 @@ pub enum Scalar {
     Bool(bool),
     /// A string.
     Str(String),
+    /// An array of float64.
+    Floats(Vec<f64>),
+    /// An array of int64.
+    Ints(Vec<i64>),
 }
 
 impl Scalar {
@@ -125,6 +165,8 @@ impl Scalar {
             Scalar::Float(f) => Value::Float(*f),
             Scalar::Bool(b) => Value::Bool(*b),
             Scalar::Str(s) => Value::Str(s),
+            Scalar::Floats(a) => Value::Floats(a),
+            Scalar::Ints(a) => Value::Ints(a),
         }
     }
 
@@ -135,6 +177,8 @@ impl Scalar {
             Scalar::Int(_) => 2,
             Scalar::Float(_) => 3,
             Scalar::Str(_) => 4,
+            Scalar::Floats(_) => 5,
+            Scalar::Ints(_) => 6,
         }
     }
 }
@@ -168,6 +212,17 @@ impl std::hash::Hash for Scalar {
                 h.write_u8(4);
                 s.hash(h);
             }
+            Scalar::Floats(a) => {
+                h.write_u8(5);
+                h.write_usize(a.len());
+                for x in a {
+                    h.write_u64(x.to_bits());
+                }
+            }
+            Scalar::Ints(a) => {
+                h.write_u8(6);
+                a.hash(h);
+            }
         }
     }
 }
@@ -183,6 +238,13 @@ impl Ord for Scalar {
             (Scalar::Float(a), Scalar::Float(b)) => a.total_cmp(b),
             (Scalar::Bool(a), Scalar::Bool(b)) => a.cmp(b),
             (Scalar::Str(a), Scalar::Str(b)) => a.cmp(b),
+            (Scalar::Floats(a), Scalar::Floats(b)) => a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| x.total_cmp(y))
+                .find(|o| o.is_ne())
+                .unwrap_or_else(|| a.len().cmp(&b.len())),
+            (Scalar::Ints(a), Scalar::Ints(b)) => a.cmp(b),
             _ => self.rank().cmp(&other.rank()),
         }
     }
@@ -278,6 +340,10 @@ pub struct Batch {
     /// Every value's [`Tag`], row-major; empty while every value is an int.
     tags: Vec<u8>,
     strings: String,
+    /// The elements of the float64 arrays, one after another.
+    floats: Vec<f64>,
+    /// The elements of the int64 arrays, one after another.
+    ints: Vec<i64>,
 }
 
 /// The type of a stored value.
@@ -289,6 +355,8 @@ impl Tag {
     const FLOAT: u8 = 2;
     const BOOL: u8 = 3;
     const STR: u8 = 4;
+    const FLOATS: u8 = 5;
+    const INTS: u8 = 6;
 }
 
 /// A datum as (tag, payload).
@@ -300,6 +368,8 @@ fn encode(d: Datum) -> (u8, u64) {
         Datum::Float(f) => (Tag::FLOAT, f.to_bits()),
         Datum::Bool(b) => (Tag::BOOL, u64::from(b)),
         Datum::Str(off, len) => (Tag::STR, (u64::from(off) << 32) | u64::from(len)),
+        Datum::Floats(off, len) => (Tag::FLOATS, (u64::from(off) << 32) | u64::from(len)),
+        Datum::Ints(off, len) => (Tag::INTS, (u64::from(off) << 32) | u64::from(len)),
     }
 }
 
@@ -311,6 +381,8 @@ fn decode(tag: u8, x: u64) -> Datum {
         Tag::FLOAT => Datum::Float(f64::from_bits(x)),
         Tag::BOOL => Datum::Bool(x != 0),
         Tag::STR => Datum::Str((x >> 32) as u32, x as u32),
+        Tag::FLOATS => Datum::Floats((x >> 32) as u32, x as u32),
+        Tag::INTS => Datum::Ints((x >> 32) as u32, x as u32),
         _ => Datum::Null,
     }
 }
@@ -332,6 +404,8 @@ impl Batch {
             data: Vec::with_capacity(rows * arity),
             tags: Vec::new(),
             strings: String::new(),
+            floats: Vec::new(),
+            ints: Vec::new(),
         }
     }
 
@@ -359,6 +433,25 @@ impl Batch {
         self.data.clear();
         self.tags.clear();
         self.strings.clear();
+        self.floats.clear();
+        self.ints.clear();
+    }
+
+    /// Whether any value lives in an arena (strings, arrays): rows then cannot be
+    /// copied payload by payload.
+    #[inline]
+    fn has_arenas(&self) -> bool {
+        !(self.strings.is_empty() && self.floats.is_empty() && self.ints.is_empty())
+    }
+
+    /// An array's `offset << 32 | length` payload, or None when the arena would pass
+    /// the 2^32 elements a payload can address.
+    fn array_payload(off: usize, len: usize) -> u64 {
+        assert!(
+            off + len <= u32::MAX as usize,
+            "a batch holds at most 2^32 array elements"
+        );
+        ((off as u64) << 32) | len as u64
     }
 
     /// Appends one value's tag and payload.
@@ -430,8 +523,90 @@ impl Batch {
                 self.strings.push_str(s);
                 (Tag::STR, (off << 32) | s.len() as u64)
             }
+            Value::Floats(a) => {
+                let x = Batch::array_payload(self.floats.len(), a.len());
+                self.floats.extend_from_slice(a);
+                (Tag::FLOATS, x)
+            }
+            Value::Ints(a) => {
+                let x = Batch::array_payload(self.ints.len(), a.len());
+                self.ints.extend_from_slice(a);
+                (Tag::INTS, x)
+            }
         };
         self.push_encoded(tag, x);
+    }
+
+    /// Appends one value of the row started with [`Batch::start_row`]: the array of
+    /// type `ty` written as SQL array text (`{1,2.5,-3}`, spaces allowed around
+    /// elements, `{}` empty), parsed straight into the batch's arena (no allocation of
+    /// its own); empty text is null when `nullable`. On an error nothing is appended.
+    pub fn push_array_text(
+        &mut self,
+        ty: DataType,
+        text: &str,
+        nullable: bool,
+    ) -> Result<(), String> {
+        let t = text.trim();
+        if t.is_empty() {
+            return match nullable {
+                true => {
+                    self.push_value(Value::Null);
+                    Ok(())
+                }
+                false => Err(format!("empty, expected {ty}")),
+            };
+        }
+        let shown = || t.chars().take(40).collect::<String>();
+        let inner = t
+            .strip_prefix('{')
+            .and_then(|x| x.strip_suffix('}'))
+            .ok_or_else(|| format!("{:?} is not an array: expected {{x,y,...}}", shown()))?;
+        let elements = || {
+            inner
+                .split(',')
+                .map(str::trim)
+                .filter(|_| !inner.trim().is_empty())
+        };
+        let bad = |i: usize, e: &str| {
+            let why = match e.eq_ignore_ascii_case("null") {
+                true => "a NULL element (arrays hold numbers only)".to_string(),
+                false => format!("{e:?} is not a {}", ty.element()),
+            };
+            format!("element {} of the array: {why}", i + 1)
+        };
+        match ty {
+            DataType::Float64Array => {
+                let start = self.floats.len();
+                for (i, e) in elements().enumerate() {
+                    match e.parse::<f64>() {
+                        Ok(x) => self.floats.push(x),
+                        Err(_) => {
+                            self.floats.truncate(start);
+                            return Err(bad(i, e));
+                        }
+                    }
+                }
+                let x = Batch::array_payload(start, self.floats.len() - start);
+                self.push_encoded(Tag::FLOATS, x);
+            }
+            DataType::Int64Array => {
+                let start = self.ints.len();
+                for (i, e) in elements().enumerate() {
+                    match e.parse::<i64>() {
+                        Ok(x) => self.ints.push(x),
+                        Err(_) => {
+                            self.ints.truncate(start);
+                            return Err(bad(i, e));
+                        }
+                    }
+                }
+                let x = Batch::array_payload(start, self.ints.len() - start);
+                self.push_encoded(Tag::INTS, x);
+            }
+            other => return Err(format!("{other} is not an array type")),
+        }
+        Ok(())
     }
 
     /// Removes the row started last (for a record that failed half way).
@@ -464,17 +639,27 @@ impl Batch {
         }
         let tags = &other.tags[cells.clone()];
         self.tags.extend_from_slice(tags);
-        if other.strings.is_empty() {
+        if !other.has_arenas() {
             self.data.extend_from_slice(&other.data[cells]);
             return;
         }
         for (&tag, &x) in tags.iter().zip(&other.data[cells]) {
+            let (off, len) = ((x >> 32) as usize, x as u32 as usize);
             let x = match tag {
                 Tag::STR => {
-                    let (off, len) = ((x >> 32) as usize, x as u32 as usize);
                     let o = self.strings.len() as u64;
                     self.strings.push_str(&other.strings[off..off + len]);
                     (o << 32) | len as u64
+                }
+                Tag::FLOATS => {
+                    let x = Batch::array_payload(self.floats.len(), len);
+                    self.floats.extend_from_slice(&other.floats[off..off + len]);
+                    x
+                }
+                Tag::INTS => {
+                    let x = Batch::array_payload(self.ints.len(), len);
+                    self.ints.extend_from_slice(&other.ints[off..off + len]);
+                    x
                 }
                 _ => x,
             };
@@ -498,20 +683,28 @@ impl Batch {
             self.tags.resize(self.data.len(), Tag::INT);
         }
         self.tags.extend_from_slice(&other.tags);
-        if other.strings.is_empty() {
+        if !other.has_arenas() {
             self.data.extend_from_slice(&other.data);
             return;
         }
         let shift = (self.strings.len() as u64) << 32;
+        let fshift = Batch::array_payload(self.floats.len(), other.floats.len()) & !0xffff_ffff;
+        let ishift = Batch::array_payload(self.ints.len(), other.ints.len()) & !0xffff_ffff;
         self.strings.push_str(&other.strings);
-        self.data
-            .extend(other.tags.iter().zip(&other.data).map(|(&tag, &x)| {
-                if tag == Tag::STR {
-                    x + shift
-                } else {
-                    x
-                }
-            }));
+        self.floats.extend_from_slice(&other.floats);
+        self.ints.extend_from_slice(&other.ints);
+        self.data.extend(
+            other
+                .tags
+                .iter()
+                .zip(&other.data)
+                .map(|(&tag, &x)| match tag {
+                    Tag::STR => x + shift,
+                    Tag::FLOATS => x + fshift,
+                    Tag::INTS => x + ishift,
+                    _ => x,
+                }),
+        );
     }
 
     /// The key of row `i`.
@@ -565,6 +758,12 @@ impl Batch {
             Datum::Float(f) => Value::Float(f),
             Datum::Bool(b) => Value::Bool(b),
             Datum::Str(off, len) => Value::Str(&self.strings[off as usize..(off + len) as usize]),
+            Datum::Floats(off, len) => {
+                Value::Floats(&self.floats[off as usize..off as usize + len as usize])
+            }
+            Datum::Ints(off, len) => {
+                Value::Ints(&self.ints[off as usize..off as usize + len as usize])
+            }
         }
     }
 
@@ -574,6 +773,13 @@ impl Batch {
             + self.data.capacity() * 8
             + self.tags.capacity()
             + self.strings.capacity()
+            + self.floats.capacity() * 8
+            + self.ints.capacity() * 8
+    }
+
+    /// The array arenas (floats, ints), for writers of batches (the binary format).
+    pub fn arrays(&self) -> (&[f64], &[i64]) {
+        (&self.floats, &self.ints)
     }
 
     /// The datums of column `c`, top to bottom (strings resolve through
@@ -591,6 +797,19 @@ impl Batch {
         data: Vec<Datum>,
         strings: String,
     ) -> Result<Batch, String> {
+        Batch::from_parts_with_arrays(arity, keys, data, strings, Vec::new(), Vec::new())
+    }
+
+    /// [`Batch::from_parts`] with the array arenas: every array datum must lie inside
+    /// its arena.
+    pub fn from_parts_with_arrays(
+        arity: usize,
+        keys: Vec<RowKey>,
+        data: Vec<Datum>,
+        strings: String,
+        floats: Vec<f64>,
+        ints: Vec<i64>,
+    ) -> Result<Batch, String> {
         if keys.len().checked_mul(arity) != Some(data.len()) {
             return Err(format!(
                 "{} datums for {} rows of arity {arity}",
@@ -604,6 +823,8 @@ impl Batch {
             data: Vec::with_capacity(data.len()),
             tags: Vec::new(),
             strings,
+            floats,
+            ints,
         };
         for (i, d) in data.into_iter().enumerate() {
             if let Datum::Str(off, len) = d {
@@ -616,6 +837,19 @@ impl Batch {
                         "string datum {i} (offset {off}, length {len}) is not on char \
                          boundaries inside the {}-byte arena",
                         batch.strings.len()
+                    ));
+                }
+            }
+            let array = match d {
+                Datum::Floats(off, len) => Some(("float", off, len, batch.floats.len())),
+                Datum::Ints(off, len) => Some(("int", off, len, batch.ints.len())),
+                _ => None,
+            };
+            if let Some((what, off, len, n)) = array {
+                if off as usize + len as usize > n {
+                    return Err(format!(
+                        "{what} array datum {i} (offset {off}, length {len}) is not inside \
+                         the {n}-element arena"
                     ));
                 }
             }

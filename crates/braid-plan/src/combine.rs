@@ -23,6 +23,8 @@ fn key_part(d: &Datum) -> (u8, u64) {
         Datum::Float(f) => (2, f.to_bits()),
         Datum::Bool(b) => (3, b as u64),
         Datum::Str(o, l) => (4, ((o as u64) << 32) | l as u64),
+        // Refused by `KeyedMerge::new`: a datum's place in its batch is no key.
+        Datum::Floats(..) | Datum::Ints(..) => unreachable!("array columns are refused"),
     }
 }
 
@@ -48,9 +50,17 @@ impl KeyedMerge {
         input: &Schema,
         registry: &Registry,
     ) -> Result<KeyedMerge> {
-        if let Some(f) = input.fields.iter().find(|f| f.ty == DataType::String) {
+        if let Some(f) = input
+            .fields
+            .iter()
+            .find(|f| f.ty == DataType::String || f.ty.is_array())
+        {
             return Err(Error::NotSupported(format!(
-                "keyed merge over string column `{}`; keyed merges combine numeric and bool columns",
+                "keyed merge over {} column `{}`; keyed merges combine numeric and bool columns",
+                match f.ty.is_array() {
+                    true => "array",
+                    false => "string",
+                },
                 f.name
             )));
         }

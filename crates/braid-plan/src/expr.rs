@@ -6,6 +6,7 @@ use crate::types::{DataType, Schema};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+mod arrays;
 pub mod prefetch;
 mod scalar;
 mod strings;
@@ -196,6 +197,40 @@ pub enum Func {
     Strpos,
     /// `split_part(s, delim, n)`: field n, 1-based, negative n from the end.
     SplitPart,
+    /// `cardinality(a)`: an array's length.
+    Cardinality,
+    /// `array_sum(a)`: the sum of an array's elements (int64 checked).
+    ArraySum,
+    /// `array_min(a)`: the least element (null for an empty array).
+    ArrayMin,
+    /// `array_max(a)`: the greatest element (null for an empty array).
+    ArrayMax,
+    /// `array_avg(a)`: the mean of the elements, a float (null for an empty array).
+    ArrayAvg,
+    /// `array_argmax(a)`: the 1-based index of the first greatest element.
+    ArrayArgmax,
+    /// `evens(a)`: the elements at even 0-based indexes (a[1], a[3], ... in SQL's
+    /// 1-based count): a radix-2 FFT's even half.
+    Evens,
+    /// `odds(a)`: the elements at odd 0-based indexes.
+    Odds,
+    /// `a[i]` (SQL subscript, 1-based; outside the array a fault).
+    Element,
+    /// `a[i:j]` or `array_slice(a, i, j)`: elements i to j, 1-based, inclusive.
+    Slice,
+    /// `array_cat(a, b)`.
+    ArrayCat,
+    /// `dot(a, b)`: the dot product of two arrays of one length.
+    Dot,
+    /// `fft(x)`: the discrete Fourier transform of real samples, as interleaved
+    /// complex numbers (re, im per bin).
+    Fft,
+    /// `ifft(z)`: the inverse transform of interleaved complex numbers, scaled by 1/n.
+    Ifft,
+    /// `power_spectrum(z)`: `re^2 + im^2` of each complex number of an interleaved array.
+    PowerSpectrum,
+    /// `ARRAY[a, b, ...]`.
+    MakeArray,
     /// `CAST(x AS TEXT)` of a value of the time type it holds (TIMESTAMP, TIMESTAMPTZ
     /// or DATE, all int64 at run time): PostgreSQL's text of it
     /// ([`crate::time::write_sql_text`]). Not callable by name; SQL's CAST, `||` and
@@ -228,6 +263,20 @@ impl Func {
             "replace" => Some(Func::Replace),
             "strpos" => Some(Func::Strpos),
             "split_part" => Some(Func::SplitPart),
+            "cardinality" => Some(Func::Cardinality),
+            "array_sum" => Some(Func::ArraySum),
+            "array_min" => Some(Func::ArrayMin),
+            "array_max" => Some(Func::ArrayMax),
+            "array_avg" => Some(Func::ArrayAvg),
+            "array_argmax" => Some(Func::ArrayArgmax),
+            "evens" => Some(Func::Evens),
+            "odds" => Some(Func::Odds),
+            "array_slice" => Some(Func::Slice),
+            "array_cat" => Some(Func::ArrayCat),
+            "dot" => Some(Func::Dot),
+            "fft" => Some(Func::Fft),
+            "ifft" => Some(Func::Ifft),
+            "power_spectrum" => Some(Func::PowerSpectrum),
             _ => None,
         }
     }
@@ -235,7 +284,9 @@ impl Func {
     /// Names of all built-in functions.
     pub const NAMES: &'static str =
         "abs, hash, least, greatest, coalesce, like, length, floor, ceil, round, sqrt, \
-         upper, lower, concat, substring, btrim, ltrim, rtrim, replace, strpos, split_part";
+         upper, lower, concat, substring, btrim, ltrim, rtrim, replace, strpos, split_part, \
+         cardinality, array_sum, array_min, array_max, array_avg, array_argmax, evens, odds, \
+         array_slice, array_cat, dot, fft, ifft, power_spectrum";
 
     fn name(&self) -> &'static str {
         match self {
@@ -260,6 +311,22 @@ impl Func {
             Func::Replace => "replace",
             Func::Strpos => "strpos",
             Func::SplitPart => "split_part",
+            Func::Cardinality => "cardinality",
+            Func::ArraySum => "array_sum",
+            Func::ArrayMin => "array_min",
+            Func::ArrayMax => "array_max",
+            Func::ArrayAvg => "array_avg",
+            Func::ArrayArgmax => "array_argmax",
+            Func::Evens => "evens",
+            Func::Odds => "odds",
+            Func::Element => "element",
+            Func::Slice => "array_slice",
+            Func::ArrayCat => "array_cat",
+            Func::Dot => "dot",
+            Func::Fft => "fft",
+            Func::Ifft => "ifft",
+            Func::PowerSpectrum => "power_spectrum",
+            Func::MakeArray => "ARRAY",
             Func::TimeText(_) => "CAST",
         }
     }
@@ -483,6 +550,14 @@ impl Expr {
                 if let (BinOp::Concat, Value::Str(x), Value::Str(y)) = (op, a, b) {
                     return Value::Str(strings::concat2(x, y, arena));
                 }
+                if matches!(a, Value::Floats(_) | Value::Ints(_))
+                    || matches!(b, Value::Floats(_) | Value::Ints(_))
+                {
+                    return match arrays::binary(*op, a, b, arena) {
+                        Ok(v) => v,
+                        Err(why) => fail(fault, || binary_fault(why, self, *op, a, b)),
+                    };
+                }
                 match binary(*op, a, b) {
                     Ok(v) => v,
                     Err(why) => fail(fault, || binary_fault(why, self, *op, a, b)),
@@ -568,6 +643,8 @@ fn udf<'a>(
         Ok(Scalar::Bool(b)) => Value::Bool(b),
         Ok(Scalar::Null) => Value::Null,
         Ok(Scalar::Str(s)) => Value::Str(arena.alloc_str(&s)),
+        Ok(Scalar::Floats(a)) => Value::Floats(arena.alloc_slice_copy(&a)),
+        Ok(Scalar::Ints(a)) => Value::Ints(arena.alloc_slice_copy(&a)),
         Err(why) => fail(fault, || {
             let vals: Vec<String> = vals.iter().map(|v| shown(*v)).collect();
             Fault::new(format!("{}({}): {why}", u.name, vals.join(", ")))

@@ -583,6 +583,9 @@ pub fn datums_to_scalars(d: &[Datum]) -> Vec<Scalar> {
     d.iter()
         .map(|d| match *d {
             Datum::Null | Datum::Str(..) => Scalar::Null,
+            Datum::Floats(..) | Datum::Ints(..) => {
+                unreachable!("keyed merges refuse array columns")
+            }
             Datum::Int(i) => Scalar::Int(i),
             Datum::Float(f) => Scalar::Float(f),
             Datum::Bool(b) => Scalar::Bool(b),

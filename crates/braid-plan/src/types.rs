@@ -23,6 +23,10 @@ pub enum DataType {
     TimestampTz,
     /// A date (SQL `DATE`): days since 1970-01-01, stored as an int64 column.
     Date,
+    /// An array of 64-bit floats (SQL `DOUBLE PRECISION[]`, `FLOAT8[]`), any length.
+    Float64Array,
+    /// An array of 64-bit integers (SQL `BIGINT[]`), any length.
+    Int64Array,
 }
 
 impl DataType {
@@ -36,7 +40,32 @@ impl DataType {
             DataType::Timestamp => "TIMESTAMP",
             DataType::TimestampTz => "TIMESTAMPTZ",
             DataType::Date => "DATE",
+            DataType::Float64Array => "DOUBLE[]",
+            DataType::Int64Array => "BIGINT[]",
         }
+    }
+
+    /// The element type of an array type (the type itself for others).
+    pub fn element(self) -> DataType {
+        match self {
+            DataType::Float64Array => DataType::Float64,
+            DataType::Int64Array => DataType::Int64,
+            t => t,
+        }
+    }
+
+    /// The array type of elements of this type, if there is one.
+    pub fn array_of(self) -> Option<DataType> {
+        match self {
+            DataType::Float64 => Some(DataType::Float64Array),
+            DataType::Int64 => Some(DataType::Int64Array),
+            _ => None,
+        }
+    }
+
+    /// Whether this is an array type.
+    pub fn is_array(self) -> bool {
+        matches!(self, DataType::Float64Array | DataType::Int64Array)
     }
 
     /// Whether values of this type are stored as int64 (BIGINT and the time types).
@@ -66,6 +95,8 @@ impl fmt::Display for DataType {
             DataType::Timestamp => "timestamp",
             DataType::TimestampTz => "timestamptz",
             DataType::Date => "date",
+            DataType::Float64Array => "float64[]",
+            DataType::Int64Array => "int64[]",
         })
     }
 }
@@ -81,8 +112,10 @@ impl std::str::FromStr for DataType {
             "timestamp" => Ok(DataType::Timestamp),
             "timestamptz" => Ok(DataType::TimestampTz),
             "date" => Ok(DataType::Date),
+            "float64[]" | "double[]" | "float8[]" => Ok(DataType::Float64Array),
+            "int64[]" | "bigint[]" | "int8[]" => Ok(DataType::Int64Array),
             other => Err(Error::Plan(format!(
-                "unknown type `{other}`; types are int64, float64, bool, string, timestamp, timestamptz, date"
+                "unknown type `{other}`; types are int64, float64, bool, string, timestamp, timestamptz, date, float64[], int64[]"
             ))),
         }
     }

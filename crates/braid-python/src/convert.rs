@@ -1,6 +1,6 @@
 //! Values between Braid and Python: BIGINT (and the time types, as their int64
 //! microseconds or days) is `int`, DOUBLE `float`, BOOLEAN `bool`, TEXT `str`, NULL
-//! `None`. Going back, a value must be of its column's type (an `int` is taken for a
+//! `None`, DOUBLE[] and BIGINT[] lists of `float` and `int`. Going back, a value must be of its column's type (an `int` is taken for a
 //! DOUBLE when it converts exactly); anything else is an error naming the value.
 
 use braid_plan::batch::{Scalar, Value};
@@ -125,6 +125,8 @@ pub fn to_py<'py>(py: Python<'py>, v: Value<'_>, as_float: bool) -> PyResult<Bou
         Value::Float(x) => x.into_bound_py_any(py),
         Value::Bool(b) => b.into_bound_py_any(py),
         Value::Str(s) => s.into_bound_py_any(py),
+        Value::Floats(a) => a.into_bound_py_any(py),
+        Value::Ints(a) => a.into_bound_py_any(py),
     }
 }
 
@@ -199,6 +201,39 @@ pub fn from_py(v: &Bound<'_, PyAny>, ty: DataType) -> Result<Scalar, String> {
                     _ => wrong(),
                 },
             }
+        }
+        DataType::Float64Array | DataType::Int64Array => {
+            // A list, tuple, numpy array or any other sequence of numbers; each element
+            // as a value of the element type would be.
+            if v.is_instance_of::<PyString>() {
+                return wrong();
+            }
+            let items = match v.try_iter() {
+                Ok(it) => it,
+                Err(_) => return wrong(),
+            };
+            let mut floats = Vec::new();
+            let mut ints = Vec::new();
+            for (i, item) in items.enumerate() {
+                let item = item.map_err(|e| e.to_string())?;
+                if item.is_none() {
+                    return Err(format!(
+                        "element {} of {} is None; arrays hold numbers only",
+                        i + 1,
+                        shown(v)
+                    ));
+                }
+                match from_py(&item, ty.element()) {
+                    Ok(Scalar::Float(x)) => floats.push(x),
+                    Ok(Scalar::Int(x)) => ints.push(x),
+                    Ok(_) => return wrong(),
+                    Err(why) => return Err(format!("element {} of {}: {why}", i + 1, shown(v))),
+                }
+            }
+            Ok(match ty {
+                DataType::Float64Array => Scalar::Floats(floats),
+                _ => Scalar::Ints(ints),
+            })
         }
         // BIGINT and the time types (their int64).
         _ => {

@@ -15,6 +15,8 @@ pub fn pg_type(ty: DataType) -> Type {
         DataType::Timestamp => Type::TIMESTAMP,
         DataType::TimestampTz => Type::TIMESTAMPTZ,
         DataType::Date => Type::DATE,
+        DataType::Float64Array => Type::FLOAT8_ARRAY,
+        DataType::Int64Array => Type::INT8_ARRAY,
     }
 }
 

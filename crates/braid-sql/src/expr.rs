@@ -141,6 +141,50 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             crate::time::cast(x.clone(), r.type_of(&x), t)?.unwrap_or(Expr::Cast(Box::new(x), t))
         }
         E::Function(f) => function(f, r)?,
+        E::Array(a) => {
+            let elems = a
+                .elem
+                .iter()
+                .map(|x| sub(x, r))
+                .collect::<Result<Vec<_>>>()?;
+            Expr::Call(Func::MakeArray, elems)
+        }
+        E::CompoundFieldAccess { root, access_chain } => {
+            let mut x = sub(root, r)?;
+            for access in access_chain {
+                x = match access {
+                    ast::AccessExpr::Subscript(ast::Subscript::Index { index }) => {
+                        Expr::Call(Func::Element, vec![x, sub(index, r)?])
+                    }
+                    ast::AccessExpr::Subscript(ast::Subscript::Slice {
+                        lower_bound,
+                        upper_bound,
+                        stride: None,
+                    }) => {
+                        let lo = match lower_bound {
+                            Some(l) => sub(l, r)?,
+                            None => Expr::int(1),
+                        };
+                        let hi = match upper_bound {
+                            Some(u) => sub(u, r)?,
+                            None => Expr::Call(Func::Cardinality, vec![x.clone()]),
+                        };
+                        Expr::Call(Func::Slice, vec![x, lo, hi])
+                    }
+                    ast::AccessExpr::Subscript(ast::Subscript::Slice { .. }) => {
+                        return Err(Error::NotSupported(
+                            "a slice with a stride `x[a:b:s]`; write evens(x) or odds(x) for every other element".into(),
+                        ))
+                    }
+                    ast::AccessExpr::Dot(_) => {
+                        return Err(Error::NotSupported(format!(
+                            "field access `{e}`; Braid's values have no fields"
+                        )))
+                    }
+                };
+            }
+            x
+        }
         E::Interval(iv) => Expr::Literal(Scalar::Int(crate::time::interval(iv, &r.time_unit())?)),
         E::Exists { negated, .. } => {
             let word = if *negated { "NOT EXISTS" } else { "EXISTS" };
@@ -200,7 +244,7 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
 /// Braid lacks, and what to write instead.
 pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, String> {
     use ast::DataType as T;
-    const TYPES: &str = "types are BIGINT, DOUBLE, BOOLEAN, TEXT (or STRING, VARCHAR), TIMESTAMP, TIMESTAMP WITH TIME ZONE (TIMESTAMPTZ) and DATE";
+    const TYPES: &str = "types are BIGINT, DOUBLE, BOOLEAN, TEXT (or STRING, VARCHAR), TIMESTAMP, TIMESTAMP WITH TIME ZONE (TIMESTAMPTZ), DATE, DOUBLE PRECISION[] and BIGINT[]";
     Ok(match t {
         T::BigInt(None) | T::Int64 => DataType::Int64,
         T::Double(ast::ExactNumberInfo::None) | T::DoublePrecision | T::Float64 | T::Float8 => {
@@ -217,6 +261,35 @@ pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, Strin
             ))
         }
         T::Date => DataType::Date,
+        T::Array(
+            ast::ArrayElemTypeDef::SquareBracket(inner, None)
+            | ast::ArrayElemTypeDef::AngleBracket(inner)
+            | ast::ArrayElemTypeDef::Parenthesis(inner)
+            | ast::ArrayElemTypeDef::Qualified(inner, None),
+        ) => match sql_type(inner)? {
+            DataType::Float64 => DataType::Float64Array,
+            DataType::Int64 => DataType::Int64Array,
+            other => {
+                return Err(format!(
+                    "{t}: arrays hold DOUBLE or BIGINT elements, not {}",
+                    other.sql_name()
+                ))
+            }
+        },
+        T::Array(
+            ast::ArrayElemTypeDef::SquareBracket(_, Some(_))
+            | ast::ArrayElemTypeDef::Qualified(_, Some(_)),
+        ) => {
+            return Err(format!(
+                "{t}: an array with a declared length; write DOUBLE PRECISION[] or BIGINT[] \
+                 (any length; check a length with cardinality(x) = n)"
+            ))
+        }
+        T::Array(ast::ArrayElemTypeDef::None) => {
+            return Err(format!(
+                "{t} without an element type; write DOUBLE PRECISION[] or BIGINT[]"
+            ))
+        }
         T::Text
         | T::String(None)
         | T::Varchar(None)

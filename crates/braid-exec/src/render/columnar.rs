@@ -1,12 +1,12 @@
 //! Parquet and Arrow IPC stream sinks: each window written as a record batch by
 //! worker 0, the file closed (its footer written) when the input ends. Column types:
 //! BIGINT int64, DOUBLE float64, BOOLEAN boolean, TEXT utf8, TIMESTAMP a microsecond
-//! timestamp (TIMESTAMP WITH TIME ZONE with zone UTC), DATE date32; nullable as
-//! declared.
+//! timestamp (TIMESTAMP WITH TIME ZONE with zone UTC), DATE date32, DOUBLE[] and
+//! BIGINT[] lists of float64 and int64 (elements not null); nullable as declared.
 
 use crate::error::{Error, Result};
 use arrow_array::builder::{
-    BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, StringBuilder,
+    BooleanBuilder, Date32Builder, Float64Builder, Int64Builder, ListBuilder, StringBuilder,
     TimestampMicrosecondBuilder,
 };
 use arrow_array::{ArrayRef, RecordBatch};
@@ -33,6 +33,12 @@ pub(crate) fn arrow_schema(schema: &Schema) -> Arc<ArrowSchema> {
                     Arrow::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
                 }
                 DataType::Date => Arrow::Date32,
+                DataType::Float64Array => {
+                    Arrow::List(Arc::new(Field::new("item", Arrow::Float64, false)))
+                }
+                DataType::Int64Array => {
+                    Arrow::List(Arc::new(Field::new("item", Arrow::Int64, false)))
+                }
             };
             Field::new(&f.name, ty, f.nullable)
         })
@@ -98,6 +104,34 @@ pub(crate) fn record_batch(
                         _ => None,
                     })
                 });
+                Arc::new(b.finish())
+            }
+            DataType::Float64Array => {
+                let item = Field::new("item", Arrow::Float64, false);
+                let mut b = ListBuilder::new(Float64Builder::new()).with_field(Arc::new(item));
+                for v in values {
+                    match v {
+                        Value::Floats(a) => {
+                            b.values().append_slice(a);
+                            b.append(true);
+                        }
+                        _ => b.append(false),
+                    }
+                }
+                Arc::new(b.finish())
+            }
+            DataType::Int64Array => {
+                let item = Field::new("item", Arrow::Int64, false);
+                let mut b = ListBuilder::new(Int64Builder::new()).with_field(Arc::new(item));
+                for v in values {
+                    match v {
+                        Value::Ints(a) => {
+                            b.values().append_slice(a);
+                            b.append(true);
+                        }
+                        _ => b.append(false),
+                    }
+                }
                 Arc::new(b.finish())
             }
             DataType::String => {

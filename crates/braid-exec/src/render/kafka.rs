@@ -286,6 +286,18 @@ fn json_row(out: &mut Vec<u8>, r: &Row<'_>, names: &[String], types: &[DataType]
             Value::Float(f) => serde_json::to_writer(&mut *out, &f.to_string()),
             Value::Bool(b) => serde_json::to_writer(&mut *out, &b),
             Value::Str(s) => serde_json::to_writer(&mut *out, s),
+            Value::Ints(a) => serde_json::to_writer(&mut *out, a),
+            Value::Floats(a) => {
+                // Non-finite elements as strings, as a non-finite float is.
+                let items: Vec<serde_json::Value> = a
+                    .iter()
+                    .map(|f| match serde_json::Number::from_f64(*f) {
+                        Some(n) => serde_json::Value::Number(n),
+                        None => serde_json::Value::String(f.to_string()),
+                    })
+                    .collect();
+                serde_json::to_writer(&mut *out, &items)
+            }
         };
     }
     out.push(b'}');

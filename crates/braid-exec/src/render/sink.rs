@@ -33,6 +33,10 @@ pub fn write_csv_row(
             braid_plan::batch::Value::Str(s) if s.contains([',', '"', '\n', '\r']) => {
                 write!(out, "\"{}\"", s.replace('"', "\"\""))?;
             }
+            // An array's text has commas: always quoted (it holds no quote).
+            v @ (braid_plan::batch::Value::Floats(_) | braid_plan::batch::Value::Ints(_)) => {
+                write!(out, "\"{v}\"")?;
+            }
             braid_plan::batch::Value::Int(v) if types.get(c).is_some_and(|t| t.is_time()) => {
                 out.write_all(braid_plan::time::format(v, types[c]).as_bytes())?;
             }

@@ -32,7 +32,9 @@
 //!    - 6, mixed, for a column whose values have several types (never with a bitmap):
 //!      per row a type byte, 0 null, 1 int64 (its zigzag varint follows), 2 float64 (8
 //!      bytes as above follow), 3 false, 4 true, 5 string (varint length and bytes
-//!      follow).
+//!      follow), 6 float64 array (a varint element count, then 8 bytes per element as
+//!      above), 7 int64 array (a varint element count, then a zigzag varint per
+//!      element). A column with an array is always mixed.
 //!
 //! The payload ends with the last column. Varints are unsigned LEB128 (7 bits a byte,
 //! low bits first, high bit set on every byte but the last, at most 10 bytes); zigzag
@@ -50,7 +52,7 @@
 
 use super::{Feed, Next, Rejects};
 use crate::error::{Error, Result};
-use braid_plan::batch::{Batch, Datum, RowKey};
+use braid_plan::batch::{Batch, Datum, RowKey, Value};
 use braid_plan::plan::Source;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
@@ -82,6 +84,8 @@ const M_FLOAT: u8 = 2;
 const M_FALSE: u8 = 3;
 const M_TRUE: u8 = 4;
 const M_STR: u8 = 5;
+const M_FLOATS: u8 = 6;
+const M_INTS: u8 = 7;
 
 /// Writes windows to a binary batch file.
 pub struct BinaryWriter {
@@ -422,6 +426,7 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
     let column = || batch.column(c);
     // Which types occur, how many nulls, and the int encodings' sizes.
     let (mut ints, mut floats, mut bools, mut strs, mut nulls) = (0, 0, 0, 0, 0);
+    let mut arrays = 0;
     let (mut plain, mut delta, mut prev) = (0usize, 0usize, 0i64);
     for d in column() {
         match d {
@@ -435,10 +440,13 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
             Datum::Float(_) => floats += 1,
             Datum::Bool(_) => bools += 1,
             Datum::Str(..) => strs += 1,
+            Datum::Floats(..) | Datum::Ints(..) => arrays += 1,
         }
     }
     let tag = if nulls == rows {
         ALL_NULL
+    } else if arrays > 0 {
+        MIXED
     } else if ints + nulls == rows {
         if delta < plain {
             INT_DELTA
@@ -526,6 +534,26 @@ fn encode_column(batch: &Batch, c: usize, out: &mut Vec<u8>) {
                     Datum::Str(..) => {
                         out.push(M_STR);
                         put_str(out, batch, d);
+                    }
+                    Datum::Floats(..) => {
+                        out.push(M_FLOATS);
+                        let Value::Floats(a) = batch.value(d) else {
+                            unreachable!("a float array datum")
+                        };
+                        put_varint(out, a.len() as u64);
+                        for x in a {
+                            out.extend_from_slice(&x.to_bits().to_le_bytes());
+                        }
+                    }
+                    Datum::Ints(..) => {
+                        out.push(M_INTS);
+                        let Value::Ints(a) = batch.value(d) else {
+                            unreachable!("an int array datum")
+                        };
+                        put_varint(out, a.len() as u64);
+                        for &x in a {
+                            put_varint(out, zigzag(x));
+                        }
                     }
                 }
             }
@@ -636,8 +664,17 @@ fn decode(payload: &[u8], rows: usize, arity: usize) -> Result<Batch, String> {
         .ok_or_else(|| format!("{rows} rows of arity {arity} are too many"))?;
     let mut data = vec![Datum::Null; cells];
     let mut strings = String::new();
+    let mut arenas = (Vec::new(), Vec::new());
     for c in 0..arity {
-        decode_column(&mut cur, &mut data, &mut strings, rows, arity, c)?;
+        decode_column(
+            &mut cur,
+            &mut data,
+            &mut strings,
+            &mut arenas,
+            rows,
+            arity,
+            c,
+        )?;
     }
     if cur.remaining() > 0 {
         return Err(format!(
@@ -645,7 +682,7 @@ fn decode(payload: &[u8], rows: usize, arity: usize) -> Result<Batch, String> {
             cur.remaining()
         ));
     }
-    Batch::from_parts(arity, keys, data, strings)
+    Batch::from_parts_with_arrays(arity, keys, data, strings, arenas.0, arenas.1)
         .map_err(|e| format!("internal error (a bug in Braid): {e}"))
 }
 
@@ -653,6 +690,7 @@ fn decode_column(
     cur: &mut Cursor<'_>,
     data: &mut [Datum],
     strings: &mut String,
+    arenas: &mut (Vec<f64>, Vec<i64>),
     rows: usize,
     arity: usize,
     c: usize,
@@ -732,12 +770,38 @@ fn decode_column(
                     M_FALSE => Datum::Bool(false),
                     M_TRUE => Datum::Bool(true),
                     M_STR => read_str(cur, strings).map_err(fail)?,
+                    M_FLOATS => {
+                        let (len, off) = array_start(cur, arenas.0.len()).map_err(fail)?;
+                        for _ in 0..len {
+                            arenas.0.push(read_f64(cur).map_err(fail)?);
+                        }
+                        Datum::Floats(off, len as u32)
+                    }
+                    M_INTS => {
+                        let (len, off) = array_start(cur, arenas.1.len()).map_err(fail)?;
+                        for _ in 0..len {
+                            arenas.1.push(unzigzag(cur.varint().map_err(fail)?));
+                        }
+                        Datum::Ints(off, len as u32)
+                    }
                     t => return Err(fail(&format!("unknown value type {t}"))),
                 };
             }
         }
     }
     Ok(())
+}
+
+/// An array's element count (bounded by the bytes left: every element takes one at
+/// least) and its offset in an arena of `arena` elements.
+fn array_start(cur: &mut Cursor<'_>, arena: usize) -> Result<(usize, u32), &'static str> {
+    let len = usize::try_from(cur.varint()?).map_err(|_| TRUNCATED)?;
+    if len > cur.remaining() {
+        return Err(TRUNCATED);
+    }
+    let off = u32::try_from(arena).map_err(|_| "arrays over 2^32 elements")?;
+    u32::try_from(arena + len).map_err(|_| "arrays over 2^32 elements")?;
+    Ok((len, off))
 }
 
 fn read_f64(cur: &mut Cursor<'_>) -> Result<f64, &'static str> {

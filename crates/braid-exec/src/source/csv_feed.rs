@@ -223,6 +223,11 @@ pub fn parse_field(bytes: &[u8], ty: DataType, nullable: bool) -> Result<Value<'
         DataType::Timestamp | DataType::TimestampTz | DataType::Date => {
             braid_plan::time::parse(t, ty).map(Value::Int)
         }
+        // Parsed into the batch's arena where rows are built (`Batch::push_array_text`);
+        // a reader that calls this for an array column has no arena to put it in.
+        DataType::Float64Array | DataType::Int64Array => Err(format!(
+            "{ty} columns are read from CSV files and streams only, not from this format"
+        )),
     }
 }
 
@@ -881,6 +886,17 @@ impl<'s> LineParser<'s> {
                 let bytes = field(i);
                 if let (DataType::Int64, Some(v)) = (f.ty, ascii_int(bytes)) {
                     w.push_value(Value::Int(v));
+                    continue;
+                }
+                if f.ty.is_array() {
+                    let parsed = std::str::from_utf8(bytes)
+                        .map_err(|_| format!("bytes are not UTF-8, expected {}", f.ty))
+                        .and_then(|t| w.push_array_text(f.ty, t, f.nullable));
+                    if let Err(reason) = parsed {
+                        w.abandon_row();
+                        let reason = format!("field `{}`: {reason}", f.name);
+                        return Err((fields[i].2, reason));
+                    }
                     continue;
                 }
                 match parse_field(bytes, f.ty, f.nullable) {

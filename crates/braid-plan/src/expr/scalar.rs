@@ -1,7 +1,7 @@
 //! The scalar operations an expression evaluates: arithmetic and comparisons
 //! ([`binary`]), casts, the built-in functions, LIKE, and the stable hashes.
 
-use super::{strings, Arena, BinOp, CallError, Expr, Fault, Func};
+use super::{arrays, strings, Arena, BinOp, CallError, Expr, Fault, Func};
 use crate::batch::{Row, Value};
 use crate::types::DataType;
 
@@ -140,6 +140,18 @@ pub fn stable_hash(v: Value<'_>) -> i64 {
         Value::Float(f) => eat(&f.to_bits().to_le_bytes()),
         Value::Bool(b) => eat(&[b as u8]),
         Value::Str(s) => eat(s.as_bytes()),
+        Value::Floats(a) => {
+            eat(&[5]);
+            for x in a {
+                eat(&x.to_bits().to_le_bytes());
+            }
+        }
+        Value::Ints(a) => {
+            eat(&[6]);
+            for x in a {
+                eat(&x.to_le_bytes());
+            }
+        }
     }
     (h >> 1) as i64
 }
@@ -266,6 +278,35 @@ pub(super) fn call<'a>(
             }
             let n = args.len().min(3);
             strings::call(f, &vals[..n], arena).map_err(|why| (why, vals, n))?
+        }
+        Func::Cardinality
+        | Func::ArraySum
+        | Func::ArrayMin
+        | Func::ArrayMax
+        | Func::ArrayAvg
+        | Func::ArrayArgmax
+        | Func::Evens
+        | Func::Odds
+        | Func::Element
+        | Func::Slice
+        | Func::ArrayCat
+        | Func::Dot
+        | Func::Fft
+        | Func::Ifft
+        | Func::PowerSpectrum => {
+            // At most three arguments (the type check saw to it).
+            let mut vals = [Value::Null; 3];
+            for (v, a) in vals.iter_mut().zip(args) {
+                *v = arg(a)?;
+            }
+            arrays::call(f, &vals[..args.len().min(3)], arena)?
+        }
+        Func::MakeArray => {
+            let mut vals = bumpalo::collections::Vec::with_capacity_in(args.len(), arena);
+            for a in args {
+                vals.push(arg(a)?);
+            }
+            arrays::call(f, &vals, arena)?
         }
         Func::Least | Func::Greatest => {
             let mut best: Option<Value<'a>> = None;

@@ -1,6 +1,6 @@
 //! Typing: an expression's result type, checking its operands' types.
 
-use super::{strings, BinOp, Expr, Func, UDF_MAX_ARGS};
+use super::{arrays, strings, BinOp, Expr, Func, UDF_MAX_ARGS};
 use crate::error::{Error, Result};
 use crate::types::{DataType, Schema};
 
@@ -17,6 +17,9 @@ impl Expr {
             Expr::Literal(s) => s.as_value().data_type().unwrap_or(Int64),
             Expr::Binary(op, l, r) => {
                 let (a, b) = (l.data_type(schema)?, r.data_type(schema)?);
+                if a.is_array() || b.is_array() {
+                    return arrays::binary_type(*op, a, b);
+                }
                 match op {
                     BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod => {
                         match (a, b) {
@@ -90,6 +93,11 @@ impl Expr {
                     "CAST of a timestamp or date to text (it would be its int64)".into(),
                 ))
             }
+            Expr::Cast(e, t) if t.is_array() || e.data_type(schema)?.is_array() => {
+                return Err(Error::NotSupported(format!(
+                    "CAST to or from an array (to {t}); build arrays with ARRAY[...] or read them from a stream"
+                )))
+            }
             Expr::Cast(_, t) => *t,
             Expr::Udf(u, args) => {
                 if args.len() > UDF_MAX_ARGS {
@@ -162,6 +170,12 @@ impl Expr {
                         let first = *tys.first().ok_or_else(|| {
                             Error::Plan(format!("{} needs at least one argument", f.name()))
                         })?;
+                        if first.is_array() && *f != Func::Coalesce {
+                            return Err(Error::Plan(format!(
+                                "{} of arrays (arrays have no order here); use array_max or array_min of one array",
+                                f.name()
+                            )));
+                        }
                         if let Some(t) = tys.iter().find(|t| **t != first) {
                             return Err(type_error(f.name(), first, *t));
                         }
@@ -176,6 +190,22 @@ impl Expr {
                             )))
                         }
                     },
+                    Func::Cardinality
+                    | Func::ArraySum
+                    | Func::ArrayMin
+                    | Func::ArrayMax
+                    | Func::ArrayAvg
+                    | Func::ArrayArgmax
+                    | Func::Evens
+                    | Func::Odds
+                    | Func::Element
+                    | Func::Slice
+                    | Func::ArrayCat
+                    | Func::Dot
+                    | Func::Fft
+                    | Func::Ifft
+                    | Func::PowerSpectrum
+                    | Func::MakeArray => arrays::data_type(*f, &tys)?,
                     _ => strings::data_type(*f, args, &tys)?,
                 }
             }

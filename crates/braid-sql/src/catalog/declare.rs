@@ -867,6 +867,10 @@ fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
             braid_plan::time::parse(t, f.ty)
                 .map_err(|why| format!("{why} (column `{}`)", f.name))?,
         ),
+        DataType::Float64Array | DataType::Int64Array => {
+            braid_plan::batch::parse_array(t, f.ty, f.nullable)
+                .map_err(|why| format!("{why} (column `{}`)", f.name))?
+        }
     })
 }
 

@@ -1,0 +1,493 @@
+//! Numeric arrays in expressions (SCSQ's vectors of signal samples): element access
+//! and slices, length, sum, min, max, average, arg max, dot product, concatenation,
+//! the even and odd elements (a radix-2 FFT's halves), elementwise arithmetic, and the
+//! discrete Fourier transform (`fft`, `ifft`, by rustfft) with the power per bin.
+//!
+//! Complex arrays are float arrays of interleaved parts, `{re0, im0, re1, im1, ...}`:
+//! `fft` of n samples gives 2n floats, n bins. Results live in the expression's arena.
+//! A fault is a row's error, never a quiet NULL: an index outside the array, arrays of
+//! different lengths, an int64 overflow, a complex array of odd length.
+
+use super::{Arena, BinOp, CallError, Func};
+use crate::batch::Value;
+use crate::error::{Error, Result};
+use crate::types::DataType;
+use rustfft::num_complex::Complex;
+use std::cell::RefCell;
+
+/// The result type of array function `f` over arguments of types `tys`.
+pub(super) fn data_type(f: Func, tys: &[DataType]) -> Result<DataType> {
+    use DataType::*;
+    let arr = |t: &DataType| t.is_array();
+    let bad = |takes: &str| {
+        Err(Error::Plan(format!(
+            "{} takes {takes}, found {}",
+            f.name(),
+            super::typing::list(tys)
+        )))
+    };
+    match f {
+        Func::Cardinality => match tys {
+            [t] if arr(t) => Ok(Int64),
+            _ => bad("one array"),
+        },
+        Func::ArraySum | Func::ArrayMin | Func::ArrayMax => match tys {
+            [t] if arr(t) => Ok(t.element()),
+            _ => bad("one array"),
+        },
+        Func::ArrayAvg => match tys {
+            [t] if arr(t) => Ok(Float64),
+            _ => bad("one array"),
+        },
+        Func::ArrayArgmax => match tys {
+            [t] if arr(t) => Ok(Int64),
+            _ => bad("one array"),
+        },
+        Func::Evens | Func::Odds => match tys {
+            [t] if arr(t) => Ok(*t),
+            _ => bad("one array"),
+        },
+        Func::Element => match tys {
+            [t, Int64] if arr(t) => Ok(t.element()),
+            _ => bad("an array and a BIGINT index"),
+        },
+        Func::Slice => match tys {
+            [t, Int64, Int64] if arr(t) => Ok(*t),
+            _ => bad("an array and two BIGINT bounds"),
+        },
+        Func::ArrayCat => match tys {
+            [a, b] if arr(a) && a == b => Ok(*a),
+            _ => bad("two arrays of one type"),
+        },
+        Func::Dot => match tys {
+            [Int64Array, Int64Array] => Ok(Int64),
+            [a, b] if arr(a) && arr(b) => Ok(Float64),
+            _ => bad("two arrays"),
+        },
+        Func::Fft => match tys {
+            [t] if arr(t) => Ok(Float64Array),
+            _ => bad("one array of samples"),
+        },
+        Func::Ifft | Func::PowerSpectrum => match tys {
+            [Float64Array] => Ok(Float64Array),
+            _ => bad("one DOUBLE[] of interleaved complex numbers (re, im, ...)"),
+        },
+        Func::MakeArray => {
+            if tys.is_empty() {
+                return Err(Error::Plan(
+                    "ARRAY[] without elements has no type; give at least one".into(),
+                ));
+            }
+            if tys.iter().all(|t| *t == Int64) {
+                Ok(Int64Array)
+            } else if tys.iter().all(|t| matches!(t, Int64 | Float64)) {
+                Ok(Float64Array)
+            } else {
+                bad("numbers (BIGINT or DOUBLE)")
+            }
+        }
+        _ => Err(Error::Internal(format!(
+            "{} is no array function",
+            f.name()
+        ))),
+    }
+}
+
+/// The type of `a op b` when either is an array: elementwise over two arrays of one
+/// length, or an array and a number.
+pub(super) fn binary_type(op: BinOp, a: DataType, b: DataType) -> Result<DataType> {
+    use DataType::*;
+    let refuse = || {
+        Err(Error::Plan(format!(
+            "`{}` of {a} and {b}: arrays take + - * / elementwise (with an array of the same \
+             length or a number); compare elements (x[i]) or cardinality(x)",
+            op.symbol()
+        )))
+    };
+    if !matches!(op, BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div) {
+        return refuse();
+    }
+    let num = |t: DataType| matches!(t, Int64 | Float64);
+    let ok = (a.is_array() || num(a)) && (b.is_array() || num(b));
+    if !ok {
+        return refuse();
+    }
+    let int = |t: DataType| matches!(t, Int64 | Int64Array);
+    Ok(if int(a) && int(b) {
+        Int64Array
+    } else {
+        Float64Array
+    })
+}
+
+/// `a op b` with an array on at least one side.
+pub(super) fn binary<'a>(
+    op: BinOp,
+    a: Value<'a>,
+    b: Value<'a>,
+    arena: &'a Arena,
+) -> std::result::Result<Value<'a>, &'static str> {
+    use Value::*;
+    if matches!(a, Null) || matches!(b, Null) {
+        return Ok(Null);
+    }
+    // Int arrays with ints: checked int64 arithmetic.
+    let int_side = |v: Value<'a>| -> Option<Result2<'a>> {
+        match v {
+            Ints(x) => Some(Result2::Many(x)),
+            Int(i) => Some(Result2::One(i)),
+            _ => None,
+        }
+    };
+    if let (Some(x), Some(y)) = (int_side(a), int_side(b)) {
+        let n = x.len().or(y.len()).unwrap_or(1);
+        if let (Some(p), Some(q)) = (x.len(), y.len()) {
+            if p != q {
+                return Err("arrays of different lengths");
+            }
+        }
+        let out = arena.alloc_slice_fill_copy(n, 0i64);
+        for (i, o) in out.iter_mut().enumerate() {
+            let (u, v) = (x.at(i), y.at(i));
+            if v == 0 && op == BinOp::Div {
+                return Err("division by zero");
+            }
+            *o = match op {
+                BinOp::Add => u.checked_add(v),
+                BinOp::Sub => u.checked_sub(v),
+                BinOp::Mul => u.checked_mul(v),
+                _ => u.checked_div(v),
+            }
+            .ok_or("integer overflow")?;
+        }
+        return Ok(Ints(out));
+    }
+    let side = |v: Value<'a>| -> Option<FloatSide<'a>> {
+        match v {
+            Floats(x) => Some(FloatSide::Floats(x)),
+            Ints(x) => Some(FloatSide::Ints(x)),
+            Int(i) => Some(FloatSide::One(i as f64)),
+            Float(f) => Some(FloatSide::One(f)),
+            _ => None,
+        }
+    };
+    let (Some(x), Some(y)) = (side(a), side(b)) else {
+        return Err("an array with a value that is no number");
+    };
+    let n = match (x.len(), y.len()) {
+        (Some(p), Some(q)) if p != q => return Err("arrays of different lengths"),
+        (Some(p), _) | (_, Some(p)) => p,
+        (None, None) => 1,
+    };
+    let out = arena.alloc_slice_fill_copy(n, 0f64);
+    for (i, o) in out.iter_mut().enumerate() {
+        let (u, v) = (x.at(i), y.at(i));
+        if v == 0.0 && op == BinOp::Div {
+            return Err("division by zero");
+        }
+        let r = match op {
+            BinOp::Add => u + v,
+            BinOp::Sub => u - v,
+            BinOp::Mul => u * v,
+            _ => u / v,
+        };
+        if !r.is_finite() && u.is_finite() && v.is_finite() {
+            return Err("float overflow");
+        }
+        *o = r;
+    }
+    Ok(Floats(out))
+}
+
+enum Result2<'a> {
+    Many(&'a [i64]),
+    One(i64),
+}
+
+impl Result2<'_> {
+    fn len(&self) -> Option<usize> {
+        match self {
+            Result2::Many(x) => Some(x.len()),
+            Result2::One(_) => None,
+        }
+    }
+    fn at(&self, i: usize) -> i64 {
+        match self {
+            Result2::Many(x) => x[i],
+            Result2::One(v) => *v,
+        }
+    }
+}
+
+enum FloatSide<'a> {
+    Floats(&'a [f64]),
+    Ints(&'a [i64]),
+    One(f64),
+}
+
+impl FloatSide<'_> {
+    fn len(&self) -> Option<usize> {
+        match self {
+            FloatSide::Floats(x) => Some(x.len()),
+            FloatSide::Ints(x) => Some(x.len()),
+            FloatSide::One(_) => None,
+        }
+    }
+    fn at(&self, i: usize) -> f64 {
+        match self {
+            FloatSide::Floats(x) => x[i],
+            FloatSide::Ints(x) => x[i] as f64,
+            FloatSide::One(v) => *v,
+        }
+    }
+}
+
+thread_local! {
+    /// rustfft's planner keeps the plans it made, by length: one per thread.
+    static PLANNER: RefCell<rustfft::FftPlanner<f64>> = RefCell::new(rustfft::FftPlanner::new());
+}
+
+/// The discrete Fourier transform of `data` in place (`inverse`: unscaled inverse).
+pub fn dft(data: &mut [Complex<f64>], inverse: bool) {
+    if data.is_empty() {
+        return;
+    }
+    PLANNER.with(|p| {
+        let mut p = p.borrow_mut();
+        let plan = match inverse {
+            false => p.plan_fft_forward(data.len()),
+            true => p.plan_fft_inverse(data.len()),
+        };
+        plan.process(data);
+    });
+}
+
+/// Array function `f` over evaluated arguments `vals`.
+pub(super) fn call<'a>(
+    f: Func,
+    vals: &[Value<'a>],
+    arena: &'a Arena,
+) -> std::result::Result<Value<'a>, CallError<'a>> {
+    use Value::*;
+    let mut three = [Null; 3];
+    for (t, v) in three.iter_mut().zip(vals) {
+        *t = *v;
+    }
+    let n = vals.len().min(3);
+    let err = |why: &'static str| (why, three, n);
+    if f != Func::MakeArray && vals.iter().any(|v| matches!(v, Null)) {
+        return Ok(Null);
+    }
+    Ok(match (f, vals) {
+        (Func::Cardinality, [Floats(a)]) => Int(a.len() as i64),
+        (Func::Cardinality, [Ints(a)]) => Int(a.len() as i64),
+        (Func::ArraySum, [Floats(a)]) => Float(a.iter().fold(0.0, |s, x| s + x)),
+        (Func::ArraySum, [Ints(a)]) => Int(a
+            .iter()
+            .try_fold(0i64, |s, &x| s.checked_add(x))
+            .ok_or_else(|| err("integer overflow"))?),
+        (Func::ArrayMin | Func::ArrayMax, [Floats(a)]) => {
+            let max = f == Func::ArrayMax;
+            // NaN: by total order, as elsewhere in Braid's sorting.
+            match a.iter().copied().reduce(|x, y| {
+                let later = y.total_cmp(&x).is_gt();
+                if later == max {
+                    y
+                } else {
+                    x
+                }
+            }) {
+                Some(x) => Float(x),
+                None => Null,
+            }
+        }
+        (Func::ArrayMin, [Ints(a)]) => a.iter().min().map_or(Null, |&x| Int(x)),
+        (Func::ArrayMax, [Ints(a)]) => a.iter().max().map_or(Null, |&x| Int(x)),
+        (Func::ArrayAvg, [Floats(a)]) if !a.is_empty() => {
+            Float(a.iter().fold(0.0, |s, x| s + x) / a.len() as f64)
+        }
+        (Func::ArrayAvg, [Ints(a)]) if !a.is_empty() => {
+            Float(a.iter().map(|&x| x as i128).sum::<i128>() as f64 / a.len() as f64)
+        }
+        (Func::ArrayAvg, _) => Null,
+        (Func::ArrayArgmax, [Floats(a)]) => {
+            let mut best: Option<(usize, f64)> = None;
+            for (i, &x) in a.iter().enumerate() {
+                if best.map_or(true, |(_, b)| x.total_cmp(&b).is_gt()) {
+                    best = Some((i, x));
+                }
+            }
+            best.map_or(Null, |(i, _)| Int(i as i64 + 1))
+        }
+        (Func::ArrayArgmax, [Ints(a)]) => {
+            let mut best: Option<(usize, i64)> = None;
+            for (i, &x) in a.iter().enumerate() {
+                if best.map_or(true, |(_, b)| x > b) {
+                    best = Some((i, x));
+                }
+            }
+            best.map_or(Null, |(i, _)| Int(i as i64 + 1))
+        }
+        (Func::Evens | Func::Odds, [v]) => {
+            let start = usize::from(f == Func::Odds);
+            match *v {
+                Floats(a) => {
+                    Floats(arena.alloc_slice_fill_iter(a.iter().skip(start).step_by(2).copied()))
+                }
+                Ints(a) => {
+                    Ints(arena.alloc_slice_fill_iter(a.iter().skip(start).step_by(2).copied()))
+                }
+                _ => return Err(err("not an array")),
+            }
+        }
+        (Func::Element, [v, Int(i)]) => {
+            let len = array_len(*v).ok_or_else(|| err("not an array"))?;
+            if *i < 1 || *i as u64 > len as u64 {
+                return Err(err("array index out of range (arrays count from 1)"));
+            }
+            let k = (*i - 1) as usize;
+            match *v {
+                Floats(a) => Float(a[k]),
+                Ints(a) => Int(a[k]),
+                _ => return Err(err("not an array")),
+            }
+        }
+        (Func::Slice, [v, Int(lo), Int(hi)]) => {
+            let len = array_len(*v).ok_or_else(|| err("not an array"))? as i64;
+            if *lo < 1 || *hi > len || *lo > *hi + 1 {
+                return Err(err(
+                    "slice bounds out of range (from 1 to the length, the lower at most one past the upper)",
+                ));
+            }
+            let (a, b) = ((*lo - 1) as usize, *hi as usize);
+            match *v {
+                Floats(x) => Floats(&x[a..b]),
+                Ints(x) => Ints(&x[a..b]),
+                _ => return Err(err("not an array")),
+            }
+        }
+        (Func::ArrayCat, [Floats(a), Floats(b)]) => {
+            Floats(arena.alloc_slice_fill_with(a.len() + b.len(), |i| {
+                if i < a.len() {
+                    a[i]
+                } else {
+                    b[i - a.len()]
+                }
+            }))
+        }
+        (Func::ArrayCat, [Ints(a), Ints(b)]) => {
+            Ints(arena.alloc_slice_fill_with(a.len() + b.len(), |i| {
+                if i < a.len() {
+                    a[i]
+                } else {
+                    b[i - a.len()]
+                }
+            }))
+        }
+        (Func::Dot, [Ints(a), Ints(b)]) => {
+            if a.len() != b.len() {
+                return Err(err("arrays of different lengths"));
+            }
+            let mut s = 0i64;
+            for (x, y) in a.iter().zip(b.iter()) {
+                s = x
+                    .checked_mul(*y)
+                    .and_then(|p| s.checked_add(p))
+                    .ok_or_else(|| err("integer overflow"))?;
+            }
+            Int(s)
+        }
+        (Func::Dot, [x, y]) => {
+            let (Some(p), Some(q)) = (Nums::of(*x), Nums::of(*y)) else {
+                return Err(err("not an array"));
+            };
+            if p.len() != q.len() {
+                return Err(err("arrays of different lengths"));
+            }
+            Float((0..p.len()).fold(0.0, |s, i| s + p.at(i) * q.at(i)))
+        }
+        (Func::Fft, [x]) => {
+            let p = Nums::of(*x).ok_or_else(|| err("not an array"))?;
+            let buf = arena.alloc_slice_fill_with(p.len(), |i| Complex::new(p.at(i), 0.0));
+            dft(buf, false);
+            Floats(interleave(buf, 1.0, arena))
+        }
+        (Func::Ifft, [Floats(z)]) => {
+            if z.len() % 2 != 0 {
+                return Err(err("a complex array of odd length (parts come in pairs)"));
+            }
+            let buf =
+                arena.alloc_slice_fill_with(z.len() / 2, |k| Complex::new(z[2 * k], z[2 * k + 1]));
+            dft(buf, true);
+            let scale = 1.0 / buf.len().max(1) as f64;
+            Floats(interleave(buf, scale, arena))
+        }
+        (Func::PowerSpectrum, [Floats(z)]) => {
+            if z.len() % 2 != 0 {
+                return Err(err("a complex array of odd length (parts come in pairs)"));
+            }
+            Floats(
+                arena.alloc_slice_fill_iter(z.chunks_exact(2).map(|c| c[0] * c[0] + c[1] * c[1])),
+            )
+        }
+        (Func::MakeArray, vals) => {
+            if vals.iter().any(|v| matches!(v, Null)) {
+                return Err(err("a NULL element (arrays hold numbers only)"));
+            }
+            if vals.iter().all(|v| matches!(v, Int(_))) {
+                Ints(arena.alloc_slice_fill_iter(vals.iter().map(|v| v.as_int().unwrap_or(0))))
+            } else {
+                Floats(arena.alloc_slice_fill_iter(vals.iter().map(|v| match v {
+                    Int(i) => *i as f64,
+                    Float(f) => *f,
+                    _ => f64::NAN, // refused by the type check
+                })))
+            }
+        }
+        _ => return Err(err("arguments of other types than the type check allowed")),
+    })
+}
+
+/// Complex numbers as interleaved parts, each times `scale`.
+fn interleave<'a>(z: &[Complex<f64>], scale: f64, arena: &'a Arena) -> &'a [f64] {
+    arena.alloc_slice_fill_with(2 * z.len(), |i| {
+        let c = z[i / 2];
+        scale * if i % 2 == 0 { c.re } else { c.im }
+    })
+}
+
+fn array_len(v: Value<'_>) -> Option<usize> {
+    match v {
+        Value::Floats(a) => Some(a.len()),
+        Value::Ints(a) => Some(a.len()),
+        _ => None,
+    }
+}
+
+/// A numeric array's elements, read as floats.
+enum Nums<'a> {
+    F(&'a [f64]),
+    I(&'a [i64]),
+}
+
+impl<'a> Nums<'a> {
+    fn of(v: Value<'a>) -> Option<Nums<'a>> {
+        match v {
+            Value::Floats(a) => Some(Nums::F(a)),
+            Value::Ints(a) => Some(Nums::I(a)),
+            _ => None,
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            Nums::F(a) => a.len(),
+            Nums::I(a) => a.len(),
+        }
+    }
+    fn at(&self, i: usize) -> f64 {
+        match self {
+            Nums::F(a) => a[i],
+            Nums::I(a) => a[i] as f64,
+        }
+    }
+}
