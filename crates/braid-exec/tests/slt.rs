@@ -156,9 +156,12 @@ fn type_of(ty: DataType) -> Type {
     match ty {
         DataType::Int64 => Type::Int,
         DataType::Float64 => Type::Float,
-        DataType::String | DataType::Timestamp | DataType::TimestampTz | DataType::Date => {
-            Type::Text
-        }
+        DataType::String
+        | DataType::Timestamp
+        | DataType::TimestampTz
+        | DataType::Date
+        | DataType::Float64Array
+        | DataType::Int64Array => Type::Text,
         DataType::Bool => Type::Bool,
     }
 }

@@ -381,7 +381,7 @@ mod tests {
                         Value::Int(i) => i.to_string(),
                         Value::Float(f) => f.to_string(),
                         Value::Bool(b) => b.to_string(),
-                        Value::Str(s) => s.to_string(),
+                        v => v.to_string(),
                     })
                     .collect();
                 out.push(cells.join(","));

@@ -942,6 +942,12 @@ mod tests {
             1 => float().prop_map(Scalar::Float).boxed(),
             2 => any::<bool>().prop_map(Scalar::Bool).boxed(),
             3 => string().prop_map(Scalar::Str).boxed(),
+            4 => prop::collection::vec(float(), 0..6)
+                .prop_map(Scalar::Floats)
+                .boxed(),
+            5 => prop::collection::vec(int(), 0..6)
+                .prop_map(Scalar::Ints)
+                .boxed(),
             _ => Just(Scalar::Null).boxed(),
         }
     }
@@ -949,7 +955,7 @@ mod tests {
     /// A column of `rows` values: one type (with or without nulls), several types, all
     /// null, or sorted ints (for the delta encoding).
     fn column(rows: usize) -> BoxedStrategy<Vec<Scalar>> {
-        let one_type = (0u8..4, any::<bool>()).prop_flat_map(move |(kind, nullable)| {
+        let one_type = (0u8..6, any::<bool>()).prop_flat_map(move |(kind, nullable)| {
             let v = if nullable {
                 prop_oneof![3 => value(kind), 1 => Just(Scalar::Null)].boxed()
             } else {
@@ -957,7 +963,7 @@ mod tests {
             };
             prop::collection::vec(v, rows)
         });
-        let mixed = prop::collection::vec((0u8..5).prop_flat_map(value), rows);
+        let mixed = prop::collection::vec((0u8..7).prop_flat_map(value), rows);
         let sorted = (int(), prop::collection::vec(0i64..1000, rows)).prop_map(|(start, steps)| {
             let mut t = start;
             steps

@@ -491,3 +491,237 @@ impl<'a> Nums<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::batch::{Batch, RowKey, Scalar, Value};
+    use crate::expr::{Arena, Expr, Func};
+    use crate::types::{DataType, Field, Schema};
+
+    /// Evaluates `f(args)` over one row holding the arguments as columns.
+    fn call(f: Func, args: &[Scalar]) -> Result<Scalar, String> {
+        let mut b = Batch::new(args.len());
+        b.start_row(RowKey::default());
+        let mut fields = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            b.push_value(a.as_value());
+            let ty = a.as_value().data_type().unwrap_or(DataType::Int64);
+            fields.push(Field::new(&format!("c{i}"), ty));
+        }
+        let schema = Schema::new(fields);
+        let e = Expr::Call(
+            f,
+            (0..args.len())
+                .map(|i| Expr::col(&schema, &format!("c{i}")).unwrap())
+                .collect(),
+        );
+        e.data_type(&schema).map_err(|e| e.to_string())?;
+        let arena = Arena::new();
+        let row = b.row(0);
+        e.eval(&row, &arena)
+            .map(|v| v.to_scalar())
+            .map_err(|f| f.to_string())
+    }
+
+    fn fl(v: &[f64]) -> Scalar {
+        Scalar::Floats(v.to_vec())
+    }
+
+    /// A direct O(n^2) DFT, written from the definition (shares nothing with rustfft).
+    fn naive_dft(x: &[f64]) -> Vec<f64> {
+        let n = x.len();
+        let mut out = Vec::new();
+        for k in 0..n {
+            let (mut re, mut im) = (0.0, 0.0);
+            for (j, &v) in x.iter().enumerate() {
+                let a = -2.0 * std::f64::consts::PI * (k * j % n) as f64 / n as f64;
+                re += v * a.cos();
+                im += v * a.sin();
+            }
+            out.extend([re, im]);
+        }
+        out
+    }
+
+    #[test]
+    fn fft_equals_the_definition_and_ifft_inverts_it() {
+        for n in [1usize, 2, 7, 64, 1000] {
+            let x: Vec<f64> = (0..n).map(|i| ((i * 37 % 11) as f64 - 5.0) * 0.3).collect();
+            let Ok(Scalar::Floats(z)) = call(Func::Fft, &[fl(&x)]) else {
+                panic!("fft")
+            };
+            let want = naive_dft(&x);
+            assert_eq!(z.len(), 2 * n);
+            for (a, b) in z.iter().zip(&want) {
+                assert!(
+                    (a - b).abs() <= 1e-9 * (1.0 + b.abs()),
+                    "n = {n}: {a} vs {b}"
+                );
+            }
+            let Ok(Scalar::Floats(back)) = call(Func::Ifft, &[fl(&z)]) else {
+                panic!("ifft")
+            };
+            for (k, v) in x.iter().enumerate() {
+                assert!((back[2 * k] - v).abs() < 1e-9 && back[2 * k + 1].abs() < 1e-9);
+            }
+            let Ok(Scalar::Floats(p)) = call(Func::PowerSpectrum, &[fl(&z)]) else {
+                panic!("power")
+            };
+            assert_eq!(p.len(), n);
+            assert!((p[0] - z[0] * z[0] - z[1] * z[1]).abs() < 1e-9);
+        }
+        // An int array's samples are its elements.
+        assert_eq!(
+            call(Func::Fft, &[Scalar::Ints(vec![1, 2])]),
+            Ok(fl(&[3.0, 0.0, -1.0, 0.0]))
+        );
+        assert!(call(Func::Ifft, &[fl(&[1.0, 2.0, 3.0])])
+            .unwrap_err()
+            .contains("odd length"));
+    }
+
+    #[test]
+    fn array_functions_and_their_faults() {
+        let x = fl(&[3.0, -1.0, 4.0, 1.5]);
+        let i = Scalar::Ints(vec![5, 6, 7]);
+        assert_eq!(call(Func::Cardinality, &[x.clone()]), Ok(Scalar::Int(4)));
+        assert_eq!(call(Func::ArraySum, &[x.clone()]), Ok(Scalar::Float(7.5)));
+        assert_eq!(call(Func::ArraySum, &[i.clone()]), Ok(Scalar::Int(18)));
+        assert_eq!(call(Func::ArrayMax, &[x.clone()]), Ok(Scalar::Float(4.0)));
+        assert_eq!(call(Func::ArrayMin, &[i.clone()]), Ok(Scalar::Int(5)));
+        assert_eq!(call(Func::ArrayArgmax, &[x.clone()]), Ok(Scalar::Int(3)));
+        assert_eq!(call(Func::ArrayAvg, &[i.clone()]), Ok(Scalar::Float(6.0)));
+        assert_eq!(call(Func::ArrayMax, &[fl(&[])]), Ok(Scalar::Null));
+        assert_eq!(call(Func::ArraySum, &[fl(&[])]), Ok(Scalar::Float(0.0)));
+        assert_eq!(call(Func::Evens, &[x.clone()]), Ok(fl(&[3.0, 4.0])));
+        assert_eq!(call(Func::Odds, &[i.clone()]), Ok(Scalar::Ints(vec![6])));
+        assert_eq!(
+            call(Func::Element, &[i.clone(), Scalar::Int(3)]),
+            Ok(Scalar::Int(7))
+        );
+        for bad in [0, 4, -1] {
+            let e = call(Func::Element, &[i.clone(), Scalar::Int(bad)]).unwrap_err();
+            assert!(e.contains("out of range"), "{e}");
+        }
+        assert_eq!(
+            call(Func::Slice, &[x.clone(), Scalar::Int(2), Scalar::Int(3)]),
+            Ok(fl(&[-1.0, 4.0]))
+        );
+        assert_eq!(
+            call(Func::Slice, &[x.clone(), Scalar::Int(3), Scalar::Int(2)]),
+            Ok(fl(&[]))
+        );
+        assert!(call(Func::Slice, &[x.clone(), Scalar::Int(2), Scalar::Int(5)]).is_err());
+        assert_eq!(
+            call(Func::Dot, &[i.clone(), i.clone()]),
+            Ok(Scalar::Int(25 + 36 + 49))
+        );
+        assert!(call(Func::Dot, &[x.clone(), i.clone()])
+            .unwrap_err()
+            .contains("different lengths"));
+        assert!(call(Func::ArraySum, &[Scalar::Ints(vec![i64::MAX, 1])])
+            .unwrap_err()
+            .contains("overflow"));
+        assert_eq!(
+            call(Func::ArrayCat, &[i.clone(), Scalar::Ints(vec![1])]),
+            Ok(Scalar::Ints(vec![5, 6, 7, 1]))
+        );
+        assert_eq!(
+            call(Func::MakeArray, &[Scalar::Int(1), Scalar::Float(0.5)]),
+            Ok(fl(&[1.0, 0.5]))
+        );
+        assert!(call(Func::Cardinality, &[Scalar::Int(1)])
+            .unwrap_err()
+            .contains("takes one array"));
+    }
+
+    #[test]
+    fn elementwise_arithmetic_checks_lengths_and_overflow() {
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::Int64Array),
+            Field::new("b", DataType::Float64Array),
+        ]);
+        let mut batch = Batch::new(2);
+        batch.push(
+            RowKey::default(),
+            &[Value::Ints(&[1, i64::MAX]), Value::Floats(&[0.5, 2.0])],
+        );
+        let col = |n| Expr::col(&schema, n).unwrap();
+        let arena = Arena::new();
+        let row = batch.row(0);
+        let ev = |e: Expr| {
+            e.eval(&row, &arena)
+                .map(|v| v.to_scalar())
+                .map_err(|f| f.to_string())
+        };
+        use crate::expr::BinOp::*;
+        assert_eq!(ev(col("b").bin(Mul, Expr::int(2))), Ok(fl(&[1.0, 4.0])));
+        assert_eq!(
+            ev(col("a").bin(Add, col("b"))),
+            Ok(fl(&[1.5, i64::MAX as f64 + 2.0]))
+        );
+        assert!(ev(col("a").bin(Add, Expr::int(1)))
+            .unwrap_err()
+            .contains("overflow"));
+        assert!(ev(col("b").bin(Div, Expr::Literal(Scalar::Float(0.0))))
+            .unwrap_err()
+            .contains("division by zero"));
+        let short = Expr::Call(Func::MakeArray, vec![Expr::int(1)]);
+        assert!(ev(col("a").bin(Sub, short))
+            .unwrap_err()
+            .contains("different lengths"));
+        assert_eq!(
+            col("a").bin(Add, col("a")).data_type(&schema).unwrap(),
+            DataType::Int64Array
+        );
+        assert!(col("a").eq(col("a")).data_type(&schema).is_err());
+    }
+
+    #[test]
+    fn arrays_move_between_batches_and_read_from_text() {
+        let mut a = Batch::new(2);
+        a.start_row(RowKey::default());
+        a.push_array_text(DataType::Float64Array, " { 1.5, -2 ,3e2} ", false)
+            .unwrap();
+        a.push_array_text(DataType::Int64Array, "{}", false)
+            .unwrap();
+        a.start_row(RowKey { seq: 1, lane: 0 });
+        a.push_array_text(DataType::Float64Array, "", true).unwrap();
+        a.push_array_text(DataType::Int64Array, "{7,8}", false)
+            .unwrap();
+        assert_eq!(a.row(0).get(0), Value::Floats(&[1.5, -2.0, 300.0]));
+        assert_eq!(a.row(0).get(1), Value::Ints(&[]));
+        assert_eq!(a.row(1).get(0), Value::Null);
+        for (text, why) in [
+            ("{1,x}", "element 2"),
+            ("1,2", "is not an array"),
+            ("{1,NULL}", "NULL element"),
+            ("{1.5}", "element 1"),
+        ] {
+            a.start_row(RowKey::default());
+            let e = a
+                .push_array_text(DataType::Int64Array, text, false)
+                .unwrap_err();
+            a.abandon_row();
+            assert!(e.contains(why), "{text}: {e}");
+        }
+        assert!(a.push_array_text(DataType::Int64Array, " ", false).is_err());
+        // Copied row by row and appended whole, into a batch that has arrays already.
+        let mut b = Batch::new(2);
+        b.push(
+            RowKey::default(),
+            &[Value::Floats(&[9.0]), Value::Ints(&[1])],
+        );
+        b.push_row_of(&a, 1, RowKey::default());
+        b.append(&a);
+        assert_eq!(b.row(1).get(1), Value::Ints(&[7, 8]));
+        assert_eq!(b.row(2).get(0), Value::Floats(&[1.5, -2.0, 300.0]));
+        assert_eq!(b.row(3).get(1), Value::Ints(&[7, 8]));
+        assert_eq!(b.row(0).get(0), Value::Floats(&[9.0]));
+        assert_eq!(
+            crate::batch::parse_array("{1,2}", DataType::Int64Array, false),
+            Ok(Scalar::Ints(vec![1, 2]))
+        );
+        assert_eq!(b.row(2).get(0).to_string(), "{1.5,-2,300}");
+    }
+}
