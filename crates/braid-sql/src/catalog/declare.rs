@@ -431,6 +431,7 @@ fn source_spec(
                         "stream `{name}`: JSON lines have no header; header is an option of format = 'csv'"
                     )));
                 }
+                no_arrays(name, &schema, "JSON lines")?;
                 if files.len() != 1 {
                     return Err(Error::Plan(format!(
                         "stream `{name}`: format = 'json' reads one file; {} match {path}",
@@ -486,6 +487,7 @@ fn source_spec(
         }
         "kafka" => {
             let schema = need_columns(columns)?;
+            no_arrays(name, &schema, "a Kafka topic")?;
             let spec = SourceSpec::Kafka(kafka_source(name, o, &schema)?);
             (spec, schema, None)
         }
@@ -794,6 +796,20 @@ pub fn sink(name: &str, mut o: Options, base: &Path) -> Result<SinkDef> {
         latency_to,
         latency_from,
     })
+}
+
+/// Refuses an array column in a stream read from `what`, whose readers parse scalars
+/// only (CSV files, standard input, TCP, binary files and native sources take arrays).
+fn no_arrays(name: &str, schema: &Schema, what: &str) -> Result<()> {
+    match schema.fields.iter().find(|f| f.ty.is_array()) {
+        Some(f) => Err(Error::NotSupported(format!(
+            "stream `{name}`: array column `{}` ({}) read from {what}; arrays are read from \
+             CSV files, standard input, TCP, binary files and native sources",
+            f.name,
+            f.ty.sql_name()
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Loads a table from `CREATE TABLE name (columns) WITH (path = ...)`.
