@@ -38,3 +38,4 @@ pub mod sql_windows;
 pub mod trips;
 pub mod tune;
 pub mod udf;
+pub mod vectors;

@@ -7,7 +7,7 @@
 use anyhow::Result;
 use braid_bench::{
     checkpoints, latency, parse, peer, placement, rate, retention, server, split, sql, trips, tune,
-    udf,
+    udf, vectors,
 };
 use clap::{Parser, Subcommand};
 
@@ -56,6 +56,8 @@ enum Command {
     Udf(udf::UdfArgs),
     /// Trip grouping (Paper III): savings, throughput and balance per partitioner and q.
     Trips(trips::TripsArgs),
+    /// Numeric vector streams (LOFAR-like): FFT queries against a loop over the same FFT.
+    Vectors(vectors::VectorsArgs),
 }
 
 fn main() {
@@ -80,5 +82,6 @@ fn run() -> Result<()> {
         Command::Peer(a) => peer::run(a),
         Command::Udf(a) => udf::run(a),
         Command::Trips(a) => trips::run(a),
+        Command::Vectors(a) => vectors::run(a),
     }
 }

@@ -30,6 +30,7 @@ mod dashboard;
 mod explain;
 mod launch;
 mod listing;
+mod lofar_cmd;
 mod lrb;
 mod profile;
 mod progress;
@@ -176,6 +177,11 @@ enum Command {
         #[command(subcommand)]
         which: trips_cmd::Trips,
     },
+    /// Numeric vector streams (LOFAR, thesis Papers I, II, VI): generate signals.
+    Lofar {
+        #[command(subcommand)]
+        which: lofar_cmd::Lofar,
+    },
 }
 
 /// A usage error: the command line asks for something that does not fit (exit code 2).
@@ -269,6 +275,7 @@ fn run() -> anyhow::Result<()> {
         }
         Command::Lrb { which } => lrb::run(which),
         Command::Trips { which } => trips_cmd::run(which),
+        Command::Lofar { which } => lofar_cmd::run(which),
         Command::Server {
             listen,
             workers,
