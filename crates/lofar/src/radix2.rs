@@ -190,13 +190,35 @@ pub fn dft(z: &mut [Complex<f64>]) {
 pub fn butterfly(e: &[Complex<f64>], o: &[Complex<f64>]) -> Vec<Complex<f64>> {
     let m = e.len();
     let mut x = vec![Complex::new(0.0, 0.0); 2 * m];
-    for j in 0..m {
-        let a = -std::f64::consts::PI * j as f64 / m as f64;
-        let w = Complex::new(a.cos(), a.sin()) * o[j];
-        x[j] = e[j] + w;
-        x[j + m] = e[j] - w;
-    }
+    with_twiddles(m, |w| {
+        for j in 0..m {
+            let t = w[j] * o[j];
+            x[j] = e[j] + t;
+            x[j + m] = e[j] - t;
+        }
+    });
     x
+}
+
+/// Calls `f` with the twiddles `exp(-2 pi i j / 2m)`, j < m, computed once per `m` and
+/// thread (a sine and cosine per bin cost more than rustfft's whole transform).
+fn with_twiddles<R>(m: usize, f: impl FnOnce(&[Complex<f64>]) -> R) -> R {
+    thread_local! {
+        static TWIDDLES: std::cell::RefCell<BTreeMap<usize, Vec<Complex<f64>>>> =
+            const { std::cell::RefCell::new(BTreeMap::new()) };
+    }
+    TWIDDLES.with(|t| {
+        let mut t = t.borrow_mut();
+        let w = t.entry(m).or_insert_with(|| {
+            (0..m)
+                .map(|j| {
+                    let a = -std::f64::consts::PI * j as f64 / m as f64;
+                    Complex::new(a.cos(), a.sin())
+                })
+                .collect()
+        });
+        f(w)
+    })
 }
 
 /// `butterflies`: a vector's four partial spectra combined twice, at the end of the
