@@ -226,9 +226,12 @@ fn with_twiddles<R>(m: usize, f: impl FnOnce(&[Complex<f64>]) -> R) -> R {
 /// of an epoch in (receiver, t) order.
 pub struct Butterflies;
 
+/// A vector's partial spectra, by quarter, as they come.
+type Quartered = [Option<Vec<Complex<f64>>>; PARTS];
+
 #[derive(Default)]
 struct ButterfliesState {
-    parts: BTreeMap<(i64, i64), [Option<Vec<Complex<f64>>>; PARTS]>,
+    parts: BTreeMap<(i64, i64), Quartered>,
 }
 
 impl StreamFunctionFactory for Butterflies {

@@ -184,7 +184,7 @@ impl Queue {
             let mut top: Option<(usize, f64)> = None;
             for (e, b) in best.iter().enumerate() {
                 if let (true, Some(b)) = (open[e], b) {
-                    if top.map_or(true, |(_, ac)| b.ac < ac) {
+                    if top.is_none_or(|(_, ac)| b.ac < ac) {
                         top = Some((e, b.ac));
                     }
                 }
@@ -311,9 +311,9 @@ fn best_share(q: &[Request], alive: &[bool], r: usize, k: usize, work: &mut u64)
         picked: [0; MAX_K],
         fec: [0.0; MAX_K],
     };
-    for i in 0..b.n {
-        b.picked[i] = top[i].1;
-        b.fec[i] = top[i].0;
+    for (i, &(f, j)) in top[..b.n].iter().enumerate() {
+        b.picked[i] = j;
+        b.fec[i] = f;
     }
     Some(b)
 }
@@ -626,8 +626,8 @@ mod tests {
         let feed = |inst: &mut Box<dyn StreamFunction>, rs: &[Request], out: &mut Batch| {
             let input = crate::request::batch(rs);
             let mut epoch = None;
-            for i in 0..input.len() {
-                let e = (rs[i].t / 60) as u64;
+            for (i, r) in rs.iter().enumerate() {
+                let e = (r.t / 60) as u64;
                 if let Some(p) = epoch.filter(|&p| p != e) {
                     inst.end_of_epoch(p, &mut Emitter::new(out, RowKey::END_OF_EPOCH, 0));
                 }

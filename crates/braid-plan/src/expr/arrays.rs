@@ -313,7 +313,7 @@ pub(super) fn call<'a>(
         (Func::ArrayArgmax, [Floats(a)]) => {
             let mut best: Option<(usize, f64)> = None;
             for (i, &x) in a.iter().enumerate() {
-                if best.map_or(true, |(_, b)| x.total_cmp(&b).is_gt()) {
+                if best.is_none_or(|(_, b)| x.total_cmp(&b).is_gt()) {
                     best = Some((i, x));
                 }
             }
@@ -322,7 +322,7 @@ pub(super) fn call<'a>(
         (Func::ArrayArgmax, [Ints(a)]) => {
             let mut best: Option<(usize, i64)> = None;
             for (i, &x) in a.iter().enumerate() {
-                if best.map_or(true, |(_, b)| x > b) {
+                if best.is_none_or(|(_, b)| x > b) {
                     best = Some((i, x));
                 }
             }
@@ -584,17 +584,44 @@ mod tests {
     fn array_functions_and_their_faults() {
         let x = fl(&[3.0, -1.0, 4.0, 1.5]);
         let i = Scalar::Ints(vec![5, 6, 7]);
-        assert_eq!(call(Func::Cardinality, &[x.clone()]), Ok(Scalar::Int(4)));
-        assert_eq!(call(Func::ArraySum, &[x.clone()]), Ok(Scalar::Float(7.5)));
-        assert_eq!(call(Func::ArraySum, &[i.clone()]), Ok(Scalar::Int(18)));
-        assert_eq!(call(Func::ArrayMax, &[x.clone()]), Ok(Scalar::Float(4.0)));
-        assert_eq!(call(Func::ArrayMin, &[i.clone()]), Ok(Scalar::Int(5)));
-        assert_eq!(call(Func::ArrayArgmax, &[x.clone()]), Ok(Scalar::Int(3)));
-        assert_eq!(call(Func::ArrayAvg, &[i.clone()]), Ok(Scalar::Float(6.0)));
+        assert_eq!(
+            call(Func::Cardinality, std::slice::from_ref(&x)),
+            Ok(Scalar::Int(4))
+        );
+        assert_eq!(
+            call(Func::ArraySum, std::slice::from_ref(&x)),
+            Ok(Scalar::Float(7.5))
+        );
+        assert_eq!(
+            call(Func::ArraySum, std::slice::from_ref(&i)),
+            Ok(Scalar::Int(18))
+        );
+        assert_eq!(
+            call(Func::ArrayMax, std::slice::from_ref(&x)),
+            Ok(Scalar::Float(4.0))
+        );
+        assert_eq!(
+            call(Func::ArrayMin, std::slice::from_ref(&i)),
+            Ok(Scalar::Int(5))
+        );
+        assert_eq!(
+            call(Func::ArrayArgmax, std::slice::from_ref(&x)),
+            Ok(Scalar::Int(3))
+        );
+        assert_eq!(
+            call(Func::ArrayAvg, std::slice::from_ref(&i)),
+            Ok(Scalar::Float(6.0))
+        );
         assert_eq!(call(Func::ArrayMax, &[fl(&[])]), Ok(Scalar::Null));
         assert_eq!(call(Func::ArraySum, &[fl(&[])]), Ok(Scalar::Float(0.0)));
-        assert_eq!(call(Func::Evens, &[x.clone()]), Ok(fl(&[3.0, 4.0])));
-        assert_eq!(call(Func::Odds, &[i.clone()]), Ok(Scalar::Ints(vec![6])));
+        assert_eq!(
+            call(Func::Evens, std::slice::from_ref(&x)),
+            Ok(fl(&[3.0, 4.0]))
+        );
+        assert_eq!(
+            call(Func::Odds, std::slice::from_ref(&i)),
+            Ok(Scalar::Ints(vec![6]))
+        );
         assert_eq!(
             call(Func::Element, &[i.clone(), Scalar::Int(3)]),
             Ok(Scalar::Int(7))

@@ -70,8 +70,10 @@ struct Header {
 /// A [`Header`]'s length in bytes (every field fixed-width).
 const HEADER_LEN: usize = 4 + 4 + 8 + 4 + 8 + 8;
 
-/// The state of one stateful operator: borrowed to save, owned once restored.
+/// The state of one stateful operator: borrowed to save, owned once restored. (One
+/// lives at a time, while a checkpoint is written or read: its size does not matter.)
 #[derive(Serialize, Deserialize)]
+#[allow(clippy::large_enum_variant)]
 enum Saved<'a> {
     Aggregate(Cow<'a, Windows>),
     Join(Cow<'a, [Side; 2]>),
