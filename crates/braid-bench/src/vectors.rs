@@ -240,6 +240,27 @@ pub fn run(a: VectorsArgs) -> Result<()> {
     }
     std::fs::create_dir_all(&a.out)?;
     write_csv(&a.out.join("vectors.csv"), rows.iter())?;
+    // MB/s against workers, a line per query and way; the loops are one thread.
+    let mut series: Vec<crate::plot::Series> = Vec::new();
+    for r in &rows {
+        let name = format!("{}: {}", r.query, r.variant);
+        match series.iter_mut().find(|s| s.name == name) {
+            Some(s) => s.points.push((r.workers as f64, r.mb_per_second)),
+            None => series.push(crate::plot::Series::line(
+                name,
+                vec![(r.workers as f64, r.mb_per_second)],
+            )),
+        }
+    }
+    crate::plot::Chart {
+        title: "Vector streams: MB/s of samples, Braid against a loop over the same FFT".into(),
+        x_label: "workers (the reference loops run on one thread)".into(),
+        y_label: "MB/s of samples".into(),
+        log_y: true,
+        series,
+        ..crate::plot::Chart::default()
+    }
+    .write_svg(&a.out.join("vectors.svg"), 800, 450)?;
     let table = markdown_table(
         &[
             ("query", Align::Left),
@@ -273,7 +294,8 @@ pub fn run(a: VectorsArgs) -> Result<()> {
          (`lofar::radix2`: each vector cut into four decimated quarters, four partial \
          FFTs on four partitions, combined twice by butterflies on 8) against a loop \
          calling rustfft on each whole vector. Median of {} rounds, alternating.\n\n\
-         ```\ncargo run --release -p braid-bench -- vectors --receivers {} --steps {} --samples {} --repeat {}\n```\n\n{table}\n",
+         ```\ncargo run --release -p braid-bench -- vectors --receivers {} --steps {} --samples {} --repeat {}\n```\n\n\
+         ![MB/s](vectors.svg)\n\n{table}\n",
         input.len(),
         a.samples,
         a.receivers,

@@ -100,12 +100,29 @@ impl<'a> Value<'a> {
     }
 }
 
+/// Why an array of `n` elements breaks a declared length `len`, if it does.
+fn wrong_len(n: usize, len: Option<u32>, ty: DataType) -> Option<String> {
+    let want = len?;
+    (n != want as usize).then(|| {
+        let name = match ty {
+            DataType::Int64Array => "BIGINT",
+            _ => "DOUBLE",
+        };
+        format!("{n} elements, expected {want} (declared {name}[{want}])")
+    })
+}
+
 /// An array of type `ty` read from SQL array text (see [`Batch::push_array_text`]);
-/// empty text is null when `nullable`.
-pub fn parse_array(text: &str, ty: DataType, nullable: bool) -> Result<Scalar, String> {
+/// empty text is null when `nullable`; `len`, a declared length.
+pub fn parse_array(
+    text: &str,
+    ty: DataType,
+    nullable: bool,
+    len: Option<u32>,
+) -> Result<Scalar, String> {
     let mut b = Batch::new(1);
     b.start_row(RowKey::default());
-    b.push_array_text(ty, text, nullable)?;
+    b.push_array_text(ty, text, nullable, len)?;
     Ok(b.row(0).get(0).to_scalar())
 }
 
@@ -540,12 +557,14 @@ impl Batch {
     /// Appends one value of the row started with [`Batch::start_row`]: the array of
     /// type `ty` written as SQL array text (`{1,2.5,-3}`, spaces allowed around
     /// elements, `{}` empty), parsed straight into the batch's arena (no allocation of
-    /// its own); empty text is null when `nullable`. On an error nothing is appended.
+    /// its own); empty text is null when `nullable`; with `len`, an array of another
+    /// length is an error. On an error nothing is appended.
     pub fn push_array_text(
         &mut self,
         ty: DataType,
         text: &str,
         nullable: bool,
+        len: Option<u32>,
     ) -> Result<(), String> {
         let t = text.trim();
         if t.is_empty() {
@@ -587,7 +606,12 @@ impl Batch {
                         }
                     }
                 }
-                let x = Batch::array_payload(start, self.floats.len() - start);
+                let n = self.floats.len() - start;
+                if let Some(e) = wrong_len(n, len, ty) {
+                    self.floats.truncate(start);
+                    return Err(e);
+                }
+                let x = Batch::array_payload(start, n);
                 self.push_encoded(Tag::FLOATS, x);
             }
             DataType::Int64Array => {
@@ -601,7 +625,12 @@ impl Batch {
                         }
                     }
                 }
-                let x = Batch::array_payload(start, self.ints.len() - start);
+                let n = self.ints.len() - start;
+                if let Some(e) = wrong_len(n, len, ty) {
+                    self.ints.truncate(start);
+                    return Err(e);
+                }
+                let x = Batch::array_payload(start, n);
                 self.push_encoded(Tag::INTS, x);
             }
             other => return Err(format!("{other} is not an array type")),

@@ -152,6 +152,7 @@ impl std::str::FromStr for Schema {
                 name: name.to_string(),
                 ty: ty.parse()?,
                 nullable,
+                len: None,
             });
         }
         Ok(Schema::new(fields))
@@ -167,6 +168,10 @@ pub struct Field {
     pub ty: DataType,
     /// Whether the column may hold null.
     pub nullable: bool,
+    /// An array column's declared length (SQL `DOUBLE PRECISION[1024]`): every array
+    /// it holds has that many elements; None for any length (and for other types).
+    #[serde(default)]
+    pub len: Option<u32>,
 }
 
 impl Field {
@@ -176,7 +181,34 @@ impl Field {
             name: name.to_string(),
             ty,
             nullable: false,
+            len: None,
         }
+    }
+
+    /// The type as SQL writes it, with an array's declared length (`DOUBLE[4]`).
+    pub fn sql_type(&self) -> String {
+        match (self.ty, self.len) {
+            (DataType::Float64Array, Some(n)) => format!("DOUBLE[{n}]"),
+            (DataType::Int64Array, Some(n)) => format!("BIGINT[{n}]"),
+            (t, _) => t.sql_name().to_string(),
+        }
+    }
+
+    /// The fault of value `v` in this column when it breaks the declared length.
+    pub fn length_fault(&self, v: crate::batch::Value<'_>) -> Option<String> {
+        let want = self.len?;
+        let got = match v {
+            crate::batch::Value::Floats(a) => a.len(),
+            crate::batch::Value::Ints(a) => a.len(),
+            _ => return None,
+        };
+        (got != want as usize).then(|| {
+            format!(
+                "column `{}` holds {got} elements, declared {}",
+                self.name,
+                self.sql_type()
+            )
+        })
     }
 
     /// A nullable field.
@@ -185,6 +217,7 @@ impl Field {
             name: name.to_string(),
             ty,
             nullable: true,
+            len: None,
         }
     }
 }
@@ -269,7 +302,10 @@ impl fmt::Display for Schema {
             if i > 0 {
                 f.write_str(", ")?;
             }
-            write!(f, "{} {}", c.name, c.ty)?;
+            match (c.ty, c.len) {
+                (t, Some(n)) if t.is_array() => write!(f, "{} {}[{n}]", c.name, t.element())?,
+                (t, _) => write!(f, "{} {t}", c.name)?,
+            }
             if c.nullable {
                 f.write_str("?")?;
             }

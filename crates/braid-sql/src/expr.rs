@@ -281,8 +281,8 @@ pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, Strin
             | ast::ArrayElemTypeDef::Qualified(_, Some(_)),
         ) => {
             return Err(format!(
-                "{t}: an array with a declared length; write DOUBLE PRECISION[] or BIGINT[] \
-                 (any length; check a length with cardinality(x) = n)"
+                "{t}: a declared array length belongs to a stream's or table's column; \
+                 write DOUBLE PRECISION[] or BIGINT[] here"
             ))
         }
         T::Array(ast::ArrayElemTypeDef::None) => {
@@ -377,6 +377,23 @@ pub(crate) fn sql_type(t: &ast::DataType) -> std::result::Result<DataType, Strin
         }
         other => return Err(format!("type {other}; {TYPES}")),
     })
+}
+
+/// A column's type: [`sql_type`], and for an array with a declared length
+/// (`DOUBLE PRECISION[1024]`) that length.
+pub(crate) fn column_type(
+    t: &ast::DataType,
+) -> std::result::Result<(DataType, Option<u32>), String> {
+    use ast::ArrayElemTypeDef as A;
+    match t {
+        ast::DataType::Array(A::SquareBracket(inner, Some(n)) | A::Qualified(inner, Some(n))) => {
+            let ty = sql_type(&ast::DataType::Array(A::SquareBracket(inner.clone(), None)))?;
+            let n =
+                u32::try_from(*n).map_err(|_| format!("{t}: an array length beyond 2^32 - 1"))?;
+            Ok((ty, Some(n)))
+        }
+        _ => Ok((sql_type(t)?, None)),
+    }
 }
 
 /// The refusal of a subquery in an expression (`what`), at its first `word` (or at

@@ -5,7 +5,6 @@
 //! ([`crate::query`] plans a query, [`crate::parallel`] an explicit `PARALLEL(...)`).
 
 use crate::catalog::{self, Kind, Options, SinkDef};
-use crate::expr::sql_type;
 use crate::located::{parse_error, At};
 use crate::script::{Job, Script};
 use crate::watermark::{self, Watermark};
@@ -568,7 +567,7 @@ fn literal(v: &ast::Value) -> Option<Scalar> {
 fn columns(cols: &[ast::ColumnDef], text: &str) -> Result<Schema> {
     let mut fields = Vec::new();
     for c in cols {
-        let ty = sql_type(&c.data_type).map_err(|why| {
+        let (ty, len) = crate::expr::column_type(&c.data_type).map_err(|why| {
             Error::NotSupported(format!("column `{}` of type {why}", c.name.value))
                 .at(text, c.name.span)
         })?;
@@ -576,11 +575,13 @@ fn columns(cols: &[ast::ColumnDef], text: &str) -> Result<Schema> {
             .options
             .iter()
             .any(|o| matches!(o.option, ast::ColumnOption::NotNull));
-        fields.push(if not_null {
+        let mut f = if not_null {
             Field::new(&c.name.value, ty)
         } else {
             Field::nullable(&c.name.value, ty)
-        });
+        };
+        f.len = len;
+        fields.push(f);
     }
     Ok(Schema::new(fields))
 }

@@ -156,3 +156,68 @@ fn sql_transient_detection_by_receiver_finds_the_injected_transients() {
     }
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_declared_length_is_kept_whatever_reads_the_stream() {
+    // A binary file holds vectors of 4, 3 and 4 samples; the stream declares 4. The
+    // vector of 3 is a fault of the query's scan (counted and reported, the row
+    // skipped), on 1 and 2 workers.
+    let dir = std::env::temp_dir().join(format!("braid-fixed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("v.bin");
+    let mut b = braid_plan::batch::Batch::new(3);
+    for (i, x) in [vec![1.0; 4], vec![2.0; 3], vec![3.0; 4]]
+        .iter()
+        .enumerate()
+    {
+        b.push(
+            braid_plan::batch::RowKey {
+                seq: i as u64,
+                lane: 0,
+            },
+            &[
+                braid_plan::batch::Value::Int(i as i64),
+                braid_plan::batch::Value::Int(i as i64),
+                braid_plan::batch::Value::Floats(x),
+            ],
+        );
+    }
+    let mut w = braid_exec::source::binary::BinaryWriter::create(&path, 3).unwrap();
+    w.write(0, &b).unwrap();
+    w.finish().unwrap();
+    let sql = format!(
+        "CREATE STREAM v (receiver BIGINT NOT NULL, t BIGINT NOT NULL, x DOUBLE PRECISION[4])
+           WITH (source = 'binary', path = '{}', event_time = 't');
+         CREATE SINK out WITH (sink = 'collect');
+         INSERT INTO out SELECT receiver, array_sum(x) FROM v;",
+        path.display()
+    );
+    for workers in [1, 2] {
+        let mut s = braid_exec::session::Session::new(
+            &Registry::with_builtins(),
+            RunConfig {
+                workers,
+                ..RunConfig::default()
+            },
+        );
+        s.compile(&sql, &dir).unwrap();
+        let r = s.run_pending().unwrap().remove(0).run;
+        let got: Vec<Vec<Scalar>> = r.collected.iter().map(|o| o.values.clone()).collect();
+        assert_eq!(
+            got,
+            vec![
+                vec![Scalar::Int(0), Scalar::Float(4.0)],
+                vec![Scalar::Int(2), Scalar::Float(12.0)]
+            ],
+            "{workers} workers"
+        );
+        let faults: u64 = r.faults.iter().map(|f| f.count).sum();
+        assert_eq!(faults, 1);
+        let text = format!("{:?}", r.faults);
+        assert!(
+            text.contains("column `x` holds 3 elements, declared DOUBLE[4]"),
+            "{text}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -891,7 +891,7 @@ impl<'s> LineParser<'s> {
                 if f.ty.is_array() {
                     let parsed = std::str::from_utf8(bytes)
                         .map_err(|_| format!("bytes are not UTF-8, expected {}", f.ty))
-                        .and_then(|t| w.push_array_text(f.ty, t, f.nullable));
+                        .and_then(|t| w.push_array_text(f.ty, t, f.nullable, f.len));
                     if let Err(reason) = parsed {
                         w.abandon_row();
                         let reason = format!("field `{}`: {reason}", f.name);

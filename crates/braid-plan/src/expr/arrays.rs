@@ -708,13 +708,14 @@ mod tests {
     fn arrays_move_between_batches_and_read_from_text() {
         let mut a = Batch::new(2);
         a.start_row(RowKey::default());
-        a.push_array_text(DataType::Float64Array, " { 1.5, -2 ,3e2} ", false)
+        a.push_array_text(DataType::Float64Array, " { 1.5, -2 ,3e2} ", false, Some(3))
             .unwrap();
-        a.push_array_text(DataType::Int64Array, "{}", false)
+        a.push_array_text(DataType::Int64Array, "{}", false, None)
             .unwrap();
         a.start_row(RowKey { seq: 1, lane: 0 });
-        a.push_array_text(DataType::Float64Array, "", true).unwrap();
-        a.push_array_text(DataType::Int64Array, "{7,8}", false)
+        a.push_array_text(DataType::Float64Array, "", true, Some(3))
+            .unwrap();
+        a.push_array_text(DataType::Int64Array, "{7,8}", false, None)
             .unwrap();
         assert_eq!(a.row(0).get(0), Value::Floats(&[1.5, -2.0, 300.0]));
         assert_eq!(a.row(0).get(1), Value::Ints(&[]));
@@ -727,12 +728,21 @@ mod tests {
         ] {
             a.start_row(RowKey::default());
             let e = a
-                .push_array_text(DataType::Int64Array, text, false)
+                .push_array_text(DataType::Int64Array, text, false, None)
                 .unwrap_err();
             a.abandon_row();
             assert!(e.contains(why), "{text}: {e}");
         }
-        assert!(a.push_array_text(DataType::Int64Array, " ", false).is_err());
+        assert!(a
+            .push_array_text(DataType::Int64Array, " ", false, None)
+            .is_err());
+        // A declared length: another is an error naming both.
+        a.start_row(RowKey::default());
+        let e = a
+            .push_array_text(DataType::Float64Array, "{1,2}", false, Some(3))
+            .unwrap_err();
+        a.abandon_row();
+        assert_eq!(e, "2 elements, expected 3 (declared DOUBLE[3])");
         // Copied row by row and appended whole, into a batch that has arrays already.
         let mut b = Batch::new(2);
         b.push(
@@ -746,7 +756,7 @@ mod tests {
         assert_eq!(b.row(3).get(1), Value::Ints(&[7, 8]));
         assert_eq!(b.row(0).get(0), Value::Floats(&[9.0]));
         assert_eq!(
-            crate::batch::parse_array("{1,2}", DataType::Int64Array, false),
+            crate::batch::parse_array("{1,2}", DataType::Int64Array, false, Some(2)),
             Ok(Scalar::Ints(vec![1, 2]))
         );
         assert_eq!(b.row(2).get(0).to_string(), "{1.5,-2,300}");

@@ -467,11 +467,16 @@ fn source_spec(
         "stdin" => (SourceSpec::Stdin, need_columns(columns)?, None),
         // A stream that lives in Braid: its log, read through the source the server
         // registers as `log:<name>`.
-        "log" => (
-            SourceSpec::Native(format!("log:{}", name.to_ascii_lowercase())),
-            need_columns(columns)?,
-            None,
-        ),
+        "log" => {
+            let schema = need_columns(columns)?;
+            // The log's file and the HTTP and COPY ingest read scalars only.
+            no_arrays(name, &schema, "a stream that lives in Braid (braid server)")?;
+            (
+                SourceSpec::Native(format!("log:{}", name.to_ascii_lowercase())),
+                schema,
+                None,
+            )
+        }
         // A source the embedder registered (a Python iterable, a Rust reader).
         "native" => {
             let source = o.string("name")?.ok_or_else(|| {
@@ -884,7 +889,7 @@ fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
                 .map_err(|why| format!("{why} (column `{}`)", f.name))?,
         ),
         DataType::Float64Array | DataType::Int64Array => {
-            braid_plan::batch::parse_array(t, f.ty, f.nullable)
+            braid_plan::batch::parse_array(t, f.ty, f.nullable, f.len)
                 .map_err(|why| format!("{why} (column `{}`)", f.name))?
         }
     })

@@ -136,11 +136,7 @@ impl Catalog {
 pub(crate) fn columns(schema: &Schema) -> Listing {
     let mut l = Listing::new(&["column", "type", "nullable"]);
     for f in &schema.fields {
-        l.row(vec![
-            f.name.clone(),
-            f.ty.sql_name().into(),
-            f.nullable.to_string(),
-        ]);
+        l.row(vec![f.name.clone(), f.sql_type(), f.nullable.to_string()]);
     }
     l
 }

@@ -509,6 +509,9 @@ enum Op {
         input: usize,
         offset: usize,
         arity: usize,
+        /// The input's columns with a declared array length (a row breaking one is
+        /// skipped as a fault, whatever read it).
+        fixed: Vec<(usize, braid_plan::types::Field)>,
     },
     Filter(Expr),
     Project(Vec<Expr>),
@@ -531,6 +534,13 @@ impl Node {
                 input: *input,
                 offset: layout.inputs.get(*input).map_or(0, |i| i.1),
                 arity: schema.arity(),
+                fixed: schema
+                    .fields
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.len.is_some())
+                    .map(|(c, f)| (c, f.clone()))
+                    .collect(),
             },
             Logical::Filter { predicate, .. } => Op::Filter(predicate.clone()),
             Logical::Project { exprs, .. } => Op::Project(exprs.clone()),
@@ -618,9 +628,16 @@ impl Node {
             input: mine,
             offset,
             arity,
+            fixed,
         } = op
         {
             if *mine == input {
+                for (c, field) in fixed.iter() {
+                    if let Some(why) = field.length_fault(row.get(*offset + c)) {
+                        f.push(("scan", braid_plan::expr::Fault::new(why)));
+                        return;
+                    }
+                }
                 project::scan(&row, *offset, *arity, out);
             }
             return;
