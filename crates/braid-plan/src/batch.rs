@@ -86,6 +86,15 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// An array's element count (None for any other value).
+    pub fn array_len(&self) -> Option<usize> {
+        match self {
+            Value::Floats(a) => Some(a.len()),
+            Value::Ints(a) => Some(a.len()),
+            _ => None,
+        }
+    }
+
     /// The type of a non-null value.
     pub fn data_type(&self) -> Option<DataType> {
         match self {

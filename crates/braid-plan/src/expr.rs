@@ -281,6 +281,29 @@ impl Func {
         }
     }
 
+    /// Whether this is an array function ([`arrays`] types and evaluates them).
+    fn is_array_fn(self) -> bool {
+        matches!(
+            self,
+            Func::Cardinality
+                | Func::ArraySum
+                | Func::ArrayMin
+                | Func::ArrayMax
+                | Func::ArrayAvg
+                | Func::ArrayArgmax
+                | Func::Evens
+                | Func::Odds
+                | Func::Element
+                | Func::Slice
+                | Func::ArrayCat
+                | Func::Dot
+                | Func::Fft
+                | Func::Ifft
+                | Func::PowerSpectrum
+                | Func::MakeArray
+        )
+    }
+
     /// Names of all built-in functions.
     pub const NAMES: &'static str =
         "abs, hash, least, greatest, coalesce, like, length, floor, ceil, round, sqrt, \

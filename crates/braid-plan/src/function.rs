@@ -318,6 +318,40 @@ pub trait StreamFunctionFactory: Send + Sync {
     }
 }
 
+/// One instance of a stateful routing function (see [`crate::router`]), for a split into
+/// `partitions`
+/// ([`RouterFactory::create`]). It sees every row of the stream in serial order.
+pub trait Router: Send {
+    /// The partition (taken modulo the split's q) of a row whose arguments evaluate to
+    /// `args`, `None` to omit the row, or an error saying why there is none (the row is
+    /// skipped, and the fault counted and reported, or the run fails).
+    fn route(&mut self, args: &[Value<'_>]) -> std::result::Result<Option<u64>, String>;
+
+    /// Appends the router's whole state to `out` (a checkpoint).
+    fn save(&self, _out: &mut Vec<u8>) -> Result<()> {
+        Err(Error::NotSupported("checkpoints of this router".into()))
+    }
+
+    /// Replaces a fresh instance's state by what [`Router::save`] wrote; bytes it cannot
+    /// read are an error.
+    fn restore(&mut self, _bytes: &[u8]) -> Result<()> {
+        Err(Error::NotSupported("checkpoints of this router".into()))
+    }
+}
+
+/// Makes the instances of a stateful routing function; registered by name
+/// ([`Registry::add_router`]) and callable as a `route` of PARALLEL.
+pub trait RouterFactory: Send + Sync {
+    /// Checks the arguments' types: an error naming what it takes.
+    fn check_args(&self, args: &[crate::types::DataType]) -> Result<()>;
+    /// A new instance for a split into `partitions`.
+    fn create(&self, partitions: u32) -> Box<dyn Router>;
+    /// Whether instances implement [`Router::save`] and [`Router::restore`].
+    fn checkpoints(&self) -> bool {
+        false
+    }
+}
+
 /// A routing function written in Rust: a partition for the row (taken modulo q), or
 /// `None` to omit it.
 pub type RouteFn = Arc<dyn Fn(Row<'_>) -> Option<u64> + Send + Sync>;
@@ -431,7 +465,7 @@ pub struct Registry {
     sources: BTreeMap<String, Arc<dyn SourceFactory>>,
     routes: BTreeMap<String, RouteFn>,
     combiners: BTreeMap<String, Arc<dyn Combiner>>,
-    routers: BTreeMap<String, Arc<dyn crate::router::RouterFactory>>,
+    routers: BTreeMap<String, Arc<dyn RouterFactory>>,
     scalars: BTreeMap<String, Arc<dyn crate::expr::ScalarUdf>>,
     languages: BTreeMap<String, Arc<dyn FunctionLanguage>>,
 }
@@ -489,17 +523,13 @@ impl Registry {
     }
 
     /// Registers a stateful routing function (see [`crate::router`]).
-    pub fn add_router(
-        &mut self,
-        name: &str,
-        f: Arc<dyn crate::router::RouterFactory>,
-    ) -> &mut Self {
+    pub fn add_router(&mut self, name: &str, f: Arc<dyn RouterFactory>) -> &mut Self {
         self.routers.insert(name.to_ascii_lowercase(), f);
         self
     }
 
     /// A stateful routing function by name, if registered.
-    pub fn router(&self, name: &str) -> Option<&Arc<dyn crate::router::RouterFactory>> {
+    pub fn router(&self, name: &str) -> Option<&Arc<dyn RouterFactory>> {
         self.routers.get(&name.to_ascii_lowercase())
     }
 

@@ -16,6 +16,7 @@ use crate::batch::{Row, Value};
 use crate::error::{Error, Result};
 use crate::expr::{Arena, Expr, Fault};
 use crate::function::{Emitter, StreamFunction, StreamFunctionFactory};
+pub use crate::function::{Router, RouterFactory};
 use crate::plan::{MergeKind, Plan, Route, Strategy};
 use crate::types::{DataType, Field, Schema};
 use std::sync::Arc;
@@ -25,39 +26,6 @@ pub const PART_COLUMN: &str = "_part";
 
 /// Arguments a router takes at most.
 pub const MAX_ARGS: usize = 8;
-
-/// One instance of a stateful routing function, for a split into `partitions`
-/// ([`RouterFactory::create`]). It sees every row of the stream in serial order.
-pub trait Router: Send {
-    /// The partition (taken modulo the split's q) of a row whose arguments evaluate to
-    /// `args`, `None` to omit the row, or an error saying why there is none (the row is
-    /// skipped, and the fault counted and reported, or the run fails).
-    fn route(&mut self, args: &[Value<'_>]) -> std::result::Result<Option<u64>, String>;
-
-    /// Appends the router's whole state to `out` (a checkpoint).
-    fn save(&self, _out: &mut Vec<u8>) -> Result<()> {
-        Err(Error::NotSupported("checkpoints of this router".into()))
-    }
-
-    /// Replaces a fresh instance's state by what [`Router::save`] wrote; bytes it cannot
-    /// read are an error.
-    fn restore(&mut self, _bytes: &[u8]) -> Result<()> {
-        Err(Error::NotSupported("checkpoints of this router".into()))
-    }
-}
-
-/// Makes the instances of a stateful routing function; registered by name
-/// ([`crate::function::Registry::add_router`]) and callable as a `route` of PARALLEL.
-pub trait RouterFactory: Send + Sync {
-    /// Checks the arguments' types: an error naming what it takes.
-    fn check_args(&self, args: &[DataType]) -> Result<()>;
-    /// A new instance for a split into `partitions`.
-    fn create(&self, partitions: u32) -> Box<dyn Router>;
-    /// Whether instances implement [`Router::save`] and [`Router::restore`].
-    fn checkpoints(&self) -> bool {
-        false
-    }
-}
 
 /// The stream function of the assigning stage: each row, with the partition `router`
 /// chose for it from `args` appended as column [`PART_COLUMN`].

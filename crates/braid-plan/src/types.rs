@@ -194,14 +194,10 @@ impl Field {
         }
     }
 
-    /// The fault of value `v` in this column when it breaks the declared length.
-    pub fn length_fault(&self, v: crate::batch::Value<'_>) -> Option<String> {
+    /// The fault of an array of `got` elements in this column when it breaks the
+    /// declared length.
+    pub fn length_fault(&self, got: usize) -> Option<String> {
         let want = self.len?;
-        let got = match v {
-            crate::batch::Value::Floats(a) => a.len(),
-            crate::batch::Value::Ints(a) => a.len(),
-            _ => return None,
-        };
         (got != want as usize).then(|| {
             format!(
                 "column `{}` holds {got} elements, declared {}",

@@ -53,15 +53,7 @@ impl Request {
                 .int(i)
                 .ok_or_else(|| format!("column `{}` is null or not an integer", COLUMNS[i]))?;
         }
-        let r = Request {
-            id: v[0],
-            t: v[1],
-            ox: v[2],
-            oy: v[3],
-            dx: v[4],
-            dy: v[5],
-            deadline: v[6],
-        };
+        let r = Request::from_values(v);
         if r.deadline < r.t {
             return Err(format!(
                 "request {}: deadline {} is before its request time {}",
@@ -78,6 +70,20 @@ impl Request {
             ));
         }
         Ok(r)
+    }
+
+    /// The request of the values of [`COLUMNS`], in that order.
+    pub fn from_values(v: [i64; 7]) -> Request {
+        let [id, t, ox, oy, dx, dy, deadline] = v;
+        Request {
+            id,
+            t,
+            ox,
+            oy,
+            dx,
+            dy,
+            deadline,
+        }
     }
 
     /// The row values of the request.
@@ -181,15 +187,7 @@ pub fn read_csv(path: &std::path::Path) -> std::io::Result<Vec<Request>> {
                 ))
             })?;
         }
-        out.push(Request {
-            id: v[0],
-            t: v[1],
-            ox: v[2],
-            oy: v[3],
-            dx: v[4],
-            dy: v[5],
-            deadline: v[6],
-        });
+        out.push(Request::from_values(v));
     }
     Ok(out)
 }

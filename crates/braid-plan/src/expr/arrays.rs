@@ -23,7 +23,7 @@ pub(super) fn data_type(f: Func, tys: &[DataType]) -> Result<DataType> {
         Err(Error::Plan(format!(
             "{} takes {takes}, found {}",
             f.name(),
-            super::typing::list(tys)
+            super::list(tys)
         )))
     };
     match f {
@@ -341,7 +341,7 @@ pub(super) fn call<'a>(
             }
         }
         (Func::Element, [v, Int(i)]) => {
-            let len = array_len(*v).ok_or_else(|| err("not an array"))?;
+            let len = v.array_len().ok_or_else(|| err("not an array"))?;
             if *i < 1 || *i as u64 > len as u64 {
                 return Err(err("array index out of range (arrays count from 1)"));
             }
@@ -353,7 +353,7 @@ pub(super) fn call<'a>(
             }
         }
         (Func::Slice, [v, Int(lo), Int(hi)]) => {
-            let len = array_len(*v).ok_or_else(|| err("not an array"))? as i64;
+            let len = v.array_len().ok_or_else(|| err("not an array"))? as i64;
             if *lo < 1 || *hi > len || *lo > *hi + 1 {
                 return Err(err(
                     "slice bounds out of range (from 1 to the length, the lower at most one past the upper)",
@@ -454,14 +454,6 @@ fn interleave<'a>(z: &[Complex<f64>], scale: f64, arena: &'a Arena) -> &'a [f64]
         let c = z[i / 2];
         scale * if i % 2 == 0 { c.re } else { c.im }
     })
-}
-
-fn array_len(v: Value<'_>) -> Option<usize> {
-    match v {
-        Value::Floats(a) => Some(a.len()),
-        Value::Ints(a) => Some(a.len()),
-        _ => None,
-    }
 }
 
 /// A numeric array's elements, read as floats.

@@ -281,6 +281,15 @@ pub(super) fn call<'a>(
             let n = args.len().min(3);
             strings::call(f, &vals[..n], arena).map_err(|why| (why, vals, n))?
         }
+        Func::MakeArray => {
+            let mut vals = bumpalo::collections::Vec::with_capacity_in(args.len(), arena);
+            for a in args {
+                vals.push(arg(a)?);
+            }
+            arrays::call(f, &vals, arena)?
+        }
+        // Named one by one, not by `is_array_fn`: a function added later must be
+        // placed here on purpose.
         Func::Cardinality
         | Func::ArraySum
         | Func::ArrayMin
@@ -302,13 +311,6 @@ pub(super) fn call<'a>(
                 *v = arg(a)?;
             }
             arrays::call(f, &vals[..args.len().min(3)], arena)?
-        }
-        Func::MakeArray => {
-            let mut vals = bumpalo::collections::Vec::with_capacity_in(args.len(), arena);
-            for a in args {
-                vals.push(arg(a)?);
-            }
-            arrays::call(f, &vals, arena)?
         }
         Func::Least | Func::Greatest => {
             let mut best: Option<Value<'a>> = None;

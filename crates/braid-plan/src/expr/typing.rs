@@ -190,22 +190,7 @@ impl Expr {
                             )))
                         }
                     },
-                    Func::Cardinality
-                    | Func::ArraySum
-                    | Func::ArrayMin
-                    | Func::ArrayMax
-                    | Func::ArrayAvg
-                    | Func::ArrayArgmax
-                    | Func::Evens
-                    | Func::Odds
-                    | Func::Element
-                    | Func::Slice
-                    | Func::ArrayCat
-                    | Func::Dot
-                    | Func::Fft
-                    | Func::Ifft
-                    | Func::PowerSpectrum
-                    | Func::MakeArray => arrays::data_type(*f, &tys)?,
+                    f if f.is_array_fn() => arrays::data_type(*f, &tys)?,
                     _ => strings::data_type(*f, args, &tys)?,
                 }
             }

@@ -633,7 +633,8 @@ impl Node {
         {
             if *mine == input {
                 for (c, field) in fixed.iter() {
-                    if let Some(why) = field.length_fault(row.get(*offset + c)) {
+                    let got = row.get(*offset + c).array_len();
+                    if let Some(why) = got.and_then(|n| field.length_fault(n)) {
                         f.push(("scan", braid_plan::expr::Fault::new(why)));
                         return;
                     }
