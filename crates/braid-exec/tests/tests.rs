@@ -412,6 +412,82 @@ fn keyed_merge_small_two_workers() {
     assert_eq!(got, expected);
 }
 
+/// A keyed merge's int sum is exact: partial sums that pass `i64::MAX` on the way but
+/// end in range are right on any worker count, and a sum BIGINT cannot hold is a
+/// reported fault (its group's row skipped), never a wrapped number; in strict mode the
+/// run fails naming it. The reference agrees.
+#[test]
+fn keyed_merge_sums_never_wrap() {
+    let big = i64::MAX - 10;
+    let rows = [
+        // Key 0: big + big - big - big + 7 = 7, whatever the order of the partials.
+        (0, 0, big, 0),
+        (0, 0, big, 0),
+        (0, 0, -big, 0),
+        (0, 0, -big, 0),
+        (0, 0, 7, 0),
+        // Key 1: big + 11 overflows.
+        (0, 1, big, 0),
+        (0, 1, 11, 0),
+        // Key 2: plain.
+        (0, 2, 5, 0),
+        (0, 2, 6, 0),
+    ];
+    let input = stream(&rows);
+    let merge = MergeKind::Keyed {
+        key: vec![1],
+        combine: Combine::Aggregates(vec![Agg::Sum(2), Agg::Count]),
+        fanin: None,
+        filter: None,
+    };
+    for q in [1, 4] {
+        let p = plan(
+            input.clone(),
+            q,
+            RouteKind::ByKey,
+            None,
+            Strategy::Fsplit,
+            "identity",
+            merge.clone(),
+            2,
+        );
+        let want = vec![
+            vec![Scalar::Int(0), Scalar::Int(7), Scalar::Int(5)],
+            vec![Scalar::Int(2), Scalar::Int(11), Scalar::Int(2)],
+        ];
+        let mut expected: Vec<Vec<Scalar>> = reference::run(&p, &registry(), &input)
+            .expect("reference")
+            .into_iter()
+            .map(|r| r.values)
+            .collect();
+        expected.sort();
+        assert_eq!(expected, want, "reference, q = {q}");
+        for workers in [1, 2, 4] {
+            let cfg = RunConfig {
+                workers,
+                ..RunConfig::default()
+            };
+            let r = run(&p, &registry(), &cfg).expect("run succeeds");
+            let mut got: Vec<Vec<Scalar>> = r.collected.into_iter().map(|r| r.values).collect();
+            got.sort();
+            assert_eq!(got, want, "q = {q}, {workers} workers");
+            let faults: u64 = r.faults.iter().map(|f| f.count).sum();
+            assert_eq!(faults, 1, "q = {q}, {workers} workers: {:?}", r.faults);
+            let what = &r.faults[0].first[0].what;
+            assert!(what.contains("overflows BIGINT"), "{what}");
+            let mut cfg = RunConfig {
+                workers,
+                ..RunConfig::default()
+            };
+            cfg.read.strict = true;
+            let e = run(&p, &registry(), &cfg)
+                .err()
+                .expect("strict: the run fails");
+            assert!(e.to_string().contains("overflows BIGINT"), "{e}");
+        }
+    }
+}
+
 /// Rows whose time may go back (by up to 2 per row): epochs must be clamped alike by
 /// the reference and the engine.
 fn unordered_stream(rows: &[(u8, i64, i64, u8)]) -> Batch {

@@ -7,6 +7,7 @@
 
 use crate::batch::{Datum, Row};
 use crate::error::{Error, Result};
+use crate::expr::Fault;
 use crate::function::{Combiner, Registry};
 use crate::plan::{Agg, Combine};
 use crate::types::{DataType, Schema};
@@ -97,10 +98,14 @@ impl KeyedMerge {
             }
             How::Aggregates(aggs) => {
                 let mut acc: Vec<Datum> = self.key.iter().map(|&k| row.datum(k)).collect();
-                acc.extend(aggs.iter().map(|a| match *a {
-                    Agg::Count => Datum::Int(1),
-                    Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => row.datum(c),
-                }));
+                for a in aggs {
+                    match *a {
+                        Agg::Count => acc.push(Datum::Int(1)),
+                        // A sum carries the high word of its exact (128-bit) value.
+                        Agg::Sum(c) => acc.extend([row.datum(c), Datum::Int(0)]),
+                        Agg::Min(c) | Agg::Max(c) => acc.push(row.datum(c)),
+                    }
+                }
                 acc
             }
         }
@@ -111,35 +116,93 @@ impl KeyedMerge {
         match &self.how {
             How::Native(c) => c.combine(a, b),
             How::Aggregates(aggs) => {
-                let n = self.key.len();
-                for (i, agg) in aggs.iter().enumerate() {
-                    let (x, y) = (a[n + i], b[n + i]);
-                    a[n + i] = match agg {
-                        Agg::Count | Agg::Sum(_) => add(x, y),
-                        Agg::Min(_) => pick(x, y, true),
-                        Agg::Max(_) => pick(x, y, false),
-                    };
+                let mut j = self.key.len();
+                for agg in aggs {
+                    let (x, y) = (a[j], b[j]);
+                    match agg {
+                        Agg::Count => a[j] = add(x, y),
+                        Agg::Sum(_) => {
+                            let (lo, hi) = add_exact((x, a[j + 1]), (y, b[j + 1]));
+                            (a[j], a[j + 1]) = (lo, hi);
+                            j += 1;
+                        }
+                        Agg::Min(_) => a[j] = pick(x, y, true),
+                        Agg::Max(_) => a[j] = pick(x, y, false),
+                    }
+                    j += 1;
                 }
             }
         }
     }
 
-    /// The output row of a final accumulator.
-    pub fn finish(&self, acc: &[Datum], out: &mut Vec<Datum>) {
+    /// The output row of a final accumulator, or the fault of a sum that BIGINT
+    /// cannot hold (never a wrapped number).
+    pub fn finish(&self, acc: &[Datum], out: &mut Vec<Datum>) -> Result<(), Fault> {
         out.clear();
         match &self.how {
             How::Native(c) => c.finish(acc, out),
-            How::Aggregates(_) => out.extend_from_slice(acc),
+            How::Aggregates(aggs) => {
+                let mut j = self.key.len();
+                out.extend_from_slice(&acc[..j]);
+                for agg in aggs {
+                    match (agg, acc[j]) {
+                        (Agg::Sum(c), Datum::Int(lo)) => {
+                            let hi = match acc[j + 1] {
+                                Datum::Int(h) => h,
+                                _ => 0,
+                            };
+                            let exact = ((hi as i128) << 64) + lo as i128;
+                            let v = i64::try_from(exact).map_err(|_| {
+                                Fault::new(format!(
+                                    "the keyed merge's sum of column {c} is {exact}, \
+                                     which overflows BIGINT"
+                                ))
+                            })?;
+                            out.push(Datum::Int(v));
+                            j += 1;
+                        }
+                        (Agg::Sum(_), d) => {
+                            out.push(d);
+                            j += 1;
+                        }
+                        (_, d) => out.push(d),
+                    }
+                    j += 1;
+                }
+            }
         }
+        Ok(())
     }
 }
 
+/// Adds counts; a count of `i64::MAX` rows is out of reach.
 fn add(x: Datum, y: Datum) -> Datum {
     match (x, y) {
-        (Datum::Int(a), Datum::Int(b)) => Datum::Int(a.wrapping_add(b)),
-        (Datum::Float(a), Datum::Float(b)) => Datum::Float(a + b),
+        (Datum::Int(a), Datum::Int(b)) => Datum::Int(a.saturating_add(b)),
         (Datum::Null, o) | (o, Datum::Null) => o,
         (a, _) => a,
+    }
+}
+
+/// Adds two sums, each a value and the high word of its exact value: integers exactly
+/// in 128 bits (kept as the low word, wrapped, and the high word), floats as floats.
+fn add_exact((x, xh): (Datum, Datum), (y, yh): (Datum, Datum)) -> (Datum, Datum) {
+    let word = |d: Datum| match d {
+        Datum::Int(h) => h,
+        _ => 0,
+    };
+    match (x, y) {
+        (Datum::Int(a), Datum::Int(b)) => {
+            let exact =
+                ((word(xh) as i128) << 64) + a as i128 + ((word(yh) as i128) << 64) + b as i128;
+            let lo = exact as i64;
+            let hi = ((exact - lo as i128) >> 64) as i64;
+            (Datum::Int(lo), Datum::Int(hi))
+        }
+        (Datum::Float(a), Datum::Float(b)) => (Datum::Float(a + b), Datum::Int(0)),
+        (Datum::Null, _) => (y, yh),
+        (_, Datum::Null) => (x, xh),
+        _ => (x, xh),
     }
 }
 

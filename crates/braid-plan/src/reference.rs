@@ -505,7 +505,12 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
                             let values = match combine {
                                 Combine::Aggregates(aggs) => {
                                     let mut v = k;
-                                    v.extend(aggs.iter().map(|a| aggregate(a, &members)));
+                                    // A sum BIGINT cannot hold: the engine skips the
+                                    // group's row (and reports it).
+                                    match aggs.iter().map(|a| aggregate(a, &members)).collect() {
+                                        Some(a) => v.extend::<Vec<Scalar>>(a),
+                                        None => continue,
+                                    }
                                     v
                                 }
                                 Combine::Native(name) => {
@@ -548,14 +553,31 @@ fn eval(plan: &Plan, registry: &Registry, input: &Batch, cx: &mut EvalCx) -> Res
 type Group<'r> = (Vec<Scalar>, Vec<&'r OutRow>);
 
 /// One aggregate of a keyed merge over the partial rows of a group: counts add up (a
-/// partial row counts 1); sums add ints (wrapping) or floats; min and max keep the
+/// partial row counts 1); sums add ints exactly (None when the sum overflows BIGINT)
+/// or floats; min and max keep the
 /// least or greatest; nulls are skipped, and a value of another type than the first
 /// one kept is ignored.
-fn aggregate(a: &Agg, members: &[&OutRow]) -> Scalar {
+fn aggregate(a: &Agg, members: &[&OutRow]) -> Option<Scalar> {
     let col = match *a {
-        Agg::Count => return Scalar::Int(members.len() as i64),
+        Agg::Count => return Some(Scalar::Int(members.len() as i64)),
         Agg::Sum(c) | Agg::Min(c) | Agg::Max(c) => c,
     };
+    if let Agg::Sum(_) = a {
+        if let Some(Scalar::Int(_)) = members
+            .iter()
+            .map(|m| &m.values[col])
+            .find(|v| **v != Scalar::Null)
+        {
+            let exact: i128 = members
+                .iter()
+                .filter_map(|m| match m.values[col] {
+                    Scalar::Int(i) => Some(i as i128),
+                    _ => None,
+                })
+                .sum();
+            return i64::try_from(exact).ok().map(Scalar::Int);
+        }
+    }
     let mut acc = Scalar::Null;
     for m in members {
         let v = &m.values[col];
@@ -575,7 +597,7 @@ fn aggregate(a: &Agg, members: &[&OutRow]) -> Scalar {
             _ => acc,
         };
     }
-    acc
+    Some(acc)
 }
 
 /// Converts string-free datums to scalars.

@@ -63,7 +63,7 @@ pub(crate) fn render<'s>(
                 _ => 1,
             };
             match filter {
-                None => keyed(input, km, *fanin, q, place, guard, shared.ticks),
+                None => keyed(input, km, *fanin, q, place, guard, shared),
                 Some(f) => {
                     // The keyed side reports the rows the filter faults on (both skip them).
                     let combined = select(
@@ -73,7 +73,7 @@ pub(crate) fn render<'s>(
                         "Merge(keyed rows)",
                     );
                     let others = select(input, f.clone(), None, "Merge(union rows)");
-                    keyed(combined, km, *fanin, q, place, guard, shared.ticks).concat(others)
+                    keyed(combined, km, *fanin, q, place, guard, shared).concat(others)
                 }
             }
         }
@@ -221,15 +221,15 @@ fn key_hash(key: &[(u8, u64)], group: u64) -> u64 {
 /// combines those of equal key and partition group; later stages exchange by
 /// (key, group) and combine further; the last stage (group 0) finishes the rows.
 /// Without a fan-in there are two stages: per worker, then global.
-fn keyed(
-    input: Windows<'_>,
+fn keyed<'s>(
+    input: Windows<'s>,
     km: Rc<KeyedMerge>,
     fanin: Option<u32>,
     q: u64,
     place: Place,
     guard: Option<Guard>,
-    tk: crate::qos::Ticks,
-) -> Windows<'_> {
+    shared: &std::sync::Arc<crate::shared::Shared>,
+) -> Windows<'s> {
     // Group divisor per stage: stage i groups partitions p by p / divisor[i].
     let divisors: Vec<u64> = match fanin {
         None => vec![q.max(1) * 2, u64::MAX],
@@ -266,7 +266,7 @@ fn keyed(
                 last,
                 peers,
                 guard.clone(),
-                tk,
+                shared.clone(),
             )
         } else {
             keyed_stage(
@@ -279,7 +279,7 @@ fn keyed(
                 last,
                 peers,
                 guard.clone(),
-                tk,
+                shared.clone(),
             )
         };
     }
@@ -297,11 +297,12 @@ fn keyed_stage<'s, P>(
     last: bool,
     peers: u64,
     guard: Option<Guard>,
-    tk: crate::qos::Ticks,
+    shared: std::sync::Arc<crate::shared::Shared>,
 ) -> Windows<'s>
 where
     P: timely::dataflow::channels::pact::ParallelizationContract<u64, Vec<Window>>,
 {
+    let tk = shared.ticks;
     stream.unary_frontier::<WindowBuilder, _, _, _>(pact, name, move |_, _| {
         let mut stash: EpochStash<EpochGroups> = EpochStash::new();
         let mut row: Vec<Datum> = Vec::new();
@@ -354,7 +355,12 @@ where
                     for (group, mut g) in groups.drain() {
                         for acc in g.drain() {
                             if last {
-                                km.finish(&acc, &mut row);
+                                // A sum BIGINT cannot hold: the group's row is a fault
+                                // (skipped and reported, or the run's error).
+                                if let Err(f) = km.finish(&acc, &mut row) {
+                                    shared.fault("merge", "keyed merge", min_seq, None, &f);
+                                    continue;
+                                }
                                 let b = by_dest
                                     .entry(MERGE_WORKER as u64)
                                     .or_insert_with(|| Batch::new(row.len()));
