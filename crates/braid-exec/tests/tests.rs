@@ -480,9 +480,9 @@ fn keyed_merge_sums_never_wrap() {
                 ..RunConfig::default()
             };
             cfg.read.strict = true;
-            let e = run(&p, &registry(), &cfg)
-                .err()
-                .expect("strict: the run fails");
+            let Err(e) = run(&p, &registry(), &cfg) else {
+                panic!("strict: the run fails");
+            };
             assert!(e.to_string().contains("overflows BIGINT"), "{e}");
         }
     }
