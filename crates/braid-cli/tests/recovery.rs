@@ -1212,14 +1212,13 @@ fn live_rescale_over_http_on_a_cluster() {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let err = std::fs::read_to_string(dir.0.join(format!("err-{p}"))).unwrap_or_default();
-            if let Some(a) = err
+            // The address counts only with the '/' after it: the file may be read
+            // while the line is half written.
+            if let Some((a, _)) = err
                 .split("dashboard of this run at http://")
                 .nth(1)
                 .and_then(|r| r.split_once('/'))
             {
-                // The address counts only with the '/' after it: the file may be
-                // read while the line is half written.
-                let a = a.0;
                 break a.to_string();
             }
             assert!(Instant::now() < deadline, "no dashboard address: {err}");

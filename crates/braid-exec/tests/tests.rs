@@ -227,6 +227,13 @@ fn parallel(plan: &Plan, workers: usize) -> Vec<OutRow> {
         .collected
 }
 
+/// Rows' values, sorted: a keyed merge's rows come in no set order.
+fn sorted_values(rows: Vec<OutRow>) -> Vec<Vec<Scalar>> {
+    let mut v: Vec<Vec<Scalar>> = rows.into_iter().map(|r| r.values).collect();
+    v.sort();
+    v
+}
+
 /// `plan` with its split's partitions placed by a random table (worker numbers up to 4,
 /// so some name workers beyond a smaller run's and wrap around).
 fn with_placement(mut plan: Plan, seed: u64) -> Plan {
@@ -327,14 +334,9 @@ proptest! {
         let merge = MergeKind::Keyed { key: vec![1], combine: Combine::Aggregates(aggs), fanin, filter };
         for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
             let p = plan(input.clone(), q, RouteKind::ByKey, Some(3), strategy, "count", merge.clone(), 8);
-            let expected: Vec<Vec<Scalar>> = {
-                let mut v: Vec<_> = reference::run(&p, &registry(), &input).expect("reference").into_iter().map(|r| r.values).collect();
-                v.sort();
-                v
-            };
+            let expected = sorted_values(reference::run(&p, &registry(), &input).expect("reference"));
             for workers in [1, 2, 4] {
-                let mut got: Vec<Vec<Scalar>> = parallel(&p, workers).into_iter().map(|r| r.values).collect();
-                got.sort();
+                let got = sorted_values(parallel(&p, workers));
                 prop_assert_eq!(&got, &expected, "{:?} {} workers", strategy, workers);
             }
         }
@@ -401,15 +403,8 @@ fn keyed_merge_small_two_workers() {
         merge,
         8,
     );
-    let mut expected: Vec<Vec<Scalar>> = reference::run(&p, &registry(), &input)
-        .expect("reference")
-        .into_iter()
-        .map(|r| r.values)
-        .collect();
-    expected.sort();
-    let mut got: Vec<Vec<Scalar>> = parallel(&p, 2).into_iter().map(|r| r.values).collect();
-    got.sort();
-    assert_eq!(got, expected);
+    let expected = sorted_values(reference::run(&p, &registry(), &input).expect("reference"));
+    assert_eq!(sorted_values(parallel(&p, 2)), expected);
 }
 
 /// A keyed merge's int sum is exact: partial sums that pass `i64::MAX` on the way but
@@ -455,12 +450,7 @@ fn keyed_merge_sums_never_wrap() {
             vec![Scalar::Int(0), Scalar::Int(7), Scalar::Int(5)],
             vec![Scalar::Int(2), Scalar::Int(11), Scalar::Int(2)],
         ];
-        let mut expected: Vec<Vec<Scalar>> = reference::run(&p, &registry(), &input)
-            .expect("reference")
-            .into_iter()
-            .map(|r| r.values)
-            .collect();
-        expected.sort();
+        let expected = sorted_values(reference::run(&p, &registry(), &input).expect("reference"));
         assert_eq!(expected, want, "reference, q = {q}");
         for workers in [1, 2, 4] {
             let cfg = RunConfig {
@@ -468,9 +458,11 @@ fn keyed_merge_sums_never_wrap() {
                 ..RunConfig::default()
             };
             let r = run(&p, &registry(), &cfg).expect("run succeeds");
-            let mut got: Vec<Vec<Scalar>> = r.collected.into_iter().map(|r| r.values).collect();
-            got.sort();
-            assert_eq!(got, want, "q = {q}, {workers} workers");
+            assert_eq!(
+                sorted_values(r.collected),
+                want,
+                "q = {q}, {workers} workers"
+            );
             let faults: u64 = r.faults.iter().map(|f| f.count).sum();
             assert_eq!(faults, 1, "q = {q}, {workers} workers: {:?}", r.faults);
             let what = &r.faults[0].first[0].what;

@@ -147,14 +147,10 @@ impl KeyedMerge {
                 for agg in aggs {
                     match (agg, acc[j]) {
                         (Agg::Sum(c), Datum::Int(lo)) => {
-                            let hi = match acc[j + 1] {
-                                Datum::Int(h) => h,
-                                _ => 0,
-                            };
-                            let exact = ((hi as i128) << 64) + lo as i128;
-                            let v = i64::try_from(exact).map_err(|_| {
+                            let sum = exact(lo, acc[j + 1]);
+                            let v = i64::try_from(sum).map_err(|_| {
                                 Fault::new(format!(
-                                    "the keyed merge's sum of column {c} is {exact}, \
+                                    "the keyed merge's sum of column {c} is {sum}, \
                                      which overflows BIGINT"
                                 ))
                             })?;
@@ -187,14 +183,9 @@ fn add(x: Datum, y: Datum) -> Datum {
 /// Adds two sums, each a value and the high word of its exact value: integers exactly
 /// in 128 bits (kept as the low word, wrapped, and the high word), floats as floats.
 fn add_exact((x, xh): (Datum, Datum), (y, yh): (Datum, Datum)) -> (Datum, Datum) {
-    let word = |d: Datum| match d {
-        Datum::Int(h) => h,
-        _ => 0,
-    };
     match (x, y) {
         (Datum::Int(a), Datum::Int(b)) => {
-            let exact =
-                ((word(xh) as i128) << 64) + a as i128 + ((word(yh) as i128) << 64) + b as i128;
+            let exact = exact(a, xh) + exact(b, yh);
             let lo = exact as i64;
             let hi = ((exact - lo as i128) >> 64) as i64;
             (Datum::Int(lo), Datum::Int(hi))
@@ -204,6 +195,15 @@ fn add_exact((x, xh): (Datum, Datum), (y, yh): (Datum, Datum)) -> (Datum, Datum)
         (_, Datum::Null) => (x, xh),
         _ => (x, xh),
     }
+}
+
+/// A sum's exact value from its low word and its carried high word.
+fn exact(lo: i64, hi: Datum) -> i128 {
+    let hi = match hi {
+        Datum::Int(h) => h,
+        _ => 0,
+    };
+    ((hi as i128) << 64) + lo as i128
 }
 
 fn pick(x: Datum, y: Datum, min: bool) -> Datum {
