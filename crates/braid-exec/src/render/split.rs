@@ -113,6 +113,16 @@ pub(crate) fn render<'s>(
             },
             guard,
         ),
+        // In one process a tree's levels run fused into its root: below the root they
+        // only forward rows by the lanes it wrote, so the root's worker routes each row
+        // straight to its leaf's worker, as one splitter (see `tree`).
+        SplitShape::Tree(t) if place.process().len() == place.peers => splitter(
+            input,
+            window_splitter()?,
+            At::Worker(tree_node_worker(&t, 1, 0, place.peers)),
+            "Tree(fused)",
+            guard,
+        ),
         SplitShape::Tree(t) => tree(
             input,
             router()?,
@@ -559,6 +569,11 @@ fn window_router<'s>(
 /// rows go on when there are enough, when a message of another time comes, or when
 /// the input frontier passes their time (so they wait at most to the end of their
 /// epoch, or tick).
+///
+/// This level-by-level form runs only across processes, where a level's nodes are in
+/// different processes and only the rows for a node elsewhere cross. In one process
+/// `render` fuses the levels into the root (one splitter on the root's worker): the
+/// levels below it would only read every row's lane again to forward it.
 fn tree<'s>(
     input: Windows<'s>,
     router: Router,
