@@ -255,10 +255,20 @@ fn a_fresh_start_forgets_an_earlier_finished_run() {
     run(&dir.0, &text, 2, Some(config(false)), Some(200_000)).expect("stopped run");
     assert!(std::fs::read(&out).expect("partial").len() < want.len());
     run(&dir.0, &text, 2, Some(config(true)), None).expect("resumed run");
-    assert!(
-        std::fs::read(&out).expect("output") == want,
-        "the resumed output differs from the finished run's"
-    );
+    let got = std::fs::read(&out).expect("output");
+    if got != want {
+        // Which line first differs, and how many lines each has, for a diagnosis.
+        let (g, w) = (String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+        let at = g.lines().zip(w.lines()).position(|(a, b)| a != b);
+        panic!(
+            "the resumed output differs from the finished run's: {} lines against {}, first difference at line {:?}: {:?} against {:?}",
+            g.lines().count(),
+            w.lines().count(),
+            at.map(|i| i + 1),
+            at.and_then(|i| g.lines().nth(i)),
+            at.and_then(|i| w.lines().nth(i)),
+        );
+    }
 }
 
 /// Every path under `dir`.

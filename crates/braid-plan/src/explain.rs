@@ -449,6 +449,10 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                 tree_throughput(&levels, 1.0),
                 tree_total_cost(&levels)
             );
+            let _ = writeln!(
+                out,
+                "{pad}  in one process the levels run fused into the root (it routes each row to its leaf's worker); level by level across processes"
+            );
         }
         Some(SplitShape::Parasplit { p, router_fanout }) => {
             let ws: Vec<u64> = (0..*p as u64)
