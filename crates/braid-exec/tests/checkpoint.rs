@@ -258,7 +258,10 @@ fn a_fresh_start_forgets_an_earlier_finished_run() {
     let got = std::fs::read(&out).expect("output");
     if got != want {
         // Which line first differs, and how many lines each has, for a diagnosis.
-        let (g, w) = (String::from_utf8_lossy(&got), String::from_utf8_lossy(&want));
+        let (g, w) = (
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&want),
+        );
         let at = g.lines().zip(w.lines()).position(|(a, b)| a != b);
         panic!(
             "the resumed output differs from the finished run's: {} lines against {}, first difference at line {:?}: {:?} against {:?}",

@@ -7,11 +7,13 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 mod arrays;
+mod fast;
 pub mod prefetch;
 mod scalar;
 mod strings;
 mod typing;
 
+pub use fast::Compiled;
 use scalar::{binary, call, cast};
 pub use scalar::{hash_values, like, row_hash, stable_hash};
 use typing::list;

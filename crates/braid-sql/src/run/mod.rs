@@ -46,7 +46,7 @@ use crate::logical::Logical;
 use aggregate::AggState;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::error::{Error, Result};
-use braid_plan::expr::{Arena, Expr, Fault};
+use braid_plan::expr::{Arena, Compiled, Fault};
 use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use braid_plan::types::Schema;
 use join::JoinState;
@@ -501,6 +501,57 @@ struct Node {
     /// after each row the operator takes, once what it made of the row is copied into
     /// its output batch or its state. Untouched, and free, without string functions.
     arena: Arena,
+    /// A filter or projection over filters over a scan that copies its input row
+    /// whole: run on the input row itself, with no copy per operator below it.
+    direct: Option<Direct>,
+}
+
+/// The operators below a [`Node`] run on its input row itself: the scan's input and
+/// arity (the row must have exactly its columns), and the filters between, lowest
+/// first.
+struct Direct {
+    input: usize,
+    arity: usize,
+    filters: Vec<Compiled>,
+}
+
+impl Direct {
+    /// The chain below an operator, if it is filters over a scan of a whole row.
+    fn of(op: &Op, kids: &[Node]) -> Option<Direct> {
+        if !matches!(op, Op::Filter(_) | Op::Project(_)) {
+            return None;
+        }
+        let mut filters = Vec::new();
+        let mut node = match kids {
+            [only] => only,
+            _ => return None,
+        };
+        loop {
+            match (&node.op, node.kids.as_slice()) {
+                (Op::Filter(p), [only]) => {
+                    filters.push(p.clone());
+                    node = only;
+                }
+                (
+                    Op::Scan {
+                        input,
+                        offset: 0,
+                        arity,
+                        fixed,
+                    },
+                    [],
+                ) if fixed.is_empty() => {
+                    filters.reverse();
+                    return Some(Direct {
+                        input: *input,
+                        arity: *arity,
+                        filters,
+                    });
+                }
+                _ => return None,
+            }
+        }
+    }
 }
 
 /// One operator of the tree; stateful ones hold their state.
@@ -513,8 +564,8 @@ enum Op {
         /// skipped as a fault, whatever read it).
         fixed: Vec<(usize, braid_plan::types::Field)>,
     },
-    Filter(Expr),
-    Project(Vec<Expr>),
+    Filter(Compiled),
+    Project(Vec<Compiled>),
     Agg(Box<AggState>),
     Join(Box<JoinState>),
     Lookup(Box<Lookup>),
@@ -542,8 +593,10 @@ impl Node {
                     .map(|(c, f)| (c, f.clone()))
                     .collect(),
             },
-            Logical::Filter { predicate, .. } => Op::Filter(predicate.clone()),
-            Logical::Project { exprs, .. } => Op::Project(exprs.clone()),
+            Logical::Filter { predicate, .. } => Op::Filter(Compiled::new(predicate.clone())),
+            Logical::Project { exprs, .. } => {
+                Op::Project(exprs.iter().cloned().map(Compiled::new).collect())
+            }
             Logical::Aggregate {
                 phase,
                 input,
@@ -609,11 +662,13 @@ impl Node {
             .iter()
             .map(|c| Batch::new(c.schema().arity()))
             .collect();
+        let direct = Direct::of(&op, &kids);
         Node {
             op,
             kids,
             bufs,
             arena: Arena::new(),
+            direct,
         }
     }
 
@@ -623,7 +678,31 @@ impl Node {
             kids,
             bufs,
             arena,
+            direct,
         } = self;
+        // Filters over a scan of the whole row: each in turn on the row itself, as each
+        // would on its copy (a fault skips the row), then this operator.
+        if let Some(d) = direct.as_ref().filter(|d| row.arity() == d.arity) {
+            if d.input != input {
+                return;
+            }
+            for p in &d.filters {
+                let pass = match p.eval(&row, arena) {
+                    Ok(v) => v.is_true(),
+                    Err(fault) => {
+                        f.push(("filter", fault));
+                        false
+                    }
+                };
+                arena.reset();
+                if !pass {
+                    return;
+                }
+            }
+            op.push(0, row, cx, out, f, arena);
+            arena.reset();
+            return;
+        }
         if let Op::Scan {
             input: mine,
             offset,
@@ -655,6 +734,7 @@ impl Node {
             kids,
             bufs,
             arena,
+            ..
         } = self;
         let cx = Cx {
             wm: i64::MIN,
@@ -673,6 +753,7 @@ impl Node {
             kids,
             bufs,
             arena,
+            ..
         } = self;
         let cx = Cx {
             wm: i64::MIN,

@@ -4,7 +4,7 @@
 
 use super::Faults;
 use braid_plan::batch::{Batch, Row, RowKey};
-use braid_plan::expr::{Arena, Expr};
+use braid_plan::expr::{Arena, Compiled};
 
 /// Copies columns `offset..offset + arity` of the physical row (one input stream's).
 pub(super) fn scan(row: &Row<'_>, offset: usize, arity: usize, out: &mut Batch) {
@@ -16,7 +16,7 @@ pub(super) fn scan(row: &Row<'_>, offset: usize, arity: usize, out: &mut Batch) 
 
 /// Passes the row on if `predicate` is true; a fault skips it.
 pub(super) fn filter(
-    predicate: &Expr,
+    predicate: &Compiled,
     row: Row<'_>,
     out: &mut Batch,
     faults: &mut Faults,
@@ -34,7 +34,7 @@ pub(super) fn filter(
 
 /// Writes one value per expression; a fault skips the row.
 pub(super) fn project(
-    exprs: &[Expr],
+    exprs: &[Compiled],
     row: Row<'_>,
     out: &mut Batch,
     faults: &mut Faults,
