@@ -52,6 +52,15 @@ impl Modulo {
             None => v.rem_euclid(self.q) as u32,
         }
     }
+
+    /// `v % q` of an unsigned `v` (a sequence number).
+    #[inline]
+    pub(crate) fn of_u64(self, v: u64) -> u32 {
+        match self.mask {
+            Some(m) => (v & m as u64) as u32,
+            None => (v % self.q as u64) as u32,
+        }
+    }
 }
 
 enum RouteImpl {
@@ -256,6 +265,10 @@ impl Router {
                 self.each_broadcast_or(batch, &mut f, |_| Dest::Partition(p));
                 next.set((next.get() + 1) % targets.len());
             }
+            RouteImpl::RoundRobin => self.each_broadcast_or(batch, &mut f, |row| {
+                let (b, i) = row.location();
+                Dest::Partition(modulo.of_u64(b.key(i).seq))
+            }),
             RouteImpl::Expr(Compiled::Column(c), None) => {
                 let c = *c;
                 self.each_broadcast_or(batch, &mut f, |row| match row.datum(c) {
