@@ -501,7 +501,7 @@ struct Node {
     /// after each row the operator takes, once what it made of the row is copied into
     /// its output batch or its state. Untouched, and free, without string functions.
     arena: Arena,
-    /// A filter or projection over filters over a scan that copies its input row
+    /// An operator of one input over filters over a scan that copies its input row
     /// whole: run on the input row itself, with no copy per operator below it.
     direct: Option<Direct>,
 }
@@ -518,7 +518,11 @@ struct Direct {
 impl Direct {
     /// The chain below an operator, if it is filters over a scan of a whole row.
     fn of(op: &Op, kids: &[Node]) -> Option<Direct> {
-        if !matches!(op, Op::Filter(_) | Op::Project(_)) {
+        // Operators of one input, which read its row only while they take it.
+        if !matches!(
+            op,
+            Op::Filter(_) | Op::Project(_) | Op::Agg(_) | Op::Lookup(_) | Op::TopN(_)
+        ) {
             return None;
         }
         let mut filters = Vec::new();
