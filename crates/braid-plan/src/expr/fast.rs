@@ -160,7 +160,7 @@ mod tests {
     /// near the edges of int64, of depth at most `depth`.
     fn int_expr(x: &mut u64, depth: u32) -> Expr {
         let r = next(x);
-        if depth == 0 || r % 3 == 0 {
+        if depth == 0 || r.is_multiple_of(3) {
             return match r % 4 {
                 0 | 1 => Expr::Column((r / 4 % 3) as usize, format!("c{}", r / 4 % 3)),
                 _ => Expr::Literal(Scalar::Int(EDGES[(r / 4 % EDGES.len() as u64) as usize])),
@@ -176,7 +176,7 @@ mod tests {
 
     fn bool_expr(x: &mut u64, depth: u32) -> Expr {
         let r = next(x);
-        if depth == 0 || r % 3 == 0 {
+        if depth == 0 || r.is_multiple_of(3) {
             let op = BinOp::COMPARISONS[(r / 3 % 6) as usize];
             return Expr::Binary(op, Box::new(int_expr(x, 2)), Box::new(int_expr(x, 2)));
         }
