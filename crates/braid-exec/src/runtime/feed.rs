@@ -201,7 +201,10 @@ pub(super) fn feed(
         let epoch = at(source.epoch).as_secs_f64();
         let _ = shared.counters.pacing.set((start, epoch));
     }
-    let mut sent = 0u64;
+    // Rows sent since the worker last stepped: it steps every four full windows' worth,
+    // however many windows (epochs) they came in, so a stream of small epochs does not
+    // pay a round of the dataflow (and of progress tracking) every few dozen rows.
+    let mut unstepped = 0usize;
     // Under a latency constraint: timely's time counts ticks within epochs, and worker
     // 0 steers W (see `crate::qos`).
     let ticks = shared.ticks;
@@ -429,7 +432,6 @@ pub(super) fn feed(
                             .record_rows(sent_at.saturating_sub(born), rows);
                     }
                     input.send(Window::new(place.index as u64, 0, batch).stamped(born, sent_at));
-                    sent += 1;
                     if ticks.on() {
                         // Each window its own tick: the operators below may take it as
                         // soon as it is complete.
@@ -439,9 +441,13 @@ pub(super) fn feed(
                         }
                         input.flush();
                         step(worker, &mut shares, None);
-                    } else if sent.is_multiple_of(4) {
-                        input.flush();
-                        step(worker, &mut shares, None);
+                    } else {
+                        unstepped += rows as usize;
+                        if unstepped >= 4 * source.window.max(1) {
+                            unstepped = 0;
+                            input.flush();
+                            step(worker, &mut shares, None);
+                        }
                     }
                     if let Some(n) = cfg.max_rows {
                         if shared
