@@ -463,7 +463,8 @@ pub(super) fn feed(
                         s.poll(&shared.latencies, shared.start);
                     }
                 }
-                let horizon = ticks.first(epoch.saturating_sub(cfg.max_epochs_ahead));
+                let ahead = cfg.max_epochs_ahead.saturating_add(feed.ahead());
+                let horizon = ticks.first(epoch.saturating_sub(ahead));
                 while probe.less_than(&horizon)
                     && !shared.worker_died()
                     && !shared.stopping()

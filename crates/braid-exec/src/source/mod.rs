@@ -82,6 +82,14 @@ pub trait Feed {
     fn committed(&mut self, _resume: &[u8]) {}
     /// Malformed-record report, once the feed is done.
     fn rejects(&mut self) -> Rejects;
+    /// Epochs this feed may run ahead of the output beyond the runtime's horizon
+    /// (`max_epochs_ahead`). A feed read in shares hands its worker whole chunks while
+    /// the other workers read the chunks before: held to the common horizon, a worker
+    /// whose chunk starts past it waits for the others to finish theirs, and the
+    /// workers take turns instead of working at once.
+    fn ahead(&self) -> u64 {
+        0
+    }
 }
 
 /// One malformed record.

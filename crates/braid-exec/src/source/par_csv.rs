@@ -198,7 +198,15 @@ pub(crate) struct ParFeed {
     board: Arc<Board>,
     rejects: Arc<Mutex<Rejects>>,
     stop: Arc<AtomicBool>,
+    /// Workers reading in shares, and the most epochs one chunk has spanned so far.
+    peers: u64,
+    span: u64,
 }
+
+/// The most epochs a worker reading in shares runs ahead of the output for the chunks
+/// of the others ([`Feed::ahead`]): each epoch in flight is a timestamp every worker
+/// tracks, so chunks of very many small epochs still take turns past this.
+const AHEAD_MAX: u64 = 4096;
 
 impl Drop for ParFeed {
     fn drop(&mut self) {
@@ -300,6 +308,8 @@ pub(crate) fn open(
         board,
         rejects,
         stop,
+        peers: peers.max(1) as u64,
+        span: 0,
     })
 }
 
@@ -313,6 +323,9 @@ impl Feed for ParFeed {
             match self.rx.try_recv() {
                 Ok(Msg::Windows(w, malformed)) => {
                     Counters::add(&self.counters.malformed, malformed);
+                    if let (Some(first), Some(last)) = (w.first(), w.last()) {
+                        self.span = self.span.max(last.0.saturating_sub(first.0) + 1);
+                    }
                     self.pending = w.into();
                 }
                 Ok(Msg::Fatal(e)) => return Err(e),
@@ -341,6 +354,12 @@ impl Feed for ParFeed {
             .lock()
             .map(|r| r.clone())
             .unwrap_or_else(|e| e.into_inner().clone())
+    }
+
+    /// The chunks of the other workers that come before this worker's next: as many
+    /// epochs as that many chunks span (at most [`AHEAD_MAX`]).
+    fn ahead(&self) -> u64 {
+        (self.span.saturating_mul(self.peers.saturating_sub(1))).min(AHEAD_MAX)
     }
 }
 
