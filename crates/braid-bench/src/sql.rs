@@ -359,7 +359,9 @@ Raw numbers: [sql-throughput.csv](sql-throughput.csv).\n\n\
 How to read it: fraud and fft read one CSV file, which every worker parses its share \
 of on a reader thread beside it (docs/benchmarks/ingest.md), and which each worker then \
 splits where it read it (autosplit chooses parasplit dealt locally over such a source: a \
-single splitter would gather every row first); lr_segments reads the generator on every \
+single splitter would gather every row first; a worker may run as many epochs ahead \
+of the output as the chunks the other workers read before its own span, so the workers \
+parse and query their chunks at once rather than taking turns); lr_segments reads the generator on every \
 worker the same way; grep reads several files (a glob), parsed by one reader thread on \
 worker 0. fraud's aggregate runs in two phases (a partial count, sum and max where the \
 rows are, combined by window and key in a second stage): its key, `dur / 60`, has a \
