@@ -926,6 +926,8 @@ mod tests {
                         board: board.clone(),
                         rejects: Default::default(),
                         stop: Default::default(),
+                        peers: peers as u64,
+                        span: 0,
                     };
                     let Some(at) = feed.resume_after(closing) else {
                         continue;
