@@ -463,7 +463,13 @@ pub(super) fn feed(
                         s.poll(&shared.latencies, shared.start);
                     }
                 }
-                let ahead = cfg.max_epochs_ahead.saturating_add(feed.ahead());
+                // A run that can rescale live takes a request when worker 0 closes
+                // an epoch, so its feeds keep to the common horizon: a request waits
+                // for at most that many epochs, not a chunk's span of them.
+                let ahead = match cfg.rescale {
+                    Some(_) => cfg.max_epochs_ahead,
+                    None => cfg.max_epochs_ahead.saturating_add(feed.ahead()),
+                };
                 let horizon = ticks.first(epoch.saturating_sub(ahead));
                 while probe.less_than(&horizon)
                     && !shared.worker_died()

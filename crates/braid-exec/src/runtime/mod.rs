@@ -576,6 +576,13 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if let Some(a) = auto {
         let _ = a.join();
     }
+    // A request made after worker 0's input ended (while the dataflow drained) was
+    // never taken up: it is refused, not left unanswered.
+    if let Some(r) = cfg.rescale.as_ref().filter(|_| cfg.process == 0) {
+        if let Some(q) = r.take() {
+            r.refuse(format!("{q:?}: the run ended first"));
+        }
+    }
     if let Some(s) = &store {
         s.finish()?;
     }

@@ -86,7 +86,9 @@ pub trait Feed {
     /// (`max_epochs_ahead`). A feed read in shares hands its worker whole chunks while
     /// the other workers read the chunks before: held to the common horizon, a worker
     /// whose chunk starts past it waits for the others to finish theirs, and the
-    /// workers take turns instead of working at once.
+    /// workers take turns instead of working at once. (Not used in a run that can
+    /// rescale live: worker 0 takes a request as it closes an epoch, and the common
+    /// horizon bounds how long that waits.)
     fn ahead(&self) -> u64 {
         0
     }
