@@ -1238,7 +1238,38 @@ mod tests {
             1 => any::<i64>().prop_map(|v| (v.to_string(), false)),
             1 => "[ +\\-]{0,2}[0-9]{0,20}[ \t]{0,1}".prop_map(|f| (f, false)),
             1 => "\"-?[0-9]{1,3}\"|[0-9]{1,3}[a-z.;]|".prop_map(|f| (f, false)),
+            // Bytes next to the digits ('/', ':', '@', `P`, `` ` ``), a multibyte
+            // character, at every place in the eight bytes read at once.
+            1 => "[0-9]{0,9}[/:@P`\u{e9}\u{1f600}][0-9]{0,9}".prop_map(|f| (f, false)),
         ]
+    }
+
+    /// Bytes no UTF-8 text has, after digits at every place of an eight-byte word:
+    /// adding 6 to 0xFA..0xFF carries into the next byte, which must not make a digit
+    /// of what is not one or hide the field's end.
+    #[test]
+    fn plain_ints_stop_at_any_byte_that_is_no_digit() {
+        let mut v = Vec::new();
+        for lead in 0..=17usize {
+            // (A minus sign leading a field is one.)
+            let no_digit = |b: &u8| !b.is_ascii_digit() && *b != b',' && (lead > 0 || *b != b'-');
+            for b in (0u8..=255).filter(no_digit) {
+                let mut line: Vec<u8> = b"7,".to_vec();
+                line.extend(std::iter::repeat_n(b'1', lead));
+                line.push(b);
+                line.extend_from_slice(b"23,4");
+                assert!(
+                    !plain_ints(&line, 3, &mut v),
+                    "{:?} read as {v:?}",
+                    String::from_utf8_lossy(&line)
+                );
+            }
+            let digits = "9".repeat(lead + 1);
+            let line = format!("{digits},-{digits}");
+            assert!(plain_ints(line.as_bytes(), 2, &mut v), "{line}");
+            let n: i64 = digits.parse().unwrap();
+            assert_eq!(v, [n, -n]);
+        }
     }
 
     proptest! {
