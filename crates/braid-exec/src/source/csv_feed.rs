@@ -1238,15 +1238,15 @@ mod tests {
             1 => any::<i64>().prop_map(|v| (v.to_string(), false)),
             1 => "[ +\\-]{0,2}[0-9]{0,20}[ \t]{0,1}".prop_map(|f| (f, false)),
             1 => "\"-?[0-9]{1,3}\"|[0-9]{1,3}[a-z.;]|".prop_map(|f| (f, false)),
-            // Bytes next to the digits ('/', ':', '@', `P`, `` ` ``), a multibyte
-            // character, at every place in the eight bytes read at once.
+            // A byte next to the digits in ASCII ('/', ':', '@', `P`, `` ` ``) or a
+            // multibyte character, inside or after a field of up to 9 digits.
             1 => "[0-9]{0,9}[/:@P`\u{e9}\u{1f600}][0-9]{0,9}".prop_map(|f| (f, false)),
         ]
     }
 
-    /// Bytes no UTF-8 text has, after digits at every place of an eight-byte word:
-    /// adding 6 to 0xFA..0xFF carries into the next byte, which must not make a digit
-    /// of what is not one or hide the field's end.
+    /// Every byte that is no digit (those no UTF-8 text has too), after 0 to 17 digits
+    /// of a field, makes the line one the plain reader does not answer; 1 to 18 nines,
+    /// either sign, read as themselves.
     #[test]
     fn plain_ints_stop_at_any_byte_that_is_no_digit() {
         let mut v = Vec::new();
