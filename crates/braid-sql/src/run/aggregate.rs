@@ -15,7 +15,7 @@ use super::session::Sessions;
 use super::Faults;
 use crate::logical::{AggCall, AggPhase, WindowSpec};
 use braid_plan::batch::{Batch, Row, Scalar};
-use braid_plan::expr::{Arena, Expr, Fault};
+use braid_plan::expr::{Arena, Compiled, Expr, Fault};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -26,7 +26,8 @@ type TimeGroups = BTreeMap<(i64, i64), Keyed>;
 /// The state of one aggregate in one partition.
 pub(super) struct AggState {
     window: WindowSpec,
-    keys: Vec<Expr>,
+    /// The group keys, each with its fast path where it has one.
+    keys: Vec<Compiled>,
     /// Shared with the [`Inputs`] of the row being added, which may borrow from it.
     aggs: Rc<[AggCall]>,
     time: Option<usize>,
@@ -331,7 +332,7 @@ impl AggState {
         };
         AggState {
             window,
-            keys,
+            keys: keys.into_iter().map(Compiled::new).collect(),
             aggs: aggs.into(),
             time,
             slice,
