@@ -2,7 +2,7 @@
 
 use crate::logical::{AggCall, AggFunc};
 use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
-use braid_plan::expr::{Arena, Fault};
+use braid_plan::expr::{Arena, Compiled, Fault};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,12 +36,28 @@ pub(super) enum Acc {
 /// [`Value::Null`].
 pub(super) type Inputs<'r> = SmallVec<[Option<Value<'r>>; 8]>;
 
+/// An aggregate's FILTER and argument, each with its fast path where it has one
+/// ([`Compiled`]).
+pub(super) struct AggExprs {
+    filter: Option<Compiled>,
+    arg: Option<Compiled>,
+}
+
+impl AggExprs {
+    pub(super) fn of(call: &AggCall) -> AggExprs {
+        AggExprs {
+            filter: call.filter.clone().map(Compiled::new),
+            arg: call.arg.clone().map(Compiled::new),
+        }
+    }
+}
+
 /// Evaluates every aggregate's FILTER and argument on `row` into `out`, before any
 /// accumulator changes: a fault leaves them all as they were (the row is skipped
 /// whole). Strings the expressions make go to `arena`.
 #[inline]
 pub(super) fn inputs<'r>(
-    aggs: &'r [AggCall],
+    aggs: &'r [AggExprs],
     row: &Row<'r>,
     arena: &'r Arena,
     out: &mut Inputs<'r>,

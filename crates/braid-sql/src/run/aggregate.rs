@@ -8,7 +8,7 @@
 //! the accumulators of its one slice, and a window is made by merging the slices it
 //! covers when it closes ([`Slices`]). A row costs the same whatever `size / slide` is.
 
-use super::accumulate::{self, emit, fresh, merge_all, update, Acc, Groups, Inputs};
+use super::accumulate::{self, emit, fresh, merge_all, update, Acc, AggExprs, Groups, Inputs};
 use super::count_window::CountWindows;
 use super::late::{Cx, LateOut};
 use super::session::Sessions;
@@ -28,8 +28,10 @@ pub(super) struct AggState {
     window: WindowSpec,
     /// The group keys, each with its fast path where it has one.
     keys: Vec<Compiled>,
-    /// Shared with the [`Inputs`] of the row being added, which may borrow from it.
     aggs: Rc<[AggCall]>,
+    /// The aggregates' FILTERs and arguments, compiled: shared with the [`Inputs`] of
+    /// the row being added, which may borrow from them.
+    exprs: Rc<[AggExprs]>,
     time: Option<usize>,
     /// Hopping windows: the length of a slice, `gcd(size, slide)`.
     slice: i64,
@@ -333,6 +335,7 @@ impl AggState {
         AggState {
             window,
             keys: keys.into_iter().map(Compiled::new).collect(),
+            exprs: aggs.iter().map(AggExprs::of).collect(),
             aggs: aggs.into(),
             time,
             slice,
@@ -396,9 +399,9 @@ impl AggState {
                 Err(f) => return faults.push(("aggregate", f)),
             }
         }
-        let aggs = Rc::clone(&self.aggs);
+        let exprs = Rc::clone(&self.exprs);
         let mut inputs = Inputs::new();
-        if let Err(f) = accumulate::inputs(&aggs, &row, arena, &mut inputs) {
+        if let Err(f) = accumulate::inputs(&exprs, &row, arena, &mut inputs) {
             return faults.push(("aggregate", f));
         }
         let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);
