@@ -56,8 +56,8 @@ enum Bool {
 /// `prefix`, ends with `suffix`, and holds each of `middle` in order between them, not
 /// overlapping (so the leftmost place of each is as good as any); without a `%`, when
 /// it is `prefix`. On UTF-8 bytes this is what `LIKE` means on characters: a `%` takes
-/// any run of characters, and text found at a byte position that is no character
-/// boundary cannot be valid text. `_` (one character, not one byte) has no fast path.
+/// any run of characters, and a part (valid UTF-8) is only ever found in valid UTF-8
+/// text at a character boundary. `_` (one character, not one byte) has no fast path.
 #[derive(Clone, Debug)]
 struct Pattern {
     prefix: Vec<u8>,
