@@ -102,7 +102,7 @@ impl Pattern {
         {
             return false;
         }
-        let mut rest = &s[self.prefix.len()..s.len() - self.suffix.len()];
+        let mut rest = &s[p..s.len() - q];
         for f in &self.middle {
             match f.find(rest) {
                 Some(at) => rest = &rest[at + f.needle().len()..],

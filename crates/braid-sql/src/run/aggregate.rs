@@ -28,7 +28,7 @@ pub(super) struct AggState {
     window: WindowSpec,
     /// The group keys, each with its fast path where it has one.
     keys: Vec<Compiled>,
-    aggs: Rc<[AggCall]>,
+    aggs: Box<[AggCall]>,
     /// The aggregates' FILTERs and arguments, compiled: shared with the [`Inputs`] of
     /// the row being added, which may borrow from them.
     exprs: Rc<[AggExprs]>,
