@@ -988,3 +988,85 @@ fn a_running_query_changes_its_worker_threads() {
         want.len()
     );
 }
+
+/// A stream of several files without an event time is read a whole file per worker
+/// (rows numbered by file). Checkpointed on 2 workers and stopped halfway, it resumes
+/// on 1, 2, 3 and 4 workers (files then read by other workers than before: worker 0
+/// resumes the files it read from their places, every other file is read again from its
+/// start and the epochs already in the checkpoint are dropped) with the output of the
+/// uninterrupted run on 1 worker, and the same rows and malformed lines reported.
+#[test]
+fn files_read_a_file_per_worker_resume_on_other_worker_counts() {
+    let dir = Scratch::fresh("ckpt-files");
+    let logs = dir.0.join("logs");
+    std::fs::create_dir_all(&logs).expect("logs dir");
+    // Five files of different lengths (one empty), malformed lines in two of them.
+    for (f, rows) in [
+        (0u64, 90_000u64),
+        (1, 40_000),
+        (2, 0),
+        (3, 120_000),
+        (4, 65_000),
+    ] {
+        let mut text = String::new();
+        for i in 0..rows {
+            let x = (i + 7 * f).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 35;
+            text += &format!("{},{}\n", x % 1_000, i);
+            if f % 2 == 1 && i % 7_919 == 3 {
+                text += "oops,\n";
+            }
+        }
+        std::fs::write(logs.join(format!("part-{f}.csv")), text).expect("file");
+    }
+    let d = dir.0.display();
+    let text = format!(
+        "SET partitions = 6;
+CREATE STREAM logs (x BIGINT NOT NULL, i BIGINT NOT NULL)
+  WITH (path = '{d}/logs/*.csv', header = false, epoch = 50);
+CREATE SINK out WITH (sink = 'csv', path = '{d}/out.csv');
+INSERT INTO out SELECT i, x FROM logs WHERE x % 17 = 3;"
+    );
+    let out = dir.0.join("out.csv");
+    let whole = run(&dir.0, &text, 1, None, None).expect("uninterrupted run");
+    assert_eq!(
+        (whole.0, whole.1),
+        (315_000, 6 + 16),
+        "rows and malformed lines"
+    );
+    let want = std::fs::read(&out).expect("output");
+    assert!(want.len() > 100_000, "too little output to test anything");
+    let two = run(&dir.0, &text, 2, None, None).expect("run on 2 workers");
+    assert_eq!(two, whole);
+    assert!(
+        std::fs::read(&out).expect("output") == want,
+        "2 workers differ"
+    );
+
+    let ck = dir.0.join("ck");
+    run(&dir.0, &text, 2, Some(config(&ck, false)), Some(150_000)).expect("stopped run");
+    let taken = latest(&ck.join("query-0"))
+        .expect("manifest")
+        .expect("a checkpoint");
+    assert!(taken.epoch > 0);
+    assert!(walk(&ck).into_iter().any(|p| p.ends_with("source-0.bin")));
+    let partial = std::fs::read(&out).expect("partial output");
+    assert!(partial.len() < want.len());
+    for workers in [1, 2, 3, 4] {
+        let at = dir.0.join(format!("ck-{workers}"));
+        copy_checkpoint(&ck, &at);
+        std::fs::write(&out, &partial).expect("partial output back");
+        let resumed =
+            run(&dir.0, &text, workers, Some(config(&at, true)), None).expect("resumed run");
+        assert_eq!(
+            resumed, whole,
+            "{workers} workers: rows read, malformed lines"
+        );
+        let got = std::fs::read(&out).expect("output");
+        assert!(
+            got == want,
+            "resumed on {workers} workers from epoch {}: {}",
+            taken.epoch,
+            first_difference(&got, &want)
+        );
+    }
+}

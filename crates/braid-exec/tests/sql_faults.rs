@@ -242,3 +242,76 @@ fn sql_strict_mode_fails_at_the_first_fault() {
         }
     }
 }
+
+/// A fault on a row of a stream of several files without an event time (numbered by
+/// file, read a file per worker) names the file and the row's place in it, on 1, 2
+/// and 4 workers, skipping (the first rows' faults, in order) or in strict mode.
+#[test]
+fn a_fault_in_a_stream_of_files_names_the_file_and_its_row() {
+    let dir = scratch("faults-files");
+    let logs = dir.0.join("logs");
+    std::fs::create_dir_all(&logs).expect("dir");
+    // part-0: no zero; part-1: a zero on its 5th row; part-2: zeros on rows 2 and 9.
+    let files: [&[i64]; 3] = [
+        &[1, 2, 3, 4, 5, 6],
+        &[7, 7, 7, 7, 0, 7, 7],
+        &[3, 0, 3, 3, 3, 3, 3, 3, 0],
+    ];
+    for (f, xs) in files.iter().enumerate() {
+        let text: String = xs.iter().map(|x| format!("{x}\n")).collect();
+        std::fs::write(logs.join(format!("part-{f}.csv")), text).expect("file");
+    }
+    let text = format!(
+        "CREATE STREAM logs (x BIGINT NOT NULL) WITH (path = '{}/logs/*.csv', header = false, epoch = 4);
+CREATE SINK out WITH (sink = 'collect');
+INSERT INTO out SELECT 12 / x AS q FROM logs;",
+        dir.0.display()
+    );
+    let s = braid_sql::compile_script(
+        &text,
+        &dir.0,
+        &braid_plan::function::Registry::with_builtins(),
+    )
+    .expect("compiles");
+    for workers in [1, 2, 4] {
+        for strict in [false, true] {
+            let cfg = RunConfig {
+                workers,
+                read: ReadOptions {
+                    strict,
+                    ..RunConfig::default().read
+                },
+                ..RunConfig::default()
+            };
+            let got = run(&s.jobs[0].plan, &s.registry, &cfg);
+            // Serial order: epoch 0 holds rows 1-4 of every file, so row 2 of part-2
+            // comes first, then row 5 of part-1 (epoch 1), then row 9 of part-2.
+            let want = [
+                "project, row 2 of logs2 (_stream 2 of logs): division by zero",
+                "project, row 5 of logs1 (_stream 1 of logs): division by zero",
+                "project, row 9 of logs2 (_stream 2 of logs): division by zero",
+            ];
+            match (strict, got) {
+                (false, Ok(r)) => {
+                    assert_eq!(r.collected.len(), 19, "{workers} workers");
+                    let first: Vec<String> =
+                        r.faults[0].first.iter().map(|f| f.to_string()).collect();
+                    assert_eq!(first.len(), 3, "{first:?}");
+                    for (f, w) in first.iter().zip(want) {
+                        assert!(f.starts_with(w), "{workers} workers: {f}, want {w}");
+                    }
+                }
+                // Strict, the first fault met stops the run: on several workers, any.
+                (true, Err(e)) => {
+                    let e = e.to_string();
+                    let n = if workers == 1 { 1 } else { 3 };
+                    assert!(
+                        want[..n].iter().any(|w| e.contains(&w[9..])),
+                        "{workers} workers: {e}"
+                    );
+                }
+                (strict, other) => panic!("{workers} workers, strict {strict}: {other:?}"),
+            }
+        }
+    }
+}

@@ -686,16 +686,29 @@ fn interleave_plan(
     q: u32,
     merge: MergeKind,
 ) -> Plan {
+    interleave_plan_broadcasting(children, epoch, window, strategy, q, merge, 2)
+}
+
+/// [`interleave_plan`], broadcasting the rows of source `broadcast`.
+fn interleave_plan_broadcasting(
+    children: &[Source],
+    epoch: u64,
+    window: usize,
+    strategy: Strategy,
+    q: u32,
+    merge: MergeKind,
+    broadcast: i64,
+) -> Plan {
     let schema = interleave::schema(children).expect("interleave schema");
     let stream = Expr::col(&schema, "_stream").expect("_stream");
     let mut p = Plan::source("mix", SourceSpec::Interleave(children.to_vec()), schema);
     p.leaf_source_mut().epoch = epoch;
     p.leaf_source_mut().window = window;
-    // Round robin, with the rows of source c broadcast.
+    // Round robin, with the rows of one source broadcast.
     p.split(
         q,
         Route::RoundRobin,
-        Some(stream.eq(Expr::int(2))),
+        Some(stream.eq(Expr::int(broadcast))),
         strategy,
     )
     .map("identity")
@@ -1461,5 +1474,86 @@ fn only_the_tree_root_routes() {
                 );
             }
         }
+    }
+}
+
+/// Writes file `f` of an interleave of CSV files (`k,v` per line, no event time) for
+/// the rows `rows`, with a malformed line after every row whose value is divisible by
+/// `bad` and CRLF line ends when `crlf`; the rows it holds, parsed here (not by Braid's
+/// reader).
+fn write_ints_file(path: &std::path::Path, rows: &[(i64, i64)], bad: i64, crlf: bool) -> Batch {
+    let end = if crlf { "\r\n" } else { "\n" };
+    let mut text = String::new();
+    let mut good = Batch::new(2);
+    for &(k, v) in rows {
+        text += &format!("{k},{v}{end}");
+        good.push_ints(RowKey::default(), &[k, v]);
+        if v.rem_euclid(bad) == 0 {
+            text += &format!("{k},{v}x{end}");
+        }
+    }
+    std::fs::write(path, text).expect("write csv");
+    good
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 10, .. ProptestConfig::default() })]
+
+    /// CSV files without an event time are read a whole file per worker and numbered
+    /// by file: on 1, 2 and 4 workers, every strategy, round robin by sequence number
+    /// with one file's rows broadcast, the output, rows and malformed lines are the
+    /// reference's over the serial interleaving (of rows parsed by the test itself).
+    #[test]
+    fn files_read_a_file_per_worker_match_the_serial_interleaving(
+        files in proptest::collection::vec(proptest::collection::vec((0i64..9, -99i64..99), 0..70), 1..6),
+        epoch in 1u64..6,
+        window in 1usize..9,
+        q in prop_oneof![Just(1u32), Just(3), Just(8)],
+        bad in 5i64..40,
+        crlf in any::<bool>(),
+    ) {
+        static CASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let case = CASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("braid-test-files-{}-{case}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut children = Vec::new();
+        let mut goods = Vec::new();
+        let mut malformed = 0u64;
+        for (f, rows) in files.iter().enumerate() {
+            let path = dir.join(format!("f{f}.csv"));
+            goods.push(write_ints_file(&path, rows, bad, crlf));
+            malformed += rows.iter().filter(|r| r.1.rem_euclid(bad) == 0).count() as u64;
+            let mut c = Plan::source(
+                &format!("f{f}"),
+                SourceSpec::Csv { path, header: false },
+                Schema::ints(&["k", "v"]),
+            );
+            c.leaf_source_mut().window = 1 + f % 3;
+            children.push(c.leaf_source().clone());
+        }
+        let pairs: Vec<(&Source, &Batch)> = children.iter().zip(&goods).collect();
+        let input = interleave::rows(&pairs, epoch);
+        let total: u64 = files.iter().map(|f| f.len() as u64).sum();
+        prop_assert_eq!(input.len() as u64, total);
+        let mix = interleave::schema(&children).expect("schema");
+        let mut mix_source = Plan::source("mix", SourceSpec::Interleave(children.clone()), mix.clone());
+        mix_source.leaf_source_mut().epoch = epoch;
+        prop_assert!(braid_plan::placement::files_per_worker(mix_source.leaf_source()));
+        for strategy in [Strategy::Fsplit, Strategy::Exptree, Strategy::Parasplit] {
+            // File 0's rows broadcast (there may be no file 2).
+            let p = interleave_plan_broadcasting(
+                &children, epoch, window, strategy, q, MergeKind::TimeOrdered, 0,
+            );
+            let expected = reference::run(&p, &registry(), &input).expect("reference runs");
+            for workers in [1, 2, 4] {
+                let cfg = RunConfig { workers, ..RunConfig::default() };
+                let report = run(&p, &registry(), &cfg).expect("run succeeds");
+                prop_assert_eq!(report.rows_in, total, "{:?} {} workers: rows in", strategy, workers);
+                let rejected: u64 = report.rejects.iter().map(|r| r.count).sum();
+                prop_assert_eq!(rejected, malformed, "{:?} {} workers: malformed", strategy, workers);
+                prop_assert_eq!(&report.collected, &expected, "{:?} {} workers", strategy, workers);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

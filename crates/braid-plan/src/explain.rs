@@ -212,7 +212,16 @@ fn node_text(cx: &mut Cx<'_>, plan: &Plan, at: NodeAt, depth: usize, recurse: bo
         Plan::Map(m) => map_text(m, workers, &pad, &schema, out),
         Plan::Split(s) => split_text(s, workers, &pad, out),
         Plan::Source(s) => {
-            let what = source_text(&s.spec);
+            let mut what = source_text(&s.spec);
+            if let SourceSpec::Interleave(kids) = &s.spec {
+                if crate::interleave::numbered_by_file(kids, s.epoch) {
+                    what.push_str(", rows numbered by file");
+                }
+                what.push_str(&match crate::placement::read_on_every_worker(s, workers) {
+                    true => format!(", file k read whole on worker k mod {workers}"),
+                    false => ", on worker 0".to_string(),
+                });
+            }
             let pace = match s.pace {
                 Pace::Max => "as fast as possible".to_string(),
                 Pace::EventTime { speed, .. } => format!("paced by event time x{speed}"),
@@ -335,7 +344,7 @@ fn source_text(spec: &SourceSpec) -> String {
         SourceSpec::Kafka(k) => k.to_string(),
         SourceSpec::Columnar { path, format } => format!("{format} {}", path.display()),
         SourceSpec::Interleave(children) => format!(
-            "interleave of {} source(s) in ({}, stream, source order), on worker 0",
+            "interleave of {} source(s) in ({}, stream, source order)",
             children.len(),
             match crate::interleave::by_time(children) {
                 true => "epoch, event time",
@@ -460,7 +469,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                 .collect();
             let local = match s.input.as_ref() {
                 crate::plan::Plan::Source(src) => {
-                    crate::placement::deals_locally(&src.spec, *p, *router_fanout, workers)
+                    crate::placement::deals_locally(src, *p, *router_fanout, workers)
                 }
                 _ => false,
             };

@@ -103,6 +103,48 @@ pub fn time_of(child: &Source, row: Row<'_>, index: u64) -> i64 {
         .unwrap_or(index as i64)
 }
 
+/// Largest `children x epoch length` for which an interleave of children without an
+/// event time numbers its rows by file ([`numbered_by_file`]).
+pub const BY_FILE_LIMIT: u64 = 1 << 40;
+
+/// Whether an interleave's rows are numbered by file: no child has an event-time
+/// column (nor is an interleave), so a child's row `i` is in epoch `i / L` whatever the
+/// other children hold, and the serial order (epoch, child, row) gives that row the
+/// sequence number [`seq_by_file`] without counting any other child's rows. Such an
+/// interleave of files can be read a whole file per worker (`braid-exec`); the numbers
+/// have gaps only after a child has ended.
+pub fn numbered_by_file(children: &[Source], epoch: u64) -> bool {
+    !children.is_empty()
+        && children.iter().all(|c| {
+            c.schema.event_time.is_none()
+                && !matches!(c.spec, crate::plan::SourceSpec::Interleave(_))
+        })
+        && (children.len() as u64)
+            .checked_mul(epoch.max(1))
+            .is_some_and(|x| x <= BY_FILE_LIMIT)
+}
+
+/// The sequence number of row `index` of child `child` of an interleave of `children`
+/// children numbered by file with epochs of `epoch` rows: `e * n * L + child * L + j`
+/// for `index = e * L + j` (its epoch, then the children before it in that epoch, then
+/// its place in it). None when it does not fit below [`crate::batch::RowKey::AT_END`].
+pub fn seq_by_file(children: usize, epoch: u64, child: usize, index: u64) -> Option<u64> {
+    let l = epoch.max(1);
+    (index / l)
+        .checked_mul(children as u64 * l)?
+        .checked_add(child as u64 * l + index % l)
+        .filter(|&s| s < crate::batch::RowKey::AT_END)
+}
+
+/// Where the row with sequence number `seq` of an interleave numbered by file is: its
+/// child and its index within the child (the inverse of [`seq_by_file`]).
+pub fn place_by_file(children: usize, epoch: u64, seq: u64) -> (usize, u64) {
+    let l = epoch.max(1);
+    let n = children.max(1) as u64;
+    let (e, within) = (seq / (n * l), seq % (n * l));
+    ((within / l) as usize, e * l + within % l)
+}
+
 /// Whether the children's rows merge by event time within an epoch: every child has
 /// an event-time column.
 pub fn by_time(children: &[Source]) -> bool {
@@ -192,7 +234,8 @@ impl Layout {
 
 /// The serial interleaved stream of `children` (each with all its rows in order), for
 /// the reference interpreter: rows in the serial order (see the module), in the wide
-/// layout of [`schema`], keyed by position. `epoch` is the parent's epoch length.
+/// layout of [`schema`], keyed by their sequence numbers. `epoch` is the parent's epoch
+/// length.
 pub fn rows(children: &[(&Source, &Batch)], epoch: u64) -> Batch {
     let epoch = epoch.max(1);
     let layout = Layout::new(children.iter().map(|(s, _)| *s));
@@ -212,12 +255,20 @@ pub fn rows(children: &[(&Source, &Batch)], epoch: u64) -> Batch {
         }
     }
     order.sort_unstable();
+    let sources: Vec<Source> = children.iter().map(|(s, _)| (*s).clone()).collect();
+    let by_file = numbered_by_file(&sources, epoch);
     let mut out = Batch::with_capacity(layout.arity(), order.len());
     for (seq, &(_, _, c, i, t)) in order.iter().enumerate() {
-        let key = RowKey {
-            seq: seq as u64,
-            lane: 0,
+        // Numbered by file: the rows of earlier epochs of every child (full epochs, as
+        // if no child ended), then those of earlier children in this epoch. Written out
+        // here, not through `seq_by_file`, so that the feed's numbering is checked.
+        let n = children.len() as u64;
+        let (row, c64) = (i as u64, c as u64);
+        let seq = match by_file {
+            true => (row / epoch) * n * epoch + c64 * epoch + row % epoch,
+            false => seq as u64,
         };
+        let key = RowKey { seq, lane: 0 };
         layout.push(&mut out, key, c, t, children[c].1.row(i));
     }
     out
@@ -316,6 +367,60 @@ mod tests {
             assert_eq!(*seq, k as u64);
             assert_eq!(row, want, "row {k}");
         }
+    }
+
+    #[test]
+    fn children_without_event_time_are_numbered_by_file() {
+        let schema = Schema::ints(&["x"]);
+        let rows_of = |n: i64, base: i64| {
+            let v: Vec<Vec<Value<'_>>> = (0..n).map(|i| vec![Value::Int(base + i)]).collect();
+            batch(1, &v)
+        };
+        // Three files of 5, 1 and 4 rows, epochs of 2 rows.
+        let (a_rows, b_rows, c_rows) = (rows_of(5, 0), rows_of(1, 100), rows_of(4, 200));
+        let a = source("a", schema.clone(), &a_rows);
+        let b = source("b", schema.clone(), &b_rows);
+        let c = source("c", schema.clone(), &c_rows);
+        let kids = [a.clone(), b.clone(), c.clone()];
+        assert!(numbered_by_file(&kids, 2));
+        let out = rows(&[(&a, &a_rows), (&b, &b_rows), (&c, &c_rows)], 2);
+        let got: Vec<(u64, i64)> = out
+            .rows()
+            .map(|r| (r.key().seq, r.int(2).unwrap()))
+            .collect();
+        // Epoch 0: a0 a1 b0 c0 c1 (seq 0..6 less b's missing second row), epoch 1: a2 a3
+        // (b ended) c2 c3, epoch 2: a4.
+        let want = [
+            (0, 0),
+            (1, 1),
+            (2, 100),
+            (4, 200),
+            (5, 201),
+            (6, 2),
+            (7, 3),
+            (10, 202),
+            (11, 203),
+            (12, 4),
+        ];
+        assert_eq!(got, want);
+        for &(seq, v) in &want {
+            let (child, index) = place_by_file(3, 2, seq);
+            assert_eq!(
+                (child as i64, index as i64),
+                (v / 100, v % 100),
+                "seq {seq}"
+            );
+            assert_eq!(seq_by_file(3, 2, child, index), Some(seq));
+        }
+        // A timed child, a nested interleave or a too large epoch: counted as before.
+        let timed = source(
+            "t",
+            Schema::ints(&["t"]).with_event_time("t").expect("t"),
+            &a_rows,
+        );
+        assert!(!numbered_by_file(&[a.clone(), timed], 2));
+        assert!(!numbered_by_file(&kids, BY_FILE_LIMIT));
+        assert_eq!(seq_by_file(2, 1 << 20, 1, u64::MAX / 2), None);
     }
 
     #[test]

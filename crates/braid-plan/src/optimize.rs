@@ -124,8 +124,7 @@ pub fn split_candidates(s: &Split, env: Env) -> Vec<Candidate> {
     // merged there); parasplit deals each worker's windows to its own splitters.
     let readers = match s.input.as_ref() {
         Plan::Source(src)
-            if !env.constrained
-                && crate::placement::read_on_every_worker(&src.spec, env.workers) =>
+            if !env.constrained && crate::placement::read_on_every_worker(src, env.workers) =>
         {
             workers
         }

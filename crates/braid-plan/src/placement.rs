@@ -168,16 +168,44 @@ pub fn splitter_worker(j: u64, workers: usize) -> usize {
 /// Whether every worker reads its own share of a source's rows: the generator (window
 /// `k` on worker `k % workers`), a CSV file (chunks dealt round-robin, read in shares
 /// by every worker of every process; on one worker under a latency constraint, where
-/// the dealing below then keeps every window on that worker) and a Kafka topic
-/// (partition `p` on worker `p % workers`).
-pub fn read_on_every_worker(source: &crate::plan::SourceSpec, workers: usize) -> bool {
+/// the dealing below then keeps every window on that worker), a Kafka topic
+/// (partition `p` on worker `p % workers`) and an interleave of files numbered by file
+/// (file `c` read whole on worker `c % workers`: [`files_per_worker`]).
+pub fn read_on_every_worker(source: &crate::plan::Source, workers: usize) -> bool {
+    use crate::plan::SourceSpec;
     workers > 1
-        && matches!(
-            source,
-            crate::plan::SourceSpec::Generator(_)
-                | crate::plan::SourceSpec::Csv { .. }
-                | crate::plan::SourceSpec::Kafka(_)
-        )
+        && (matches!(
+            source.spec,
+            SourceSpec::Generator(_) | SourceSpec::Csv { .. } | SourceSpec::Kafka(_)
+        ) || files_per_worker(source))
+}
+
+/// Whether `source` is an interleave of files that several workers read a whole file
+/// each (file `c` on worker `c % workers`): its rows are numbered by file
+/// ([`crate::interleave::numbered_by_file`]: no file has an event time), so no worker
+/// needs another's row counts, and every child is a file read from its start.
+pub fn files_per_worker(source: &crate::plan::Source) -> bool {
+    use crate::plan::SourceSpec;
+    match &source.spec {
+        SourceSpec::Interleave(kids) => {
+            crate::interleave::numbered_by_file(kids, source.epoch)
+                && kids.iter().all(|k| {
+                    matches!(
+                        k.spec,
+                        SourceSpec::Csv { .. }
+                            | SourceSpec::JsonLines { .. }
+                            | SourceSpec::Columnar { .. }
+                            | SourceSpec::Binary { .. }
+                    )
+                })
+        }
+        _ => false,
+    }
+}
+
+/// The worker that reads file `child` of an interleave read a file per worker.
+pub fn file_worker(child: usize, workers: usize) -> usize {
+    child % workers.max(1)
 }
 
 /// Whether parasplit's window routers deal windows to the splitters on their own
@@ -186,7 +214,7 @@ pub fn read_on_every_worker(source: &crate::plan::SourceSpec, workers: usize) ->
 /// splitter (`p >= workers`). Per worker the load is then the same as dealing over all
 /// splitters, and no window crosses to another core before it is split.
 pub fn deals_locally(
-    source: &crate::plan::SourceSpec,
+    source: &crate::plan::Source,
     p: u32,
     router_fanout: Option<u32>,
     workers: usize,
@@ -281,15 +309,22 @@ mod tests {
     /// every worker deal windows locally.
     #[test]
     fn local_dealing_needs_an_even_source() {
-        use crate::plan::{GeneratorSpec, SourceSpec};
-        let gen = SourceSpec::Generator(GeneratorSpec {
+        use crate::plan::{GeneratorSpec, Plan, Source, SourceSpec};
+        use crate::types::Schema;
+        let of = |spec: SourceSpec| -> Source {
+            match Plan::source("s", spec, Schema::ints(&["x"])) {
+                Plan::Source(s) => s,
+                _ => unreachable!("Plan::source makes a source"),
+            }
+        };
+        let gen = of(SourceSpec::Generator(GeneratorSpec {
             tuples: 10,
             rate: 1.0,
             keys: 4,
             broadcast: 0.0,
             seed: 1,
-        });
-        let stdin = SourceSpec::Stdin;
+        }));
+        let stdin = of(SourceSpec::Stdin);
         assert!(deals_locally(&gen, 2, None, 2));
         assert!(deals_locally(&gen, 5, None, 4));
         assert!(
@@ -298,14 +333,40 @@ mod tests {
         );
         assert!(!deals_locally(&gen, 32, Some(6), 2), "a router tree");
         assert!(!deals_locally(&stdin, 2, None, 2), "one reader");
-        let csv = SourceSpec::Csv {
+        let csv = of(SourceSpec::Csv {
             path: "x.csv".into(),
             header: true,
-        };
+        });
         assert!(deals_locally(&csv, 2, None, 2), "a file read in shares");
         assert!(
             !deals_locally(&csv, 4, None, 1),
             "one worker reads it whole"
         );
+        // Files without an event time, a file per worker; with an event time (merged
+        // by time) or beside standard input, on worker 0.
+        let files = |timed: bool, other: SourceSpec| {
+            let schema = match timed {
+                true => Schema::ints(&["x"]).with_event_time("x").expect("x"),
+                false => Schema::ints(&["x"]),
+            };
+            let mut kids = vec![csv.clone(), of(other)];
+            for k in &mut kids {
+                k.schema = schema.clone();
+            }
+            let wide = crate::interleave::schema(&kids).expect("schema");
+            match Plan::source("many", SourceSpec::Interleave(kids), wide) {
+                Plan::Source(s) => s,
+                _ => unreachable!("Plan::source makes a source"),
+            }
+        };
+        let json = || SourceSpec::JsonLines {
+            path: "y.jsonl".into(),
+            paths: Vec::new(),
+        };
+        assert!(files_per_worker(&files(false, json())));
+        assert!(deals_locally(&files(false, json()), 2, None, 2));
+        assert!(!files_per_worker(&files(true, json())), "merged by time");
+        assert!(!files_per_worker(&files(false, SourceSpec::Stdin)), "stdin");
+        assert!(!read_on_every_worker(&files(false, json()), 1));
     }
 }

@@ -31,7 +31,9 @@ use std::collections::BTreeMap;
 /// sequence number `i`).
 ///
 /// For a plan whose leaf source is [`crate::plan::SourceSpec::Interleave`], `input` is
-/// the already interleaved stream, [`crate::interleave::rows`] of the children's rows.
+/// the already interleaved stream, [`crate::interleave::rows`] of the children's rows;
+/// when its rows are numbered by file ([`crate::interleave::numbered_by_file`]), the
+/// keys of `input` are its sequence numbers.
 pub fn run(plan: &Plan, registry: &Registry, input: &Batch) -> Result<Vec<OutRow>> {
     Ok(run_all(plan, registry, input)?.swap_remove(0))
 }
@@ -49,16 +51,18 @@ pub fn run_with_faults(
     input: &Batch,
 ) -> Result<(Vec<Vec<OutRow>>, Vec<RowFault>)> {
     plan.schema(registry)?;
+    let leaf = plan.leaf_source();
+    let by_file = match &leaf.spec {
+        SourceSpec::Interleave(kids) => crate::interleave::numbered_by_file(kids, leaf.epoch),
+        _ => false,
+    };
     let mut keyed = Batch::with_capacity(input.arity(), input.len());
     for i in 0..input.len() {
-        keyed.push_row_of(
-            input,
-            i,
-            RowKey {
-                seq: i as u64,
-                lane: 0,
-            },
-        );
+        let seq = match by_file {
+            true => input.key(i).seq,
+            false => i as u64,
+        };
+        keyed.push_row_of(input, i, RowKey { seq, lane: 0 });
     }
     let plans = match plan {
         Plan::Together(plans) => plans.as_slice(),
@@ -90,9 +94,9 @@ struct EvalCx {
     faults: Vec<RowFault>,
 }
 
-/// `(epoch, seq, row)` of every input row: row `i`'s epoch is its event time (or, without
-/// one, `i`) divided by the epoch length, a negative time counting as 0, and never less
-/// than the epoch of row `i - 1`.
+/// `(epoch, seq, row)` of every input row (its key's sequence number): row `i`'s epoch
+/// is its event time (or, without one, `i`) divided by the epoch length, a negative
+/// time counting as 0, and never less than the epoch of row `i - 1`.
 fn source_rows(source: &Source, input: &Batch) -> Vec<(u64, u64, usize)> {
     let len = source.epoch.max(1);
     let mut last = 0u64;
@@ -104,7 +108,7 @@ fn source_rows(source: &Source, input: &Batch) -> Vec<(u64, u64, usize)> {
                 None => i as u64 / len,
             };
             last = last.max(unclamped);
-            (last, i as u64, i)
+            (last, input.key(i).seq, i)
         })
         .collect()
 }

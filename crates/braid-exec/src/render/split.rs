@@ -134,7 +134,7 @@ pub(crate) fn render<'s>(
         SplitShape::Parasplit { p, router_fanout } => {
             let deal_local = match split.input.as_ref() {
                 braid_plan::plan::Plan::Source(s) => {
-                    braid_plan::placement::deals_locally(&s.spec, p, router_fanout, place.peers)
+                    braid_plan::placement::deals_locally(s, p, router_fanout, place.peers)
                 }
                 _ => false,
             };

@@ -610,8 +610,23 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             None => rejects.push(r),
         }
     }
-    // A fault names its row's line when its source says where its rows are.
+    // A fault names its row's line when its source says where its rows are; a row of
+    // an interleave numbered by file, its file and its row there.
+    let leaf = plan.leaf_source();
     let locate = |row: &mut FaultRow| {
+        if let braid_plan::plan::SourceSpec::Interleave(kids) = &leaf.spec {
+            if row.source.as_ref() == Some(&leaf.name)
+                && !braid_plan::batch::RowKey::made_at_end(row.seq)
+                && braid_plan::interleave::numbered_by_file(kids, leaf.epoch)
+            {
+                let (c, i) = braid_plan::interleave::place_by_file(kids.len(), leaf.epoch, row.seq);
+                if let Some(kid) = kids.get(c) {
+                    row.source = Some(format!("{} (_stream {c} of {})", kid.name, leaf.name));
+                    row.seq = i;
+                    return;
+                }
+            }
+        }
         let source = rejects
             .iter()
             .find(|r| Some(&r.source) == row.source.as_ref());

@@ -3,6 +3,17 @@
 //! time when every child has one, child index, order within the child), in the wide
 //! layout, with sequence numbers counting rows in that order.
 //!
+//! Files without an event time are numbered by file instead
+//! ([`braid_plan::interleave::seq_by_file`]: a row's number depends on its file and its
+//! index in it alone), and on several workers each worker reads the files
+//! [`braid_plan::placement::file_worker`] gives it, whole, merging them in the same
+//! order: the workers' streams together are the serial stream, each row under the number
+//! serial reading gives it. A checkpoint keeps where worker 0's files are (only worker
+//! 0 writes a resume point): resumed, on any number of workers, a file worker 0 read
+//! then starts from its place there, any other from its start (the runtime drops the
+//! windows a resumed run has already had, by epoch, and a file's epochs depend on its
+//! rows alone).
+//!
 //! Each child keeps one pending window. A row is emitted only when every child that
 //! has not ended has a pending window, so the child whose next row has the smallest
 //! [`Key`] is known to go next, and goes on while its rows stay below every other
@@ -14,7 +25,9 @@ use super::{counts_rows_itself, open_at, Counters, Feed, Next, ReadOptions, Reje
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey};
 use braid_plan::function::Registry;
-use braid_plan::interleave::{by_time, key_of, schema, time_of, Key, Layout};
+use braid_plan::interleave::{
+    by_time, key_of, numbered_by_file, schema, seq_by_file, time_of, Key, Layout,
+};
 use braid_plan::plan::Source;
 use std::sync::Arc;
 
@@ -38,19 +51,23 @@ struct Child {
     pending_at: Option<Vec<u8>>,
     /// Rows of the first window to pass over (resuming inside it).
     skip: usize,
+    /// Another worker reads this child (files read a file per worker).
+    elsewhere: bool,
 }
 
 /// Where an interleave was before a window: each child's place (None once it ended),
 /// and the sequence number of the window's first row.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct Resume {
     seq: u64,
+    /// Workers that read the files (1 when worker 0 reads them all).
+    readers: usize,
     children: Vec<ChildAt>,
 }
 
 /// One child's place: the resume point of its pending window and the rows taken from
 /// it, or its malformed records once it has ended.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
 struct ChildAt {
     at: Option<Vec<u8>>,
     next: usize,
@@ -83,22 +100,32 @@ pub(crate) struct InterleaveFeed {
     layout: Layout,
     children: Vec<Child>,
     seq: u64,
+    /// Rows are numbered by file ([`seq_by_file`]), not counted.
+    by_file: bool,
+    /// Workers reading the files, each its own (1: this feed reads them all).
+    readers: usize,
     counters: Arc<Counters>,
     /// Where the window `next` returned last starts, when every child can say.
     last: Option<Vec<u8>>,
 }
 
 impl InterleaveFeed {
-    /// Opens every child of `source` (an interleave of `children`) for a single reader,
-    /// at a [`Feed::resume_point`] of an interleave of the same children when given.
+    /// Opens the children of `source` (an interleave of `children`) that worker
+    /// `index` of `peers` reads (all of them unless they are files read a file per
+    /// worker), at a [`Feed::resume_point`] of worker 0's feed of an interleave of the
+    /// same children when given (read then by as many workers as now, or not).
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         source: &Source,
         children: &[Source],
+        (index, peers): (usize, usize),
         opts: &ReadOptions,
         counters: Arc<Counters>,
         registry: &Registry,
         resume: Option<&[u8]>,
     ) -> Result<InterleaveFeed> {
+        let per_file = braid_plan::placement::files_per_worker(source) && peers > 1;
+        let readers = if per_file { peers } else { 1 };
         let resume: Option<Resume> = match resume {
             Some(bytes) => Some(bincode::deserialize(bytes).map_err(|e| {
                 Error::Internal(format!("the checkpoint's position in {}: {e}", source.name))
@@ -125,9 +152,15 @@ impl InterleaveFeed {
         for (k, child) in children.iter().enumerate() {
             let mut child = child.clone();
             child.epoch = source.epoch;
-            let at = resume.as_ref().map(|r| &r.children[k]);
+            let elsewhere = per_file && braid_plan::placement::file_worker(k, peers) != index;
+            // The resume point's place of this child, if its writer (worker 0) read it.
+            let at = resume
+                .as_ref()
+                .filter(|r| r.readers <= 1 || braid_plan::placement::file_worker(k, r.readers) == 0)
+                .map(|r| &r.children[k]);
             let counts_itself = counts_rows_itself(&child.spec);
             let feed = match at {
+                _ if elsewhere => None,
                 // Ended before the resume point: its rows were all read then.
                 Some(a) if a.at.is_none() => {
                     if counts_itself {
@@ -165,6 +198,7 @@ impl InterleaveFeed {
                 },
                 pending_at: None,
                 skip: at.map_or(0, |a| a.next),
+                elsewhere,
                 source: child,
             });
         }
@@ -176,6 +210,8 @@ impl InterleaveFeed {
             layout: Layout::new(children),
             children: opened,
             seq: resume.as_ref().map_or(0, |r| r.seq),
+            by_file: numbered_by_file(children, source.epoch),
+            readers,
             counters,
             last: None,
         })
@@ -202,6 +238,7 @@ impl InterleaveFeed {
         }
         bincode::serialize(&Resume {
             seq: self.seq,
+            readers: self.readers,
             children,
         })
         .ok()
@@ -281,16 +318,25 @@ impl InterleaveFeed {
                     Batch::with_capacity(self.layout.arity(), self.window),
                 )
             });
+            let n = self.children.len();
             let child = &mut self.children[i];
             while child.has_row() && batch.len() < self.window {
                 let (time, k) = child.head(i, epoch_len, timed);
                 if k.epoch != epoch || bound.is_some_and(|b| k > b) {
                     break;
                 }
-                let key = RowKey {
-                    seq: self.seq,
-                    lane: 0,
+                let seq = match self.by_file {
+                    true => seq_by_file(n, epoch_len, i, child.taken).ok_or_else(|| {
+                        Error::Internal(format!(
+                            "row {} of {} in {}: its sequence number is past 2^63",
+                            child.taken + 1,
+                            child.source.name,
+                            self.name
+                        ))
+                    })?,
+                    false => self.seq,
                 };
+                let key = RowKey { seq, lane: 0 };
                 self.layout
                     .push(batch, key, i, time, child.pending.row(child.next));
                 self.seq += 1;
@@ -325,7 +371,7 @@ impl Feed for InterleaveFeed {
             source: self.name.clone(),
             ..Rejects::default()
         };
-        for child in &mut self.children {
+        for child in self.children.iter_mut().filter(|c| !c.elsewhere) {
             let mut r = match child.feed.as_mut() {
                 Some(feed) => feed.rejects(),
                 None => child.rejects.clone(),

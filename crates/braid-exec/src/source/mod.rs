@@ -255,7 +255,8 @@ impl Counters {
 }
 
 /// Which worker reads a source: all of them for the generator, a native source and
-/// Kafka (each its share of the partitions), worker 0 otherwise.
+/// Kafka (each its share of the partitions), worker 0 otherwise (but see
+/// [`reads_in_shares`] and [`braid_plan::placement::files_per_worker`]).
 pub fn reads_on_all_workers(spec: &SourceSpec) -> bool {
     matches!(
         spec,
@@ -324,7 +325,8 @@ pub fn open_at(
     board: Option<&Arc<par_csv::Board>>,
 ) -> Result<Option<Box<dyn Feed>>> {
     let shares = board.filter(|_| reads_in_shares(&source.spec, peers));
-    if !reads_on_all_workers(&source.spec) && index != 0 && shares.is_none() {
+    let by_file = braid_plan::placement::files_per_worker(source);
+    if !reads_on_all_workers(&source.spec) && index != 0 && shares.is_none() && !by_file {
         return Ok(None);
     }
     let feed: Box<dyn Feed> = match &source.spec {
@@ -434,7 +436,13 @@ pub fn open_at(
             }
         }
         SourceSpec::Interleave(children) => Box::new(interleave::InterleaveFeed::open(
-            source, children, opts, counters, registry, resume,
+            source,
+            children,
+            (index, peers),
+            opts,
+            counters,
+            registry,
+            resume,
         )?),
     };
     Ok(Some(feed))
