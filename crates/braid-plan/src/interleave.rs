@@ -107,17 +107,27 @@ pub fn time_of(child: &Source, row: Row<'_>, index: u64) -> i64 {
 /// event time numbers its rows by file ([`numbered_by_file`]).
 pub const BY_FILE_LIMIT: u64 = 1 << 40;
 
-/// Whether an interleave's rows are numbered by file: no child has an event-time
-/// column (nor is an interleave), so a child's row `i` is in epoch `i / L` whatever the
-/// other children hold, and the serial order (epoch, child, row) gives that row the
-/// sequence number [`seq_by_file`] without counting any other child's rows. Such an
-/// interleave of files can be read a whole file per worker (`braid-exec`); the numbers
-/// have gaps only after a child has ended.
+/// Whether an interleave's rows are numbered by file: every child is a file (or rows in
+/// memory) without an event-time column, so a child's row `i` is in epoch `i / L`
+/// whatever the other children hold, and the serial order (epoch, child, row) gives
+/// that row the sequence number [`seq_by_file`] without counting any other child's
+/// rows. Such an interleave of files can be read a whole file per worker
+/// (`braid-exec`); the numbers have gaps only after a child has ended. Other
+/// interleaves (streams living in Braid, standard input, Kafka, the generator, nested
+/// interleaves) count their rows.
 pub fn numbered_by_file(children: &[Source], epoch: u64) -> bool {
+    use crate::plan::SourceSpec;
     !children.is_empty()
         && children.iter().all(|c| {
             c.schema.event_time.is_none()
-                && !matches!(c.spec, crate::plan::SourceSpec::Interleave(_))
+                && matches!(
+                    c.spec,
+                    SourceSpec::Csv { .. }
+                        | SourceSpec::JsonLines { .. }
+                        | SourceSpec::Columnar { .. }
+                        | SourceSpec::Binary { .. }
+                        | SourceSpec::Memory(_)
+                )
         })
         && (children.len() as u64)
             .checked_mul(epoch.max(1))
