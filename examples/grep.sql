@@ -32,7 +32,7 @@ SELECT * FROM PARALLEL(logs,
 --       worker 1: partitions 1,3
 --       Split: q = 4, route _stream, broadcast none, strategy fsplit
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
---         Source: logs = interleave of 4 source(s) in (epoch, stream, source order), on worker 0  -> (_stream int64, _time int64 EVENT TIME, line string?)
+--         Source: logs = interleave of 4 source(s) in (epoch, stream, source order), rows numbered by file, file k read whole on worker k mod 2  -> (_stream int64, _time int64 EVENT TIME, line string?)
 --           epoch 1024 event-time units, physical window W = 1024 rows, as fast as possible
 --           _stream 0: logs0 = csv data/logs/part-0.log  -> (line string?)
 --           _stream 1: logs1 = csv data/logs/part-1.log  -> (line string?)

@@ -379,3 +379,54 @@ FROM calls GROUP BY TUMBLE(start, 100), caller;",
     assert_eq!(one, two, "the output of 2 processes under the constraint");
     assert!(errs[0].contains("max_latency 20ms"), "{}", errs[0]);
 }
+
+/// A stream of several files without an event time on two processes: each reads its
+/// own files (file k on worker k mod 2), and the time-ordered output is the one
+/// process's, byte for byte.
+#[test]
+fn two_processes_read_a_file_each_of_a_stream_of_files() {
+    let dir = TempDir::new("files");
+    let logs = dir.path("logs");
+    std::fs::create_dir_all(&logs).expect("logs dir");
+    let mut total = 0;
+    for f in 0..4u64 {
+        let mut text = String::new();
+        for i in 0..(500 + 300 * f) {
+            text.push_str(&format!("{},{}\n", (i * 7 + f) % 11, i));
+            total += 1;
+        }
+        std::fs::write(logs.join(format!("part-{f}.csv")), text).expect("file");
+    }
+    let script = |out: &str| {
+        let path = dir.path(&format!("{out}.sql"));
+        std::fs::write(
+            &path,
+            format!(
+                "SET partitions = 4;
+CREATE STREAM logs (k BIGINT NOT NULL, i BIGINT NOT NULL) WITH (path = '{}/*.csv', header = false, epoch = 64);
+CREATE SINK out WITH (sink = 'csv', path = '{}');
+INSERT INTO out SELECT k, i FROM logs WHERE i % 3 = 1;",
+                logs.display(),
+                dir.path(&format!("{out}.csv")).display()
+            ),
+        )
+        .expect("script");
+        path.to_string_lossy().into_owned()
+    };
+    match run_all(&dir, "files-one", &[strings(&["run", &script("one")])]) {
+        Outcome::Ok(_) => {}
+        Outcome::Failed(why) => panic!("1-process run: {why}"),
+    }
+    let errs = on_two(&dir, "files", &strings(&["run", &script("two")]));
+    let read = |p: PathBuf| std::fs::read_to_string(p).expect("output file");
+    let (one, two) = (read(dir.path("one.csv")), read(dir.path("two.csv")));
+    assert!(one.lines().count() > 500, "{one}");
+    assert_eq!(one, two, "output of 2 processes");
+    let (a, b) = (rows_in(&errs[0]), rows_in(&errs[1]));
+    // Process 0 reads files 0 and 2 (500 + 1,100 rows), process 1 files 1 and 3.
+    assert_eq!(
+        (a, b, a + b),
+        (1_600, 2_200, total),
+        "rows each process read"
+    );
+}
