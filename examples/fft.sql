@@ -35,7 +35,7 @@ SELECT * FROM PARALLEL(samples,
 --       worker 1: partitions 1
 --       Split: q = 2, route (idx % 2), broadcast none, strategy autosplit
 --         autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
---         shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)
+--         shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)
 --         splitters on workers 0,1; each partition merges its p inputs in serial order
 --         Source: samples = csv data/samples.csv (header)  -> (idx int64, t int64 EVENT TIME, x float64?)
 --           epoch 1024 event-time units, physical window W = 1024 rows, as fast as possible

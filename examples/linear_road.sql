@@ -39,7 +39,7 @@ SELECT * FROM PARALLEL(lrb,
 --       worker 1: partitions 1,3,5,7
 --       Split: q = 8, route xway when (type <> 2), broadcast (type = 2), strategy autosplit
 --         autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 4] work 2.63 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
---         shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)
+--         shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)
 --         splitters on workers 0,1; each partition merges its p inputs in serial order
 --         Source: lrb = csv lrb/input.csv  -> (type int64, time int64 EVENT TIME, vid int64, spd int64, xway int64, lane int64, dir int64, seg int64, pos int64, qid int64, sinit int64, send int64, dow int64, tod int64, day int64)
 --           epoch 1 event-time units, physical window W = 256 rows, as fast as possible

@@ -475,7 +475,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
             };
             let routers = match router_fanout {
                 Some(f) => format!("two-level router tree with {f} sub-routers"),
-                None if local => "one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)".to_string(),
+                None if local => "one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)".to_string(),
                 None => "one window router per source worker".to_string(),
             };
             let _ = writeln!(

@@ -209,7 +209,7 @@ pub fn file_worker(child: usize, workers: usize) -> usize {
 }
 
 /// Whether parasplit's window routers deal windows to the splitters on their own
-/// worker: when every worker reads an even share of the source
+/// worker: when every worker reads its own share of the source
 /// ([`read_on_every_worker`]), there is one router level, and every worker hosts a
 /// splitter (`p >= workers`). Per worker the load is then the same as dealing over all
 /// splitters, and no window crosses to another core before it is split.

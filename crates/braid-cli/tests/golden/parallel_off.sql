@@ -46,7 +46,7 @@ SELECT window_start, k, avg(v) AS mean FROM s WHERE k IN (1, 2, 3) GROUP BY HOP(
 --       worker 1: partitions 1,3
 --       Split: q = 4, route hash(k) when (((k = 1) OR (k = 2)) OR (k = 3)), broadcast none, strategy autosplit
 --         autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 2] work 2.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
---         shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)
+--         shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)
 --         splitters on workers 0,1; each partition merges its p inputs in serial order
 --         Source: s = csv s.csv (header)  -> (k int64?, v float64?, t int64 EVENT TIME)
 --           epoch 10 event-time units, physical window W = 1024 rows, as fast as possible

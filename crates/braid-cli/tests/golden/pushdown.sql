@@ -43,7 +43,7 @@ GROUP BY TUMBLE(start, 60), minutes;
 --             worker 1: partitions 1,3,5,7,9,11,13,15
 --             Split: q = 16, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --               autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 4, 2] work 3.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
---               shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads an even share of the source)
+--               shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)
 --               splitters on workers 0,1; each partition merges its p inputs in serial order
 --               Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --                 epoch 1 event-time units, physical window W = 1024 rows, as fast as possible
