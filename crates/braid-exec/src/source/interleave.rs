@@ -57,7 +57,7 @@ struct Child {
 
 /// Where an interleave was before a window: each child's place (None once it ended),
 /// and the sequence number of the window's first row.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize)]
 struct Resume {
     seq: u64,
     /// Workers that read the files (1 when worker 0 reads them all).
@@ -67,7 +67,7 @@ struct Resume {
 
 /// One child's place: the resume point of its pending window and the rows taken from
 /// it, or its malformed records once it has ended.
-#[derive(Clone, serde::Serialize, serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize)]
 struct ChildAt {
     at: Option<Vec<u8>>,
     next: usize,
@@ -114,7 +114,6 @@ impl InterleaveFeed {
     /// `index` of `peers` reads (all of them unless they are files read a file per
     /// worker), at a [`Feed::resume_point`] of worker 0's feed of an interleave of the
     /// same children when given (read then by as many workers as now, or not).
-    #[allow(clippy::too_many_arguments)]
     pub fn open(
         source: &Source,
         children: &[Source],
