@@ -29,14 +29,15 @@
 //!
 //! # State and its bounds
 //!
-//! * Per vehicle that has reported in the partition: one 56-byte record (needed for
+//! * Per vehicle that has reported in the partition: one 48-byte record (needed for
 //!   balances, which span the run, and for the re-entry rules of doc 8): its account
 //!   (latest report and notification times, latest toll, total), its trip while it is
 //!   on one (location, consecutive reports there), and its group of the current minute
-//!   (segment, speed sum, report count). An index of 8-byte slots (the id's low bits
-//!   beside the record's number, at most 5/8 full) finds it: a position report looks
-//!   up one record, where it once looked up an account, a trip slot and a (vehicle,
-//!   segment) group in three hash maps.
+//!   (segment, speed sum, report count), kept in chunks that growing never copies. An
+//!   index of 8-byte slots (the id's low bits beside the record's number, at most 3/4
+//!   full, grown by half) finds it: a position report looks up one record, where it
+//!   once looked up an account, a trip slot and a (vehicle, segment) group in three
+//!   hash maps.
 //! * Per expressway: 200 segment records, each with the aggregates of the last five
 //!   completed minutes (a ring), the answer cached for the current minute and the
 //!   accidents that can still be active.
@@ -299,44 +300,41 @@ struct Loc {
 /// Time of a vehicle's latest toll notification when it has had none.
 const NO_TIME: u32 = u32::MAX;
 
-/// `Record::latest_toll` of a toll beyond 32 bits, kept in `Partition::big_tolls`.
-const BIG_TOLL: u32 = u32::MAX;
+/// `Record::latest_toll` of a toll beyond 16 bits, kept in `Partition::big_tolls`.
+const BIG_TOLL: u16 = u16::MAX;
 
-/// Everything a partition keeps of one vehicle that has reported in it, in 56 bytes:
+/// `Record::total` of a total beyond 32 bits, kept in `Partition::big_totals`.
+const BIG_TOTAL: u32 = u32::MAX;
+
+/// Everything a partition keeps of one vehicle that has reported in it, in 48 bytes:
 /// its account (balances span the run), its trip while it is on one, and its group of
 /// the current minute (the segment it reported from, its speed sum and report count
 /// there). One record a vehicle, so a position report looks up one thing.
 ///
 /// The fields are narrow: reports whose Time, Pos or Spd do not fit them (Time beyond
 /// 32 bits, Pos beyond 32 bits, Spd beyond 16 bits signed, a negative Time or Pos)
-/// are counted as ignored, never truncated; a latest toll beyond 32 bits is kept in a side map.
+/// are counted as ignored, never truncated, as is a report that would make a group of
+/// more than 255 reports (one vehicle, segment and minute: repeated Times); a latest
+/// toll beyond 16 bits and a total beyond 32 are kept exactly in side maps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
     vid: i64,
-    /// Sum of all notified tolls.
-    total: i64,
+    /// Sum of all notified tolls ([`BIG_TOTAL`]: in `Partition::big_totals`).
+    total: u32,
     /// Time of the latest position report (of any trip or none).
     last_time: u32,
     /// Time of the latest toll notification, [`NO_TIME`] if none.
     latest: u32,
-    /// Toll of that notification ([`BIG_TOLL`]: in `Partition::big_tolls`).
-    latest_toll: u32,
     /// Segment record of the trip's latest report, [`NONE`] when the vehicle is on no
     /// trip (never seen on one here, or after its exit-lane report). With `pos` and
-    /// `lane` it gives the trip's location: the segment record names the expressway
+    /// the lane it gives the trip's location: the segment record names the expressway
     /// and the direction.
     trip_seg: u32,
     /// Pos of the trip's latest report.
     pos: u32,
-    /// Lane of the trip's latest report.
-    lane: u8,
-    /// Consecutive reports of the trip at its location, saturating at [`STOP_REPORTS`].
-    same: u8,
-    /// Reports in the group (0: none).
-    g_count: u16,
     /// The group's segment record.
     g_seg: u32,
-    /// The group's speed sum (at most 65,535 reports of Spd in the 16-bit range each).
+    /// The group's speed sum (at most 255 reports of Spd in the 16-bit range each).
     g_spd: i32,
     /// The minute of the group (0: none); a group of another minute than the
     /// partition's current one has been folded already.
@@ -344,7 +342,16 @@ struct Record {
     /// The groups the vehicle left during `g_minute` (it reported from another segment
     /// after them): the first in the partition's `left` list, or [`NONE`].
     left: u32,
+    /// Toll of the latest notification ([`BIG_TOLL`]: in `Partition::big_tolls`).
+    latest_toll: u16,
+    /// Reports in the group (0: none).
+    g_count: u8,
+    /// Lane of the trip's latest report (low four bits, 0-4) and consecutive reports
+    /// of the trip at its location, saturating at [`STOP_REPORTS`] (high four bits).
+    lane_same: u8,
 }
+
+const _: () = assert!(std::mem::size_of::<Record>() == 48);
 
 impl Record {
     fn new(vid: i64, time: u32) -> Record {
@@ -356,14 +363,31 @@ impl Record {
             latest_toll: 0,
             trip_seg: NONE,
             pos: 0,
-            lane: 0,
-            same: 0,
+            lane_same: 0,
             g_count: 0,
             g_seg: 0,
             g_spd: 0,
             g_minute: 0,
             left: NONE,
         }
+    }
+
+    /// Lane of the trip's latest report.
+    #[inline]
+    fn lane(&self) -> u8 {
+        self.lane_same & 0xf
+    }
+
+    /// Consecutive reports of the trip at its location.
+    #[inline]
+    fn same(&self) -> u8 {
+        self.lane_same >> 4
+    }
+
+    #[inline]
+    fn set_lane_same(&mut self, lane: u8, same: u8) {
+        debug_assert!(lane <= 4 && same <= STOP_REPORTS);
+        self.lane_same = lane | same << 4;
     }
 
     /// The trip's location (with `trip_seg != NONE`).
@@ -373,17 +397,152 @@ impl Record {
             xway: self.trip_seg / SEGS_PER_XWAY,
             pos: self.pos,
             dir: (local / 100) as u8,
-            lane: self.lane,
+            lane: self.lane(),
         }
     }
 
     /// Ends the trip at minute `m`: a stopped vehicle leaves its location.
     fn end_trip(&mut self, road: &mut Road, m: i64) {
-        if self.trip_seg != NONE && self.same >= STOP_REPORTS {
+        if self.trip_seg != NONE && self.same() >= STOP_REPORTS {
             road.unstop(self.loc(), m);
         }
         self.trip_seg = NONE;
-        self.same = 0;
+        self.set_lane_same(self.lane(), 0);
+    }
+
+    /// The sum of its tolls, beyond 32 bits from `big`.
+    #[inline]
+    fn total(&self, big: &FxMap<i64, i64>) -> i64 {
+        match self.total {
+            BIG_TOTAL => big.get(&self.vid).copied().unwrap_or(0),
+            t => i64::from(t),
+        }
+    }
+
+    /// Sets the sum of its tolls, beyond 32 bits in `big`.
+    #[inline]
+    fn set_total(&mut self, total: i64, big: &mut FxMap<i64, i64>) {
+        let was_big = self.total == BIG_TOTAL;
+        match u32::try_from(total) {
+            Ok(t) if t != BIG_TOTAL => {
+                self.total = t;
+                if was_big {
+                    big.remove(&self.vid);
+                }
+            }
+            _ => {
+                self.total = BIG_TOTAL;
+                big.insert(self.vid, total);
+            }
+        }
+    }
+}
+
+/// The records of a partition, in the order their vehicles first reported: in chunks
+/// of [`CHUNK`] records, so that growing never copies them (a vector doubling held the
+/// old and the new copy at once: hundreds of MB a partition at L = 2,000) and no
+/// capacity beyond the last chunk's is reserved. Serialized as a plain list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Records {
+    chunks: Vec<Vec<Record>>,
+    len: usize,
+}
+
+/// Records per chunk of [`Records`] (`1 << CHUNK_BITS`: 768 kB of 48-byte records).
+const CHUNK_BITS: u32 = 14;
+const CHUNK: usize = 1 << CHUNK_BITS;
+
+impl Records {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, r: Record) {
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => c.push(r),
+            _ => {
+                let mut c = Vec::with_capacity(CHUNK);
+                c.push(r);
+                self.chunks.push(c);
+            }
+        }
+        self.len += 1;
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Record> + '_ {
+        self.chunks.iter().flatten()
+    }
+
+    #[cfg(test)]
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut Record> + '_ {
+        self.chunks.iter_mut().flatten()
+    }
+
+    /// Bytes held.
+    fn capacity_bytes(&self) -> usize {
+        self.chunks.iter().map(Vec::capacity).sum::<usize>() * std::mem::size_of::<Record>()
+            + self.chunks.capacity() * std::mem::size_of::<Vec<Record>>()
+    }
+}
+
+impl std::ops::Index<usize> for Records {
+    type Output = Record;
+
+    #[inline]
+    fn index(&self, i: usize) -> &Record {
+        &self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+}
+
+impl std::ops::IndexMut<usize> for Records {
+    #[inline]
+    fn index_mut(&mut self, i: usize) -> &mut Record {
+        &mut self.chunks[i >> CHUNK_BITS][i & (CHUNK - 1)]
+    }
+}
+
+impl<'a> IntoIterator for &'a Records {
+    type Item = &'a Record;
+    type IntoIter = std::iter::Flatten<std::slice::Iter<'a, Vec<Record>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.chunks.iter().flatten()
+    }
+}
+
+impl Serialize for Records {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = s.serialize_seq(Some(self.len))?;
+        for r in self.iter() {
+            seq.serialize_element(r)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Records {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Seq;
+        impl<'de> serde::de::Visitor<'de> for Seq {
+            type Value = Records;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of vehicle records")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Records, A::Error> {
+                let mut r = Records::default();
+                while let Some(x) = a.next_element()? {
+                    r.push(x);
+                }
+                Ok(r)
+            }
+        }
+        d.deserialize_seq(Seq)
     }
 }
 
@@ -405,6 +564,11 @@ struct Left {
 /// were two (with gigabytes of state, those misses were half the rating's CPU time).
 /// A slot whose low bits match is confirmed against the record's whole id; records are
 /// never removed.
+///
+/// It is at most 3/4 full and grows by half (a slot is found by the high bits of a
+/// product with the table's size, so any size works): 10.7-16 bytes a vehicle. Doubling
+/// at 5/8 held 12.8-25.6, and at L = 2,000 the partitions had just doubled (2.2 MB an
+/// expressway).
 #[derive(Default)]
 struct VidIndex {
     /// (low 32 bits of the id, record number); an empty slot has [`NONE`].
@@ -413,12 +577,13 @@ struct VidIndex {
 }
 
 impl VidIndex {
-    /// The slot where a probe for an id with low bits `lo` starts (Fibonacci hashing:
-    /// the high bits of a product, so ids that share low bits spread).
+    /// The slot where a probe for an id with low bits `lo` starts: the high bits of a
+    /// product (Fibonacci hashing, so ids that share low bits spread) scaled to the
+    /// table's size.
     #[inline]
     fn start(&self, lo: u32) -> usize {
-        let bits = self.slots.len().trailing_zeros();
-        (u64::from(lo).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
+        let h = u64::from(lo).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
     }
 
     /// The record of `vid`, as `is(record)` confirms the whole id.
@@ -428,7 +593,7 @@ impl VidIndex {
             return None;
         }
         let lo = vid as u32;
-        let mask = self.slots.len() - 1;
+        let n = self.slots.len();
         let mut i = self.start(lo);
         loop {
             let (key, record) = self.slots[i];
@@ -438,15 +603,18 @@ impl VidIndex {
             if key == lo && is(record) {
                 return Some(record);
             }
-            i = (i + 1) & mask;
+            i += 1;
+            if i == n {
+                i = 0;
+            }
         }
     }
 
-    /// Adds `record` for an id with low bits `lo` (not in the index), growing it to
-    /// stay at most 5/8 full.
+    /// Adds `record` for an id with low bits `lo` (not in the index), growing it by
+    /// half to stay at most 3/4 full.
     fn insert(&mut self, lo: u32, record: u32) {
-        if (self.len + 1) * 8 > self.slots.len() * 5 {
-            let size = (self.slots.len() * 2).max(64);
+        if (self.len + 1) * 4 > self.slots.len() * 3 {
+            let size = (self.slots.len() + self.slots.len() / 2).max(64);
             let old = std::mem::replace(&mut self.slots, vec![(0, NONE); size]);
             for (key, r) in old {
                 if r != NONE {
@@ -459,10 +627,13 @@ impl VidIndex {
     }
 
     fn place(&mut self, lo: u32, record: u32) {
-        let mask = self.slots.len() - 1;
+        let n = self.slots.len();
         let mut i = self.start(lo);
         while self.slots[i].1 != NONE {
-            i = (i + 1) & mask;
+            i += 1;
+            if i == n {
+                i = 0;
+            }
         }
         self.slots[i] = (lo, record);
     }
@@ -781,16 +952,18 @@ pub struct Partition {
     segments: Arc<SegmentHistory>,
     road: Road,
     /// One record per vehicle that has reported here, in the order they first did.
-    records: Vec<Record>,
-    /// Vehicle id -> its record's index in `records` (4 bytes a vehicle).
+    records: Records,
+    /// Vehicle id -> its record's index in `records` (10.7-16 bytes a vehicle).
     #[serde(skip)]
     index: VidIndex,
     /// Groups left within minute `group_minute` (see [`Record::left`]).
     left: Vec<Left>,
     /// The current minute of the groups (`i64::MIN` before the first report).
     group_minute: i64,
-    /// Latest tolls beyond 32 bits, by vehicle.
+    /// Latest tolls beyond 16 bits, by vehicle.
     big_tolls: FxMap<i64, i64>,
+    /// Totals beyond 32 bits, by vehicle.
+    big_totals: FxMap<i64, i64>,
     pending: Vec<BalanceRequest>,
     ignored: u64,
     ignored_types: u64,
@@ -813,11 +986,12 @@ impl Partition {
             tolls,
             segments,
             road: Road::default(),
-            records: Vec::new(),
+            records: Records::default(),
             index: VidIndex::default(),
             left: Vec::new(),
             group_minute: i64::MIN,
             big_tolls: FxMap::default(),
+            big_totals: FxMap::default(),
             pending: Vec::new(),
             ignored: 0,
             ignored_types: 0,
@@ -890,7 +1064,8 @@ impl Partition {
         }
         for r in &self.records {
             if r.g_count > 0 && i64::from(r.g_minute) == minute {
-                self.road.add_group(r.g_seg, r.g_spd, r.g_count, minute);
+                self.road
+                    .add_group(r.g_seg, r.g_spd, u16::from(r.g_count), minute);
             }
         }
         for l in &self.left {
@@ -983,7 +1158,7 @@ impl Partition {
             out.push(Left {
                 seg: r.g_seg,
                 spd: r.g_spd,
-                count: r.g_count,
+                count: u16::from(r.g_count),
                 next: NONE,
             });
         }
@@ -1123,16 +1298,24 @@ impl Partition {
                 .collect();
             let mut record = Record {
                 trip_seg: trip_here.unwrap_or(NONE),
-                same: if trip_here.is_some() { o.same } else { 0 },
+                lane_same: if trip_here.is_some() {
+                    o.lane_same
+                } else {
+                    o.lane()
+                },
+                total: 0,
                 g_count: 0,
                 g_minute: 0,
                 left: NONE,
                 ..*o
             };
+            let total = match account {
+                true => o.total(&other.big_totals),
+                false => 0,
+            };
             if !account {
                 record.latest = NO_TIME;
                 record.latest_toll = 0;
-                record.total = 0;
             }
             let big = (account && o.latest_toll == BIG_TOLL)
                 .then(|| other.big_tolls.get(&o.vid).copied())
@@ -1142,6 +1325,7 @@ impl Partition {
                     if let Some(t) = big {
                         self.big_tolls.insert(o.vid, t);
                     }
+                    record.set_total(total, &mut self.big_totals);
                     self.add_record(record)
                 }
                 Some(i) => {
@@ -1150,17 +1334,18 @@ impl Partition {
                     if mine.trip_seg != NONE && record.trip_seg != NONE {
                         if record.last_time > mine.last_time {
                             mine.end_trip(&mut self.road, minute);
-                            (mine.trip_seg, mine.pos, mine.lane, mine.same) =
-                                (record.trip_seg, record.pos, record.lane, record.same);
+                            (mine.trip_seg, mine.pos, mine.lane_same) =
+                                (record.trip_seg, record.pos, record.lane_same);
                         } else {
                             record.end_trip(&mut self.road, minute);
                         }
                     } else if record.trip_seg != NONE {
-                        (mine.trip_seg, mine.pos, mine.lane, mine.same) =
-                            (record.trip_seg, record.pos, record.lane, record.same);
+                        (mine.trip_seg, mine.pos, mine.lane_same) =
+                            (record.trip_seg, record.pos, record.lane_same);
                     }
                     mine.last_time = mine.last_time.max(record.last_time);
-                    mine.total += record.total;
+                    let sum = mine.total(&self.big_totals) + total;
+                    mine.set_total(sum, &mut self.big_totals);
                     if record.latest != NO_TIME
                         && (mine.latest == NO_TIME || record.latest > mine.latest)
                     {
@@ -1183,7 +1368,9 @@ impl Partition {
             for g in groups {
                 let mine = &mut self.records[i as usize];
                 if mine.g_count == 0 {
-                    (mine.g_seg, mine.g_spd, mine.g_count) = (g.seg, g.spd, g.count);
+                    let count = u8::try_from(g.count)
+                        .map_err(|_| format!("vehicle {}'s group of {} reports", o.vid, g.count))?;
+                    (mine.g_seg, mine.g_spd, mine.g_count) = (g.seg, g.spd, count);
                 } else {
                     self.left.push(Left {
                         next: mine.left,
@@ -1237,7 +1424,7 @@ impl Partition {
         for r in &self.records {
             let vid = r.vid;
             if r.trip_seg != NONE
-                && ((r.trip_seg as usize) >= segs || r.lane > 4 || r.same > STOP_REPORTS)
+                && ((r.trip_seg as usize) >= segs || r.lane() > 4 || r.same() > STOP_REPORTS)
             {
                 return Err(format!(
                     "the trip of vehicle {vid}'s record {r:?} is out of range"
@@ -1245,6 +1432,7 @@ impl Partition {
             }
             if (r.latest == NO_TIME && r.latest_toll != 0)
                 || (r.latest_toll == BIG_TOLL) != self.big_tolls.contains_key(&vid)
+                || (r.total == BIG_TOTAL) != self.big_totals.contains_key(&vid)
             {
                 return Err(format!(
                     "vehicle {vid}'s latest toll {r:?} does not hold together"
@@ -1302,10 +1490,11 @@ impl Partition {
             .filter(|r| r.g_count > 0 && i64::from(r.g_minute) == self.group_minute)
             .count()
             + self.left.iter().filter(|l| l.count > 0).count();
-        let heap_bytes = self.records.capacity() * size_of::<Record>()
+        let heap_bytes = self.records.capacity_bytes()
             + self.index.capacity_bytes()
             + self.left.capacity() * size_of::<Left>()
             + self.big_tolls.capacity() * (size_of::<(i64, i64)>() + 1)
+            + self.big_totals.capacity() * (size_of::<(i64, i64)>() + 1)
             + self.road.segs.capacity() * size_of::<SegState>()
             + accidents * size_of::<Span>()
             + self.road.stopped.capacity() * (size_of::<(Loc, Stopped)>() + 1)
@@ -1339,8 +1528,8 @@ impl Partition {
                         qid: r.qid,
                         vid: r.vid,
                         latest: i64::from(v.latest),
-                        sum_before: v.total - toll,
-                        total: v.total,
+                        sum_before: v.total(&self.big_totals) - toll,
+                        total: v.total(&self.big_totals),
                     }
                 }
                 _ => BalancePartial {
@@ -1375,7 +1564,7 @@ impl Partition {
         let seg_id = x * SEGS_PER_XWAY + r.dir as u32 * 100 + r.seg as u32;
         let found = self.record_of(r.vid);
         // The group of this segment the vehicle left earlier in the minute, if any
-        // (taken back below). A group that would overflow its count (65,535 reports of
+        // (taken back below). A group that would overflow its count (255 reports of
         // one vehicle in one segment and minute: repeated Times) is ignored before
         // anything changes. A report of a later minute folds the minute below, but then
         // the record's group is of an earlier minute: `back` is found only when no
@@ -1386,12 +1575,12 @@ impl Partition {
             let rec = &self.records[i as usize];
             if i64::from(rec.g_minute) == current {
                 let count = if rec.g_seg == seg_id && rec.g_count > 0 {
-                    rec.g_count
+                    u16::from(rec.g_count)
                 } else {
                     back = Self::left_in(&self.left, rec.left, seg_id);
                     back.map_or(0, |j| self.left[j as usize].count)
                 };
-                if count == u16::MAX {
+                if count >= u16::from(u8::MAX) {
                     self.ignored += 1;
                     return;
                 }
@@ -1422,7 +1611,7 @@ impl Partition {
                 self.left.push(Left {
                     seg: rec.g_seg,
                     spd: rec.g_spd,
-                    count: rec.g_count,
+                    count: u16::from(rec.g_count),
                     next: rec.left,
                 });
                 rec.left = (self.left.len() - 1) as u32;
@@ -1436,7 +1625,8 @@ impl Partition {
                 }
                 None => (0, 0),
             };
-            (rec.g_seg, rec.g_spd, rec.g_count) = (seg_id, spd0 + spd, count0 + 1);
+            // `count0` is below 255 (checked above).
+            (rec.g_seg, rec.g_spd, rec.g_count) = (seg_id, spd0 + spd, count0 as u8 + 1);
         }
 
         // Which trip does the report belong to (doc 8)?
@@ -1462,22 +1652,24 @@ impl Partition {
             lane: r.lane as u8,
         };
         let crossing = if start {
-            (rec.trip_seg, rec.pos, rec.lane, rec.same) = (seg_id, pos, loc.lane, 1);
+            (rec.trip_seg, rec.pos) = (seg_id, pos);
+            rec.set_lane_same(loc.lane, 1);
             true
         } else {
             let was = rec.loc();
             if was == loc {
-                if rec.same < STOP_REPORTS {
-                    rec.same += 1;
-                    if rec.same == STOP_REPORTS {
+                if rec.same() < STOP_REPORTS {
+                    rec.set_lane_same(loc.lane, rec.same() + 1);
+                    if rec.same() == STOP_REPORTS {
                         self.road.stop(loc, seg_id, m);
                     }
                 }
             } else {
-                if rec.same >= STOP_REPORTS {
+                if rec.same() >= STOP_REPORTS {
                     self.road.unstop(was, m);
                 }
-                (rec.pos, rec.lane, rec.same) = (pos, loc.lane, 1);
+                rec.pos = pos;
+                rec.set_lane_same(loc.lane, 1);
             }
             let crossing = rec.trip_seg != seg_id;
             rec.trip_seg = seg_id;
@@ -1515,11 +1707,12 @@ impl Partition {
             let rec = &mut self.records[i as usize];
             let was_big = rec.latest_toll == BIG_TOLL;
             rec.latest = time;
-            rec.latest_toll = match u32::try_from(toll) {
+            rec.latest_toll = match u16::try_from(toll) {
                 Ok(t) if t != BIG_TOLL => t,
                 _ => BIG_TOLL,
             };
-            rec.total += toll;
+            let total = rec.total(&self.big_totals) + toll;
+            rec.set_total(total, &mut self.big_totals);
             if rec.latest_toll == BIG_TOLL {
                 self.big_tolls.insert(r.vid, toll);
             } else if was_big {
@@ -1707,7 +1900,7 @@ mod tests {
     fn a_group_that_would_overflow_ignores_the_report() {
         let mut p = partition();
         let mut out = Vec::new();
-        for _ in 0..u16::MAX {
+        for _ in 0..u8::MAX {
             p.process(&rep(0, 7, 0, 0, 1, 0, 5, 10), &mut out);
         }
         assert_eq!(p.stats().ignored_reports, 0);
@@ -2065,6 +2258,60 @@ mod tests {
         );
     }
 
+    /// A latest toll beyond the record's 16 bits and a total beyond its 32 are kept
+    /// exactly (in the side maps), answered exactly, and survive a checkpoint.
+    #[test]
+    fn tolls_and_totals_beyond_the_record_fields_are_exact() {
+        let mut p = partition();
+        let mut input = Vec::new();
+        // 240 vehicles in segment 5 in minute 1: NOV 240, LAV 30, toll 2 * 190^2.
+        crowd(&mut input, 10, 0, 0, 5, 240, 30, 1000);
+        input.push(rep(50, 1, 30, 0, 0, 0, 4, 0)); // a trip starts in segment 4: toll 0
+        let mut out = Vec::new();
+        for t in &input {
+            p.process(t, &mut out);
+        }
+        p.end_of_second(50, &mut out);
+        let big = i64::from(u32::MAX) - 1_000;
+        let i = p.record_of(1).expect("vehicle 1 reported") as usize;
+        p.records[i].set_total(big, &mut p.big_totals);
+        assert!(p.big_totals.is_empty(), "{big} fits 32 bits");
+        out.clear();
+        p.process(&rep(60, 1, 30, 0, 1, 0, 5, 0), &mut out); // crossing into segment 5
+        p.process(&request(2, 61, 1, 9), &mut out);
+        p.end_of_second(61, &mut out);
+        let toll = 2 * 190 * 190;
+        assert!(toll > i64::from(u16::MAX));
+        assert_eq!(tolls(&out, 1), vec![(60, 30, toll)]);
+        let want = BalancePartial {
+            time: 61,
+            qid: 9,
+            vid: 1,
+            latest: 60,
+            sum_before: big,
+            total: big + toll,
+        };
+        assert_eq!(partials(&out), vec![want]);
+        assert_eq!(p.records[i].latest_toll, BIG_TOLL);
+        assert_eq!(p.records[i].total, BIG_TOTAL);
+        let mut bytes = Vec::new();
+        p.save_state(&mut bytes).expect("save");
+        let q = p.decode_state(&bytes).expect("restore");
+        assert_same_state(&p, &q, "after a restore");
+        let mut q = q;
+        let mut again = Vec::new();
+        q.process(&request(2, 62, 1, 10), &mut again);
+        q.end_of_second(62, &mut again);
+        assert_eq!(
+            partials(&again),
+            vec![BalancePartial {
+                time: 62,
+                qid: 10,
+                ..want
+            }]
+        );
+    }
+
     #[test]
     fn daily_expenditure_and_missing_row() {
         let tolls_h = TollHistory::from_rows([(7, 3, 0, 42), (7, 4, 1, 5)]);
@@ -2324,6 +2571,7 @@ mod tests {
             left,
             group_minute,
             big_tolls,
+            big_totals,
             pending,
             ignored,
             ignored_types,
@@ -2347,6 +2595,7 @@ mod tests {
         );
         let xway_index = sorted(xway_index.iter().map(|(k, v)| (*k, *v)));
         let big_tolls = sorted(big_tolls.iter().map(|(k, v)| (*k, *v)));
+        let big_totals = sorted(big_totals.iter().map(|(k, v)| (*k, *v)));
         // The index and the open list are derived: what they say, in a fixed order.
         let indexed = sorted(
             index
@@ -2366,6 +2615,7 @@ mod tests {
             ("left", format!("{left:?}")),
             ("group_minute", format!("{group_minute}")),
             ("big_tolls", format!("{big_tolls:?}")),
+            ("big_totals", format!("{big_totals:?}")),
             ("pending", format!("{pending:?}")),
             ("ignored", format!("{ignored} {ignored_types}")),
         ]
