@@ -226,7 +226,7 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
     let _ = writeln!(md, "Result: {verdict}. This is not the 3-hour L-rating of the benchmark paper (doc section 7).\n");
     let _ = writeln!(
         md,
-        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only. `state MB` is what the Linear Road partitions' state reserved at the end (vehicle records, their index, segment records, at capacity: `PartitionStats::heap_bytes`; a list's capacity beyond its length is never touched and not resident, so it can exceed the peak RSS).\n",
+        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only. `state MB` is what the Linear Road partitions' state reserved at the end (vehicle records, their index, segment records, at capacity: `PartitionStats::heap_bytes`; a list's capacity beyond its length is never touched and not resident, so it can exceed the peak RSS). `M rows in flight` is the most input rows sent into the dataflow and not yet through it at once (136 bytes a row in a batch of 15 int64 columns and its key).\n",
         a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE,
         a.parts.map_or(format!("min(L, {}) logical partitions (expressway x in partition x mod q)", linear_road::rate::PARTS), |q| format!("{q} logical partitions")),
         a.warmup, a.minutes, a.workers, a.warmup
@@ -250,6 +250,7 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
             format!("{:.2}", r.peak_rss_mb / f64::from(c.l.max(1))),
             format!("{:.0}", c.state_bytes as f64 / 1e6),
             format!("{:.1}", c.vehicles as f64 / f64::from(c.l.max(1)) / 1e3),
+            format!("{:.1}", c.in_flight_peak as f64 / 1e6),
             format!("{:?}", c.late),
             format!("{} / {}", c.millis[0][1], c.millis[2][1]),
             max.to_string(),
@@ -268,6 +269,7 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
             ("MB per xway", Align::Right),
             ("state MB", Align::Right),
             ("k vehicles per xway", Align::Right),
+            ("M rows in flight (peak)", Align::Right),
             ("late (0..4)", Align::Left),
             ("p99 ms toll / bal", Align::Right),
             ("max ms", Align::Right),

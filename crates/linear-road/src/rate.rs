@@ -117,6 +117,9 @@ pub struct Candidate {
     pub state_bytes: u64,
     /// Vehicle records in all partitions at the end.
     pub vehicles: u64,
+    /// Most input rows sent into the dataflow and not yet through it at once (the
+    /// windows in flight: 136 bytes a row in a batch).
+    pub in_flight_peak: u64,
 }
 
 /// The replicated generator, read on worker 0 through a thread.
@@ -491,5 +494,6 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         passed,
         state_bytes: ended.state_bytes.load(std::sync::atomic::Ordering::Relaxed),
         vehicles: ended.vehicles.load(std::sync::atomic::Ordering::Relaxed),
+        in_flight_peak: report.queued_peak,
     })
 }
