@@ -5,7 +5,6 @@
 //! but never spans lines, so one malformed line (a stray quote, a cut-off record) costs
 //! only itself. Blank lines are skipped; every line counts for line numbers.
 
-use super::epoch_of;
 use super::{Counters, Feed, Next, ReadOptions, RejectLog, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey, Value};
@@ -746,6 +745,8 @@ pub(crate) struct LineParser<'s> {
     all_ints: bool,
     /// The values of a line read by [`plain_ints`].
     ints: Vec<i64>,
+    /// The epoch of the row before, with its bounds.
+    epochs: super::EpochCache,
 }
 
 impl<'s> LineParser<'s> {
@@ -764,6 +765,7 @@ impl<'s> LineParser<'s> {
             taken: false,
             all_ints: source.schema.fields.iter().all(|f| f.ty == DataType::Int64),
             ints: Vec::with_capacity(arity),
+            epochs: super::EpochCache::default(),
         }
     }
 
@@ -982,7 +984,7 @@ impl<'s> LineParser<'s> {
         // Epochs never go back (a late row joins the current epoch).
         let seq = self.at.seq;
         let epoch = self.at.epoch;
-        let e = epoch_of(source, time, seq).max(epoch);
+        let e = self.epochs.of(source.epoch, time, seq).max(epoch);
         if !self.window.is_empty() && (e != epoch || self.window.len() >= source.window) {
             // The next window is sized for as many rows as this one had (epochs of few
             // rows make small windows, and a reader holding a chunk's windows holds

@@ -37,8 +37,27 @@ enum Int {
     Col(usize),
     Lit(i64),
     Bin(BinOp, Box<Int>, Box<Int>),
+    /// `/` or `%` of a positive literal, by multiplication with its precomputed
+    /// reciprocal instead of a division instruction.
+    ByLit(BinOp, Box<Int>, Divisor),
     /// `CASE WHEN c THEN v ... ELSE e END`.
     Case(Vec<(Bool, Int)>, Box<Int>),
+}
+
+/// A positive divisor with its reciprocal ([`strength_reduce`]).
+#[derive(Clone, Copy)]
+struct Divisor(strength_reduce::StrengthReducedU64);
+
+impl Divisor {
+    fn new(d: u64) -> Divisor {
+        Divisor(strength_reduce::StrengthReducedU64::new(d))
+    }
+}
+
+impl std::fmt::Debug for Divisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.get())
+    }
 }
 
 /// Comparisons of integers, and AND, OR, NOT of them.
@@ -160,7 +179,12 @@ impl Int {
                 op @ (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div | BinOp::Mod),
                 l,
                 r,
-            ) => Int::Bin(*op, Box::new(Int::of(l)?), Box::new(Int::of(r)?)),
+            ) => match (op, Int::of(r)?) {
+                (BinOp::Div | BinOp::Mod, Int::Lit(d)) if d > 0 => {
+                    Int::ByLit(*op, Box::new(Int::of(l)?), Divisor::new(d as u64))
+                }
+                (_, r) => Int::Bin(*op, Box::new(Int::of(l)?), Box::new(r)),
+            },
             Expr::Case(arms, Some(default)) => Int::Case(
                 arms.iter()
                     .map(|(c, v)| Some((Bool::of(c)?, Int::of(v)?)))
@@ -186,6 +210,19 @@ impl Int {
                     BinOp::Div => x.checked_div(y),
                     _ => x.checked_rem(y),
                 }
+            }
+            Int::ByLit(op, l, d) => {
+                let x = l.eval(row)?;
+                // Truncated toward zero, as `checked_div` and `checked_rem` are: the
+                // magnitude's quotient or remainder, with the sign of `x`. (|i64::MIN|
+                // is 2^63: divided by 1 it wraps back to i64::MIN, which is its quotient;
+                // by anything more it fits.)
+                let m = x.unsigned_abs();
+                let v = match op {
+                    BinOp::Div => (m / d.0) as i64,
+                    _ => (m % d.0) as i64,
+                };
+                Some(if x < 0 { v.wrapping_neg() } else { v })
             }
             // A condition without an answer (null, or a fault) leaves the whole CASE
             // to the interpreter.

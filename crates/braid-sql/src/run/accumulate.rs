@@ -5,6 +5,7 @@ use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{Arena, Compiled, Fault};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
+use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// An aggregate's running state. Integer sums are kept in 128 bits, so no number of
@@ -131,18 +132,8 @@ impl Acc {
                     _ => {}
                 }
             }
-            Acc::Min(m) => {
-                let s = v.to_scalar();
-                if m.as_ref().is_none_or(|x| s < *x) {
-                    *m = Some(s);
-                }
-            }
-            Acc::Max(m) => {
-                let s = v.to_scalar();
-                if m.as_ref().is_none_or(|x| s > *x) {
-                    *m = Some(s);
-                }
-            }
+            Acc::Min(m) => extreme(m, v, Ordering::Less),
+            Acc::Max(m) => extreme(m, v, Ordering::Greater),
         }
     }
 
@@ -216,6 +207,38 @@ impl Acc {
             Acc::Avg { int, float, n } => Scalar::Float((*int as f64 + float) / *n as f64),
             Acc::Min(m) | Acc::Max(m) => m.clone().unwrap_or(Scalar::Null),
         })
+    }
+}
+
+/// A min (`keep` Less) or max (Greater) taking `v`: `v` replaces `m` when it orders
+/// `keep` against it as [`Scalar`]s do. An int, a float or a string is compared where
+/// it is, with no copy unless it is taken (the same order: `Scalar::cmp` of two ints,
+/// floats or strings is theirs).
+#[inline]
+fn extreme(m: &mut Option<Scalar>, v: Value<'_>, keep: Ordering) {
+    match (m.as_mut(), v) {
+        (Some(Scalar::Int(x)), Value::Int(i)) => {
+            if i.cmp(x) == keep {
+                *x = i;
+            }
+        }
+        (Some(Scalar::Float(x)), Value::Float(f)) => {
+            if f.total_cmp(x) == keep {
+                *x = f;
+            }
+        }
+        (Some(Scalar::Str(x)), Value::Str(t)) => {
+            if t.cmp(x.as_str()) == keep {
+                x.clear();
+                x.push_str(t);
+            }
+        }
+        _ => {
+            let s = v.to_scalar();
+            if m.as_ref().is_none_or(|x| s.cmp(x) == keep) {
+                *m = Some(s);
+            }
+        }
     }
 }
 
