@@ -166,8 +166,8 @@ fn emit_all(buf: &mut Vec<Emitted>, out: &mut Emitter<'_>, partition: i64, parti
 /// The first four bytes of a checkpoint of a `linear_road` instance.
 const CHECKPOINT_MAGIC: u32 = u32::from_le_bytes(*b"LRck");
 /// The layout of the checkpoint; a build reads only its own (2: one record per
-/// vehicle).
-const CHECKPOINT_VERSION: u32 = 2;
+/// vehicle; 3: the 48-byte record, totals beyond 32 bits in a side map).
+const CHECKPOINT_VERSION: u32 = 3;
 /// Magic, version, partition, partitions (u32 each), then the state's length and
 /// checksum (u64 each), all little endian.
 const CHECKPOINT_HEADER: usize = 32;
