@@ -444,27 +444,40 @@ impl Record {
     /// The sum of its tolls, beyond 32 bits from `big`.
     #[inline]
     fn total(&self, big: &FxMap<i64, i64>) -> i64 {
-        match self.total {
-            BIG_TOTAL => big.get(&self.vid).copied().unwrap_or(0),
-            t => i64::from(t),
-        }
+        wide(self.total, self.vid, big)
     }
 
     /// Sets the sum of its tolls, beyond 32 bits in `big`.
     #[inline]
     fn set_total(&mut self, total: i64, big: &mut FxMap<i64, i64>) {
-        let was_big = self.total == BIG_TOTAL;
-        match u32::try_from(total) {
-            Ok(t) if t != BIG_TOTAL => {
-                self.total = t;
-                if was_big {
-                    big.remove(&self.vid);
-                }
+        set_wide(&mut self.total, self.vid, total, big);
+    }
+}
+
+/// The value of a vehicle's 32-bit field that holds values beyond 32 bits in a side
+/// map: `u32::MAX` ([`BIG_TOLL`], [`BIG_TOTAL`]) says it is `big`'s entry for `vid`.
+#[inline]
+fn wide(field: u32, vid: i64, big: &FxMap<i64, i64>) -> i64 {
+    match field {
+        u32::MAX => big.get(&vid).copied().unwrap_or(0),
+        v => i64::from(v),
+    }
+}
+
+/// Sets such a field to `v`, in `big` when it does not fit below `u32::MAX` (and out of
+/// `big` when it fits again).
+#[inline]
+fn set_wide(field: &mut u32, vid: i64, v: i64, big: &mut FxMap<i64, i64>) {
+    match u32::try_from(v) {
+        Ok(n) if n != u32::MAX => {
+            if *field == u32::MAX {
+                big.remove(&vid);
             }
-            _ => {
-                self.total = BIG_TOTAL;
-                big.insert(self.vid, total);
-            }
+            *field = n;
+        }
+        _ => {
+            *field = u32::MAX;
+            big.insert(vid, v);
         }
     }
 }
@@ -1493,13 +1506,17 @@ impl Partition {
                     }
                 }
                 let l = self.left[j as usize];
-                if l.count > 0 && (l.seg as usize) >= segs
-                    || l.count > u16::from(u8::MAX)
-                    || !SPD_RANGE.contains(&l.spd)
-                {
+                if l.count > 0 && (l.seg as usize) >= segs {
                     return Err(format!(
                         "minute group of vehicle {vid} in segment record {} of {segs}",
                         l.seg
+                    ));
+                }
+                // What a record's group could not hold when taken back.
+                if l.count > u16::from(u8::MAX) || !SPD_RANGE.contains(&l.spd) {
+                    return Err(format!(
+                        "minute group of vehicle {vid} with {} reports and speed sum {}",
+                        l.count, l.spd
                     ));
                 }
                 j = l.next;
@@ -1550,10 +1567,7 @@ impl Partition {
             let record = self.record_of(r.vid).map(|i| self.records[i as usize]);
             let partial = match record {
                 Some(v) if v.latest != NO_TIME && i64::from(v.latest) <= r.time => {
-                    let toll = match v.latest_toll {
-                        BIG_TOLL => self.big_tolls.get(&v.vid).copied().unwrap_or(0),
-                        t => i64::from(t),
-                    };
+                    let toll = wide(v.latest_toll, v.vid, &self.big_tolls);
                     BalancePartial {
                         time: r.time,
                         qid: r.qid,
@@ -1737,19 +1751,10 @@ impl Partition {
                 }));
             }
             let rec = &mut self.records[i as usize];
-            let was_big = rec.latest_toll == BIG_TOLL;
             rec.latest = time;
-            rec.latest_toll = match u32::try_from(toll) {
-                Ok(t) if t != BIG_TOLL => t,
-                _ => BIG_TOLL,
-            };
+            set_wide(&mut rec.latest_toll, r.vid, toll, &mut self.big_tolls);
             let total = rec.total(&self.big_totals) + toll;
             rec.set_total(total, &mut self.big_totals);
-            if rec.latest_toll == BIG_TOLL {
-                self.big_tolls.insert(r.vid, toll);
-            } else if was_big {
-                self.big_tolls.remove(&r.vid);
-            }
         }
     }
 
