@@ -166,8 +166,9 @@ fn emit_all(buf: &mut Vec<Emitted>, out: &mut Emitter<'_>, partition: i64, parti
 /// The first four bytes of a checkpoint of a `linear_road` instance.
 const CHECKPOINT_MAGIC: u32 = u32::from_le_bytes(*b"LRck");
 /// The layout of the checkpoint; a build reads only its own (2: one record per
-/// vehicle; 3: the 48-byte record, totals beyond 32 bits in a side map).
-const CHECKPOINT_VERSION: u32 = 3;
+/// vehicle; 3: the 48-byte record, totals beyond 32 bits in a side map; 4: the 36-byte
+/// record, ids in the index only, groups of the current minute only).
+const CHECKPOINT_VERSION: u32 = 4;
 /// Magic, version, partition, partitions (u32 each), then the state's length and
 /// checksum (u64 each), all little endian.
 const CHECKPOINT_HEADER: usize = 32;

@@ -29,13 +29,13 @@
 //!
 //! # State and its bounds
 //!
-//! * Per vehicle that has reported in the partition: one 48-byte record (needed for
+//! * Per vehicle that has reported in the partition: one 36-byte record (needed for
 //!   balances, which span the run, and for the re-entry rules of doc 8): its account
 //!   (latest report and notification times, latest toll, total), its trip while it is
 //!   on one (location, consecutive reports there), and its group of the current minute
 //!   (segment, speed sum, report count), kept in chunks that growing never copies. An
-//!   index of 8-byte slots (the id's low bits beside the record's number, at most 3/4
-//!   full, grown by half) finds it: a position report looks up one record, where it
+//!   index of 8-byte slots (the id beside the record's number, at most 3/4 full, grown
+//!   by half; the only place the id is kept) finds it: a position report looks up one record, where it
 //!   once looked up an account, a trip slot and a (vehicle, segment) group in three
 //!   hash maps.
 //! * Per expressway: 200 segment records, each with the aggregates of the last five
@@ -314,10 +314,12 @@ const SPD_BITS: u32 = 24;
 /// The speed sums `Record::g_sum` holds: 255 reports of any Spd in 16 bits.
 const SPD_RANGE: std::ops::Range<i32> = -(1 << (SPD_BITS - 1))..1 << (SPD_BITS - 1);
 
-/// Everything a partition keeps of one vehicle that has reported in it, in 48 bytes:
+/// Everything a partition keeps of one vehicle that has reported in it, in 36 bytes:
 /// its account (balances span the run), its trip while it is on one, and its group of
 /// the current minute (the segment it reported from, its speed sum and report count
-/// there). One record a vehicle, so a position report looks up one thing.
+/// there). One record a vehicle, so a position report looks up one thing. The
+/// vehicle's id is in the index ([`VidIndex`]), not here; a group is always of the
+/// partition's current minute (folding a minute empties them).
 ///
 /// The fields are narrow: reports whose Time, Pos or Spd do not fit them (Time beyond
 /// 32 bits, Pos beyond 26 bits, Spd beyond 16 bits signed, a negative Time or Pos) are
@@ -326,7 +328,6 @@ const SPD_RANGE: std::ops::Range<i32> = -(1 << (SPD_BITS - 1))..1 << (SPD_BITS -
 /// toll or a total beyond 32 bits is kept exactly in a side map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
-    vid: i64,
     /// Sum of all notified tolls ([`BIG_TOTAL`]: in `Partition::big_totals`).
     total: u32,
     /// Time of the latest position report (of any trip or none).
@@ -348,21 +349,19 @@ struct Record {
     g_seg: u32,
     /// The group's speed sum (the low [`SPD_BITS`], two's complement: at most 255
     /// reports of a 16-bit Spd each) and its report count (the top 8 bits; 0: no group).
+    /// A group is of the partition's current minute: folding a minute empties them.
     g_sum: u32,
-    /// The minute of the group (0: none); a group of another minute than the
-    /// partition's current one has been folded already.
-    g_minute: u32,
-    /// The groups the vehicle left during `g_minute` (it reported from another segment
-    /// after them): the first in the partition's `left` list, or [`NONE`].
+    /// The groups the vehicle left during the current minute (it reported from another
+    /// segment after them): the first in the partition's `left` list, or [`NONE`]
+    /// (always when it has no group).
     left: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Record>() == 48);
+const _: () = assert!(std::mem::size_of::<Record>() == 36);
 
 impl Record {
-    fn new(vid: i64, time: u32) -> Record {
+    fn new(time: u32) -> Record {
         Record {
-            vid,
             total: 0,
             last_time: time,
             latest: NO_TIME,
@@ -371,7 +370,6 @@ impl Record {
             at: 0,
             g_seg: 0,
             g_sum: 0,
-            g_minute: 0,
             left: NONE,
         }
     }
@@ -441,16 +439,17 @@ impl Record {
         self.set_at(self.pos(), self.lane(), 0);
     }
 
-    /// The sum of its tolls, beyond 32 bits from `big`.
+    /// The sum of the tolls of vehicle `vid` (this record's), beyond 32 bits from
+    /// `big`.
     #[inline]
-    fn total(&self, big: &FxMap<i64, i64>) -> i64 {
-        wide(self.total, self.vid, big)
+    fn total(&self, vid: i64, big: &FxMap<i64, i64>) -> i64 {
+        wide(self.total, vid, big)
     }
 
     /// Sets the sum of its tolls, beyond 32 bits in `big`.
     #[inline]
-    fn set_total(&mut self, total: i64, big: &mut FxMap<i64, i64>) {
-        set_wide(&mut self.total, self.vid, total, big);
+    fn set_total(&mut self, vid: i64, total: i64, big: &mut FxMap<i64, i64>) {
+        set_wide(&mut self.total, vid, total, big);
     }
 }
 
@@ -492,7 +491,7 @@ struct Records {
     len: usize,
 }
 
-/// Records per chunk of [`Records`] (`1 << CHUNK_BITS`: 768 kB of 48-byte records).
+/// Records per chunk of [`Records`] (`1 << CHUNK_BITS`: 576 kB of 36-byte records).
 const CHUNK_BITS: u32 = 14;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
@@ -517,7 +516,6 @@ impl Records {
         self.chunks.iter().flatten()
     }
 
-    #[cfg(test)]
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Record> + '_ {
         self.chunks.iter_mut().flatten()
     }
@@ -606,19 +604,29 @@ struct Left {
 /// the low 32 bits of a vehicle id and its record number side by side (8 bytes), so a
 /// lookup is one miss in the caches where a Swiss table's control bytes and slots
 /// were two (with gigabytes of state, those misses were half the rating's CPU time).
-/// A slot whose low bits match is confirmed against the record's whole id; records are
-/// never removed.
+/// The index is where a vehicle's id is kept: an id in `0..=u32::MAX` (every Linear
+/// Road id) is its slot's key; any other is in `wide` by record number, and its slot's
+/// record number has [`WIDE`] set. Records are never removed.
 ///
 /// It is at most 3/4 full and grows by half (a slot is found by the high bits of a
 /// product with the table's size, so any size works): 10.7-16 bytes a vehicle. Doubling
 /// at 5/8 held 12.8-25.6, and at L = 2,000 the partitions had just doubled (2.2 MB an
 /// expressway).
+///
+/// Serialized as the ids in record order; decoding rebuilds the slots and rejects an
+/// id given twice.
 #[derive(Default)]
 struct VidIndex {
     /// (low 32 bits of the id, record number); an empty slot has [`NONE`].
     slots: Vec<(u32, u32)>,
     len: usize,
+    /// Ids outside `0..=u32::MAX`, by record number.
+    wide: FxMap<u32, i64>,
 }
+
+/// The bit of a slot's record number that says its id is in `VidIndex::wide` (record
+/// numbers are below it).
+const WIDE: u32 = 1 << 31;
 
 impl VidIndex {
     /// The slot where a probe for an id with low bits `lo` starts: the high bits of a
@@ -630,13 +638,14 @@ impl VidIndex {
         ((u128::from(h) * self.slots.len() as u128) >> 64) as usize
     }
 
-    /// The record of `vid`, as `is(record)` confirms the whole id.
+    /// The record of `vid`.
     #[inline]
-    fn find(&self, vid: i64, is: impl Fn(u32) -> bool) -> Option<u32> {
+    fn find(&self, vid: i64) -> Option<u32> {
         if self.len == 0 {
             return None;
         }
         let lo = vid as u32;
+        let narrow = u32::try_from(vid).is_ok();
         let n = self.slots.len();
         let mut i = self.start(lo);
         loop {
@@ -644,8 +653,14 @@ impl VidIndex {
             if record == NONE {
                 return None;
             }
-            if key == lo && is(record) {
-                return Some(record);
+            if key == lo {
+                if record & WIDE == 0 {
+                    if narrow {
+                        return Some(record);
+                    }
+                } else if !narrow && self.wide.get(&(record & !WIDE)) == Some(&vid) {
+                    return Some(record & !WIDE);
+                }
             }
             i += 1;
             if i == n {
@@ -654,9 +669,17 @@ impl VidIndex {
         }
     }
 
-    /// Adds `record` for an id with low bits `lo` (not in the index), growing it by
-    /// half to stay at most 3/4 full.
-    fn insert(&mut self, lo: u32, record: u32) {
+    /// Adds `record` (below [`WIDE`]) for `vid` (not in the index), growing the table
+    /// by half to stay at most 3/4 full.
+    fn insert(&mut self, vid: i64, record: u32) {
+        debug_assert!(record < WIDE);
+        let slot = match u32::try_from(vid) {
+            Ok(_) => record,
+            Err(_) => {
+                self.wide.insert(record, vid);
+                record | WIDE
+            }
+        };
         if (self.len + 1) * 4 > self.slots.len() * 3 {
             let size = (self.slots.len() + self.slots.len() / 2).max(64);
             let old = std::mem::replace(&mut self.slots, vec![(0, NONE); size]);
@@ -666,11 +689,11 @@ impl VidIndex {
                 }
             }
         }
-        self.place(lo, record);
+        self.place(vid as u32, slot);
         self.len += 1;
     }
 
-    fn place(&mut self, lo: u32, record: u32) {
+    fn place(&mut self, lo: u32, slot: u32) {
         let n = self.slots.len();
         let mut i = self.start(lo);
         while self.slots[i].1 != NONE {
@@ -679,12 +702,71 @@ impl VidIndex {
                 i = 0;
             }
         }
-        self.slots[i] = (lo, record);
+        self.slots[i] = (lo, slot);
+    }
+
+    /// The ids of records `0..n`, in record order: an error unless the index holds
+    /// each of them exactly once and nothing else.
+    fn ids(&self, n: usize) -> Result<Vec<i64>, String> {
+        if self.len != n {
+            return Err(format!("{} vehicle ids for {n} records", self.len));
+        }
+        // `len` slots name records below `n`, none twice: each record has its id.
+        let mut ids = vec![0i64; n];
+        let mut seen = vec![0u64; n.div_ceil(64)];
+        for &(key, slot) in &self.slots {
+            if slot == NONE {
+                continue;
+            }
+            let r = (slot & !WIDE) as usize;
+            let id = match slot & WIDE {
+                0 => i64::from(key),
+                _ => match self.wide.get(&(r as u32)) {
+                    Some(&v) => v,
+                    None => return Err(format!("record {r}'s id is not kept")),
+                },
+            };
+            let (word, bit) = (r / 64, 1u64 << (r % 64));
+            if r >= n || seen[word] & bit != 0 {
+                return Err(format!("record {r} of {n} has two ids or is out of range"));
+            }
+            seen[word] |= bit;
+            ids[r] = id;
+        }
+        Ok(ids)
     }
 
     /// Bytes held.
     fn capacity_bytes(&self) -> usize {
         self.slots.capacity() * std::mem::size_of::<(u32, u32)>()
+            + self.wide.capacity() * (std::mem::size_of::<(u32, i64)>() + 1)
+    }
+}
+
+impl Serialize for VidIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let ids = self.ids(self.len).map_err(serde::ser::Error::custom)?;
+        ids.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for VidIndex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let ids = Vec::<i64>::deserialize(d)?;
+        let mut index = VidIndex::default();
+        for (r, &vid) in ids.iter().enumerate() {
+            if index.find(vid).is_some() {
+                return Err(serde::de::Error::custom(format!(
+                    "vehicle {vid} has two records"
+                )));
+            }
+            let r = u32::try_from(r)
+                .ok()
+                .filter(|&r| r < WIDE)
+                .ok_or_else(|| serde::de::Error::custom(format!("{} records", ids.len())))?;
+            index.insert(vid, r);
+        }
+        Ok(index)
     }
 }
 
@@ -986,8 +1068,8 @@ struct BalanceRequest {
 /// The Linear Road state of one partition of the input (see the module doc).
 ///
 /// Serialized (for checkpoints, [`Partition::save_state`]) field by field, except the
-/// shared histories, which are static input the partition's creator supplies, and the
-/// index and list of open groups, which restore rebuilds from the records.
+/// shared histories, which are static input the partition's creator supplies; the
+/// index as the vehicles' ids in record order.
 #[derive(Serialize, Deserialize)]
 pub struct Partition {
     #[serde(skip)]
@@ -997,8 +1079,8 @@ pub struct Partition {
     road: Road,
     /// One record per vehicle that has reported here, in the order they first did.
     records: Records,
-    /// Vehicle id -> its record's index in `records` (10.7-16 bytes a vehicle).
-    #[serde(skip)]
+    /// Vehicle id -> its record's index in `records` (10.7-16 bytes a vehicle): the
+    /// only place a vehicle's id is kept.
     index: VidIndex,
     /// Groups left within minute `group_minute` (see [`Record::left`]).
     left: Vec<Left>,
@@ -1100,16 +1182,19 @@ impl Partition {
     /// Folds the groups of minute `group_minute` into the segment aggregates: a
     /// minute's end reads the records once, in memory order (a list of the records
     /// with a group, in the order they reported, sent each to a random place: at
-    /// L = 2,000 that stalled a worker for seconds each minute), and writes none.
+    /// L = 2,000 that stalled a worker for seconds each minute), and empties the groups
+    /// it folds (so a record needs no minute of its own).
     fn fold_minute(&mut self) {
         let minute = self.group_minute;
         if minute == i64::MIN {
             return;
         }
-        for r in &self.records {
-            if r.g_count() > 0 && i64::from(r.g_minute) == minute {
+        for r in self.records.iter_mut() {
+            if r.g_count() > 0 {
                 self.road
                     .add_group(r.g_seg, r.g_spd(), u16::from(r.g_count()), minute);
+                r.g_sum = 0;
+                r.left = NONE;
             }
         }
         for l in &self.left {
@@ -1123,34 +1208,15 @@ impl Partition {
     /// The record of vehicle `vid`, if it has reported here.
     #[inline]
     fn record_of(&self, vid: i64) -> Option<u32> {
-        let records = &self.records;
-        self.index.find(vid, |i| records[i as usize].vid == vid)
+        self.index.find(vid)
     }
 
-    /// Adds `record` (of a vehicle without one) and indexes it.
-    fn add_record(&mut self, record: Record) -> u32 {
+    /// Adds `record` of vehicle `vid` (which has none) and indexes it.
+    fn add_record(&mut self, vid: i64, record: Record) -> u32 {
         let i = self.records.len() as u32;
         self.records.push(record);
-        self.index.insert(record.vid as u32, i);
+        self.index.insert(vid, i);
         i
-    }
-
-    /// Rebuilds the index from the records (after a restore or a rescale); a vehicle
-    /// with two records is an error.
-    fn reindex(&mut self) -> Result<(), String> {
-        let mut index = VidIndex::default();
-        let records = &self.records;
-        for (i, r) in records.iter().enumerate() {
-            if index
-                .find(r.vid, |j| records[j as usize].vid == r.vid)
-                .is_some()
-            {
-                return Err(format!("vehicle {} has two records", r.vid));
-            }
-            index.insert(r.vid as u32, i as u32);
-        }
-        self.index = index;
-        Ok(())
     }
 
     /// Appends the partition's whole state but the histories to `out` (bincode, varint
@@ -1177,7 +1243,6 @@ impl Partition {
             .deserialize(bytes)
             .map_err(|e| format!("the partition state does not decode: {e}"))?;
         p.check_references()?;
-        p.reindex()?;
         p.tolls = self.tolls.clone();
         p.segments = self.segments.clone();
         *self = p;
@@ -1195,9 +1260,6 @@ impl Partition {
     /// The groups `r` holds in the current minute: its own and those it left.
     fn groups_of(&self, r: &Record) -> Vec<Left> {
         let mut out = Vec::new();
-        if i64::from(r.g_minute) != self.group_minute {
-            return out;
-        }
         if r.g_count() > 0 {
             out.push(Left {
                 seg: r.g_seg,
@@ -1323,8 +1385,8 @@ impl Partition {
         // The vehicles.
         let smallest = xways.iter().map(|&(x, _)| x).min();
         let rest_here = smallest.is_some_and(keep);
-        let current = u32::try_from(minute).unwrap_or(0);
-        for o in &other.records {
+        let ids = other.index.ids(other.records.len())?;
+        for (o, &vid) in other.records.iter().zip(&ids) {
             let trip_here = (o.trip_seg != NONE).then(|| seg_here(o.trip_seg)).flatten();
             let account = match o.trip_seg {
                 NONE => rest_here,
@@ -1344,12 +1406,11 @@ impl Partition {
                 trip_seg: trip_here.unwrap_or(NONE),
                 total: 0,
                 g_sum: 0,
-                g_minute: 0,
                 left: NONE,
                 ..*o
             };
             let total = match account {
-                true => o.total(&other.big_totals),
+                true => o.total(vid, &other.big_totals),
                 false => 0,
             };
             if trip_here.is_none() {
@@ -1360,15 +1421,15 @@ impl Partition {
                 record.latest_toll = 0;
             }
             let big = (account && o.latest_toll == BIG_TOLL)
-                .then(|| other.big_tolls.get(&o.vid).copied())
+                .then(|| other.big_tolls.get(&vid).copied())
                 .flatten();
-            let i = match self.record_of(o.vid) {
+            let i = match self.record_of(vid) {
                 None => {
                     if let Some(t) = big {
-                        self.big_tolls.insert(o.vid, t);
+                        self.big_tolls.insert(vid, t);
                     }
-                    record.set_total(total, &mut self.big_totals);
-                    self.add_record(record)
+                    record.set_total(vid, total, &mut self.big_totals);
+                    self.add_record(vid, record)
                 }
                 Some(i) => {
                     let mine = &mut self.records[i as usize];
@@ -1384,16 +1445,16 @@ impl Partition {
                         (mine.trip_seg, mine.at) = (record.trip_seg, record.at);
                     }
                     mine.last_time = mine.last_time.max(record.last_time);
-                    let sum = mine.total(&self.big_totals) + total;
-                    mine.set_total(sum, &mut self.big_totals);
+                    let sum = mine.total(vid, &self.big_totals) + total;
+                    mine.set_total(vid, sum, &mut self.big_totals);
                     if record.latest != NO_TIME
                         && (mine.latest == NO_TIME || record.latest > mine.latest)
                     {
                         mine.latest = record.latest;
                         mine.latest_toll = record.latest_toll;
                         match big {
-                            Some(t) => self.big_tolls.insert(o.vid, t),
-                            None => self.big_tolls.remove(&o.vid),
+                            Some(t) => self.big_tolls.insert(vid, t),
+                            None => self.big_tolls.remove(&vid),
                         };
                     }
                     i
@@ -1401,11 +1462,6 @@ impl Partition {
             };
             // Its groups of the minute: the record's own first (if it has none), the
             // rest left.
-            let mine = &mut self.records[i as usize];
-            if i64::from(mine.g_minute) != minute {
-                (mine.g_minute, mine.left) = (current, NONE);
-                mine.set_group(0, 0);
-            }
             for g in groups {
                 let mine = &mut self.records[i as usize];
                 if mine.g_count() == 0 {
@@ -1421,8 +1477,7 @@ impl Partition {
                 }
             }
         }
-        self.check_references()?;
-        self.reindex()
+        self.check_references()
     }
 
     /// The invariants that indexing relies on, for a decoded state: what would otherwise
@@ -1453,17 +1508,17 @@ impl Partition {
                 return Err(format!("stopped vehicles {s:?} at {loc:?} out of range"));
             }
         }
-        if self.records.len() >= NONE as usize {
+        if self.records.len() >= WIDE as usize {
             return Err(format!("{} records", self.records.len()));
         }
+        let ids = self.index.ids(self.records.len())?;
         let minute = self.group_minute;
         if minute != i64::MIN && u32::try_from(minute).is_err() {
             return Err(format!("the groups' minute {minute} is out of range"));
         }
         // Each left group is on one vehicle's chain of the current minute.
         let mut on_chain = vec![false; self.left.len()];
-        for r in &self.records {
-            let vid = r.vid;
+        for (r, &vid) in self.records.iter().zip(&ids) {
             if r.trip_seg != NONE
                 && ((r.trip_seg as usize) >= segs || r.lane() > 4 || r.same() > STOP_REPORTS)
             {
@@ -1479,16 +1534,21 @@ impl Partition {
                     "vehicle {vid}'s latest toll {r:?} does not hold together"
                 ));
             }
-            if r.g_minute == 0 || i64::from(r.g_minute) < minute {
+            if r.g_count() == 0 {
+                if r.left != NONE {
+                    return Err(format!(
+                        "vehicle {vid} has left groups {} but no group of its own",
+                        r.left
+                    ));
+                }
                 continue;
             }
-            if i64::from(r.g_minute) > minute {
+            if minute == i64::MIN {
                 return Err(format!(
-                    "vehicle {vid}'s minute group of minute {} is after the current {minute}",
-                    r.g_minute
+                    "vehicle {vid} has a minute group before the first minute"
                 ));
             }
-            if r.g_count() > 0 && (r.g_seg as usize) >= segs {
+            if (r.g_seg as usize) >= segs {
                 return Err(format!(
                     "minute group of vehicle {vid} in segment record {} of {segs}",
                     r.g_seg
@@ -1532,11 +1592,7 @@ impl Partition {
     pub fn stats(&self) -> PartitionStats {
         use std::mem::size_of;
         let accidents: usize = self.road.segs.iter().map(|s| s.accidents.len()).sum();
-        let minute_groups = self
-            .records
-            .iter()
-            .filter(|r| r.g_count() > 0 && i64::from(r.g_minute) == self.group_minute)
-            .count()
+        let minute_groups = self.records.iter().filter(|r| r.g_count() > 0).count()
             + self.left.iter().filter(|l| l.count > 0).count();
         let heap_bytes = self.records.capacity_bytes()
             + self.index.capacity_bytes()
@@ -1567,14 +1623,15 @@ impl Partition {
             let record = self.record_of(r.vid).map(|i| self.records[i as usize]);
             let partial = match record {
                 Some(v) if v.latest != NO_TIME && i64::from(v.latest) <= r.time => {
-                    let toll = wide(v.latest_toll, v.vid, &self.big_tolls);
+                    let toll = wide(v.latest_toll, r.vid, &self.big_tolls);
+                    let total = v.total(r.vid, &self.big_totals);
                     BalancePartial {
                         time: r.time,
                         qid: r.qid,
                         vid: r.vid,
                         latest: i64::from(v.latest),
-                        sum_before: v.total(&self.big_totals) - toll,
-                        total: v.total(&self.big_totals),
+                        sum_before: total - toll,
+                        total,
                     }
                 }
                 _ => BalancePartial {
@@ -1614,12 +1671,11 @@ impl Partition {
         // anything changes. A report of a later minute folds the minute below, but then
         // the record's group is of an earlier minute: `back` is found only when no
         // fold comes between.
-        let current = self.group_minute.max(m);
         let mut back = None;
-        if let Some(i) = found {
+        if let Some(i) = found.filter(|_| m <= self.group_minute) {
             let rec = &self.records[i as usize];
-            if i64::from(rec.g_minute) == current {
-                let count = if rec.g_seg == seg_id && rec.g_count() > 0 {
+            if rec.g_count() > 0 {
+                let count = if rec.g_seg == seg_id {
                     u16::from(rec.g_count())
                 } else {
                     back = Self::left_in(&self.left, rec.left, seg_id);
@@ -1635,20 +1691,19 @@ impl Partition {
             self.fold_minute();
             self.group_minute = m;
         }
-        let current = self.group_minute as u32;
         let (i, new) = match found {
             Some(i) => (i, false),
-            None => (self.add_record(Record::new(r.vid, time)), true),
+            None => (self.add_record(r.vid, Record::new(time)), true),
         };
 
         // Segment statistics: every report, trip or not.
         let rec = &mut self.records[i as usize];
         // Sums and counts stay in range: at most 255 reports (checked above) of a
         // 16-bit Spd.
-        if rec.g_minute != current {
-            (rec.g_minute, rec.g_seg, rec.left) = (current, seg_id, NONE);
+        if rec.g_count() == 0 {
+            (rec.g_seg, rec.left) = (seg_id, NONE);
             rec.set_group(spd, 1);
-        } else if rec.g_seg == seg_id && rec.g_count() > 0 {
+        } else if rec.g_seg == seg_id {
             rec.set_group(rec.g_spd() + spd, rec.g_count() + 1);
         } else {
             // Another segment: the open group is left, and the vehicle takes back its
@@ -1753,8 +1808,8 @@ impl Partition {
             let rec = &mut self.records[i as usize];
             rec.latest = time;
             set_wide(&mut rec.latest_toll, r.vid, toll, &mut self.big_tolls);
-            let total = rec.total(&self.big_totals) + toll;
-            rec.set_total(total, &mut self.big_totals);
+            let total = rec.total(r.vid, &self.big_totals) + toll;
+            rec.set_total(r.vid, total, &mut self.big_totals);
         }
     }
 
@@ -2348,6 +2403,49 @@ mod tests {
 
     /// A total beyond the record's 32 bits is kept exactly (in the side map), answered
     /// exactly, and survives a checkpoint.
+    /// The index keeps every id: ids that share their low 32 bits, and ids outside
+    /// 0..=u32::MAX, are vehicles of their own, in answers and through a checkpoint.
+    #[test]
+    fn ids_beyond_32_bits_are_vehicles_of_their_own() {
+        let ids = [
+            7,
+            7 + (1 << 32),
+            7 - (1 << 32),
+            -1,
+            i64::from(u32::MAX),
+            i64::MAX,
+            i64::MIN,
+        ];
+        let mut p = partition();
+        let mut out = Vec::new();
+        for (k, &vid) in ids.iter().enumerate() {
+            // A trip starting at second 10 k: its notification's time is the vehicle's.
+            p.process(&rep(10 * k as i64, vid, 30, 0, 0, 0, 4, 0), &mut out);
+            p.end_of_second(10 * k as i64, &mut out);
+        }
+        assert_eq!(p.records.len(), ids.len());
+        assert_eq!(p.index.ids(p.records.len()), Ok(ids.to_vec()));
+        let mut bytes = Vec::new();
+        p.save_state(&mut bytes).expect("save");
+        let q = p.decode_state(&bytes).expect("restore");
+        assert_same_state(&p, &q, "after a restore");
+        for mut part in [p, q] {
+            out.clear();
+            for (k, &vid) in ids.iter().enumerate() {
+                part.process(&request(2, 100, vid, k as i64), &mut out);
+            }
+            part.end_of_second(100, &mut out);
+            let latest: Vec<(i64, i64)> =
+                partials(&out).iter().map(|b| (b.vid, b.latest)).collect();
+            let want: Vec<(i64, i64)> = ids
+                .iter()
+                .enumerate()
+                .map(|(k, &vid)| (vid, 10 * k as i64))
+                .collect();
+            assert_eq!(latest, want);
+        }
+    }
+
     #[test]
     fn tolls_and_totals_beyond_the_record_fields_are_exact() {
         let mut p = partition();
@@ -2362,7 +2460,7 @@ mod tests {
         p.end_of_second(50, &mut out);
         let big = i64::from(u32::MAX) - 1_000;
         let i = p.record_of(1).expect("vehicle 1 reported") as usize;
-        p.records[i].set_total(big, &mut p.big_totals);
+        p.records[i].set_total(1, big, &mut p.big_totals);
         assert!(p.big_totals.is_empty(), "{big} fits 32 bits");
         out.clear();
         p.process(&rep(60, 1, 30, 0, 1, 0, 5, 0), &mut out); // crossing into segment 5
@@ -2683,13 +2781,8 @@ mod tests {
         let big_tolls = sorted(big_tolls.iter().map(|(k, v)| (*k, *v)));
         let big_totals = sorted(big_totals.iter().map(|(k, v)| (*k, *v)));
         // The index and the open list are derived: what they say, in a fixed order.
-        let indexed = sorted(
-            index
-                .slots
-                .iter()
-                .filter(|s| s.1 != NONE)
-                .map(|&(_, i)| (records[i as usize].vid, i)),
-        );
+        let ids = index.ids(records.len()).expect("an index of every record");
+        let indexed = sorted(ids.iter().enumerate().map(|(i, &vid)| (vid, i)));
         vec![
             ("road.xway_index", format!("{xway_index:?}")),
             ("road.last_xway", format!("{last_xway:?}")),
@@ -2832,34 +2925,36 @@ mod tests {
         );
         check(
             &corrupt(&|q| {
-                let mut r = q.records[1];
-                (r.left, r.g_minute) = (NONE, 0);
+                let r = Record {
+                    left: NONE,
+                    g_sum: 0,
+                    ..q.records[1]
+                };
+                let vid = q.index.ids(q.records.len()).expect("ids")[1];
                 q.records.push(r);
+                q.index.insert(vid, (q.records.len() - 1) as u32);
             }),
             "has two records",
         );
         check(
             &corrupt(&|q| {
-                let m = q.group_minute as u32;
-                let r = q.records.iter_mut().find(|r| r.g_minute == m).expect("one");
+                let r = q.records.iter_mut().find(|r| r.g_count() > 0).expect("one");
                 r.g_seg = 400;
             }),
             "segment record 400 of 400",
         );
         check(
             &corrupt(&|q| {
-                let m = q.group_minute as u32;
-                let r = q.records.iter_mut().find(|r| r.g_minute == m).expect("one");
-                r.g_minute = m + 1;
+                let r = q.records.iter_mut().find(|r| r.left != NONE).expect("one");
+                r.g_sum = 0;
             }),
-            "is after the current",
+            "but no group of its own",
         );
         let (with_left, chained) = {
             let mut q = Partition::new(tolls.clone(), segs.clone());
             q.restore_state(&good).expect("restore");
-            let m = q.group_minute as u32;
             let with: Vec<usize> = (0..q.records.len())
-                .filter(|&i| q.records[i].g_minute == m && q.records[i].left != NONE)
+                .filter(|&i| q.records[i].left != NONE)
                 .collect();
             (with, q.left.len())
         };
