@@ -87,6 +87,12 @@ impl StreamFunctionFactory for LinearRoad {
         true
     }
 
+    /// Instances hold up to [`LOOKAHEAD`] rows to ask the caches for their vehicles'
+    /// state ahead: each batch's end processes them.
+    fn holds_rows(&self) -> bool {
+        true
+    }
+
     /// A checkpoint restores with another partition count: the state is kept by
     /// expressway, the route value ([`Partition::absorb`]).
     fn rescales(&self) -> bool {
@@ -100,6 +106,7 @@ impl StreamFunctionFactory for LinearRoad {
             buf: Vec::new(),
             partition: i64::from(partition),
             partitions: i64::from(partitions.max(1)),
+            held: std::collections::VecDeque::with_capacity(LOOKAHEAD + 1),
         })
     }
 }
@@ -110,6 +117,47 @@ struct Adapter {
     buf: Vec<Emitted>,
     partition: i64,
     partitions: i64,
+    /// The rows taken and not yet processed, oldest first, with their sequence
+    /// numbers: at most [`LOOKAHEAD`], processed in order as later ones arrive and all
+    /// at the end of each batch, epoch and the input.
+    held: std::collections::VecDeque<(u64, Input)>,
+}
+
+/// How many rows ahead a partition asks the caches for a vehicle's index slot (half
+/// as far for its record, once the slot is in): a report's two misses in gigabytes of
+/// state overlap the work of the reports before it instead of stalling on each.
+const LOOKAHEAD: usize = 16;
+
+impl Adapter {
+    /// Takes row `seq` (`t`), processing the oldest held one once [`LOOKAHEAD`] are.
+    #[inline]
+    fn take(&mut self, seq: u64, t: Input, out: &mut Emitter<'_>) {
+        self.part.prefetch_slot(t.vid);
+        if let Some(&(_, mid)) = self.held.get(self.held.len().saturating_sub(LOOKAHEAD / 2)) {
+            self.part.prefetch_record(mid.vid);
+        }
+        self.held.push_back((seq, t));
+        if self.held.len() > LOOKAHEAD {
+            self.run_oldest(out);
+        }
+    }
+
+    /// Processes the oldest held row, its outputs under its own sequence number.
+    #[inline]
+    fn run_oldest(&mut self, out: &mut Emitter<'_>) {
+        if let Some((seq, t)) = self.held.pop_front() {
+            out.restart(seq, self.partition as u32);
+            self.part.process(&t, &mut self.buf);
+            emit_all(&mut self.buf, out, self.partition, self.partitions);
+        }
+    }
+
+    /// Processes every held row.
+    fn run_held(&mut self, out: &mut Emitter<'_>) {
+        while !self.held.is_empty() {
+            self.run_oldest(out);
+        }
+    }
 }
 
 /// Balance requests are broadcast to every partition, but a partition that never
@@ -219,11 +267,17 @@ impl StreamFunction for Adapter {
         for (c, x) in f.iter_mut().enumerate() {
             *x = row.int(c).unwrap_or(-1);
         }
-        self.part.process(&Input::from_fields(f), &mut self.buf);
-        emit_all(&mut self.buf, out, self.partition, self.partitions);
+        self.take(out.seq(), Input::from_fields(f), out);
+    }
+
+    fn end_of_batch(&mut self, out: &mut Emitter<'_>) {
+        self.run_held(out);
     }
 
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
+        let at = out.seq();
+        self.run_held(out);
+        out.restart(at, self.partition as u32);
         self.part.end_of_second(epoch as i64, &mut self.buf);
         emit_all(&mut self.buf, out, self.partition, self.partitions);
     }
@@ -239,6 +293,9 @@ impl StreamFunction for Adapter {
         self.ignored
             .vehicles
             .fetch_add(s.vehicles_known as u64, Relaxed);
+        let at = out.seq();
+        self.run_held(out);
+        out.restart(at, self.partition as u32);
         self.part.finish(&mut self.buf);
         emit_all(&mut self.buf, out, self.partition, self.partitions);
     }
@@ -249,10 +306,11 @@ impl StreamFunction for Adapter {
     /// restore checks; its output buffer is empty between calls and the ignored-record
     /// counters are the partition's until `finish`.
     fn save(&self, out: &mut Vec<u8>) -> Result<()> {
-        if !self.buf.is_empty() {
+        if !self.buf.is_empty() || !self.held.is_empty() {
             return Err(Error::Internal(format!(
-                "{FUNCTION}: checkpoint with {} outputs not emitted",
-                self.buf.len()
+                "{FUNCTION}: checkpoint with {} outputs not emitted and {} rows not processed",
+                self.buf.len(),
+                self.held.len()
             )));
         }
         let start = out.len();
@@ -282,6 +340,7 @@ impl StreamFunction for Adapter {
             .restore_state(state)
             .map_err(|e| self.checkpoint_error(e))?;
         self.buf.clear();
+        self.held.clear();
         Ok(())
     }
 
