@@ -16,6 +16,24 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's option number of `purge_delay` (`mi_option_purge_delay` in the
+/// `mi_option_e` enum of mimalloc v3's `mimalloc.h`, which `libmimalloc-sys` builds but
+/// does not name).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps freed memory 10 s before giving it back to the kernel (mimalloc's default is
+/// 1 s), unless `MIMALLOC_PURGE_DELAY` says otherwise. Windows of rows are made on one
+/// thread and freed on another all the time; pages given back after a second were
+/// faulted in and zeroed again (`clear_page_erms`, a tenth of a Linear Road rating's
+/// samples). Measured on the L = 512 rating: 54 -> 46 CPU s, peak RSS +5%.
+fn keep_freed_memory() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+        // SAFETY: sets one of mimalloc's options (a plain integer it reads when it
+        // next purges); any value is valid.
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 10_000) };
+    }
+}
+
 #[derive(Parser)]
 #[command(
     name = "braid-bench",
@@ -61,6 +79,7 @@ enum Command {
 }
 
 fn main() {
+    keep_freed_memory();
     if let Err(e) = run() {
         eprintln!("braid-bench: {e:#}");
         std::process::exit(1);
