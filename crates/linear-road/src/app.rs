@@ -133,7 +133,9 @@ impl Adapter {
     #[inline]
     fn take(&mut self, seq: u64, t: Input, out: &mut Emitter<'_>) {
         self.part.prefetch_slot(t.vid);
-        if let Some(&(_, mid)) = self.held.get(self.held.len().saturating_sub(LOOKAHEAD / 2)) {
+        // The row LOOKAHEAD / 2 behind this one (none while fewer are held).
+        let mid = self.held.len().checked_sub(LOOKAHEAD / 2);
+        if let Some(&(_, mid)) = mid.and_then(|i| self.held.get(i)) {
             self.part.prefetch_record(mid.vid);
         }
         self.held.push_back((seq, t));
@@ -152,11 +154,14 @@ impl Adapter {
         }
     }
 
-    /// Processes every held row.
+    /// Processes every held row, then gives `out` back the sequence number it had
+    /// (an epoch's or the input's end goes on under its own).
     fn run_held(&mut self, out: &mut Emitter<'_>) {
+        let at = out.seq();
         while !self.held.is_empty() {
             self.run_oldest(out);
         }
+        out.restart(at, self.partition as u32);
     }
 }
 
@@ -275,9 +280,7 @@ impl StreamFunction for Adapter {
     }
 
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
-        let at = out.seq();
         self.run_held(out);
-        out.restart(at, self.partition as u32);
         self.part.end_of_second(epoch as i64, &mut self.buf);
         emit_all(&mut self.buf, out, self.partition, self.partitions);
     }
@@ -293,9 +296,7 @@ impl StreamFunction for Adapter {
         self.ignored
             .vehicles
             .fetch_add(s.vehicles_known as u64, Relaxed);
-        let at = out.seq();
         self.run_held(out);
-        out.restart(at, self.partition as u32);
         self.part.finish(&mut self.buf);
         emit_all(&mut self.buf, out, self.partition, self.partitions);
     }

@@ -35,9 +35,9 @@
 //!   on one (location, consecutive reports there), and its group of the current minute
 //!   (segment, speed sum, report count), kept in chunks that growing never copies. An
 //!   index of 8-byte slots (the id beside the record's number, at most 3/4 full, grown
-//!   by half; the only place the id is kept) finds it: a position report looks up one record, where it
-//!   once looked up an account, a trip slot and a (vehicle, segment) group in three
-//!   hash maps.
+//!   by half; the only place the id is kept) finds it: a position report looks up one
+//!   record, where it once looked up an account, a trip slot and a (vehicle, segment)
+//!   group in three hash maps.
 //! * Per expressway: 200 segment records, each with the aggregates of the last five
 //!   completed minutes (a ring), the answer cached for the current minute and the
 //!   accidents that can still be active.
@@ -514,6 +514,13 @@ impl Records {
 
     fn iter(&self) -> impl Iterator<Item = &Record> + '_ {
         self.chunks.iter().flatten()
+    }
+
+    /// Record `i`, if there is one.
+    #[inline]
+    fn get(&self, i: u32) -> Option<&Record> {
+        let i = i as usize;
+        self.chunks.get(i >> CHUNK_BITS)?.get(i & (CHUNK - 1))
     }
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut Record> + '_ {
@@ -1160,16 +1167,8 @@ impl Partition {
     /// slot [`Partition::prefetch_slot`] should have brought in by then). A hint.
     #[inline]
     pub fn prefetch_record(&self, vid: i64) {
-        if let Some(i) = self.index.find(vid) {
-            let i = i as usize;
-            if let Some(r) = self
-                .records
-                .chunks
-                .get(i >> CHUNK_BITS)
-                .and_then(|c| c.get(i & (CHUNK - 1)))
-            {
-                prefetch(r);
-            }
+        if let Some(r) = self.index.find(vid).and_then(|i| self.records.get(i)) {
+            prefetch(r);
         }
     }
 
