@@ -633,7 +633,22 @@ fn serve(
         while k < running.len() {
             let r = &running[k];
             if r.input.is_none() && (!installed.contains(&r.dataflow) || r.status.shared.failed()) {
-                let r = running.swap_remove(k);
+                let mut r = running.swap_remove(k);
+                // Done, the output passed every checkpoint whose barrier went out: they
+                // commit rather than stay, uncommitted, beside an older LATEST.
+                let shared = &r.status.shared;
+                if let (Some(store), false) = (
+                    &shared.checkpoints,
+                    shared.failed() || shared.cancel.is_cancelled(),
+                ) {
+                    let probe = &r.probe;
+                    if let Err(e) = r
+                        .clock
+                        .commit_passed(store, |c| shared.ticks.passed(probe, c))
+                    {
+                        shared.fatal(e);
+                    }
+                }
                 end(worker, r);
             } else {
                 k += 1;

@@ -125,6 +125,12 @@ pub(super) fn drain_committing(
         }
         worker.step_or_park(Some(Duration::from_millis(if leader { 50 } else { 5 })));
     }
+    // The dataflow is done, so the output has passed every checkpoint whose barrier went
+    // out: the last ones commit now rather than stay in the store, uncommitted, beside
+    // an older LATEST.
+    if leader {
+        commit(store, clock, probe, shared);
+    }
     None
 }
 
