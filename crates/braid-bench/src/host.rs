@@ -50,11 +50,21 @@ pub fn load1() -> f64 {
 
 /// Peak resident memory of this process in MB (VmHWM from /proc/self/status).
 pub fn peak_rss_mb() -> f64 {
+    status_mb("VmHWM:")
+}
+
+/// Resident memory of this process now, in MB (VmRSS from /proc/self/status).
+pub fn rss_mb() -> f64 {
+    status_mb("VmRSS:")
+}
+
+/// A size in kB from /proc/self/status, in MB (0 when it does not say).
+fn status_mb(field: &str) -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
+                .find(|l| l.starts_with(field))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|v| v.parse::<f64>().ok())
         })

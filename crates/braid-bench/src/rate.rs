@@ -87,6 +87,7 @@ pub fn run(a: RateArgs) -> Result<()> {
         sample_copies: a.sample_copies,
         speed: a.speed,
         process_cpu: host::process_cpu,
+        process_rss: host::rss_mb,
         ..RateConfig::default()
     };
     let start = Instant::now();
@@ -226,7 +227,7 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
     let _ = writeln!(md, "Result: {verdict}. This is not the 3-hour L-rating of the benchmark paper (doc section 7).\n");
     let _ = writeln!(
         md,
-        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only. `state MB` is what the Linear Road partitions' state reserved at the end (vehicle records, their index, segment records, at capacity: `PartitionStats::heap_bytes`; a list's capacity beyond its length is never touched and not resident, so it can exceed the peak RSS). `M rows in flight` is the most input rows sent into the dataflow and not yet through it at once (136 bytes a row in a batch of 15 int64 columns and its key).\n",
+        "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only. `state MB` is what the Linear Road partitions' state reserved at the end (vehicle records, their index, the groups vehicles left within the minute, segment records, at capacity: `PartitionStats::heap_bytes` and its `parts`; a list's capacity beyond its length is never touched and not resident, so it can exceed the peak RSS); the memory plot gives the process's resident memory each second. `M rows in flight` is the most input rows sent into the dataflow and not yet through it at once (136 bytes a row in a batch of 15 int64 columns and its key).\n",
         a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE,
         a.parts.map_or(format!("min(L, {}) logical partitions (expressway x in partition x mod q)", linear_road::rate::PARTS), |q| format!("{q} logical partitions")),
         a.warmup, a.minutes, a.workers, a.warmup
@@ -248,7 +249,11 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
             format!("{:.1}", c.cpu_seconds),
             format!("{:.0}", r.peak_rss_mb),
             format!("{:.2}", r.peak_rss_mb / f64::from(c.l.max(1))),
-            format!("{:.0}", c.state_bytes as f64 / 1e6),
+            {
+                let mb = |b: u64| format!("{:.0}", b as f64 / 1e6);
+                let [rec, index, left, road, _] = c.state_parts.map(mb);
+                format!("{} ({rec} / {index} / {left} / {road})", mb(c.state_bytes))
+            },
             format!("{:.1}", c.vehicles as f64 / f64::from(c.l.max(1)) / 1e3),
             format!("{:.1}", c.in_flight_peak as f64 / 1e6),
             format!("{:?}", c.late),
@@ -267,7 +272,10 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
             ("CPU s", Align::Right),
             ("peak RSS MB", Align::Right),
             ("MB per xway", Align::Right),
-            ("state MB", Align::Right),
+            (
+                "state MB (records / index / left groups / segments)",
+                Align::Right,
+            ),
             ("k vehicles per xway", Align::Right),
             ("M rows in flight (peak)", Align::Right),
             ("late (0..4)", Align::Left),
@@ -279,7 +287,8 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
         ],
         rows,
     ));
-    for c in results.iter().map(|r| &r.candidate) {
+    for r in results {
+        let c = &r.candidate;
         let file = format!("lr-rating-response-L{}.svg", c.l);
         let names = ["toll", "accident", "balance", "daily", "travel time"];
         let series = (0..5)
@@ -340,9 +349,25 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
                 ..Chart::default()
             };
             chart.write_svg(&a.out.join(&cpu), 900, 360)?;
+            let mem = format!("lr-rating-memory-L{}.svg", c.l);
+            let chart = Chart {
+                title: format!(
+                    "Linear Road, L = {}: resident memory of the process (peak {:.0} MB)",
+                    c.l, r.peak_rss_mb
+                ),
+                x_label: "wall time (s)".into(),
+                y_label: "MB".into(),
+                series: vec![Series::line("resident MB", c.rss.clone())],
+                hlines: vec![(
+                    c.state_bytes as f64 / 1e6,
+                    "partitions' state at the end (reserved)".into(),
+                )],
+                ..Chart::default()
+            };
+            chart.write_svg(&a.out.join(&mem), 900, 360)?;
             let _ = writeln!(
                 md,
-                "\n![throughput, L = {l}]({tput})\n\n![CPU, L = {l}]({cpu})",
+                "\n![throughput, L = {l}]({tput})\n\n![CPU, L = {l}]({cpu})\n\n![memory, L = {l}]({mem})",
                 l = c.l
             );
         }

@@ -69,6 +69,9 @@ pub struct Ignored {
     pub types: std::sync::atomic::AtomicU64,
     /// Bytes the partitions' state held at their end (`PartitionStats::heap_bytes`).
     pub state_bytes: std::sync::atomic::AtomicU64,
+    /// Of those: records, index, left groups, segment records, the rest
+    /// (`PartitionStats::parts`).
+    pub state_parts: [std::sync::atomic::AtomicU64; 5],
     /// Vehicle records at their end (`PartitionStats::vehicles_known`).
     pub vehicles: std::sync::atomic::AtomicU64,
 }
@@ -220,8 +223,9 @@ fn emit_all(buf: &mut Vec<Emitted>, out: &mut Emitter<'_>, partition: i64, parti
 const CHECKPOINT_MAGIC: u32 = u32::from_le_bytes(*b"LRck");
 /// The layout of the checkpoint; a build reads only its own (2: one record per
 /// vehicle; 3: the 48-byte record, totals beyond 32 bits in a side map; 4: the 36-byte
-/// record, ids in the index only, groups of the current minute only).
-const CHECKPOINT_VERSION: u32 = 4;
+/// record, ids in the index only, groups of the current minute only; 5: the 32-byte
+/// record, the latest notification packed in one word).
+const CHECKPOINT_VERSION: u32 = 5;
 /// Magic, version, partition, partitions (u32 each), then the state's length and
 /// checksum (u64 each), all little endian.
 const CHECKPOINT_HEADER: usize = 32;
@@ -293,6 +297,15 @@ impl StreamFunction for Adapter {
         self.ignored
             .state_bytes
             .fetch_add(s.heap_bytes as u64, Relaxed);
+        let p = s.parts;
+        for (sum, b) in self
+            .ignored
+            .state_parts
+            .iter()
+            .zip([p.records, p.index, p.left, p.road, p.other])
+        {
+            sum.fetch_add(b as u64, Relaxed);
+        }
         self.ignored
             .vehicles
             .fetch_add(s.vehicles_known as u64, Relaxed);

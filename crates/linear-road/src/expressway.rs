@@ -233,8 +233,28 @@ pub struct PartitionStats {
     pub ignored_reports: u64,
     /// Records ignored because their Type is not 0-4.
     pub ignored_types: u64,
-    /// Approximate heap bytes held by the partition (histories excluded).
+    /// Approximate heap bytes held by the partition (histories excluded): the sum of
+    /// `parts`.
     pub heap_bytes: usize,
+    /// What `heap_bytes` holds: records, index, left groups, segment records and the rest.
+    pub parts: StateBytes,
+}
+
+/// Heap bytes of a partition's state by what holds them (at capacity: a list's capacity
+/// beyond its length is never touched, so it is not resident).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateBytes {
+    /// Vehicle records (in their chunks).
+    pub records: usize,
+    /// The vehicle id index (its slots, ids beyond 32 bits).
+    pub index: usize,
+    /// Groups left within the current minute (the list keeps the capacity of the
+    /// busiest minute).
+    pub left: usize,
+    /// Segment records (minute aggregates, accidents) and stopped vehicles.
+    pub road: usize,
+    /// Tolls and totals beyond 32 bits, pending type-2 requests.
+    pub other: usize,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -297,11 +317,17 @@ struct Loc {
     lane: u8,
 }
 
-/// Time of a vehicle's latest toll notification when it has had none.
-const NO_TIME: u32 = u32::MAX;
+/// `Record::latest` of a vehicle that has had no toll notification.
+const NO_LATEST: u32 = u32::MAX;
 
-/// `Record::latest_toll` of a toll beyond 32 bits, kept in `Partition::big_tolls`.
-const BIG_TOLL: u32 = u32::MAX;
+/// `Record::latest` of a latest notification that does not pack into 32 bits (a toll
+/// beyond 16 bits, a time more than 65,534 s before the latest report or after it),
+/// kept in `Partition::big_latest`.
+const BIG_LATEST: u32 = u32::MAX - 1;
+
+/// The most seconds `Record::latest` packs between the latest notification and the
+/// latest report (65,535 would make a `NO_LATEST` or `BIG_LATEST` of some tolls).
+const LATEST_AGO: u32 = 0xfffe;
 
 /// `Record::total` of a total beyond 32 bits, kept in `Partition::big_totals`.
 const BIG_TOTAL: u32 = u32::MAX;
@@ -314,7 +340,7 @@ const SPD_BITS: u32 = 24;
 /// The speed sums `Record::g_sum` holds: 255 reports of any Spd in 16 bits.
 const SPD_RANGE: std::ops::Range<i32> = -(1 << (SPD_BITS - 1))..1 << (SPD_BITS - 1);
 
-/// Everything a partition keeps of one vehicle that has reported in it, in 36 bytes:
+/// Everything a partition keeps of one vehicle that has reported in it, in 32 bytes:
 /// its account (balances span the run), its trip while it is on one, and its group of
 /// the current minute (the segment it reported from, its speed sum and report count
 /// there). One record a vehicle, so a position report looks up one thing. The
@@ -324,18 +350,20 @@ const SPD_RANGE: std::ops::Range<i32> = -(1 << (SPD_BITS - 1))..1 << (SPD_BITS -
 /// The fields are narrow: reports whose Time, Pos or Spd do not fit them (Time beyond
 /// 32 bits, Pos beyond 26 bits, Spd beyond 16 bits signed, a negative Time or Pos) are
 /// counted as ignored, never truncated, as is a report that would make a group of
-/// more than 255 reports (one vehicle, segment and minute: repeated Times); a latest
-/// toll or a total beyond 32 bits is kept exactly in a side map.
+/// more than 255 reports (one vehicle, segment and minute: repeated Times); a total
+/// beyond 32 bits, and a latest notification whose toll or time does not pack into
+/// 16 bits each, are kept exactly in side maps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
     /// Sum of all notified tolls ([`BIG_TOTAL`]: in `Partition::big_totals`).
     total: u32,
     /// Time of the latest position report (of any trip or none).
     last_time: u32,
-    /// Time of the latest toll notification, [`NO_TIME`] if none.
+    /// The latest toll notification: its toll (the low 16 bits) and how many seconds
+    /// before `last_time` it was (the high 16 bits, at most [`LATEST_AGO`]);
+    /// [`NO_LATEST`] if none, [`BIG_LATEST`]: in `Partition::big_latest`. Read and
+    /// written through [`Record::latest`] and [`Record::set_latest`].
     latest: u32,
-    /// Toll of that notification ([`BIG_TOLL`]: in `Partition::big_tolls`).
-    latest_toll: u32,
     /// Segment record of the trip's latest report, [`NONE`] when the vehicle is on no
     /// trip (never seen on one here, or after its exit-lane report). With Pos and the
     /// lane it gives the trip's location: the segment record names the expressway and
@@ -357,15 +385,14 @@ struct Record {
     left: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Record>() == 36);
+const _: () = assert!(std::mem::size_of::<Record>() == 32);
 
 impl Record {
     fn new(time: u32) -> Record {
         Record {
             total: 0,
             last_time: time,
-            latest: NO_TIME,
-            latest_toll: 0,
+            latest: NO_LATEST,
             trip_seg: NONE,
             at: 0,
             g_seg: 0,
@@ -451,10 +478,64 @@ impl Record {
     fn set_total(&mut self, vid: i64, total: i64, big: &mut FxMap<i64, i64>) {
         set_wide(&mut self.total, vid, total, big);
     }
+
+    /// The latest toll notification of vehicle `vid` (this record's): (its Time, its
+    /// toll), from `big` when it does not pack.
+    #[inline]
+    fn latest(&self, vid: i64, big: &FxMap<i64, (u32, i64)>) -> Option<(u32, i64)> {
+        match self.latest {
+            NO_LATEST => None,
+            BIG_LATEST => big.get(&vid).copied(),
+            v => Some((self.last_time - (v >> 16), i64::from(v & 0xffff))),
+        }
+    }
+
+    /// Sets the latest toll notification (relative to `last_time`: set that first), in
+    /// `big` when it does not pack (and out of `big` when it packs again).
+    #[inline]
+    fn set_latest(
+        &mut self,
+        vid: i64,
+        latest: Option<(u32, i64)>,
+        big: &mut FxMap<i64, (u32, i64)>,
+    ) {
+        let was_big = self.latest == BIG_LATEST;
+        self.latest = match latest {
+            None => NO_LATEST,
+            Some((time, toll)) => {
+                let ago = self
+                    .last_time
+                    .checked_sub(time)
+                    .filter(|&a| a <= LATEST_AGO);
+                match (ago, u16::try_from(toll)) {
+                    (Some(ago), Ok(toll)) => ago << 16 | u32::from(toll),
+                    _ => {
+                        big.insert(vid, (time, toll));
+                        BIG_LATEST
+                    }
+                }
+            }
+        };
+        if was_big && self.latest != BIG_LATEST {
+            big.remove(&vid);
+        }
+    }
+
+    /// Sets the time of the latest report, keeping the latest notification's time.
+    #[inline]
+    fn set_last_time(&mut self, vid: i64, time: u32, big: &mut FxMap<i64, (u32, i64)>) {
+        if self.latest == NO_LATEST {
+            self.last_time = time;
+            return;
+        }
+        let latest = self.latest(vid, big);
+        self.last_time = time;
+        self.set_latest(vid, latest, big);
+    }
 }
 
 /// The value of a vehicle's 32-bit field that holds values beyond 32 bits in a side
-/// map: `u32::MAX` ([`BIG_TOLL`], [`BIG_TOTAL`]) says it is `big`'s entry for `vid`.
+/// map: `u32::MAX` ([`BIG_TOTAL`]) says it is `big`'s entry for `vid`.
 #[inline]
 fn wide(field: u32, vid: i64, big: &FxMap<i64, i64>) -> i64 {
     match field {
@@ -1118,8 +1199,9 @@ pub struct Partition {
     left: Vec<Left>,
     /// The current minute of the groups (`i64::MIN` before the first report).
     group_minute: i64,
-    /// Latest tolls beyond 32 bits, by vehicle.
-    big_tolls: FxMap<i64, i64>,
+    /// Latest toll notifications that do not pack into a record (see [`Record::latest`]):
+    /// (Time, toll) by vehicle.
+    big_latest: FxMap<i64, (u32, i64)>,
     /// Totals beyond 32 bits, by vehicle.
     big_totals: FxMap<i64, i64>,
     pending: Vec<BalanceRequest>,
@@ -1148,7 +1230,7 @@ impl Partition {
             index: VidIndex::default(),
             left: Vec::new(),
             group_minute: i64::MIN,
-            big_tolls: FxMap::default(),
+            big_latest: FxMap::default(),
             big_totals: FxMap::default(),
             pending: Vec::new(),
             ignored: 0,
@@ -1464,18 +1546,15 @@ impl Partition {
             if trip_here.is_none() {
                 record.set_at(o.pos(), o.lane(), 0);
             }
-            if !account {
-                record.latest = NO_TIME;
-                record.latest_toll = 0;
-            }
-            let big = (account && o.latest_toll == BIG_TOLL)
-                .then(|| other.big_tolls.get(&vid).copied())
-                .flatten();
+            let latest = match account {
+                true => o.latest(vid, &other.big_latest),
+                false => None,
+            };
+            // Packed against `other`'s map: set again against ours.
+            record.latest = NO_LATEST;
             let i = match self.record_of(vid) {
                 None => {
-                    if let Some(t) = big {
-                        self.big_tolls.insert(vid, t);
-                    }
+                    record.set_latest(vid, latest, &mut self.big_latest);
                     record.set_total(vid, total, &mut self.big_totals);
                     self.add_record(vid, record)
                 }
@@ -1492,18 +1571,14 @@ impl Partition {
                     } else if record.trip_seg != NONE {
                         (mine.trip_seg, mine.at) = (record.trip_seg, record.at);
                     }
-                    mine.last_time = mine.last_time.max(record.last_time);
+                    let last = mine.last_time.max(record.last_time);
+                    mine.set_last_time(vid, last, &mut self.big_latest);
                     let sum = mine.total(vid, &self.big_totals) + total;
                     mine.set_total(vid, sum, &mut self.big_totals);
-                    if record.latest != NO_TIME
-                        && (mine.latest == NO_TIME || record.latest > mine.latest)
-                    {
-                        mine.latest = record.latest;
-                        mine.latest_toll = record.latest_toll;
-                        match big {
-                            Some(t) => self.big_tolls.insert(vid, t),
-                            None => self.big_tolls.remove(&vid),
-                        };
+                    if let Some(l) = latest {
+                        if mine.latest(vid, &self.big_latest).is_none_or(|m| l.0 > m.0) {
+                            mine.set_latest(vid, Some(l), &mut self.big_latest);
+                        }
                     }
                     i
                 }
@@ -1574,8 +1649,7 @@ impl Partition {
                     "the trip of vehicle {vid}'s record {r:?} is out of range"
                 ));
             }
-            if (r.latest == NO_TIME && r.latest_toll != 0)
-                || (r.latest_toll == BIG_TOLL) != self.big_tolls.contains_key(&vid)
+            if (r.latest == BIG_LATEST) != self.big_latest.contains_key(&vid)
                 || (r.total == BIG_TOTAL) != self.big_totals.contains_key(&vid)
             {
                 return Err(format!(
@@ -1642,15 +1716,18 @@ impl Partition {
         let accidents: usize = self.road.segs.iter().map(|s| s.accidents.len()).sum();
         let minute_groups = self.records.iter().filter(|r| r.g_count() > 0).count()
             + self.left.iter().filter(|l| l.count > 0).count();
-        let heap_bytes = self.records.capacity_bytes()
-            + self.index.capacity_bytes()
-            + self.left.capacity() * size_of::<Left>()
-            + self.big_tolls.capacity() * (size_of::<(i64, i64)>() + 1)
-            + self.big_totals.capacity() * (size_of::<(i64, i64)>() + 1)
-            + self.road.segs.capacity() * size_of::<SegState>()
-            + accidents * size_of::<Span>()
-            + self.road.stopped.capacity() * (size_of::<(Loc, Stopped)>() + 1)
-            + self.pending.capacity() * size_of::<BalanceRequest>();
+        let parts = StateBytes {
+            records: self.records.capacity_bytes(),
+            index: self.index.capacity_bytes(),
+            left: self.left.capacity() * size_of::<Left>(),
+            road: self.road.segs.capacity() * size_of::<SegState>()
+                + accidents * size_of::<Span>()
+                + self.road.stopped.capacity() * (size_of::<(Loc, Stopped)>() + 1),
+            other: self.big_latest.capacity() * (size_of::<(i64, (u32, i64))>() + 1)
+                + self.big_totals.capacity() * (size_of::<(i64, i64)>() + 1)
+                + self.pending.capacity() * size_of::<BalanceRequest>(),
+        };
+        let heap_bytes = parts.records + parts.index + parts.left + parts.road + parts.other;
         PartitionStats {
             vehicles_on_road: self.records.iter().filter(|r| r.trip_seg != NONE).count(),
             vehicles_known: self.records.len(),
@@ -1663,21 +1740,22 @@ impl Partition {
             ignored_reports: self.ignored,
             ignored_types: self.ignored_types,
             heap_bytes,
+            parts,
         }
     }
 
     fn answer_balances(&mut self, out: &mut Vec<Emitted>) {
         for r in std::mem::take(&mut self.pending) {
             let record = self.record_of(r.vid).map(|i| self.records[i as usize]);
-            let partial = match record {
-                Some(v) if v.latest != NO_TIME && i64::from(v.latest) <= r.time => {
-                    let toll = wide(v.latest_toll, r.vid, &self.big_tolls);
+            let latest = record.and_then(|v| Some((v, v.latest(r.vid, &self.big_latest)?)));
+            let partial = match latest {
+                Some((v, (latest, toll))) if i64::from(latest) <= r.time => {
                     let total = v.total(r.vid, &self.big_totals);
                     BalancePartial {
                         time: r.time,
                         qid: r.qid,
                         vid: r.vid,
-                        latest: i64::from(v.latest),
+                        latest: i64::from(latest),
                         sum_before: total - toll,
                         total,
                     }
@@ -1701,7 +1779,7 @@ impl Partition {
         if !(0..=4).contains(&r.lane)
             || !(0..=1).contains(&r.dir)
             || !(0..=99).contains(&r.seg)
-            || !fits(r.time, NO_TIME - 1)
+            || !fits(r.time, u32::MAX - 1)
             || !fits(r.pos, (1 << POS_BITS) - 1)
             || i16::try_from(r.spd).is_err()
         {
@@ -1791,7 +1869,7 @@ impl Partition {
         } else {
             false
         };
-        rec.last_time = time;
+        rec.set_last_time(r.vid, time, &mut self.big_latest);
         if rec.trip_seg == NONE && !start {
             return; // no trip: statistics only
         }
@@ -1854,8 +1932,7 @@ impl Partition {
                 }));
             }
             let rec = &mut self.records[i as usize];
-            rec.latest = time;
-            set_wide(&mut rec.latest_toll, r.vid, toll, &mut self.big_tolls);
+            rec.set_latest(r.vid, Some((time, toll)), &mut self.big_latest);
             let total = rec.total(r.vid, &self.big_totals) + toll;
             rec.set_total(r.vid, total, &mut self.big_totals);
         }
@@ -2526,6 +2603,7 @@ mod tests {
         };
         assert_eq!(partials(&out), vec![want]);
         assert_eq!(p.records[i].total, BIG_TOTAL);
+        assert_eq!(p.records[i].latest, BIG_LATEST, "a toll beyond 16 bits");
         let mut bytes = Vec::new();
         p.save_state(&mut bytes).expect("save");
         let q = p.decode_state(&bytes).expect("restore");
@@ -2542,6 +2620,65 @@ mod tests {
                 ..want
             }]
         );
+    }
+
+    /// A latest notification packs into the record while its toll fits 16 bits and it
+    /// is at most 65,534 s before the latest report; otherwise it is exact in the side
+    /// map, and back in the record once it packs again.
+    #[test]
+    fn latest_notifications_that_do_not_pack_are_exact() {
+        let mut p = partition();
+        let mut out = Vec::new();
+        p.process(&rep(10, 1, 30, 0, 0, 0, 4, 0), &mut out); // a trip starts: toll 0 at 10
+        p.end_of_second(10, &mut out);
+        let i = p.record_of(1).expect("vehicle 1") as usize;
+        assert_eq!(p.records[i].latest(1, &p.big_latest), Some((10, 0)));
+        assert!(p.big_latest.is_empty());
+        // The trip goes on in the same segment 70,000 s later: no notification, and the
+        // one of second 10 is too far back to pack.
+        p.process(&rep(70_010, 1, 30, 0, 1, 0, 4, 0), &mut out);
+        p.end_of_second(70_010, &mut out);
+        assert_eq!(p.records[i].latest, BIG_LATEST);
+        assert_eq!(p.records[i].latest(1, &p.big_latest), Some((10, 0)));
+        out.clear();
+        p.process(&request(2, 70_011, 1, 7), &mut out);
+        p.end_of_second(70_011, &mut out);
+        let want = BalancePartial {
+            time: 70_011,
+            qid: 7,
+            vid: 1,
+            latest: 10,
+            sum_before: 0,
+            total: 0,
+        };
+        assert_eq!(partials(&out), vec![want]);
+        let mut bytes = Vec::new();
+        p.save_state(&mut bytes).expect("save");
+        let mut q = p.decode_state(&bytes).expect("restore");
+        assert_same_state(&p, &q, "after a restore");
+        // A crossing notifies again: it packs, and the side map forgets the vehicle.
+        q.process(&rep(70_040, 1, 30, 0, 1, 0, 5, 0), &mut out);
+        q.end_of_second(70_040, &mut out);
+        assert_eq!(q.records[i].latest(1, &q.big_latest), Some((70_040, 0)));
+        assert!(q.big_latest.is_empty());
+        // Times either way of the latest report, and tolls beyond 16 bits.
+        let mut big = FxMap::default();
+        let mut r = Record::new(100);
+        for (last, latest, toll, packs) in [
+            (100, Some((150, 3)), 3, false),
+            (200, Some((150, 3)), 3, true),
+            (200, Some((150, 65_535)), 65_535, true),
+            (200, Some((150, 65_536)), 65_536, false),
+            (65_734, Some((200, 9)), 9, true),
+            (65_735, Some((200, 9)), 9, false),
+            (65_735, None, 0, true),
+        ] {
+            r.set_last_time(5, last, &mut big);
+            r.set_latest(5, latest, &mut big);
+            assert_eq!(r.latest(5, &big), latest, "{last} {latest:?} {toll}");
+            assert_eq!(r.latest != BIG_LATEST, packs, "{last} {latest:?}");
+            assert_eq!(big.contains_key(&5), !packs, "{last} {latest:?}");
+        }
     }
 
     #[test]
@@ -2802,7 +2939,7 @@ mod tests {
             index,
             left,
             group_minute,
-            big_tolls,
+            big_latest,
             big_totals,
             pending,
             ignored,
@@ -2826,7 +2963,7 @@ mod tests {
                 .map(|(l, s)| ((l.xway, l.pos, l.dir, l.lane), *s)),
         );
         let xway_index = sorted(xway_index.iter().map(|(k, v)| (*k, *v)));
-        let big_tolls = sorted(big_tolls.iter().map(|(k, v)| (*k, *v)));
+        let big_latest = sorted(big_latest.iter().map(|(k, v)| (*k, *v)));
         let big_totals = sorted(big_totals.iter().map(|(k, v)| (*k, *v)));
         // The index and the open list are derived: what they say, in a fixed order.
         let ids = index.ids(records.len()).expect("an index of every record");
@@ -2841,7 +2978,7 @@ mod tests {
             ("index", format!("{indexed:?}")),
             ("left", format!("{left:?}")),
             ("group_minute", format!("{group_minute}")),
-            ("big_tolls", format!("{big_tolls:?}")),
+            ("big_latest", format!("{big_latest:?}")),
             ("big_totals", format!("{big_totals:?}")),
             ("pending", format!("{pending:?}")),
             ("ignored", format!("{ignored} {ignored_types}")),
@@ -2918,8 +3055,16 @@ mod tests {
             assert_same_state(&p, &q, &format!("second {}", t.time));
             let (a, b) = (p.stats(), q.stats());
             assert_eq!(
-                PartitionStats { heap_bytes: 0, ..a },
-                PartitionStats { heap_bytes: 0, ..b }
+                PartitionStats {
+                    heap_bytes: 0,
+                    parts: StateBytes::default(),
+                    ..a
+                },
+                PartitionStats {
+                    heap_bytes: 0,
+                    parts: StateBytes::default(),
+                    ..b
+                }
             );
             assert!(Arc::ptr_eq(&q.tolls, &tolls) && Arc::ptr_eq(&q.segments, &segs));
             stopped = stopped.max(a.stopped_locations);

@@ -56,6 +56,9 @@ pub struct RateConfig {
     /// and the cores in [`Candidate::load`]. The harness reads no operating-system
     /// counters itself; the default reads 0.
     pub process_cpu: fn() -> f64,
+    /// Reads this process's resident memory (MB), for [`Candidate::rss`]; the default
+    /// reads 0.
+    pub process_rss: fn() -> f64,
 }
 
 impl Default for RateConfig {
@@ -72,6 +75,7 @@ impl Default for RateConfig {
             sample_copies: 2,
             speed: 1.0,
             process_cpu: || 0.0,
+            process_rss: || 0.0,
         }
     }
 }
@@ -108,6 +112,8 @@ pub struct Candidate {
     pub series: [Vec<(i64, u64)>; 5],
     /// Per wall-clock second of the run: (seconds since start, input rows/s, CPU cores).
     pub load: Vec<(f64, f64, f64)>,
+    /// Per wall-clock second of the run: (seconds since start, resident MB).
+    pub rss: Vec<(f64, f64)>,
     /// Validation of the sampled copies.
     pub validation: Vec<(u32, Report)>,
     /// Everything on time and every sampled copy valid.
@@ -115,6 +121,8 @@ pub struct Candidate {
     /// Bytes the Linear Road partitions' state held at the end (their tables and
     /// lists at capacity).
     pub state_bytes: u64,
+    /// Of those: records, index, left groups, segment records, the rest.
+    pub state_parts: [u64; 5],
     /// Vehicle records in all partitions at the end.
     pub vehicles: u64,
     /// Most input rows sent into the dataflow and not yet through it at once (the
@@ -383,7 +391,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         workers: cfg.workers,
         ..Default::default()
     };
-    let process_cpu = cfg.process_cpu;
+    let (process_cpu, process_rss) = (cfg.process_cpu, cfg.process_rss);
     let cpu0 = process_cpu();
     // Once a second: input rows/s and CPU cores used, for the report's plots.
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -393,7 +401,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
             use std::sync::atomic::Ordering::Relaxed;
             let start = std::time::Instant::now();
             let (mut rows, mut cpu, mut at) = (0u64, process_cpu(), 0.0);
-            let mut load = Vec::new();
+            let (mut load, mut rss) = (Vec::new(), Vec::new());
             while !stop.load(Relaxed) {
                 std::thread::sleep(std::time::Duration::from_secs(1));
                 let (r, c, t) = (
@@ -403,14 +411,15 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
                 );
                 let dt = (t - at).max(1e-9);
                 load.push((t, (r - rows) as f64 / dt, (c - cpu) / dt));
+                rss.push((t, process_rss()));
                 (rows, cpu, at) = (r, c, t);
             }
-            load
+            (load, rss)
         })
     };
     let report = braid_exec::runtime::run(&plan, &registry, &run_cfg);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let load = sampler.join().unwrap_or_default();
+    let (load, rss) = sampler.join().unwrap_or_default();
     let report = report?;
     let cpu_seconds = process_cpu() - cpu0;
     let stats = std::mem::take(
@@ -490,9 +499,13 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         millis,
         series: series.map(|m| m.into_iter().collect()),
         load,
+        rss,
         validation,
         passed,
         state_bytes: ended.state_bytes.load(std::sync::atomic::Ordering::Relaxed),
+        state_parts: std::array::from_fn(|k| {
+            ended.state_parts[k].load(std::sync::atomic::Ordering::Relaxed)
+        }),
         vehicles: ended.vehicles.load(std::sync::atomic::Ordering::Relaxed),
         in_flight_peak: report.queued_peak,
     })
