@@ -321,13 +321,21 @@ struct Loc {
 const NO_LATEST: u32 = u32::MAX;
 
 /// `Record::latest` of a latest notification that does not pack into 32 bits (a toll
-/// beyond 16 bits, a time more than 65,534 s before the latest report or after it),
-/// kept in `Partition::big_latest`.
+/// beyond [`TOLL_BITS`], a time more than [`LATEST_AGO`] s before the latest report or
+/// after it), kept in `Partition::big_latest`.
 const BIG_LATEST: u32 = u32::MAX - 1;
 
+/// Bits of `Record::latest` that hold the toll: up to 2,097,151 (2 (NOV - 50)^2 for a
+/// NOV up to 1,073). 16 bits were too few: at the rating's peak load the tolls of
+/// nearly half the vehicles went to the side map, which cost more memory and time than
+/// the 4 bytes a record saved.
+const TOLL_BITS: u32 = 21;
+
 /// The most seconds `Record::latest` packs between the latest notification and the
-/// latest report (65,535 would make a `NO_LATEST` or `BIG_LATEST` of some tolls).
-const LATEST_AGO: u32 = 0xfffe;
+/// latest report: 34 minutes (a trip notifies at each segment it enters, and a trip
+/// that starts notifies; the next value up would make a `NO_LATEST` or `BIG_LATEST` of
+/// some tolls).
+const LATEST_AGO: u32 = (1 << (32 - TOLL_BITS)) - 2;
 
 /// `Record::total` of a total beyond 32 bits, kept in `Partition::big_totals`.
 const BIG_TOTAL: u32 = u32::MAX;
@@ -352,15 +360,15 @@ const SPD_RANGE: std::ops::Range<i32> = -(1 << (SPD_BITS - 1))..1 << (SPD_BITS -
 /// counted as ignored, never truncated, as is a report that would make a group of
 /// more than 255 reports (one vehicle, segment and minute: repeated Times); a total
 /// beyond 32 bits, and a latest notification whose toll or time does not pack into
-/// 16 bits each, are kept exactly in side maps.
+/// [`TOLL_BITS`] and [`LATEST_AGO`], are kept exactly in side maps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Record {
     /// Sum of all notified tolls ([`BIG_TOTAL`]: in `Partition::big_totals`).
     total: u32,
     /// Time of the latest position report (of any trip or none).
     last_time: u32,
-    /// The latest toll notification: its toll (the low 16 bits) and how many seconds
-    /// before `last_time` it was (the high 16 bits, at most [`LATEST_AGO`]);
+    /// The latest toll notification: its toll (the low [`TOLL_BITS`]) and how many
+    /// seconds before `last_time` it was (the bits above, at most [`LATEST_AGO`]);
     /// [`NO_LATEST`] if none, [`BIG_LATEST`]: in `Partition::big_latest`. Read and
     /// written through [`Record::latest`] and [`Record::set_latest`].
     latest: u32,
@@ -486,7 +494,10 @@ impl Record {
         match self.latest {
             NO_LATEST => None,
             BIG_LATEST => big.get(&vid).copied(),
-            v => Some((self.last_time - (v >> 16), i64::from(v & 0xffff))),
+            v => Some((
+                self.last_time - (v >> TOLL_BITS),
+                i64::from(v & ((1 << TOLL_BITS) - 1)),
+            )),
         }
     }
 
@@ -507,8 +518,11 @@ impl Record {
                     .last_time
                     .checked_sub(time)
                     .filter(|&a| a <= LATEST_AGO);
-                match (ago, u16::try_from(toll)) {
-                    (Some(ago), Ok(toll)) => ago << 16 | u32::from(toll),
+                match (
+                    ago,
+                    u32::try_from(toll).ok().filter(|&t| t < 1 << TOLL_BITS),
+                ) {
+                    (Some(ago), Some(toll)) => ago << TOLL_BITS | toll,
                     _ => {
                         big.insert(vid, (time, toll));
                         BIG_LATEST
@@ -2575,8 +2589,9 @@ mod tests {
     fn tolls_and_totals_beyond_the_record_fields_are_exact() {
         let mut p = partition();
         let mut input = Vec::new();
-        // 240 vehicles in segment 5 in minute 1: NOV 240, LAV 30, toll 2 * 190^2.
-        crowd(&mut input, 10, 0, 0, 5, 240, 30, 1000);
+        // 1,100 vehicles in segment 5 in minute 1: NOV 1,100, LAV 30, toll 2 * 1,050^2
+        // (beyond the 21 bits of a record's latest toll).
+        crowd(&mut input, 10, 0, 0, 5, 1100, 30, 10_000);
         input.push(rep(50, 1, 30, 0, 0, 0, 4, 0)); // a trip starts in segment 4: toll 0
         let mut out = Vec::new();
         for t in &input {
@@ -2591,7 +2606,7 @@ mod tests {
         p.process(&rep(60, 1, 30, 0, 1, 0, 5, 0), &mut out); // crossing into segment 5
         p.process(&request(2, 61, 1, 9), &mut out);
         p.end_of_second(61, &mut out);
-        let toll = 2 * 190 * 190;
+        let toll = 2 * 1050 * 1050;
         assert_eq!(tolls(&out, 1), vec![(60, 30, toll)]);
         let want = BalancePartial {
             time: 61,
@@ -2603,7 +2618,7 @@ mod tests {
         };
         assert_eq!(partials(&out), vec![want]);
         assert_eq!(p.records[i].total, BIG_TOTAL);
-        assert_eq!(p.records[i].latest, BIG_LATEST, "a toll beyond 16 bits");
+        assert_eq!(p.records[i].latest, BIG_LATEST, "a toll beyond 21 bits");
         let mut bytes = Vec::new();
         p.save_state(&mut bytes).expect("save");
         let q = p.decode_state(&bytes).expect("restore");
@@ -2622,8 +2637,8 @@ mod tests {
         );
     }
 
-    /// A latest notification packs into the record while its toll fits 16 bits and it
-    /// is at most 65,534 s before the latest report; otherwise it is exact in the side
+    /// A latest notification packs into the record while its toll fits 21 bits and it
+    /// is at most 2,046 s before the latest report; otherwise it is exact in the side
     /// map, and back in the record once it packs again.
     #[test]
     fn latest_notifications_that_do_not_pack_are_exact() {
@@ -2661,21 +2676,23 @@ mod tests {
         q.end_of_second(70_040, &mut out);
         assert_eq!(q.records[i].latest(1, &q.big_latest), Some((70_040, 0)));
         assert!(q.big_latest.is_empty());
-        // Times either way of the latest report, and tolls beyond 16 bits.
+        // Times either way of the latest report, and tolls beyond 21 bits.
         let mut big = FxMap::default();
         let mut r = Record::new(100);
-        for (last, latest, toll, packs) in [
-            (100, Some((150, 3)), 3, false),
-            (200, Some((150, 3)), 3, true),
-            (200, Some((150, 65_535)), 65_535, true),
-            (200, Some((150, 65_536)), 65_536, false),
-            (65_734, Some((200, 9)), 9, true),
-            (65_735, Some((200, 9)), 9, false),
-            (65_735, None, 0, true),
+        for (last, latest, packs) in [
+            (100, Some((150, 3)), false),
+            (200, Some((150, 3)), true),
+            (200, Some((150, 2_097_151)), true),
+            (200, Some((150, 2_097_152)), false),
+            (200, Some((150, -1)), false),
+            (2_246, Some((200, 9)), true),
+            (2_246, Some((200, 2_097_151)), true),
+            (2_247, Some((200, 9)), false),
+            (2_247, None, true),
         ] {
             r.set_last_time(5, last, &mut big);
             r.set_latest(5, latest, &mut big);
-            assert_eq!(r.latest(5, &big), latest, "{last} {latest:?} {toll}");
+            assert_eq!(r.latest(5, &big), latest, "{last} {latest:?}");
             assert_eq!(r.latest != BIG_LATEST, packs, "{last} {latest:?}");
             assert_eq!(big.contains_key(&5), !packs, "{last} {latest:?}");
         }
