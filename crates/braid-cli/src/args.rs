@@ -25,6 +25,17 @@ pub enum OnError {
     Fail,
 }
 
+/// Who parses a worker's share of a CSV file read in shares (`--reader-threads`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReaderThreads {
+    /// A reader thread each when the process has more cores than workers.
+    Auto,
+    /// A reader thread each.
+    On,
+    /// The worker itself.
+    Off,
+}
+
 #[derive(Args, Clone)]
 pub struct QueryArgs {
     /// A script in Braid's query language (CREATE STREAM ..., INSERT INTO ... SELECT ...);
@@ -137,6 +148,12 @@ pub struct QueryArgs {
     /// Bytes per chunk when the workers read a CSV file in shares (0: 1 MiB).
     #[arg(long, default_value_t = 0)]
     pub chunk_bytes: usize,
+    /// Who parses a worker's share of a CSV file read in shares: a reader thread of its
+    /// own (`on`: the worker queries one chunk while its reader parses the next), the
+    /// worker itself (`off`), or `auto`: reader threads when this process has more
+    /// cores than workers.
+    #[arg(long, value_enum, default_value_t = ReaderThreads::Auto)]
+    pub reader_threads: ReaderThreads,
     /// Draw the progress line (rows in and out, rate, lag behind a paced source's
     /// schedule, malformed and late rows) even when standard error is not a terminal
     /// (then a line a second). Without it, `run` draws it only on a terminal, and only
@@ -533,6 +550,11 @@ impl QueryArgs {
                 reject_file: self.rejects.clone(),
                 tcp_clients: 1,
                 chunk_bytes: self.chunk_bytes,
+                reader_threads: match self.reader_threads {
+                    ReaderThreads::Auto => None,
+                    ReaderThreads::On => Some(true),
+                    ReaderThreads::Off => Some(false),
+                },
             },
             ..RunConfig::default()
         })

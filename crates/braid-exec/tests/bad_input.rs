@@ -123,6 +123,9 @@ fn config(workers: usize, strict: bool, reject_file: Option<PathBuf>, clients: u
             tcp_clients: clients,
             // Files read in shares of a few lines each (with more than one worker).
             chunk_bytes: 64,
+            // Reader threads or not as the process's cores say: 1 worker on a reader
+            // thread, 2 and 4 inline on a 2-core machine.
+            reader_threads: None,
         },
         ..RunConfig::default()
     }

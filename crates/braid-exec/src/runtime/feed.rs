@@ -153,11 +153,15 @@ pub(super) fn feed(
         true => (0, 1),
         false => (place.index, place.peers),
     };
+    let read = source::ReadOptions {
+        reader_threads: Some(cfg.read.reader_threads_for(cfg.workers)),
+        ..cfg.read.clone()
+    };
     let mut feed = match source::open_at(
         source,
         index,
         peers,
-        &cfg.read,
+        &read,
         shared.counters.clone(),
         registry,
         resume_at.as_deref(),

@@ -229,6 +229,20 @@ pub struct ReadOptions {
     /// A CSV file read by several workers: the bytes each chunk has (0:
     /// [`par_csv::CHUNK_BYTES`]).
     pub chunk_bytes: usize,
+    /// A CSV file read by several workers: each worker's share parsed on a reader
+    /// thread of its own (true) or in the worker's thread (false). None: a reader
+    /// thread each when the process has more cores than workers (see
+    /// [`ReadOptions::reader_threads_for`]).
+    pub reader_threads: Option<bool>,
+}
+
+impl ReadOptions {
+    /// Whether a worker's share gets a reader thread in a process of `workers` workers.
+    pub fn reader_threads_for(&self, workers: usize) -> bool {
+        self.reader_threads.unwrap_or_else(|| {
+            workers < std::thread::available_parallelism().map_or(1, |n| n.get())
+        })
+    }
 }
 
 /// Live counters, readable while the run goes on.

@@ -4,8 +4,12 @@
 //!
 //! The file is cut into chunks of [`ReadOptions::chunk_bytes`]; chunk `k` goes to
 //! worker `k % peers`, and a line belongs to the chunk its first byte is in. Each worker
-//! parses its chunk on its own reader thread from a provisional start (no line, row or
-//! event time before it), so all of them parse at once. What serial reading carries
+//! parses its chunk from a provisional start (no line, row or event time before it), so
+//! all of them parse at once: on a reader thread of its own when the process has cores
+//! to spare for one (the worker queries one chunk while its reader parses the next), in
+//! the worker's own thread otherwise ([`ReadOptions::reader_threads`]: a reader
+//! thread per worker on as many cores as workers made each core switch between two
+//! threads, and every window was made on one thread and freed on another). What serial reading carries
 //! from line to line (a [`Carry`]: lines and rows before, the epoch of the row before,
 //! the latest event time, the malformed records so far) then goes from chunk to chunk in
 //! file order through a [`Board`] shared by the workers of a process (between processes,
@@ -159,6 +163,16 @@ impl Board {
         }
     }
 
+    /// The carry into chunk `k`, if it is known.
+    fn get(&self, k: u64) -> Option<Carry> {
+        self.state().carries.get(&k).cloned()
+    }
+
+    /// Whether the reading stopped.
+    fn stopped(&self) -> bool {
+        self.state().stopped
+    }
+
     /// The latest carry known.
     fn latest(&self) -> Option<Carry> {
         self.state().carries.values().next_back().cloned()
@@ -187,9 +201,87 @@ enum Msg {
 /// chunks after its next one.
 const CHUNKS_AHEAD: usize = 2;
 
+/// What parses a worker's share.
+enum Share {
+    /// A reader thread, handing on each chunk's windows.
+    Thread(Receiver<Msg>),
+    /// The worker itself, in [`Feed::next`].
+    Inline(Box<Inline>),
+}
+
+/// A share parsed in the worker's thread: the next chunk, and the chunk parsed from its
+/// provisional start while the carry into it is still to come.
+struct Inline {
+    reader: Reader,
+    next: u64,
+    chunks: u64,
+    parsed: Option<Provisional>,
+    done: bool,
+}
+
+/// What [`Inline::step`] gave.
+enum Step {
+    Chunk(Vec<(u64, Batch)>, u64),
+    Wait,
+    Done,
+}
+
+impl Inline {
+    /// Parses the next chunk (unless it waits for its carry already) and finishes it if
+    /// the carry into it is known: never waits for another worker.
+    fn step(&mut self) -> Result<Step> {
+        let r = &mut self.reader;
+        if self.done {
+            return Ok(Step::Done);
+        }
+        if self.next >= self.chunks {
+            if r.index == 0 {
+                // The report is serial reading's: the carry past the last chunk.
+                match r.board.get(self.chunks) {
+                    Some(end) => r.report(Some(end)),
+                    None if r.board.stopped() => r.report(None),
+                    None => return Ok(Step::Wait),
+                }
+            }
+            self.done = true;
+            return Ok(Step::Done);
+        }
+        if r.board.stopped() {
+            self.done = true;
+            return Ok(Step::Done);
+        }
+        let p = match self.parsed.take() {
+            Some(p) => p,
+            None => match r.begin(self.next) {
+                Ok(p) => p,
+                Err(e) => {
+                    r.board.stop();
+                    self.done = true;
+                    return Err(e);
+                }
+            },
+        };
+        let Some(carry) = r.board.get(p.k) else {
+            self.parsed = Some(p);
+            return Ok(Step::Wait);
+        };
+        match r.finish(p, carry) {
+            Chunk::Windows(w, malformed) => {
+                self.next += r.peers;
+                Ok(Step::Chunk(w, malformed))
+            }
+            Chunk::Fatal(e) => {
+                r.board.stop();
+                self.done = true;
+                Err(e)
+            }
+        }
+    }
+}
+
 /// One worker's share of a CSV file.
 pub(crate) struct ParFeed {
-    rx: Receiver<Msg>,
+    share: Share,
     /// The windows of the chunk being sent.
     pending: std::collections::VecDeque<(u64, Batch)>,
     /// Rows and malformed lines are counted as the worker takes them (a reader ahead
@@ -230,9 +322,22 @@ struct Reader {
     board: Arc<Board>,
     rejects: Arc<Mutex<Rejects>>,
     stop: Arc<AtomicBool>,
-    tx: SyncSender<Msg>,
     /// The chunk being read (one buffer for every chunk).
     text: Vec<u8>,
+}
+
+/// A chunk read and parsed from its provisional start (`end`; None for the first
+/// chunk, which is parsed once its carry, the file's start, is taken).
+struct Provisional {
+    k: u64,
+    out: Parsed,
+    end: Option<LineParserEnd>,
+}
+
+/// What a chunk gave: its windows and malformed lines, or a strict-mode error.
+enum Chunk {
+    Windows(Vec<(u64, Batch)>, u64),
+    Fatal(Error),
 }
 
 /// Opens worker `index` of `peers`'s share of the CSV file `file` (at `path`), from
@@ -275,7 +380,6 @@ pub(crate) fn open(
         lines_partial: true,
     }));
     let reject_file = super::open_reject_file(opts)?;
-    let (tx, rx) = sync_channel(CHUNKS_AHEAD);
     let stop = Arc::new(AtomicBool::new(false));
     let reader = Reader {
         source: source.clone(),
@@ -294,15 +398,27 @@ pub(crate) fn open(
         board: board.clone(),
         rejects: rejects.clone(),
         stop: stop.clone(),
-        tx,
         text: Vec::new(),
     };
-    std::thread::Builder::new()
-        .name(format!("braid-read-{}-{index}", source.name))
-        .spawn(move || reader.run())
-        .map_err(|e| Error::io("starting a reader thread", e))?;
+    let share = match opts.reader_threads.unwrap_or(true) {
+        true => {
+            let (tx, rx) = sync_channel(CHUNKS_AHEAD);
+            std::thread::Builder::new()
+                .name(format!("braid-read-{}-{index}", source.name))
+                .spawn(move || reader.run(tx))
+                .map_err(|e| Error::io("starting a reader thread", e))?;
+            Share::Thread(rx)
+        }
+        false => Share::Inline(Box::new(Inline {
+            next: reader.index,
+            chunks: reader.chunks(),
+            reader,
+            parsed: None,
+            done: false,
+        })),
+    };
     Ok(ParFeed {
-        rx,
+        share,
         pending: Default::default(),
         counters,
         board,
@@ -320,18 +436,24 @@ impl Feed for ParFeed {
                 Counters::add(&self.counters.rows_in, b.len() as u64);
                 return Ok(Next::Window(e, b));
             }
-            match self.rx.try_recv() {
-                Ok(Msg::Windows(w, malformed)) => {
-                    Counters::add(&self.counters.malformed, malformed);
-                    if let (Some(first), Some(last)) = (w.first(), w.last()) {
-                        self.span = self.span.max(last.0.saturating_sub(first.0) + 1);
-                    }
-                    self.pending = w.into();
-                }
-                Ok(Msg::Fatal(e)) => return Err(e),
-                Err(TryRecvError::Empty) => return Ok(Next::Wait),
-                Err(TryRecvError::Disconnected) => return Ok(Next::Done),
+            let (w, malformed) = match &mut self.share {
+                Share::Thread(rx) => match rx.try_recv() {
+                    Ok(Msg::Windows(w, malformed)) => (w, malformed),
+                    Ok(Msg::Fatal(e)) => return Err(e),
+                    Err(TryRecvError::Empty) => return Ok(Next::Wait),
+                    Err(TryRecvError::Disconnected) => return Ok(Next::Done),
+                },
+                Share::Inline(s) => match s.step()? {
+                    Step::Chunk(w, malformed) => (w, malformed),
+                    Step::Wait => return Ok(Next::Wait),
+                    Step::Done => return Ok(Next::Done),
+                },
+            };
+            Counters::add(&self.counters.malformed, malformed);
+            if let (Some(first), Some(last)) = (w.first(), w.last()) {
+                self.span = self.span.max(last.0.saturating_sub(first.0) + 1);
             }
+            self.pending = w.into();
         }
     }
 
@@ -404,34 +526,54 @@ impl Emit for Parsed {
 }
 
 impl Reader {
-    fn run(mut self) {
-        let chunks = (self.len.saturating_sub(self.base)).div_ceil(self.chunk);
+    /// The chunks of the file after `base`.
+    fn chunks(&self) -> u64 {
+        (self.len.saturating_sub(self.base)).div_ceil(self.chunk)
+    }
+
+    /// The reader thread: each chunk of the share in turn, its windows handed on.
+    fn run(mut self, tx: SyncSender<Msg>) {
+        let chunks = self.chunks();
         let mut k = self.index;
         while k < chunks {
-            match self.chunk(k) {
-                Ok(true) => {}
-                Ok(false) => {
+            let chunk = self.begin(k).map(|p| {
+                let carry = self.board.wait(k, &self.stop);
+                carry.map(|carry| self.finish(p, carry))
+            });
+            match chunk {
+                Ok(Some(Chunk::Windows(w, malformed))) => {
+                    let empty = w.is_empty() && malformed == 0;
+                    if !empty && tx.send(Msg::Windows(w, malformed)).is_err() {
+                        self.board.stop();
+                        return;
+                    }
+                }
+                // The reading stopped elsewhere.
+                Ok(None) => {
                     self.board.stop();
                     return;
                 }
-                Err(e) => {
+                Ok(Some(Chunk::Fatal(e))) | Err(e) => {
                     self.board.stop();
-                    let _ = self.tx.send(Msg::Fatal(e));
+                    let _ = tx.send(Msg::Fatal(e));
                     return;
                 }
             }
             k += self.peers;
         }
         if self.index == 0 {
-            // The report is serial reading's: the carry past the last chunk.
-            let end = self
-                .board
-                .wait(chunks, &self.stop)
-                .or_else(|| self.board.latest());
-            if let (Some(end), Ok(mut r)) = (end, self.rejects.lock()) {
-                r.count = end.rejects;
-                r.first = end.first;
-            }
+            let end = self.board.wait(chunks, &self.stop);
+            self.report(end);
+        }
+    }
+
+    /// The report of the whole reading (worker 0's): serial reading's, the carry past
+    /// the last chunk (`end`; the latest known when the reading stopped).
+    fn report(&self, end: Option<Carry>) {
+        let end = end.or_else(|| self.board.latest());
+        if let (Some(end), Ok(mut r)) = (end, self.rejects.lock()) {
+            r.count = end.rejects;
+            r.first = end.first;
         }
     }
 
@@ -501,56 +643,57 @@ impl Reader {
         Ok(lo - 1 + n as u64)
     }
 
-    /// Reads chunk `k`: parses it, waits for the carry into it, publishes the carry out
-    /// of it and hands on its windows. False: stop (strict mode, or the feed is gone).
-    fn chunk(&mut self, k: u64) -> Result<bool> {
+    fn fresh(&self) -> Parsed {
+        Parsed {
+            strict: self.strict,
+            keep_text: self.reject_file.is_some(),
+            ..Parsed::default()
+        }
+    }
+
+    /// Reads chunk `k`'s lines (into `self.text`, kept for [`Reader::finish`]) and
+    /// parses them from a provisional start, while the chunks before it are read; the
+    /// first chunk is parsed from the carry every reader has, in `finish`.
+    fn begin(&mut self, k: u64) -> Result<Provisional> {
         let lo = self.base + k * self.chunk;
         let hi = (lo + self.chunk).min(self.len);
         let start = self.first_line(lo)?;
         let mut text = std::mem::take(&mut self.text);
-        self.read_chunk(start, hi, &mut text)?;
-        let more = self.chunk_windows(k, start, &text);
+        let read = self.read_chunk(start, hi, &mut text);
         self.text = text;
-        more
-    }
-
-    /// [`Reader::chunk`] once chunk `k`'s lines, from `start` on, are read as `text`.
-    fn chunk_windows(&mut self, k: u64, start: u64, text: &[u8]) -> Result<bool> {
-        let tcol = self.source.schema.event_time;
-        let fresh = || Parsed {
-            strict: self.strict,
-            keep_text: self.reject_file.is_some(),
-            ..Parsed::default()
-        };
-        // The first chunk starts from the carry every reader has; the others from a
-        // provisional start, while the chunks before them are read.
-        let mut out = fresh();
-        let (carry, exact, end) = if k == 0 {
-            let Some(carry) = self.board.wait(0, &self.stop) else {
-                return Ok(false);
-            };
-            let end = self.parse(text, carry.at, &mut out);
-            (carry, true, end)
-        } else {
+        read?;
+        let mut out = self.fresh();
+        let end = (k > 0).then(|| {
             let provisional = Before {
                 offset: start,
                 ..Before::start(false)
             };
-            let end = self.parse(text, provisional, &mut out);
-            let Some(carry) = self.board.wait(k, &self.stop) else {
-                return Ok(false);
-            };
-            let earlier = |t: i64| t < carry.at.last_time;
-            let again = carry.at.header_pending
-                || (tcol.is_some()
-                    && !self.source.out_of_order
-                    && end.unjudged.is_some_and(earlier));
-            if again {
-                out = fresh();
-                let end = self.parse(text, carry.at, &mut out);
-                (carry, true, end)
-            } else {
-                (carry, false, end)
+            self.parse(&self.text, provisional, &mut out)
+        });
+        Ok(Provisional { k, out, end })
+    }
+
+    /// Finishes chunk `p.k` with `carry`, the carry into it (parsing it again from
+    /// there when the provisional start cannot give serial reading's result):
+    /// publishes the carry out of it and gives its windows.
+    fn finish(&mut self, p: Provisional, carry: Carry) -> Chunk {
+        let tcol = self.source.schema.event_time;
+        let k = p.k;
+        let mut out = p.out;
+        let (exact, end) = match p.end {
+            None => (true, self.parse(&self.text, carry.at, &mut out)),
+            Some(end) => {
+                let earlier = |t: i64| t < carry.at.last_time;
+                let again = carry.at.header_pending
+                    || (tcol.is_some()
+                        && !self.source.out_of_order
+                        && end.unjudged.is_some_and(earlier));
+                if again {
+                    out = self.fresh();
+                    (true, self.parse(&self.text, carry.at, &mut out))
+                } else {
+                    (false, end)
+                }
             }
         };
         let (dl, ds) = match exact {
@@ -558,13 +701,12 @@ impl Reader {
             false => (carry.at.line, carry.at.seq),
         };
         if let Some((line, column, message)) = out.fatal.take() {
-            let _ = self.tx.send(Msg::Fatal(Error::Input {
+            return Chunk::Fatal(Error::Input {
                 source_name: self.source.name.clone(),
                 line: line + dl,
                 column,
                 message,
-            }));
-            return Ok(false);
+            });
         }
         let seq = end.at.seq + ds;
         let epoch = match (exact, tcol) {
@@ -631,9 +773,7 @@ impl Reader {
                 None => recut(&self.source, batch, carry.at.epoch, &mut windows),
             }
         }
-        let malformed = out.rejects.len() as u64;
-        let empty = windows.is_empty() && malformed == 0;
-        Ok(empty || self.tx.send(Msg::Windows(windows, malformed)).is_ok())
+        Chunk::Windows(windows, out.rejects.len() as u64)
     }
 }
 
@@ -771,12 +911,13 @@ mod tests {
     );
 
     fn read(source: &Source, peers: usize, chunk: usize, strict: bool, dir: &Path) -> Read {
-        read_from(source, peers, chunk, strict, dir, None).0
+        read_from(source, peers, chunk, strict, dir, None, false).0
     }
 
     /// [`read`], from a resume point; and with `after`, where the reading resumes to
-    /// give the rows after that epoch. Checks that each share's report places its own
-    /// rows where the whole report does, and the others nowhere.
+    /// give the rows after that epoch; `inline`: the shares parsed in the feeds' thread
+    /// (all of them in this one). Checks that each share's report places its own rows
+    /// where the whole report does, and the others nowhere.
     fn read_from(
         source: &Source,
         peers: usize,
@@ -784,6 +925,7 @@ mod tests {
         strict: bool,
         dir: &Path,
         resume: Option<&[u8]>,
+        inline: bool,
     ) -> (Read, Arc<Board>) {
         let reject_file = dir.join(format!("rejects-{peers}-{chunk}-{strict}"));
         let _ = std::fs::remove_file(&reject_file);
@@ -791,6 +933,7 @@ mod tests {
             strict,
             reject_file: Some(reject_file.clone()),
             chunk_bytes: chunk,
+            reader_threads: Some(!inline),
             ..ReadOptions::default()
         };
         let board = Arc::new(Board::new(false));
@@ -906,21 +1049,26 @@ mod tests {
             peers in 2usize..5,
             chunk in 1usize..48,
             strict in any::<bool>(),
+            inline in any::<bool>(),
         ) {
             let dir = dir();
             let path = dir.join("in.csv");
             std::fs::write(&path, text(&lines, header, &crlf, last_newline)).unwrap();
             let source = source(&path, header, timed, out_of_order);
             let serial = read(&source, 1, 0, strict, &dir);
-            let (shares, board) = read_from(&source, peers, chunk, strict, &dir, None);
-            same(&serial, &shares, &format!("{peers} workers, chunks of {chunk} bytes"));
+            let (shares, board) = read_from(&source, peers, chunk, strict, &dir, None, inline);
+            same(
+                &serial,
+                &shares,
+                &format!("{peers} workers, chunks of {chunk} bytes, parsed inline {inline}"),
+            );
             // Resuming after each epoch, from where a checkpoint would: every row after
             // it, nothing lost (the rows up to it are dropped, as a resumed run does).
             let last = serial.0.iter().map(|r| r.1).max();
             if let (None, Some(last)) = (&serial.1, last) {
                 for closing in 0..=last {
                     let feed = ParFeed {
-                        rx: sync_channel(1).1,
+                        share: Share::Thread(sync_channel(1).1),
                         pending: Default::default(),
                         counters: Default::default(),
                         board: board.clone(),
@@ -933,7 +1081,7 @@ mod tests {
                         continue;
                     };
                     let (again, _) =
-                        read_from(&source, peers, chunk, false, &dir, Some(&at));
+                        read_from(&source, peers, chunk, false, &dir, Some(&at), inline);
                     let after = |r: &Read| {
                         r.0.iter().filter(|x| x.1 > closing).cloned().collect::<Vec<_>>()
                     };
