@@ -29,7 +29,7 @@
 //!
 //! # State and its bounds
 //!
-//! * Per vehicle that has reported in the partition: one 36-byte record (needed for
+//! * Per vehicle that has reported in the partition: one 32-byte record (needed for
 //!   balances, which span the run, and for the re-entry rules of doc 8): its account
 //!   (latest report and notification times, latest toll, total), its trip while it is
 //!   on one (location, consecutive reports there), and its group of the current minute
@@ -586,7 +586,7 @@ struct Records {
     len: usize,
 }
 
-/// Records per chunk of [`Records`] (`1 << CHUNK_BITS`: 576 kB of 36-byte records).
+/// Records per chunk of [`Records`] (`1 << CHUNK_BITS`: 512 kB of 32-byte records).
 const CHUNK_BITS: u32 = 14;
 const CHUNK: usize = 1 << CHUNK_BITS;
 
