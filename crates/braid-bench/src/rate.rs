@@ -318,53 +318,55 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
         chart.write_svg(&a.out.join(&file), 900, 420)?;
         let _ = writeln!(md, "\n![response times, L = {}]({file})", c.l);
         if !c.load.is_empty() {
-            let tput = format!("lr-rating-throughput-L{}.svg", c.l);
-            let chart = Chart {
-                title: format!(
+            // A chart over the run's wall time, written as `lr-rating-{what}-L{l}.svg`.
+            let plot = |what: &str, title: String, y_label: &str, series, hlines| {
+                let file = format!("lr-rating-{what}-L{}.svg", c.l);
+                let chart = Chart {
+                    title,
+                    x_label: "wall time (s)".into(),
+                    y_label: y_label.into(),
+                    series: vec![series],
+                    hlines,
+                    ..Chart::default()
+                };
+                chart.write_svg(&a.out.join(&file), 900, 360).map(|()| file)
+            };
+            let tput = plot(
+                "throughput",
+                format!(
                     "Linear Road, L = {}: input rows per second (real time)",
                     c.l
                 ),
-                x_label: "wall time (s)".into(),
-                y_label: "input rows/s".into(),
-                series: vec![Series::line(
-                    "rows/s",
-                    c.load.iter().map(|&(t, r, _)| (t, r)).collect(),
-                )],
-                ..Chart::default()
-            };
-            chart.write_svg(&a.out.join(&tput), 900, 360)?;
-            let cpu = format!("lr-rating-cpu-L{}.svg", c.l);
-            let chart = Chart {
-                title: format!(
+                "input rows/s",
+                Series::line("rows/s", c.load.iter().map(|&(t, r, _)| (t, r)).collect()),
+                Vec::new(),
+            )?;
+            let cpu = plot(
+                "cpu",
+                format!(
                     "Linear Road, L = {}: CPU cores used by Braid (of {} workers)",
                     c.l, a.workers
                 ),
-                x_label: "wall time (s)".into(),
-                y_label: "cores".into(),
-                series: vec![Series::line(
+                "cores",
+                Series::line(
                     "cores",
                     c.load.iter().map(|&(t, _, cpu)| (t, cpu)).collect(),
-                )],
-                hlines: vec![(a.workers as f64, format!("{} cores", a.workers))],
-                ..Chart::default()
-            };
-            chart.write_svg(&a.out.join(&cpu), 900, 360)?;
-            let mem = format!("lr-rating-memory-L{}.svg", c.l);
-            let chart = Chart {
-                title: format!(
+                ),
+                vec![(a.workers as f64, format!("{} cores", a.workers))],
+            )?;
+            let mem = plot(
+                "memory",
+                format!(
                     "Linear Road, L = {}: resident memory of the process (peak {:.0} MB)",
                     c.l, r.peak_rss_mb
                 ),
-                x_label: "wall time (s)".into(),
-                y_label: "MB".into(),
-                series: vec![Series::line("resident MB", c.rss.clone())],
-                hlines: vec![(
+                "MB",
+                Series::line("resident MB", c.rss.clone()),
+                vec![(
                     c.state_bytes as f64 / 1e6,
                     "partitions' state at the end (reserved)".into(),
                 )],
-                ..Chart::default()
-            };
-            chart.write_svg(&a.out.join(&mem), 900, 360)?;
+            )?;
             let _ = writeln!(
                 md,
                 "\n![throughput, L = {l}]({tput})\n\n![CPU, L = {l}]({cpu})\n\n![memory, L = {l}]({mem})",

@@ -342,34 +342,31 @@ fn harness(job: &Job, scratch: &Path, kills: usize, seed: u64, expect: impl Fn(&
 
 /// Per-partition row counts at each epoch's end, from the generator: `count` over
 /// hash-routed keys, merged in serial order.
+/// The built-in count function over generated tuples (`generator`: its flags), merged
+/// in order into `output`.
+fn count_job(output: PathBuf, generator: &[&str]) -> Job {
+    Job {
+        name: "count",
+        args: generator
+            .iter()
+            .chain(&["--function", "count", "--merge", "ordered", "--output"])
+            .map(|s| s.to_string())
+            .chain([output.display().to_string()])
+            .collect(),
+        output,
+        ordered: true,
+    }
+}
+
 #[test]
 fn count_survives_kills() {
     let dir = Scratch::new("count");
-    let output = dir.0.join("out.csv");
-    let job = Job {
-        name: "count",
-        args: [
-            "--tuples",
-            "10000000",
-            "--keys",
-            "1000",
-            "--parts",
-            "8",
-            "--rate",
-            "20000",
-            "--function",
-            "count",
-            "--merge",
-            "ordered",
-            "--output",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain([output.display().to_string()])
-        .collect(),
-        output,
-        ordered: true,
-    };
+    let job = count_job(
+        dir.0.join("out.csv"),
+        &[
+            "--tuples", "10000000", "--keys", "1000", "--parts", "8", "--rate", "20000",
+        ],
+    );
     let seed = 0x5eed_0001 ^ u64::from(std::process::id());
     harness(&job, &dir.0, kills(), seed, |out| {
         // Each partition's last count is its share of the tuples: they add up to all.
@@ -393,29 +390,10 @@ fn count_survives_kills() {
 fn a_finished_run_leaves_only_its_last_checkpoint() {
     let dir = Scratch::new("finished");
     for (run, workers) in [1, 2, 4, 4, 2, 4, 4].into_iter().enumerate() {
-        let output = dir.0.join(format!("out-{run}.csv"));
-        let job = Job {
-            name: "count",
-            args: [
-                "--tuples",
-                "3000000",
-                "--keys",
-                "100000",
-                "--parts",
-                "64",
-                "--function",
-                "count",
-                "--merge",
-                "ordered",
-                "--output",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .chain([output.display().to_string()])
-            .collect(),
-            output,
-            ordered: true,
-        };
+        let job = count_job(
+            dir.0.join(format!("out-{run}.csv")),
+            &["--tuples", "3000000", "--keys", "100000", "--parts", "64"],
+        );
         let ck = dir.0.join(format!("ck-{run}"));
         let extra = [
             "--checkpoint".to_string(),
@@ -429,10 +407,7 @@ fn a_finished_run_leaves_only_its_last_checkpoint() {
             Instant::now() + Duration::from_secs(300),
             &dir.0
         ));
-        let latest = std::fs::read_to_string(ck.join("LATEST"))
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok())
-            .expect("LATEST");
+        let latest = last_checkpoint(&ck).expect("LATEST");
         let mut kept: Vec<String> = std::fs::read_dir(&ck)
             .expect("checkpoint dir")
             .flatten()

@@ -70,7 +70,7 @@ pub struct Ignored {
     /// Bytes the partitions' state held at their end (`PartitionStats::heap_bytes`).
     pub state_bytes: std::sync::atomic::AtomicU64,
     /// Of those: records, index, left groups, segment records, the rest
-    /// (`PartitionStats::parts`).
+    /// (`StateBytes::each`).
     pub state_parts: [std::sync::atomic::AtomicU64; 5],
     /// Vehicle records at their end (`PartitionStats::vehicles_known`).
     pub vehicles: std::sync::atomic::AtomicU64,
@@ -297,13 +297,7 @@ impl StreamFunction for Adapter {
         self.ignored
             .state_bytes
             .fetch_add(s.heap_bytes as u64, Relaxed);
-        let p = s.parts;
-        for (sum, b) in self
-            .ignored
-            .state_parts
-            .iter()
-            .zip([p.records, p.index, p.left, p.road, p.other])
-        {
+        for (sum, b) in self.ignored.state_parts.iter().zip(s.parts.each()) {
             sum.fetch_add(b as u64, Relaxed);
         }
         self.ignored

@@ -257,6 +257,13 @@ pub struct StateBytes {
     pub other: usize,
 }
 
+impl StateBytes {
+    /// Records, index, left groups, segment records, the rest: in that order.
+    pub fn each(&self) -> [usize; 5] {
+        [self.records, self.index, self.left, self.road, self.other]
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Internal state
 
@@ -1741,7 +1748,7 @@ impl Partition {
                 + self.big_totals.capacity() * (size_of::<(i64, i64)>() + 1)
                 + self.pending.capacity() * size_of::<BalanceRequest>(),
         };
-        let heap_bytes = parts.records + parts.index + parts.left + parts.road + parts.other;
+        let heap_bytes = parts.each().iter().sum();
         PartitionStats {
             vehicles_on_road: self.records.iter().filter(|r| r.trip_seg != NONE).count(),
             vehicles_known: self.records.len(),

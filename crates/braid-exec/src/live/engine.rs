@@ -637,17 +637,8 @@ fn serve(
                 // Done, the output passed every checkpoint whose barrier went out: they
                 // commit rather than stay, uncommitted, beside an older LATEST.
                 let shared = &r.status.shared;
-                if let (Some(store), false) = (
-                    &shared.checkpoints,
-                    shared.failed() || shared.cancel.is_cancelled(),
-                ) {
-                    let probe = &r.probe;
-                    if let Err(e) = r
-                        .clock
-                        .commit_passed(store, |c| shared.ticks.passed(probe, c))
-                    {
-                        shared.fatal(e);
-                    }
+                if let Some(store) = &shared.checkpoints {
+                    crate::runtime::commit_checkpoints(store, &mut r.clock, &r.probe, shared);
                 }
                 end(worker, r);
             } else {
@@ -752,15 +743,7 @@ fn poll(r: &mut Running, place: Place) -> bool {
     }
     // Checkpoints the output has passed are committed.
     if let Some(store) = &shared.checkpoints {
-        if !shared.failed() {
-            let probe = &r.probe;
-            if let Err(e) = r
-                .clock
-                .commit_passed(store, |c| shared.ticks.passed(probe, c))
-            {
-                shared.fatal(e);
-            }
-        }
+        crate::runtime::commit_checkpoints(store, &mut r.clock, &r.probe, shared);
         // The source learns of the last checkpoint committed.
         if let Some(c) = store.committed() {
             let mut last = None;

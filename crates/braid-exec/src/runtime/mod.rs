@@ -10,6 +10,7 @@
 mod costs;
 mod feed;
 mod switch;
+pub(crate) use switch::commit as commit_checkpoints;
 
 use feed::{feed, FeedCtx, FeedEnd, Shares};
 use switch::{abandon, await_switch, drain, drain_committing, Gate};

@@ -134,8 +134,9 @@ pub(super) fn drain_committing(
     None
 }
 
-/// Commits the checkpoints the output frontier has passed (worker 0).
-pub(super) fn commit(
+/// Commits the checkpoints the output frontier has passed (worker 0; the live engine's
+/// worker that reads a query's source).
+pub(crate) fn commit(
     store: &Arc<Store>,
     clock: &mut Clock,
     probe: &ProbeHandle<u64>,
