@@ -228,7 +228,7 @@ fn write_report(a: &RateArgs, results: &[Rated], best: Option<u32>) -> Result<()
     let _ = writeln!(
         md,
         "How: {} generated expressways at peak load from second 0 (`steady`), replicated into L/{} copies by renumbering expressways, vehicle ids (+{} per copy) and query ids; {}; replayed in real time for {} + {} minutes on {} worker(s); outputs of the first {} minutes are produced but not scored. Every scored output's Emit - Time is checked against its deadline; the outputs of the sampled copies are compared answer by answer with the independent validator's recomputation of the base data (renumbered). Copies are independent worlds, so the other copies' answers are the same computation on renumbered ids; they are checked for deadlines and counts only. `state MB` is what the Linear Road partitions' state reserved at the end (vehicle records, their index, the groups vehicles left within the minute, segment records, at capacity: `PartitionStats::heap_bytes` and its `parts`; a list's capacity beyond its length is never touched and not resident, so it can exceed the peak RSS); the memory plot gives the process's resident memory each second. `M rows in flight` is the most input rows sent into the dataflow and not yet through it at once (136 bytes a row in a batch of 15 int64 columns and its key).\n",
-        a.base_xways, a.base_xways, linear_road::rate::VID_STRIDE,
+        a.base_xways, a.base_xways, results.first().map_or(0, |r| r.candidate.vid_stride),
         a.parts.map_or(format!("min(L, {}) logical partitions (expressway x in partition x mod q)", linear_road::rate::PARTS), |q| format!("{q} logical partitions")),
         a.warmup, a.minutes, a.workers, a.warmup
     );

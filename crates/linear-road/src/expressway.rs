@@ -34,8 +34,8 @@
 //!   (latest report and notification times, latest toll, total), its trip while it is
 //!   on one (location, consecutive reports there), and its group of the current minute
 //!   (segment, speed sum, report count), kept in chunks that growing never copies. An
-//!   index of 8-byte slots (the id beside the record's number, at most 3/4 full, grown
-//!   by half; the only place the id is kept) finds it: a position report looks up one
+//!   index of 8-byte slots (the id beside the record's number, at most 4/5 full, grown
+//!   by a quarter; the only place the id is kept) finds it: a position report looks up one
 //!   record, where it once looked up an account, a trip slot and a (vehicle, segment)
 //!   group in three hash maps.
 //! * Per expressway: 200 segment records, each with the aggregates of the last five
@@ -717,20 +717,137 @@ struct Left {
 /// Road id) is its slot's key; any other is in `wide` by record number, and its slot's
 /// record number has [`WIDE`] set. Records are never removed.
 ///
-/// It is at most 3/4 full and grows by half (a slot is found by the high bits of a
-/// product with the table's size, so any size works): 10.7-16 bytes a vehicle. Doubling
-/// at 5/8 held 12.8-25.6, and at L = 2,000 the partitions had just doubled (2.2 MB an
-/// expressway).
+/// It is at most 4/5 full and grows by a quarter (a slot is found by the high bits of
+/// a product with the table's size, so any size works): 10-12.5 bytes a vehicle (at
+/// most 3/4 full and grown by half it held 10.7-16, 13.9 at the end of L = 2,000). A
+/// lookup that finds its vehicle reads 3 slots on average (24 bytes, mostly one cache
+/// line); one that does not (a new vehicle) about 13. With 4 KB pages this cost CPU
+/// (L = 512, 1 + 1 min: 51.0 and 53.5 s against 34.5-44.5 for the old index); with
+/// huge pages ([`Slots`]) 41.5 and 41.7 against 36.3 and 44.1 at 3/4 (one sitting,
+/// alternating; the machine's noise is as large as the difference). The old table goes
+/// back to the system as soon as the new one holds its slots.
 ///
 /// Serialized as the ids in record order; decoding rebuilds the slots and rejects an
 /// id given twice.
 #[derive(Default)]
 struct VidIndex {
-    /// (low 32 bits of the id, record number); an empty slot has [`NONE`].
-    slots: Vec<(u32, u32)>,
+    /// (low 32 bits of the id, record number + 1, with [`WIDE`] set for a wide id); an
+    /// empty slot is (0, 0).
+    slots: Slots,
     len: usize,
     /// Ids outside `0..=u32::MAX`, by record number.
     wide: FxMap<u32, i64>,
+}
+
+/// The slots of a [`VidIndex`]: zeroed memory that goes back to the operating system the
+/// moment a grown-out table is dropped. Through the allocator it would not: mimalloc
+/// keeps freed memory 10 s (`braid` and `braid-bench` ask it to, for the windows
+/// made on one thread and freed on another), and the partitions, all of one size,
+/// grow their tables within seconds of each other, so the old tables of all of them
+/// stayed resident beside the new ones (at L = 2,000 a spike of 1.6 GB, the run's
+/// peak). On Unix the table is its own anonymous mapping (also: pages never written
+/// are never resident, and nothing writes the empty slots); elsewhere it is zeroed
+/// memory from the allocator.
+struct Slots {
+    ptr: std::ptr::NonNull<(u32, u32)>,
+    len: usize,
+}
+
+// SAFETY: `Slots` owns its memory exclusively, like a `Box<[(u32, u32)]>`.
+unsafe impl Send for Slots {}
+// SAFETY: as above; shared access only reads.
+unsafe impl Sync for Slots {}
+
+/// Tables this large ask for huge pages (see [`Slots::zeroed`]).
+#[cfg(unix)]
+const HUGE_PAGE: usize = 2 << 20;
+
+impl Default for Slots {
+    fn default() -> Slots {
+        Slots {
+            ptr: std::ptr::NonNull::dangling(),
+            len: 0,
+        }
+    }
+}
+
+impl Slots {
+    /// `len` empty slots.
+    fn zeroed(len: usize) -> Slots {
+        if len == 0 {
+            return Slots::default();
+        }
+        let layout = Slots::layout(len);
+        #[cfg(unix)]
+        // SAFETY: a fresh private anonymous mapping of `layout.size()` bytes, read and
+        // written only through this `Slots` and unmapped once in `drop`; the kernel
+        // fills it with zeros, which is (0, 0), a valid `(u32, u32)`.
+        let ptr = unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                layout.size(),
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p == libc::MAP_FAILED {
+                std::alloc::handle_alloc_error(layout);
+            }
+            // A lookup lands on a random slot: with 2 MB pages where the system gives
+            // them for the asking, far fewer of those miss the TLB too (a hint; a
+            // refusal changes nothing).
+            if layout.size() >= HUGE_PAGE {
+                libc::madvise(p, layout.size(), libc::MADV_HUGEPAGE);
+            }
+            p.cast::<(u32, u32)>()
+        };
+        #[cfg(not(unix))]
+        // SAFETY: `layout` has a non-zero size; zeroed bytes are a valid `(u32, u32)`.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout).cast::<(u32, u32)>() };
+        let ptr =
+            std::ptr::NonNull::new(ptr).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        Slots { ptr, len }
+    }
+
+    fn layout(len: usize) -> std::alloc::Layout {
+        std::alloc::Layout::array::<(u32, u32)>(len)
+            .unwrap_or_else(|_| panic!("an index of {len} slots does not fit in memory"))
+    }
+}
+
+impl Drop for Slots {
+    fn drop(&mut self) {
+        if self.len == 0 {
+            return;
+        }
+        let layout = Slots::layout(self.len);
+        #[cfg(unix)]
+        // SAFETY: the mapping made in `zeroed`, of this size, unmapped once.
+        unsafe {
+            libc::munmap(self.ptr.as_ptr().cast(), layout.size());
+        }
+        #[cfg(not(unix))]
+        // SAFETY: allocated in `zeroed` with this layout, freed once.
+        unsafe {
+            std::alloc::dealloc(self.ptr.as_ptr().cast(), layout);
+        }
+    }
+}
+
+impl std::ops::Deref for Slots {
+    type Target = [(u32, u32)];
+    fn deref(&self) -> &[(u32, u32)] {
+        // SAFETY: `len` initialized slots at `ptr` (or dangling with `len` 0).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl std::ops::DerefMut for Slots {
+    fn deref_mut(&mut self) -> &mut [(u32, u32)] {
+        // SAFETY: as in `deref`, and `&mut self` is the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
 }
 
 /// Asks the caches for the line holding `x` (a hint: nothing is read, nothing can
@@ -750,9 +867,10 @@ fn prefetch<T>(x: &T) {
     let _ = x;
 }
 
-/// The bit of a slot's record number that says its id is in `VidIndex::wide` (record
-/// numbers are below it).
+/// The bit of a slot's record number that says its id is in `VidIndex::wide`.
 const WIDE: u32 = 1 << 31;
+/// Records a partition can hold (a slot holds a record's number + 1 below [`WIDE`]).
+const MAX_RECORDS: u32 = WIDE - 1;
 
 impl VidIndex {
     /// The slot where a probe for an id with low bits `lo` starts: the high bits of a
@@ -783,17 +901,18 @@ impl VidIndex {
         let n = self.slots.len();
         let mut i = self.start(lo);
         loop {
-            let (key, record) = self.slots[i];
-            if record == NONE {
+            let (key, slot) = self.slots[i];
+            if slot == 0 {
                 return None;
             }
             if key == lo {
-                if record & WIDE == 0 {
+                let record = (slot & !WIDE) - 1;
+                if slot & WIDE == 0 {
                     if narrow {
                         return Some(record);
                     }
-                } else if !narrow && self.wide.get(&(record & !WIDE)) == Some(&vid) {
-                    return Some(record & !WIDE);
+                } else if !narrow && self.wide.get(&record) == Some(&vid) {
+                    return Some(record);
                 }
             }
             i += 1;
@@ -803,23 +922,23 @@ impl VidIndex {
         }
     }
 
-    /// Adds `record` (below [`WIDE`]) for `vid` (not in the index), growing the table
-    /// by half to stay at most 3/4 full.
+    /// Adds `record` (below [`MAX_RECORDS`]) for `vid` (not in the index), growing the
+    /// table by a quarter to stay at most 4/5 full.
     fn insert(&mut self, vid: i64, record: u32) {
-        debug_assert!(record < WIDE);
+        debug_assert!(record < MAX_RECORDS);
         let slot = match u32::try_from(vid) {
-            Ok(_) => record,
+            Ok(_) => record + 1,
             Err(_) => {
                 self.wide.insert(record, vid);
-                record | WIDE
+                (record + 1) | WIDE
             }
         };
-        if (self.len + 1) * 4 > self.slots.len() * 3 {
-            let size = (self.slots.len() + self.slots.len() / 2).max(64);
-            let old = std::mem::replace(&mut self.slots, vec![(0, NONE); size]);
-            for (key, r) in old {
-                if r != NONE {
-                    self.place(key, r);
+        if (self.len + 1) * 5 > self.slots.len() * 4 {
+            let size = (self.slots.len() + self.slots.len() / 4).max(64);
+            let old = std::mem::replace(&mut self.slots, Slots::zeroed(size));
+            for &(key, s) in old.iter() {
+                if s != 0 {
+                    self.place(key, s);
                 }
             }
         }
@@ -830,7 +949,7 @@ impl VidIndex {
     fn place(&mut self, lo: u32, slot: u32) {
         let n = self.slots.len();
         let mut i = self.start(lo);
-        while self.slots[i].1 != NONE {
+        while self.slots[i].1 != 0 {
             i += 1;
             if i == n {
                 i = 0;
@@ -848,11 +967,11 @@ impl VidIndex {
         // `len` slots name records below `n`, none twice: each record has its id.
         let mut ids = vec![0i64; n];
         let mut seen = vec![0u64; n.div_ceil(64)];
-        for &(key, slot) in &self.slots {
-            if slot == NONE {
+        for &(key, slot) in self.slots.iter() {
+            if slot == 0 {
                 continue;
             }
-            let r = (slot & !WIDE) as usize;
+            let r = ((slot & !WIDE) - 1) as usize;
             let id = match slot & WIDE {
                 0 => i64::from(key),
                 _ => match self.wide.get(&(r as u32)) {
@@ -872,7 +991,7 @@ impl VidIndex {
 
     /// Bytes held.
     fn capacity_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<(u32, u32)>()
+        self.slots.len() * std::mem::size_of::<(u32, u32)>()
             + self.wide.capacity() * (std::mem::size_of::<(u32, i64)>() + 1)
     }
 }
@@ -896,7 +1015,7 @@ impl<'de> Deserialize<'de> for VidIndex {
             }
             let r = u32::try_from(r)
                 .ok()
-                .filter(|&r| r < WIDE)
+                .filter(|&r| r < MAX_RECORDS)
                 .ok_or_else(|| serde::de::Error::custom(format!("{} records", ids.len())))?;
             index.insert(vid, r);
         }
@@ -1652,7 +1771,7 @@ impl Partition {
                 return Err(format!("stopped vehicles {s:?} at {loc:?} out of range"));
             }
         }
-        if self.records.len() >= WIDE as usize {
+        if self.records.len() >= MAX_RECORDS as usize {
             return Err(format!("{} records", self.records.len()));
         }
         let ids = self.index.ids(self.records.len())?;

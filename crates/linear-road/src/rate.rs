@@ -5,7 +5,8 @@
 //!
 //! The load is `base_xways` generated expressways replicated into `L / base_xways`
 //! copies by renumbering: copy `c` has expressways `x + c * base_xways`, vehicle ids
-//! `v + c * VID_STRIDE` and query ids `q * copies + c`. Copies are independent worlds
+//! `v + c * stride` (the stride a power of ten above the base's vehicle count, see
+//! [`vid_stride`]) and query ids `q * copies + c`. Copies are independent worlds
 //! (vehicles re-enter only within their copy), so the expected answers of copy `c` are
 //! the base's expected answers renumbered: the independent validator computes them
 //! once on the base and compares every sampled copy's outputs with them. The toll
@@ -23,8 +24,18 @@ use braid_plan::types::Schema;
 use std::sync::mpsc::{sync_channel, Receiver, TryRecvError};
 use std::sync::Arc;
 
-/// Vehicle-id offset between copies.
-pub const VID_STRIDE: i64 = 10_000_000;
+/// Vehicle-id offset between copies for a base of `vehicles` vehicles (ids
+/// `0..vehicles`): the least power of ten above the largest id, so a copy's ids read
+/// as the copy's number and the base id, and stay within Linear Road's 32 bits as long
+/// as `copies * stride` does (a fixed 10,000,000 put 14% of the vehicles of L = 2,000
+/// beyond them, each an entry of the index's side map).
+pub fn vid_stride(vehicles: u64) -> i64 {
+    let mut s = 10i64;
+    while (s as u64) < vehicles {
+        s *= 10;
+    }
+    s
+}
 
 /// Name of the replicated generator source.
 pub const SOURCE: &str = "lr_replicated";
@@ -128,12 +139,15 @@ pub struct Candidate {
     /// Most input rows sent into the dataflow and not yet through it at once (the
     /// windows in flight: 136 bytes a row in a batch).
     pub in_flight_peak: u64,
+    /// Vehicle-id offset between copies ([`vid_stride`]).
+    pub vid_stride: i64,
 }
 
 /// The replicated generator, read on worker 0 through a thread.
 struct Replicated {
     gen: GenConfig,
     copies: u32,
+    stride: i64,
     window: usize,
     /// Rows handed to the engine so far (for the throughput plot).
     handed: Arc<std::sync::atomic::AtomicU64>,
@@ -149,7 +163,8 @@ impl SourceFactory for Replicated {
             return None;
         }
         let (tx, rx) = sync_channel::<(u64, Batch)>(256);
-        let (gen, copies, window) = (self.gen.clone(), self.copies, self.window);
+        let (gen, copies, stride, window) =
+            (self.gen.clone(), self.copies, self.stride, self.window);
         std::thread::spawn(move || {
             let mut second: Vec<Input> = Vec::new();
             let mut seq = 0u64;
@@ -161,7 +176,7 @@ impl SourceFactory for Replicated {
                 let mut out = Batch::with_capacity(15, window);
                 for c in 0..copies {
                     for i in second.iter() {
-                        let r = replica(i, c, copies, gen.xways);
+                        let r = replica(i, c, copies, gen.xways, stride);
                         out.push_ints(RowKey { seq, lane: 0 }, &r.fields());
                         seq += 1;
                         if out.len() >= window {
@@ -222,10 +237,10 @@ impl NativeSource for ChannelSource {
 }
 
 /// Copy `c` of a base tuple.
-pub fn replica(i: &Input, c: u32, copies: u32, base_xways: u32) -> Input {
+pub fn replica(i: &Input, c: u32, copies: u32, base_xways: u32, stride: i64) -> Input {
     let mut r = *i;
     let c64 = i64::from(c);
-    r.vid += c64 * VID_STRIDE;
+    r.vid += c64 * stride;
     if r.xway >= 0 {
         r.xway += c64 * i64::from(base_xways);
     }
@@ -236,7 +251,7 @@ pub fn replica(i: &Input, c: u32, copies: u32, base_xways: u32) -> Input {
 }
 
 /// Copy `c` of a base output.
-pub fn replica_output(o: &Output, c: u32, copies: u32) -> Output {
+pub fn replica_output(o: &Output, c: u32, copies: u32, stride: i64) -> Output {
     let c64 = i64::from(c);
     let q = |qid: i64| qid * i64::from(copies) + c64;
     match *o {
@@ -247,7 +262,7 @@ pub fn replica_output(o: &Output, c: u32, copies: u32) -> Output {
             lav,
             toll,
         } => Output::Toll {
-            vid: vid + c64 * VID_STRIDE,
+            vid: vid + c64 * stride,
             time,
             emit,
             lav,
@@ -261,7 +276,7 @@ pub fn replica_output(o: &Output, c: u32, copies: u32) -> Output {
         } => Output::Accident {
             time,
             emit,
-            vid: vid + c64 * VID_STRIDE,
+            vid: vid + c64 * stride,
             seg,
         },
         Output::Balance {
@@ -305,9 +320,9 @@ pub fn replica_output(o: &Output, c: u32, copies: u32) -> Output {
 }
 
 /// The copy an output belongs to.
-pub fn copy_of(o: &Output, copies: u32) -> u32 {
+pub fn copy_of(o: &Output, copies: u32, stride: i64) -> u32 {
     match *o {
-        Output::Toll { vid, .. } | Output::Accident { vid, .. } => (vid / VID_STRIDE) as u32,
+        Output::Toll { vid, .. } | Output::Accident { vid, .. } => (vid / stride) as u32,
         Output::Balance { qid, .. } | Output::Daily { qid, .. } | Output::Travel { qid, .. } => {
             (qid % i64::from(copies.max(1))) as u32
         }
@@ -343,23 +358,30 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         ..GenConfig::default()
     };
     let score_from = i64::from(cfg.warmup_minutes) * 60;
+    // The base's vehicles, for the id stride (generating it once more costs seconds).
+    let stride = vid_stride(generate(&gen, &mut |_| {}, &mut |_| {}).vehicles);
     let samples = sampled(copies, cfg.sample_copies);
     let tolls = TollHistory::generated(Replicas {
         seed: cfg.seed,
         base_xways: cfg.base_xways,
         copies,
-        vid_stride: VID_STRIDE,
+        vid_stride: stride,
     });
-    let mut seg_rows = Vec::new();
-    segment_history(&gen, &mut |r| {
-        seg_rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
-    });
-    let segments = SegmentHistory::from_rows(seg_rows.iter().copied()).replicated(cfg.base_xways);
+    // The segment history's rows are generated again for the validator after the run
+    // (kept through it they were 59 MB of the process).
+    let seg_rows = || {
+        let mut rows = Vec::new();
+        segment_history(&gen, &mut |r| {
+            rows.push((r[0], r[1], r[2], r[3], r[4], r[5], r[6]))
+        });
+        rows
+    };
+    let segments = SegmentHistory::from_rows(seg_rows().into_iter()).replicated(cfg.base_xways);
     let keep = samples.clone();
     let sink = Arc::new(OutputSink::for_rating(
         Some(cfg.speed),
         score_from,
-        Box::new(move |o: &Output| keep.contains(&copy_of(o, copies))),
+        Box::new(move |o: &Output| keep.contains(&copy_of(o, copies, stride))),
     ));
     let mut registry = Registry::with_builtins();
     let ended = app::register(
@@ -374,6 +396,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         Arc::new(Replicated {
             gen: gen.clone(),
             copies,
+            stride,
             window: 1024,
             handed: handed.clone(),
         }),
@@ -452,11 +475,10 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         }
     }
     let mut seg_table = SegmentTable::new();
-    for r in &seg_rows {
+    for r in seg_rows() {
         seg_table.insert((r.0, r.1, r.2, r.3, r.4), r.5, r.6);
     }
     let expected = expected_outputs(base, &toll_table, Some(&seg_table));
-    drop(seg_rows);
     let vopts = Options {
         score_from_time: score_from,
         ..Options::default()
@@ -467,12 +489,12 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         e.outputs = expected
             .outputs
             .iter()
-            .map(|o| replica_output(o, c, copies))
+            .map(|o| replica_output(o, c, copies, stride))
             .collect();
         let mine: Vec<Output> = produced
             .iter()
             .copied()
-            .filter(|o| copy_of(o, copies) == c)
+            .filter(|o| copy_of(o, copies, stride) == c)
             .collect();
         validation.push((c, compare(&e, &mine, &vopts)));
     }
@@ -508,5 +530,6 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         }),
         vehicles: ended.vehicles.load(std::sync::atomic::Ordering::Relaxed),
         in_flight_peak: report.queued_peak,
+        vid_stride: stride,
     })
 }
