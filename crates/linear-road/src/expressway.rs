@@ -2670,6 +2670,54 @@ mod tests {
     /// exactly, and survives a checkpoint.
     /// The index keeps every id: ids that share their low 32 bits, and ids outside
     /// 0..=u32::MAX, are vehicles of their own, in answers and through a checkpoint.
+    /// The index against a plain map, through every growth of its table: each id finds
+    /// its record (narrow ids that share low bits, wide ones, record 0), an id never
+    /// inserted finds none, the table is never more than 4/5 full, and the ids come
+    /// back in record order.
+    #[test]
+    fn the_index_finds_every_vehicle_through_its_growths() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(19);
+        let mut index = VidIndex::default();
+        let mut truth: std::collections::HashMap<i64, u32> = Default::default();
+        let mut ids = Vec::new();
+        let mut sizes = Vec::new();
+        while ids.len() < 20_000 {
+            let vid = match rng.gen_range(0..4) {
+                0 => ids.len() as i64,
+                1 => rng.gen_range(0..=i64::from(u32::MAX)),
+                2 => rng.gen_range(1..4i64) << 32 | rng.gen_range(0..64),
+                _ => rng.gen::<i64>(),
+            };
+            if truth.contains_key(&vid) {
+                continue;
+            }
+            let record = ids.len() as u32;
+            assert_eq!(index.find(vid), None, "{vid} before its insert");
+            index.insert(vid, record);
+            truth.insert(vid, record);
+            ids.push(vid);
+            assert!(
+                index.len * 5 <= index.slots.len() * 4,
+                "{} in {}",
+                index.len,
+                index.slots.len()
+            );
+            if sizes.last() != Some(&index.slots.len()) {
+                sizes.push(index.slots.len());
+                for (&v, &r) in &truth {
+                    assert_eq!(index.find(v), Some(r), "{v} at {} slots", index.slots.len());
+                }
+            }
+        }
+        assert!(sizes.len() > 10, "grew {} times", sizes.len());
+        for k in 0..2_000 {
+            let v = rng.gen::<i64>() ^ k;
+            assert_eq!(index.find(v), truth.get(&v).copied(), "{v}");
+        }
+        assert_eq!(index.ids(ids.len()), Ok(ids));
+    }
+
     #[test]
     fn ids_beyond_32_bits_are_vehicles_of_their_own() {
         let ids = [

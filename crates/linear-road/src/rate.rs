@@ -376,7 +376,7 @@ pub fn run_candidate(cfg: &RateConfig, l: u32) -> braid_exec::error::Result<Cand
         });
         rows
     };
-    let segments = SegmentHistory::from_rows(seg_rows().into_iter()).replicated(cfg.base_xways);
+    let segments = SegmentHistory::from_rows(seg_rows()).replicated(cfg.base_xways);
     let keep = samples.clone();
     let sink = Arc::new(OutputSink::for_rating(
         Some(cfg.speed),
