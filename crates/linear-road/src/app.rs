@@ -224,8 +224,9 @@ const CHECKPOINT_MAGIC: u32 = u32::from_le_bytes(*b"LRck");
 /// The layout of the checkpoint; a build reads only its own (2: one record per
 /// vehicle; 3: the 48-byte record, totals beyond 32 bits in a side map; 4: the 36-byte
 /// record, ids in the index only, groups of the current minute only; 5: the 32-byte
-/// record, the latest notification packed in one word).
-const CHECKPOINT_VERSION: u32 = 5;
+/// record, the latest notification packed in one word; 6: a left group's speed sum and
+/// count packed in one word).
+const CHECKPOINT_VERSION: u32 = 6;
 /// Magic, version, partition, partitions (u32 each), then the state's length and
 /// checksum (u64 each), all little endian.
 const CHECKPOINT_HEADER: usize = 32;

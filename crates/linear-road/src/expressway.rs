@@ -42,7 +42,7 @@
 //!   completed minutes (a ring), the answer cached for the current minute and the
 //!   accidents that can still be active.
 //! * For the current minute only: the groups vehicles left for another segment within
-//!   it (16 bytes each, chained from the vehicle's record, so a vehicle that comes back
+//!   it (12 bytes each, chained from the vehicle's record, so a vehicle that comes back
 //!   to a segment in the same minute takes its group back). A minute's end reads the
 //!   records once, in memory order, and these.
 //!
@@ -444,21 +444,19 @@ impl Record {
     /// The group's speed sum.
     #[inline]
     fn g_spd(&self) -> i32 {
-        // Sign-extended from its 24 bits.
-        ((self.g_sum << (32 - SPD_BITS)) as i32) >> (32 - SPD_BITS)
+        sum_spd(self.g_sum)
     }
 
     /// Reports in the group (0: none).
     #[inline]
     fn g_count(&self) -> u8 {
-        (self.g_sum >> SPD_BITS) as u8
+        sum_count(self.g_sum)
     }
 
     /// Sets the group's speed sum (-2^23 to 2^23 - 1) and report count.
     #[inline]
     fn set_group(&mut self, spd: i32, count: u8) {
-        debug_assert!(SPD_RANGE.contains(&spd));
-        self.g_sum = (spd as u32 & ((1 << SPD_BITS) - 1)) | u32::from(count) << SPD_BITS;
+        self.g_sum = group_sum(spd, count);
     }
 
     /// The trip's location (with `trip_seg != NONE`).
@@ -697,16 +695,54 @@ impl<'de> Deserialize<'de> for Records {
     }
 }
 
-/// A group a vehicle left within the current minute: (segment record, speed sum,
-/// report count), and the next group the same vehicle left. A count of 0: taken back
-/// (the vehicle came back to the segment within the minute and its record holds the
-/// group again).
+/// A group's speed sum (-2^23 to 2^23 - 1) and report count in one word: the sum in
+/// the low [`SPD_BITS`] (two's complement), the count above.
+#[inline]
+fn group_sum(spd: i32, count: u8) -> u32 {
+    debug_assert!(SPD_RANGE.contains(&spd));
+    (spd as u32 & ((1 << SPD_BITS) - 1)) | u32::from(count) << SPD_BITS
+}
+
+/// The speed sum of a [`group_sum`].
+#[inline]
+fn sum_spd(sum: u32) -> i32 {
+    // Sign-extended from its 24 bits.
+    ((sum << (32 - SPD_BITS)) as i32) >> (32 - SPD_BITS)
+}
+
+/// The report count of a [`group_sum`] (0: no group).
+#[inline]
+fn sum_count(sum: u32) -> u8 {
+    (sum >> SPD_BITS) as u8
+}
+
+/// A group a vehicle left within the current minute: its segment record, its speed sum
+/// and report count (packed as in the record, 12 bytes an entry where 16 were: the
+/// list keeps the capacity of the busiest minute), and the next group the same vehicle
+/// left. A count of 0: taken back (the vehicle came back to the segment within the
+/// minute and its record holds the group again).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 struct Left {
     seg: u32,
-    spd: i32,
-    count: u16,
+    /// [`group_sum`] of the speed sum and the count.
+    sum: u32,
     next: u32,
+}
+
+const _: () = assert!(std::mem::size_of::<Left>() == 12);
+
+impl Left {
+    /// The group's speed sum.
+    #[inline]
+    fn spd(&self) -> i32 {
+        sum_spd(self.sum)
+    }
+
+    /// Reports in the group (0: taken back).
+    #[inline]
+    fn count(&self) -> u16 {
+        u16::from(sum_count(self.sum))
+    }
 }
 
 /// Vehicle id -> its record's number: open addressing with linear probing, each slot
@@ -1468,8 +1504,8 @@ impl Partition {
             }
         }
         for l in &self.left {
-            if l.count > 0 {
-                self.road.add_group(l.seg, l.spd, l.count, minute);
+            if l.count() > 0 {
+                self.road.add_group(l.seg, l.spd(), l.count(), minute);
             }
         }
         self.left.clear();
@@ -1533,15 +1569,14 @@ impl Partition {
         if r.g_count() > 0 {
             out.push(Left {
                 seg: r.g_seg,
-                spd: r.g_spd(),
-                count: u16::from(r.g_count()),
+                sum: r.g_sum,
                 next: NONE,
             });
         }
         let mut j = r.left;
         while j != NONE {
             let l = self.left[j as usize];
-            if l.count > 0 {
+            if l.count() > 0 {
                 out.push(l);
             }
             j = l.next;
@@ -1730,7 +1765,7 @@ impl Partition {
                 if mine.g_count() == 0 {
                     // In range: `check_references` checked the groups of `other`.
                     mine.g_seg = g.seg;
-                    mine.set_group(g.spd, g.count as u8);
+                    mine.g_sum = g.sum;
                 } else {
                     self.left.push(Left {
                         next: mine.left,
@@ -1828,17 +1863,10 @@ impl Partition {
                     }
                 }
                 let l = self.left[j as usize];
-                if l.count > 0 && (l.seg as usize) >= segs {
+                if l.count() > 0 && (l.seg as usize) >= segs {
                     return Err(format!(
                         "minute group of vehicle {vid} in segment record {} of {segs}",
                         l.seg
-                    ));
-                }
-                // What a record's group could not hold when taken back.
-                if l.count > u16::from(u8::MAX) || !SPD_RANGE.contains(&l.spd) {
-                    return Err(format!(
-                        "minute group of vehicle {vid} with {} reports and speed sum {}",
-                        l.count, l.spd
                     ));
                 }
                 j = l.next;
@@ -1855,7 +1883,7 @@ impl Partition {
         use std::mem::size_of;
         let accidents: usize = self.road.segs.iter().map(|s| s.accidents.len()).sum();
         let minute_groups = self.records.iter().filter(|r| r.g_count() > 0).count()
-            + self.left.iter().filter(|l| l.count > 0).count();
+            + self.left.iter().filter(|l| l.count() > 0).count();
         let parts = StateBytes {
             records: self.records.capacity_bytes(),
             index: self.index.capacity_bytes(),
@@ -1945,7 +1973,7 @@ impl Partition {
                     u16::from(rec.g_count())
                 } else {
                     back = Self::left_in(&self.left, rec.left, seg_id);
-                    back.map_or(0, |j| self.left[j as usize].count)
+                    back.map_or(0, |j| self.left[j as usize].count())
                 };
                 if count >= u16::from(u8::MAX) {
                     self.ignored += 1;
@@ -1977,8 +2005,7 @@ impl Partition {
             if rec.g_count() > 0 {
                 self.left.push(Left {
                     seg: rec.g_seg,
-                    spd: rec.g_spd(),
-                    count: u16::from(rec.g_count()),
+                    sum: rec.g_sum,
                     next: rec.left,
                 });
                 rec.left = (self.left.len() - 1) as u32;
@@ -1986,8 +2013,8 @@ impl Partition {
             let (spd0, count0) = match back {
                 Some(j) => {
                     let l = &mut self.left[j as usize];
-                    let had = (l.spd, l.count);
-                    l.count = 0;
+                    let had = (l.spd(), l.count());
+                    l.sum = 0;
                     had
                 }
                 None => (0, 0),
@@ -2082,7 +2109,7 @@ impl Partition {
     fn left_in(left: &[Left], mut j: u32, seg: u32) -> Option<u32> {
         while j != NONE {
             let l = left[j as usize];
-            if l.seg == seg && l.count > 0 {
+            if l.seg == seg && l.count() > 0 {
                 return Some(j);
             }
             j = l.next;
@@ -3361,7 +3388,7 @@ mod tests {
             &corrupt(&|q| {
                 let j = q.records[with_left[0]].left as usize;
                 q.left[j].seg = 400;
-                q.left[j].count = 1;
+                q.left[j].sum = group_sum(30, 1);
             }),
             "segment record 400 of 400",
         );
