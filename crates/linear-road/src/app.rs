@@ -103,9 +103,11 @@ impl StreamFunctionFactory for LinearRoad {
     }
 
     fn create(&self, partition: u32, partitions: u32) -> Box<dyn StreamFunction> {
+        let mut part = Partition::new(self.tolls.clone(), self.segments.clone());
+        part.stagger(partition, partitions);
         Box::new(Adapter {
             ignored: self.ignored.clone(),
-            part: Partition::new(self.tolls.clone(), self.segments.clone()),
+            part,
             buf: Vec::new(),
             partition: i64::from(partition),
             partitions: i64::from(partitions.max(1)),
