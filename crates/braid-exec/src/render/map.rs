@@ -599,7 +599,15 @@ pub(crate) fn render<'s>(
                     activator.activate();
                     return;
                 }
-                if frontier.is_empty() && bound.is_none() {
+                // The input has ended once neither rows nor a barrier can still come
+                // (the barriers' frontier may trail the rows': epochs then wait in the
+                // stash, and finishing before them closed their windows at the end).
+                if frontier.is_empty()
+                    && barrier_frontier.is_empty()
+                    && bound.is_none()
+                    && running.is_none()
+                    && stash.is_empty()
+                {
                     if let Some(cap) = end_cap.take() {
                         for (k, &p) in local.iter().enumerate() {
                             if !parts.created(k) {

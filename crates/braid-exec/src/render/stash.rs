@@ -95,6 +95,11 @@ impl<D> EpochStash<D> {
         Some((epoch, cap, state))
     }
 
+    /// Whether no epoch is held.
+    pub fn is_empty(&self) -> bool {
+        self.epochs.is_empty()
+    }
+
     /// Whether [`EpochStash::pop_done`] would give an epoch now.
     pub fn any_done(&self, done: impl Fn(u64) -> bool) -> bool {
         self.epochs.keys().next().is_some_and(|&e| done(e))

@@ -505,6 +505,13 @@ pub(super) fn feed(
     if let Some(s) = &mut shares {
         s.pump();
     }
+    if let (Some(linger), Some(_)) = (cfg.barriers_linger, &control) {
+        drop(input);
+        let until = std::time::Instant::now() + linger;
+        while std::time::Instant::now() < until && !shared.stopping() {
+            step(worker, &mut shares, Some(Duration::from_millis(1)));
+        }
+    }
     if leader {
         // A live rescale after which the input had nothing more: its pause ends here.
         if let Some(at) = shared.pause.lock().ok().and_then(|mut p| p.take()) {

@@ -108,6 +108,10 @@ pub struct RunConfig {
     /// scheduler and the latency constraint say (`braid_plan::plan::Scheduler`). Zero
     /// yields after every slice of rows (tests run the policies' resumption that way).
     pub quantum: Option<Duration>,
+    /// With checkpoints, each worker's barrier input stays open this long after its
+    /// rows' input has ended (a test's knob: the barriers' frontier then trails the
+    /// rows', as it may across workers).
+    pub barriers_linger: Option<Duration>,
 }
 
 impl Default for RunConfig {
@@ -137,6 +141,7 @@ impl Default for RunConfig {
             chain: None,
             chain_alternate: None,
             quantum: None,
+            barriers_linger: None,
         }
     }
 }
