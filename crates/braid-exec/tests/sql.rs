@@ -366,7 +366,7 @@ fn sql_partitioning_follows_state() {
     write_calls(&dir.0.join("texts.csv"), &[]);
     std::fs::write(dir.0.join("watch.csv"), "number,risk\n").expect("watch");
     let expect = [
-        ("stateless", "round robin"),
+        ("stateless", "any partition (no operator keeps state"),
         ("tumble", "hash hash(caller)"),
         ("hop", TWO_PHASE),
         ("global", TWO_PHASE),

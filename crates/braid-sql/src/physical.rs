@@ -3,10 +3,11 @@
 //! stages and each stage's [`Partitioning`]; this module turns those decisions into
 //! [`Plan`] nodes.
 //!
-//! A [`Partitioning`] becomes a split: one partition with route 0, round robin, a hash
-//! route, or a grid of [`grid_sides`]`(q)` partitions. A filter moved into the balancer
-//! becomes the route's `when` (rows it rejects never leave the splitter). Between
-//! stages the merge is a union; the last stage's follows `SET merge`.
+//! A [`Partitioning`] becomes a split: one partition with route 0, any partition (the
+//! splitting worker keeps the window), a hash route, or a grid of [`grid_sides`]`(q)`
+//! partitions. A filter moved into the balancer becomes the route's `when` (rows it
+//! rejects never leave the splitter). Between stages the merge is a union; the last
+//! stage's follows `SET merge`.
 
 use crate::catalog::{MergeMode, Settings, SinkDef, StreamDef};
 use crate::logical::Logical;
@@ -20,8 +21,10 @@ use braid_plan::plan::{MergeKind, Plan, Route, Sink, Source, SourceSpec, Strateg
 pub enum Partitioning {
     /// One partition; the reason.
     Single(String),
-    /// Row `seq` to partition `seq % q`.
-    RoundRobin,
+    /// No operator keeps state: each window whole to a partition of the worker that
+    /// splits it (`Route::Any`), so rows stay where they were read or made (dealt by
+    /// window over the workers when one worker reads them all).
+    Stateless,
     /// Round robin, for partial aggregates (of a two-phase aggregate): a group's
     /// partials may be in any partition.
     Partial,
@@ -68,7 +71,9 @@ impl std::fmt::Display for Partitioning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Partitioning::Single(why) => write!(f, "single partition: {why}"),
-            Partitioning::RoundRobin => f.write_str("round robin (no operator keeps state)"),
+            Partitioning::Stateless => f.write_str(
+                "any partition (no operator keeps state: each window whole on the worker that splits it)",
+            ),
             Partitioning::Partial => {
                 f.write_str(
                     "any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition)",
@@ -200,8 +205,7 @@ pub fn stage(
             None,
             Strategy::Fsplit,
         ),
-        Partitioning::RoundRobin => (q, Route::RoundRobin, None, settings.strategy),
-        Partitioning::Partial => (q, Route::Any, None, settings.strategy),
+        Partitioning::Stateless | Partitioning::Partial => (q, Route::Any, None, settings.strategy),
         Partitioning::Hash { route, .. } => (
             q,
             Route::Expr {

@@ -152,7 +152,7 @@ impl Build<'_> {
                 factory = factory.after_cut();
             }
             // Hash partitioning keys every stateful operator's state by what rows are
-            // hashed by; round robin is chosen only without state, and one partition
+            // hashed by; any partition is chosen only without state, and one partition
             // stays one. A grid copies rows over partitions by no key.
             if !matches!(part, Partitioning::Grid { .. }) {
                 factory = factory.rescalable();

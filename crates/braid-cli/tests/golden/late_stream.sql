@@ -129,7 +129,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --         Map: query4 on each of 4 partitions  -> (_operator string?, caller int64?, sender int64?, start int64?)
 --           worker 0: partitions 0,2
 --           worker 1: partitions 1,3
---           Split: q = 4, route round robin, broadcast none, strategy autosplit
+--           Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --             autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --             shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --             Source: late(pairs) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)
@@ -140,7 +140,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --   Filter (start > 100)
 --     Scan late(pairs) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)
 -- == optimized plan ==
--- partitioning: round robin (no operator keeps state)
+-- partitioning: any partition (no operator keeps state: each window whole on the worker that splits it)
 -- Project _operator, caller, sender, start
 --   Filter (start > 100)
 --     Scan late(pairs) (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)
@@ -150,7 +150,7 @@ SELECT _operator, caller, sender, start FROM LATE(pairs) WHERE start > 100;
 --     Map: query4 on each of 4 partitions  -> (_operator string?, caller int64?, sender int64?, start int64?)
 --       worker 0: partitions 0,2
 --       worker 1: partitions 1,3
---       Split: q = 4, route round robin, broadcast none, strategy autosplit
+--       Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on worker 0; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Source: late(pairs) = the late rows of plan 0  -> (_operator string, _refused_at int64 EVENT TIME, caller int64?, start int64?, dur int64?, sender int64?)

@@ -58,13 +58,13 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --     Filter (dur > 0)
 --       Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
 -- == optimized plan ==
--- stage 1: round robin (no operator keeps state)
+-- stage 1: any partition (no operator keeps state: each window whole on the worker that splits it)
 -- Filter (dur > 0)
 --   Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
 -- stage 2: hash hash((dur / 60)) (group-by keys)
 -- Aggregate window=TUMBLE(100) keys=[(dur / 60)] aggs=[count(*)]
 --   Scan stage1 (caller int64?, start int64 EVENT TIME, dur int64?)
--- stage 3: round robin (no operator keeps state)
+-- stage 3: any partition (no operator keeps state: each window whole on the worker that splits it)
 -- Project window_end, __key0 AS minutes, __agg0 AS n
 --   Scan stage2 (window_start int64, window_end int64 EVENT TIME, key1 int64?, __agg0 int64?)
 -- == physical plan ==
@@ -73,7 +73,7 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --     Map: query2_3 on each of 4 partitions  -> (window_end int64 EVENT TIME, minutes int64?, n int64?)
 --       worker 0: partitions 0,2
 --       worker 1: partitions 1,3
---       Split: q = 4, route round robin, broadcast none, strategy autosplit
+--       Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
 --         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
 --         Merge: union  -> (window_start int64, window_end int64 EVENT TIME, key1 int64?, __agg0 int64?)
@@ -87,7 +87,7 @@ GROUP BY TUMBLE(c.start, 100), dur / 60;
 --                 Map: query2_1 on each of 4 partitions  -> (caller int64?, start int64 EVENT TIME, dur int64?)
 --                   worker 0: partitions 0,2
 --                   worker 1: partitions 1,3
---                   Split: q = 4, route round robin, broadcast none, strategy autosplit
+--                   Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
 --                     autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 2] work 2.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
 --                     shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)
 --                     splitters on workers 0,1; each partition merges its p inputs in serial order

@@ -1,7 +1,8 @@
 //! Rule: **choose the partitioning**. How a stage's input is spread over partitions
-//! follows its stateful operators: round robin when there is none, a hash of the
-//! group-by keys for an aggregate, a hash of the equi-join keys for a keyed stream join,
-//! and a sqrt(N) x sqrt(N) grid for a join without keys. Every key is traced down to the
+//! follows its stateful operators: any partition when there is none (each window stays
+//! whole on the worker that splits it), a hash of the group-by keys for an aggregate, a
+//! hash of the equi-join keys for a keyed stream join, and a sqrt(N) x sqrt(N) grid for
+//! a join without keys. Every key is traced down to the
 //! physical row ([`trace`]); operators whose keys trace to the same input columns share
 //! one partitioning. State that cannot be partitioned (an aggregate without keys, count
 //! windows, conflicting keys) runs in one partition, and EXPLAIN says why.
@@ -312,11 +313,11 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
                 )),
             }
         }
-        _ => Need::Only(Partitioning::RoundRobin),
+        _ => Need::Only(Partitioning::Stateless),
     }
 }
 
-/// Decides the partitioning of `root`: round robin without state; otherwise every
+/// Decides the partitioning of `root`: any partition without state; otherwise every
 /// stateful operator's key requirement per input stream, merged. Operators whose keys
 /// trace to the same input columns (an aggregate over a join by the join key, a join
 /// of aggregates on their group keys, two aggregates by one key) share one
@@ -324,7 +325,7 @@ fn need(l: &Logical, layout: &Layout, phys: &Schema) -> Need {
 pub(crate) fn partitioning(root: &Logical, layout: &Layout, phys: &Schema) -> Partitioning {
     let stateful = root.stateful();
     if stateful.is_empty() {
-        return Partitioning::RoundRobin;
+        return Partitioning::Stateless;
     }
     let needs: Vec<Need> = stateful.iter().map(|l| need(l, layout, phys)).collect();
     let conflict = || {
@@ -374,10 +375,13 @@ mod tests {
     }
 
     #[test]
-    fn stateless_queries_go_round_robin() {
+    fn stateless_queries_go_to_any_partition() {
         let s = scan("s", 0, &["a", "t"]);
         let plan = filter(s.clone(), col(&s, "a").eq(Expr::int(1)));
-        assert_eq!(part(&plan), "round robin (no operator keeps state)");
+        assert_eq!(
+            part(&plan),
+            "any partition (no operator keeps state: each window whole on the worker that splits it)"
+        );
     }
 
     #[test]
