@@ -70,3 +70,30 @@ fn status_mb(field: &str) -> f64 {
         })
         .map_or(0.0, |kb| kb / 1024.0)
 }
+
+/// Runs `f` with this thread (and every thread it starts, which inherits the mask)
+/// allowed on CPU 0 only, then gives the thread back every CPU it had: a run "on one
+/// core". A run started so sees one core in `available_parallelism` (a worker then
+/// parses its own share of a file rather than beside a reader thread). Linux only;
+/// elsewhere `f` runs unpinned.
+pub fn on_one_core<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: cpu_set_t is plain bits; sched_{get,set}affinity(0, ..) read and set
+        // the calling thread's mask from a properly sized set.
+        unsafe {
+            let mut old: libc::cpu_set_t = std::mem::zeroed();
+            let size = std::mem::size_of::<libc::cpu_set_t>();
+            if libc::sched_getaffinity(0, size, &mut old) == 0 {
+                let mut one: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(0, &mut one);
+                if libc::sched_setaffinity(0, size, &one) == 0 {
+                    let out = f();
+                    libc::sched_setaffinity(0, size, &old);
+                    return out;
+                }
+            }
+        }
+    }
+    f()
+}
