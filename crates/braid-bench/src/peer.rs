@@ -364,11 +364,13 @@ pub fn run(a: PeerArgs) -> Result<()> {
         "How to read it: Braid's throughput is {lo:.1}-{hi:.1}x Flink's net throughput at equal \
 parallelism (the target of issue 19 is 10x on every query: {met}). Parallelism 2 against 1, by the \
 medians: {scaling}. On this 2-core machine a second worker adds little for either system. \
-Braid at parallelism 1 already keeps about 1.4 cores busy (its reader thread parses beside the \
-worker); at 2, two readers and two workers share the 2 cores, and `perf` of `filter` puts about \
-a fifth of all samples in the kernel zeroing fresh pages for the readers' windows and the \
-workers' outputs (handing each window back to its reader to be filled again was tried and did \
-not change the times).",
+Braid at parallelism 1 already keeps 1.4-1.8 cores busy (its reader thread parses beside the \
+worker); at 2 each worker parses its own share of the file in its own thread, so the two cores \
+bound what the second worker can add to about 2 / (cores used by one) (docs/benchmarks/sql.md \
+measures 1 worker on one core against 2 on two). Every page a run touches first is zeroed by \
+the kernel, which on this virtual machine costs 4-8 ms per 2 MiB page in its slow hours \
+(`clear_page_erms` 2-30% of the samples from run to run), so absolute times differ between \
+sittings: compare ratios within one.",
         met = if lo >= 10.0 { "met" } else { "not met" }
     );
     let empty = median(
