@@ -38,13 +38,11 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-/// Chunk size when [`ReadOptions::chunk_bytes`] is 0: 64 KiB. A worker parses a whole
-/// chunk into windows before it hands any on, so the chunk bounds what it holds, and a
-/// chunk of dense rows spans few epochs (the feed's horizon is counted in epochs).
-/// Against 1 MiB chunks (docs/benchmarks/ingest.md): 2 workers' peak memory 16-52 MB
-/// lower (the kernel zeroes every fresh page, slowly on a virtual machine), fraud 1.41x
-/// and the peer queries 1.04-1.12x faster, none slower.
-pub const CHUNK_BYTES: u64 = 1 << 16;
+/// Chunk size when [`ReadOptions::chunk_bytes`] is 0: 1 MiB. 64 KiB measured faster
+/// (docs/benchmarks/ingest.md: 2 workers' peak memory 16-52 MB lower, fraud 1.41x, the
+/// peer queries 1.04-1.12x) but is not the default until a hang of a two-process
+/// automatic rescale seen once with it is understood.
+pub const CHUNK_BYTES: u64 = 1 << 20;
 
 /// What serial reading knows at the start of a chunk.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
