@@ -172,21 +172,26 @@ pub fn run(a: SqlArgs) -> Result<()> {
         // The last: one worker on one core (CPU 0 only, so no reader thread beside it
         // either): what a second worker on a second core is measured against.
         let configs = [
-            ("serial", format!("SET parallel = 'off';\n{text}"), 1usize),
-            ("auto", text.clone(), 1),
-            ("auto", text.clone(), 2),
-            ("auto, 1 core", text.clone(), 1),
+            (
+                "serial",
+                format!("SET parallel = 'off';\n{text}"),
+                1usize,
+                false,
+            ),
+            ("auto", text.clone(), 1, false),
+            ("auto", text.clone(), 2, false),
+            ("auto, 1 core", text.clone(), 1, true),
         ];
         let mut rates = Vec::new();
         let mut used = Vec::new();
-        for (label, t, workers) in &configs {
+        for (label, t, workers, pinned) in &configs {
             let mut runs = Vec::new();
             let mut cores = Vec::new();
             let mut out = 0;
             for _ in 0..a.repeat.max(1) {
-                let (r, o, c) = match *label {
-                    "auto, 1 core" => crate::host::on_one_core(|| rate(&a.scratch, t, *workers))?,
-                    _ => rate(&a.scratch, t, *workers)?,
+                let (r, o, c) = match pinned {
+                    true => crate::host::on_one_core(|| rate(&a.scratch, t, *workers))?,
+                    false => rate(&a.scratch, t, *workers)?,
                 };
                 runs.push(r);
                 cores.push(c);

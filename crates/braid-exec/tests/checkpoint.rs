@@ -228,18 +228,24 @@ fn first_difference(got: &[u8], want: &[u8]) -> String {
     )
 }
 
+/// `dir/calls.csv`: `rows` calls, four per time unit, their callers, callees and
+/// durations scrambled by a multiplicative hash of the row number.
+fn write_scrambled_calls(dir: &Path, rows: u64) {
+    let mut calls = String::from("caller,callee,start,dur\n");
+    for i in 0..rows {
+        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
+        calls += &format!("{},{},{},{}\n", x % 997, x % 13, i / 4, x % 600);
+    }
+    std::fs::write(dir.join("calls.csv"), calls).expect("calls");
+}
+
 /// A run started over with checkpoints (`recover: false`) in a directory where an
 /// earlier run had finished, stopped halfway, resumes the query: the earlier run's
 /// `DONE` does not make the resume skip it (which left the output cut short).
 #[test]
 fn a_fresh_start_forgets_an_earlier_finished_run() {
     let dir = Scratch::fresh("ckpt-fresh");
-    let mut calls = String::from("caller,callee,start,dur\n");
-    for i in 0..400_000u64 {
-        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
-        calls += &format!("{},{},{},{}\n", x % 997, x % 13, i / 4, x % 600);
-    }
-    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    write_scrambled_calls(&dir.0, 400_000);
     let text = script(&dir.0, 8, 50);
     let out = dir.0.join("out.csv");
     let ck = dir.0.join("ck");
@@ -1079,12 +1085,7 @@ INSERT INTO out SELECT i, x FROM logs WHERE x % 17 = 3;"
 #[test]
 fn a_map_finishes_after_the_barriers_end() {
     let dir = Scratch::fresh("ckpt-linger");
-    let mut calls = String::from("caller,callee,start,dur\n");
-    for i in 0..40_000u64 {
-        let x = i.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 33;
-        calls += &format!("{},{},{},{}\n", x % 997, x % 13, i / 4, x % 600);
-    }
-    std::fs::write(dir.0.join("calls.csv"), calls).expect("calls");
+    write_scrambled_calls(&dir.0, 40_000);
     let text = script(&dir.0, 8, 50);
     let out = dir.0.join("out.csv");
     run(&dir.0, &text, 1, None, None).expect("a run without checkpoints");

@@ -25,8 +25,8 @@ pub enum Partitioning {
     /// splits it (`Route::Any`), so rows stay where they were read or made (dealt by
     /// window over the workers when one worker reads them all).
     Stateless,
-    /// Round robin, for partial aggregates (of a two-phase aggregate): a group's
-    /// partials may be in any partition.
+    /// Partial aggregates (of a two-phase aggregate), routed as `Stateless` is: a
+    /// group's partials may be in any partition.
     Partial,
     /// A hash of key expressions over the physical row; what the keys are for.
     Hash {

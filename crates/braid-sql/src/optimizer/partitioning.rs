@@ -2,10 +2,10 @@
 //! follows its stateful operators: any partition when there is none (each window stays
 //! whole on the worker that splits it), a hash of the group-by keys for an aggregate, a
 //! hash of the equi-join keys for a keyed stream join, and a sqrt(N) x sqrt(N) grid for
-//! a join without keys. Every key is traced down to the
-//! physical row ([`trace`]); operators whose keys trace to the same input columns share
-//! one partitioning. State that cannot be partitioned (an aggregate without keys, count
-//! windows, conflicting keys) runs in one partition, and EXPLAIN says why.
+//! a join without keys. Every key is traced down to the physical row ([`trace`]);
+//! operators whose keys trace to the same input columns share one partitioning. State
+//! that cannot be partitioned (an aggregate without keys, count windows, conflicting
+//! keys) runs in one partition, and EXPLAIN says why.
 
 use crate::logical::{AggPhase, JoinKind, JoinWindow, Logical};
 use crate::physical::Partitioning;
