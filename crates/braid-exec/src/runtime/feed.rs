@@ -279,6 +279,7 @@ pub(super) fn feed(
                 // worker stops at its first later window (which it reads again after
                 // the switch).
                 if let Some(c) = shared.switching().filter(|&c| epoch > c) {
+                    end_reading(feed, &mut shares);
                     return fence(input, control, c, ticks);
                 }
                 if epoch > now_epoch {
@@ -306,6 +307,7 @@ pub(super) fn feed(
                                     if let Ok(mut p) = shared.pause.lock() {
                                         *p = Some((std::time::Instant::now(), request));
                                     }
+                                    end_reading(feed, &mut shares);
                                     return fence(input, control, closing, ticks);
                                 }
                             }
@@ -403,6 +405,7 @@ pub(super) fn feed(
                         born = shared.now_ns();
                     }
                     if let Some(c) = shared.switching().filter(|&c| epoch > c) {
+                        end_reading(feed, &mut shares);
                         return fence(input, control, c, ticks);
                     }
                     if leader {
@@ -501,10 +504,7 @@ pub(super) fn feed(
         r.push(feed.rejects());
     }
     // The last carries this process's readers published (its input closes here).
-    drop(feed);
-    if let Some(s) = &mut shares {
-        s.pump();
-    }
+    end_reading(feed, &mut shares);
     if let (Some(linger), Some(_)) = (cfg.barriers_linger, &control) {
         drop(input);
         let until = std::time::Instant::now() + linger;
@@ -526,6 +526,16 @@ pub(super) fn feed(
 
 /// Ends a worker's source loop for live rescale `c`: its inputs are held at the first
 /// time after epoch `c` (no operator goes past `c`) until the dataflow is dropped.
+/// Drops a worker's reading and sends on what its readers published last (a reading
+/// stopped before its end stops its board as it drops): the other processes' readers
+/// may be waiting for it, and the worker sends nothing more once its feed has ended.
+fn end_reading(feed: Box<dyn source::Feed>, shares: &mut Option<Shares>) {
+    drop(feed);
+    if let Some(s) = shares {
+        s.pump();
+    }
+}
+
 fn fence(
     mut input: Feeder,
     mut control: Option<Control>,

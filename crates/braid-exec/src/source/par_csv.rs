@@ -38,11 +38,10 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-/// Chunk size when [`ReadOptions::chunk_bytes`] is 0: 1 MiB. 64 KiB measured faster
+/// Chunk size when [`ReadOptions::chunk_bytes`] is 0: 64 KiB, measured against 1 MiB
 /// (docs/benchmarks/ingest.md: 2 workers' peak memory 16-52 MB lower, fraud 1.41x, the
-/// peer queries 1.04-1.12x) but is not the default until a hang of a two-process
-/// automatic rescale seen once with it is understood.
-pub const CHUNK_BYTES: u64 = 1 << 20;
+/// peer queries 1.04-1.12x).
+pub const CHUNK_BYTES: u64 = 1 << 16;
 
 /// What serial reading knows at the start of a chunk.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -296,6 +295,8 @@ pub(crate) struct ParFeed {
     /// Workers reading in shares, and the most epochs one chunk has spanned so far.
     peers: u64,
     span: u64,
+    /// The reader thread's channel closed: it read its whole share.
+    ended: bool,
 }
 
 /// The most epochs a worker reading in shares runs ahead of the output for the chunks
@@ -306,14 +307,18 @@ const AHEAD_MAX: u64 = 4096;
 impl Drop for ParFeed {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        // A worker that parses its share itself and stops before its reading ended (a
-        // live rescale's fence) stops the board, as its reader thread would on seeing
-        // the stop: another worker may be waiting for the carry out of a chunk this one
-        // will now never parse, and would wait forever in its feed's `Next::Wait`.
-        if let Share::Inline(s) = &self.share {
-            if !s.done {
-                self.board.stop();
-            }
+        // A worker that stops before its reading ended (a live rescale's fence) stops
+        // the board now, not when its reader thread next looks at the stop: another
+        // worker may be waiting for the carry out of a chunk this one will now never
+        // parse, and would wait forever in its feed's `Next::Wait`; the other
+        // processes hear of it from the outbox its worker sends on as the feed ends,
+        // which a reader thread's later stop would miss.
+        let ended = match &self.share {
+            Share::Inline(s) => s.done,
+            Share::Thread(_) => self.ended,
+        };
+        if !ended {
+            self.board.stop();
         }
     }
 }
@@ -438,6 +443,7 @@ pub(crate) fn open(
         stop,
         peers: peers.max(1) as u64,
         span: 0,
+        ended: false,
     })
 }
 
@@ -453,7 +459,10 @@ impl Feed for ParFeed {
                     Ok(Msg::Windows(w, malformed)) => (w, malformed),
                     Ok(Msg::Fatal(e)) => return Err(e),
                     Err(TryRecvError::Empty) => return Ok(Next::Wait),
-                    Err(TryRecvError::Disconnected) => return Ok(Next::Done),
+                    Err(TryRecvError::Disconnected) => {
+                        self.ended = true;
+                        return Ok(Next::Done);
+                    }
                 },
                 Share::Inline(s) => match s.step()? {
                     Step::Chunk(w, malformed) => (w, malformed),
