@@ -205,11 +205,28 @@ pub(crate) fn crash_until_done(
         ];
         extra.extend(["--checkpoint-interval".to_string(), "30ms".to_string()]);
         let mut kids = start(job, w, processes, &extra, &scratch);
+        // Every other kill comes a random moment after a checkpoint is committed (or
+        // the run ends first): drawn from the start alone, on a machine slower than
+        // when the uninterrupted run was timed, all could fall before the first one.
+        let mut ended = false;
+        if killed < kills && killed % 2 == 1 {
+            let give_up = Instant::now() + Duration::from_secs(60);
+            while latest_checkpoint(&dir).is_none() && Instant::now() < give_up {
+                if wait_all(
+                    &mut kids,
+                    Instant::now() + Duration::from_millis(2),
+                    &scratch,
+                ) {
+                    ended = true;
+                    break;
+                }
+            }
+        }
         let until = match killed < kills {
             true => Instant::now() + Duration::from_micros(rng.below(span.as_micros() as u64)),
             false => Instant::now() + Duration::from_secs(300),
         };
-        if wait_all(&mut kids, until, &scratch) {
+        if ended || wait_all(&mut kids, until, &scratch) {
             outputs.push(std::fs::read(&job.output).expect("output"));
             first = true;
             if killed >= kills {
@@ -250,14 +267,8 @@ pub(crate) fn crash_until_done(
                 );
             }
         }
-        // A script's query checkpoints into DIR/query-N.
-        let at = match dir.join("query-0").exists() {
-            true => dir.join("query-0"),
-            false => dir.clone(),
-        };
-        let latest = std::fs::read_to_string(at.join("LATEST"))
-            .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok());
+        let at = checkpoints_of(&dir);
+        let latest = latest_checkpoint(&dir);
         let partial = std::fs::read_dir(&at)
             .map(|d| {
                 d.flatten().any(|e| {
@@ -275,6 +286,22 @@ pub(crate) fn crash_until_done(
             w = rescale[rng.below(rescale.len() as u64) as usize];
         }
     }
+}
+
+/// Where a run's checkpoints into `dir` are: a script's query checkpoints into
+/// `dir/query-N`.
+fn checkpoints_of(dir: &Path) -> PathBuf {
+    match dir.join("query-0").exists() {
+        true => dir.join("query-0"),
+        false => dir.to_path_buf(),
+    }
+}
+
+/// The epoch of the latest committed checkpoint in `dir`, if any.
+fn latest_checkpoint(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(checkpoints_of(dir).join("LATEST"))
+        .ok()
+        .and_then(|t| t.trim().parse::<u64>().ok())
 }
 
 /// The uninterrupted run's output and how long it took.

@@ -1097,6 +1097,7 @@ mod tests {
                         stop: Default::default(),
                         peers: peers as u64,
                         span: 0,
+                        ended: true,
                     };
                     let Some(at) = feed.resume_after(closing) else {
                         continue;
