@@ -214,6 +214,8 @@ struct Run {
 pub fn run(a: PeerArgs) -> Result<()> {
     let scratch = a.scratch.clone();
     std::fs::create_dir_all(&scratch)?;
+    // Before the runs: a sitting whose tables cannot be written is lost.
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     let input = scratch.join("input.csv");
     eprintln!("writing {} rows to {}", a.rows, input.display());
     write_input(&input, a.rows)?;
