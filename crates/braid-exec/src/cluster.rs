@@ -90,3 +90,91 @@ pub fn connect_watchdog(
         });
     connected
 }
+
+/// Connects this process (`me`) to every other process at `hosts` as timely's own
+/// setup does (each process connects to the processes before it, opening with its
+/// index, and accepts those after it), for timely's network threads
+/// (`initialize_networking_from_sockets`). Timely's setup waits a whole second after
+/// an accept that found nobody yet and after a refused connect, which every run of a
+/// cluster paid once or twice, and again after every live rescale: this tries every
+/// 5 ms. [`connect_watchdog`] bounds the wait; a process that fails while connecting
+/// stops this one with the message the fail-stop hook gives.
+pub fn connect(me: usize, hosts: &[String]) -> Vec<Option<std::net::TcpStream>> {
+    greet(me, hosts).unwrap_or_else(|e| {
+        eprintln!(
+            "braid: process {me} could not connect to every process of the cluster ({}): {e}; stopping (a run with checkpoints resumes with --recover DIR)",
+            hosts.join(", ")
+        );
+        std::process::exit(LOST_PEER);
+    })
+}
+
+fn greet(me: usize, hosts: &[String]) -> std::io::Result<Vec<Option<std::net::TcpStream>>> {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    const POLL: std::time::Duration = std::time::Duration::from_millis(5);
+    let later = hosts.len().saturating_sub(me + 1);
+    let here = hosts.get(me).map_or("", String::as_str);
+    let listeners = here
+        .split_whitespace()
+        .map(TcpListener::bind)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    for l in &listeners {
+        l.set_nonblocking(true)?;
+    }
+    let accepting = std::thread::Builder::new()
+        .name("braid-accept".into())
+        .spawn(move || -> std::io::Result<Vec<(usize, TcpStream)>> {
+            let mut got = Vec::with_capacity(later);
+            while got.len() < later {
+                let mut any = false;
+                for l in &listeners {
+                    match l.accept() {
+                        Ok((mut s, _)) => {
+                            s.set_nonblocking(false)?;
+                            s.set_nodelay(true)?;
+                            let mut index = [0u8; 8];
+                            s.read_exact(&mut index)?;
+                            got.push((u64::from_le_bytes(index) as usize, s));
+                            any = true;
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                if !any {
+                    std::thread::sleep(POLL);
+                }
+            }
+            Ok(got)
+        })?;
+    let mut sockets: Vec<Option<TcpStream>> = (0..hosts.len()).map(|_| None).collect();
+    for (i, address) in hosts.iter().enumerate().take(me) {
+        let mut s = loop {
+            match TcpStream::connect(address.as_str()) {
+                Ok(s) => break s,
+                // Not listening yet: the watchdog stops a wait that goes on too long.
+                Err(_) => std::thread::sleep(POLL),
+            }
+        };
+        s.set_nodelay(true)?;
+        s.write_all(&(me as u64).to_le_bytes())?;
+        sockets[i] = Some(s);
+    }
+    let accepted = accepting
+        .join()
+        .map_err(|_| std::io::Error::other("the thread accepting connections failed"))??;
+    for (i, s) in accepted {
+        match sockets.get_mut(i) {
+            Some(slot @ None) if i > me => *slot = Some(s),
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "a connection introduced itself as process {i}, not one of {}..{}",
+                    me + 1,
+                    hosts.len()
+                )))
+            }
+        }
+    }
+    Ok(sockets)
+}

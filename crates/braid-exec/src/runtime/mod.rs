@@ -234,6 +234,39 @@ fn timely_config(cfg: &RunConfig) -> timely::Config {
     }
 }
 
+/// `timely::execute` with `cfg`'s communication; a cluster's processes (at `hosts`)
+/// connect through [`crate::cluster::connect`], then timely's network threads take the
+/// sockets.
+fn execute<T, F>(
+    cfg: &RunConfig,
+    hosts: Option<&[String]>,
+    func: F,
+) -> std::result::Result<timely::communication::WorkerGuards<T>, String>
+where
+    T: Send + 'static,
+    F: Fn(&mut timely::worker::Worker) -> T + Send + Sync + 'static,
+{
+    use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
+    use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
+    let Some(hosts) = hosts.filter(|_| cfg.processes > 1) else {
+        return timely::execute(timely_config(cfg), func);
+    };
+    let threads = cfg.workers.max(1);
+    let sockets = crate::cluster::connect(cfg.process, hosts);
+    let hooks = timely::communication::Hooks::default();
+    let local =
+        ProcessBuilder::new_typed_vector(threads, hooks.refill.clone(), hooks.spill.clone());
+    let (builders, guard) =
+        initialize_networking_from_sockets(local, sockets, cfg.process, threads, hooks)
+            .map_err(|e| format!("failed to initialize networking: {e}"))?;
+    timely::execute::execute_from(
+        builders.into_iter().map(AllocatorBuilder::Tcp).collect(),
+        Box::new(guard),
+        timely::WorkerConfig::default(),
+        func,
+    )
+}
+
 /// Resolves the plan's split shapes for `workers` workers in all and checks it.
 pub fn prepare(plan: &Plan, registry: &Registry, workers: usize) -> Result<Plan> {
     let mut plan = plan.clone();
@@ -406,7 +439,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             cfg_run.clone(),
         );
         let gate = Arc::new(Gate::new(threads));
-        let guards = timely::execute(timely_config(&cfg_run), move |worker| {
+        let guards = execute(&cfg_run, hosts.as_deref(), move |worker| {
             let place = Place {
                 index: worker.index(),
                 peers: worker.peers(),
