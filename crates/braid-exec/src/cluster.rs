@@ -35,19 +35,6 @@ pub fn fail_stop(me: usize, hosts: &[String]) {
             .map(|(m, h)| (*m, h.as_slice()))
             .unwrap_or((0, &[]));
         let Some(peer) = peer else {
-            // Connecting: a process that dies while the processes greet each other
-            // leaves timely's connection setup (its accepting thread, then the main
-            // thread waiting for it) to panic.
-            let connecting = info.location().is_some_and(|l| {
-                l.file().contains("timely_communication") && l.file().ends_with("networking.rs")
-            });
-            if connecting {
-                eprintln!(
-                    "braid: process {me} could not connect to every process of the cluster ({}): a process went away while they connected ({what}); stopping (a run with checkpoints resumes with --recover DIR)",
-                    hosts.join(", ")
-                );
-                std::process::exit(LOST_PEER);
-            }
             return previous(info);
         };
         let at = hosts
