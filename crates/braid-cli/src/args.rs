@@ -145,7 +145,7 @@ pub struct QueryArgs {
     /// Write malformed records to this file.
     #[arg(long)]
     pub rejects: Option<PathBuf>,
-    /// Bytes per chunk when the workers read a CSV file in shares (0: 64 KiB).
+    /// Bytes per chunk when the workers read a CSV file in shares (0: 64 KiB, or 1 MiB when several processes read the file).
     #[arg(long, default_value_t = 0)]
     pub chunk_bytes: usize,
     /// Who parses a worker's share of a CSV file read in shares: a reader thread of its
