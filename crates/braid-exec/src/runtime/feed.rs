@@ -524,8 +524,6 @@ pub(super) fn feed(
     FeedEnd::Done
 }
 
-/// Ends a worker's source loop for live rescale `c`: its inputs are held at the first
-/// time after epoch `c` (no operator goes past `c`) until the dataflow is dropped.
 /// Drops a worker's reading and sends on what its readers published last (a reading
 /// stopped before its end stops its board as it drops): the other processes' readers
 /// may be waiting for it, and the worker sends nothing more once its feed has ended.
@@ -536,6 +534,8 @@ fn end_reading(feed: Box<dyn source::Feed>, shares: &mut Option<Shares>) {
     }
 }
 
+/// Ends a worker's source loop for live rescale `c`: its inputs are held at the first
+/// time after epoch `c` (no operator goes past `c`) until the dataflow is dropped.
 fn fence(
     mut input: Feeder,
     mut control: Option<Control>,
