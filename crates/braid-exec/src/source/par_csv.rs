@@ -1122,6 +1122,54 @@ mod tests {
         }
     }
 
+    /// A worker of a cluster whose feed is dropped before its reading ended (a live
+    /// rescale's fence) has its board's stop in the outbox as the feed drops, for its
+    /// worker to send on at once: with a reader thread the stop used to come when the
+    /// thread next looked (up to 50 ms later), after the worker's last send, and another
+    /// process's reader then waited forever for a carry of the old reading.
+    #[test]
+    fn a_dropped_share_stops_the_other_processes_readers_at_once() {
+        let dir = dir();
+        let path = dir.join("in.csv");
+        let text: String = (0..400).map(|i| format!("{i},{i},x\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        let source = source(&path, false, true, false);
+        for inline in [false, true] {
+            let opts = ReadOptions {
+                chunk_bytes: 256,
+                reader_threads: Some(!inline),
+                ..ReadOptions::default()
+            };
+            // Worker 0 of 2, the other in another process: its second chunk waits for
+            // a carry that never comes.
+            let board = Arc::new(Board::new(true));
+            let mut feed = open_at(
+                &source,
+                0,
+                2,
+                &opts,
+                Arc::new(Counters::default()),
+                &Registry::default(),
+                None,
+                Some(&board),
+            )
+            .unwrap()
+            .expect("worker 0 reads a share");
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while !matches!(feed.next().unwrap(), Next::Window(..)) {
+                assert!(std::time::Instant::now() < deadline, "no window");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(feed);
+            let sent = board.take_outbox();
+            assert!(
+                sent.iter().any(|(k, c)| *k == u64::MAX && c.is_none()),
+                "inline {inline}: the outbox as the feed dropped: {:?}",
+                sent.iter().map(|m| m.0).collect::<Vec<_>>()
+            );
+        }
+    }
+
     #[test]
     fn a_header_after_a_chunk_of_blank_lines_is_still_the_header() {
         let dir = dir();
