@@ -209,34 +209,9 @@ pub fn default_hosts(processes: usize) -> Vec<String> {
         .collect()
 }
 
-fn timely_config(cfg: &RunConfig) -> timely::Config {
-    use timely::CommunicationConfig as C;
-    let communication = if cfg.processes > 1 {
-        C::Cluster {
-            threads: cfg.workers.max(1),
-            process: cfg.process,
-            addresses: if cfg.hosts.is_empty() {
-                default_hosts(cfg.processes)
-            } else {
-                cfg.hosts.clone()
-            },
-            report: false,
-            zerocopy: false,
-        }
-    } else if cfg.workers > 1 {
-        C::Process(cfg.workers)
-    } else {
-        C::Thread
-    };
-    timely::Config {
-        communication,
-        worker: timely::WorkerConfig::default(),
-    }
-}
-
-/// `timely::execute` with `cfg`'s communication; a cluster's processes (at `hosts`)
-/// connect through [`crate::cluster::connect`], then timely's network threads take the
-/// sockets.
+/// `timely::execute` on `cfg.workers` threads; with `hosts` (a cluster, `cfg.process`
+/// among them), the processes connect through [`crate::cluster::connect`], then
+/// timely's network threads take the sockets.
 fn execute<T, F>(
     cfg: &RunConfig,
     hosts: Option<&[String]>,
@@ -248,8 +223,17 @@ where
 {
     use timely::communication::allocator::zero_copy::initialize::initialize_networking_from_sockets;
     use timely::communication::allocator::{AllocatorBuilder, ProcessBuilder};
-    let Some(hosts) = hosts.filter(|_| cfg.processes > 1) else {
-        return timely::execute(timely_config(cfg), func);
+    let Some(hosts) = hosts else {
+        use timely::CommunicationConfig as C;
+        let communication = match cfg.workers > 1 {
+            true => C::Process(cfg.workers),
+            false => C::Thread,
+        };
+        let config = timely::Config {
+            communication,
+            worker: timely::WorkerConfig::default(),
+        };
+        return timely::execute(config, func);
     };
     let threads = cfg.workers.max(1);
     let sockets = crate::cluster::connect(cfg.process, hosts);
