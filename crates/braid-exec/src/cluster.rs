@@ -84,8 +84,9 @@ pub fn connect_watchdog(
 /// (`initialize_networking_from_sockets`). Timely's setup waits a whole second after
 /// an accept that found nobody yet and after a refused connect, which every run of a
 /// cluster paid once or twice, and again after every live rescale: this tries every
-/// 5 ms. [`connect_watchdog`] bounds the wait; a process that fails while connecting
-/// stops this one with the message the fail-stop hook gives.
+/// 5 ms. [`connect_watchdog`] bounds the wait; a connection that fails while the
+/// processes greet each other stops this process, naming the cluster (status
+/// [`LOST_PEER`], as the fail-stop hook does).
 pub fn connect(me: usize, hosts: &[String]) -> Vec<Option<std::net::TcpStream>> {
     greet(me, hosts).unwrap_or_else(|e| {
         eprintln!(
