@@ -772,6 +772,13 @@ impl Batch {
         }
     }
 
+    /// Every value's payload, row-major, when every value is an int (the
+    /// window-at-a-time path of expressions reads them in place); None otherwise.
+    #[inline]
+    pub fn int_payloads(&self) -> Option<&[u64]> {
+        self.tags.is_empty().then_some(self.data.as_slice())
+    }
+
     /// Iterates over the rows.
     pub fn rows(&self) -> impl Iterator<Item = Row<'_>> + '_ {
         (0..self.len()).map(move |i| self.row(i))

@@ -13,9 +13,9 @@ mod scalar;
 mod strings;
 mod typing;
 
-pub use fast::Compiled;
+pub use fast::{Compiled, IntRows, Scratch};
 use scalar::{binary, call, cast};
-pub use scalar::{hash_values, like, row_hash, stable_hash};
+pub use scalar::{hash_values, int_row_hash, like, row_hash, stable_hash};
 use typing::list;
 
 /// Where the values an evaluation makes are kept: the strings that string functions

@@ -138,6 +138,19 @@ impl<'a> Emitter<'a> {
         key
     }
 
+    /// Emits a row of int64 values under a lane of the caller's choosing (see
+    /// [`Emitter::emit_with_lane`]).
+    pub fn emit_ints_with_lane(&mut self, lane: u64, values: &[i64]) {
+        debug_assert!(lane & RowKey::BROADCAST == 0);
+        self.out.push_ints(
+            RowKey {
+                seq: self.seq,
+                lane: lane & !RowKey::BROADCAST,
+            },
+            values,
+        );
+    }
+
     /// Emits a row.
     pub fn emit(&mut self, values: &[Value<'_>]) {
         let key = self.next_key();
@@ -196,6 +209,19 @@ impl<'a> Emitter<'a> {
 pub trait StreamFunction {
     /// Processes one input row.
     fn process(&mut self, row: Row<'_>, out: &mut Emitter<'_>);
+
+    /// Processes rows `rows` of `batch` (ascending, all of this partition, in serial
+    /// order), each as [`StreamFunction::process`] would with the emitter restarted at
+    /// the row's sequence number, which is what it does unless a function overrides it
+    /// to compute a window at a time.
+    fn process_rows(&mut self, batch: &Batch, rows: &[u32], out: &mut Emitter<'_>) {
+        let p = out.partition();
+        for &i in rows {
+            let i = i as usize;
+            out.restart(batch.key(i).seq, p);
+            self.process(batch.row(i), out);
+        }
+    }
 
     /// Called after the last row of `epoch` delivered to this partition, if there was one.
     fn end_of_epoch(&mut self, _epoch: u64, _out: &mut Emitter<'_>) {}

@@ -11,3 +11,4 @@ mod script_fuzz;
 mod string_props;
 mod time;
 mod topn;
+mod windowed;

@@ -216,6 +216,7 @@ pub(crate) fn render<'s>(
             let mut late = late_arity.map(Batch::new);
             let mut faults: Vec<RowFault> = Vec::new();
             let mut targets = BroadcastTargets::default();
+            let mut run_rows: Vec<u32> = Vec::new();
             // Per local partition: nanoseconds in its stream function, and rows.
             let mut spent: Vec<(u64, u64)> = vec![(0, 0); local.len()];
             // Eager (ticks): the epoch open, with a capability at its last tick, where
@@ -382,16 +383,17 @@ pub(crate) fn render<'s>(
                             .with_late(late.as_mut())
                             .with_faults(&mut faults);
                         let ran = catch_unwind(AssertUnwindSafe(|| {
-                            each_row(
-                                &r.batches[b..b + 1],
+                            each_run(
+                                &r.batches[b],
                                 &index,
                                 &mut targets,
                                 q,
                                 &mut misrouted,
-                                |k, seq, row, _, _| {
+                                &mut run_rows,
+                                |k, batch, rows| {
                                     let (f, p) = parts.live(k as usize);
-                                    emit.restart(seq, p);
-                                    f.process(row, &mut emit);
+                                    emit.restart(0, p);
+                                    f.process_rows(batch, rows, &mut emit);
                                 },
                             );
                             if hand_on {
@@ -1032,17 +1034,57 @@ fn each_row<'w>(
                 _ => *misrouted = Some(key.lane),
             },
             Some(class) => {
-                // A tree leaf's window carries broadcast rows for its partitions only.
-                let class = match window.narrow {
-                    None => Some(class),
-                    Some(share) => intersect(class, share).filter(|&(_, r)| r < u64::from(q)),
-                };
                 let row = batch.row(i);
-                for &k in class.map_or(&[][..], |c| targets.of(c, q, index)) {
+                for &k in targets.of_window(window, class, q, index) {
                     at(k, key.seq, row, b, i);
                 }
             }
         });
+    }
+}
+
+/// [`each_row`] of one window, a run of consecutive rows of one partition at a time
+/// (in `run`, reused): a whole window when it goes to one partition, as when no
+/// operator keeps state. A broadcast row is a run of its own for each partition it
+/// reaches.
+fn each_run<'w>(
+    window: &'w Window,
+    index: &[u32],
+    targets: &mut BroadcastTargets,
+    q: u32,
+    misrouted: &mut Option<u64>,
+    run: &mut Vec<u32>,
+    mut at: impl FnMut(u32, &'w Batch, &[u32]),
+) {
+    let batch: &'w Batch = &window.batch;
+    let mut open: Option<u32> = None;
+    run.clear();
+    window.for_each_row(|i, key| match RowKey::broadcast_target(key.lane) {
+        None if key.lane == RowKey::OMIT => {}
+        None => match index.get(key.lane as usize) {
+            Some(&k) if k != NOT_HERE => {
+                if open != Some(k) {
+                    if let Some(o) = open.replace(k) {
+                        at(o, batch, run);
+                        run.clear();
+                    }
+                }
+                run.push(i as u32);
+            }
+            _ => *misrouted = Some(key.lane),
+        },
+        Some(class) => {
+            if let Some(o) = open.take() {
+                at(o, batch, run);
+                run.clear();
+            }
+            for &k in targets.of_window(window, class, q, index) {
+                at(k, batch, &[i as u32]);
+            }
+        }
+    });
+    if let Some(o) = open {
+        at(o, batch, run);
     }
 }
 
@@ -1070,6 +1112,16 @@ fn in_serial_order(windows: &[Window]) -> bool {
 struct BroadcastTargets(rustc_hash::FxHashMap<(u64, u64), Vec<u32>>);
 
 impl BroadcastTargets {
+    /// [`BroadcastTargets::of`] a broadcast row of `window` with lane class `class`: a
+    /// tree leaf's window carries broadcast rows for its partitions only.
+    fn of_window(&mut self, window: &Window, class: (u64, u64), q: u32, index: &[u32]) -> &[u32] {
+        let class = match window.narrow {
+            None => Some(class),
+            Some(share) => intersect(class, share).filter(|&(_, r)| r < u64::from(q)),
+        };
+        class.map_or(&[][..], |c| self.of(c, q, index))
+    }
+
     /// Indexes into this worker's partitions (`index`, by partition) of the partitions
     /// below `q` in `class` that this worker hosts.
     fn of(&mut self, class: (u64, u64), q: u32, index: &[u32]) -> &[u32] {

@@ -170,6 +170,224 @@ impl Compiled {
     }
 }
 
+/// Reused buffers of the window-at-a-time path ([`Compiled::eval_ints`],
+/// [`Compiled::select`]): nothing is allocated per window once they have grown.
+#[derive(Default)]
+pub struct Scratch {
+    ints: Vec<Vec<i64>>,
+    bools: Vec<Vec<bool>>,
+}
+
+/// Rows of an all-int batch, for the window-at-a-time path: the payloads row-major
+/// (`arity` per row) and the rows to compute for, in order.
+#[derive(Clone, Copy)]
+pub struct IntRows<'a> {
+    /// Every value's payload ([`crate::batch::Batch::int_payloads`]).
+    pub data: &'a [u64],
+    /// Values per row.
+    pub arity: usize,
+    /// The rows, ascending.
+    pub rows: &'a [u32],
+}
+
+impl IntRows<'_> {
+    #[inline]
+    fn column(&self, c: usize, out: &mut Vec<i64>) {
+        out.clear();
+        let a = self.arity;
+        out.extend(
+            self.rows
+                .iter()
+                .map(|&r| self.data[r as usize * a + c] as i64),
+        );
+    }
+}
+
+impl Compiled {
+    /// The window-at-a-time path: the value for every row of `rows` into `out`, in
+    /// order, when the fast path answers for every one of them (every row of an
+    /// all-int batch holds ints; no overflow or division by zero anywhere, whichever
+    /// branch a row would take). False when it does not: the caller then evaluates row
+    /// by row, where each row gets its value or its fault as always. So this never
+    /// decides a value [`Compiled::eval`] would not give.
+    pub fn eval_ints(&self, rows: IntRows<'_>, out: &mut Vec<i64>, s: &mut Scratch) -> bool {
+        match (&self.fast, &self.expr) {
+            (Some(Fast::Int(i)), _) => i.ints(rows, out, s),
+            (None, Expr::Column(c, _)) if *c < rows.arity => {
+                rows.column(*c, out);
+                true
+            }
+            (None, Expr::Literal(Scalar::Int(v))) => {
+                out.clear();
+                out.resize(rows.rows.len(), *v);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The window-at-a-time path of a predicate: the rows of `rows` for which it is
+    /// true into `keep`, in order, when the fast path answers for every row (as
+    /// [`Compiled::eval_ints`]); false when it does not.
+    pub fn select(&self, rows: IntRows<'_>, keep: &mut Vec<u32>, s: &mut Scratch) -> bool {
+        let Some(Fast::Bool(b)) = &self.fast else {
+            return false;
+        };
+        let mut mask = s.bools.pop().unwrap_or_default();
+        let ok = b.bits(rows, &mut mask, s);
+        if ok {
+            keep.clear();
+            keep.extend(
+                rows.rows
+                    .iter()
+                    .zip(&mask)
+                    .filter(|(_, &m)| m)
+                    .map(|(&r, _)| r),
+            );
+        }
+        s.bools.push(mask);
+        ok
+    }
+}
+
+/// `op` of `x` and `y` element by element into `x`; false on an overflow or a division
+/// by zero in any element.
+#[inline]
+fn combine(op: BinOp, x: &mut [i64], y: &[i64]) -> bool {
+    let mut bad = false;
+    match op {
+        BinOp::Add => x.iter_mut().zip(y).for_each(|(a, &b)| {
+            let (v, o) = a.overflowing_add(b);
+            *a = v;
+            bad |= o;
+        }),
+        BinOp::Sub => x.iter_mut().zip(y).for_each(|(a, &b)| {
+            let (v, o) = a.overflowing_sub(b);
+            *a = v;
+            bad |= o;
+        }),
+        BinOp::Mul => x.iter_mut().zip(y).for_each(|(a, &b)| {
+            let (v, o) = a.overflowing_mul(b);
+            *a = v;
+            bad |= o;
+        }),
+        BinOp::Div => x
+            .iter_mut()
+            .zip(y)
+            .for_each(|(a, &b)| match a.checked_div(b) {
+                Some(v) => *a = v,
+                None => bad = true,
+            }),
+        _ => x
+            .iter_mut()
+            .zip(y)
+            .for_each(|(a, &b)| match a.checked_rem(b) {
+                Some(v) => *a = v,
+                None => bad = true,
+            }),
+    }
+    !bad
+}
+
+/// Comparison `op` of `x` and `y` element by element into `out`.
+#[inline]
+fn compare(op: BinOp, x: &[i64], y: &[i64], out: &mut Vec<bool>) {
+    out.clear();
+    let pairs = x.iter().zip(y);
+    match op {
+        BinOp::Eq => out.extend(pairs.map(|(a, b)| a == b)),
+        BinOp::NotEq => out.extend(pairs.map(|(a, b)| a != b)),
+        BinOp::Lt => out.extend(pairs.map(|(a, b)| a < b)),
+        BinOp::LtEq => out.extend(pairs.map(|(a, b)| a <= b)),
+        BinOp::Gt => out.extend(pairs.map(|(a, b)| a > b)),
+        _ => out.extend(pairs.map(|(a, b)| a >= b)),
+    }
+}
+
+impl Int {
+    /// [`Compiled::eval_ints`] of this node.
+    fn ints(&self, rows: IntRows<'_>, out: &mut Vec<i64>, s: &mut Scratch) -> bool {
+        match self {
+            Int::Col(c) if *c < rows.arity => {
+                rows.column(*c, out);
+                true
+            }
+            Int::Col(_) => false,
+            Int::Lit(i) => {
+                out.clear();
+                out.resize(rows.rows.len(), *i);
+                true
+            }
+            Int::Bin(op, l, r) => {
+                if !l.ints(rows, out, s) {
+                    return false;
+                }
+                let mut y = s.ints.pop().unwrap_or_default();
+                let ok = r.ints(rows, &mut y, s) && combine(*op, out, &y);
+                s.ints.push(y);
+                ok
+            }
+            Int::ByLit(op, l, d) => {
+                if !l.ints(rows, out, s) {
+                    return false;
+                }
+                // As `eval`: the magnitude's quotient or remainder, with the sign of x.
+                let d = d.0;
+                let div = *op == BinOp::Div;
+                for x in out.iter_mut() {
+                    let m = x.unsigned_abs();
+                    let v = if div { (m / d) as i64 } else { (m % d) as i64 };
+                    *x = if *x < 0 { v.wrapping_neg() } else { v };
+                }
+                true
+            }
+            Int::Case(..) => false,
+        }
+    }
+}
+
+impl Bool {
+    /// The window-at-a-time value of this node for every row (see
+    /// [`Compiled::eval_ints`]): with every operand answered everywhere, AND and OR are
+    /// what the row-at-a-time path gives whichever operand decides them.
+    fn bits(&self, rows: IntRows<'_>, out: &mut Vec<bool>, s: &mut Scratch) -> bool {
+        match self {
+            Bool::Cmp(op, l, r) => {
+                let mut x = s.ints.pop().unwrap_or_default();
+                let mut y = s.ints.pop().unwrap_or_default();
+                let ok = l.ints(rows, &mut x, s) && r.ints(rows, &mut y, s);
+                if ok {
+                    compare(*op, &x, &y, out);
+                }
+                s.ints.push(x);
+                s.ints.push(y);
+                ok
+            }
+            Bool::And(l, r) | Bool::Or(l, r) => {
+                if !l.bits(rows, out, s) {
+                    return false;
+                }
+                let mut y = s.bools.pop().unwrap_or_default();
+                let ok = r.bits(rows, &mut y, s);
+                if ok {
+                    let and = matches!(self, Bool::And(..));
+                    for (a, &b) in out.iter_mut().zip(&y) {
+                        *a = if and { *a && b } else { *a || b };
+                    }
+                }
+                s.bools.push(y);
+                ok
+            }
+            Bool::Not(e) => {
+                let ok = e.bits(rows, out, s);
+                out.iter_mut().for_each(|b| *b = !*b);
+                ok
+            }
+            Bool::Like(..) => false,
+        }
+    }
+}
+
 impl Int {
     fn of(e: &Expr) -> Option<Int> {
         Some(match e {
@@ -420,6 +638,83 @@ mod tests {
         }
         assert!(compiled > 1000, "{compiled} compiled");
         assert!(matched > 10_000, "{matched} matches");
+    }
+
+    /// The window-at-a-time path agrees with the row-at-a-time one: over windows of
+    /// all-int rows (edge values, so overflows and divisions by zero are common) it
+    /// answers only when every row has a value, and then with each row's value; a
+    /// predicate keeps exactly the rows whose value is true.
+    #[test]
+    fn the_window_path_agrees_with_the_row_path() {
+        let mut rows = Batch::new(3);
+        for a in EDGES {
+            for b in EDGES {
+                for c in [3, -2] {
+                    rows.push_ints(RowKey::default(), &[a, b, c]);
+                }
+            }
+        }
+        let data = rows.int_payloads().expect("all ints");
+        let arena = Arena::new();
+        let mut s = Scratch::default();
+        let (mut x, mut answered, mut refused) = (0x2545_f491_4f6c_dd1du64, 0, 0);
+        let (mut vals, mut keep) = (Vec::new(), Vec::new());
+        for k in 0..3000 {
+            let e = match k % 2 {
+                0 => int_expr(&mut x, 3),
+                _ => bool_expr(&mut x, 2),
+            };
+            let c = Compiled::new(e.clone());
+            // Windows of 1 to 6 rows, some of them every other row.
+            let at = (next(&mut x) % rows.len() as u64) as u32;
+            let len = 1 + (next(&mut x) % 6) as u32;
+            let step = 1 + (next(&mut x) % 2) as u32;
+            let sel: Vec<u32> = (0..len)
+                .map(|i| at + i * step)
+                .filter(|&r| (r as usize) < rows.len())
+                .collect();
+            let window = IntRows {
+                data,
+                arity: 3,
+                rows: &sel,
+            };
+            let want: Vec<_> = sel
+                .iter()
+                .map(|&r| c.eval(&rows.row(r as usize), &arena).ok())
+                .collect();
+            let ok = match k % 2 {
+                0 => c.eval_ints(window, &mut vals, &mut s),
+                _ => c.select(window, &mut keep, &mut s),
+            };
+            if !ok {
+                refused += 1;
+                continue;
+            }
+            answered += 1;
+            match k % 2 {
+                0 => {
+                    let got: Vec<_> = vals.iter().map(|&v| Some(Value::Int(v))).collect();
+                    assert_eq!(got, want, "{e} on rows {sel:?}");
+                }
+                _ => {
+                    assert!(
+                        want.iter().all(|v| matches!(v, Some(Value::Bool(_)))),
+                        "{e}"
+                    );
+                    let true_rows: Vec<u32> = sel
+                        .iter()
+                        .zip(&want)
+                        .filter(|(_, v)| **v == Some(Value::Bool(true)))
+                        .map(|(&r, _)| r)
+                        .collect();
+                    assert_eq!(keep, true_rows, "{e} on rows {sel:?}");
+                }
+            }
+        }
+        assert!(
+            answered > 1000 && refused > 100,
+            "{answered} answered, {refused} refused"
+        );
     }
 
     /// The fast path agrees with the interpreter, value for value and fault for

@@ -179,9 +179,19 @@ pub fn hash_values<'a>(values: impl IntoIterator<Item = Value<'a>>) -> i64 {
 
 /// A 63-bit hash of a row's values (the broadcast bit of a lane is never set).
 pub fn row_hash(row: &Row<'_>) -> u64 {
+    values_hash((0..row.arity()).map(|c| row.get(c)))
+}
+
+/// [`row_hash`] of a row of these int64 values.
+pub fn int_row_hash(values: &[i64]) -> u64 {
+    values_hash(values.iter().map(|&v| Value::Int(v)))
+}
+
+#[inline]
+fn values_hash<'a>(values: impl Iterator<Item = Value<'a>>) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for c in 0..row.arity() {
-        h = (h ^ stable_hash(row.get(c)) as u64).wrapping_mul(0x100_0000_01b3);
+    for v in values {
+        h = (h ^ stable_hash(v) as u64).wrapping_mul(0x100_0000_01b3);
     }
     h & !crate::batch::RowKey::BROADCAST
 }

@@ -46,7 +46,7 @@ use crate::logical::Logical;
 use aggregate::AggState;
 use braid_plan::batch::{Batch, Row, RowKey};
 use braid_plan::error::{Error, Result};
-use braid_plan::expr::{Arena, Compiled, Fault};
+use braid_plan::expr::{Arena, Compiled, Fault, IntRows};
 use braid_plan::function::{Emitter, StreamFunction, StreamFunctionFactory};
 use braid_plan::types::Schema;
 use join::JoinState;
@@ -199,7 +199,9 @@ impl StreamFunctionFactory for QueryFactory {
                 .map(|(buf, (_, st))| (buf, st.ops.iter())),
         };
         let root = Node::build(&self.root, &self.layout, &mut tables, &mut late);
+        let window = Windowed::of(&root, &self.layout, &self.prefetch);
         Box::new(QueryFn {
+            window,
             root,
             layout: self.layout.clone(),
             epoch: self.epoch,
@@ -277,6 +279,8 @@ impl StreamFunctionFactory for QueryFactory {
 }
 
 struct QueryFn {
+    /// The window-at-a-time path, for a query that only filters and projects.
+    window: Option<Windowed>,
     root: Node,
     layout: Layout,
     epoch: u64,
@@ -302,6 +306,99 @@ struct QueryFn {
     prefetch: Arc<Prefetch>,
     held: Option<Batch>,
     held_keys: Vec<(u64, u64)>,
+}
+
+/// The window-at-a-time path of a query that only filters and projects its input
+/// (filters, then a projection or a last filter, over a scan of the whole row): on a
+/// window of all-int rows each expression is computed for all rows in a tight loop
+/// ([`Compiled::select`], [`Compiled::eval_ints`]) instead of up the operator tree row
+/// by row. Where an expression has no such path, or a row of the window has no value
+/// there (an overflow, a division by zero), the window goes row by row as always,
+/// faults and all: the same rows come out under the same keys either way.
+struct Windowed {
+    arity: usize,
+    filters: Vec<Compiled>,
+    project: Option<Vec<Compiled>>,
+    scratch: braid_plan::expr::Scratch,
+    /// The rows left after each filter, and the projected columns.
+    rows: Vec<u32>,
+    kept: Vec<u32>,
+    columns: Vec<Vec<i64>>,
+    values: Vec<i64>,
+}
+
+impl Windowed {
+    fn of(root: &Node, layout: &Layout, prefetch: &Prefetch) -> Option<Windowed> {
+        let d = root.direct.as_ref()?;
+        if layout.tag.is_some() || prefetch.any() || d.input != 0 {
+            return None;
+        }
+        let mut filters = d.filters.clone();
+        let project = match &root.op {
+            Op::Filter(p) => {
+                filters.push(p.clone());
+                None
+            }
+            Op::Project(exprs) => Some(exprs.clone()),
+            _ => return None,
+        };
+        Some(Windowed {
+            arity: d.arity,
+            filters,
+            project,
+            scratch: Default::default(),
+            rows: Vec::new(),
+            kept: Vec::new(),
+            columns: Vec::new(),
+            values: Vec::new(),
+        })
+    }
+
+    /// Emits what rows `rows` of `batch` make, as [`QueryFn::run`] would row by row;
+    /// false (having emitted nothing) where the window must go row by row.
+    fn run(&mut self, batch: &Batch, rows: &[u32], out: &mut Emitter<'_>) -> bool {
+        let Some(data) = batch.int_payloads().filter(|_| batch.arity() == self.arity) else {
+            return false;
+        };
+        let arity = self.arity;
+        fn at<'a>(data: &'a [u64], arity: usize, rows: &'a [u32]) -> IntRows<'a> {
+            IntRows { data, arity, rows }
+        }
+        self.rows.clear();
+        self.rows.extend_from_slice(rows);
+        for f in &self.filters {
+            if !f.select(
+                at(data, arity, &self.rows),
+                &mut self.kept,
+                &mut self.scratch,
+            ) {
+                return false;
+            }
+            std::mem::swap(&mut self.rows, &mut self.kept);
+        }
+        let p = out.partition();
+        let Some(exprs) = &self.project else {
+            for &i in &self.rows {
+                let row = batch.row(i as usize);
+                out.restart(batch.key(i as usize).seq, p);
+                out.emit_row_with_lane(row_hash(&row), row);
+            }
+            return true;
+        };
+        self.columns.resize_with(exprs.len(), Vec::new);
+        for (e, column) in exprs.iter().zip(&mut self.columns) {
+            if !e.eval_ints(at(data, arity, &self.rows), column, &mut self.scratch) {
+                return false;
+            }
+        }
+        for (j, &i) in self.rows.iter().enumerate() {
+            self.values.clear();
+            self.values.extend(self.columns.iter().map(|c| c[j]));
+            out.restart(batch.key(i as usize).seq, p);
+            out.emit_ints_with_lane(braid_plan::expr::int_row_hash(&self.values), &self.values);
+        }
+        true
+    }
 }
 
 /// Most rows a query function with batched function calls holds.
@@ -423,6 +520,22 @@ impl StreamFunction for QueryFn {
 
     fn end_of_batch(&mut self, out: &mut Emitter<'_>) {
         self.run_held(out);
+    }
+
+    fn process_rows(&mut self, batch: &Batch, rows: &[u32], out: &mut Emitter<'_>) {
+        if self
+            .window
+            .as_mut()
+            .is_some_and(|w| w.run(batch, rows, out))
+        {
+            return;
+        }
+        let p = out.partition();
+        for &i in rows {
+            let i = i as usize;
+            out.restart(batch.key(i).seq, p);
+            self.process(batch.row(i), out);
+        }
     }
 
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
