@@ -33,8 +33,9 @@ const MI_OPTION_ARENA_EAGER_COMMIT: libmimalloc_sys::mi_option_t = 4;
 /// And commits arena memory as it is used, not eagerly in large (transparent huge page)
 /// runs, unless `MIMALLOC_ARENA_EAGER_COMMIT` says otherwise: on this kind of VM a
 /// fresh huge page is zeroed (and backed by the host) whole. The L = 512 rating at
-/// speed 1000: 24-26 -> 6-7 kernel CPU s and 43-54 -> 21-32 s, two pairs; the peer
-/// benchmark's `hop` on 2 workers 0.63 -> 0.48 s (medians of 7), peak RSS 66 -> 46 MB.
+/// speed 1000 (one pair each, kernel CPU s): 26 -> 7, 24 -> 6 in one hour, 26 -> 17
+/// and 18 in a slower one; the peer benchmark's `hop` on 2 workers 0.63 -> 0.48 s
+/// (medians of 7), peak RSS 66 -> 48 MB.
 fn keep_freed_memory() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         // SAFETY: sets one of mimalloc's options (a plain integer it reads when it
