@@ -51,6 +51,16 @@ impl AggExprs {
             arg: call.arg.clone().map(Compiled::new),
         }
     }
+
+    /// Whether the aggregate has a FILTER.
+    pub(super) fn has_filter(&self) -> bool {
+        self.filter.is_some()
+    }
+
+    /// The aggregate's argument (none for `count(*)`).
+    pub(super) fn arg(&self) -> Option<&Compiled> {
+        self.arg.as_ref()
+    }
 }
 
 /// Evaluates every aggregate's FILTER and argument on `row` into `out`, before any

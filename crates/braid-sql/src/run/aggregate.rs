@@ -14,8 +14,8 @@ use super::late::{Cx, LateOut};
 use super::session::Sessions;
 use super::Faults;
 use crate::logical::{AggCall, AggPhase, WindowSpec};
-use braid_plan::batch::{Batch, Row, Scalar};
-use braid_plan::expr::{Arena, Compiled, Expr, Fault};
+use braid_plan::batch::{Batch, Row, Scalar, Value};
+use braid_plan::expr::{Arena, Compiled, Expr, Fault, IntRows, Scratch};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -151,6 +151,16 @@ impl Slices {
             entry.remove();
         }
     }
+}
+
+/// The columns of a window of all-int rows an aggregate computes at once
+/// ([`AggState::push_window`]), reused from window to window.
+#[derive(Default)]
+pub(super) struct IntWindow {
+    scratch: Scratch,
+    keys: Vec<Vec<i64>>,
+    args: Vec<Vec<i64>>,
+    times: Vec<i64>,
 }
 
 /// Groups by key (a slice's, or a merge of slices).
@@ -405,6 +415,82 @@ impl AggState {
             return faults.push(("aggregate", f));
         }
         let t = self.time.and_then(|c| row.int(c)).unwrap_or(0);
+        self.add(row, t, &inputs, cx, out, faults);
+    }
+
+    /// The window-at-a-time path of a tumbling or hopping aggregate of int keys and
+    /// arguments (no FILTER) over rows `rows` of an all-int batch: keys, arguments and
+    /// event times are computed for all rows first ([`Compiled::eval_ints`]), then each
+    /// row goes into its windows as [`AggState::push`] puts it. False (nothing changed)
+    /// where it does not apply or an expression has no value for some row: the rows
+    /// then go one by one, faults and all.
+    pub(super) fn push_window(
+        &mut self,
+        batch: &Batch,
+        at: IntRows<'_>,
+        cx: &Cx,
+        w: &mut IntWindow,
+    ) -> bool {
+        let windowed = matches!(
+            self.window,
+            WindowSpec::Tumble { .. } | WindowSpec::Hop { .. }
+        );
+        let Some(time) = self.time.filter(|&c| c < at.arity && windowed) else {
+            return false;
+        };
+        if self.phase == AggPhase::Final || self.exprs.iter().any(|e| e.has_filter()) {
+            return false;
+        }
+        w.keys.resize_with(self.keys.len(), Vec::new);
+        for (k, column) in self.keys.iter().zip(&mut w.keys) {
+            if !k.eval_ints(at, column, &mut w.scratch) {
+                return false;
+            }
+        }
+        w.args.resize_with(self.exprs.len(), Vec::new);
+        for (e, column) in self.exprs.iter().zip(&mut w.args) {
+            match e.arg() {
+                // count(*): a null for each row, as `accumulate::inputs` gives.
+                None => column.clear(),
+                Some(a) if a.eval_ints(at, column, &mut w.scratch) => {}
+                Some(_) => return false,
+            }
+        }
+        w.times.clear();
+        w.times.extend(
+            at.rows
+                .iter()
+                .map(|&r| at.data[r as usize * at.arity + time] as i64),
+        );
+        let mut inputs = Inputs::new();
+        let (mut none, mut no_faults) = (Batch::new(0), Vec::new());
+        for (j, &i) in at.rows.iter().enumerate() {
+            self.key.clear();
+            self.key.extend(w.keys.iter().map(|c| Scalar::Int(c[j])));
+            inputs.clear();
+            inputs.extend(w.args.iter().map(|c| {
+                Some(match c.is_empty() {
+                    true => Value::Null,
+                    false => Value::Int(c[j]),
+                })
+            }));
+            let row = batch.row(i as usize);
+            self.add(row, w.times[j], &inputs, cx, &mut none, &mut no_faults);
+        }
+        true
+    }
+
+    /// Adds input row `row`, at event time `t`, with its group's key in `self.key` and
+    /// its aggregates' inputs, to its window(s), or refuses it as late.
+    fn add(
+        &mut self,
+        row: Row<'_>,
+        t: i64,
+        inputs: &Inputs<'_>,
+        cx: &Cx,
+        out: &mut Batch,
+        faults: &mut Faults,
+    ) {
         match self.window {
             WindowSpec::Tumble { size } => {
                 // Saturating: event times are data, and may lie at the ends of i64.

@@ -199,7 +199,7 @@ impl StreamFunctionFactory for QueryFactory {
                 .map(|(buf, (_, st))| (buf, st.ops.iter())),
         };
         let root = Node::build(&self.root, &self.layout, &mut tables, &mut late);
-        let window = Windowed::of(&root, &self.layout, &self.prefetch);
+        let window = Windowed::of(&root, &self.layout, &self.prefetch, self.after_cut);
         Box::new(QueryFn {
             window,
             root,
@@ -318,7 +318,7 @@ struct QueryFn {
 struct Windowed {
     arity: usize,
     filters: Vec<Compiled>,
-    project: Option<Vec<Compiled>>,
+    tail: Tail,
     scratch: braid_plan::expr::Scratch,
     /// The rows left after each filter, and the projected columns.
     rows: Vec<u32>,
@@ -327,25 +327,36 @@ struct Windowed {
     values: Vec<i64>,
 }
 
+/// What a [`Windowed`] query does with the rows its filters keep.
+enum Tail {
+    /// Emits them whole (a last filter), or the projection's values.
+    Rows(Option<Vec<Compiled>>),
+    /// Adds them to the root's tumbling or hopping aggregate
+    /// ([`aggregate::AggState::push_window`]).
+    Aggregate(aggregate::IntWindow),
+}
+
 impl Windowed {
-    fn of(root: &Node, layout: &Layout, prefetch: &Prefetch) -> Option<Windowed> {
+    fn of(root: &Node, layout: &Layout, prefetch: &Prefetch, after_cut: bool) -> Option<Windowed> {
         let d = root.direct.as_ref()?;
         if layout.tag.is_some() || prefetch.any() || d.input != 0 {
             return None;
         }
         let mut filters = d.filters.clone();
-        let project = match &root.op {
+        let tail = match &root.op {
             Op::Filter(p) => {
                 filters.push(p.clone());
-                None
+                Tail::Rows(None)
             }
-            Op::Project(exprs) => Some(exprs.clone()),
+            Op::Project(exprs) => Tail::Rows(Some(exprs.clone())),
+            // (After a cut, a row's lateness depends on its sequence number.)
+            Op::Agg(_) if !after_cut => Tail::Aggregate(Default::default()),
             _ => return None,
         };
         Some(Windowed {
             arity: d.arity,
             filters,
-            project,
+            tail,
             scratch: Default::default(),
             rows: Vec::new(),
             kept: Vec::new(),
@@ -354,9 +365,17 @@ impl Windowed {
         })
     }
 
-    /// Emits what rows `rows` of `batch` make, as [`QueryFn::run`] would row by row;
-    /// false (having emitted nothing) where the window must go row by row.
-    fn run(&mut self, batch: &Batch, rows: &[u32], out: &mut Emitter<'_>) -> bool {
+    /// Runs rows `rows` of `batch` (of epoch context `cx`) through `root`, as
+    /// [`QueryFn::run`] would row by row; false (having changed and emitted nothing)
+    /// where the window must go row by row.
+    fn run(
+        &mut self,
+        root: &mut Node,
+        batch: &Batch,
+        rows: &[u32],
+        cx: &Cx,
+        out: &mut Emitter<'_>,
+    ) -> bool {
         let Some(data) = batch.int_payloads().filter(|_| batch.arity() == self.arity) else {
             return false;
         };
@@ -377,7 +396,14 @@ impl Windowed {
             std::mem::swap(&mut self.rows, &mut self.kept);
         }
         let p = out.partition();
-        let Some(exprs) = &self.project else {
+        let exprs = match (&mut self.tail, &mut root.op) {
+            (Tail::Aggregate(w), Op::Agg(a)) => {
+                return a.push_window(batch, at(data, arity, &self.rows), cx, w);
+            }
+            (Tail::Rows(exprs), _) => exprs,
+            _ => return false,
+        };
+        let Some(exprs) = exprs else {
             for &i in &self.rows {
                 let row = batch.row(i as usize);
                 out.restart(batch.key(i as usize).seq, p);
@@ -444,15 +470,8 @@ impl QueryFn {
 pub use braid_plan::expr::row_hash;
 
 impl QueryFn {
-    /// Runs input row `row`, sequence number `seq` of epoch `epoch`, up the tree.
-    fn run(&mut self, row: Row<'_>, epoch: u64, seq: u64, out: &mut Emitter<'_>) {
-        let Some(input) = self.layout.input_of(&row) else {
-            return;
-        };
-        // A row an earlier stage made at the end of an epoch or of the input is never
-        // late, as it is not in one stage (where it goes up the tree while windows close);
-        // a row it made while processing an input row is judged by that row's epoch, the
-        // one it comes in.
+    /// When rows of input row `seq` of epoch `epoch` are late, and when the epoch began.
+    fn cx(&self, epoch: u64, seq: u64) -> Cx {
         let (wm, at) = if epoch == u64::MAX {
             (i64::MIN, i64::MAX)
         } else {
@@ -462,7 +481,19 @@ impl QueryFn {
                 false => (at - self.lateness, at),
             }
         };
-        let cx = Cx { wm, at };
+        Cx { wm, at }
+    }
+
+    /// Runs input row `row`, sequence number `seq` of epoch `epoch`, up the tree.
+    fn run(&mut self, row: Row<'_>, epoch: u64, seq: u64, out: &mut Emitter<'_>) {
+        let Some(input) = self.layout.input_of(&row) else {
+            return;
+        };
+        // A row an earlier stage made at the end of an epoch or of the input is never
+        // late, as it is not in one stage (where it goes up the tree while windows close);
+        // a row it made while processing an input row is judged by that row's epoch, the
+        // one it comes in.
+        let cx = self.cx(epoch, seq);
         self.root
             .push(input, row, &cx, &mut self.buf, &mut self.faults);
         self.flush(out, false);
@@ -523,12 +554,14 @@ impl StreamFunction for QueryFn {
     }
 
     fn process_rows(&mut self, batch: &Batch, rows: &[u32], out: &mut Emitter<'_>) {
-        if self
-            .window
-            .as_mut()
-            .is_some_and(|w| w.run(batch, rows, out))
-        {
-            return;
+        // (The window path is taken only where lateness is the epoch's alone.)
+        let cx = self.cx(out.epoch(), 0);
+        if let Some(w) = self.window.as_mut() {
+            if w.run(&mut self.root, batch, rows, &cx, out) {
+                // Rows an aggregate refused as late.
+                self.flush(out, false);
+                return;
+            }
         }
         let p = out.partition();
         for &i in rows {
