@@ -188,6 +188,49 @@ pub(crate) fn plain_ints(line: &[u8], arity: usize, out: &mut Vec<i64>) -> bool 
     }
 }
 
+/// [`plain_ints`] of the line at the start of `bytes`, found in the same pass: the
+/// length of the line with its end (`\n` or `\r\n`) when it is `arity` plain int64
+/// fields, none for any other line or a line `bytes` does not hold whole.
+#[inline]
+pub(crate) fn plain_ints_line(bytes: &[u8], arity: usize, out: &mut Vec<i64>) -> Option<usize> {
+    out.clear();
+    let mut i = 0;
+    loop {
+        let mut b = *bytes.get(i)?;
+        i += 1;
+        let negative = b == b'-';
+        if negative {
+            b = *bytes.get(i)?;
+            i += 1;
+        }
+        let mut v: i64 = 0;
+        let mut digits = 0;
+        loop {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                break;
+            }
+            if digits == 18 {
+                return None;
+            }
+            v = v * 10 + i64::from(d);
+            digits += 1;
+            b = *bytes.get(i)?;
+            i += 1;
+        }
+        if digits == 0 || out.len() == arity {
+            return None;
+        }
+        out.push(if negative { -v } else { v });
+        match b {
+            b',' => {}
+            b'\n' => return (out.len() == arity).then_some(i),
+            b'\r' if bytes.get(i) == Some(&b'\n') => return (out.len() == arity).then_some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
 /// Parses one field as `ty`. Empty text is null where allowed.
 pub fn parse_field(bytes: &[u8], ty: DataType, nullable: bool) -> Result<Value<'_>, String> {
     if let (DataType::Int64, Some(v)) = (ty, ascii_int(bytes)) {
@@ -461,6 +504,15 @@ enum LineEnd {
 trait Lines: Send {
     /// The next line (newline included, if any), and how it ended.
     fn read_line(&mut self) -> std::io::Result<(LineEnd, &[u8])>;
+
+    /// The bytes read ahead, for the parser to take whole lines of at once
+    /// ([`Lines::consume`]); none where lines come one at a time.
+    fn buffered(&mut self) -> std::io::Result<&[u8]> {
+        Ok(&[])
+    }
+
+    /// Takes the first `n` bytes [`Lines::buffered`] gave.
+    fn consume(&mut self, _n: usize) {}
 }
 
 /// Lines of a byte stream (file, stdin): lent from the reader's buffer, copied only
@@ -501,6 +553,15 @@ impl<R: BufRead + Send> Lines for ReadLines<R> {
         self.spill.clear();
         self.r.read_until(b'\n', &mut self.spill)?;
         Ok((LineEnd::Whole, &self.spill))
+    }
+
+    fn buffered(&mut self) -> std::io::Result<&[u8]> {
+        self.r.consume(std::mem::take(&mut self.taken));
+        self.r.fill_buf()
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.r.consume(n);
     }
 }
 
@@ -799,16 +860,8 @@ impl<'s> LineParser<'s> {
             && !self.at.header_pending
             && plain_ints(text, source.schema.arity(), &mut self.ints)
         {
-            let time = source.schema.event_time.map(|c| self.ints[c]);
-            if !time.is_some_and(|t| t < self.at.last_time && !source.out_of_order) {
-                self.time_read(time);
-                let ints = std::mem::take(&mut self.ints);
-                let go = self.take_row(line, line_at, time, out, |w, key| {
-                    w.push_ints(key, &ints);
-                    Ok(())
-                });
-                self.ints = ints;
-                return go.unwrap_or(true);
+            if let Some(go) = self.take_plain(line, line_at, out) {
+                return go;
             }
         }
         if text.iter().all(u8::is_ascii_whitespace) {
@@ -819,6 +872,63 @@ impl<'s> LineParser<'s> {
         let go = self.general(line, line_at, text, &mut data, &mut fields, out);
         (self.data, self.fields) = (data, fields);
         go
+    }
+
+    /// The row of line `line` (at byte `line_at`), read by [`plain_ints`] into
+    /// `self.ints`, taken as it is; none (nothing done) when it is out of order, for the
+    /// general path, which words the reject.
+    #[inline]
+    fn take_plain(&mut self, line: u64, line_at: u64, out: &mut impl Emit) -> Option<bool> {
+        let source = self.source;
+        let time = source.schema.event_time.map(|c| self.ints[c]);
+        if time.is_some_and(|t| t < self.at.last_time && !source.out_of_order) {
+            return None;
+        }
+        self.time_read(time);
+        let ints = std::mem::take(&mut self.ints);
+        let go = self.take_row(line, line_at, time, out, |w, key| {
+            w.push_ints(key, &ints);
+            Ok(())
+        });
+        self.ints = ints;
+        Some(go.unwrap_or(true))
+    }
+
+    /// The whole lines at the start of `text`, as [`LineParser::line`] reads each, a
+    /// line of plain ints found and read in one pass ([`plain_ints_line`]): how many
+    /// bytes they took (a last line without its end is left to the caller), and false
+    /// to stop reading.
+    pub fn lines(&mut self, text: &[u8], out: &mut impl Emit) -> (usize, bool) {
+        let plain = self.all_ints && !matches!(self.source.spec, SourceSpec::JsonLines { .. });
+        let arity = self.source.schema.arity();
+        let mut at = 0;
+        while at < text.len() {
+            let rest = &text[at..];
+            if plain && !self.at.header_pending {
+                if let Some(n) = plain_ints_line(rest, arity, &mut self.ints) {
+                    let (line, line_at) = (self.at.line + 1, self.at.offset);
+                    let (offset, seen) = (self.at.offset, self.at.line);
+                    (self.at.offset, self.at.line) = (line_at + n as u64, line);
+                    match self.take_plain(line, line_at, out) {
+                        Some(true) => {
+                            at += n;
+                            continue;
+                        }
+                        Some(false) => return (at + n, false),
+                        // Out of order: the general way, as the line comes.
+                        None => (self.at.offset, self.at.line) = (offset, seen),
+                    }
+                }
+            }
+            let Some(i) = memchr::memchr(b'\n', rest) else {
+                break;
+            };
+            if !self.line(&rest[..=i], false, out) {
+                return (at + i + 1, false);
+            }
+            at += i + 1;
+        }
+        (at, true)
     }
 
     /// A line that is not plain ints: split into fields, each parsed by its type.
@@ -1162,6 +1272,23 @@ impl Parser {
         };
         let mut parser = LineParser::new(&source, start, at.is_none());
         loop {
+            // The whole lines read ahead at once; a line they do not hold whole, and
+            // the end of the input, line by line.
+            let (n, go) = match input.buffered() {
+                Ok(block) => parser.lines(block, &mut self),
+                Err(e) => {
+                    let line = parser.at.line + 1;
+                    self.fatal(line, 0, format!("read failed: {e}"));
+                    return;
+                }
+            };
+            input.consume(n);
+            if !go {
+                return;
+            }
+            if n > 0 {
+                continue;
+            }
             let (cut, buf) = match input.read_line() {
                 Ok((LineEnd::End, _)) => break,
                 Ok((LineEnd::Whole, buf)) => (false, buf),
@@ -1295,6 +1422,38 @@ mod tests {
             let plain = fields.len() == arity && fields.iter().all(|f| f.1) && sep == "," && end.is_empty();
             if plain {
                 prop_assert!(answered, "plain line {:?} not answered", line);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Reading a line of plain ints in the pass that finds its end gives what
+        /// reading the line found first gives: the same values, for the same lines
+        /// (its end `\n` or `\r\n` taken off, as `LineParser::line` takes it off), and the
+        /// line's length with its end; nothing for a line the bytes do not hold whole.
+        #[test]
+        fn a_line_found_and_read_in_one_pass_is_read_as_found_first(
+            fields in proptest::collection::vec(field(), 0..6),
+            arity in 1usize..6,
+            sep in prop_oneof![8 => Just(","), 1 => Just(";")],
+            end in prop_oneof![4 => Just("\n"), 2 => Just("\r\n"), 1 => Just("\r\r\n"),
+                1 => Just(""), 1 => Just("\r"), 1 => Just(",\n")],
+            after in "[0-9,\n]{0,6}",
+        ) {
+            let line = fields.iter().map(|f| f.0.as_str()).collect::<Vec<_>>().join(sep) + end;
+            let bytes = format!("{line}{after}");
+            let mut got = Vec::new();
+            let one_pass = plain_ints_line(bytes.as_bytes(), arity, &mut got);
+            // The line as `memchr` finds it, its end taken off as `LineParser::line` does.
+            let mut want = Vec::new();
+            let found = bytes.find('\n').map(|i| (i + 1, &bytes[..i]));
+            let found_first = found
+                .map(|(n, t)| (n, t.strip_suffix('\r').unwrap_or(t)))
+                .filter(|(_, t)| plain_ints(t.as_bytes(), arity, &mut want));
+            prop_assert_eq!(one_pass, found_first.map(|(n, _)| n), "{:?}", bytes);
+            if one_pass.is_some() {
+                prop_assert_eq!(got, want);
             }
         }
     }

@@ -638,16 +638,9 @@ impl Reader {
     /// Parses `text`, the lines from `from.offset` on, from state `from`.
     fn parse(&self, text: &[u8], from: Before, out: &mut Parsed) -> LineParserEnd {
         let mut parser = LineParser::new(&self.source, from, false);
-        let mut rest = text;
-        let mut stopped = false;
-        while !rest.is_empty() {
-            let n = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
-            if !parser.line(&rest[..n], false, out) {
-                stopped = true;
-                break;
-            }
-            rest = &rest[n..];
-        }
+        let (n, go) = parser.lines(text, out);
+        // A last line without its end.
+        let stopped = !go || (n < text.len() && !parser.line(&text[n..], false, out));
         if !stopped {
             parser.finish(out);
         }
@@ -1167,6 +1160,43 @@ mod tests {
                 "inline {inline}: the outbox as the feed dropped: {:?}",
                 sent.iter().map(|m| m.0).collect::<Vec<_>>()
             );
+        }
+    }
+
+    /// Lines of plain ints (found and read in one pass) count in the line numbers as
+    /// every other line does, with CRLF, a blank line, a malformed line, a row out of
+    /// order and a last line without its end among them, read serially and in shares
+    /// with chunk bounds inside lines: the lines here are counted by hand.
+    #[test]
+    fn plain_int_lines_count_in_line_numbers() {
+        let dir = dir();
+        let path = dir.join("ints.csv");
+        let text = "t,v\n1,10\n2,20\r\n\n3,x\n4,40\n1,50\n5,-60\n6,70";
+        std::fs::write(&path, text).unwrap();
+        let schema = Schema::new(vec![
+            Field::new("t", DataType::Int64),
+            Field::new("v", DataType::Int64),
+        ]);
+        let schema = Schema {
+            event_time: Some(0),
+            ..schema
+        };
+        let spec = SourceSpec::Csv { path, header: true };
+        let mut source = Plan::source("s", spec, schema).leaf_source().clone();
+        source.epoch = 3;
+        source.window = 4;
+        for (peers, chunk) in [(1, 0), (2, 7), (3, 5), (2, 64)] {
+            let (rows, error, rejects, lines, _) = read(&source, peers, chunk, false, &dir);
+            let what = format!("{peers} workers, chunks of {chunk} bytes");
+            assert_eq!(error, None, "{what}");
+            assert_eq!(rows.len(), 5, "{what}: {rows:?}");
+            assert_eq!(
+                lines,
+                [Some(2), Some(3), Some(6), Some(8), Some(9)],
+                "{what}"
+            );
+            let bad: Vec<u64> = rejects.first.iter().map(|r| r.line).collect();
+            assert_eq!((rejects.count, bad), (2, vec![5, 7]), "{what}");
         }
     }
 
