@@ -502,7 +502,7 @@ impl AggState {
                 }
                 let w = &mut self.windows;
                 let accs = Self::group(&mut w.groups, &self.aggs, end, start, &self.key);
-                update(accs, &inputs);
+                update(accs, inputs);
             }
             WindowSpec::Hop { size, slide } => {
                 // Windows [s, s + size) with s = k * slide and s <= t < s + size: the
@@ -511,7 +511,7 @@ impl AggState {
                 if !inside {
                     // Windows reaching past the ends of i64 (their bounds saturate): one
                     // by one, straight into the windows, which close late or never.
-                    if !self.hop_windows(t, size, slide, cx.wm, i64::MAX, &inputs) {
+                    if !self.hop_windows(t, size, slide, cx.wm, i64::MAX, inputs) {
                         self.late.refuse(&row, cx);
                     }
                     return;
@@ -527,7 +527,7 @@ impl AggState {
                 w.slices.close(cx.wm, hop, &self.aggs, &mut w.groups);
                 let cut = w.slices.cut;
                 if cx.wm < cut {
-                    self.hop_windows(t, size, slide, cx.wm, cut, &inputs);
+                    self.hop_windows(t, size, slide, cx.wm, cut, inputs);
                 }
                 if last + size > cut {
                     let slices = &mut self.windows.slices;
@@ -537,7 +537,7 @@ impl AggState {
                     }
                     let keyed = slices.by_start.entry(slice).or_default();
                     let accs = keyed.get_or_insert(&self.key, || fresh(&self.aggs));
-                    update(accs, &inputs);
+                    update(accs, inputs);
                 }
             }
             WindowSpec::Cumulate { step, size } => {
@@ -556,7 +556,7 @@ impl AggState {
                     if last != Some(end) {
                         let g = &mut self.windows.groups;
                         let accs = Self::group(g, &self.aggs, end, s, &self.key);
-                        update(accs, &inputs);
+                        update(accs, inputs);
                     }
                     last = Some(end);
                 }
@@ -570,16 +570,16 @@ impl AggState {
                     return;
                 }
                 let sessions = &mut self.windows.sessions;
-                sessions.push(&self.key, &self.aggs, gap, t, &inputs);
+                sessions.push(&self.key, &self.aggs, gap, t, inputs);
             }
             WindowSpec::Count { rows } => self
                 .windows
                 .counts
-                .push(&self.key, &self.aggs, rows, &inputs, out, faults),
+                .push(&self.key, &self.aggs, rows, inputs, out, faults),
             WindowSpec::Unbounded => {
                 let g = &mut self.windows.groups;
                 let accs = Self::group(g, &self.aggs, i64::MAX, i64::MIN, &self.key);
-                update(accs, &inputs);
+                update(accs, inputs);
             }
         }
     }
