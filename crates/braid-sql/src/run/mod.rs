@@ -279,7 +279,8 @@ impl StreamFunctionFactory for QueryFactory {
 }
 
 struct QueryFn {
-    /// The window-at-a-time path, for a query that only filters and projects.
+    /// The window-at-a-time path, for a query that only filters and projects, or whose
+    /// stage is a tumbling or hopping partial aggregate over filters of a scan.
     window: Option<Windowed>,
     root: Node,
     layout: Layout,
@@ -309,10 +310,10 @@ struct QueryFn {
 }
 
 /// The window-at-a-time path of a query that only filters and projects its input
-/// (filters, then a projection or a last filter, over a scan of the whole row): on a
-/// window of all-int rows each expression is computed for all rows in a tight loop
-/// ([`Compiled::select`], [`Compiled::eval_ints`]) instead of up the operator tree row
-/// by row. Where an expression has no such path, or a row of the window has no value
+/// (filters, then a projection, a last filter or a partial aggregate ([`Tail`]), over a
+/// scan of the whole row): on a window of all-int rows each expression is computed for
+/// all rows in a tight loop ([`Compiled::select`], [`Compiled::eval_ints`]) instead of
+/// up the operator tree row by row. Where an expression has no such path, or a row of the window has no value
 /// there (an overflow, a division by zero), the window goes row by row as always,
 /// faults and all: the same rows come out under the same keys either way.
 struct Windowed {
