@@ -119,14 +119,17 @@ impl<'a> Emitter<'a> {
     /// the partitioning (SQL queries) uses a hash of the row. `lane` must not have the
     /// [`RowKey::BROADCAST`] bit set.
     pub fn emit_with_lane(&mut self, lane: u64, values: &[Value<'_>]) {
+        let key = self.lane_key(lane);
+        self.out.push(key, values);
+    }
+
+    /// The key of a row emitted under `lane` (see [`Emitter::emit_with_lane`]).
+    fn lane_key(&self, lane: u64) -> RowKey {
         debug_assert!(lane & RowKey::BROADCAST == 0);
-        self.out.push(
-            RowKey {
-                seq: self.seq,
-                lane: lane & !RowKey::BROADCAST,
-            },
-            values,
-        );
+        RowKey {
+            seq: self.seq,
+            lane: lane & !RowKey::BROADCAST,
+        }
     }
 
     fn next_key(&mut self) -> RowKey {
@@ -141,14 +144,8 @@ impl<'a> Emitter<'a> {
     /// Emits a row of int64 values under a lane of the caller's choosing (see
     /// [`Emitter::emit_with_lane`]).
     pub fn emit_ints_with_lane(&mut self, lane: u64, values: &[i64]) {
-        debug_assert!(lane & RowKey::BROADCAST == 0);
-        self.out.push_ints(
-            RowKey {
-                seq: self.seq,
-                lane: lane & !RowKey::BROADCAST,
-            },
-            values,
-        );
+        let key = self.lane_key(lane);
+        self.out.push_ints(key, values);
     }
 
     /// Emits a row.
@@ -187,14 +184,8 @@ impl<'a> Emitter<'a> {
     /// [`Emitter::emit_with_lane`]).
     pub fn emit_row_with_lane(&mut self, lane: u64, row: Row<'_>) {
         let (batch, i) = row.location();
-        self.out.push_row_of(
-            batch,
-            i,
-            RowKey {
-                seq: self.seq,
-                lane: lane & !RowKey::BROADCAST,
-            },
-        );
+        let key = self.lane_key(lane);
+        self.out.push_row_of(batch, i, key);
     }
 
     /// The partition this emitter writes for.
@@ -215,12 +206,7 @@ pub trait StreamFunction {
     /// the row's sequence number, which is what it does unless a function overrides it
     /// to compute a window at a time.
     fn process_rows(&mut self, batch: &Batch, rows: &[u32], out: &mut Emitter<'_>) {
-        let p = out.partition();
-        for &i in rows {
-            let i = i as usize;
-            out.restart(batch.key(i).seq, p);
-            self.process(batch.row(i), out);
-        }
+        process_each(self, batch, rows, out);
     }
 
     /// Called after the last row of `epoch` delivered to this partition, if there was one.
@@ -278,6 +264,24 @@ pub trait StreamFunction {
         Err(Error::NotSupported(
             "restoring this stream function's state with another partition count".into(),
         ))
+    }
+}
+
+/// [`StreamFunction::process`] of rows `rows` of `batch` in turn, the emitter restarted
+/// at each row's sequence number: what [`StreamFunction::process_rows`] does by default,
+/// and where a function that overrides it goes when its window-at-a-time path does not
+/// apply.
+pub fn process_each<F: StreamFunction + ?Sized>(
+    f: &mut F,
+    batch: &Batch,
+    rows: &[u32],
+    out: &mut Emitter<'_>,
+) {
+    let p = out.partition();
+    for &i in rows {
+        let i = i as usize;
+        out.restart(batch.key(i).seq, p);
+        f.process(batch.row(i), out);
     }
 }
 

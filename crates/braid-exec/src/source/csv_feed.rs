@@ -145,47 +145,7 @@ pub(crate) fn ascii_int(mut bytes: &[u8]) -> Option<i64> {
 /// path then reads (and judges). 18 digits cannot overflow.
 #[inline]
 pub(crate) fn plain_ints(line: &[u8], arity: usize, out: &mut Vec<i64>) -> bool {
-    out.clear();
-    let mut bytes = line.iter();
-    loop {
-        let mut b = match bytes.next() {
-            Some(&b) => b,
-            None => return false, // an empty field (or line)
-        };
-        let negative = b == b'-';
-        if negative {
-            b = match bytes.next() {
-                Some(&b) => b,
-                None => return false,
-            };
-        }
-        let mut v: i64 = 0;
-        let mut digits = 0;
-        let end = loop {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                break Some(b);
-            }
-            if digits == 18 {
-                return false;
-            }
-            v = v * 10 + i64::from(d);
-            digits += 1;
-            match bytes.next() {
-                Some(&next) => b = next,
-                None => break None,
-            }
-        };
-        if digits == 0 || out.len() == arity {
-            return false;
-        }
-        out.push(if negative { -v } else { v });
-        match end {
-            None => return out.len() == arity,
-            Some(b',') => {}
-            Some(_) => return false,
-        }
-    }
+    plain_fields(line, arity, out) == Some(line.len())
 }
 
 /// [`plain_ints`] of the line at the start of `bytes`, found in the same pass: the
@@ -193,10 +153,23 @@ pub(crate) fn plain_ints(line: &[u8], arity: usize, out: &mut Vec<i64>) -> bool 
 /// fields, none for any other line or a line `bytes` does not hold whole.
 #[inline]
 pub(crate) fn plain_ints_line(bytes: &[u8], arity: usize, out: &mut Vec<i64>) -> Option<usize> {
+    let n = plain_fields(bytes, arity, out)?;
+    match bytes.get(n) {
+        Some(b'\n') => Some(n + 1),
+        Some(_) => Some(n + 2),
+        None => None,
+    }
+}
+
+/// The one pass of [`plain_ints`] and [`plain_ints_line`]: exactly `arity` plain int64
+/// fields at the start of `bytes` into `out`, ended by the end of `bytes`, a `\n` or a
+/// `\r\n`; the fields' length (where the end starts), none for anything else.
+#[inline]
+fn plain_fields(bytes: &[u8], arity: usize, out: &mut Vec<i64>) -> Option<usize> {
     out.clear();
     let mut i = 0;
     loop {
-        let mut b = *bytes.get(i)?;
+        let mut b = *bytes.get(i)?; // (an empty field, or line)
         i += 1;
         let negative = b == b'-';
         if negative {
@@ -205,28 +178,40 @@ pub(crate) fn plain_ints_line(bytes: &[u8], arity: usize, out: &mut Vec<i64>) ->
         }
         let mut v: i64 = 0;
         let mut digits = 0;
-        loop {
+        // The byte after the digits (none at the end of `bytes`), and where it is.
+        let end = loop {
             let d = b.wrapping_sub(b'0');
             if d > 9 {
-                break;
+                break Some(b);
             }
             if digits == 18 {
                 return None;
             }
             v = v * 10 + i64::from(d);
             digits += 1;
-            b = *bytes.get(i)?;
-            i += 1;
-        }
+            match bytes.get(i) {
+                Some(&next) => {
+                    b = next;
+                    i += 1;
+                }
+                None => {
+                    i += 1;
+                    break None;
+                }
+            }
+        };
         if digits == 0 || out.len() == arity {
             return None;
         }
         out.push(if negative { -v } else { v });
-        match b {
-            b',' => {}
-            b'\n' => return (out.len() == arity).then_some(i),
-            b'\r' if bytes.get(i) == Some(&b'\n') => return (out.len() == arity).then_some(i + 1),
-            _ => return None,
+        let fields = i - 1;
+        match end {
+            Some(b',') => {}
+            None | Some(b'\n') => return (out.len() == arity).then_some(fields),
+            Some(b'\r') if bytes.get(i) == Some(&b'\n') => {
+                return (out.len() == arity).then_some(fields)
+            }
+            Some(_) => return None,
         }
     }
 }

@@ -191,8 +191,9 @@ pub struct IntRows<'a> {
 }
 
 impl IntRows<'_> {
+    /// Column `c` of the rows, in order, into `out`.
     #[inline]
-    fn column(&self, c: usize, out: &mut Vec<i64>) {
+    pub fn column(&self, c: usize, out: &mut Vec<i64>) {
         out.clear();
         let a = self.arity;
         out.extend(

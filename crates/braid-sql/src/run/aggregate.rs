@@ -456,12 +456,7 @@ impl AggState {
                 Some(_) => return false,
             }
         }
-        w.times.clear();
-        w.times.extend(
-            at.rows
-                .iter()
-                .map(|&r| at.data[r as usize * at.arity + time] as i64),
-        );
+        at.column(time, &mut w.times);
         let mut inputs = Inputs::new();
         let (mut none, mut no_faults) = (Batch::new(0), Vec::new());
         for (j, &i) in at.rows.iter().enumerate() {

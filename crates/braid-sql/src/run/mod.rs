@@ -564,12 +564,7 @@ impl StreamFunction for QueryFn {
                 return;
             }
         }
-        let p = out.partition();
-        for &i in rows {
-            let i = i as usize;
-            out.restart(batch.key(i).seq, p);
-            self.process(batch.row(i), out);
-        }
+        braid_plan::function::process_each(self, batch, rows, out);
     }
 
     fn end_of_epoch(&mut self, epoch: u64, out: &mut Emitter<'_>) {
