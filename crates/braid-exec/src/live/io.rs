@@ -479,10 +479,15 @@ pub struct LogSink {
 }
 
 impl SinkFn for LogSink {
+    /// Into a dropped stream nothing goes: a stream is closed only once the query
+    /// making it has been dropped (`DROP STREAM` drops its maker first, and the workers
+    /// may still be finishing a window when the drop closes the log), so its rows
+    /// go where the stream went.
     fn write(&self, rows: &Batch, _since_start: Duration, _epoch: u64) -> std::io::Result<()> {
-        self.log
-            .append(rows)
-            .map_err(|e| std::io::Error::other(e.to_string()))
+        match self.log.append(rows) {
+            Err(_) if self.log.is_closed() => Ok(()),
+            r => r.map_err(|e| std::io::Error::other(e.to_string())),
+        }
     }
 
     fn flush(&self) -> std::io::Result<()> {
@@ -583,5 +588,25 @@ mod tests {
         r.close_epoch().expect("close");
         assert_eq!(epochs(&path), (71..=101).collect::<Vec<u64>>());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A query's window that reaches its stream after `DROP STREAM` closed it (the
+    /// workers drop the maker a moment after the session does) goes nowhere and is no
+    /// fault of the query; into a stream that is open, rows land.
+    #[test]
+    fn a_window_after_its_stream_was_dropped_goes_nowhere_without_an_error() {
+        use braid_plan::batch::{RowKey, Value};
+        let schema = Schema::new(vec![Field::new("v", DataType::Int64)]);
+        let log = StreamLog::create("gone", schema, None).expect("log");
+        let sink = LogSink { log: log.clone() };
+        let mut b = Batch::new(1);
+        b.push(RowKey { seq: 0, lane: 0 }, &[Value::Int(7)]);
+        sink.write(&b, Duration::ZERO, 0)
+            .expect("an open stream takes rows");
+        assert_eq!(log.rows(), 1);
+        log.close();
+        sink.write(&b, Duration::ZERO, 0)
+            .expect("a dropped stream's maker is not failed");
+        assert_eq!(log.rows(), 1);
     }
 }
