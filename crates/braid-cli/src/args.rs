@@ -154,6 +154,13 @@ pub struct QueryArgs {
     /// cores than workers.
     #[arg(long, value_enum, default_value_t = ReaderThreads::Auto)]
     pub reader_threads: ReaderThreads,
+    /// Epochs per timely time: `auto` (about four physical windows of rows, where the
+    /// run allows several epochs per time: a file or rows in memory read as fast as
+    /// possible, no latency constraint, checkpoints or live rescaling) or a number (1:
+    /// one epoch per time). The output is the same either way; progress tracking is
+    /// paid per time.
+    #[arg(long, default_value = "auto", value_parser = parse_granule)]
+    pub granule: Granule,
     /// Draw the progress line (rows in and out, rate, lag behind a paced source's
     /// schedule, malformed and late rows) even when standard error is not a terminal
     /// (then a line a second). Without it, `run` draws it only on a terminal, and only
@@ -556,6 +563,7 @@ impl QueryArgs {
                     ReaderThreads::Off => Some(false),
                 },
             },
+            granule: self.granule.0,
             ..RunConfig::default()
         })
     }
@@ -698,5 +706,22 @@ impl QueryArgs {
             seed: self.seed,
         };
         Ok((SourceSpec::Generator(g), GeneratorSpec::schema()))
+    }
+}
+
+/// `--granule`: epochs per timely time, None for `auto`.
+#[derive(Clone, Copy, Debug)]
+pub struct Granule(pub Option<u64>);
+
+/// `--granule`: `auto` or a number of epochs, at least 1.
+fn parse_granule(s: &str) -> std::result::Result<Granule, String> {
+    match s {
+        "auto" => Ok(Granule(None)),
+        n => match n.parse::<u64>() {
+            Ok(g) if g >= 1 => Ok(Granule(Some(g))),
+            _ => Err(format!(
+                "expected `auto` or a number of epochs (1 or more), found `{n}`"
+            )),
+        },
     }
 }

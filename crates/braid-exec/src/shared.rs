@@ -64,6 +64,8 @@ pub struct Shared {
     /// How timely's time maps to epochs: ticks within epochs under a latency
     /// constraint ([`crate::qos`]).
     pub(crate) ticks: crate::qos::Ticks,
+    /// Epochs per timely time (1: the time is the epoch, or its ticks).
+    pub(crate) granule: Granule,
     /// Windows carry latency stamps and operators measure them ([`crate::qos`]).
     pub(crate) stamps: bool,
     /// The run's latency constraint, if any (the tightest of its sinks').
@@ -137,6 +139,7 @@ impl Shared {
             threads_next: Mutex::new(None),
             boards: Mutex::new(Default::default()),
             ticks: crate::qos::Ticks::OFF,
+            granule: Granule::ONE,
             stamps: false,
             latencies: Default::default(),
             shed: Mutex::new(Default::default()),
@@ -373,5 +376,52 @@ impl RemoteCosts {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(process, costs);
+    }
+}
+
+/// Epochs per timely time. An epoch is a unit of meaning (lateness, when windows
+/// close); timely pays for each of its times in progress tracking, every worker for
+/// every operator. A stream of small epochs read as fast as possible (a file of call
+/// records in epochs of a minute, a few dozen rows each) then costs more in progress
+/// than in its query, and each worker pays it again. With a granule of `g` epochs,
+/// epoch `e` runs at time `e - e % g`: windows carry their epoch ([`Window::epoch`]),
+/// and every operator still does per epoch, in epoch order, what it did per time (a
+/// Map runs each epoch's rows and then its end, a time-ordered merge orders by epoch
+/// first), so the output is the same; what changes is that a time completes only
+/// once its last epoch has, so results wait for up to `g` epochs.
+///
+/// [`Window::epoch`]: crate::render::Window::epoch
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granule(pub u64);
+
+impl Granule {
+    /// The time is the epoch.
+    pub const ONE: Granule = Granule(1);
+
+    /// Whether a time holds several epochs.
+    #[inline]
+    pub fn on(self) -> bool {
+        self.0 > 1
+    }
+
+    /// The granule's first epoch for epoch `e`: the (epoch-unit) time `e` runs at.
+    #[inline]
+    pub fn start(self, e: u64) -> u64 {
+        if e == u64::MAX {
+            e
+        } else {
+            e - e % self.0
+        }
+    }
+
+    /// The epoch of a window at (epoch-unit) time `t`: the window's own when granules
+    /// are on, else `t`.
+    #[inline]
+    pub fn epoch(self, t: u64, w: &crate::render::Window) -> u64 {
+        if self.on() {
+            w.epoch
+        } else {
+            t
+        }
     }
 }

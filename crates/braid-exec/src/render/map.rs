@@ -29,26 +29,37 @@ pub(crate) const END_EPOCH: u64 = u64::MAX;
 
 /// For every epoch in which this worker's share of `source` sent a window (rows, or an
 /// empty one: a live source's heartbeat), one empty window to every worker.
-pub(crate) fn ticks(source: Windows<'_>, place: Place, tk: crate::qos::Ticks) -> Windows<'_> {
+pub(crate) fn ticks(
+    source: Windows<'_>,
+    place: Place,
+    tk: crate::qos::Ticks,
+    granule: crate::shared::Granule,
+) -> Windows<'_> {
     let peers = place.peers;
     source.unary::<WindowBuilder, _, _, _>(Pipeline, "EpochTicks", move |_, _| {
         // The source's epochs only grow: this skips repeats within an epoch.
         let mut last: Option<u64> = None;
         move |input, output| {
-            input.for_each(|cap, _data| {
+            input.for_each(|cap, data| {
                 let Some(&t) = cap.least() else {
                     return;
                 };
-                let epoch = tk.epoch(t);
-                // An empty window counts: a live source sends one when time moves
-                // without data (a heartbeat), and windows must close then.
-                if last == Some(epoch) {
-                    return;
-                }
-                last = Some(epoch);
                 let mut session = output.session(&cap);
-                for w in 0..peers {
-                    session.give(Window::new(w as u64, 0, Batch::new(0)));
+                let mut tick = |epoch: u64| {
+                    // An empty window counts: a live source sends one when time moves
+                    // without data (a heartbeat), and windows must close then.
+                    if last == Some(epoch) {
+                        return;
+                    }
+                    last = Some(epoch);
+                    for w in 0..peers {
+                        session.give(Window::new(w as u64, 0, Batch::new(0)).at(epoch));
+                    }
+                };
+                // Where a time holds several epochs, each window says its own.
+                match granule.on() {
+                    true => data.iter().for_each(|w| tick(w.epoch)),
+                    false => tick(tk.epoch(t)),
                 }
             });
         }
@@ -150,6 +161,7 @@ pub(crate) fn render<'s>(
     // as it is complete (its rows come in serial order by sequence number in the
     // source, read by one worker); any other Map waits for the whole epoch.
     let tk = shared.ticks;
+    let granule = shared.granule;
     let eager = tk.on()
         && matches!(split.input.as_ref(), Plan::Source(s) if !matches!(s.spec, braid_plan::plan::SourceSpec::Late { .. }));
     let meter = shared.stamps.then(|| shared.latencies.node(name.clone()));
@@ -210,6 +222,10 @@ pub(crate) fn render<'s>(
             // Checkpoint barriers, each held until this Map's part of it is written.
             let mut held = HeldBarriers::default();
             let mut stash: EpochStash<Vec<Window>> = EpochStash::new();
+            // Where a time holds several epochs ([`crate::shared::Granule`]): the
+            // epochs of the time taken from the stash not run yet, in order.
+            let mut epochs: std::collections::VecDeque<(u64, Capability<u64>, Vec<Window>)> =
+                Default::default();
             // Per local partition: (seq, batch, row) of its rows in the epoch being processed.
             let mut rows: Vec<Vec<(u64, u32, u32)>> = vec![Vec::new(); local.len()];
             let mut out = Batch::new(out_arity);
@@ -259,9 +275,16 @@ pub(crate) fn render<'s>(
                 let mut taking = false;
                 loop {
                     if running.is_none() {
-                        let Some((t, cap, mut batches)) =
-                            stash.pop_done(|t| done(t) && before(t, bound))
-                        else {
+                        let next = epochs.pop_front().or_else(|| {
+                            let (t, cap, batches) =
+                                stash.pop_done(|t| done(t) && before(t, bound))?;
+                            if !granule.on() {
+                                return Some((tk.epoch(t), cap, batches));
+                            }
+                            by_epoch(cap, batches, &mut epochs);
+                            epochs.pop_front()
+                        });
+                        let Some((epoch, cap, mut batches)) = next else {
                             // Every epoch before the switch done and run here: the
                             // partitions change hands.
                             if let Some(b) = bound.filter(|&b| done(b - 1)) {
@@ -293,7 +316,6 @@ pub(crate) fn render<'s>(
                             }
                             break;
                         };
-                        let epoch = tk.epoch(t);
                         let born = batches
                             .iter()
                             .fold(super::UNSTAMPED2, |s, w| (s.0.min(w.born), s.1.min(w.mark)));
@@ -565,18 +587,22 @@ pub(crate) fn render<'s>(
                     }
                     // What the time made so far goes on now (all of it, when it is done).
                     if let Some(w) = take_window(&mut out, me) {
-                        output.session(&r.cap).give(stamp(w, r.born, &shared));
+                        output
+                            .session(&r.cap)
+                            .give(stamp(w, r.born, &shared).at(epoch));
                     }
                     if let Some(mut w) = late.as_mut().and_then(|l| take_window(l, me)) {
                         w.node = LATE_NODE;
-                        output.session(&r.cap).give(stamp(w, r.born, &shared));
+                        output
+                            .session(&r.cap)
+                            .give(stamp(w, r.born, &shared).at(epoch));
                     }
                     if finished {
                         running = None;
                     }
                     if over() {
                         // Yield: the operators after this one run, then this one goes on.
-                        if running.is_some() || stash.any_done(done) {
+                        if running.is_some() || !epochs.is_empty() || stash.any_done(done) {
                             activator.activate();
                             return;
                         }
@@ -608,6 +634,7 @@ pub(crate) fn render<'s>(
                     && barrier_frontier.is_empty()
                     && bound.is_none()
                     && running.is_none()
+                    && epochs.is_empty()
                     && stash.is_empty()
                 {
                     if let Some(cap) = end_cap.take() {
@@ -628,7 +655,7 @@ pub(crate) fn render<'s>(
                         }
                         report_faults(&mut faults, &shared, &function, source.as_deref());
                         if let Some(w) = take_window(&mut out, me) {
-                            output.session(&cap).give(w);
+                            output.session(&cap).give(w.at(END_EPOCH));
                         }
                     }
                 }
@@ -1173,6 +1200,22 @@ pub(crate) fn stamp(w: Window, (born, mark): (u64, u64), shared: &Shared) -> Win
 }
 
 /// Moves the rows in `out` into a window for this worker, if there are any.
+/// A time's windows as its epochs' (each window says its epoch), in epoch order, onto
+/// `epochs`: where a time holds several epochs (see [`crate::shared::Granule`]).
+fn by_epoch(
+    cap: Capability<u64>,
+    mut batches: Vec<Window>,
+    epochs: &mut std::collections::VecDeque<(u64, Capability<u64>, Vec<Window>)>,
+) {
+    // Stable: an epoch's windows keep the order they came in.
+    batches.sort_by_key(|w| w.epoch);
+    while let Some(last) = batches.last().map(|w| w.epoch) {
+        let from = batches.partition_point(|w| w.epoch < last);
+        let rest = batches.split_off(from);
+        epochs.push_front((last, cap.clone(), rest));
+    }
+}
+
 fn take_window(out: &mut Batch, me: usize) -> Option<Window> {
     if out.is_empty() {
         return None;

@@ -23,8 +23,9 @@ use timely::dataflow::operators::Concat;
 /// newest latency stamps (born, mark) of its windows (a combined row is made when the epoch closes).
 type EpochGroups = (HashMap<u64, Groups>, u64, (u64, u64));
 
-/// An epoch's batches and their oldest stamps (born, mark).
-type EpochBatches = (Vec<Arc<Batch>>, (u64, u64));
+/// An epoch's batches (each with its epoch, where a time holds several: see
+/// [`crate::shared::Granule`]) and their oldest stamps (born, mark).
+type EpochBatches = (Vec<(u64, Arc<Batch>)>, (u64, u64));
 
 /// The worker where ordered output is assembled.
 pub(crate) const MERGE_WORKER: usize = 0;
@@ -116,7 +117,8 @@ fn select<'s>(
                         session.give(
                             Window::new(w.to, w.node, out)
                                 .stamped(w.born, w.sent)
-                                .marked(w.mark),
+                                .marked(w.mark)
+                                .at(w.epoch),
                         );
                     }
                 }
@@ -136,6 +138,7 @@ fn time_ordered<'s>(
     shared: &Arc<Shared>,
 ) -> Windows<'s> {
     let shared = shared.clone();
+    let granule = shared.granule;
     let meter = shared
         .stamps
         .then(|| shared.latencies.node(braid_plan::plan::MERGE_NAME.into()));
@@ -158,51 +161,73 @@ fn time_ordered<'s>(
                         for w in data.drain(..) {
                             *born = (*born).min(w.born);
                             *mark = (*mark).min(w.mark);
-                            batches.push(w.batch);
+                            batches.push((w.epoch, w.batch));
                         }
                     }
                 });
-                while let Some((_, cap, (batches, (born, mark)))) = stash.pop_complete(frontier) {
-                    let Some(arity) = batches.first().map(|b| b.arity()) else {
-                        continue;
-                    };
-                    order.clear();
-                    for (b, batch) in batches.iter().enumerate() {
-                        order.extend(
-                            batch
-                                .keys()
-                                .iter()
-                                .enumerate()
-                                .map(|(i, k)| (*k, b as u32, i as u32)),
+                while let Some((_, cap, (mut batches, (born, mark)))) = stash.pop_complete(frontier)
+                {
+                    // A time of several epochs: each epoch in order, as a time of its own.
+                    if granule.on() {
+                        batches.sort_by_key(|b| b.0);
+                    }
+                    let mut from = 0;
+                    while from < batches.len() {
+                        let epoch = batches[from].0;
+                        let to = match granule.on() {
+                            true => {
+                                from + batches[from..].iter().take_while(|b| b.0 == epoch).count()
+                            }
+                            false => batches.len(),
+                        };
+                        let these = &batches[from..to];
+                        from = to;
+                        let arity = these[0].1.arity();
+                        order.clear();
+                        for (b, (_, batch)) in these.iter().enumerate() {
+                            order.extend(
+                                batch
+                                    .keys()
+                                    .iter()
+                                    .enumerate()
+                                    .map(|(i, k)| (*k, b as u32, i as u32)),
+                            );
+                        }
+                        order.sort_unstable();
+                        // Runs of equal keys (SQL's rows made at an epoch's end), by value.
+                        let mut start = 0;
+                        while start < order.len() {
+                            let key = order[start].0;
+                            let end =
+                                start + order[start..].iter().take_while(|x| x.0 == key).count();
+                            if end - start > 1 {
+                                let mut run: Vec<(Vec<Scalar>, (RowKey, u32, u32))> = order
+                                    [start..end]
+                                    .iter()
+                                    .map(|&x| {
+                                        (these[x.1 as usize].1.row(x.2 as usize).to_scalars(), x)
+                                    })
+                                    .collect();
+                                run.sort_by(|a, b| sorted_order(&a.0, &b.0, &by, time));
+                                for (slot, (_, x)) in order[start..end].iter_mut().zip(run) {
+                                    *slot = x;
+                                }
+                            }
+                            start = end;
+                        }
+                        let mut out = Batch::with_capacity(arity, order.len());
+                        for &(key, b, i) in &order {
+                            out.push_row_of(&these[b as usize].1, i as usize, key);
+                        }
+                        output.session(&cap).give(
+                            super::map::stamp(
+                                Window::new(MERGE_WORKER as u64, 0, out),
+                                (born, mark),
+                                &shared,
+                            )
+                            .at(epoch),
                         );
                     }
-                    order.sort_unstable();
-                    // Runs of equal keys (SQL's rows made at an epoch's end), by value.
-                    let mut start = 0;
-                    while start < order.len() {
-                        let key = order[start].0;
-                        let end = start + order[start..].iter().take_while(|x| x.0 == key).count();
-                        if end - start > 1 {
-                            let mut run: Vec<(Vec<Scalar>, (RowKey, u32, u32))> = order[start..end]
-                                .iter()
-                                .map(|&x| (batches[x.1 as usize].row(x.2 as usize).to_scalars(), x))
-                                .collect();
-                            run.sort_by(|a, b| sorted_order(&a.0, &b.0, &by, time));
-                            for (slot, (_, x)) in order[start..end].iter_mut().zip(run) {
-                                *slot = x;
-                            }
-                        }
-                        start = end;
-                    }
-                    let mut out = Batch::with_capacity(arity, order.len());
-                    for &(key, b, i) in &order {
-                        out.push_row_of(&batches[b as usize], i as usize, key);
-                    }
-                    output.session(&cap).give(super::map::stamp(
-                        Window::new(MERGE_WORKER as u64, 0, out),
-                        (born, mark),
-                        &shared,
-                    ));
                 }
             }
         },

@@ -60,6 +60,10 @@ pub struct Window {
     /// [`crate::qos::UNSTAMPED`] before it, or without one. Carried on as `born` is.
     #[serde(default = "unstamped")]
     pub mark: u64,
+    /// Its rows' epoch where timely's time is a granule of several epochs
+    /// ([`crate::shared::Granule`]); unused (0) where the time is the epoch.
+    #[serde(default)]
+    pub epoch: u64,
 }
 
 fn unstamped() -> u64 {
@@ -111,7 +115,14 @@ impl Window {
             born: crate::qos::UNSTAMPED,
             sent: crate::qos::UNSTAMPED,
             mark: crate::qos::UNSTAMPED,
+            epoch: 0,
         }
+    }
+
+    /// This window as one of epoch `epoch` (see [`Window::epoch`]).
+    pub fn at(mut self, epoch: u64) -> Window {
+        self.epoch = epoch;
+        self
     }
 
     /// This window with mark `mark` (see [`Window::mark`]).
@@ -333,7 +344,7 @@ impl<'s> Cx<'_, 's> {
             )
             .into());
         };
-        let t = map::ticks(leaf, self.place, self.shared.ticks);
+        let t = map::ticks(leaf, self.place, self.shared.ticks, self.shared.granule);
         self.ticks = Some(t.clone());
         Ok(t)
     }

@@ -176,7 +176,7 @@ pub(crate) fn render<'s>(
             move |(input, frontier), _output| {
                 let mut wrote = false;
                 input.for_each(|cap, data| {
-                    let epoch = shared.ticks.epoch(cap.least().copied().unwrap_or(0));
+                    let at = shared.ticks.epoch(cap.least().copied().unwrap_or(0));
                     // Since the sources' schedule started (the first source loop: a paced
                     // source's event time 0 is due then), so that it compares with event
                     // times; the run's start until then.
@@ -185,6 +185,7 @@ pub(crate) fn render<'s>(
                         since.elapsed().as_millis() as u64
                     });
                     for w in data.drain(..) {
+                        let epoch = shared.granule.epoch(at, &w);
                         if w.born != crate::qos::UNSTAMPED {
                             stamps.push((w.born, w.mark, w.len()));
                         }

@@ -415,6 +415,7 @@ fn split_window(
                 born: w.born,
                 sent: w.sent,
                 mark: w.mark,
+                epoch: w.epoch,
             });
         } else {
             let batch = &w.batch;
@@ -473,8 +474,10 @@ fn splitter<'s>(
                         let t = cap.least().copied().unwrap_or(0);
                         let mut session = output.session(&cap);
                         for w in data.drain(..) {
+                            // What a window's rows make is of its epoch.
+                            let epoch = w.epoch;
                             guarded(guard.as_ref(), || {
-                                splitter.split_at(t, w, &mut |x| session.give(x))
+                                splitter.split_at(t, w, &mut |x| session.give(x.at(epoch)))
                             });
                         }
                     });
@@ -863,6 +866,7 @@ impl TreeLevel {
                     born: w.born,
                     sent: w.sent,
                     mark: w.mark,
+                    epoch: w.epoch,
                 });
             } else if let Some(full) = self.held.push((to as u64, child, narrow), &w, mine) {
                 give(full);

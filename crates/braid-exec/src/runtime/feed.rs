@@ -212,6 +212,9 @@ pub(super) fn feed(
     // Under a latency constraint: timely's time counts ticks within epochs, and worker
     // 0 steers W (see `crate::qos`).
     let ticks = shared.ticks;
+    // Epochs per time (see `Granule`): the epoch open, where the time is a granule's.
+    let granule = shared.granule;
+    let mut open_epoch = 0u64;
     let stamps = shared.stamps;
     let constraint = plan
         .latency_constraint()
@@ -261,7 +264,10 @@ pub(super) fn feed(
                 }
                 // Input time cannot go back: a window of an earlier epoch than the
                 // current one joins the current epoch (the reference clamps alike).
-                let now_epoch = ticks.epoch(*input.time());
+                let now_epoch = match granule.on() {
+                    true => open_epoch,
+                    false => ticks.epoch(*input.time()),
+                };
                 let epoch = epoch.max(now_epoch);
                 if resumed.is_some_and(|r| epoch <= r) {
                     if epoch > now_epoch {
@@ -349,7 +355,8 @@ pub(super) fn feed(
                         input.flush();
                         wait_until(worker, &mut shares, at(last));
                     }
-                    input.advance_to(ticks.first(epoch));
+                    input.advance_to(ticks.first(granule.start(epoch)));
+                    open_epoch = epoch;
                     shared
                         .counters
                         .epoch_in
@@ -438,7 +445,11 @@ pub(super) fn feed(
                             .buffered
                             .record_rows(sent_at.saturating_sub(born), rows);
                     }
-                    input.send(Window::new(place.index as u64, 0, batch).stamped(born, sent_at));
+                    input.send(
+                        Window::new(place.index as u64, 0, batch)
+                            .stamped(born, sent_at)
+                            .at(epoch),
+                    );
                     if ticks.on() {
                         // Each window its own tick: the operators below may take it as
                         // soon as it is complete.
@@ -477,7 +488,7 @@ pub(super) fn feed(
                     Some(_) => cfg.max_epochs_ahead,
                     None => cfg.max_epochs_ahead.saturating_add(feed.ahead()),
                 };
-                let horizon = ticks.first(epoch.saturating_sub(ahead));
+                let horizon = ticks.first(granule.start(epoch).saturating_sub(ahead));
                 while probe.less_than(&horizon)
                     && !shared.worker_died()
                     && !shared.stopping()

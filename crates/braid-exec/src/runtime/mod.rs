@@ -49,6 +49,9 @@ pub struct RunConfig {
     /// Backpressure: a source does not run more than this many epochs ahead of the
     /// output frontier.
     pub max_epochs_ahead: u64,
+    /// Epochs per timely time ([`crate::shared::Granule`]); `None`: chosen from the
+    /// source's rows per epoch where the run allows it, 1: one epoch per time.
+    pub granule: Option<u64>,
     /// Backpressure: a worker does not start a new epoch while more than this many of
     /// its rows are in epochs the output has not completed, unless only the current
     /// epoch is (so epochs larger than this still overlap by one). This bounds memory,
@@ -126,6 +129,7 @@ impl Default for RunConfig {
                 ..ReadOptions::default()
             },
             max_epochs_ahead: 64,
+            granule: None,
             max_rows_in_flight: 262_144,
             counters: None,
             max_rows: None,
@@ -335,6 +339,7 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
     if constraint.is_some() {
         shared.ticks = crate::qos::Ticks::ON;
     }
+    shared.granule = granule(&plan, cfg, constraint.is_some() || store.is_some());
     shared.constraint = constraint;
     if let Some(part) = plan.latency_part() {
         let _ = shared.latencies.part.set(part.to_string());
@@ -718,4 +723,48 @@ pub fn run(plan: &Plan, registry: &Registry, cfg: &RunConfig) -> Result<RunRepor
             .map(|s| s.iter().map(|((n, t), r)| (n.clone(), *t, *r)).collect())
             .unwrap_or_default(),
     })
+}
+
+/// Epochs per timely time for a run of `plan` (see [`crate::shared::Granule`]): as many
+/// as make about four physical windows of rows, at most the epochs a source may run
+/// ahead of the output, where the source is read as fast as possible from what is
+/// already there (a file, rows in memory) and nothing in the run acts on epochs one at
+/// a time by timely's time: not under a latency constraint (ticks) or with checkpoints
+/// or live rescaling (both cut at an epoch), not across processes, not with a keyed
+/// merge or plans run together. `cfg.granule` sets it (1: off).
+fn granule(plan: &Plan, cfg: &RunConfig, timed: bool) -> crate::shared::Granule {
+    use crate::shared::Granule;
+    use braid_plan::plan::{MergeKind, Pace, SourceSpec};
+    fn plain(plan: &Plan) -> bool {
+        match plan {
+            Plan::Together(_) => false,
+            Plan::Merge(m) if matches!(m.kind, MergeKind::Keyed { .. }) => false,
+            Plan::Source(s) => !matches!(s.spec, SourceSpec::Late { .. }),
+            p => p.input().is_some_and(plain),
+        }
+    }
+    if timed
+        || cfg.processes > 1
+        || cfg.rescale.is_some()
+        || cfg.auto_rescale.is_some()
+        || !plain(plan)
+    {
+        return Granule::ONE;
+    }
+    if let Some(g) = cfg.granule {
+        return Granule(g.max(1));
+    }
+    let source = plan.leaf_source();
+    if source.pace != Pace::Max {
+        return Granule::ONE;
+    }
+    let per_epoch = match source.schema.event_time {
+        None => Some(source.epoch as f64),
+        Some(c) => crate::source::rows_per_epoch(source, c),
+    };
+    let Some(per_epoch) = per_epoch.filter(|r| *r > 0.0) else {
+        return Granule::ONE;
+    };
+    let want = (4 * source.window.max(1)) as f64 / per_epoch;
+    Granule((want as u64).clamp(1, cfg.max_epochs_ahead.max(1)))
 }
