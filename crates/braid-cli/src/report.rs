@@ -82,6 +82,12 @@ pub fn query(r: &QueryReport) {
         r.run.rows_in as f64 / secs.max(1e-9),
         r.partitioning
     );
+    if r.run.granule > 1 {
+        eprintln!(
+            "braid: {} epochs per timely time (`--granule 1` for one)",
+            r.run.granule
+        );
+    }
     latency(&r.run);
     shed(&r.run);
     for l in &r.late {
