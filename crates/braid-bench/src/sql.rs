@@ -380,18 +380,20 @@ splits where it read it (autosplit chooses parasplit dealt locally over such a s
 single splitter would gather every row first; a worker may run as many epochs ahead \
 of the output as the chunks the other workers read before its own span, so the workers \
 parse and query their chunks at once rather than taking turns); lr_segments reads the generator on every \
-worker the same way; grep reads several files (a glob), parsed by one reader thread on \
-worker 0. fraud's aggregate runs in two phases (a partial count, sum and max where the \
+worker the same way; grep reads several files (a glob), each read whole by one worker \
+(rows numbered by file). fraud's aggregate runs in two phases (a partial count, sum and max where the \
 rows are, combined by window and key in a second stage): its key, `dur / 60`, has a \
 handful of values, so hashing by it kept most rows in two partitions. *cores used* is the \
 process's CPU time over the run's wall time: one worker already uses more than one core \
 (its reader thread parses while it runs the query), which bounds what a second worker \
 can add on this 2-core machine to about 2 / (cores used by one); *2 workers / 1 on 1 \
 core* is what a second core adds to one. fraud's stream declares \
-epochs of 60 against windows of 3600: about 33,000 epochs of 60 rows, and each costs \
-every worker a round of progress messages and its partial aggregates' end of epoch, \
-which a second worker pays again rather than shares; the last row runs the same query \
-with epochs of 3600. fft's partitions each emit a row per window of 8 samples (250,000 \
+epochs of 60 against windows of 3600: about 33,000 epochs of 60 rows. Each timely time \
+holds 1,024 of them (the run's granule, ARCHITECTURE.md: about 64 windows of rows a \
+time), so the round of progress messages every worker pays per time, again rather than \
+shared, comes once per 61,000 rows rather than per 60; each epoch still ends, in order, \
+in every partial aggregate. The last row runs the same query with epochs of 3600 (about \
+20 epochs a time). fft's partitions each emit a row per window of 8 samples (250,000 \
 in all), which the keyed merge combines row by row, on worker 0 at the end. A partial \
 aggregate keeps each window of rows whole in one partition of the worker that split it \
 (`Route::Any`), so a worker makes one set of partial groups, not one per partition; on \
