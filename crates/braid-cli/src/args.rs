@@ -154,10 +154,10 @@ pub struct QueryArgs {
     /// cores than workers.
     #[arg(long, value_enum, default_value_t = ReaderThreads::Auto)]
     pub reader_threads: ReaderThreads,
-    /// Epochs per timely time: `auto` (about four physical windows of rows, where the
-    /// run allows several epochs per time: a file or rows in memory read as fast as
-    /// possible, no latency constraint, checkpoints or live rescaling) or a number (1:
-    /// one epoch per time). The output is the same either way; progress tracking is
+    /// Epochs per timely time: `auto` (about 64 physical windows of rows, at most 1,024
+    /// epochs, where the run allows several epochs per time: a file or rows in memory
+    /// read as fast as possible, no latency constraint, checkpoints or live rescaling)
+    /// or a number (1: one epoch per time). The output is the same either way; progress tracking is
     /// paid per time.
     #[arg(long, default_value = "auto", value_parser = parse_granule)]
     pub granule: Granule,

@@ -57,10 +57,8 @@ pub(crate) fn ticks(
                     }
                 };
                 // Where a time holds several epochs, each window says its own.
-                match granule.on() {
-                    true => data.iter().for_each(|w| tick(w.epoch)),
-                    false => tick(tk.epoch(t)),
-                }
+                data.iter()
+                    .for_each(|w| tick(granule.epoch(tk.epoch(t), w)));
             });
         }
     })
@@ -1199,7 +1197,6 @@ pub(crate) fn stamp(w: Window, (born, mark): (u64, u64), shared: &Shared) -> Win
     }
 }
 
-/// Moves the rows in `out` into a window for this worker, if there are any.
 /// A time's windows as its epochs' (each window says its epoch), in epoch order, onto
 /// `epochs`: where a time holds several epochs (see [`crate::shared::Granule`]).
 fn by_epoch(
@@ -1216,6 +1213,7 @@ fn by_epoch(
     }
 }
 
+/// Moves the rows in `out` into a window for this worker, if there are any.
 fn take_window(out: &mut Batch, me: usize) -> Option<Window> {
     if out.is_empty() {
         return None;

@@ -138,7 +138,7 @@ fn time_ordered<'s>(
     shared: &Arc<Shared>,
 ) -> Windows<'s> {
     let shared = shared.clone();
-    let granule = shared.granule;
+    let (tk, granule) = (shared.ticks, shared.granule);
     let meter = shared
         .stamps
         .then(|| shared.latencies.node(braid_plan::plan::MERGE_NAME.into()));
@@ -158,28 +158,23 @@ fn time_ordered<'s>(
                     if let Some((batches, (born, mark))) = stash.at(&cap, || {
                         (Vec::new(), (crate::qos::UNSTAMPED, crate::qos::UNSTAMPED))
                     }) {
+                        let at = tk.epoch(cap.least().copied().unwrap_or(0));
                         for w in data.drain(..) {
                             *born = (*born).min(w.born);
                             *mark = (*mark).min(w.mark);
-                            batches.push((w.epoch, w.batch));
+                            batches.push((granule.epoch(at, &w), w.batch));
                         }
                     }
                 });
                 while let Some((_, cap, (mut batches, (born, mark)))) = stash.pop_complete(frontier)
                 {
-                    // A time of several epochs: each epoch in order, as a time of its own.
-                    if granule.on() {
-                        batches.sort_by_key(|b| b.0);
-                    }
+                    // Each epoch of the time in order, as a time of its own (one, unless
+                    // the time is a granule of several).
+                    batches.sort_by_key(|b| b.0);
                     let mut from = 0;
                     while from < batches.len() {
                         let epoch = batches[from].0;
-                        let to = match granule.on() {
-                            true => {
-                                from + batches[from..].iter().take_while(|b| b.0 == epoch).count()
-                            }
-                            false => batches.len(),
-                        };
+                        let to = from + batches[from..].iter().take_while(|b| b.0 == epoch).count();
                         let these = &batches[from..to];
                         from = to;
                         let arity = these[0].1.arity();

@@ -60,8 +60,9 @@ pub struct Window {
     /// [`crate::qos::UNSTAMPED`] before it, or without one. Carried on as `born` is.
     #[serde(default = "unstamped")]
     pub mark: u64,
-    /// Its rows' epoch where timely's time is a granule of several epochs
-    /// ([`crate::shared::Granule`]); unused (0) where the time is the epoch.
+    /// Its rows' epoch, read where timely's time is a granule of several epochs
+    /// ([`crate::shared::Granule::epoch`]); elsewhere the time says it (and this may
+    /// be 0).
     #[serde(default)]
     pub epoch: u64,
 }

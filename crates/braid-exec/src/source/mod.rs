@@ -69,10 +69,12 @@ pub(crate) fn rows_per_epoch(source: &Source, time: usize) -> Option<f64> {
                 .has_headers(*header)
                 .flexible(true)
                 .from_reader(&head[..end]);
+            // Each time as the source reads it (a TIMESTAMP's text too).
+            let ty = source.schema.fields[time].ty;
             let mut record = csv::ByteRecord::new();
             while let Ok(true) = r.read_byte_record(&mut record) {
-                let t = record.get(time).and_then(|f| std::str::from_utf8(f).ok());
-                if let Some(t) = t.and_then(|t| t.trim().parse::<i64>().ok()) {
+                let t = record.get(time).map(|f| parse_field(f, ty, false));
+                if let Some(Ok(braid_plan::batch::Value::Int(t))) = t {
                     times.push(t);
                 }
             }
