@@ -384,13 +384,11 @@ impl RemoteCosts {
 /// every operator. A stream of small epochs read as fast as possible (a file of call
 /// records in epochs of a minute, a few dozen rows each) then costs more in progress
 /// than in its query, and each worker pays it again. With a granule of `g` epochs,
-/// epoch `e` runs at time `e - e % g`: windows carry their epoch ([`Window::epoch`]),
+/// epoch `e` runs at time `e - e % g`: windows carry their epoch (`Window::epoch`),
 /// and every operator still does per epoch, in epoch order, what it did per time (a
 /// Map runs each epoch's rows and then its end, a time-ordered merge orders by epoch
 /// first), so the output is the same; what changes is that a time completes only
 /// once its last epoch has, so results wait for up to `g` epochs.
-///
-/// [`Window::epoch`]: crate::render::Window::epoch
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Granule(pub u64);
 
@@ -414,12 +412,12 @@ impl Granule {
         }
     }
 
-    /// The epoch of a window at (epoch-unit) time `t`: the window's own when granules
-    /// are on, else `t`.
+    /// The epoch of a window at (epoch-unit) time `t` that says it is of epoch `own`
+    /// (`Window::epoch`): its own when granules are on, else `t`.
     #[inline]
-    pub fn epoch(self, t: u64, w: &crate::render::Window) -> u64 {
+    pub fn epoch(self, t: u64, own: u64) -> u64 {
         if self.on() {
-            w.epoch
+            own
         } else {
             t
         }

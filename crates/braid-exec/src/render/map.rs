@@ -58,7 +58,7 @@ pub(crate) fn ticks(
                 };
                 // Where a time holds several epochs, each window says its own.
                 data.iter()
-                    .for_each(|w| tick(granule.epoch(tk.epoch(t), w)));
+                    .for_each(|w| tick(granule.epoch(tk.epoch(t), w.epoch)));
             });
         }
     })

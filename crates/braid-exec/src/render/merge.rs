@@ -162,7 +162,7 @@ fn time_ordered<'s>(
                         for w in data.drain(..) {
                             *born = (*born).min(w.born);
                             *mark = (*mark).min(w.mark);
-                            batches.push((granule.epoch(at, &w), w.batch));
+                            batches.push((granule.epoch(at, w.epoch), w.batch));
                         }
                     }
                 });

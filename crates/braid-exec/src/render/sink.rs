@@ -185,7 +185,7 @@ pub(crate) fn render<'s>(
                         since.elapsed().as_millis() as u64
                     });
                     for w in data.drain(..) {
-                        let epoch = shared.granule.epoch(at, &w);
+                        let epoch = shared.granule.epoch(at, w.epoch);
                         if w.born != crate::qos::UNSTAMPED {
                             stamps.push((w.born, w.mark, w.len()));
                         }
