@@ -1409,14 +1409,17 @@ fn deep_split_trees_match_reference() {
     assert!(deepest >= 3, "no tree of 3 levels or more: {deepest}");
 }
 
-/// Only a tree's root (level 1, on one worker) evaluates the routing function; deeper
-/// levels forward by the lanes it wrote. With the generator, every worker reads windows:
-/// they must all go to the root, so the function runs on exactly one thread, whatever
-/// the number of workers, over 1 and 2 processes.
+/// Only a tree's roots evaluate the routing function, each row once; deeper levels
+/// forward by the lanes a root wrote. The generator is read in shares on every worker:
+/// across 2 processes the tree has one root (level 1, on one worker), so every window
+/// goes to it and the function runs on exactly one thread; in one process the levels
+/// run fused and each reading worker roots its own share, so it runs on every worker's
+/// thread, as many times in all as with one splitter (fsplit: once per row).
 #[test]
-fn only_the_tree_root_routes() {
+fn a_tree_routes_each_row_once_at_its_roots() {
     use braid_plan::plan::GeneratorSpec;
     use std::collections::HashSet;
+    use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Mutex;
     let schema = GeneratorSpec::schema();
     let spec = GeneratorSpec {
@@ -1427,8 +1430,8 @@ fn only_the_tree_root_routes() {
         seed: 3,
     };
     let broadcast = Some(Expr::col(&schema, "type").expect("type").eq(Expr::int(2)));
-    for strategy in [Strategy::Maxtree, Strategy::Exptree] {
-        let p = Plan::source("gen", SourceSpec::Generator(spec), schema.clone())
+    let plan = |strategy| {
+        Plan::source("gen", SourceSpec::Generator(spec), schema.clone())
             .split(
                 40,
                 Route::Native("xway_seen".into()),
@@ -1437,40 +1440,60 @@ fn only_the_tree_root_routes() {
             )
             .map("count")
             .merge(MergeKind::Union)
-            .sink(SinkSpec::Collect);
-        for workers in [2, 4] {
-            let seen: Arc<Mutex<HashSet<std::thread::ThreadId>>> = Arc::default();
-            let mut reg = registry();
-            let s = seen.clone();
-            let xway = Expr::col(&schema, "xway").expect("xway");
-            let col = match xway {
-                Expr::Column(c, _) => c,
-                _ => unreachable!("a column"),
-            };
-            reg.add_route(
-                "xway_seen",
-                Arc::new(move |row: Row<'_>| {
-                    s.lock().expect("lock").insert(std::thread::current().id());
-                    row.int(col).map(|k| k as u64)
-                }),
-            );
-            for processes in [1, 2] {
-                seen.lock().expect("lock").clear();
-                let report = match processes {
-                    1 => {
-                        let cfg = RunConfig {
-                            workers,
-                            ..RunConfig::default()
-                        };
-                        run(&p, &reg, &cfg).expect("run succeeds")
-                    }
-                    _ => two_processes_with(&p, &reg, workers / 2),
+            .sink(SinkSpec::Collect)
+    };
+    let seen: Arc<Mutex<HashSet<std::thread::ThreadId>>> = Arc::default();
+    let calls = Arc::new(AtomicU64::new(0));
+    let mut reg = registry();
+    let (s, c) = (seen.clone(), calls.clone());
+    let xway = Expr::col(&schema, "xway").expect("xway");
+    let col = match xway {
+        Expr::Column(c, _) => c,
+        _ => unreachable!("a column"),
+    };
+    reg.add_route(
+        "xway_seen",
+        Arc::new(move |row: Row<'_>| {
+            s.lock().expect("lock").insert(std::thread::current().id());
+            c.fetch_add(1, Ordering::Relaxed);
+            row.int(col).map(|k| k as u64)
+        }),
+    );
+    // Runs `p` on `workers` workers in all; the threads that routed, the calls.
+    let routed = |p: &Plan, workers: usize, processes: usize| {
+        seen.lock().expect("lock").clear();
+        calls.store(0, Ordering::Relaxed);
+        let report = match processes {
+            1 => {
+                let cfg = RunConfig {
+                    workers,
+                    ..RunConfig::default()
                 };
-                assert!(report.rows_in > 0);
-                let threads = seen.lock().expect("lock").len();
+                run(p, &reg, &cfg).expect("run succeeds")
+            }
+            _ => two_processes_with(p, &reg, workers / 2),
+        };
+        assert!(report.rows_in > 0);
+        let threads = seen.lock().expect("lock").len();
+        (threads, calls.load(Ordering::Relaxed))
+    };
+    let (one, once) = routed(&plan(Strategy::Fsplit), 1, 1);
+    assert_eq!(one, 1);
+    assert!(once > 0);
+    for strategy in [Strategy::Maxtree, Strategy::Exptree] {
+        let p = plan(strategy);
+        for workers in [2, 4] {
+            for processes in [1, 2] {
+                let (threads, n) = routed(&p, workers, processes);
+                let roots = match processes {
+                    1 => workers,
+                    _ => 1,
+                };
                 assert_eq!(
-                    threads, 1,
-                    "{strategy:?}, {processes} process(es), {workers} workers in all: routed on {threads} threads"
+                    (threads, n),
+                    (roots, once),
+                    "{strategy:?}, {processes} process(es), {workers} workers in all: \
+                     routed on {threads} threads, {n} calls (one splitter: {once})"
                 );
             }
         }

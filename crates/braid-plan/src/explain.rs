@@ -458,9 +458,16 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                 tree_throughput(&levels, 1.0),
                 tree_total_cost(&levels)
             );
+            let roots = match s.input.as_ref() {
+                Plan::Source(src) if crate::placement::read_on_every_worker(src, workers) => {
+                    "a root on each worker, where it reads its share of the source"
+                }
+                Plan::Source(_) => "one root, on the worker that reads the source",
+                _ => "a root on each worker, where the earlier stage's rows are",
+            };
             let _ = writeln!(
                 out,
-                "{pad}  in one process the levels run fused into the root (it routes each row to its leaf's worker); level by level across processes"
+                "{pad}  in one process the levels run fused, {roots} (it routes each row to its leaf's worker); level by level across processes"
             );
         }
         Some(SplitShape::Parasplit { p, router_fanout }) => {

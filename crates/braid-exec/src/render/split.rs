@@ -65,7 +65,22 @@ pub(crate) fn render<'s>(
             _ => (0..place.peers).filter_map(first).collect(),
         }
     };
-    let single = matches!(shape, SplitShape::Tree(_) | SplitShape::Fsplit) && !local;
+    // In one process a tree's levels run fused (see below), and where every worker reads
+    // a share of the source each reading worker is a root of its own: nothing gathers.
+    let fused = matches!(shape, SplitShape::Tree(_)) && place.process().len() == place.peers;
+    let read_everywhere = !shared.ticks.on()
+        && match split.input.as_ref() {
+            braid_plan::plan::Plan::Source(s) => {
+                braid_plan::placement::read_on_every_worker(s, place.peers)
+            }
+            _ => false,
+        };
+    let single = match shape {
+        SplitShape::Fsplit => !local,
+        SplitShape::Tree(_) if fused => !local && !read_everywhere,
+        SplitShape::Tree(_) => !local,
+        SplitShape::Parasplit { .. } => false,
+    };
     let router = || -> Result<Router> {
         Ok(Router::new(split, registry)?
             .reporting(shared, site.clone(), source.clone())
@@ -114,13 +129,22 @@ pub(crate) fn render<'s>(
             guard,
         ),
         // In one process a tree's levels run fused into its root: below the root they
-        // only forward rows by the lanes it wrote, so the root's worker routes each row
-        // straight to its leaf's worker, as one splitter (see `tree`).
-        SplitShape::Tree(t) if place.process().len() == place.peers => splitter(
+        // only forward rows by the lanes it wrote, so the root routes each row straight
+        // to its leaf's worker, as one splitter (see `tree`). A stream read in shares on
+        // every worker (or an earlier stage's output, spread over them) is as many
+        // streams: each worker roots a tree of its own share where it is read, instead
+        // of first gathering every row on one root's worker.
+        SplitShape::Tree(t) if fused => splitter(
             input,
             window_splitter()?,
-            At::Worker(tree_node_worker(&t, 1, 0, place.peers)),
-            "Tree(fused)",
+            match local || read_everywhere {
+                true => At::Local,
+                false => At::Worker(tree_node_worker(&t, 1, 0, place.peers)),
+            },
+            match local || read_everywhere {
+                true => "Tree(fused, rooted where read)",
+                false => "Tree(fused)",
+            },
             guard,
         ),
         SplitShape::Tree(t) => tree(
@@ -453,7 +477,8 @@ enum At {
     Worker(usize),
     /// Where each window is addressed (parasplit's window splitters).
     Addressed,
-    /// Where each window already is (fsplit over an earlier stage's output).
+    /// Where each window already is (fsplit over an earlier stage's output; in one process,
+    /// a tree rooted on each worker that reads its source or holds its input).
     Local,
 }
 
