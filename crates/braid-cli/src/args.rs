@@ -349,7 +349,14 @@ impl Use {
                            (CREATE STREAM, CREATE SINK, SET, PARALLEL(...))";
         const NO_LRB: &str = "it registers an application's functions (Linear Road's, trip \
                               grouping's) for a script that names them; give a script";
+        const RATE: &str = "a script states it in SQL: SET desired_rate = ... (and SET \
+                            splitter_rate = ..., else one splitter's rate is measured)";
         match self {
+            Use::RunScript | Use::Shell | Use::ExplainScript
+                if matches!(id, "desired_rate" | "splitter_rate" | "splitter_sample") =>
+            {
+                Some(RATE)
+            }
             Use::RunScript | Use::Shell if query => Some(SQL),
             Use::RunFlags if lrb => Some(NO_LRB),
             Use::ExplainScript if query => Some(SQL),

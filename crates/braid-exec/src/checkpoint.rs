@@ -712,6 +712,8 @@ fn fingerprint(plan: &Plan) -> u64 {
                 s.placement = None;
                 s.shape = None;
                 s.why = None;
+                // Measured again by each run (`tune::measure_splitter_rates`).
+                s.hints.splitter_rate = None;
                 if let braid_plan::plan::Route::Grid { rows, cols, .. } = &mut s.route {
                     (*rows, *cols) = (0, 0);
                 }

@@ -451,12 +451,16 @@ impl Session {
         }
     }
 
-    /// `plan` placed by measured cost when calibration is set.
+    /// `plan` with one splitter's rate measured where a split has a desired rate and no
+    /// splitter rate (SQL's `SET desired_rate`, see [`crate::tune`]), placed by measured
+    /// cost when calibration is set.
     fn placed(&self, plan: &Plan) -> Result<(Plan, Option<Calibration>)> {
+        let mut plan = plan.clone();
+        crate::tune::measure_splitter_rates(&mut plan, &self.script.registry)?;
         match self.calibrate {
-            None => Ok((plan.clone(), None)),
+            None => Ok((plan, None)),
             Some(rows) => {
-                let c = calibrate(plan, &self.script.registry, &self.config, rows)?;
+                let c = calibrate(&plan, &self.script.registry, &self.config, rows)?;
                 Ok((c.plan.clone(), Some(c)))
             }
         }

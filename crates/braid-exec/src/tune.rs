@@ -66,7 +66,12 @@ fn no_split() -> Error {
 /// `count` so that the split, not the query, is measured.
 pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
     let split = split_ref(plan).ok_or_else(no_split)?;
-    let mut source = plan.leaf_source().clone();
+    probe_of(split, plan.leaf_source(), sample)
+}
+
+/// [`splitter_probe`] of split `split` over source `source`.
+fn probe_of(split: &Split, source: &braid_plan::plan::Source, sample: u64) -> Result<Plan> {
+    let mut source = source.clone();
     match &mut source.spec {
         SourceSpec::Generator(g) => g.tuples = g.tuples.min(sample.max(1)),
         SourceSpec::Csv { .. }
@@ -86,7 +91,8 @@ pub fn splitter_probe(plan: &Plan, sample: u64) -> Result<Plan> {
         | SourceSpec::Kafka(_) => {
             return Err(Error::Plan(PlanError::NotSupported(
                 "measuring the single-splitter rate needs a generator or file source; \
-                 give --splitter-rate for stdin, TCP or Kafka input"
+                 give --splitter-rate (SQL: SET splitter_rate) for stdin, TCP, Kafka \
+                 or a live stream"
                     .into(),
             )))
         }
@@ -116,16 +122,58 @@ pub fn single_splitter_rate(
     sample: u64,
     reps: usize,
 ) -> Result<f64> {
-    let probe = splitter_probe(plan, sample)?;
+    rate_of(&splitter_probe(plan, sample)?, registry, reps)
+}
+
+/// The median rows/s of `reps` runs of `probe` on one worker.
+fn rate_of(probe: &Plan, registry: &Registry, reps: usize) -> Result<f64> {
     let cfg = RunConfig::default();
     let mut rates = Vec::new();
     for _ in 0..reps.max(1) {
         let t = Instant::now();
-        let report = run(&probe, registry, &cfg)?;
+        let report = run(probe, registry, &cfg)?;
         rates.push(report.rows_in as f64 / t.elapsed().as_secs_f64().max(1e-9));
     }
     rates.sort_by(|a, b| a.total_cmp(b));
     Ok(rates[rates.len() / 2])
+}
+
+/// Rows of a source's single-splitter measurement for a split with a desired rate and
+/// no splitter rate (as `--splitter-sample`'s default: a generator's first rows; a file
+/// is read whole).
+pub const SPLITTER_SAMPLE: u64 = 500_000;
+
+/// Measures `Φ_PS^(1)` (median of 3) for every split over a source that has a desired
+/// rate and no splitter rate, and puts it into its hints (SQL's `SET desired_rate`):
+/// what was measured, per source by name.
+pub fn measure_splitter_rates(plan: &mut Plan, registry: &Registry) -> Result<Vec<(String, f64)>> {
+    let mut measured = Vec::new();
+    measure_in(plan, registry, &mut measured)?;
+    Ok(measured)
+}
+
+fn measure_in(plan: &mut Plan, registry: &Registry, out: &mut Vec<(String, f64)>) -> Result<()> {
+    match plan {
+        Plan::Source(_) => Ok(()),
+        Plan::Split(s) => {
+            if let (Plan::Source(src), Some(_), None) = (
+                s.input.as_ref(),
+                s.hints.desired_rate,
+                s.hints.splitter_rate,
+            ) {
+                let one = rate_of(&probe_of(s, src, SPLITTER_SAMPLE)?, registry, 3)?;
+                s.hints.splitter_rate = Some(one);
+                out.push((src.name.clone(), one));
+            }
+            measure_in(&mut s.input, registry, out)
+        }
+        Plan::Map(m) => measure_in(&mut m.input, registry, out),
+        Plan::Merge(m) => measure_in(&mut m.input, registry, out),
+        Plan::Sink(s) => measure_in(&mut s.input, registry, out),
+        Plan::Together(plans) => plans
+            .iter_mut()
+            .try_for_each(|p| measure_in(p, registry, out)),
+    }
 }
 
 /// Puts the desired and measured rates into the split's hints, so that `parasplit` and

@@ -549,3 +549,38 @@ fn a_durable_view_under_a_latency_constraint_checkpoints_and_comes_back() {
     got.sort();
     assert_eq!(got, want, "after the restart: each row once");
 }
+
+/// A live stream's rows cannot be read twice to measure one splitter: `SET
+/// desired_rate` without `SET splitter_rate` is refused by name when the query is
+/// installed; with it, the query runs with the shape it gives and its rows are right.
+#[test]
+fn a_desired_rate_on_a_live_stream_needs_the_splitter_rate() {
+    let mut s = session(2);
+    run(
+        &mut s,
+        "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')",
+    );
+    run(&mut s, "SET desired_rate = 50000000");
+    let e = s
+        .execute("SELECT caller, dur, start FROM calls WHERE caller = 3")
+        .into_iter()
+        .find_map(|r| r.err())
+        .expect("refused");
+    assert!(e.to_string().contains("SET splitter_rate"), "{e}");
+    run(&mut s, "SET splitter_rate = 10000000");
+    let mut sub = subscription(
+        &mut s,
+        "SELECT caller, dur, start FROM calls WHERE caller = 3",
+    );
+    let rows = calls(300);
+    run(
+        &mut s,
+        &format!("INSERT INTO calls VALUES {}", values(&rows)),
+    );
+    let want: Vec<Vec<i64>> = rows
+        .iter()
+        .filter(|r| r.0 == 3)
+        .map(|&(a, b, c)| vec![a, b, c])
+        .collect();
+    assert_eq!(read(&mut sub, want.len(), Duration::from_secs(10)), want);
+}

@@ -131,3 +131,111 @@ fn explain_keeps_no_query_and_a_file_error_names_the_file() {
     );
     let _ = Path::new(&dir.0);
 }
+
+/// Paper V's rates from SQL: `SET desired_rate` makes the split that reads the stream
+/// keep up with it (eq. 6: parasplit with p from one splitter's rate, which the session
+/// measures when `SET splitter_rate` does not give it); EXPLAIN says which and with
+/// what rates; the results are those of the query without the setting. A later stage's
+/// split keeps no rate; a splitter rate alone is refused.
+#[test]
+fn a_desired_rate_in_sql_chooses_the_split_that_keeps_up() {
+    let dir = calls("rate");
+    let reference = {
+        let mut s = session(1);
+        s.compile(DECLARE, &dir.0).expect("declarations");
+        s.compile(COUNTS, &dir.0).expect("query");
+        let r = s.run_pending().expect("runs");
+        sorted_ints(&r[0].run.collected)
+    };
+    for workers in [1, 2] {
+        // No rate: the least work. A desired rate far above what one splitter does:
+        // the fastest shape (on 2 workers parasplit, with as many splitters as eq. 6
+        // allows).
+        let mut s = session(workers);
+        s.compile(DECLARE, &dir.0).expect("declarations");
+        let plain = s
+            .explain_statements(COUNTS, &dir.0, false)
+            .expect("explain");
+        let first = |text: &str| {
+            text.lines()
+                .rfind(|l| l.contains("autosplit chose"))
+                .expect("an autosplit line")
+                .to_string()
+        };
+        assert!(first(&plain).contains("no desired rate"), "{plain}");
+        s.compile("SET desired_rate = '1e12';", &dir.0)
+            .expect("set");
+        let fast = s
+            .explain_statements(COUNTS, &dir.0, false)
+            .expect("explain");
+        let line = first(&fast);
+        assert!(
+            line.contains("none keeps up with 1000000000000 rows/s (one splitter: "),
+            "{line}"
+        );
+        match workers {
+            // One thread splits whatever the shape: the least work, one splitter.
+            1 => assert!(line.contains("chose fsplit"), "{line}"),
+            _ => {
+                let p: u32 = line
+                    .split("chose parasplit p = ")
+                    .nth(1)
+                    .and_then(|t| t.split(' ').next())
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or_else(|| panic!("parasplit: {line}"));
+                // Eq. 6 asks for millions; no more than the 4 partitions.
+                assert_eq!(p, 4, "{line}");
+            }
+        }
+        // Only the split over the source has a rate (the first autosplit line is the
+        // last stage's, between stages).
+        let lines: Vec<&str> = fast
+            .lines()
+            .filter(|l| l.contains("autosplit chose"))
+            .collect();
+        assert!(
+            lines[..lines.len() - 1]
+                .iter()
+                .all(|l| l.contains("no desired rate")),
+            "{fast}"
+        );
+        // Given, the splitter's rate is taken as it is: 1 row/s per splitter and a
+        // desired 1e12 ask for the most splitters eq. 6 gives.
+        s.compile("SET splitter_rate = 1000;", &dir.0).expect("set");
+        let given = s
+            .explain_statements(COUNTS, &dir.0, false)
+            .expect("explain");
+        assert!(
+            first(&given).contains("(one splitter: 1000 rows/s)"),
+            "{given}"
+        );
+        // The query runs with it, to the same results.
+        s.compile("SET splitter_rate = 'off';", &dir.0)
+            .expect("set");
+        s.compile(COUNTS, &dir.0).expect("query");
+        let r = s.run_pending().expect("runs");
+        assert_eq!(
+            sorted_ints(&r[0].run.collected),
+            reference,
+            "{workers} workers"
+        );
+    }
+    let mut s = session(2);
+    s.compile(DECLARE, &dir.0).expect("declarations");
+    let e = s
+        .compile(&format!("SET splitter_rate = 1000;\n{COUNTS}"), &dir.0)
+        .expect_err("a splitter rate alone");
+    assert!(
+        e.to_string()
+            .contains("SET splitter_rate serves SET desired_rate"),
+        "{e}"
+    );
+    let e = s
+        .compile("SET desired_rate = 'fast';", &dir.0)
+        .expect_err("not a rate");
+    assert!(
+        e.to_string()
+            .contains("expected a positive number of rows per second"),
+        "{e}"
+    );
+}

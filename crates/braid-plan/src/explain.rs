@@ -50,10 +50,15 @@ struct Cx<'a> {
 }
 
 fn list(items: &[u64]) -> String {
+    list_of(items, items.len() as u64)
+}
+
+/// The first of `total` items (`items` holds at least the first 9 of them).
+fn list_of(items: &[u64], total: u64) -> String {
     const SHOW: usize = 8;
     let mut s: Vec<String> = items.iter().take(SHOW).map(|x| x.to_string()).collect();
-    if items.len() > SHOW {
-        s.push(format!("... ({} in all)", items.len()));
+    if total > SHOW as u64 {
+        s.push(format!("... ({total} in all)"));
     }
     s.join(",")
 }
@@ -437,7 +442,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                 s.q
             );
             for l in &levels {
-                let ws: Vec<u64> = (0..l.nodes.min(64))
+                let ws: Vec<u64> = (0..l.nodes.min(9))
                     .map(|n| tree_node_worker(shape, l.level, n, workers) as u64)
                     .collect();
                 let _ = writeln!(
@@ -449,7 +454,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                     l.r,
                     l.b,
                     l.cost_per_node,
-                    list(&ws)
+                    list_of(&ws, l.nodes)
                 );
             }
             let _ = writeln!(
@@ -471,7 +476,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
             );
         }
         Some(SplitShape::Parasplit { p, router_fanout }) => {
-            let ws: Vec<u64> = (0..*p as u64)
+            let ws: Vec<u64> = (0..u64::from(*p).min(9))
                 .map(|j| splitter_worker(j, workers) as u64)
                 .collect();
             let local = match s.input.as_ref() {
@@ -489,7 +494,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                 out,
                 "{pad}  shape: parasplit, p = {p} window splitters, {routers}"
             );
-            let _ = writeln!(out, "{pad}  splitters on workers {}; each partition merges its p inputs in serial order", list(&ws));
+            let _ = writeln!(out, "{pad}  splitters on workers {}; each partition merges its p inputs in serial order", list_of(&ws, u64::from(*p)));
         }
     }
 }

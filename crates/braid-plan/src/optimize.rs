@@ -76,10 +76,14 @@ fn shape_for(s: &Split, env: Env) -> (SplitShape, Option<String>) {
 }
 
 /// Parasplit's window splitters: `p` from Paper V eq. 6 when the desired rate and one
-/// splitter's measured rate are known, else one per worker.
+/// splitter's measured rate are known, else one per worker. At most as many as there
+/// are partitions or workers, whichever is more: a splitter beyond both adds no thread
+/// and no destination, only an input for every partition to merge (a rate out of reach,
+/// `SET desired_rate = '1e12'`, asks eq. 6 for millions).
 fn parasplit_count(s: &Split, env: Env) -> u32 {
     match (s.hints.desired_rate, s.hints.splitter_rate) {
-        (Some(d), Some(one)) => parasplit_p(d, one, s.q, s.broadcast_share().max(0.01)),
+        (Some(d), Some(one)) => parasplit_p(d, one, s.q, s.broadcast_share().max(0.01))
+            .min(s.q.max(env.workers as u32).max(1)),
         _ => env.workers as u32,
     }
 }

@@ -596,6 +596,28 @@ impl Plan {
         self
     }
 
+    /// Paper V's rates for choosing a split's shape (`p` by eq. 6): the desired input
+    /// rate and one splitter's rate (rows/s; None: to be measured) on every split that
+    /// reads a source, the stage that takes the stream's rows as they come.
+    pub fn set_rates(&mut self, desired: Option<f64>, splitter: Option<f64>) {
+        match self {
+            Plan::Source(_) => {}
+            Plan::Split(s) => {
+                if matches!(s.input.as_ref(), Plan::Source(_)) {
+                    s.hints.desired_rate = desired;
+                    s.hints.splitter_rate = splitter;
+                }
+                s.input.set_rates(desired, splitter);
+            }
+            Plan::Map(m) => m.input.set_rates(desired, splitter),
+            Plan::Merge(m) => m.input.set_rates(desired, splitter),
+            Plan::Sink(s) => s.input.set_rates(desired, splitter),
+            Plan::Together(plans) => plans
+                .iter_mut()
+                .for_each(|p| p.set_rates(desired, splitter)),
+        }
+    }
+
     /// [`Plan::scheduler`] in place.
     pub fn set_scheduler(&mut self, scheduler: Scheduler) {
         match self {

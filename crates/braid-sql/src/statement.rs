@@ -293,6 +293,7 @@ fn statement(
             job.plan.check_latency_parts().map_err(at)?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
             job.plan.set_scheduler(script.catalog.settings.scheduler);
+            rates(&mut job.plan, &script.catalog.settings).map_err(at)?;
             script.add_job(job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
@@ -308,6 +309,7 @@ fn statement(
             let mut job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
             job.plan.set_scheduler(script.catalog.settings.scheduler);
+            rates(&mut job.plan, &script.catalog.settings).map_err(at)?;
             script.add_job(job, None).map_err(at)
         }
         ast::Statement::Drop {
@@ -417,6 +419,19 @@ fn create(
                 .tables
                 .insert(lower, Arc::new(def.at(text, span)?));
         }
+    }
+    Ok(())
+}
+
+/// `SET desired_rate` (and `splitter_rate`) on the splits that read the query's streams.
+fn rates(plan: &mut braid_plan::plan::Plan, settings: &crate::catalog::Settings) -> Result<()> {
+    if settings.splitter_rate.is_some() && settings.desired_rate.is_none() {
+        return Err(Error::Plan(
+            "SET splitter_rate serves SET desired_rate, which is not set".into(),
+        ));
+    }
+    if settings.desired_rate.is_some() {
+        plan.set_rates(settings.desired_rate, settings.splitter_rate);
     }
     Ok(())
 }

@@ -44,6 +44,14 @@ pub struct Settings {
     /// accumulators combine exactly into a partial one where the rows are and a final
     /// one by group (optimizer rule `two_phase`).
     pub two_phase: bool,
+    /// `SET desired_rate = 20000000`: the input rate (rows/s) the queries that follow must
+    /// keep up with; the split that reads each query's stream takes the shape that does
+    /// (Paper V eq. 6: parasplit's `p` from one splitter's rate), `'off'` takes it away.
+    pub desired_rate: Option<f64>,
+    /// `SET splitter_rate = 7500000`: one splitter's rate (rows/s) for
+    /// `desired_rate`; without it the session measures it (over a file or the
+    /// generator) before the query runs.
+    pub splitter_rate: Option<f64>,
 }
 
 impl Default for Settings {
@@ -59,6 +67,8 @@ impl Default for Settings {
             shed_load: None,
             scheduler: braid_plan::plan::Scheduler::default(),
             two_phase: true,
+            desired_rate: None,
+            splitter_rate: None,
         }
     }
 }
@@ -167,13 +177,39 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
                 }
             }
         }
+        "desired_rate" => settings.desired_rate = rate(value, "desired_rate")?,
+        "splitter_rate" => settings.splitter_rate = rate(value, "splitter_rate")?,
         other => {
             return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load, scheduler, aggregate"
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load, scheduler, aggregate, desired_rate, splitter_rate"
             )))
         }
     }
     Ok(())
+}
+
+/// A rate in rows per second (`20000000`, `2.5e7`, quoted or not), positive and finite;
+/// `'off'` or `'none'`: no rate.
+fn rate(value: &Scalar, what: &str) -> Result<Option<f64>> {
+    let r = match value {
+        Scalar::Int(n) => Some(*n as f64),
+        Scalar::Float(x) => Some(*x),
+        Scalar::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
+            "off" | "none" => return Ok(None),
+            t => t.replace('_', "").parse::<f64>().ok(),
+        },
+        _ => None,
+    };
+    match r {
+        Some(r) if r.is_finite() && r > 0.0 => Ok(Some(r)),
+        _ => Err(Error::Plan(format!(
+            "{what} {}; expected a positive number of rows per second (such as 20000000 or '2e7') or 'off'",
+            match value {
+                Scalar::Str(s) => format!("'{s}'"),
+                other => other.to_string(),
+            }
+        ))),
+    }
 }
 
 /// A duration written as SQL settings write one: a number and a unit (`'10ms'`,
@@ -202,7 +238,23 @@ pub fn duration(text: &str, what: &str) -> Result<std::time::Duration> {
 
 #[cfg(test)]
 mod duration_tests {
-    use super::duration;
+    use super::{duration, rate};
+    use braid_plan::batch::Scalar;
+
+    #[test]
+    fn rates_read_as_rows_per_second() {
+        assert_eq!(rate(&Scalar::Int(20_000_000), "x").unwrap(), Some(2e7));
+        assert_eq!(rate(&Scalar::Float(2.5e6), "x").unwrap(), Some(2.5e6));
+        assert_eq!(rate(&Scalar::Str("2e7".into()), "x").unwrap(), Some(2e7));
+        assert_eq!(rate(&Scalar::Str("off".into()), "x").unwrap(), None);
+        for bad in [Scalar::Int(0), Scalar::Int(-5), Scalar::Str("fast".into())] {
+            let e = rate(&bad, "desired_rate").unwrap_err().to_string();
+            assert!(
+                e.contains("desired_rate") && e.contains("rows per second"),
+                "{e}"
+            );
+        }
+    }
     use std::time::Duration;
 
     #[test]
