@@ -73,6 +73,9 @@ pub fn query(r: &QueryReport) {
         return;
     }
     calibration(r.calibration.as_ref());
+    if let Some(t) = &r.window {
+        eprintln!("braid: {}", braid_exec::session::window_text(t));
+    }
     let secs = r.run.elapsed.as_secs_f64();
     eprintln!(
         "braid: {} rows in, {} rows out in {:.3} s ({:.0} rows/s); partitioning: {}",

@@ -41,6 +41,7 @@ use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::profile::{annotate, Profiler};
 use crate::runtime::{prepare, run, RunConfig, RunReport};
+use crate::tune::WindowTuning;
 use braid_plan::explain;
 use braid_plan::function::Registry;
 use braid_plan::optimize::{resolve, Env};
@@ -104,6 +105,8 @@ pub struct QueryReport {
     pub run: RunReport,
     /// The placement by measured cost, when calibration was asked for.
     pub calibration: Option<Calibration>,
+    /// The physical window chosen by doubling, with `SET window = 'auto'`.
+    pub window: Option<WindowTuning>,
     /// Late rows of each query that ran in this job and refused any.
     pub late: Vec<LateReport>,
 }
@@ -388,7 +391,10 @@ impl Session {
                 }
                 continue;
             }
-            let (plan, _) = self.placed_job(i)?;
+            let (plan, _, window) = self.placed_job(i)?;
+            if let (Some(t), false) = (&window, dot) {
+                out.push_str(&format!("-- {}\n", window_text(t)));
+            }
             let placed = Job {
                 plan,
                 ..job.clone()
@@ -466,18 +472,46 @@ impl Session {
         }
     }
 
-    /// Query `index`'s plan placed (see [`Session::placed`]); the late rows of the
-    /// calibration run, of every query of the job, are forgotten.
-    fn placed_job(&self, index: usize) -> Result<(Plan, Option<Calibration>)> {
-        let placed = self.placed(&self.job(index)?.plan)?;
-        if placed.1.is_some() {
+    /// Query `index`'s plan placed (see [`Session::placed`]), its window chosen by
+    /// doubling first with `SET window = 'auto'`; the late rows of the trial and
+    /// calibration runs, of every query of the job, are forgotten.
+    fn placed_job(
+        &self,
+        index: usize,
+    ) -> Result<(Plan, Option<Calibration>, Option<WindowTuning>)> {
+        let job = self.job(index)?;
+        let mut plan = job.plan.clone();
+        let window = match job.tune_window {
+            false => None,
+            true => {
+                let why = match (self.config.processes > 1, self.config.checkpoint.is_some()) {
+                    (true, _) => Some("on several processes (each would choose its own W)"),
+                    (_, true) => Some("with checkpoints (a resumed run could choose another W than the checkpoint's)"),
+                    _ => None,
+                };
+                if let Some(why) = why {
+                    return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                        "SET window = 'auto' {why}; give the streams their window (WITH (window = ...))"
+                    ))));
+                }
+                // Paper V's order: p first (one splitter's rate at the declared W), then
+                // W for the plan as it will run.
+                crate::tune::measure_splitter_rates(&mut plan, &self.script.registry)?;
+                let t =
+                    crate::tune::window_by_doubling(&plan, &self.script.registry, self.workers())?;
+                crate::tune::set_window(&mut plan, t.chosen);
+                Some(t)
+            }
+        };
+        let placed = self.placed(&plan)?;
+        if placed.1.is_some() || window.is_some() {
             for (_, j) in self.members(index) {
                 j.late
                     .reset()
                     .map_err(|e| Error::io("emptying the late-row file after calibration", e))?;
             }
         }
-        Ok(placed)
+        Ok((placed.0, placed.1, window))
     }
 
     /// The queries that run in the dataflow of query `index`: itself, then the queries
@@ -494,7 +528,7 @@ impl Session {
     }
 
     fn run_job(&self, index: usize) -> Result<QueryReport> {
-        let (plan, calibration) = self.placed_job(index)?;
+        let (plan, calibration, window) = self.placed_job(index)?;
         let mut config = RunConfig {
             cancel: Some(self.cancel.clone()),
             ..self.config.clone()
@@ -526,6 +560,7 @@ impl Session {
                         ..RunReport::default()
                     },
                     calibration,
+                    window,
                     late: Vec::new(),
                 });
             }
@@ -574,9 +609,26 @@ impl Session {
             partitioning: job.partitioning.clone(),
             run: report,
             calibration,
+            window,
             late,
         })
     }
+}
+
+/// What `SET window = 'auto'` measured, in a line: `W by doubling (Paper V): 64: 3.1 M
+/// rows/s, 128: ...; chosen W = 512`.
+pub fn window_text(t: &WindowTuning) -> String {
+    let steps: Vec<String> = t
+        .measured
+        .iter()
+        .map(|(w, r)| format!("{w}: {:.2} M rows/s", r / 1e6))
+        .collect();
+    format!(
+        "W by doubling (Paper V, trial runs of up to {} ms, median of 3): {}; chosen W = {}",
+        crate::tune::WINDOW_TRIAL.as_millis(),
+        steps.join(", "),
+        t.chosen
+    )
 }
 
 /// See [`Session::save`].

@@ -204,3 +204,156 @@ pub fn describe(shape: &SplitShape) -> String {
         },
     }
 }
+
+/// The physical window size `W` chosen by doubling (Paper V section 3.2.1) for a query:
+/// the chosen `W` and each measured `(W, rows/s)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WindowTuning {
+    /// The chosen `W`: the last doubling that gained at least
+    /// [`braid_plan::cost::WINDOW_GAIN_THRESHOLD`].
+    pub chosen: usize,
+    /// Every measurement, in order: `W` and the median rows/s at it.
+    pub measured: Vec<(usize, f64)>,
+}
+
+/// First `W` of [`window_by_doubling`]'s search.
+pub const WINDOW_START: usize = 64;
+/// Largest `W` it tries.
+pub const WINDOW_MAX: usize = 65_536;
+/// How long one trial run may read before it is cancelled: its rate is the rows it
+/// read over the time it ran (a run that ends sooner is measured whole).
+pub const WINDOW_TRIAL: std::time::Duration = std::time::Duration::from_millis(300);
+
+/// `W` by doubling for `plan` (Paper V section 3.2.1): its throughput on `workers`
+/// workers, the median of 3 trial runs, at W = 64, 128, ... while a doubling gains at
+/// least 0.15 % ([`braid_plan::cost::window_size_by_doubling`]). A trial runs the plan
+/// with every source as fast as possible, every source's window W and every sink
+/// discarding, for at most [`WINDOW_TRIAL`]. Needs sources that can be read again (a
+/// file, the generator, rows in memory); the caller empties anything else a trial
+/// writes (late rows).
+pub fn window_by_doubling(
+    plan: &Plan,
+    registry: &Registry,
+    workers: usize,
+) -> Result<WindowTuning> {
+    let mut trial = plan.clone();
+    for_sources(&mut trial, &mut |s| {
+        s.pace = Pace::Max;
+        match &s.spec {
+            SourceSpec::Csv { .. }
+            | SourceSpec::JsonLines { .. }
+            | SourceSpec::Columnar { .. }
+            | SourceSpec::Binary { .. }
+            | SourceSpec::Memory(_)
+            | SourceSpec::Generator(_)
+            | SourceSpec::Interleave(_)
+            | SourceSpec::Late { .. } => Ok(()),
+            SourceSpec::Stdin
+            | SourceSpec::Tcp { .. }
+            | SourceSpec::Native(_)
+            | SourceSpec::Kafka(_) => Err(Error::Plan(PlanError::NotSupported(format!(
+                "SET window = 'auto' over stream {}: the window is chosen by trial runs, \
+                 which read the input again (a file or the generator); give the stream's \
+                 window instead (WITH (window = ...))",
+                s.name
+            )))),
+        }
+    })?;
+    discard_sinks(&mut trial);
+    let mut error = None;
+    let (chosen, measured) =
+        braid_plan::cost::window_size_by_doubling(WINDOW_START, WINDOW_MAX, |w| {
+            let mut p = trial.clone();
+            let _ = for_sources(&mut p, &mut |s| {
+                s.window = w;
+                Ok(())
+            });
+            let mut rates = Vec::new();
+            for _ in 0..3 {
+                match trial_rate(&p, registry, workers) {
+                    Ok(r) => rates.push(r),
+                    Err(e) => {
+                        error.get_or_insert(e);
+                        return f64::NAN;
+                    }
+                }
+            }
+            rates.sort_by(|a, b| a.total_cmp(b));
+            rates[rates.len() / 2]
+        });
+    match error {
+        Some(e) => Err(e),
+        None => Ok(WindowTuning { chosen, measured }),
+    }
+}
+
+/// Rows/s of one trial run of `plan`, cancelled after [`WINDOW_TRIAL`].
+fn trial_rate(plan: &Plan, registry: &Registry, workers: usize) -> Result<f64> {
+    let cancel = crate::cancel::Cancel::new();
+    let cfg = RunConfig {
+        workers,
+        cancel: Some(cancel.clone()),
+        ..RunConfig::default()
+    };
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let timer = std::thread::spawn(move || {
+        if done_rx.recv_timeout(WINDOW_TRIAL).is_err() {
+            cancel.cancel();
+        }
+    });
+    let t = Instant::now();
+    let report = run(plan, registry, &cfg);
+    let secs = t.elapsed().as_secs_f64();
+    let _ = done_tx.send(());
+    let _ = timer.join();
+    Ok(report?.rows_in as f64 / secs.max(1e-9))
+}
+
+/// Calls `f` on every source of `plan` (the children of an interleave too).
+fn for_sources(
+    plan: &mut Plan,
+    f: &mut dyn FnMut(&mut braid_plan::plan::Source) -> Result<()>,
+) -> Result<()> {
+    fn source(
+        s: &mut braid_plan::plan::Source,
+        f: &mut dyn FnMut(&mut braid_plan::plan::Source) -> Result<()>,
+    ) -> Result<()> {
+        if let SourceSpec::Interleave(kids) = &mut s.spec {
+            for k in kids.iter_mut() {
+                source(k, f)?;
+            }
+        }
+        f(s)
+    }
+    match plan {
+        Plan::Source(s) => source(s, f),
+        Plan::Split(s) => for_sources(&mut s.input, f),
+        Plan::Map(m) => for_sources(&mut m.input, f),
+        Plan::Merge(m) => for_sources(&mut m.input, f),
+        Plan::Sink(s) => for_sources(&mut s.input, f),
+        Plan::Together(plans) => plans.iter_mut().try_for_each(|p| for_sources(p, f)),
+    }
+}
+
+/// Every sink of `plan` discards its rows.
+fn discard_sinks(plan: &mut Plan) {
+    match plan {
+        Plan::Source(_) => {}
+        Plan::Split(s) => discard_sinks(&mut s.input),
+        Plan::Map(m) => discard_sinks(&mut m.input),
+        Plan::Merge(m) => discard_sinks(&mut m.input),
+        Plan::Sink(s) => {
+            s.spec = SinkSpec::Discard;
+            discard_sinks(&mut s.input);
+        }
+        Plan::Together(plans) => plans.iter_mut().for_each(discard_sinks),
+    }
+}
+
+/// Sets every source's window of `plan` to `w`.
+pub fn set_window(plan: &mut Plan, w: usize) {
+    let _ = for_sources(plan, &mut |s| {
+        s.window = w;
+        Ok(())
+    });
+}

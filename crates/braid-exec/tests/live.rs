@@ -584,3 +584,38 @@ fn a_desired_rate_on_a_live_stream_needs_the_splitter_rate() {
         .collect();
     assert_eq!(read(&mut sub, want.len(), Duration::from_secs(10)), want);
 }
+
+/// A live stream is read once: `SET window = 'auto'`, which chooses W by trial runs over
+/// the input, is refused by name in the server, and the session keeps its settings.
+#[test]
+fn a_window_by_doubling_is_refused_on_live_streams() {
+    let mut s = session(1);
+    let e = s
+        .execute("SET window = 'auto'")
+        .into_iter()
+        .find_map(|r| r.err())
+        .expect("refused");
+    assert!(
+        e.to_string().contains("SET window = 'auto' in the server"),
+        "{e}"
+    );
+    run(
+        &mut s,
+        "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')",
+    );
+    let mut sub = subscription(
+        &mut s,
+        "SELECT caller, dur, start FROM calls WHERE caller = 3",
+    );
+    let rows = calls(30);
+    run(
+        &mut s,
+        &format!("INSERT INTO calls VALUES {}", values(&rows)),
+    );
+    let want: Vec<Vec<i64>> = rows
+        .iter()
+        .filter(|r| r.0 == 3)
+        .map(|&(a, b, c)| vec![a, b, c])
+        .collect();
+    assert_eq!(read(&mut sub, want.len(), Duration::from_secs(10)), want);
+}

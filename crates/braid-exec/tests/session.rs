@@ -239,3 +239,85 @@ fn a_desired_rate_in_sql_chooses_the_split_that_keeps_up() {
         "{e}"
     );
 }
+
+/// `SET window = 'auto'` (Paper V's W by doubling): trial runs measure the query at
+/// W = 64, 128, ... and keep the last W whose doubling gained at least 0.15 %; the query
+/// then runs (and EXPLAIN shows it) at that W, to the results it has at its declared W.
+/// Refused with checkpoints and in the server (a live stream is read once).
+#[test]
+fn a_window_by_doubling_is_measured_and_run_with() {
+    let dir = calls("window");
+    // The declared window, 3 rows, is never one the doubling can choose.
+    let declare = DECLARE.replace("lateness = 20)", "lateness = 20, window = 3)");
+    let reference = {
+        let mut s = session(1);
+        s.compile(&declare, &dir.0).expect("declarations");
+        s.compile(COUNTS, &dir.0).expect("query");
+        let r = s.run_pending().expect("runs");
+        sorted_ints(&r[0].run.collected)
+    };
+    for workers in [1, 2] {
+        let mut s = session(workers);
+        s.compile(&declare, &dir.0).expect("declarations");
+        s.compile("SET window = 'auto';", &dir.0).expect("set");
+        let text = s
+            .explain_statements(COUNTS, &dir.0, false)
+            .expect("explain");
+        let shown: usize = text
+            .lines()
+            .find_map(|l| l.split("physical window W = ").nth(1))
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(text.contains("-- W by doubling (Paper V"), "{text}");
+        assert!(text.contains(&format!("chosen W = {shown}")), "{text}");
+        s.compile(COUNTS, &dir.0).expect("query");
+        let r = s.run_pending().expect("runs");
+        let t = r[0].window.as_ref().expect("a window tuned");
+        let ws: Vec<usize> = t.measured.iter().map(|m| m.0).collect();
+        assert_eq!(ws[0], 64, "{t:?}");
+        assert!(ws.windows(2).all(|p| p[1] == 2 * p[0]), "{t:?}");
+        // Every doubling up to the chosen W gained at least 0.15 %; the one after it
+        // (if any was tried) did not.
+        let at = ws
+            .iter()
+            .position(|&w| w == t.chosen)
+            .expect("chosen was measured");
+        let gain = |k: usize| t.measured[k].1 / t.measured[k - 1].1 - 1.0;
+        assert!((1..=at).all(|k| gain(k) >= 0.0015), "{t:?}");
+        if at + 1 < ws.len() {
+            assert!(gain(at + 1) < 0.0015, "{t:?}");
+        }
+        assert_eq!(
+            sorted_ints(&r[0].run.collected),
+            reference,
+            "{workers} workers"
+        );
+    }
+    // With checkpoints a resumed run must read the checkpoint's W: refused.
+    let mut s = Session::new(
+        &Registry::with_builtins(),
+        RunConfig {
+            checkpoint: Some(braid_exec::checkpoint::CheckpointConfig {
+                dir: dir.0.join("checkpoints"),
+                interval: std::time::Duration::from_secs(1),
+                recover: false,
+                backend: None,
+            }),
+            ..RunConfig::default()
+        },
+    );
+    s.compile(&declare, &dir.0).expect("declarations");
+    s.compile(&format!("SET window = 'auto';\n{COUNTS}"), &dir.0)
+        .expect("compiles");
+    let e = s.run_pending().expect_err("refused");
+    assert!(
+        e.to_string()
+            .contains("SET window = 'auto' with checkpoints"),
+        "{e}"
+    );
+    let e = s
+        .compile("SET window = 'big';", &dir.0)
+        .expect_err("not a window");
+    assert!(e.to_string().contains("expected 'auto'"), "{e}");
+}

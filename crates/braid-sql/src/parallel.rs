@@ -132,6 +132,7 @@ pub(crate) fn job(
         late_source: None,
         runs_in: None,
         time_unit: None,
+        tune_window: false,
     })
 }
 

@@ -84,6 +84,7 @@ pub(crate) fn job(
         late,
         runs_in: None,
         time_unit: planner_unit(&defs),
+        tune_window: false,
     })
 }
 

@@ -34,6 +34,9 @@ pub struct Job {
     /// The time unit of the query's input, when its streams declare one (that of its
     /// `LATE(sink)` stream).
     pub time_unit: Option<crate::time::TimeUnit>,
+    /// `SET window = 'auto'`: the physical window W is chosen by doubling before the
+    /// query runs (by the session: trial runs).
+    pub tune_window: bool,
 }
 
 /// A compiled script: its declarations and its queries in order.

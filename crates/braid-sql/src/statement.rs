@@ -293,7 +293,7 @@ fn statement(
             job.plan.check_latency_parts().map_err(at)?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
             job.plan.set_scheduler(script.catalog.settings.scheduler);
-            rates(&mut job.plan, &script.catalog.settings).map_err(at)?;
+            tuned(&mut job, &script.catalog.settings).map_err(at)?;
             script.add_job(job, Some(&sink.name)).map_err(at)
         }
         ast::Statement::Query(q) => {
@@ -309,7 +309,7 @@ fn statement(
             let mut job = crate::order::job(script, text, q, &sink, &st.to_string())?;
             shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
             job.plan.set_scheduler(script.catalog.settings.scheduler);
-            rates(&mut job.plan, &script.catalog.settings).map_err(at)?;
+            tuned(&mut job, &script.catalog.settings).map_err(at)?;
             script.add_job(job, None).map_err(at)
         }
         ast::Statement::Drop {
@@ -433,6 +433,14 @@ fn rates(plan: &mut braid_plan::plan::Plan, settings: &crate::catalog::Settings)
     if settings.desired_rate.is_some() {
         plan.set_rates(settings.desired_rate, settings.splitter_rate);
     }
+    Ok(())
+}
+
+/// The settings that shape a query's physical plan before it runs: Paper V's rates
+/// (`SET desired_rate`) and window (`SET window = 'auto'`).
+fn tuned(job: &mut Job, settings: &crate::catalog::Settings) -> Result<()> {
+    rates(&mut job.plan, settings)?;
+    job.tune_window = settings.tune_window;
     Ok(())
 }
 

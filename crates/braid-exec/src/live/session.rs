@@ -391,6 +391,15 @@ impl LiveSession {
         let (jobs, shown) = (self.script.jobs.len(), self.script.shown.len());
         let before: Vec<String> = self.script.catalog.streams.keys().cloned().collect();
         add_statements(&mut self.script, text, &self.base)?;
+        if self.script.catalog.settings.tune_window {
+            self.script.catalog.settings.tune_window = false;
+            return Err(Error::Plan(braid_plan::error::Error::NotSupported(
+                "SET window = 'auto' in the server: W is chosen by trial runs that read the \
+                 input again, and a live stream's rows are read once; give a stream its \
+                 window (CREATE STREAM ... WITH (window = ...))"
+                    .into(),
+            )));
+        }
         if let Some(s) = self.script.shown.get(shown) {
             return Ok(Outcome::Listing(match &s.what {
                 Show::Listings(l) => l.first().cloned().unwrap_or(Listing {

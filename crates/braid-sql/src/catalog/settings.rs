@@ -52,6 +52,10 @@ pub struct Settings {
     /// `desired_rate`; without it the session measures it (over a file or the
     /// generator) before the query runs.
     pub splitter_rate: Option<f64>,
+    /// `SET window = 'auto'`: the physical window W of the queries that follow is chosen
+    /// by doubling before each runs (Paper V); `'declared'` (the default): each stream's
+    /// own `window`.
+    pub tune_window: bool,
 }
 
 impl Default for Settings {
@@ -69,6 +73,7 @@ impl Default for Settings {
             two_phase: true,
             desired_rate: None,
             splitter_rate: None,
+            tune_window: false,
         }
     }
 }
@@ -179,9 +184,20 @@ pub fn set(settings: &mut Settings, key: &str, value: &Scalar) -> Result<()> {
         }
         "desired_rate" => settings.desired_rate = rate(value, "desired_rate")?,
         "splitter_rate" => settings.splitter_rate = rate(value, "splitter_rate")?,
+        "window" => {
+            settings.tune_window = match text.trim().to_ascii_lowercase().as_str() {
+                "auto" => true,
+                "declared" => false,
+                other => {
+                    return Err(Error::Plan(format!(
+                        "window `{other}`; expected 'auto' (W by doubling before each query runs) or 'declared' (each stream's own window = ...)"
+                    )))
+                }
+            }
+        }
         other => {
             return Err(Error::Plan(format!(
-                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load, scheduler, aggregate, desired_rate, splitter_rate"
+                "unknown setting `{other}`; settings are partitions, merge, strategy, late_path, parallel, stages, max_latency, shed_load, scheduler, aggregate, desired_rate, splitter_rate, window"
             )))
         }
     }
