@@ -498,7 +498,7 @@ impl Session {
                 // W for the plan as it will run.
                 crate::tune::measure_splitter_rates(&mut plan, &self.script.registry)?;
                 let t =
-                    crate::tune::window_by_doubling(&plan, &self.script.registry, self.workers())?;
+                    crate::tune::window_by_doubling(&plan, &self.script.registry, &self.config)?;
                 crate::tune::set_window(&mut plan, t.chosen);
                 Some(t)
             }

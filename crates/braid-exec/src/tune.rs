@@ -230,12 +230,28 @@ pub const WINDOW_TRIAL: std::time::Duration = std::time::Duration::from_millis(3
 /// with every source as fast as possible, every source's window W and every sink
 /// discarding, for at most [`WINDOW_TRIAL`]. Needs sources that can be read again (a
 /// file, the generator, rows in memory); the caller empties anything else a trial
-/// writes (late rows).
+/// writes (late rows). The trials run as `config` says (workers, reading, granule,
+/// backpressure), without its counters, profile, checkpoints, rescaling or file of
+/// rejected records (the run proper reports those).
 pub fn window_by_doubling(
     plan: &Plan,
     registry: &Registry,
-    workers: usize,
+    config: &RunConfig,
 ) -> Result<WindowTuning> {
+    let config = RunConfig {
+        read: crate::source::ReadOptions {
+            reject_file: None,
+            ..config.read.clone()
+        },
+        counters: None,
+        measure_costs: false,
+        cancel: None,
+        profile: None,
+        checkpoint: None,
+        rescale: None,
+        auto_rescale: None,
+        ..config.clone()
+    };
     let mut trial = plan.clone();
     for_sources(&mut trial, &mut |s| {
         s.pace = Pace::Max;
@@ -270,7 +286,7 @@ pub fn window_by_doubling(
             });
             let mut rates = Vec::new();
             for _ in 0..3 {
-                match trial_rate(&p, registry, workers) {
+                match trial_rate(&p, registry, &config) {
                     Ok(r) => rates.push(r),
                     Err(e) => {
                         error.get_or_insert(e);
@@ -288,12 +304,11 @@ pub fn window_by_doubling(
 }
 
 /// Rows/s of one trial run of `plan`, cancelled after [`WINDOW_TRIAL`].
-fn trial_rate(plan: &Plan, registry: &Registry, workers: usize) -> Result<f64> {
+fn trial_rate(plan: &Plan, registry: &Registry, config: &RunConfig) -> Result<f64> {
     let cancel = crate::cancel::Cancel::new();
     let cfg = RunConfig {
-        workers,
         cancel: Some(cancel.clone()),
-        ..RunConfig::default()
+        ..config.clone()
     };
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
     let timer = std::thread::spawn(move || {
