@@ -1410,11 +1410,11 @@ fn deep_split_trees_match_reference() {
 }
 
 /// Only a tree's roots evaluate the routing function, each row once; deeper levels
-/// forward by the lanes a root wrote. The generator is read in shares on every worker:
-/// across 2 processes the tree has one root (level 1, on one worker), so every window
-/// goes to it and the function runs on exactly one thread; in one process the levels
-/// run fused and each reading worker roots its own share, so it runs on every worker's
-/// thread, as many times in all as with one splitter (fsplit: once per row).
+/// forward by the lanes a root wrote. The generator is read in shares on every worker,
+/// and each reading worker roots a tree of its share (in one process with the levels
+/// fused, across 2 processes level by level): the function runs on every worker's
+/// thread, as many times in all as with one splitter (fsplit: once per row), never on
+/// one thread for all.
 #[test]
 fn a_tree_routes_each_row_once_at_its_roots() {
     use braid_plan::plan::GeneratorSpec;
@@ -1485,13 +1485,9 @@ fn a_tree_routes_each_row_once_at_its_roots() {
         for workers in [2, 4] {
             for processes in [1, 2] {
                 let (threads, n) = routed(&p, workers, processes);
-                let roots = match processes {
-                    1 => workers,
-                    _ => 1,
-                };
                 assert_eq!(
                     (threads, n),
-                    (roots, once),
+                    (workers, once),
                     "{strategy:?}, {processes} process(es), {workers} workers in all: \
                      routed on {threads} threads, {n} calls (one splitter: {once})"
                 );

@@ -434,6 +434,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
         }
         Some(SplitShape::Tree(shape)) => {
             let levels = tree_levels(shape, mix, &costs);
+            let hosts = Hosts::of(s, workers);
             let _ = writeln!(
                 out,
                 "{pad}  shape: tree, fanouts {:?} ({} leaves for q = {})",
@@ -443,7 +444,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
             );
             for l in &levels {
                 let ws: Vec<u64> = (0..l.nodes.min(9))
-                    .map(|n| tree_node_worker(shape, l.level, n, workers) as u64)
+                    .map(|n| tree_node_worker(shape, l.level, n, s.q, &hosts) as u64)
                     .collect();
                 let _ = writeln!(
                     out,
@@ -467,12 +468,12 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                 Plan::Source(src) if crate::placement::read_on_every_worker(src, workers) => {
                     "a root on each worker, where it reads its share of the source"
                 }
-                Plan::Source(_) => "one root, on the worker that reads the source",
+                Plan::Source(_) => "one root, on the worker of partition 0",
                 _ => "a root on each worker, where the earlier stage's rows are",
             };
             let _ = writeln!(
                 out,
-                "{pad}  in one process the levels run fused, {roots} (it routes each row to its leaf's worker); level by level across processes"
+                "{pad}  {roots}; in one process the levels run fused (a root routes each row to its leaf's worker), across processes level by level, a node on the worker of its first partition"
             );
         }
         Some(SplitShape::Parasplit { p, router_fanout }) => {

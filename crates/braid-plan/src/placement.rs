@@ -154,10 +154,23 @@ pub fn tree_node_id(shape: &TreeShape, level: usize, node: u64) -> u64 {
     (1..level).map(|l| shape.nodes_at(l)).sum::<u64>() + node
 }
 
-/// Worker of node `node` of tree level `level`: nodes are dealt to workers
-/// breadth-first, so every level is spread over all workers.
-pub fn tree_node_worker(shape: &TreeShape, level: usize, node: u64, workers: usize) -> usize {
-    (tree_node_id(shape, level, node) % workers as u64) as usize
+/// Worker of node `node` of tree level `level` (1-based) of a split of `q` partitions
+/// hosted by `hosts`: the worker of the first partition below it. A node of level `l`
+/// holds the partitions `p = node mod λ_{l-1}` (the multi-level hash of Paper IV eq. 2),
+/// so where they share a worker (or a process) the subtree stays there, and a row
+/// crosses to another process at most where its subtree does. A node with no partition
+/// below `q` (a branch of the last level left empty): breadth-first over the workers.
+pub fn tree_node_worker(
+    shape: &TreeShape,
+    level: usize,
+    node: u64,
+    q: u32,
+    hosts: &Hosts,
+) -> usize {
+    match node < u64::from(q) {
+        true => hosts.worker(node),
+        false => (tree_node_id(shape, level, node) % hosts.workers as u64) as usize,
+    }
 }
 
 /// Worker of parasplit window splitter `j`.
@@ -228,6 +241,61 @@ pub const FSPLIT_WORKER: usize = 0;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A tree node sits on the worker of the first partition below it: where the
+    /// workers divide its level's modulus, every partition below it is on that worker,
+    /// so nothing below it crosses to another worker; a placement table moves it with
+    /// its first partition.
+    #[test]
+    fn a_tree_node_sits_with_the_partitions_below_it() {
+        use crate::cost::exptree;
+        let split = |placement: Option<Arc<[u32]>>| {
+            let schema = crate::types::Schema::new(vec![crate::types::Field::new(
+                "k",
+                crate::types::DataType::Int64,
+            )]);
+            let crate::plan::Plan::Split(mut s) =
+                crate::plan::Plan::source("s", crate::plan::SourceSpec::Native("s".into()), schema)
+                    .split(
+                        64,
+                        crate::plan::Route::Any,
+                        None,
+                        crate::plan::Strategy::Exptree,
+                    )
+            else {
+                unreachable!()
+            };
+            s.placement = placement;
+            s
+        };
+        let shape = exptree(64);
+        assert!(shape.depth() >= 3);
+        for workers in [2usize, 4] {
+            let hosts = Hosts::of(&split(None), workers);
+            for level in 2..=shape.depth() {
+                let m = shape.lambda(level - 1);
+                if !m.is_multiple_of(workers as u64) {
+                    continue;
+                }
+                for node in 0..m.min(64) {
+                    let w = tree_node_worker(&shape, level, node, 64, &hosts);
+                    for p in (node..64).step_by(m as usize) {
+                        assert_eq!(
+                            hosts.worker(p),
+                            w,
+                            "level {level} node {node}, partition {p}"
+                        );
+                    }
+                }
+            }
+        }
+        // Odd partitions on worker 0, even on worker 1: the nodes follow them.
+        let table: Arc<[u32]> = (0..64u32).map(|p| 1 - p % 2).collect();
+        let hosts = Hosts::of(&split(Some(table)), 2);
+        assert_eq!(tree_node_worker(&shape, 2, 0, 64, &hosts), 1);
+        assert_eq!(tree_node_worker(&shape, 2, 1, 64, &hosts), 0);
+        assert_eq!(tree_node_worker(&shape, 3, 5, 64, &hosts), 0);
+    }
 
     #[test]
     fn fast_remainder_equals_the_remainder() {

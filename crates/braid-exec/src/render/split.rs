@@ -65,8 +65,8 @@ pub(crate) fn render<'s>(
             _ => (0..place.peers).filter_map(first).collect(),
         }
     };
-    // In one process a tree's levels run fused (see below), and where every worker reads
-    // a share of the source each reading worker is a root of its own: nothing gathers.
+    // In one process a tree's levels run fused (see below). Where every worker reads a
+    // share of the source each reading worker is a root of its own: nothing gathers.
     let fused = matches!(shape, SplitShape::Tree(_)) && place.process().len() == place.peers;
     let read_everywhere = !shared.ticks.on()
         && match split.input.as_ref() {
@@ -77,8 +77,7 @@ pub(crate) fn render<'s>(
         };
     let single = match shape {
         SplitShape::Fsplit => !local,
-        SplitShape::Tree(_) if fused => !local && !read_everywhere,
-        SplitShape::Tree(_) => !local,
+        SplitShape::Tree(_) => !local && !read_everywhere,
         SplitShape::Parasplit { .. } => false,
     };
     let router = || -> Result<Router> {
@@ -139,7 +138,13 @@ pub(crate) fn render<'s>(
             window_splitter()?,
             match local || read_everywhere {
                 true => At::Local,
-                false => At::Worker(tree_node_worker(&t, 1, 0, place.peers)),
+                false => At::Worker(tree_node_worker(
+                    &t,
+                    1,
+                    0,
+                    split.q,
+                    &Hosts::of(split, place.peers),
+                )),
             },
             match local || read_everywhere {
                 true => "Tree(fused, rooted where read)",
@@ -152,7 +157,7 @@ pub(crate) fn render<'s>(
             router()?,
             Hosts::of(split, place.peers),
             t,
-            place,
+            (place, local || read_everywhere),
             guard,
         ),
         SplitShape::Parasplit { p, router_fanout } => {
@@ -602,16 +607,22 @@ fn window_router<'s>(
 /// different processes and only the rows for a node elsewhere cross. In one process
 /// `render` fuses the levels into the root (one splitter on the root's worker): the
 /// levels below it would only read every row's lane again to forward it.
+///
+/// With `spread` (a source read in shares on every worker, or an earlier stage's
+/// output) each worker is the root of the rows it holds, instead of sending them to one
+/// root first. A node sits on the worker of the first partition below it
+/// ([`tree_node_worker`]), so a row crosses to another process at most where its
+/// subtree does.
 fn tree<'s>(
     input: Windows<'s>,
     router: Router,
     hosts: Hosts,
     shape: TreeShape,
-    place: Place,
+    (place, spread): (Place, bool),
     guard: Option<Guard>,
 ) -> Windows<'s> {
     let depth = shape.depth();
-    let root = tree_node_worker(&shape, 1, 0, place.peers);
+    let root = tree_node_worker(&shape, 1, 0, router.q(), &hosts);
     let mut stream = input;
     let router = std::rc::Rc::new(router);
     for level in 1..=depth {
@@ -677,7 +688,10 @@ fn tree<'s>(
             }
         };
         stream = if level == 1 {
-            stream.unary_frontier::<WindowBuilder, _, _, _>(to_worker(root), &name, logic)
+            // Spread: each worker's own rows, to itself (the pact's type must be the
+            // levels' below, an exchange).
+            let at = if spread { place.index } else { root };
+            stream.unary_frontier::<WindowBuilder, _, _, _>(to_worker(at), &name, logic)
         } else {
             stream.unary_frontier::<WindowBuilder, _, _, _>(by_to(), &name, logic)
         };
@@ -874,7 +888,7 @@ impl TreeLevel {
                 let child = node + c as u64 * lambda_prev;
                 debug_assert!(child < lambda);
                 (
-                    tree_node_worker(&self.shape, level + 1, child, self.peers),
+                    tree_node_worker(&self.shape, level + 1, child, q as u32, &self.hosts),
                     child,
                 )
             };
