@@ -391,7 +391,7 @@ impl Session {
                 }
                 continue;
             }
-            let (plan, _, window) = self.placed_job(i)?;
+            let (plan, _, window) = self.placed_job(i, false)?;
             if let (Some(t), false) = (&window, dot) {
                 out.push_str(&format!("-- {}\n", window_text(t)));
             }
@@ -478,6 +478,7 @@ impl Session {
     fn placed_job(
         &self,
         index: usize,
+        running: bool,
     ) -> Result<(Plan, Option<Calibration>, Option<WindowTuning>)> {
         let job = self.job(index)?;
         let mut plan = job.plan.clone();
@@ -497,8 +498,13 @@ impl Session {
                 // Paper V's order: p first (one splitter's rate at the declared W), then
                 // W for the plan as it will run.
                 crate::tune::measure_splitter_rates(&mut plan, &self.script.registry)?;
-                let t =
-                    crate::tune::window_by_doubling(&plan, &self.script.registry, &self.config)?;
+                // Running, a cancel (Ctrl-C) during the trials stops them, and then the
+                // run.
+                let config = RunConfig {
+                    cancel: running.then(|| self.cancel.clone()),
+                    ..self.config.clone()
+                };
+                let t = crate::tune::window_by_doubling(&plan, &self.script.registry, &config)?;
                 crate::tune::set_window(&mut plan, t.chosen);
                 Some(t)
             }
@@ -528,7 +534,7 @@ impl Session {
     }
 
     fn run_job(&self, index: usize) -> Result<QueryReport> {
-        let (plan, calibration, window) = self.placed_job(index)?;
+        let (plan, calibration, window) = self.placed_job(index, true)?;
         let mut config = RunConfig {
             cancel: Some(self.cancel.clone()),
             ..self.config.clone()
@@ -621,7 +627,10 @@ pub fn window_text(t: &WindowTuning) -> String {
     let steps: Vec<String> = t
         .measured
         .iter()
-        .map(|(w, r)| format!("{w}: {:.2} M rows/s", r / 1e6))
+        .map(|(w, r)| match r.is_finite() {
+            true => format!("{w}: {:.2} M rows/s", r / 1e6),
+            false => format!("{w}: stopped (cancelled)"),
+        })
         .collect();
     format!(
         "W by doubling (Paper V, trial runs of up to {} ms, median of 3): {}; chosen W = {}",

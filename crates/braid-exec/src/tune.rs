@@ -25,6 +25,7 @@
 //! # Ok::<(), braid_exec::error::Error>(())
 //! ```
 
+use crate::cancel::Cancel;
 use crate::error::{Error, Result};
 use crate::runtime::{prepare, run, RunConfig};
 use braid_plan::error::Error as PlanError;
@@ -233,11 +234,14 @@ pub const WINDOW_TRIAL: std::time::Duration = std::time::Duration::from_millis(3
 /// writes (late rows). The trials run as `config` says (workers, reading, granule,
 /// backpressure), without its counters, profile, checkpoints, rescaling or file of
 /// rejected records (the run proper reports those).
+/// `config.cancel`, when set, stops the trials (the search keeps what it measured; the
+/// run that follows sees the same handle cancelled).
 pub fn window_by_doubling(
     plan: &Plan,
     registry: &Registry,
     config: &RunConfig,
 ) -> Result<WindowTuning> {
+    let outer = config.cancel.clone();
     let config = RunConfig {
         read: crate::source::ReadOptions {
             reject_file: None,
@@ -286,7 +290,10 @@ pub fn window_by_doubling(
             });
             let mut rates = Vec::new();
             for _ in 0..3 {
-                match trial_rate(&p, registry, &config) {
+                if outer.as_ref().is_some_and(Cancel::is_cancelled) {
+                    return f64::NAN;
+                }
+                match trial_rate(&p, registry, &config, outer.as_ref()) {
                     Ok(r) => rates.push(r),
                     Err(e) => {
                         error.get_or_insert(e);
@@ -303,17 +310,34 @@ pub fn window_by_doubling(
     }
 }
 
-/// Rows/s of one trial run of `plan`, cancelled after [`WINDOW_TRIAL`].
-fn trial_rate(plan: &Plan, registry: &Registry, config: &RunConfig) -> Result<f64> {
-    let cancel = crate::cancel::Cancel::new();
+/// Rows/s of one trial run of `plan`, cancelled after [`WINDOW_TRIAL`] (or as soon as
+/// `outer` is).
+fn trial_rate(
+    plan: &Plan,
+    registry: &Registry,
+    config: &RunConfig,
+    outer: Option<&Cancel>,
+) -> Result<f64> {
+    let cancel = Cancel::new();
     let cfg = RunConfig {
         cancel: Some(cancel.clone()),
         ..config.clone()
     };
     let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let outer = outer.cloned();
     let timer = std::thread::spawn(move || {
-        if done_rx.recv_timeout(WINDOW_TRIAL).is_err() {
-            cancel.cancel();
+        let end = Instant::now() + WINDOW_TRIAL;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let tick = left.min(std::time::Duration::from_millis(10));
+            match done_rx.recv_timeout(tick) {
+                Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            }
+            if left.is_zero() || outer.as_ref().is_some_and(Cancel::is_cancelled) {
+                cancel.cancel();
+                return;
+            }
         }
     });
     let t = Instant::now();

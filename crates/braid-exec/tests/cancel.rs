@@ -56,7 +56,7 @@ fn a_query_cancelled_from_another_thread_ends_promptly_with_a_prefix_of_its_outp
             Path::new("."),
         )
         .expect("compiles");
-        let r = cancelled_run(&mut s, workers);
+        let r = cancelled_run(&mut s, workers, Duration::from_millis(700));
         let got: Vec<Vec<Scalar>> = r.run.collected.into_iter().map(|r| r.values).collect();
         assert_eq!(got.len() as u64, r.run.rows_out);
         assert!(
@@ -75,18 +75,22 @@ fn a_query_cancelled_from_another_thread_ends_promptly_with_a_prefix_of_its_outp
         assert_eq!(s.query_states()[1].2, QueryState::Done { rows: 3 });
         // An aggregate over the whole input has no row before its end: cancelled, it
         // writes none (not the counts of the input read so far).
-        let r = cancelled_run(&mut s, workers);
+        let r = cancelled_run(&mut s, workers, Duration::from_millis(700));
         assert_eq!(r.run.collected.len(), 0, "{workers} workers");
         assert!(r.run.rows_in > 0);
     }
 }
 
-/// Runs the session's next query, cancelling it from another thread after 0.7 s;
+/// Runs the session's next query, cancelling it from another thread after `wait`;
 /// checks that it stopped within 3 s of the cancel.
-fn cancelled_run(s: &mut Session, workers: usize) -> braid_exec::session::QueryReport {
+fn cancelled_run(
+    s: &mut Session,
+    workers: usize,
+    wait: Duration,
+) -> braid_exec::session::QueryReport {
     let cancel = s.cancel_handle();
     let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(700));
+        std::thread::sleep(wait);
         cancel.cancel();
         Instant::now()
     });
@@ -137,4 +141,26 @@ fn limit_writes_the_first_rows_of_the_serial_run_and_stops_reading() {
         );
         assert_eq!(got, full, "{q}");
     }
+}
+
+/// A cancel that comes while `SET window = 'auto'` is still measuring stops the trials
+/// at once (the search keeps W = 64, its first) and the query's run with them.
+#[test]
+fn a_cancel_during_the_window_trials_stops_them_and_the_run() {
+    let mut s = session(2);
+    s.compile(
+        "SET window = 'auto';\n\
+         CREATE STREAM gen WITH (source = 'generator', tuples = 50000000, rate = 1000000);\n\
+         CREATE SINK out WITH (sink = 'discard');\n\
+         INSERT INTO out SELECT window_end, xway, count(*) AS n FROM gen GROUP BY TUMBLE(time, 7), xway;",
+        Path::new("."),
+    )
+    .expect("compiles");
+    // The cancel comes during the second of the three trials at W = 64 (each runs
+    // 300 ms at most); without it the search would go on to W = 128 and beyond.
+    let r = cancelled_run(&mut s, 2, Duration::from_millis(500));
+    let t = r.window.expect("a window search");
+    assert_eq!(t.chosen, 64, "{t:?}");
+    assert_eq!(t.measured.len(), 1, "{t:?}");
+    assert!(t.measured[0].1.is_nan(), "{t:?}");
 }
