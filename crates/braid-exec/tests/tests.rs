@@ -1302,6 +1302,16 @@ fn two_processes_with(
     reg: &Registry,
     workers: usize,
 ) -> braid_exec::runtime::RunReport {
+    two_processes_reading(plan, reg, workers, Default::default())
+}
+
+/// [`two_processes_with`], reading input as `read` says.
+fn two_processes_reading(
+    plan: &Plan,
+    reg: &Registry,
+    workers: usize,
+    read: braid_exec::source::ReadOptions,
+) -> braid_exec::runtime::RunReport {
     // Two free ports (held until both are known, so they differ).
     let listeners: Vec<std::net::TcpListener> = (0..2)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
@@ -1316,12 +1326,14 @@ fn two_processes_with(
             let plan = plan.clone();
             let hosts = hosts.clone();
             let reg = reg.clone();
+            let read = read.clone();
             std::thread::spawn(move || {
                 let cfg = RunConfig {
                     workers,
                     processes: 2,
                     process,
                     hosts,
+                    read,
                     ..RunConfig::default()
                 };
                 run(&plan, &reg, &cfg).expect("run succeeds")
@@ -1407,6 +1419,87 @@ fn deep_split_trees_match_reference() {
         }
     }
     assert!(deepest >= 3, "no tree of 3 levels or more: {deepest}");
+}
+
+/// Split trees over a file that every worker reads a share of (chunks of 256 bytes, so
+/// every worker of every process reads some): each reading worker roots a tree of its
+/// share, and across processes the levels run node by node, each node on the worker of
+/// its first partition. Every partition must still see its rows in serial order (the
+/// order-sensitive `running` function) and every row reach exactly the partitions the
+/// reference routes it to: 2 and 4 workers in one process, 2 processes of 1 and 2.
+#[test]
+fn split_trees_rooted_where_a_file_is_read_match_reference() {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..900)
+        .map(|i| {
+            (
+                (i % 4) as u8,
+                (i * 13 % 101) - 20,
+                i % 50,
+                (i * 7 % 5) as u8,
+            )
+        })
+        .collect();
+    let input = stream(&rows);
+    let dir = std::env::temp_dir().join(format!("braid-tree-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch");
+    let path = dir.join("rows.csv");
+    let mut text = String::new();
+    for r in input.rows() {
+        let v: Vec<String> = (0..4).map(|c| r.int(c).expect("int").to_string()).collect();
+        text += &v.join(",");
+        text += "\n";
+    }
+    std::fs::write(&path, text).expect("write the file");
+    let reg = registry();
+    let read = braid_exec::source::ReadOptions {
+        chunk_bytes: 256,
+        ..Default::default()
+    };
+    let cases = [
+        (RouteKind::Grid(5, 7), 0, Some(4)),
+        (RouteKind::ByKey, 45, Some(3)),
+        (RouteKind::KeyWhenKind0, 100, Some(2)),
+    ];
+    for (route, q, bcast) in cases {
+        for strategy in [Strategy::Maxtree, Strategy::Exptree] {
+            let mut p = plan(
+                input.clone(),
+                q,
+                route,
+                bcast,
+                strategy,
+                "running",
+                MergeKind::Union,
+                16,
+            );
+            // Epochs of about 270 rows: each spans many chunks, so a root's windows
+            // (its own chunks, gathered) interleave with the other roots' in every epoch.
+            p.leaf_source_mut().epoch = 200;
+            let expected = sorted(reference::run(&p, &reg, &input).expect("reference"));
+            assert!(!expected.is_empty());
+            p.leaf_source_mut().spec = SourceSpec::Csv {
+                path: path.clone(),
+                header: false,
+            };
+            for workers in [2, 4] {
+                let cfg = RunConfig {
+                    workers,
+                    read: read.clone(),
+                    ..RunConfig::default()
+                };
+                let got = sorted(run(&p, &reg, &cfg).expect("runs").collected);
+                assert_eq!(got, expected, "{route:?}, {strategy:?}, {workers} workers");
+            }
+            for workers in [1, 2] {
+                let got = sorted(two_processes_reading(&p, &reg, workers, read.clone()).collected);
+                assert_eq!(
+                    got, expected,
+                    "{route:?}, {strategy:?}, 2 processes x {workers} workers"
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Only a tree's roots evaluate the routing function, each row once; deeper levels
