@@ -129,8 +129,9 @@ fn for_each_split(plan: &mut Plan, f: &mut dyn FnMut(&mut Split)) {
     }
 }
 
-/// Sets every sink of `plan` to discard its rows.
-fn discard_output(plan: &mut Plan) {
+/// Sets every sink of `plan` to discard its rows (also the window trials of
+/// [`crate::tune::window_by_doubling`]).
+pub(crate) fn discard_output(plan: &mut Plan) {
     match plan {
         Plan::Together(plans) => plans.iter_mut().for_each(discard_output),
         Plan::Sink(s) => {

@@ -57,6 +57,26 @@ pub fn split_mut(plan: &mut Plan) -> Option<&mut Split> {
     }
 }
 
+/// Whether a source's rows can be read only once (so no trial or probe run can read
+/// them before the run proper): standard input, TCP, Kafka (from where the run's group
+/// is) and native sources such as a live stream's log.
+fn read_once(spec: &SourceSpec) -> bool {
+    match spec {
+        SourceSpec::Stdin
+        | SourceSpec::Tcp { .. }
+        | SourceSpec::Native(_)
+        | SourceSpec::Kafka(_) => true,
+        SourceSpec::Csv { .. }
+        | SourceSpec::JsonLines { .. }
+        | SourceSpec::Columnar { .. }
+        | SourceSpec::Binary { .. }
+        | SourceSpec::Memory(_)
+        | SourceSpec::Generator(_)
+        | SourceSpec::Interleave(_)
+        | SourceSpec::Late { .. } => false,
+    }
+}
+
 fn no_split() -> Error {
     Error::Plan(PlanError::Plan("the plan has no split".into()))
 }
@@ -75,21 +95,12 @@ fn probe_of(split: &Split, source: &braid_plan::plan::Source, sample: u64) -> Re
     let mut source = source.clone();
     match &mut source.spec {
         SourceSpec::Generator(g) => g.tuples = g.tuples.min(sample.max(1)),
-        SourceSpec::Csv { .. }
-        | SourceSpec::JsonLines { .. }
-        | SourceSpec::Columnar { .. }
-        | SourceSpec::Binary { .. }
-        | SourceSpec::Memory(_)
-        | SourceSpec::Interleave(_) => {}
         SourceSpec::Late { .. } => {
             return Err(Error::Plan(PlanError::Plan(
                 "a plan's first source cannot be late rows".into(),
             )))
         }
-        SourceSpec::Stdin
-        | SourceSpec::Tcp { .. }
-        | SourceSpec::Native(_)
-        | SourceSpec::Kafka(_) => {
+        spec if read_once(spec) => {
             return Err(Error::Plan(PlanError::NotSupported(
                 "measuring the single-splitter rate needs a generator or file source; \
                  give --splitter-rate (SQL: SET splitter_rate) for stdin, TCP, Kafka \
@@ -97,6 +108,7 @@ fn probe_of(split: &Split, source: &braid_plan::plan::Source, sample: u64) -> Re
                     .into(),
             )))
         }
+        _ => {}
     }
     source.pace = Pace::Max;
     let mut probe = Plan::Source(source)
@@ -259,19 +271,9 @@ pub fn window_by_doubling(
     let mut trial = plan.clone();
     for_sources(&mut trial, &mut |s| {
         s.pace = Pace::Max;
-        match &s.spec {
-            SourceSpec::Csv { .. }
-            | SourceSpec::JsonLines { .. }
-            | SourceSpec::Columnar { .. }
-            | SourceSpec::Binary { .. }
-            | SourceSpec::Memory(_)
-            | SourceSpec::Generator(_)
-            | SourceSpec::Interleave(_)
-            | SourceSpec::Late { .. } => Ok(()),
-            SourceSpec::Stdin
-            | SourceSpec::Tcp { .. }
-            | SourceSpec::Native(_)
-            | SourceSpec::Kafka(_) => Err(Error::Plan(PlanError::NotSupported(format!(
+        match read_once(&s.spec) {
+            false => Ok(()),
+            true => Err(Error::Plan(PlanError::NotSupported(format!(
                 "SET window = 'auto' over stream {}: the window is chosen by trial runs, \
                  which read the input again (a file or the generator); give the stream's \
                  window instead (WITH (window = ...))",
@@ -279,15 +281,12 @@ pub fn window_by_doubling(
             )))),
         }
     })?;
-    discard_sinks(&mut trial);
+    crate::calibrate::discard_output(&mut trial);
     let mut error = None;
     let (chosen, measured) =
         braid_plan::cost::window_size_by_doubling(WINDOW_START, WINDOW_MAX, |w| {
             let mut p = trial.clone();
-            let _ = for_sources(&mut p, &mut |s| {
-                s.window = w;
-                Ok(())
-            });
+            set_window(&mut p, w);
             let mut rates = Vec::new();
             for _ in 0..3 {
                 if outer.as_ref().is_some_and(Cancel::is_cancelled) {
@@ -371,21 +370,6 @@ fn for_sources(
         Plan::Merge(m) => for_sources(&mut m.input, f),
         Plan::Sink(s) => for_sources(&mut s.input, f),
         Plan::Together(plans) => plans.iter_mut().try_for_each(|p| for_sources(p, f)),
-    }
-}
-
-/// Every sink of `plan` discards its rows.
-fn discard_sinks(plan: &mut Plan) {
-    match plan {
-        Plan::Source(_) => {}
-        Plan::Split(s) => discard_sinks(&mut s.input),
-        Plan::Map(m) => discard_sinks(&mut m.input),
-        Plan::Merge(m) => discard_sinks(&mut m.input),
-        Plan::Sink(s) => {
-            s.spec = SinkSpec::Discard;
-            discard_sinks(&mut s.input);
-        }
-        Plan::Together(plans) => plans.iter_mut().for_each(discard_sinks),
     }
 }
 

@@ -33,6 +33,27 @@ pub(crate) fn subscription(s: &mut LiveSession, text: &str) -> Subscription {
     }
 }
 
+/// The error `text` gives, which must fail.
+fn refused(s: &mut LiveSession, text: &str) -> braid_exec::error::Error {
+    s.execute(text)
+        .into_iter()
+        .find_map(|r| r.err())
+        .unwrap_or_else(|| panic!("{text}: not refused"))
+}
+
+/// A subscriber to `calls` with `caller = 3` gets exactly its rows of `n` inserted.
+fn caller_3_gets_its_rows(s: &mut LiveSession, n: i64) {
+    let mut sub = subscription(s, "SELECT caller, dur, start FROM calls WHERE caller = 3");
+    let rows = calls(n);
+    run(s, &format!("INSERT INTO calls VALUES {}", values(&rows)));
+    let want: Vec<Vec<i64>> = rows
+        .iter()
+        .filter(|r| r.0 == 3)
+        .map(|&(a, b, c)| vec![a, b, c])
+        .collect();
+    assert_eq!(read(&mut sub, want.len(), Duration::from_secs(10)), want);
+}
+
 /// The lines of the listing `text` gives (EXPLAIN, SHOW).
 fn listing(s: &mut LiveSession, text: &str) -> Vec<String> {
     match run(s, text).pop() {
@@ -561,28 +582,13 @@ fn a_desired_rate_on_a_live_stream_needs_the_splitter_rate() {
         "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')",
     );
     run(&mut s, "SET desired_rate = 50000000");
-    let e = s
-        .execute("SELECT caller, dur, start FROM calls WHERE caller = 3")
-        .into_iter()
-        .find_map(|r| r.err())
-        .expect("refused");
-    assert!(e.to_string().contains("SET splitter_rate"), "{e}");
-    run(&mut s, "SET splitter_rate = 10000000");
-    let mut sub = subscription(
+    let e = refused(
         &mut s,
         "SELECT caller, dur, start FROM calls WHERE caller = 3",
     );
-    let rows = calls(300);
-    run(
-        &mut s,
-        &format!("INSERT INTO calls VALUES {}", values(&rows)),
-    );
-    let want: Vec<Vec<i64>> = rows
-        .iter()
-        .filter(|r| r.0 == 3)
-        .map(|&(a, b, c)| vec![a, b, c])
-        .collect();
-    assert_eq!(read(&mut sub, want.len(), Duration::from_secs(10)), want);
+    assert!(e.to_string().contains("SET splitter_rate"), "{e}");
+    run(&mut s, "SET splitter_rate = 10000000");
+    caller_3_gets_its_rows(&mut s, 300);
 }
 
 /// A live stream is read once: `SET window = 'auto'`, which chooses W by trial runs over
@@ -590,11 +596,7 @@ fn a_desired_rate_on_a_live_stream_needs_the_splitter_rate() {
 #[test]
 fn a_window_by_doubling_is_refused_on_live_streams() {
     let mut s = session(1);
-    let e = s
-        .execute("SET window = 'auto'")
-        .into_iter()
-        .find_map(|r| r.err())
-        .expect("refused");
+    let e = refused(&mut s, "SET window = 'auto'");
     assert!(
         e.to_string().contains("SET window = 'auto' in the server"),
         "{e}"
@@ -603,19 +605,5 @@ fn a_window_by_doubling_is_refused_on_live_streams() {
         &mut s,
         "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start')",
     );
-    let mut sub = subscription(
-        &mut s,
-        "SELECT caller, dur, start FROM calls WHERE caller = 3",
-    );
-    let rows = calls(30);
-    run(
-        &mut s,
-        &format!("INSERT INTO calls VALUES {}", values(&rows)),
-    );
-    let want: Vec<Vec<i64>> = rows
-        .iter()
-        .filter(|r| r.0 == 3)
-        .map(|&(a, b, c)| vec![a, b, c])
-        .collect();
-    assert_eq!(read(&mut sub, want.len(), Duration::from_secs(10)), want);
+    caller_3_gets_its_rows(&mut s, 30);
 }

@@ -41,6 +41,15 @@ SET partitions = 4;
 const COUNTS: &str =
     "INSERT INTO counts SELECT window_end, count(*) AS n FROM calls GROUP BY TUMBLE(start, 50);";
 
+/// `COUNTS`' rows (sorted) over the streams `declare` declares, run on one worker.
+fn counts_on_one_worker(declare: &str, dir: &Path) -> Vec<Vec<i64>> {
+    let mut s = session(1);
+    s.compile(declare, dir).expect("declarations");
+    s.compile(COUNTS, dir).expect("query");
+    let r = s.run_pending().expect("runs");
+    sorted_ints(&r[0].run.collected)
+}
+
 fn session(workers: usize) -> Session {
     Session::new(
         &Registry::with_builtins(),
@@ -140,13 +149,7 @@ fn explain_keeps_no_query_and_a_file_error_names_the_file() {
 #[test]
 fn a_desired_rate_in_sql_chooses_the_split_that_keeps_up() {
     let dir = calls("rate");
-    let reference = {
-        let mut s = session(1);
-        s.compile(DECLARE, &dir.0).expect("declarations");
-        s.compile(COUNTS, &dir.0).expect("query");
-        let r = s.run_pending().expect("runs");
-        sorted_ints(&r[0].run.collected)
-    };
+    let reference = counts_on_one_worker(DECLARE, &dir.0);
     for workers in [1, 2] {
         // No rate: the least work. A desired rate far above what one splitter does:
         // the fastest shape (on 2 workers parasplit, with as many splitters as eq. 6
@@ -249,13 +252,7 @@ fn a_window_by_doubling_is_measured_and_run_with() {
     let dir = calls("window");
     // The declared window, 3 rows, is never one the doubling can choose.
     let declare = DECLARE.replace("lateness = 20)", "lateness = 20, window = 3)");
-    let reference = {
-        let mut s = session(1);
-        s.compile(&declare, &dir.0).expect("declarations");
-        s.compile(COUNTS, &dir.0).expect("query");
-        let r = s.run_pending().expect("runs");
-        sorted_ints(&r[0].run.collected)
-    };
+    let reference = counts_on_one_worker(&declare, &dir.0);
     for workers in [1, 2] {
         let mut s = session(workers);
         s.compile(&declare, &dir.0).expect("declarations");

@@ -1348,16 +1348,10 @@ fn two_processes_reading(
     out.swap_remove(0)
 }
 
-/// Split trees of three and four levels, over partition counts that fill no level
-/// evenly (so some inner nodes have no partitions of a class, and some leaves none at
-/// all), with grid classes and broadcasts: every row reaches exactly the partitions the
-/// reference routes it to, on 1, 2 and 4 workers and on 2 processes of 1 and 2 workers
-/// (where a node's children in the other process get copies). Catches a wrong child
-/// node id at an inner level (the child's partitions, hence its share of a class, are
-/// then wrong).
-#[test]
-fn deep_split_trees_match_reference() {
-    let rows: Vec<(u8, i64, i64, u8)> = (0..600)
+/// `n` rows for the split-tree oracles: every kind (broadcasts by kind), keys below
+/// zero and up to 80, several rows per time.
+fn tree_rows(n: i64) -> Batch {
+    let rows: Vec<(u8, i64, i64, u8)> = (0..n)
         .map(|i| {
             (
                 (i % 4) as u8,
@@ -1367,7 +1361,19 @@ fn deep_split_trees_match_reference() {
             )
         })
         .collect();
-    let input = stream(&rows);
+    stream(&rows)
+}
+
+/// Split trees of three and four levels, over partition counts that fill no level
+/// evenly (so some inner nodes have no partitions of a class, and some leaves none at
+/// all), with grid classes and broadcasts: every row reaches exactly the partitions the
+/// reference routes it to, on 1, 2 and 4 workers and on 2 processes of 1 and 2 workers
+/// (where a node's children in the other process get copies). Catches a wrong child
+/// node id at an inner level (the child's partitions, hence its share of a class, are
+/// then wrong).
+#[test]
+fn deep_split_trees_match_reference() {
+    let input = tree_rows(600);
     let reg = registry();
     let mut deepest = 0;
     let cases = [
@@ -1429,17 +1435,7 @@ fn deep_split_trees_match_reference() {
 /// reference routes it to: 2 and 4 workers in one process, 2 processes of 1 and 2.
 #[test]
 fn split_trees_rooted_where_a_file_is_read_match_reference() {
-    let rows: Vec<(u8, i64, i64, u8)> = (0..900)
-        .map(|i| {
-            (
-                (i % 4) as u8,
-                (i * 13 % 101) - 20,
-                i % 50,
-                (i * 7 % 5) as u8,
-            )
-        })
-        .collect();
-    let input = stream(&rows);
+    let input = tree_rows(900);
     let dir = std::env::temp_dir().join(format!("braid-tree-file-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch");
     let path = dir.join("rows.csv");

@@ -65,8 +65,7 @@ pub(crate) fn render<'s>(
             _ => (0..place.peers).filter_map(first).collect(),
         }
     };
-    // In one process a tree's levels run fused (see below). Where every worker reads a
-    // share of the source each reading worker is a root of its own: nothing gathers.
+    // In one process a tree's levels run fused (see below).
     let fused = matches!(shape, SplitShape::Tree(_)) && place.process().len() == place.peers;
     let read_everywhere = !shared.ticks.on()
         && match split.input.as_ref() {
@@ -75,9 +74,13 @@ pub(crate) fn render<'s>(
             }
             _ => false,
         };
+    // Rows on every worker (a source read in shares, an earlier stage's output): each
+    // worker roots a tree of its own rows, in one process and across processes alike;
+    // nothing gathers them on one root first.
+    let spread = local || read_everywhere;
     let single = match shape {
         SplitShape::Fsplit => !local,
-        SplitShape::Tree(_) => !local && !read_everywhere,
+        SplitShape::Tree(_) => !spread,
         SplitShape::Parasplit { .. } => false,
     };
     let router = || -> Result<Router> {
@@ -136,7 +139,7 @@ pub(crate) fn render<'s>(
         SplitShape::Tree(t) if fused => splitter(
             input,
             window_splitter()?,
-            match local || read_everywhere {
+            match spread {
                 true => At::Local,
                 false => At::Worker(tree_node_worker(
                     &t,
@@ -146,7 +149,7 @@ pub(crate) fn render<'s>(
                     &Hosts::of(split, place.peers),
                 )),
             },
-            match local || read_everywhere {
+            match spread {
                 true => "Tree(fused, rooted where read)",
                 false => "Tree(fused)",
             },
@@ -157,7 +160,7 @@ pub(crate) fn render<'s>(
             router()?,
             Hosts::of(split, place.peers),
             t,
-            (place, local || read_everywhere),
+            (place, spread),
             guard,
         ),
         SplitShape::Parasplit { p, router_fanout } => {
