@@ -230,6 +230,28 @@ impl WindowSplitter {
         })
     }
 
+    /// A splitter measuring `split`'s costs outside a dataflow
+    /// ([`crate::tune::measure_split_costs`]): on worker 0 of two, in a process of its
+    /// own, so that it copies every row into its destination's batch as a splitter does
+    /// for another process; a row the route or broadcast faults on is counted in
+    /// `shared` and left out, as in a run.
+    pub(crate) fn probe(split: &Split, registry: &Registry, shared: &Arc<Shared>) -> Result<Self> {
+        Ok(WindowSplitter {
+            router: Router::new(split, registry)?.reporting(shared, "cost probe".into(), None),
+            ..WindowSplitter::new(split, registry, 2, 0..0)?
+        })
+    }
+
+    /// Routes the rows of `batch` only (their lanes are left as they were): how many
+    /// the broadcast condition holds for.
+    pub(crate) fn route_only(&mut self, batch: &Batch) -> u64 {
+        let mut broadcast = 0;
+        self.router.each_dest(batch, |_, dest| {
+            broadcast += u64::from(matches!(dest, Dest::Broadcast))
+        });
+        broadcast
+    }
+
     /// Splits one window: every row gets its lane in place; `give` receives the window
     /// itself once for every worker of this process it is shared with, and for every
     /// other worker with rows a batch of copies of them.
@@ -358,18 +380,6 @@ fn lane_of(dest: Dest) -> u64 {
         Dest::Broadcast => RowKey::broadcast_lane(1, 0),
         Dest::Class(m, r) => RowKey::broadcast_lane(m, r % m.max(1)),
     }
-}
-
-/// A leaf's share of a broadcast `class`: the class of the partitions below `q` that are
-/// both in `class` and the leaf's own (`p % lambda_prev == node`), if there are any.
-fn leaf_share(class: (u64, u64), lambda_prev: u64, node: u64, q: u64) -> Option<(u64, u64)> {
-    intersect(class, (lambda_prev, node)).filter(|&(_, r)| r < q)
-}
-
-/// Whether a partition below `q` lies in both residue classes (a broadcast class and a
-/// tree node's partitions): their intersection's least member is below `q`.
-fn meets(class: (u64, u64), node: (u64, u64), q: u64) -> bool {
-    intersect(class, node).is_some_and(|(_, r)| r < q)
 }
 
 /// A worker of the splitter's process shares a window when at least 1 in this many of
@@ -597,14 +607,12 @@ fn window_router<'s>(
 /// `Map` its share through [`Window::narrow`]. Rows for a node in another process are
 /// copied, so that only they cross.
 ///
-/// Buffering across windows: the root gathers its input windows into one batch of
-/// about 64 rows per leaf (one bulk copy per row) before it routes them, and a node
-/// holds the rows it copies for another process until they make a window. Without
-/// it, a tree of many leaves cut every window into fragments of a row or two, and
-/// each fragment cost a window's overheads at every level below and in `Map`. Held
-/// rows go on when there are enough, when a message of another time comes, or when
-/// the input frontier passes their time (so they wait at most to the end of their
-/// epoch, or tick).
+/// A node whose subtree (or a child's) lies in its own process finishes the route: it
+/// sends those rows straight to their partitions' workers, marked with the subtree's
+/// class as `narrow`, and the levels below pass them on ([`tree_slots`]); levels that
+/// would only pass rows on are left out ([`levels_needed`]). With two processes of one
+/// worker each (partitions `p % 2`), a row is so routed once where it is read, and a row
+/// for the other process crosses once and is routed there once more.
 ///
 /// This level-by-level form runs only across processes, where a level's nodes are in
 /// different processes and only the rows for a node elsewhere cross. In one process
@@ -615,7 +623,17 @@ fn window_router<'s>(
 /// output) each worker is the root of the rows it holds, instead of sending them to one
 /// root first. A node sits on the worker of the first partition below it
 /// ([`tree_node_worker`]), so a row crosses to another process at most where its
-/// subtree does.
+/// subtree does. The roots' windows interleave in serial order, so rows are not
+/// buffered across windows then: `Map` takes a partition's rows in serial order as
+/// they come only while each way into it keeps them so.
+///
+/// Buffering across windows, with one root: the root gathers its input windows into
+/// one batch of about 64 rows per way out before it routes them, and a node holds the
+/// rows it copies for another process until they make a window. Without it, a tree of
+/// many leaves cut every window into fragments of a row or two, and each fragment cost
+/// a window's overheads at every level below and in `Map`. Held rows go on when there
+/// are enough, when a message of another time comes, or when the input frontier passes
+/// their time (so they wait at most to the end of their epoch, or tick).
 fn tree<'s>(
     input: Windows<'s>,
     router: Router,
@@ -624,39 +642,32 @@ fn tree<'s>(
     (place, spread): (Place, bool),
     guard: Option<Guard>,
 ) -> Windows<'s> {
-    let depth = shape.depth();
+    // The levels below the highest one whose every node lies in one process would
+    // only pass on rows sent straight to their workers: they are left out.
+    let contained = contained(&shape, router.q(), &hosts, place.threads);
+    let depth = levels_needed(&shape, &contained);
     let root = tree_node_worker(&shape, 1, 0, router.q(), &hosts);
     let mut stream = input;
     let router = std::rc::Rc::new(router);
     for level in 1..=depth {
+        let ways = tree_slots(&shape, level, &hosts, place, &contained);
         let mut node = TreeLevel {
             level,
-            last: level == depth,
-            fanout: shape.fanouts[level - 1] as u64,
             lambda_prev: shape.lambda(level - 1),
-            lambda: shape.lambda(level),
             q: router.q() as u64,
-            peers: place.peers,
             local: place.process(),
-            gather: match level {
-                1 => (shape.lambda(depth) as usize * ROWS_PER_LEAF).clamp(1024, 1 << 16),
-                _ => 0,
+            // One root: its windows come in serial order, so it may gather them
+            // (with roots where read, a gathered window would hold rows of windows
+            // that other roots' rows come between).
+            gather: match level == 1 && !spread {
+                true => (ways.slots.len() * ROWS_PER_LEAF).clamp(1024, 1 << 16),
+                false => 0,
             },
-            // Where each partition's rows go from a node of this level.
-            to: (0..router.q() as u64)
-                .map(|p| match level == depth {
-                    true => hosts.worker(p) as u32,
-                    false => {
-                        ((p / shape.lambda(level - 1)) % shape.fanouts[level - 1] as u64) as u32
-                    }
-                })
-                .collect(),
+            hold: !spread,
+            ways,
             spare: Vec::new(),
-            shape: shape.clone(),
             router: router.clone(),
-            hosts: hosts.clone(),
-            classes: ClassHosts::default(),
-            class_children: Default::default(),
+            class_slots: Default::default(),
             lanes: Vec::new(),
             rows: Vec::new(),
             held: Held::default(),
@@ -706,48 +717,187 @@ fn tree<'s>(
 type Output<'a> =
     timely::dataflow::operators::generic::OutputBuilderSession<'a, u64, WindowBuilder>;
 
-/// How many rows the root gathers per leaf of the tree before it routes them.
+/// How many rows the root gathers per destination of its windows before it routes them.
 const ROWS_PER_LEAF: usize = 64;
 
 /// How many gathered batches the root keeps to gather into again.
 const SPARE_BATCHES: usize = 8;
 
+/// [`Window::node`] of a window whose rows a node sent straight to their partitions'
+/// workers: the levels below pass it on as it is.
+const FINISHED: u64 = u64::MAX;
+
+/// Where a tree node sends a partition's rows: to a node of the next level, or straight
+/// to the partition's worker with the residue class `narrow` of the partitions that
+/// way serves (the leaves, and any node whose whole subtree lies in this process).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Slot {
+    to: u32,
+    /// The next level's node, [`FINISHED`], or 0 from a leaf.
+    node: u64,
+    narrow: Option<(u64, u64)>,
+}
+
+/// The process hosting every partition below `q` of the residue class `class` (a tree
+/// node's subtree), if they share one; `threads` workers per process.
+fn subtree_process(class: (u64, u64), q: u64, hosts: &Hosts, threads: usize) -> Option<usize> {
+    let mut procs = class_members(class, q).map(|p| hosts.worker(p) / threads.max(1));
+    let first = procs.next()?;
+    procs.all(|x| x == first).then_some(first)
+}
+
+/// Where a partition's rows are finished ([`contained`]): the first level below the
+/// root (the one nearest the root) whose node on the partition's way has its whole
+/// subtree in one process, that node's class, and the process.
+type Contained = (usize, (u64, u64), usize);
+
+/// For every partition below `q`, where its rows are finished, if a node on its way has
+/// its whole subtree in one process.
+fn contained(shape: &TreeShape, q: u32, hosts: &Hosts, threads: usize) -> Vec<Option<Contained>> {
+    (0..u64::from(q))
+        .map(|p| {
+            (2..=shape.depth()).find_map(|l| {
+                let lambda = shape.lambda(l - 1);
+                let class = (lambda, p % lambda);
+                subtree_process(class, u64::from(q), hosts, threads).map(|proc| (l, class, proc))
+            })
+        })
+        .collect()
+}
+
+/// How many of a tree's levels rows reach unfinished ([`tree_slots`]): down to the
+/// deepest of the partitions' first nodes whose subtree lies in one process (where
+/// their rows are finished at the latest), else all.
+fn levels_needed(shape: &TreeShape, contained: &[Option<Contained>]) -> usize {
+    contained
+        .iter()
+        .map(|c| c.map_or(shape.depth(), |c| c.0))
+        .max()
+        .unwrap_or(shape.depth())
+}
+
+/// The ways out of a node of tree level `level` on this worker, and for every
+/// partition below `q` the index of its way.
+///
+/// Below the root, the first node on a partition's way whose whole subtree lies in one
+/// process ([`contained`]) finishes the route: it sends the partition's rows
+/// straight to its worker, marked with its class as `narrow`, and the levels below
+/// only pass them on. Its parent does so already when it sits in that process too (a
+/// root reading there): it serves that child's partitions all, broadcast rows with
+/// them, so a window's rows for a partition still travel together (no other node sends
+/// the child a copy of them). Without such a node, the leaves send rows to their
+/// workers, marked with the leaf's class; any other node sends them to the next
+/// level's node.
+///
+/// So every row of a partition carries one `narrow` whichever root routed it, and
+/// `Map` checks serial order per `narrow`.
+fn tree_slots(
+    shape: &TreeShape,
+    level: usize,
+    hosts: &Hosts,
+    place: Place,
+    contained: &[Option<Contained>],
+) -> TreeSlots {
+    let (lambda_prev, lambda) = (shape.lambda(level - 1), shape.lambda(level));
+    let q = contained.len() as u32;
+    let here = place.index / place.threads.max(1);
+    let mut out = TreeSlots::default();
+    let mut index: rustc_hash::FxHashMap<Slot, u32> = Default::default();
+    for (p, &finished) in (0u64..).zip(contained) {
+        let worker = hosts.worker(p) as u32;
+        let slot = match finished {
+            Some((l, class, proc)) if l <= level || (l == level + 1 && proc == here) => Slot {
+                to: worker,
+                node: FINISHED,
+                narrow: Some(class),
+            },
+            _ if level == shape.depth() => Slot {
+                to: worker,
+                node: 0,
+                narrow: Some((lambda_prev, p % lambda_prev)),
+            },
+            _ => Slot {
+                to: tree_node_worker(shape, level + 1, p % lambda, q, hosts) as u32,
+                node: p % lambda,
+                narrow: None,
+            },
+        };
+        let k = *index.entry(slot).or_insert_with(|| {
+            out.slots.push(slot);
+            (out.slots.len() - 1) as u32
+        });
+        out.of.push(k);
+    }
+    out
+}
+
+/// The ways out of one tree level's nodes on one worker ([`tree_slots`]).
+#[derive(Default)]
+struct TreeSlots {
+    slots: Vec<Slot>,
+    /// Per partition: the way of its rows.
+    of: Vec<u32>,
+}
+
+/// The ways out (of `slot_of`, per partition) a node of residue class `node` sends a
+/// broadcast row of class `class` to: those of the partitions below `q` in both, once
+/// each.
+fn broadcast_slots(slot_of: &[u32], class: (u64, u64), node: (u64, u64), q: u64) -> Vec<u32> {
+    let mut to: Vec<u32> = intersect(class, node).map_or(Vec::new(), |both| {
+        class_members(both, q)
+            .map(|p| slot_of[p as usize])
+            .collect()
+    });
+    to.sort_unstable();
+    to.dedup();
+    to
+}
+
 /// One level of a split tree on one worker: the nodes of that level there.
 struct TreeLevel {
     level: usize,
-    last: bool,
-    fanout: u64,
-    /// Partitions' residues at the level above (this level's nodes) and at this one.
+    /// Partitions' residues at the level above (this level's nodes).
     lambda_prev: u64,
-    lambda: u64,
     q: u64,
-    peers: usize,
     local: std::ops::Range<usize>,
     /// The root: rows gathered before routing (0 below the root).
     gather: usize,
-    /// Per partition: the child its rows go to (the worker, at the leaves).
-    to: Vec<u32>,
+    /// Whether rows copied for another process are held across windows (one root:
+    /// its windows come in serial order).
+    hold: bool,
+    /// The ways out of this level's nodes here.
+    ways: TreeSlots,
     /// The root: batches it gathered and routed, oldest first, to gather into again.
     spare: Vec<Arc<Batch>>,
-    shape: TreeShape,
     router: std::rc::Rc<Router>,
-    hosts: Hosts,
-    classes: ClassHosts,
-    /// Per (broadcast lane, node): the children whose partitions meet its class (at the
-    /// leaves, the workers hosting the node's share of it).
-    class_children: rustc_hash::FxHashMap<(u64, u64), Vec<u32>>,
+    /// Per (broadcast lane, node): the ways out of the partitions in both classes.
+    class_slots: rustc_hash::FxHashMap<(u64, u64), Vec<u32>>,
     lanes: Vec<u64>,
-    /// Per destination (child, or worker at the leaves): the rows of the window being
-    /// routed.
+    /// Per way out: the rows of the window being routed.
     rows: Vec<Vec<u32>>,
     held: Held,
 }
 
 impl TreeLevel {
     /// Routes a window: below the root at once; at the root, once enough rows are
-    /// gathered.
+    /// gathered (a window as large as that is routed as it is). A window a node above
+    /// sent straight to its worker goes on.
     fn take(&mut self, w: Window, give: &mut dyn FnMut(Window)) {
-        if self.gather == 0 {
+        if w.node == FINISHED {
+            give(w);
+            return;
+        }
+        // A gathered window holds rows of one epoch.
+        if self
+            .held
+            .gathered
+            .as_ref()
+            .is_some_and(|g| g.epoch != w.epoch)
+        {
+            let g = self.held.gathered.take().expect("checked");
+            self.route_gathered(g, give);
+        }
+        if self.gather == 0 || (self.held.gathered.is_none() && w.len() >= self.gather) {
             self.route(w, give);
         } else if let Some(g) = self.gather(w) {
             self.route_gathered(g, give);
@@ -771,6 +921,7 @@ impl TreeLevel {
             };
             Window {
                 batch,
+                epoch: w.epoch,
                 ..Window::new(0, 0, Batch::new(0))
             }
         });
@@ -818,13 +969,11 @@ impl TreeLevel {
         self.spare.push(batch);
     }
 
-    /// Routes one window to this node's children (to workers, at the leaves); returns
-    /// its batch.
+    /// Routes one window by its ways out ([`tree_slots`]); returns its batch.
     fn route(&mut self, mut w: Window, give: &mut dyn FnMut(Window)) -> Arc<Batch> {
-        let (level, last, fanout, q) = (self.level, self.last, self.fanout, self.q);
-        let (lambda_prev, lambda) = (self.lambda_prev, self.lambda);
+        let (lambda_prev, q) = (self.lambda_prev, self.q);
         let node = w.node;
-        if level == 1 {
+        if self.level == 1 {
             // Every row's lane, in place.
             let batch = w.batch_mut();
             let lanes = &mut self.lanes;
@@ -835,42 +984,22 @@ impl TreeLevel {
                 key.lane = lane;
             }
         }
-        let width = if last { self.peers } else { fanout as usize };
         let rows = &mut self.rows;
-        rows.resize_with(width, Vec::new);
+        rows.resize_with(self.ways.slots.len(), Vec::new);
         let keys = w.batch.keys();
-        let (to, hosts, classes, class_children) = (
-            &self.to,
-            &self.hosts,
-            &mut self.classes,
-            &mut self.class_children,
-        );
+        let (ways, class_slots) = (&self.ways, &mut self.class_slots);
         let mut route_row = |i: usize| {
             let lane = keys[i].lane;
             let i = i as u32;
             match RowKey::broadcast_target(lane) {
                 None if lane == RowKey::OMIT => {}
-                None => rows[to[lane as usize] as usize].push(i),
-                // A class of partitions: at the leaves, this node's share goes once to
-                // each worker hosting one of them; above them, to each child whose
-                // partitions meet the class.
+                None => rows[ways.of[lane as usize] as usize].push(i),
+                // A class of partitions: once to each way out of this node's partitions
+                // in it.
                 Some(class) => {
-                    let to = class_children
-                        .entry((lane, node))
-                        .or_insert_with(|| match last {
-                            true => leaf_share(class, lambda_prev, node, q).map_or(
-                                Vec::new(),
-                                |share| {
-                                    let lane = RowKey::broadcast_lane(share.0, share.1);
-                                    let workers = classes.of(lane, share, q, hosts);
-                                    workers.iter().map(|&w| w as u32).collect()
-                                },
-                            ),
-                            false => (0..fanout)
-                                .filter(|c| meets(class, (lambda, node + c * lambda_prev), q))
-                                .map(|c| c as u32)
-                                .collect(),
-                        });
+                    let to = class_slots.entry((lane, node)).or_insert_with(|| {
+                        broadcast_slots(&ways.of, class, (lambda_prev, node), q)
+                    });
                     for &c in to.iter() {
                         rows[c as usize].push(i);
                     }
@@ -881,37 +1010,34 @@ impl TreeLevel {
             None => (0..keys.len()).for_each(&mut route_row),
             Some(mine) => mine.iter().for_each(|&i| route_row(i as usize)),
         }
-        for (c, mine) in rows.iter_mut().enumerate() {
+        for (slot, mine) in self.ways.slots.iter().zip(rows.iter_mut()) {
             if mine.is_empty() {
                 continue;
             }
-            let (to, child) = if last {
-                (c, 0)
-            } else {
-                let child = node + c as u64 * lambda_prev;
-                debug_assert!(child < lambda);
-                (
-                    tree_node_worker(&self.shape, level + 1, child, q as u32, &self.hosts),
-                    child,
-                )
-            };
-            // A leaf's broadcast rows reach only its own partitions.
-            let narrow = last.then_some((lambda_prev, node));
+            let to = slot.to as usize;
             if self.local.contains(&to) {
                 let all = mine.len() == keys.len();
                 give(Window {
                     to: to as u64,
-                    node: child,
+                    node: slot.node,
                     batch: w.batch.clone(),
                     rows: (!all).then(|| mine.clone()),
-                    narrow,
+                    narrow: slot.narrow,
                     born: w.born,
                     sent: w.sent,
                     mark: w.mark,
                     epoch: w.epoch,
                 });
-            } else if let Some(full) = self.held.push((to as u64, child, narrow), &w, mine) {
-                give(full);
+            } else {
+                let dest = (to as u64, slot.node, slot.narrow, w.epoch);
+                let full = self.held.push(dest, &w, mine);
+                match full {
+                    Some(full) => give(full),
+                    // Rows of several roots' windows interleave in serial order: held
+                    // across windows, a partition's rows would reach `Map` out of it.
+                    None if !self.hold => give(self.held.take(dest)),
+                    None => {}
+                }
             }
             mine.clear();
         }
@@ -932,8 +1058,9 @@ struct Held {
     rows: rustc_hash::FxHashMap<HeldFor, HeldRows>,
 }
 
-/// Where held rows go: worker, node, and a leaf's residue class.
-type HeldFor = (u64, u64, Option<(u64, u64)>);
+/// Where held rows go: worker, node, the residue class of the partitions they are
+/// for (from a leaf, or a node finishing the route), and their epoch.
+type HeldFor = (u64, u64, Option<(u64, u64)>, u64);
 
 /// Rows held for one destination, with the oldest stamps among the windows they came
 /// from.
@@ -996,6 +1123,14 @@ impl Held {
         (held.batch.len() >= HELD_ROWS).then(|| held.take(dest))
     }
 
+    /// The rows held for `dest` as a window, leaving none.
+    fn take(&mut self, dest: HeldFor) -> Window {
+        self.rows
+            .get_mut(&dest)
+            .expect("rows held for dest")
+            .take(dest)
+    }
+
     /// Whether it holds a time the input frontier has passed.
     fn due(&self, frontier: &timely::progress::frontier::MutableAntichain<u64>) -> bool {
         self.cap
@@ -1006,12 +1141,13 @@ impl Held {
 
 impl HeldRows {
     /// The held rows as a window for `dest`, leaving none.
-    fn take(&mut self, (to, node, narrow): HeldFor) -> Window {
+    fn take(&mut self, (to, node, narrow, epoch): HeldFor) -> Window {
         let arity = self.batch.arity();
         let batch = std::mem::replace(&mut self.batch, Batch::new(arity));
         self.last = batch.len();
         let w = Window {
             narrow,
+            epoch,
             ..Window::new(to, node, batch)
                 .stamped(self.born, self.sent)
                 .marked(self.mark)
@@ -1035,45 +1171,144 @@ fn sub_router_splitter(r: u64, p: u64, f: u64, pick: u64) -> u64 {
 mod tests {
     use super::*;
 
-    /// The partitions below `q` in both classes, by trying every one.
-    fn both(a: (u64, u64), b: (u64, u64), q: u64) -> Vec<u64> {
-        (0..q)
-            .filter(|p| p % a.0 == a.1 && p % b.0 == b.1)
-            .collect()
-    }
-
-    /// A tree node sends a broadcast row to a child, and a leaf to its partitions,
-    /// exactly when some partition below q lies in the row's class and the node's: for
-    /// classes whose least common member is just below, at, and just above q.
+    /// Follows a tree's ways out from a root on every worker, as `tree` renders them
+    /// across processes: every partition's rows end on its worker, the levels left out
+    /// are never needed, each partition's rows carry one `narrow` (one class holding
+    /// it) whichever root routed them, a row crosses processes at most once per level
+    /// it passes unfinished, and a broadcast row of any class reaches each
+    /// partition of it exactly once (as `Map` reads `narrow`).
     #[test]
-    fn broadcast_shares_are_the_partitions_below_q() {
-        let mut at_q = 0;
-        for q in 1..40u64 {
-            for class in [(1, 0), (2, 1), (3, 2), (5, 3), (7, 0), (9, 4)] {
-                for lambda in [1u64, 2, 4, 6, 8, 16] {
-                    for node in 0..lambda {
-                        let want = both(class, (lambda, node), q);
-                        assert_eq!(
-                            meets(class, (lambda, node), q),
-                            !want.is_empty(),
-                            "class {class:?}, node {node} of {lambda}, q {q}"
-                        );
-                        let share = leaf_share(class, lambda, node, q);
-                        assert_eq!(share.is_some(), !want.is_empty(), "leaf {node} of {lambda}");
-                        let got: Vec<u64> =
-                            share.map_or(Vec::new(), |s| class_members(s, q).collect());
-                        assert_eq!(got, want, "class {class:?}, leaf {node} of {lambda}, q {q}");
-                        if intersect(class, (lambda, node)).is_some_and(|(_, r)| r == q) {
-                            at_q += 1;
+    fn tree_ways_out_reach_every_partition_once() {
+        use braid_plan::cost::exptree;
+        let mut finished_early = 0;
+        for (peers, threads) in [(2, 1), (4, 2), (4, 1), (6, 2), (3, 1)] {
+            for q in [2u32, 5, 16, 64, 100] {
+                let split = |q| {
+                    use braid_plan::plan::{Plan, Route, SourceSpec, Strategy};
+                    let schema = braid_plan::types::Schema::ints(&["c0"]);
+                    let Plan::Split(s) = Plan::source("s", SourceSpec::Stdin, schema).split(
+                        q,
+                        Route::Any,
+                        None,
+                        Strategy::Exptree,
+                    ) else {
+                        unreachable!()
+                    };
+                    s
+                };
+                let hosts = Hosts::of(&split(q), peers);
+                for shape in [
+                    exptree(q),
+                    TreeShape {
+                        fanouts: vec![2, q.div_ceil(2)],
+                    },
+                ] {
+                    if shape.depth() < 2 {
+                        continue;
+                    }
+                    let contained = contained(&shape, q, &hosts, threads);
+                    let depth = levels_needed(&shape, &contained);
+                    let place = |index| Place {
+                        index,
+                        peers,
+                        threads,
+                    };
+                    let at = |level, worker| {
+                        tree_slots(&shape, level, &hosts, place(worker), &contained)
+                    };
+                    let proc = |w: usize| w / threads;
+                    let case = format!("{peers} workers by {threads}, q {q}, {shape:?}");
+                    // One way: (level, worker, node) to the end; the last slot.
+                    let follow = |root: usize, p: u64| -> (Slot, usize) {
+                        let (mut level, mut worker, mut crossings) = (1, root, 0);
+                        loop {
+                            let ways = at(level, worker);
+                            let slot = ways.slots[ways.of[p as usize] as usize];
+                            if proc(slot.to as usize) != proc(worker) {
+                                crossings += 1;
+                            }
+                            if slot.node == FINISHED || level == shape.depth() {
+                                return (slot, crossings);
+                            }
+                            assert!(
+                                level < depth,
+                                "{case}: partition {p} needs level {}",
+                                level + 1
+                            );
+                            (level, worker) = (level + 1, slot.to as usize);
+                        }
+                    };
+                    for p in 0..u64::from(q) {
+                        let ends: Vec<(Slot, usize)> = (0..peers).map(|r| follow(r, p)).collect();
+                        for (root, (slot, crossings)) in ends.iter().enumerate() {
+                            assert_eq!(
+                                slot.to as usize,
+                                hosts.worker(p),
+                                "{case}: partition {p} from root {root}"
+                            );
+                            let narrow = slot.narrow.expect("a class");
+                            assert_eq!(
+                                p % narrow.0,
+                                narrow.1,
+                                "{case}: partition {p} in {narrow:?}"
+                            );
+                            assert_eq!(
+                                slot.narrow, ends[0].0.narrow,
+                                "{case}: partition {p}, root {root}"
+                            );
+                            // A row crosses processes at most once per node it
+                            // reaches below the root before its route is finished (so
+                            // once, when its level-2 node has its subtree in one
+                            // process), or, without such a node, once per level.
+                            let most = contained[p as usize].map_or(shape.depth(), |c| c.0 - 1);
+                            assert!(
+                                *crossings <= most,
+                                "{case}: partition {p} from root {root} crossed {crossings} times"
+                            );
+                            if slot.node == FINISHED && depth < shape.depth() {
+                                finished_early += 1;
+                            }
+                        }
+                    }
+                    // Broadcast classes: every member below q once, from every root.
+                    for class in [(1, 0), (2, 1), (3, 2), (5, 3), (7, 0), (9, 4)] {
+                        for root in 0..peers {
+                            let mut reached = Vec::new();
+                            let mut todo = vec![(1usize, root, 0u64)];
+                            while let Some((level, worker, node)) = todo.pop() {
+                                let ways = at(level, worker);
+                                let lambda_prev = shape.lambda(level - 1);
+                                for k in broadcast_slots(
+                                    &ways.of,
+                                    class,
+                                    (lambda_prev, node),
+                                    u64::from(q),
+                                ) {
+                                    let slot = ways.slots[k as usize];
+                                    if slot.node == FINISHED || level == shape.depth() {
+                                        let share = intersect(class, slot.narrow.expect("a class"));
+                                        reached.extend(
+                                            share
+                                                .map_or(Vec::new(), |s| {
+                                                    class_members(s, u64::from(q)).collect()
+                                                })
+                                                .into_iter()
+                                                .filter(|&p| hosts.worker(p) == slot.to as usize),
+                                        );
+                                    } else {
+                                        todo.push((level + 1, slot.to as usize, slot.node));
+                                    }
+                                }
+                            }
+                            reached.sort_unstable();
+                            let want: Vec<u64> = class_members(class, u64::from(q)).collect();
+                            assert_eq!(reached, want, "{case}: class {class:?} from root {root}");
                         }
                     }
                 }
             }
         }
-        assert!(
-            at_q > 0,
-            "no case where the least common member is q itself"
-        );
+        assert!(finished_early > 0, "no case left a level out");
     }
 
     /// A sub-router gives each window to one of its own splitters, all of them in turn
