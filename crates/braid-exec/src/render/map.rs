@@ -360,8 +360,11 @@ pub(crate) fn render<'s>(
                         // another policy orders them, each row goes to its partition's
                         // function as it comes, in one pass, window by window, instead of
                         // through per-partition lists.
-                        let direct =
-                            !timed && policy == Scheduler::Fifo && in_serial_order(&batches);
+                        let plain = !timed && policy == Scheduler::Fifo;
+                        let direct = plain && in_serial_order(&batches);
+                        if plain && !direct {
+                            crate::source::Counters::add(&shared.counters.sorted_epochs, 1);
+                        }
                         let mut misrouted = None;
                         if !direct {
                             each_row(

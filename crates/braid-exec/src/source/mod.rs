@@ -312,6 +312,11 @@ pub struct Counters {
     pub waiting_peak: AtomicU64,
     /// Rows dropped by load shedding (`shed_load`).
     pub shed: AtomicU64,
+    /// Epochs (per `Map` and worker) whose rows came out of serial order, so that `Map`
+    /// sorted each partition's rows before running them: the same output, at a cost
+    /// (a split whose windows interleave as they should not, such as rows held back
+    /// across windows from several roots).
+    pub sorted_epochs: AtomicU64,
     /// Records of Kafka sources not read yet: each partition's end (as its broker last
     /// said) less where reading stands, summed over partitions.
     pub kafka_lag: AtomicU64,
