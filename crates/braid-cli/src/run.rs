@@ -176,6 +176,15 @@ pub fn apply_rates(plan: &mut Plan, q: &QueryArgs, registry: &Registry) -> Resul
         }
     };
     braid_exec::tune::set_rates(plan, desired, one)?;
+    // In one process the split's costs are measured as well (b, a): every process of
+    // several would measure its own.
+    if q.processes <= 1 {
+        if let Some(split) = braid_exec::tune::split_mut(plan) {
+            if let Some(m) = braid_exec::tune::measure_costs(split, registry)? {
+                eprintln!("braid: split {m}");
+            }
+        }
+    }
     let shape = braid_exec::tune::resolved_shape(plan, registry, q.total_workers())?;
     eprintln!(
         "braid: desired {desired:.0} rows/s, one splitter {one:.0} rows/s -> split shape {}",

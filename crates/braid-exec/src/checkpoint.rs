@@ -714,6 +714,11 @@ fn fingerprint(plan: &Plan) -> u64 {
                 s.why = None;
                 // Measured again by each run (`tune::measure_splitter_rates`).
                 s.hints.splitter_rate = None;
+                if s.hints.measured.take().is_some() {
+                    let hinted = braid_plan::plan::SplitHints::default();
+                    s.hints.broadcast_fraction = hinted.broadcast_fraction;
+                    s.hints.cost_ratio = hinted.cost_ratio;
+                }
                 if let braid_plan::plan::Route::Grid { rows, cols, .. } = &mut s.route {
                     (*rows, *cols) = (0, 0);
                 }
@@ -777,14 +782,32 @@ mod tests {
         p
     }
 
-    /// One splitter's rate is measured anew by every run (`--desired-rate`, SQL's `SET
-    /// desired_rate`): a resumed run's plan is the same plan; the desired rate, which the
-    /// user gives, is part of it.
+    /// One splitter's rate and the split's costs are measured anew by every run
+    /// (`--desired-rate`, SQL's `SET desired_rate`): a resumed run's plan is the same
+    /// plan; the desired rate, which the user gives, is part of it.
     #[test]
     fn a_fingerprint_leaves_out_the_measured_splitter_rate_only() {
         let a = fingerprint(&plan(Some(1e7), Some(2.1e6)));
         assert_eq!(a, fingerprint(&plan(Some(1e7), Some(2.3e6))));
         assert_eq!(a, fingerprint(&plan(Some(1e7), None)));
         assert_ne!(a, fingerprint(&plan(Some(2e7), Some(2.1e6))));
+        // So are the split's measured costs (b, a), whatever they came to.
+        let measured = |consume_ns: f64| {
+            let mut p = plan(Some(1e7), Some(2.1e6));
+            let s = crate::tune::split_mut(&mut p).expect("a split");
+            crate::tune::set_costs(
+                s,
+                braid_plan::plan::MeasuredCosts {
+                    rows: 100,
+                    broadcast: 0.03,
+                    consume_ns,
+                    route_ns: 5.0,
+                    emit_ns: 15.0,
+                },
+            );
+            fingerprint(&p)
+        };
+        assert_eq!(a, measured(20.0));
+        assert_eq!(a, measured(7.0));
     }
 }

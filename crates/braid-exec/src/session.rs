@@ -462,7 +462,11 @@ impl Session {
     /// cost when calibration is set.
     fn placed(&self, plan: &Plan) -> Result<(Plan, Option<Calibration>)> {
         let mut plan = plan.clone();
-        crate::tune::measure_splitter_rates(&mut plan, &self.script.registry)?;
+        crate::tune::measure_splitter_rates(
+            &mut plan,
+            &self.script.registry,
+            self.config.processes,
+        )?;
         match self.calibrate {
             None => Ok((plan, None)),
             Some(rows) => {
@@ -497,7 +501,11 @@ impl Session {
                 }
                 // Paper V's order: p first (one splitter's rate at the declared W), then
                 // W for the plan as it will run.
-                crate::tune::measure_splitter_rates(&mut plan, &self.script.registry)?;
+                crate::tune::measure_splitter_rates(
+                    &mut plan,
+                    &self.script.registry,
+                    self.config.processes,
+                )?;
                 // Running, a cancel (Ctrl-C) during the trials stops them, and then the
                 // run.
                 let config = RunConfig {

@@ -158,14 +158,27 @@ pub const SPLITTER_SAMPLE: u64 = 500_000;
 
 /// Measures `Φ_PS^(1)` (median of 3) for every split over a source that has a desired
 /// rate and no splitter rate, and puts it into its hints (SQL's `SET desired_rate`):
-/// what was measured, per source by name.
-pub fn measure_splitter_rates(plan: &mut Plan, registry: &Registry) -> Result<Vec<(String, f64)>> {
+/// what was measured, per source by name. In one process such a split's costs (`b`,
+/// `a`) are measured too ([`measure_split_costs`]) unless the source can be read only
+/// once. On several processes each would measure its own rate and choose its own
+/// shape: a desired rate there needs the splitter rate given, and the costs stay as
+/// hinted.
+pub fn measure_splitter_rates(
+    plan: &mut Plan,
+    registry: &Registry,
+    processes: usize,
+) -> Result<Vec<(String, f64)>> {
     let mut measured = Vec::new();
-    measure_in(plan, registry, &mut measured)?;
+    measure_in(plan, registry, processes, &mut measured)?;
     Ok(measured)
 }
 
-fn measure_in(plan: &mut Plan, registry: &Registry, out: &mut Vec<(String, f64)>) -> Result<()> {
+fn measure_in(
+    plan: &mut Plan,
+    registry: &Registry,
+    processes: usize,
+    out: &mut Vec<(String, f64)>,
+) -> Result<()> {
     match plan {
         Plan::Source(_) => Ok(()),
         Plan::Split(s) => {
@@ -174,19 +187,164 @@ fn measure_in(plan: &mut Plan, registry: &Registry, out: &mut Vec<(String, f64)>
                 s.hints.desired_rate,
                 s.hints.splitter_rate,
             ) {
+                if processes > 1 {
+                    return Err(Error::Plan(PlanError::NotSupported(
+                        "SET desired_rate on several processes needs SET splitter_rate \
+                         too (each process would measure its own and choose its own \
+                         shape)"
+                            .into(),
+                    )));
+                }
                 let one = rate_of(&probe_of(s, src, SPLITTER_SAMPLE)?, registry, 3)?;
-                s.hints.splitter_rate = Some(one);
                 out.push((src.name.clone(), one));
+                s.hints.splitter_rate = Some(one);
             }
-            measure_in(&mut s.input, registry, out)
+            if s.hints.desired_rate.is_some() && processes <= 1 && s.hints.measured.is_none() {
+                measure_costs(s, registry)?;
+            }
+            measure_in(&mut s.input, registry, processes, out)
         }
-        Plan::Map(m) => measure_in(&mut m.input, registry, out),
-        Plan::Merge(m) => measure_in(&mut m.input, registry, out),
-        Plan::Sink(s) => measure_in(&mut s.input, registry, out),
+        Plan::Map(m) => measure_in(&mut m.input, registry, processes, out),
+        Plan::Merge(m) => measure_in(&mut m.input, registry, processes, out),
+        Plan::Sink(s) => measure_in(&mut s.input, registry, processes, out),
         Plan::Together(plans) => plans
             .iter_mut()
-            .try_for_each(|p| measure_in(p, registry, out)),
+            .try_for_each(|p| measure_in(p, registry, processes, out)),
     }
+}
+
+/// Rows of the sample a split's costs are measured on ([`measure_split_costs`]).
+pub const COST_SAMPLE: u64 = 65_536;
+
+/// The cost model's costs of `split` over `source`, measured on the source's first
+/// [`COST_SAMPLE`] rows (read before timing) with Braid's own splitter, one thread, the
+/// least of 3 passes each: the broadcast fraction `b`; `cp`, routing every row; `ce`,
+/// routing and copying every row into its destination's batch, less `cp`, per row
+/// copied; `cc`, deserializing those batches as a node in another process receives
+/// them, per row. None when the source can be read only once (nothing to sample) or
+/// has no rows.
+pub fn measure_split_costs(
+    split: &Split,
+    source: &braid_plan::plan::Source,
+    registry: &Registry,
+) -> Result<Option<braid_plan::plan::MeasuredCosts>> {
+    use crate::render::{Window, WindowSplitter};
+    use crate::source::{Counters, Next, ReadOptions};
+    if read_once(&source.spec) || matches!(source.spec, SourceSpec::Late { .. }) {
+        return Ok(None);
+    }
+    let mut source = source.clone();
+    if let SourceSpec::Generator(g) = &mut source.spec {
+        g.tuples = g.tuples.min(COST_SAMPLE);
+    }
+    source.pace = Pace::Max;
+    let counters = std::sync::Arc::new(Counters::default());
+    let Some(mut feed) = crate::source::open(
+        &source,
+        0,
+        1,
+        &ReadOptions::default(),
+        counters.clone(),
+        registry,
+    )?
+    else {
+        return Ok(None);
+    };
+    let mut sample = Vec::new();
+    let mut rows = 0u64;
+    while rows < COST_SAMPLE {
+        match feed.next()? {
+            Next::Window(_, batch) => {
+                rows += batch.len() as u64;
+                sample.push(batch);
+            }
+            Next::Wait => std::thread::yield_now(),
+            Next::Done => break,
+        }
+    }
+    if rows == 0 {
+        return Ok(None);
+    }
+    let shared = std::sync::Arc::new(crate::shared::Shared::new(
+        counters,
+        false,
+        None,
+        false,
+        Cancel::default(),
+        0,
+    ));
+    let mut splitter = WindowSplitter::probe(split, registry, &shared)?;
+    let least = |f: &mut dyn FnMut() -> f64| (0..3).map(|_| f()).fold(f64::INFINITY, f64::min);
+    let mut broadcast = 0;
+    let route = least(&mut || {
+        broadcast = 0;
+        let t = Instant::now();
+        for b in &sample {
+            broadcast += splitter.route_only(b);
+        }
+        t.elapsed().as_secs_f64()
+    });
+    let mut copied: Vec<Window> = Vec::new();
+    let split_all = least(&mut || {
+        copied.clear();
+        // Windows of their own (a splitter writes its lanes into them), made untimed.
+        let windows: Vec<Window> = sample
+            .iter()
+            .map(|b| Window::new(0, 0, b.clone()))
+            .collect();
+        let t = Instant::now();
+        for w in windows {
+            splitter.split(w, &mut |x| copied.push(x));
+        }
+        t.elapsed().as_secs_f64()
+    });
+    let emitted: u64 = copied.iter().map(|w| w.len() as u64).sum();
+    let bytes: Vec<Vec<u8>> = copied
+        .iter()
+        .map(|w| bincode::serialize(w).map_err(|e| Error::Internal(format!("cost probe: {e}"))))
+        .collect::<Result<_>>()?;
+    drop(copied);
+    let consume = least(&mut || {
+        let t = Instant::now();
+        for b in &bytes {
+            let w: Window = bincode::deserialize(b).expect("a window just serialized");
+            std::hint::black_box(w);
+        }
+        t.elapsed().as_secs_f64()
+    });
+    let per = |secs: f64, n: u64| secs * 1e9 / n.max(1) as f64;
+    Ok(Some(braid_plan::plan::MeasuredCosts {
+        rows,
+        broadcast: broadcast as f64 / rows as f64,
+        consume_ns: per(consume, emitted),
+        route_ns: per(route, rows),
+        emit_ns: per((split_all - route).max(0.0), emitted),
+    }))
+}
+
+/// Measures the costs of `split` over the source it reads ([`measure_split_costs`]) and
+/// puts them into its hints ([`set_costs`]): what was measured (nothing for a later
+/// stage's split or a source read only once).
+pub fn measure_costs(
+    split: &mut Split,
+    registry: &Registry,
+) -> Result<Option<braid_plan::plan::MeasuredCosts>> {
+    let Plan::Source(src) = split.input.as_ref() else {
+        return Ok(None);
+    };
+    let measured = measure_split_costs(split, src, registry)?;
+    if let Some(m) = measured {
+        set_costs(split, m);
+    }
+    Ok(measured)
+}
+
+/// Puts measured costs into a split's hints: the broadcast fraction and `a` are then
+/// the measured ones.
+pub fn set_costs(split: &mut Split, m: braid_plan::plan::MeasuredCosts) {
+    split.hints.broadcast_fraction = m.broadcast;
+    split.hints.cost_ratio = m.cost_ratio();
+    split.hints.measured = Some(m);
 }
 
 /// Puts the desired and measured rates into the split's hints, so that `parasplit` and
@@ -379,4 +537,69 @@ pub fn set_window(plan: &mut Plan, w: usize) {
         s.window = w;
         Ok(())
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_plan::expr::Expr;
+    use braid_plan::plan::{GeneratorSpec, Route};
+
+    /// A split's costs are measured on its source's first [`COST_SAMPLE`] rows: `b` is
+    /// the share of them the broadcast condition holds for (counted here from the
+    /// generator's own tuples, not through Braid's router), every cost is positive;
+    /// a source that can be read only once has none measured.
+    #[test]
+    fn split_costs_are_measured_on_the_first_rows() {
+        let spec = GeneratorSpec {
+            tuples: 1_000_000,
+            rate: 1000.0,
+            keys: 8,
+            broadcast: 0.25,
+            seed: 7,
+        };
+        let schema = GeneratorSpec::schema();
+        let col = |name: &str| Expr::col(&schema, name).expect("a generator column");
+        let split = |spec: SourceSpec| {
+            Plan::source("gen", spec, schema.clone())
+                .split(
+                    8,
+                    Route::Expr {
+                        expr: col("xway"),
+                        when: None,
+                    },
+                    Some(col("type").eq(Expr::int(2))),
+                    Strategy::Autosplit,
+                )
+                .map("count")
+                .merge(MergeKind::Union)
+                .sink(SinkSpec::Discard)
+        };
+        let registry = Registry::with_builtins();
+        let plan = split(SourceSpec::Generator(spec));
+        let s = split_ref(&plan).expect("a split");
+        let m = measure_split_costs(s, plan.leaf_source(), &registry)
+            .expect("measures")
+            .expect("a generator can be sampled");
+        assert_eq!(m.rows, COST_SAMPLE);
+        let mut f = [0i64; 15];
+        let want = (0..COST_SAMPLE)
+            .filter(|&i| {
+                crate::source::generator::tuple(&spec, i, &mut f);
+                f[0] == 2
+            })
+            .count();
+        assert_eq!(m.broadcast, want as f64 / COST_SAMPLE as f64, "{m:?}");
+        assert!((0.2..0.3).contains(&m.broadcast), "{m:?}");
+        assert!(
+            m.route_ns > 0.0 && m.emit_ns > 0.0 && m.consume_ns > 0.0,
+            "{m:?}"
+        );
+        let stdin = split(SourceSpec::Stdin);
+        let s = split_ref(&stdin).expect("a split");
+        assert_eq!(
+            measure_split_costs(s, stdin.leaf_source(), &registry).expect("no error"),
+            None
+        );
+    }
 }

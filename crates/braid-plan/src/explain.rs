@@ -308,6 +308,23 @@ fn scheduler_text(s: crate::plan::Scheduler) -> &'static str {
     }
 }
 
+/// `costs measured on the input's first N rows: b = ..., a = ... (per row: ...)`, as
+/// EXPLAIN and the command line print it.
+impl std::fmt::Display for crate::plan::MeasuredCosts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "costs measured on the input's first {} rows: b = {}, a = cc / (cp + ce) = {:.2} (per row: consume {:.1} ns, route {:.1} ns, emit {:.1} ns)",
+            self.rows,
+            fraction(self.broadcast),
+            self.cost_ratio(),
+            self.consume_ns,
+            self.route_ns,
+            self.emit_ns
+        )
+    }
+}
+
 /// A fraction with at most 4 decimals and no trailing zeros (`0`, `0.005`, `0.2143`).
 fn fraction(x: f64) -> String {
     let s = format!("{x:.4}");
@@ -411,6 +428,9 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
         cp: 0.5,
         ce: 0.5,
     };
+    if let Some(m) = &s.hints.measured {
+        let _ = writeln!(out, "{pad}  {m}");
+    }
     if let Some(why) = &s.why {
         let _ = writeln!(out, "{pad}  autosplit chose {why}");
     }
@@ -429,7 +449,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
                 out,
                 "{pad}  shape: fsplit, {at}; est. cost {est:.3} per input tuple (b = {}, a = {})",
                 fraction(b),
-                s.hints.cost_ratio
+                fraction(s.hints.cost_ratio)
             );
         }
         Some(SplitShape::Tree(shape)) => {
@@ -473,7 +493,7 @@ fn split_text(s: &Split, workers: usize, pad: &str, out: &mut String) {
             };
             let _ = writeln!(
                 out,
-                "{pad}  {roots}; in one process the levels run fused (a root routes each row to its leaf's worker), across processes level by level, a node on the worker of its first partition"
+                "{pad}  {roots}; in one process the levels run fused (a root routes each row to its leaf's worker), across processes level by level, a node on the worker of its first partition; the first node below the root whose subtree lies in one process (or a root in that process) sends a row straight to its partition's worker, the levels below it left out"
             );
         }
         Some(SplitShape::Parasplit { p, router_fanout }) => {

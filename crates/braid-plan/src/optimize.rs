@@ -278,22 +278,25 @@ mod tests {
         s
     }
 
+    /// [`split`] over a CSV file, which every worker reads a share of.
+    fn csv_split(q: u32, broadcast: bool) -> Split {
+        let mut s = split(q, broadcast, None);
+        let Plan::Source(src) = s.input.as_mut() else {
+            unreachable!()
+        };
+        src.spec = SourceSpec::Csv {
+            path: "calls.csv".into(),
+            header: true,
+        };
+        s
+    }
+
     /// A file read in shares on every worker: one splitter would first gather every
     /// worker's windows, so parasplit (each worker's windows split where read) is less
     /// work and faster; on one worker, one splitter.
     #[test]
     fn a_source_read_on_every_worker_is_split_where_it_is_read() {
-        let csv = |q: u32| {
-            let mut s = split(q, false, None);
-            let Plan::Source(src) = s.input.as_mut() else {
-                unreachable!()
-            };
-            src.spec = SourceSpec::Csv {
-                path: "calls.csv".into(),
-                header: true,
-            };
-            s
-        };
+        let csv = |q: u32| csv_split(q, false);
         for q in [2, 16, 64] {
             let (shape, why) = autosplit(&csv(q), Env::workers(2));
             assert_eq!(shape, parasplit(2), "q = {q}: {why}");
@@ -337,6 +340,37 @@ mod tests {
             for c in split_candidates(&split(q, b, None), env) {
                 if let SplitShape::Tree(_) = c.shape {
                     assert!(c.total > 1.0 && c.bottleneck >= 1.0 - 1e-9, "{c:?}");
+                }
+            }
+        }
+    }
+
+    /// Without a desired rate autosplit takes the least work, and which shape that is
+    /// does not depend on the costs a split's measurement would give (the broadcast
+    /// fraction b, a = cc / (cp + ce)): a tree passes every row at two levels or more,
+    /// parasplit over a source read on every worker spares the gather, one splitter
+    /// spares the merge. So the costs are measured only with a desired rate
+    /// (`braid_exec::tune::measure_split_costs`), where they move the choice.
+    #[test]
+    fn without_a_desired_rate_the_choice_does_not_depend_on_the_costs() {
+        for workers in [1, 2, 3, 4, 8] {
+            for q in [2, 3, 8, 16, 64, 100, 512] {
+                for broadcast in [false, true] {
+                    for mut s in [split(q, broadcast, None), csv_split(q, broadcast)] {
+                        let env = Env::workers(workers);
+                        let (hinted, _) = autosplit(&s, env);
+                        for b in [0.0, 0.001, 0.01, 0.1, 0.5, 1.0] {
+                            for a in [0.0, 0.1, 0.5, 1.0, 2.0, 10.0] {
+                                s.hints.broadcast_fraction = b;
+                                s.hints.cost_ratio = a;
+                                let (shape, why) = autosplit(&s, env);
+                                assert_eq!(
+                                    shape, hinted,
+                                    "{workers} workers, q = {q}, b = {b}, a = {a}: {why}"
+                                );
+                            }
+                        }
+                    }
                 }
             }
         }

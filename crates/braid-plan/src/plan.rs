@@ -292,6 +292,36 @@ pub struct SplitHints {
     pub desired_rate: Option<f64>,
     /// Measured rate of one splitter in rows/s, if known.
     pub splitter_rate: Option<f64>,
+    /// The costs measured on a sample of the input, if they were
+    /// (`braid_exec::tune::measure_split_costs`): then `broadcast_fraction` and
+    /// `cost_ratio` are the measured ones.
+    pub measured: Option<MeasuredCosts>,
+}
+
+/// A split's costs per row, measured on the first rows of its input with Braid's own
+/// splitter: the cost model's consume `cc` (a window of copied rows received from
+/// another process: deserialized), process `cp` (route and broadcast evaluated) and
+/// emit `ce` (a row copied into its destination's batch), in nanoseconds, and the
+/// broadcast fraction `b`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MeasuredCosts {
+    /// Rows of the sample.
+    pub rows: u64,
+    /// Share of them the broadcast condition holds for.
+    pub broadcast: f64,
+    /// `cc`, per row received.
+    pub consume_ns: f64,
+    /// `cp`, per row routed.
+    pub route_ns: f64,
+    /// `ce`, per row emitted.
+    pub emit_ns: f64,
+}
+
+impl MeasuredCosts {
+    /// `a = cc / (cp + ce)`.
+    pub fn cost_ratio(&self) -> f64 {
+        self.consume_ns / (self.route_ns + self.emit_ns).max(1e-9)
+    }
 }
 
 impl Default for SplitHints {
@@ -301,6 +331,7 @@ impl Default for SplitHints {
             cost_ratio: 1.0,
             desired_rate: None,
             splitter_rate: None,
+            measured: None,
         }
     }
 }
