@@ -74,6 +74,15 @@ pub struct SplitArgs {
     /// Only these strategies (comma separated: fsplit, maxtree, exptree, parasplit).
     #[arg(long, value_delimiter = ',')]
     strategies: Option<Vec<String>>,
+    /// Also run every strategy across this many processes of one worker each on this
+    /// machine (as `braid run --launch N` does, with the `braid` binary beside this
+    /// one) at q = 64 and 512 (or --qs), b = 0.5%; 0 or 1 leaves it out (as --quick
+    /// does).
+    #[arg(long, default_value_t = 2)]
+    processes: usize,
+    /// Tuples per run across processes.
+    #[arg(long, default_value_t = 4_000_000)]
+    process_tuples: u64,
 }
 
 const STRATEGIES: [Strategy; 4] = [
@@ -174,6 +183,150 @@ struct TargetRow {
     threshold: f64,
     met: &'static str,
     detail: String,
+}
+
+/// The strategies to measure: all, or those `--strategies` names.
+fn chosen(a: &SplitArgs) -> Vec<Strategy> {
+    STRATEGIES
+        .into_iter()
+        .filter(|s| {
+            a.strategies.as_ref().is_none_or(|only| {
+                only.iter()
+                    .any(|o| o.eq_ignore_ascii_case(&format!("{s:?}")))
+            })
+        })
+        .collect()
+}
+
+/// A line of `split-processes.csv`: one strategy across processes.
+#[derive(Serialize)]
+struct ProcessRow {
+    q: u32,
+    b: f64,
+    processes: usize,
+    workers_per_process: usize,
+    strategy: String,
+    tuples: u64,
+    reps: usize,
+    /// Median of the runs' elapsed time (the slowest process's own report).
+    seconds: f64,
+    rows_per_s: u64,
+    ratio_to_parasplit: f64,
+}
+
+/// Every strategy across `a.processes` processes of one worker, launched by the `braid`
+/// binary beside this one on the same generated stream and query as the points in one
+/// process; `reps` rounds, strategies interleaved.
+fn across_processes(a: &SplitArgs, qs: &[u32], reps: usize) -> Result<Vec<ProcessRow>> {
+    let braid = std::env::current_exe()?.with_file_name("braid");
+    anyhow::ensure!(
+        braid.exists(),
+        "{} not found: build it first (cargo build --release -p braid-cli), or give --processes 0",
+        braid.display()
+    );
+    let b = 0.005;
+    let mut times: HashMap<(u32, String), Vec<f64>> = HashMap::new();
+    for round in 0..reps {
+        for &q in qs {
+            for s in chosen(a) {
+                let t = launch(&braid, a, q, b, s)?;
+                times.entry((q, s.to_string())).or_default().push(t);
+            }
+        }
+        eprintln!(
+            "bench split: across {} processes, round {}/{reps} (load {})",
+            a.processes,
+            round + 1,
+            host::loadavg()
+        );
+    }
+    let mut rows = Vec::new();
+    for &q in qs {
+        let secs = |s: Strategy| {
+            times
+                .get(&(q, s.to_string()))
+                .map_or(f64::NAN, |t| median(t.clone()))
+        };
+        for s in chosen(a) {
+            let t = secs(s);
+            rows.push(ProcessRow {
+                q,
+                b,
+                processes: a.processes,
+                workers_per_process: 1,
+                strategy: s.to_string(),
+                tuples: a.process_tuples,
+                reps,
+                seconds: round(t, 3),
+                rows_per_s: (a.process_tuples as f64 / t) as u64,
+                ratio_to_parasplit: round(secs(Strategy::Parasplit) / t, 3),
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// One run of the split query across `a.processes` processes on this machine (as
+/// `braid run --launch` starts them, each process's report read on its own); the
+/// slowest process's elapsed seconds.
+fn launch(braid: &std::path::Path, a: &SplitArgs, q: u32, b: f64, s: Strategy) -> Result<f64> {
+    let n = a.processes;
+    // Each port stays bound until all are found, so that no two are the same.
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let hosts: Vec<String> = listeners
+        .iter()
+        .map(|l| Ok(format!("127.0.0.1:{}", l.local_addr()?.port())))
+        .collect::<Result<_>>()?;
+    drop(listeners);
+    let file = std::env::temp_dir().join(format!("braid-bench-hosts-{}", std::process::id()));
+    std::fs::write(&file, hosts.join("\n") + "\n")?;
+    let kids = (0..n)
+        .map(|i| {
+            std::process::Command::new(braid)
+                .args(["run", "--workers", "1", "--processes", &n.to_string()])
+                .args(["--process-index", &i.to_string()])
+                .args(["--hosts", &file.display().to_string()])
+                .args(["--tuples", &a.process_tuples.to_string()])
+                .args(["--keys", &KEYS.to_string(), "--rate", &a.rate.to_string()])
+                .args(["--window", &a.window.to_string()])
+                .args([
+                    "--broadcast-fraction",
+                    &b.to_string(),
+                    "--parts",
+                    &q.to_string(),
+                ])
+                .args([
+                    "--route",
+                    "xway",
+                    "--broadcast",
+                    "type = 2",
+                    "--function",
+                    "count",
+                ])
+                .args(["--merge", "union", "--output", "discard"])
+                .args(["--strategy", &s.to_string().to_lowercase()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .with_context(|| format!("running {}", braid.display()))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut slowest: f64 = 0.0;
+    for (i, kid) in kids.into_iter().enumerate() {
+        let out = kid.wait_with_output()?;
+        let err = String::from_utf8_lossy(&out.stderr);
+        anyhow::ensure!(out.status.success(), "braid process {i} failed: {err}");
+        // "... rows out in 0.474 s (...)".
+        let secs: f64 = err
+            .rsplit_once(" rows out in ")
+            .and_then(|(_, rest)| rest.split_once(" s")?.0.parse().ok())
+            .with_context(|| format!("no elapsed time in process {i}'s report: {err}"))?;
+        slowest = slowest.max(secs);
+    }
+    let _ = std::fs::remove_file(&file);
+    Ok(slowest)
 }
 
 /// Key of a (q, b) pair (b in units of 0.1 %).
@@ -281,13 +434,7 @@ pub fn run(a: SplitArgs) -> Result<()> {
     let mut points: Vec<Point> = Vec::new();
     for &(q, b) in &pairs {
         for &w in &a.workers {
-            for s in STRATEGIES {
-                if !a.strategies.as_ref().is_none_or(|only| {
-                    only.iter()
-                        .any(|o| o.eq_ignore_ascii_case(&format!("{s:?}")))
-                }) {
-                    continue;
-                }
+            for s in chosen(&a) {
                 let p = plan(gen_spec(min_n, a.rate, b), q, s, a.window)?;
                 let shape = describe(&resolved_shape(&p, &registry, w)?);
                 let m = measure(&p, &registry, w)?;
@@ -690,6 +837,38 @@ pub fn run(a: SplitArgs) -> Result<()> {
         ],
         shapes,
     ));
+    if a.processes > 1 && !a.quick {
+        let qs: Vec<u32> = a.qs.clone().unwrap_or(vec![64, 512]);
+        let rows = across_processes(&a, &qs, reps)?;
+        let _ = writeln!(
+            sum,
+            "\n### Across {} processes of 1 worker (as `braid run --launch {}`), b = 0.5%: \
+             median seconds of {} tuples (M rows/s; parasplit's time / this)\n",
+            a.processes, a.processes, a.process_tuples
+        );
+        let table = qs
+            .iter()
+            .map(|&q| {
+                let mut r = vec![format!("q = {q}")];
+                // A column per strategy, as in the tables above ("-": not measured).
+                r.extend(STRATEGIES.iter().map(|s| {
+                    rows.iter()
+                        .find(|x| x.q == q && x.strategy == s.to_string())
+                        .map_or("-".into(), |x| {
+                            format!(
+                                "{:.3} s ({} M; {:.2})",
+                                x.seconds,
+                                mrows(x.rows_per_s as f64),
+                                x.ratio_to_parasplit
+                            )
+                        })
+                }));
+                r
+            })
+            .collect();
+        sum.push_str(&markdown_table(&strategy_columns("point", &[]), table));
+        write_csv(&out.join("split-processes.csv"), rows)?;
+    }
     std::fs::write(out.join("split-results.md"), &sum)?;
 
     // Plots.
@@ -774,8 +953,12 @@ pub fn run(a: SplitArgs) -> Result<()> {
     };
     chart.write_svg(&out.join("split-b.svg"), 800, 450)?;
     eprintln!(
-        "bench split: {elapsed:.0} s; load before {load_before}, after {load_after}; other processes {others_all:.2} cores; wrote {}/split.csv, split-targets.csv, split-results.md and SVGs",
-        out.display()
+        "bench split: {elapsed:.0} s; load before {load_before}, after {load_after}; other processes {others_all:.2} cores; wrote {}/split.csv, split-targets.csv, split-results.md{} and SVGs",
+        out.display(),
+        match a.processes > 1 && !a.quick {
+            true => ", split-processes.csv",
+            false => "",
+        }
     );
     Ok(())
 }

@@ -56,9 +56,10 @@ pub fn launch(q: &QueryArgs) -> Result<()> {
             .into())
         }
         (None, Some(n), _) => {
-            let hosts: Vec<String> = (0..n)
-                .map(|_| free_port().map(|p| format!("127.0.0.1:{p}")))
-                .collect::<Result<_>>()?;
+            let hosts: Vec<String> = free_ports(n)?
+                .into_iter()
+                .map(|p| format!("127.0.0.1:{p}"))
+                .collect();
             let file = std::env::temp_dir().join(format!("braid-hosts-{}", std::process::id()));
             std::fs::write(&file, hosts.join("\n") + "\n")
                 .with_context(|| format!("writing {}", file.display()))?;
@@ -182,9 +183,14 @@ fn resume(args: Vec<String>) -> Vec<String> {
         .collect()
 }
 
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .context("finding a free port")?
-        .port())
+/// `n` free ports of 127.0.0.1, all different: each stays bound until all are found.
+fn free_ports(n: usize) -> Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("finding a free port")?;
+    listeners
+        .iter()
+        .map(|l| Ok(l.local_addr().context("finding a free port")?.port()))
+        .collect()
 }
