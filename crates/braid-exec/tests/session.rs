@@ -51,13 +51,15 @@ fn counts_on_one_worker(declare: &str, dir: &Path) -> Vec<Vec<i64>> {
 }
 
 fn session(workers: usize) -> Session {
-    Session::new(
-        &Registry::with_builtins(),
-        RunConfig {
-            workers,
-            ..RunConfig::default()
-        },
-    )
+    session_with(RunConfig {
+        workers,
+        ..RunConfig::default()
+    })
+}
+
+/// A session with the built-in functions, run as `config` says.
+fn session_with(config: RunConfig) -> Session {
+    Session::new(&Registry::with_builtins(), config)
 }
 
 #[test]
@@ -176,6 +178,18 @@ fn a_desired_rate_in_sql_chooses_the_split_that_keeps_up() {
             line.contains("none keeps up with 1000000000000 rows/s (one splitter: "),
             "{line}"
         );
+        // The split's costs were measured on the file's rows (all 22 of them; the
+        // query has no broadcast): the line before the reason says so.
+        let costs = fast
+            .lines()
+            .rfind(|l| l.contains("costs measured"))
+            .unwrap_or_else(|| panic!("no measured costs: {fast}"));
+        assert!(
+            costs.contains(
+                "costs measured on the input's first 22 rows: b = 0, a = cc / (cp + ce) = "
+            ),
+            "{costs}"
+        );
         match workers {
             // One thread splits whatever the shape: the least work, one splitter.
             1 => assert!(line.contains("chose fsplit"), "{line}"),
@@ -223,6 +237,24 @@ fn a_desired_rate_in_sql_chooses_the_split_that_keeps_up() {
             "{workers} workers"
         );
     }
+    // On several processes each would measure its own rate (and choose its own p):
+    // refused by name without the splitter rate.
+    let mut s = session_with(RunConfig {
+        workers: 1,
+        processes: 2,
+        ..RunConfig::default()
+    });
+    s.compile(DECLARE, &dir.0).expect("declarations");
+    s.compile("SET desired_rate = 1000000;", &dir.0)
+        .expect("set");
+    let e = s
+        .explain_statements(COUNTS, &dir.0, false)
+        .expect_err("each process would measure its own");
+    assert!(
+        e.to_string()
+            .contains("SET desired_rate on several processes needs SET splitter_rate"),
+        "{e}"
+    );
     let mut s = session(2);
     s.compile(DECLARE, &dir.0).expect("declarations");
     let e = s
@@ -292,18 +324,15 @@ fn a_window_by_doubling_is_measured_and_run_with() {
         );
     }
     // With checkpoints a resumed run must read the checkpoint's W: refused.
-    let mut s = Session::new(
-        &Registry::with_builtins(),
-        RunConfig {
-            checkpoint: Some(braid_exec::checkpoint::CheckpointConfig {
-                dir: dir.0.join("checkpoints"),
-                interval: std::time::Duration::from_secs(1),
-                recover: false,
-                backend: None,
-            }),
-            ..RunConfig::default()
-        },
-    );
+    let mut s = session_with(RunConfig {
+        checkpoint: Some(braid_exec::checkpoint::CheckpointConfig {
+            dir: dir.0.join("checkpoints"),
+            interval: std::time::Duration::from_secs(1),
+            recover: false,
+            backend: None,
+        }),
+        ..RunConfig::default()
+    });
     s.compile(&declare, &dir.0).expect("declarations");
     s.compile(&format!("SET window = 'auto';\n{COUNTS}"), &dir.0)
         .expect("compiles");

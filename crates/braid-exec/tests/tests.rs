@@ -1001,10 +1001,13 @@ fn calibration_places_a_hot_partition_alone() {
     // beside this one) can inflate a partition's cost tenfold: the trial run is taken
     // again, up to three times, until the hot partition stands out; a calibration that
     // misjudges it every time still fails below.
+    // The hot partition's worker has about 80% of the work (70% of the rows in
+    // partition 0, and its other partitions' share of the rest); measured above 60%,
+    // it stands out of an even 50%.
     let mut cal = braid_exec::calibrate::calibrate(&p, &reg, &cfg, 3000).expect("calibration runs");
     for _ in 0..2 {
         let (before, after) = cal.busiest_share();
-        if before > 0.7 && after < before {
+        if before > 0.6 && after < before {
             break;
         }
         cal = braid_exec::calibrate::calibrate(&p, &reg, &cfg, 3000).expect("calibration runs");
@@ -1019,7 +1022,7 @@ fn calibration_places_a_hot_partition_alone() {
     assert_eq!(cal.stages[0].rows, cal.rows, "{cal}");
     assert!(cal.applied, "{cal}");
     let (before, after) = cal.busiest_share();
-    assert!(before > 0.7 && after < before, "{cal}");
+    assert!(before > 0.6 && after < before, "{cal}");
     let Plan::Sink(sink) = &cal.plan else {
         panic!("a sink on top")
     };
@@ -1302,16 +1305,17 @@ fn two_processes_with(
     reg: &Registry,
     workers: usize,
 ) -> braid_exec::runtime::RunReport {
-    two_processes_reading(plan, reg, workers, Default::default())
+    two_processes_reading(plan, reg, workers, Default::default()).0
 }
 
-/// [`two_processes_with`], reading input as `read` says.
+/// [`two_processes_with`], reading input as `read` says; and how many epochs the two
+/// processes' `Map`s had to sort (`Counters::sorted_epochs`).
 fn two_processes_reading(
     plan: &Plan,
     reg: &Registry,
     workers: usize,
     read: braid_exec::source::ReadOptions,
-) -> braid_exec::runtime::RunReport {
+) -> (braid_exec::runtime::RunReport, u64) {
     // Two free ports (held until both are known, so they differ).
     let listeners: Vec<std::net::TcpListener> = (0..2)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port"))
@@ -1328,24 +1332,54 @@ fn two_processes_reading(
             let reg = reg.clone();
             let read = read.clone();
             std::thread::spawn(move || {
+                let counters = Arc::new(braid_exec::source::Counters::default());
                 let cfg = RunConfig {
                     workers,
                     processes: 2,
                     process,
                     hosts,
                     read,
+                    counters: Some(counters.clone()),
                     ..RunConfig::default()
                 };
-                run(&plan, &reg, &cfg).expect("run succeeds")
+                let report = run(&plan, &reg, &cfg).expect("run succeeds");
+                (
+                    report,
+                    counters
+                        .sorted_epochs
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                )
             })
         })
         .collect();
-    let mut out: Vec<braid_exec::runtime::RunReport> = runs
+    let mut out: Vec<(braid_exec::runtime::RunReport, u64)> = runs
         .into_iter()
         .map(|r| r.join().expect("a process thread"))
         .collect();
-    assert!(out[1].collected.is_empty(), "only process 0 collects");
-    out.swap_remove(0)
+    assert!(out[1].0.collected.is_empty(), "only process 0 collects");
+    let sorted = out[0].1 + out[1].1;
+    (out.swap_remove(0).0, sorted)
+}
+
+/// The split-tree oracles' plan over `input`: the order-sensitive `running` function
+/// on every partition, a union merge, windows of 16 rows.
+fn tree_plan(
+    input: &Batch,
+    q: u32,
+    route: RouteKind,
+    bcast: Option<i64>,
+    strategy: Strategy,
+) -> Plan {
+    plan(
+        input.clone(),
+        q,
+        route,
+        bcast,
+        strategy,
+        "running",
+        MergeKind::Union,
+        16,
+    )
 }
 
 /// `n` rows for the split-tree oracles: every kind (broadcasts by kind), keys below
@@ -1386,16 +1420,7 @@ fn deep_split_trees_match_reference() {
     ];
     for (route, q, bcast) in cases {
         for strategy in [Strategy::Maxtree, Strategy::Exptree] {
-            let p = plan(
-                input.clone(),
-                q,
-                route,
-                bcast,
-                strategy,
-                "running",
-                MergeKind::Union,
-                16,
-            );
+            let p = tree_plan(&input, q, route, bcast, strategy);
             for workers in [2, 4] {
                 let resolved = braid_exec::runtime::prepare(&p, &reg, workers).expect("resolves");
                 fn depth(p: &Plan) -> usize {
@@ -1458,16 +1483,7 @@ fn split_trees_rooted_where_a_file_is_read_match_reference() {
     ];
     for (route, q, bcast) in cases {
         for strategy in [Strategy::Maxtree, Strategy::Exptree] {
-            let mut p = plan(
-                input.clone(),
-                q,
-                route,
-                bcast,
-                strategy,
-                "running",
-                MergeKind::Union,
-                16,
-            );
+            let mut p = tree_plan(&input, q, route, bcast, strategy);
             // Epochs of about 270 rows: each spans many chunks, so a root's windows
             // (its own chunks, gathered) interleave with the other roots' in every epoch.
             p.leaf_source_mut().epoch = 200;
@@ -1487,10 +1503,18 @@ fn split_trees_rooted_where_a_file_is_read_match_reference() {
                 assert_eq!(got, expected, "{route:?}, {strategy:?}, {workers} workers");
             }
             for workers in [1, 2] {
-                let got = sorted(two_processes_reading(&p, &reg, workers, read.clone()).collected);
+                let (report, sorted_epochs) =
+                    two_processes_reading(&p, &reg, workers, read.clone());
                 assert_eq!(
-                    got, expected,
+                    sorted(report.collected),
+                    expected,
                     "{route:?}, {strategy:?}, 2 processes x {workers} workers"
+                );
+                // Each way into a partition keeps its rows in serial order (windows of
+                // disjoint runs of rows): `Map` never has to sort them.
+                assert_eq!(
+                    sorted_epochs, 0,
+                    "{route:?}, {strategy:?}, 2 processes x {workers} workers: epochs sorted"
                 );
             }
         }
