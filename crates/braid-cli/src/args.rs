@@ -190,7 +190,8 @@ pub struct QueryArgs {
     /// required with --desired-rate for stdin/TCP input and for several processes.
     #[arg(long)]
     pub splitter_rate: Option<f64>,
-    /// Tuples of the single-splitter measurement (generator input).
+    /// Tuples of the single-splitter measurement (generator input; a file is read for at
+    /// most 300 ms a run).
     #[arg(long, default_value_t = 500_000)]
     pub splitter_sample: u64,
     /// Place partitions by measured cost: first run the query on this many input rows

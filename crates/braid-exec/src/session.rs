@@ -351,7 +351,7 @@ impl Session {
     /// Runs a plan built without SQL (the Rust API or the command line's flags), placed
     /// by measured cost when calibration is set.
     pub fn run_plan(&self, plan: &Plan) -> Result<(RunReport, Option<Calibration>)> {
-        let (plan, calibration) = self.placed(plan)?;
+        let (plan, calibration) = self.placed(plan, self.config.cancel.as_ref())?;
         let report = run(&plan, &self.script.registry, &self.config)?;
         Ok((report, calibration))
     }
@@ -359,7 +359,7 @@ impl Session {
     /// The physical plan of `plan` as EXPLAIN shows it (text, or Graphviz DOT), placed by
     /// measured cost when calibration is set.
     pub fn explain_plan(&self, plan: &Plan, dot: bool) -> Result<(String, Option<Calibration>)> {
-        let (plan, calibration) = self.placed(plan)?;
+        let (plan, calibration) = self.placed(plan, None)?;
         let workers = self.workers();
         let plan = prepare(&plan, &self.script.registry, workers)?;
         let text = match dot {
@@ -459,13 +459,15 @@ impl Session {
 
     /// `plan` with one splitter's rate measured where a split has a desired rate and no
     /// splitter rate (SQL's `SET desired_rate`, see [`crate::tune`]), placed by measured
-    /// cost when calibration is set.
-    fn placed(&self, plan: &Plan) -> Result<(Plan, Option<Calibration>)> {
+    /// cost when calibration is set. `cancel` (the run's, when it is placed to run)
+    /// stops the measuring.
+    fn placed(&self, plan: &Plan, cancel: Option<&Cancel>) -> Result<(Plan, Option<Calibration>)> {
         let mut plan = plan.clone();
         crate::tune::measure_splitter_rates(
             &mut plan,
             &self.script.registry,
             self.config.processes,
+            cancel,
         )?;
         match self.calibrate {
             None => Ok((plan, None)),
@@ -486,6 +488,9 @@ impl Session {
     ) -> Result<(Plan, Option<Calibration>, Option<WindowTuning>)> {
         let job = self.job(index)?;
         let mut plan = job.plan.clone();
+        // Running, a cancel (Ctrl-C) while the query is measured or tried stops that,
+        // and then the run; EXPLAIN ignores a stale one.
+        let cancel = running.then_some(&self.cancel);
         let window = match job.tune_window {
             false => None,
             true => {
@@ -505,11 +510,10 @@ impl Session {
                     &mut plan,
                     &self.script.registry,
                     self.config.processes,
+                    cancel,
                 )?;
-                // Running, a cancel (Ctrl-C) during the trials stops them, and then the
-                // run.
                 let config = RunConfig {
-                    cancel: running.then(|| self.cancel.clone()),
+                    cancel: cancel.cloned(),
                     ..self.config.clone()
                 };
                 let t = crate::tune::window_by_doubling(&plan, &self.script.registry, &config)?;
@@ -517,7 +521,7 @@ impl Session {
                 Some(t)
             }
         };
-        let placed = self.placed(&plan)?;
+        let placed = self.placed(&plan, cancel)?;
         if placed.1.is_some() || window.is_some() {
             for (_, j) in self.members(index) {
                 j.late

@@ -135,17 +135,20 @@ pub fn single_splitter_rate(
     sample: u64,
     reps: usize,
 ) -> Result<f64> {
-    rate_of(&splitter_probe(plan, sample)?, registry, reps)
+    rate_of(&splitter_probe(plan, sample)?, registry, reps, None)
 }
 
-/// The median rows/s of `reps` runs of `probe` on one worker.
-fn rate_of(probe: &Plan, registry: &Registry, reps: usize) -> Result<f64> {
+/// The median rows/s of `reps` runs of `probe` on one worker, each reading for at most
+/// [`WINDOW_TRIAL`] (a large file is not read whole). `outer`, when set and cancelled
+/// (Ctrl-C), stops the run under way and the rest: the rate is then of what was read.
+fn rate_of(probe: &Plan, registry: &Registry, reps: usize, outer: Option<&Cancel>) -> Result<f64> {
     let cfg = RunConfig::default();
     let mut rates = Vec::new();
     for _ in 0..reps.max(1) {
-        let t = Instant::now();
-        let report = run(probe, registry, &cfg)?;
-        rates.push(report.rows_in as f64 / t.elapsed().as_secs_f64().max(1e-9));
+        if !rates.is_empty() && outer.is_some_and(Cancel::is_cancelled) {
+            break;
+        }
+        rates.push(trial_rate(probe, registry, &cfg, outer)?);
     }
     rates.sort_by(|a, b| a.total_cmp(b));
     Ok(rates[rates.len() / 2])
@@ -153,7 +156,7 @@ fn rate_of(probe: &Plan, registry: &Registry, reps: usize) -> Result<f64> {
 
 /// Rows of a source's single-splitter measurement for a split with a desired rate and
 /// no splitter rate (as `--splitter-sample`'s default: a generator's first rows; a file
-/// is read whole).
+/// is read for at most [`WINDOW_TRIAL`] a run).
 pub const SPLITTER_SAMPLE: u64 = 500_000;
 
 /// Measures `Φ_PS^(1)` (median of 3) for every split over a source that has a desired
@@ -162,14 +165,16 @@ pub const SPLITTER_SAMPLE: u64 = 500_000;
 /// `a`) are measured too ([`measure_split_costs`]) unless the source can be read only
 /// once. On several processes each would measure its own rate and choose its own
 /// shape: a desired rate there needs the splitter rate given, and the costs stay as
-/// hinted.
+/// hinted. `cancel`, when set and cancelled (Ctrl-C while a query is placed to run),
+/// stops the measuring: a rate of what was read so far, no costs.
 pub fn measure_splitter_rates(
     plan: &mut Plan,
     registry: &Registry,
     processes: usize,
+    cancel: Option<&Cancel>,
 ) -> Result<Vec<(String, f64)>> {
     let mut measured = Vec::new();
-    measure_in(plan, registry, processes, &mut measured)?;
+    measure_in(plan, registry, processes, cancel, &mut measured)?;
     Ok(measured)
 }
 
@@ -177,6 +182,7 @@ fn measure_in(
     plan: &mut Plan,
     registry: &Registry,
     processes: usize,
+    cancel: Option<&Cancel>,
     out: &mut Vec<(String, f64)>,
 ) -> Result<()> {
     match plan {
@@ -195,21 +201,26 @@ fn measure_in(
                             .into(),
                     )));
                 }
-                let one = rate_of(&probe_of(s, src, SPLITTER_SAMPLE)?, registry, 3)?;
+                let one = rate_of(&probe_of(s, src, SPLITTER_SAMPLE)?, registry, 3, cancel)?;
                 out.push((src.name.clone(), one));
                 s.hints.splitter_rate = Some(one);
             }
-            if s.hints.desired_rate.is_some() && processes <= 1 && s.hints.measured.is_none() {
+            let stopped = cancel.is_some_and(Cancel::is_cancelled);
+            if s.hints.desired_rate.is_some()
+                && processes <= 1
+                && s.hints.measured.is_none()
+                && !stopped
+            {
                 measure_costs(s, registry)?;
             }
-            measure_in(&mut s.input, registry, processes, out)
+            measure_in(&mut s.input, registry, processes, cancel, out)
         }
-        Plan::Map(m) => measure_in(&mut m.input, registry, processes, out),
-        Plan::Merge(m) => measure_in(&mut m.input, registry, processes, out),
-        Plan::Sink(s) => measure_in(&mut s.input, registry, processes, out),
+        Plan::Map(m) => measure_in(&mut m.input, registry, processes, cancel, out),
+        Plan::Merge(m) => measure_in(&mut m.input, registry, processes, cancel, out),
+        Plan::Sink(s) => measure_in(&mut s.input, registry, processes, cancel, out),
         Plan::Together(plans) => plans
             .iter_mut()
-            .try_for_each(|p| measure_in(p, registry, processes, out)),
+            .try_for_each(|p| measure_in(p, registry, processes, cancel, out)),
     }
 }
 

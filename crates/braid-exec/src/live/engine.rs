@@ -385,7 +385,7 @@ impl Engine {
         // A desired rate without one splitter's rate is measured (over a file or the
         // generator; a live stream's rows cannot be read twice: refused, by name).
         let mut plan = plan.clone();
-        crate::tune::measure_splitter_rates(&mut plan, registry, 1)?;
+        crate::tune::measure_splitter_rates(&mut plan, registry, 1, None)?;
         let plan = crate::runtime::prepare(&plan, registry, self.peers)?;
         let workers = self.senders.len();
         let sinks = match &plan {
