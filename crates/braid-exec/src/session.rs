@@ -460,7 +460,7 @@ impl Session {
     /// `plan` with one splitter's rate measured where a split has a desired rate and no
     /// splitter rate (SQL's `SET desired_rate`, see [`crate::tune`]), placed by measured
     /// cost when calibration is set. `cancel` (the run's, when it is placed to run)
-    /// stops the measuring.
+    /// stops the measuring and the calibration run.
     fn placed(&self, plan: &Plan, cancel: Option<&Cancel>) -> Result<(Plan, Option<Calibration>)> {
         let mut plan = plan.clone();
         crate::tune::measure_splitter_rates(
@@ -472,7 +472,11 @@ impl Session {
         match self.calibrate {
             None => Ok((plan, None)),
             Some(rows) => {
-                let c = calibrate(&plan, &self.script.registry, &self.config, rows)?;
+                let config = RunConfig {
+                    cancel: cancel.cloned(),
+                    ..self.config.clone()
+                };
+                let c = calibrate(&plan, &self.script.registry, &config, rows)?;
                 Ok((c.plan.clone(), Some(c)))
             }
         }
