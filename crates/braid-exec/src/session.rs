@@ -351,7 +351,7 @@ impl Session {
     /// Runs a plan built without SQL (the Rust API or the command line's flags), placed
     /// by measured cost when calibration is set.
     pub fn run_plan(&self, plan: &Plan) -> Result<(RunReport, Option<Calibration>)> {
-        let (plan, calibration) = self.placed(plan, self.config.cancel.as_ref())?;
+        let (plan, calibration) = self.placed(plan, &self.config)?;
         let report = run(&plan, &self.script.registry, &self.config)?;
         Ok((report, calibration))
     }
@@ -359,7 +359,12 @@ impl Session {
     /// The physical plan of `plan` as EXPLAIN shows it (text, or Graphviz DOT), placed by
     /// measured cost when calibration is set.
     pub fn explain_plan(&self, plan: &Plan, dot: bool) -> Result<(String, Option<Calibration>)> {
-        let (plan, calibration) = self.placed(plan, None)?;
+        // EXPLAIN's measuring ignores a stale cancel.
+        let config = RunConfig {
+            cancel: None,
+            ..self.config.clone()
+        };
+        let (plan, calibration) = self.placed(plan, &config)?;
         let workers = self.workers();
         let plan = prepare(&plan, &self.script.registry, workers)?;
         let text = match dot {
@@ -459,24 +464,20 @@ impl Session {
 
     /// `plan` with one splitter's rate measured where a split has a desired rate and no
     /// splitter rate (SQL's `SET desired_rate`, see [`crate::tune`]), placed by measured
-    /// cost when calibration is set. `cancel` (the run's, when it is placed to run)
-    /// stops the measuring and the calibration run.
-    fn placed(&self, plan: &Plan, cancel: Option<&Cancel>) -> Result<(Plan, Option<Calibration>)> {
+    /// cost when calibration is set, as `config` runs it: its cancel (the run's, when
+    /// the plan is placed to run) stops the measuring and the calibration run.
+    fn placed(&self, plan: &Plan, config: &RunConfig) -> Result<(Plan, Option<Calibration>)> {
         let mut plan = plan.clone();
         crate::tune::measure_splitter_rates(
             &mut plan,
             &self.script.registry,
-            self.config.processes,
-            cancel,
+            config.processes,
+            config.cancel.as_ref(),
         )?;
         match self.calibrate {
             None => Ok((plan, None)),
             Some(rows) => {
-                let config = RunConfig {
-                    cancel: cancel.cloned(),
-                    ..self.config.clone()
-                };
-                let c = calibrate(&plan, &self.script.registry, &config, rows)?;
+                let c = calibrate(&plan, &self.script.registry, config, rows)?;
                 Ok((c.plan.clone(), Some(c)))
             }
         }
@@ -494,7 +495,10 @@ impl Session {
         let mut plan = job.plan.clone();
         // Running, a cancel (Ctrl-C) while the query is measured or tried stops that,
         // and then the run; EXPLAIN ignores a stale one.
-        let cancel = running.then_some(&self.cancel);
+        let config = RunConfig {
+            cancel: running.then(|| self.cancel.clone()),
+            ..self.config.clone()
+        };
         let window = match job.tune_window {
             false => None,
             true => {
@@ -509,23 +513,19 @@ impl Session {
                     ))));
                 }
                 // Paper V's order: p first (one splitter's rate at the declared W), then
-                // W for the plan as it will run.
+                // W for the plan as it will run (`placed` finds p measured then).
                 crate::tune::measure_splitter_rates(
                     &mut plan,
                     &self.script.registry,
-                    self.config.processes,
-                    cancel,
+                    config.processes,
+                    config.cancel.as_ref(),
                 )?;
-                let config = RunConfig {
-                    cancel: cancel.cloned(),
-                    ..self.config.clone()
-                };
                 let t = crate::tune::window_by_doubling(&plan, &self.script.registry, &config)?;
                 crate::tune::set_window(&mut plan, t.chosen);
                 Some(t)
             }
         };
-        let placed = self.placed(&plan, cancel)?;
+        let placed = self.placed(&plan, &config)?;
         if placed.1.is_some() || window.is_some() {
             for (_, j) in self.members(index) {
                 j.late

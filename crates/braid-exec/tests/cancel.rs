@@ -177,6 +177,20 @@ fn big_file(tag: &str) -> (crate::sql::Dir, std::path::PathBuf) {
     (dir, path)
 }
 
+/// Compiles, after `settings`, a count by `k` over [`big_file`] at `path`.
+fn count_by_k(s: &mut Session, settings: &str, path: &Path) {
+    s.compile(
+        &format!(
+            "{settings}CREATE STREAM t (k BIGINT) WITH (path = '{}');\n\
+             CREATE SINK out WITH (sink = 'discard');\n\
+             INSERT INTO out SELECT k, count(*) AS n FROM t GROUP BY k;",
+            path.display()
+        ),
+        Path::new("."),
+    )
+    .expect("compiles");
+}
+
 /// Runs the session's next query, cancelling it 200 ms after it starts; checks that
 /// it was cancelled and stopped within 1.5 s of the cancel (what it measures before it
 /// runs stops too).
@@ -201,17 +215,7 @@ fn cancelled_early(s: &mut Session) {
 fn a_cancel_while_the_splitter_rate_is_measured_stops_it_and_the_run() {
     let (_dir, path) = big_file("cancel-probe");
     let mut s = session(2);
-    s.compile(
-        &format!(
-            "SET desired_rate = 100000000;\n\
-             CREATE STREAM t (k BIGINT) WITH (path = '{}');\n\
-             CREATE SINK out WITH (sink = 'discard');\n\
-             INSERT INTO out SELECT k, count(*) AS n FROM t GROUP BY k;",
-            path.display()
-        ),
-        Path::new("."),
-    )
-    .expect("compiles");
+    count_by_k(&mut s, "SET desired_rate = 100000000;\n", &path);
     cancelled_early(&mut s);
 }
 
@@ -222,15 +226,6 @@ fn a_cancel_during_the_calibration_run_stops_it_and_the_run() {
     let (_dir, path) = big_file("cancel-calibrate");
     let mut s = session(2);
     s.set_calibration(Some(50_000_000));
-    s.compile(
-        &format!(
-            "CREATE STREAM t (k BIGINT) WITH (path = '{}');\n\
-             CREATE SINK out WITH (sink = 'discard');\n\
-             INSERT INTO out SELECT k, count(*) AS n FROM t GROUP BY k;",
-            path.display()
-        ),
-        Path::new("."),
-    )
-    .expect("compiles");
+    count_by_k(&mut s, "", &path);
     cancelled_early(&mut s);
 }
