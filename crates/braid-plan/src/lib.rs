@@ -41,5 +41,6 @@ pub mod placement;
 pub mod plan;
 pub mod reference;
 pub mod router;
+pub mod text;
 pub mod time;
 pub mod types;

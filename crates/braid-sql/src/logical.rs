@@ -344,6 +344,35 @@ impl Logical {
         }
     }
 
+    /// How far below the input's watermark the event times of the rows this node hands
+    /// on may lie: an interval join makes a pair when its later row arrives, so a pair
+    /// carrying the left row's time can come `hi` after that time (a padded row too,
+    /// when its interval closes). An operator above it judges lateness and closes
+    /// windows that much later, so no window is emitted before every row it holds has
+    /// come (Flink's interval join holds back the watermark so). What sits above such an
+    /// operator inherits its hold.
+    pub fn time_hold(&self) -> i64 {
+        let below = self
+            .children()
+            .iter()
+            .map(|c| c.time_hold())
+            .max()
+            .unwrap_or(0);
+        let own = match self {
+            Logical::Join {
+                window: JoinWindow::Interval { lo, hi },
+                kind,
+                ..
+            } => match kind {
+                JoinKind::Inner | JoinKind::Left => (*hi).max(0),
+                JoinKind::Right => lo.saturating_neg().max(0),
+                JoinKind::Full => (*hi).max(lo.saturating_neg()).max(0),
+            },
+            _ => 0,
+        };
+        below.saturating_add(own)
+    }
+
     /// Inputs of this node.
     pub fn children(&self) -> Vec<&Logical> {
         match self {

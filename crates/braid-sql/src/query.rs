@@ -129,6 +129,10 @@ impl Build<'_> {
         let n_stages = stages.len();
         let mut plan = Plan::Source(self.source.clone());
         let mut described = Vec::new();
+        // How far below the watermark the times of the rows the stages so far hand on
+        // may lie (`Logical::time_hold`): a later stage allows that much more lateness,
+        // so it judges and closes as the query in one stage does.
+        let mut held = 0i64;
         for (k, stage) in stages.iter_mut().enumerate() {
             // The first stage reads the source; later ones the previous stage's output.
             let (layout, phys) = if k == 0 {
@@ -146,9 +150,10 @@ impl Build<'_> {
                 stage.clone(),
                 layout,
                 self.source.epoch,
-                self.lateness,
+                self.lateness.saturating_add(held),
                 self.late.clone(),
             );
+            held = held.saturating_add(stage.time_hold());
             if k > 0 {
                 factory = factory.after_cut();
             }

@@ -194,7 +194,7 @@ impl Ingest {
     fn lines(&mut self, bytes: &[u8], end: u64) -> Result<()> {
         let schema = self.log.schema().clone();
         let mut batch = Batch::new(schema.fields.len());
-        let mut fields: Vec<String> = Vec::new();
+        let mut fields: Vec<Written> = Vec::new();
         for raw in bytes.split(|&b| b == b'\n') {
             if raw.is_empty() && bytes.ends_with(b"\n") {
                 continue; // after the last newline
@@ -240,14 +240,19 @@ impl Ingest {
     }
 }
 
-/// Fields of a COPY text line (tab-separated; `\N` is null, kept as the empty field
-/// with a marker; backslash escapes decoded).
-fn split_text(raw: &[u8], out: &mut Vec<String>) -> std::result::Result<(), (u64, String)> {
+/// A field as written: its text and whether it was written as a value whatever its
+/// bytes (see [`parse_field`]: a quoted CSV field, a field of COPY's text format, a SQL
+/// literal), or None for null (text format's `\N`, SQL's NULL).
+type Written = Option<(String, bool)>;
+
+/// Fields of a COPY text line (tab-separated; `\N` is null; backslash escapes
+/// decoded; an empty field is the empty string, as in PostgreSQL).
+fn split_text(raw: &[u8], out: &mut Vec<Written>) -> std::result::Result<(), (u64, String)> {
     out.clear();
     let text = std::str::from_utf8(raw).map_err(|_| (0, "the line is not UTF-8".to_string()))?;
     for f in text.split('\t') {
         if f == "\\N" {
-            out.push(NULL.into());
+            out.push(None);
             continue;
         }
         let mut s = String::with_capacity(f.len());
@@ -266,36 +271,25 @@ fn split_text(raw: &[u8], out: &mut Vec<String>) -> std::result::Result<(), (u64
                 None => {}
             }
         }
-        out.push(s);
+        out.push(Some((s, true)));
     }
     Ok(())
 }
 
-/// A null field of a text line (a string no producer can send: it holds a NUL).
-const NULL: &str = "\0null";
-
-/// Fields of a CSV line.
-fn split_csv(raw: &[u8], out: &mut Vec<String>) -> std::result::Result<(), (u64, String)> {
+/// Fields of a CSV line, split as every CSV reader splits them
+/// ([`braid_plan::text::split_fields`]): an unquoted empty field is null, `""` the
+/// empty string.
+fn split_csv(raw: &[u8], out: &mut Vec<Written>) -> std::result::Result<(), (u64, String)> {
     out.clear();
-    // Without quotes a CSV line is its commas (building a CSV reader per line cost more
-    // than the rest of the ingest).
-    if !raw.contains(&b'"') {
-        let text =
-            std::str::from_utf8(raw).map_err(|_| (0, "the line is not UTF-8".to_string()))?;
-        out.extend(text.split(',').map(String::from));
-        return Ok(());
+    let (mut data, mut fields) = (Vec::new(), Vec::new());
+    braid_plan::text::split_fields(raw, &mut data, &mut fields)?;
+    for &(a, b, column, quoted) in &fields {
+        let bytes = if quoted { &data[a..b] } else { &raw[a..b] };
+        let text = std::str::from_utf8(bytes)
+            .map_err(|_| (column, "the field is not UTF-8".to_string()))?;
+        out.push(Some((text.to_string(), quoted)));
     }
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .from_reader(raw);
-    let mut record = csv::StringRecord::new();
-    match reader.read_record(&mut record) {
-        Ok(_) => {
-            out.extend(record.iter().map(String::from));
-            Ok(())
-        }
-        Err(e) => Err((0, format!("not a CSV line: {e}"))),
-    }
+    Ok(())
 }
 
 /// Appends the row of `fields` (as `schema` types them) keyed `seq`; or the 1-based
@@ -303,7 +297,7 @@ fn split_csv(raw: &[u8], out: &mut Vec<String>) -> std::result::Result<(), (u64,
 fn push_row(
     batch: &mut Batch,
     schema: &Schema,
-    fields: &[String],
+    fields: &[Written],
     seq: u64,
 ) -> std::result::Result<(), (u64, String)> {
     if fields.len() != schema.fields.len() {
@@ -318,14 +312,13 @@ fn push_row(
         ));
     }
     let mut values: Vec<Value<'_>> = Vec::with_capacity(fields.len());
-    for (i, (text, f)) in fields.iter().zip(&schema.fields).enumerate() {
-        let v = if text == NULL {
-            match f.nullable {
+    for (i, (written, f)) in fields.iter().zip(&schema.fields).enumerate() {
+        let v = match written {
+            None => match f.nullable {
                 true => Ok(Value::Null),
                 false => Err(format!("null, expected {}", f.ty)),
-            }
-        } else {
-            parse_field(text.as_bytes(), f.ty, f.nullable)
+            },
+            Some((text, quoted)) => parse_field(text.as_bytes(), f.ty, f.nullable, *quoted),
         };
         values.push(v.map_err(|reason| (i as u64 + 1, format!("column {}: {reason}", f.name)))?);
     }
@@ -342,7 +335,7 @@ pub fn insert(log: &StreamLog, rows: &[Vec<Option<String>>]) -> std::result::Res
     let mut fields = Vec::new();
     for (r, row) in rows.iter().enumerate() {
         fields.clear();
-        fields.extend(row.iter().map(|v| v.clone().unwrap_or_else(|| NULL.into())));
+        fields.extend(row.iter().map(|v| v.clone().map(|s| (s, true))));
         push_row(&mut batch, &schema, &fields, r as u64).map_err(|(c, reason)| match c {
             0 => format!("row {}: {reason}", r + 1),
             _ => format!("row {}, {reason}", r + 1),

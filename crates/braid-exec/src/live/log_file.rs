@@ -111,14 +111,7 @@ pub(crate) fn read(path: &Path, schema: &Schema) -> Result<Contents> {
         }
         let mut values: Vec<Value<'_>> = Vec::with_capacity(arity);
         for (i, ((text, quoted), f)) in fields.iter().zip(&schema.fields).enumerate() {
-            let v = match (f.ty, quoted) {
-                (DataType::String, true) => Ok(Value::Str(text)),
-                (_, false) if text.is_empty() => match f.nullable {
-                    true => Ok(Value::Null),
-                    false => Err(format!("empty, expected {}", f.ty)),
-                },
-                _ => parse_field(text.as_bytes(), f.ty, f.nullable),
-            };
+            let v = parse_field(text.as_bytes(), f.ty, f.nullable, *quoted);
             values.push(v.map_err(|e| bad(i + 1, e))?);
         }
         if let Some(c) = schema.event_time {

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
 
-/// Formats a row as a CSV line (no newline); strings are quoted when needed, and a
+/// Formats a row as a CSV line (no newline); strings are quoted when needed (the empty
+/// string too: `""`, as PostgreSQL's COPY writes it, while null is nothing), and a
 /// column whose type in `types` is a timestamp or date is written as ISO text.
 pub fn write_csv_row(
     out: &mut impl Write,
@@ -30,7 +31,7 @@ pub fn write_csv_row(
             out.write_all(b",")?;
         }
         match row.get(c) {
-            braid_plan::batch::Value::Str(s) if s.contains([',', '"', '\n', '\r']) => {
+            braid_plan::batch::Value::Str(s) if s.is_empty() || s.contains([',', '"', '\n', '\r']) => {
                 write!(out, "\"{}\"", s.replace('"', "\"\""))?;
             }
             // An array's text has commas: always quoted (it holds no quote).

@@ -8,6 +8,8 @@
 use super::{Counters, Feed, Next, ReadOptions, RejectLog, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey, Value};
+pub(crate) use braid_plan::text::{ascii_int, split_fields, Field};
+pub use braid_plan::text::parse_field;
 use braid_plan::plan::{Source, SourceSpec};
 use braid_plan::types::{DataType, Schema};
 use std::io::{BufRead, BufReader, Read};
@@ -95,50 +97,6 @@ impl Drop for CsvFeed {
     }
 }
 
-/// An int64 written in ASCII (`[+-]?[0-9]+` between ASCII white space), without a
-/// UTF-8 check or a `str` on the way; None for anything else (empty, too large, any
-/// other byte), which the general path then judges.
-#[inline]
-pub(crate) fn ascii_int(mut bytes: &[u8]) -> Option<i64> {
-    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c);
-    if bytes.first().is_some_and(space) || bytes.last().is_some_and(space) {
-        let start = bytes.iter().position(|b| !space(b))?;
-        let end = bytes.iter().rposition(|b| !space(b))? + 1;
-        bytes = &bytes[start..end];
-    }
-    let (negative, digits) = match bytes.first()? {
-        b'-' => (true, &bytes[1..]),
-        b'+' => (false, &bytes[1..]),
-        _ => (false, bytes),
-    };
-    if digits.is_empty() || digits.len() > 19 {
-        return None;
-    }
-    // Accumulated negatively, so that i64::MIN fits; 18 digits cannot overflow.
-    let mut v: i64 = 0;
-    if digits.len() <= 18 {
-        for &b in digits {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                return None;
-            }
-            v = v * 10 - i64::from(d);
-        }
-    } else {
-        for &b in digits {
-            let d = b.wrapping_sub(b'0');
-            if d > 9 {
-                return None;
-            }
-            v = v.checked_mul(10)?.checked_sub(i64::from(d))?;
-        }
-    }
-    match negative {
-        true => Some(v),
-        false => v.checked_neg(),
-    }
-}
-
 /// A line of exactly `arity` plain int64 fields (`-?[0-9]{1,18}` each, separated by
 /// commas, nothing else) into `out`, in one pass over its bytes; false for any other
 /// line (a space, a sign `+`, a quote, 19 digits, an empty field), which the general
@@ -213,48 +171,6 @@ fn plain_fields(bytes: &[u8], arity: usize, out: &mut Vec<i64>) -> Option<usize>
             }
             Some(_) => return None,
         }
-    }
-}
-
-/// Parses one field as `ty`. Empty text is null where allowed.
-pub fn parse_field(bytes: &[u8], ty: DataType, nullable: bool) -> Result<Value<'_>, String> {
-    if let (DataType::Int64, Some(v)) = (ty, ascii_int(bytes)) {
-        return Ok(Value::Int(v));
-    }
-    let text =
-        std::str::from_utf8(bytes).map_err(|_| format!("bytes are not UTF-8, expected {ty}"))?;
-    let t = text.trim();
-    if t.is_empty() {
-        return if nullable {
-            Ok(Value::Null)
-        } else {
-            Err(format!("empty, expected {ty}"))
-        };
-    }
-    let shown = || t.chars().take(40).collect::<String>();
-    match ty {
-        DataType::Int64 => t
-            .parse()
-            .map(Value::Int)
-            .map_err(|_| format!("{:?} is not an int64", shown())),
-        DataType::Float64 => t
-            .parse()
-            .map(Value::Float)
-            .map_err(|_| format!("{:?} is not a float64", shown())),
-        DataType::Bool => match t.to_ascii_lowercase().as_str() {
-            "true" | "t" | "1" => Ok(Value::Bool(true)),
-            "false" | "f" | "0" => Ok(Value::Bool(false)),
-            _ => Err(format!("{:?} is not a bool (true/false)", shown())),
-        },
-        DataType::String => Ok(Value::Str(text)),
-        DataType::Timestamp | DataType::TimestampTz | DataType::Date => {
-            braid_plan::time::parse(t, ty).map(Value::Int)
-        }
-        // Parsed into the batch's arena where rows are built (`Batch::push_array_text`);
-        // a reader that calls this for an array column has no arena to put it in.
-        DataType::Float64Array | DataType::Int64Array => Err(format!(
-            "{ty} columns are read from CSV files and streams only, not from this format"
-        )),
     }
 }
 
@@ -603,74 +519,6 @@ impl ChanLines {
     }
 }
 
-/// Splits one line (without its line end) into fields: comma-separated, a field may be
-/// quoted with `"` (a doubled `""` inside is one quote) and then holds commas. Fields
-/// never span lines. `fields` gets each field's range, its 1-based byte column in the
-/// line, and whether it was quoted: a quoted field's bytes (its quotes undone) go to
-/// `data` and its range is in `data`, any other's range is in `line`. On a malformed
-/// quote, the column and reason.
-pub(crate) fn split_fields(
-    line: &[u8],
-    data: &mut Vec<u8>,
-    fields: &mut Vec<Field>,
-) -> Result<(), (u64, String)> {
-    data.clear();
-    fields.clear();
-    let mut i = 0;
-    loop {
-        let column = i as u64 + 1;
-        let start = data.len();
-        if line.get(i) == Some(&b'"') {
-            i += 1;
-            loop {
-                match line.get(i) {
-                    None => {
-                        return Err((
-                            column,
-                            "quoted field is not closed on its line, expected a closing `\"`"
-                                .into(),
-                        ))
-                    }
-                    Some(b'"') if line.get(i + 1) == Some(&b'"') => {
-                        data.push(b'"');
-                        i += 2;
-                    }
-                    Some(b'"') => {
-                        i += 1;
-                        break;
-                    }
-                    Some(&b) => {
-                        data.push(b);
-                        i += 1;
-                    }
-                }
-            }
-            // Only spaces may follow the closing quote before the next comma.
-            while line.get(i).is_some_and(|b| *b == b' ' || *b == b'\t') {
-                i += 1;
-            }
-            if !matches!(line.get(i), None | Some(b',')) {
-                return Err((
-                    i as u64 + 1,
-                    "text after a closing `\"`, expected `,` or the line end".into(),
-                ));
-            }
-            fields.push((start, data.len(), column, true));
-        } else {
-            let end = line[i..]
-                .iter()
-                .position(|&b| b == b',')
-                .map_or(line.len(), |p| i + p);
-            fields.push((i, end, column, false));
-            i = end;
-        }
-        if i >= line.len() {
-            return Ok(());
-        }
-        i += 1; // the comma
-    }
-}
-
 impl Feed for CsvFeed {
     fn next(&mut self) -> Result<Next> {
         if self.held.is_empty() {
@@ -761,10 +609,6 @@ pub(crate) trait Emit {
     /// the next note).
     fn rows_at(&mut self, seq: u64, line: u64);
 }
-
-/// A field of a line: its range, its 1-based column, and whether it was quoted (its
-/// range is then in the parser's buffer of unquoted bytes, else in the line).
-pub(crate) type Field = (usize, usize, u64, bool);
 
 /// Rows the first window of a parse is made for (the next ones for as many as the
 /// window before held).
@@ -954,7 +798,7 @@ impl<'s> LineParser<'s> {
         }
         // Event time first: it decides the window.
         let time = match tcol {
-            Some(c) => match parse_field(field(c), schema.fields[c].ty, false) {
+            Some(c) => match parse_field(field(c), schema.fields[c].ty, false, false) {
                 Ok(Value::Int(t)) => Some(t),
                 Ok(_) => None,
                 Err(reason) => {
@@ -996,7 +840,7 @@ impl<'s> LineParser<'s> {
                     }
                     continue;
                 }
-                match parse_field(bytes, f.ty, f.nullable) {
+                match parse_field(bytes, f.ty, f.nullable, fields[i].3) {
                     Ok(v) => w.push_value(v),
                     Err(reason) => {
                         w.abandon_row(); // drops the half-built row

@@ -73,7 +73,7 @@ pub(crate) fn rows_per_epoch(source: &Source, time: usize) -> Option<f64> {
             let ty = source.schema.fields[time].ty;
             let mut record = csv::ByteRecord::new();
             while let Ok(true) = r.read_byte_record(&mut record) {
-                let t = record.get(time).map(|f| parse_field(f, ty, false));
+                let t = record.get(time).map(|f| parse_field(f, ty, false, false));
                 if let Some(Ok(braid_plan::batch::Value::Int(t))) = t {
                     times.push(t);
                 }

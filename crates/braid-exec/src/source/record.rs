@@ -59,11 +59,11 @@ impl Decoder {
         }
         batch.start_row(key);
         for (i, f) in self.schema.fields.iter().enumerate() {
-            let bytes = match self.fields[i] {
-                (a, b, _, true) => &self.data[a..b],
-                (a, b, _, false) => &text[a..b],
+            let (bytes, quoted) = match self.fields[i] {
+                (a, b, _, true) => (&self.data[a..b], true),
+                (a, b, _, false) => (&text[a..b], false),
             };
-            match parse_field(bytes, f.ty, f.nullable) {
+            match parse_field(bytes, f.ty, f.nullable, quoted) {
                 Ok(v) => batch.push_value(v),
                 Err(reason) => {
                     batch.abandon_row();

@@ -6,7 +6,7 @@ use crate::time::TimeUnit;
 use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::error::{Error, Result};
 use braid_plan::plan::{GeneratorSpec, Pace, SinkSpec, Source, SourceSpec};
-use braid_plan::types::{DataType, Field, Schema};
+use braid_plan::types::{DataType, Schema};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -825,36 +825,49 @@ pub fn table(name: &str, schema: Schema, mut o: Options, base: &Path) -> Result<
     let header = o.bool("header")?.unwrap_or(true);
     o.done()?;
     let path = resolve_path(base, &path);
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(header)
-        .flexible(true)
-        .from_path(&path)
+    let bytes = std::fs::read(&path)
         .map_err(|e| Error::Plan(format!("cannot read table {}: {e}", path.display())))?;
     let mut rows = Batch::new(schema.arity());
-    for (n, rec) in reader.records().enumerate() {
-        let line = n as u64 + 1 + header as u64;
-        let rec = rec.map_err(|e| Error::Plan(format!("{}: {e}", path.display())))?;
-        if rec.len() != schema.arity() {
-            return Err(Error::Plan(format!(
-                "{} line {line}: {} fields, expected {} ({})",
-                path.display(),
-                rec.len(),
-                schema.arity(),
-                schema.column_list()
-            )));
+    // Split and parsed as every CSV reader of a stream (`braid_plan::text`), so a
+    // value in a table is the value the same text is in a stream.
+    let (mut data, mut fields) = (Vec::new(), Vec::new());
+    let mut n = 0u64;
+    for (i, raw) in bytes.split(|&b| b == b'\n').enumerate() {
+        let line = i as u64 + 1;
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.is_empty() || (header && i == 0) {
+            continue;
         }
-        rows.start_row(RowKey {
-            seq: n as u64,
-            lane: 0,
-        });
-        for (c, (text, f)) in rec.iter().zip(&schema.fields).enumerate() {
-            let v = parse_value(text, f).map_err(|why| {
-                Error::Plan(format!(
-                    "{} line {line}, field {}: {why}",
-                    path.display(),
-                    c + 1
-                ))
-            })?;
+        let at = |column: u64, why: String| {
+            Error::Plan(format!(
+                "{} line {line}, column {column}: {why}",
+                path.display()
+            ))
+        };
+        braid_plan::text::split_fields(raw, &mut data, &mut fields).map_err(|(c, why)| at(c, why))?;
+        if fields.len() != schema.arity() {
+            return Err(at(
+                1,
+                format!(
+                    "{} fields, expected {} ({})",
+                    fields.len(),
+                    schema.arity(),
+                    schema.column_list()
+                ),
+            ));
+        }
+        rows.start_row(RowKey { seq: n, lane: 0 });
+        n += 1;
+        for (&(a, b, column, quoted), f) in fields.iter().zip(&schema.fields) {
+            let text = if quoted { &data[a..b] } else { &raw[a..b] };
+            let v = match f.ty.is_array() {
+                true => std::str::from_utf8(text)
+                    .map_err(|_| "bytes are not UTF-8".to_string())
+                    .and_then(|t| braid_plan::batch::parse_array(t.trim(), f.ty, f.nullable, f.len)),
+                false => braid_plan::text::parse_field(text, f.ty, f.nullable, quoted)
+                    .map(|v| v.to_scalar()),
+            };
+            let v = v.map_err(|why| at(column, format!("column `{}`: {why}", f.name)))?;
             rows.push_value(v.as_value());
         }
     }
@@ -862,36 +875,6 @@ pub fn table(name: &str, schema: Schema, mut o: Options, base: &Path) -> Result<
         name: name.to_string(),
         schema,
         rows: Arc::new(rows),
-    })
-}
-
-fn parse_value(text: &str, f: &Field) -> std::result::Result<Scalar, String> {
-    let t = text.trim();
-    if t.is_empty() {
-        return if f.nullable {
-            Ok(Scalar::Null)
-        } else {
-            Err(format!("empty, expected {} for `{}`", f.ty, f.name))
-        };
-    }
-    let bad = || format!("`{t}` is not a {} (column `{}`)", f.ty, f.name);
-    Ok(match f.ty {
-        DataType::Int64 => Scalar::Int(t.parse().map_err(|_| bad())?),
-        DataType::Float64 => Scalar::Float(t.parse().map_err(|_| bad())?),
-        DataType::Bool => Scalar::Bool(match t.to_ascii_lowercase().as_str() {
-            "true" | "1" => true,
-            "false" | "0" => false,
-            _ => return Err(bad()),
-        }),
-        DataType::String => Scalar::Str(t.to_string()),
-        DataType::Timestamp | DataType::TimestampTz | DataType::Date => Scalar::Int(
-            braid_plan::time::parse(t, f.ty)
-                .map_err(|why| format!("{why} (column `{}`)", f.name))?,
-        ),
-        DataType::Float64Array | DataType::Int64Array => {
-            braid_plan::batch::parse_array(t, f.ty, f.nullable, f.len)
-                .map_err(|why| format!("{why} (column `{}`)", f.name))?
-        }
     })
 }
 

@@ -475,6 +475,10 @@ impl QueryFn {
     fn cx(&self, epoch: u64, seq: u64) -> Cx {
         let (wm, at) = if epoch == u64::MAX {
             (i64::MIN, i64::MAX)
+        } else if epoch == 0 {
+            // Epoch 0 holds every time below one epoch's length, negative ones too
+            // (`epoch_at`): none of its rows is late.
+            (i64::MIN, 0)
         } else {
             let at = (epoch.saturating_mul(self.epoch)).min(i64::MAX as u64) as i64;
             match self.after_cut && RowKey::made_at_end(seq) {
@@ -643,6 +647,10 @@ struct Node {
     /// after each row the operator takes, once what it made of the row is copied into
     /// its output batch or its state. Untouched, and free, without string functions.
     arena: Arena,
+    /// How far below the watermark the times of rows its inputs hand on may lie
+    /// ([`Logical::time_hold`]): the operator judges them, and closes state, that much
+    /// later.
+    hold: i64,
     /// An operator of one input over filters over a scan that copies its input row
     /// whole: run on the input row itself, with no copy per operator below it.
     direct: Option<Direct>,
@@ -809,11 +817,13 @@ impl Node {
             .map(|c| Batch::new(c.schema().arity()))
             .collect();
         let direct = Direct::of(&op, &kids);
+        let hold = l.children().iter().map(|c| c.time_hold()).max().unwrap_or(0);
         Node {
             op,
             kids,
             bufs,
             arena: Arena::new(),
+            hold,
             direct,
         }
     }
@@ -825,6 +835,7 @@ impl Node {
             bufs,
             arena,
             direct,
+            hold,
         } = self;
         // Filters over a scan of the whole row: each in turn on the row itself, as each
         // would on its copy (a fault skips the row), then this operator.
@@ -868,9 +879,13 @@ impl Node {
             }
             return;
         }
+        let held = Cx {
+            wm: cx.wm.saturating_sub(*hold),
+            at: cx.at,
+        };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.push(input, row, cx, &mut bufs[k], f);
-            op.take(k, &mut bufs[k], cx, out, f, arena);
+            op.take(k, &mut bufs[k], &held, out, f, arena);
         }
     }
 
@@ -880,6 +895,7 @@ impl Node {
             kids,
             bufs,
             arena,
+            hold,
             ..
         } = self;
         let cx = Cx {
@@ -890,6 +906,11 @@ impl Node {
             kid.advance(wm, &mut bufs[k], f);
             op.take(k, &mut bufs[k], &cx, out, f, arena);
         }
+        // (`i64::MAX`: the input ended, everything closes.)
+        let wm = match wm {
+            i64::MAX => wm,
+            _ => wm.saturating_sub(*hold),
+        };
         op.advance(wm, out, f, arena);
     }
 
