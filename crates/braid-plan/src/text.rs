@@ -50,7 +50,6 @@ pub fn ascii_int(mut bytes: &[u8]) -> Option<i64> {
     }
 }
 
-
 /// Parses one field as `ty`: the one field parser of every reader (CSV and text files,
 /// streams, tables, the server's INSERT, COPY, TCP and HTTP, the durable log), so one
 /// text is one value wherever it comes from. `quoted` says the field was written as a
@@ -108,11 +107,9 @@ pub fn parse_field(
     }
 }
 
-
 /// A field of a line: its range, its 1-based column, and whether it was quoted (its
 /// range is then in the parser's buffer of unquoted bytes, else in the line).
 pub type Field = (usize, usize, u64, bool);
-
 
 /// Splits one line (without its line end) into fields: comma-separated, a field may be
 /// quoted with `"` (a doubled `""` inside is one quote) and then holds commas. Fields
@@ -181,4 +178,3 @@ pub fn split_fields(
         i += 1; // the comma
     }
 }
-

@@ -84,6 +84,7 @@ mod show;
 pub mod split;
 mod statement;
 pub mod time;
+pub mod values;
 mod view;
 mod watermark;
 

@@ -114,6 +114,17 @@ impl Piece {
                 .all(|(w, (t, _))| matches!(t, Lead::Word(x) if x == w))
     }
 
+    /// `INSERT INTO name VALUES ...` or `INSERT INTO name (columns) VALUES ...`: rows,
+    /// not a query.
+    pub fn inserts_values(&self) -> bool {
+        self.starts_with(&["INSERT", "INTO"])
+            && match self.tokens.get(3) {
+                Some((Lead::Word(w), _)) => w == "VALUES" || w == "VALUE",
+                Some((Lead::Symbol(s), _)) => s == "(",
+                _ => false,
+            }
+    }
+
     /// The word at token `i`, if it is one.
     pub fn word(&self, i: usize) -> Option<&str> {
         match self.tokens.get(i) {

@@ -8,7 +8,7 @@
 use super::log::StreamLog;
 use crate::error::Result;
 use crate::source::{parse_field, Reject};
-use braid_plan::batch::{Batch, RowKey, Value};
+use braid_plan::batch::{Batch, RowKey, Scalar, Value};
 use braid_plan::types::Schema;
 use std::sync::Arc;
 
@@ -326,20 +326,30 @@ fn push_row(
     Ok(())
 }
 
-/// Appends rows given as text fields (`INSERT ... VALUES` literals, already in the
-/// stream's column order; `None` is null); the first bad value is an error naming its
-/// row and column.
-pub fn insert(log: &StreamLog, rows: &[Vec<Option<String>>]) -> std::result::Result<u64, String> {
+/// Appends rows of values already typed as the stream's columns (`INSERT ... VALUES`,
+/// see `braid_sql::values`), all of them or none.
+pub fn insert(log: &StreamLog, rows: &[Vec<Scalar>]) -> std::result::Result<u64, String> {
     let schema = log.schema().clone();
     let mut batch = Batch::new(schema.fields.len());
-    let mut fields = Vec::new();
+    let mut values: Vec<Value<'_>> = Vec::with_capacity(schema.fields.len());
     for (r, row) in rows.iter().enumerate() {
-        fields.clear();
-        fields.extend(row.iter().map(|v| v.clone().map(|s| (s, true))));
-        push_row(&mut batch, &schema, &fields, r as u64).map_err(|(c, reason)| match c {
-            0 => format!("row {}: {reason}", r + 1),
-            _ => format!("row {}, {reason}", r + 1),
-        })?;
+        values.clear();
+        values.extend(row.iter().map(Scalar::as_value));
+        if values.len() != schema.fields.len() {
+            return Err(format!(
+                "row {}: {} values, expected {}",
+                r + 1,
+                values.len(),
+                schema.fields.len()
+            ));
+        }
+        batch.push(
+            RowKey {
+                seq: r as u64,
+                lane: 0,
+            },
+            &values,
+        );
     }
     log.append(&batch).map_err(|e| e.to_string())?;
     Ok(rows.len() as u64)

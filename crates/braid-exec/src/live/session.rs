@@ -637,7 +637,7 @@ fn replicates(p: &Piece) -> bool {
     if reads.iter().any(|w| p.starts_with(&[w])) {
         return false;
     }
-    if p.starts_with(&["INSERT", "INTO"]) && p.word(3) == Some("VALUES") {
+    if p.inserts_values() {
         return false;
     }
     // `COPY stream FROM ...` adds rows; `COPY (query) TO STDOUT` installs a query.

@@ -31,7 +31,9 @@ pub fn write_csv_row(
             out.write_all(b",")?;
         }
         match row.get(c) {
-            braid_plan::batch::Value::Str(s) if s.is_empty() || s.contains([',', '"', '\n', '\r']) => {
+            braid_plan::batch::Value::Str(s)
+                if s.is_empty() || s.contains([',', '"', '\n', '\r']) =>
+            {
                 write!(out, "\"{}\"", s.replace('"', "\"\""))?;
             }
             // An array's text has commas: always quoted (it holds no quote).

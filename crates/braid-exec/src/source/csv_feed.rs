@@ -8,9 +8,9 @@
 use super::{Counters, Feed, Next, ReadOptions, RejectLog, Rejects};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, RowKey, Value};
-pub(crate) use braid_plan::text::{ascii_int, split_fields, Field};
-pub use braid_plan::text::parse_field;
 use braid_plan::plan::{Source, SourceSpec};
+pub use braid_plan::text::parse_field;
+pub(crate) use braid_plan::text::{ascii_int, split_fields, Field};
 use braid_plan::types::{DataType, Schema};
 use std::io::{BufRead, BufReader, Read};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -844,7 +844,8 @@ pub fn table(name: &str, schema: Schema, mut o: Options, base: &Path) -> Result<
                 path.display()
             ))
         };
-        braid_plan::text::split_fields(raw, &mut data, &mut fields).map_err(|(c, why)| at(c, why))?;
+        braid_plan::text::split_fields(raw, &mut data, &mut fields)
+            .map_err(|(c, why)| at(c, why))?;
         if fields.len() != schema.arity() {
             return Err(at(
                 1,
@@ -863,7 +864,9 @@ pub fn table(name: &str, schema: Schema, mut o: Options, base: &Path) -> Result<
             let v = match f.ty.is_array() {
                 true => std::str::from_utf8(text)
                     .map_err(|_| "bytes are not UTF-8".to_string())
-                    .and_then(|t| braid_plan::batch::parse_array(t.trim(), f.ty, f.nullable, f.len)),
+                    .and_then(|t| {
+                        braid_plan::batch::parse_array(t.trim(), f.ty, f.nullable, f.len)
+                    }),
                 false => braid_plan::text::parse_field(text, f.ty, f.nullable, quoted)
                     .map(|v| v.to_scalar()),
             };

@@ -817,7 +817,12 @@ impl Node {
             .map(|c| Batch::new(c.schema().arity()))
             .collect();
         let direct = Direct::of(&op, &kids);
-        let hold = l.children().iter().map(|c| c.time_hold()).max().unwrap_or(0);
+        let hold = l
+            .children()
+            .iter()
+            .map(|c| c.time_hold())
+            .max()
+            .unwrap_or(0);
         Node {
             op,
             kids,

@@ -380,7 +380,7 @@ fn persists(p: &Piece) -> bool {
     if reads.iter().any(|w| p.starts_with(&[w])) {
         return false;
     }
-    !(p.starts_with(&["INSERT", "INTO"]) && p.word(3) == Some("VALUES"))
+    !(p.inserts_values())
 }
 
 /// The name of what `CREATE ... name` makes (lower case).

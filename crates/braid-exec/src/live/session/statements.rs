@@ -181,7 +181,24 @@ impl LiveSession {
 
     /// `INSERT INTO stream VALUES (...), ...` or `INSERT INTO stream SELECT ...`.
     pub(super) fn insert(&mut self, text: &str, p: &Piece, log: Arc<StreamLog>) -> Result<Outcome> {
-        if p.word(3) != Some("VALUES") {
+        // VALUES, with or without a column list: parsed by sqlparser, every value a
+        // constant evaluated and typed as its column (`braid_sql::values`).
+        if p.inserts_values() {
+            let statement = &text[p.range.clone()];
+            let rows = braid_sql::values::insert_values(statement, log.schema())
+                .map_err(Error::Plan)?
+                .ok_or_else(|| {
+                    Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                        "INSERT INTO {} (columns) SELECT ...: a query appends whole rows; write INSERT INTO {} SELECT ... with every column",
+                        log.name(),
+                        log.name()
+                    )))
+                })?;
+            let n = ingest::insert(&log, &rows)
+                .map_err(|e| plan_error(&format!("INSERT INTO {}: {e}", log.name())))?;
+            return Ok(Outcome::Done(format!("INSERT 0 {n}")));
+        }
+        {
             if self.recovering() {
                 return Err(plan_error(&format!(
                     "a query appending to stream {}, which other producers may write too, cannot resume where it stopped (its output cannot be cut back); run it again, or make its rows a stream of its own with CREATE STREAM ... AS",
@@ -210,10 +227,6 @@ impl LiveSession {
             )?;
             return Ok(Outcome::Done("INSERT 0 0".into()));
         }
-        let rows = values(p)?;
-        let n = ingest::insert(&log, &rows)
-            .map_err(|e| plan_error(&format!("INSERT INTO {}: {e}", log.name())))?;
-        Ok(Outcome::Done(format!("INSERT 0 {n}")))
     }
 
     /// `COPY stream FROM STDIN [WITH (FORMAT csv, HEADER)]` or `COPY (query) TO STDOUT`.
@@ -423,39 +436,4 @@ impl LiveSession {
             rows,
         }
     }
-}
-
-/// The rows of `INSERT INTO s VALUES (...), (...)`: literals as text (`None`: NULL).
-fn values(p: &Piece) -> Result<Vec<Vec<Option<String>>>> {
-    let mut rows = Vec::new();
-    let mut row: Option<Vec<Option<String>>> = None;
-    let mut negative = false;
-    for (t, _) in &p.tokens[4..] {
-        match (t, row.as_mut()) {
-            (Lead::Symbol(s), None) if s == "(" => row = Some(Vec::new()),
-            (Lead::Symbol(s), Some(_)) if s == ")" => rows.push(row.take().unwrap_or_default()),
-            (Lead::Symbol(s), _) if s == "," => {}
-            (Lead::Symbol(s), Some(_)) if s == "-" => negative = true,
-            (Lead::Number(n), Some(r)) => {
-                r.push(Some(if negative { format!("-{n}") } else { n.clone() }));
-                negative = false;
-            }
-            (Lead::Str(s), Some(r)) => r.push(Some(s.clone())),
-            (Lead::Word(w), Some(r)) if w == "NULL" => r.push(None),
-            (Lead::Word(w), Some(r)) if w == "TRUE" || w == "FALSE" => r.push(Some(w.to_ascii_lowercase())),
-            // TIMESTAMP '...', DATE '...': the string that follows is the value.
-            (Lead::Word(w), Some(_)) if matches!(w.as_str(), "TIMESTAMP" | "TIMESTAMPTZ" | "DATE") => {}
-            (other, _) => {
-                return Err(plan_error(&format!(
-                    "INSERT ... VALUES takes literals (numbers, 'strings', NULL, TRUE/FALSE, TIMESTAMP '...'); found {other:?}"
-                )))
-            }
-        }
-    }
-    if row.is_some() {
-        return Err(plan_error(
-            "INSERT ... VALUES: a row is not closed with `)`",
-        ));
-    }
-    Ok(rows)
 }

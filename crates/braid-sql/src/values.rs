@@ -1,0 +1,130 @@
+//! `INSERT INTO stream [(columns)] VALUES (...), ...`: parsed by sqlparser like every
+//! other statement, each value a constant expression evaluated here (`5 - 3` is 2,
+//! `-x` of a literal, `CAST('7' AS BIGINT)`, `TIMESTAMP '...'`), then typed as its
+//! column: a string literal is read as the column's type by the one field parser
+//! (`braid_plan::text::parse_field`: a TIMESTAMP's text, `'5'` for a BIGINT), a BIGINT
+//! goes into a DOUBLE column; anything else is refused naming the row and column.
+
+use crate::expr::convert;
+use crate::located::{parse_error, At};
+use braid_plan::batch::{Batch, RowKey, Scalar};
+use braid_plan::error::{Error, Result};
+use braid_plan::types::{DataType, Schema};
+use sqlparser::ast;
+use sqlparser::ast::Spanned;
+use sqlparser::dialect::GenericDialect;
+use sqlparser::parser::Parser;
+
+/// The rows of an `INSERT ... VALUES` statement `text` into a stream of `schema`, each
+/// with one value per column of `schema` (a column the statement's column list leaves
+/// out is null). None when `text` is an INSERT of a query (`INSERT ... SELECT`).
+pub fn insert_values(text: &str, schema: &Schema) -> Result<Option<Vec<Vec<Scalar>>>> {
+    let parsed = Parser::parse_sql(&GenericDialect {}, text)
+        .map_err(|e| parse_error(text, &e.to_string()))?;
+    let insert = match parsed.as_slice() {
+        [ast::Statement::Insert(i)] => i,
+        _ => return Err(Error::Plan("expected one INSERT INTO ... statement".into())),
+    };
+    let Some(source) = insert.source.as_deref() else {
+        return Err(Error::Plan("INSERT needs VALUES (...) or a query".into()));
+    };
+    let ast::SetExpr::Values(values) = source.body.as_ref() else {
+        return Ok(None);
+    };
+    if source.order_by.is_some() || source.limit_clause.is_some() || source.with.is_some() {
+        return Err(Error::NotSupported(
+            "WITH, ORDER BY or LIMIT on INSERT ... VALUES".into(),
+        ))
+        .map_err(|e| e.at(text, source.span()));
+    }
+    // Where each value goes: the statement's columns, or all of the stream's in order.
+    let targets: Vec<usize> = match insert.columns.is_empty() {
+        true => (0..schema.arity()).collect(),
+        false => insert
+            .columns
+            .iter()
+            .map(|c| {
+                let name = c.to_string();
+                let i = schema.index_of(&name).map_err(|_| {
+                    Error::Plan(format!(
+                        "column `{name}` is not one of the stream's ({})",
+                        schema.column_list()
+                    ))
+                    .at(text, c.span())
+                })?;
+                Ok(i)
+            })
+            .collect::<Result<_>>()?,
+    };
+    let arena = braid_plan::expr::Arena::new();
+    let mut empty = Batch::new(0);
+    empty.start_row(RowKey::default());
+    let no_columns = Schema::new(Vec::new());
+    let mut rows = Vec::with_capacity(values.rows.len());
+    for (r, row) in values.rows.iter().enumerate() {
+        let exprs = &row.content;
+        if exprs.len() != targets.len() {
+            return Err(Error::Plan(format!(
+                "row {}: {} values, expected {} ({})",
+                r + 1,
+                exprs.len(),
+                targets.len(),
+                targets
+                    .iter()
+                    .map(|&i| schema.fields[i].name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .at(text, row.span()));
+        }
+        let mut out = vec![Scalar::Null; schema.arity()];
+        for (e, &c) in exprs.iter().zip(&targets) {
+            let f = &schema.fields[c];
+            let at = |why: String| {
+                Error::Plan(format!("row {}, column {}: {why}", r + 1, f.name)).at(text, e.span())
+            };
+            // A constant: it names no column (no stream is in scope).
+            let compiled = convert(e, &no_columns).map_err(|err| at(err.to_string()))?;
+            let ety = compiled
+                .data_type(&no_columns)
+                .map_err(|err| at(err.to_string()))?;
+            let v = compiled
+                .eval(&empty.row(0), &arena)
+                .map_err(|fault| at(fault.to_string()))?
+                .to_scalar();
+            out[c] = typed(v, ety, f.ty).map_err(at)?;
+        }
+        for (c, f) in schema.fields.iter().enumerate() {
+            if !f.nullable && out[c] == Scalar::Null {
+                return Err(Error::Plan(format!(
+                    "row {}: column {} is NOT NULL and gets null",
+                    r + 1,
+                    f.name
+                ))
+                .at(text, row.span()));
+            }
+        }
+        rows.push(out);
+    }
+    Ok(Some(rows))
+}
+
+/// `v`, a value of type `got`, as a value of a column of type `ty`.
+fn typed(v: Scalar, got: DataType, ty: DataType) -> std::result::Result<Scalar, String> {
+    Ok(match v {
+        Scalar::Null => Scalar::Null,
+        _ if got == ty => v,
+        // A string literal is text written for the column: read as its type.
+        Scalar::Str(s) => braid_plan::text::parse_field(s.as_bytes(), ty, true, true)?.to_scalar(),
+        Scalar::Int(i) if got == DataType::Int64 && ty == DataType::Float64 => {
+            Scalar::Float(i as f64)
+        }
+        v => {
+            return Err(format!(
+                "{v} is {}, the column is {}",
+                got.sql_name(),
+                ty.sql_name()
+            ))
+        }
+    })
+}
