@@ -163,12 +163,12 @@ impl Store {
         };
         if let Some(m) = &restored {
             if m.partitions.len() != partitions.len() {
-                return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
+                return Err(Error::UnusableCheckpoint(format!(
                     "the checkpoint in {} has {} stages, this plan {}; recover with the same query",
                     backend.location(),
                     m.partitions.len(),
                     partitions.len()
-                ))));
+                )));
             }
             // Another partition count: each entry of a stage's state goes to the new
             // partition its key routes to, which only functions that keep state by
@@ -183,11 +183,11 @@ impl Store {
                 }
             }
             if m.plan != fingerprint {
-                return Err(Error::Plan(braid_plan::error::Error::Plan(format!(
+                return Err(Error::UnusableCheckpoint(format!(
                     "the checkpoint in {} (epoch {}) was taken from another plan; recover with the same query, sources and sinks",
                     backend.location(),
                     m.epoch
-                ))));
+                )));
             }
         }
         if leader {
@@ -703,7 +703,25 @@ fn walk(plan: &Plan, f: &mut dyn FnMut(&Plan)) {
 
 /// A stable fingerprint of `plan` (FNV-1a over its debug form), without its partition
 /// counts and placements: a checkpoint can be restored with others (see [`Store::open`]).
+/// Nor the names its stream functions are registered under, which number a session's
+/// queries (`query3_1`): the same query compiled after other statements, ad-hoc SELECTs
+/// say, is the same plan, and a SQL function's own fingerprint, checked when its state is
+/// restored, covers what it computes.
 fn fingerprint(plan: &Plan) -> u64 {
+    fn unnamed(plan: &mut Plan, n: &mut usize) {
+        match plan {
+            Plan::Source(_) => {}
+            Plan::Split(s) => unnamed(&mut s.input, n),
+            Plan::Map(m) => {
+                unnamed(&mut m.input, n);
+                m.function = format!("function{n}");
+                *n += 1;
+            }
+            Plan::Merge(m) => unnamed(&mut m.input, n),
+            Plan::Sink(s) => unnamed(&mut s.input, n),
+            Plan::Together(plans) => plans.iter_mut().for_each(|p| unnamed(p, n)),
+        }
+    }
     fn unscaled(plan: &mut Plan) {
         match plan {
             Plan::Source(_) => {}
@@ -732,6 +750,7 @@ fn fingerprint(plan: &Plan) -> u64 {
     }
     let mut plan = plan.clone();
     unscaled(&mut plan);
+    unnamed(&mut plan, &mut 0);
     let text = format!("{plan:?}");
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in text.bytes() {

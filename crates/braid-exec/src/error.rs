@@ -58,6 +58,10 @@ pub enum Error {
         /// The panic message.
         message: String,
     },
+    /// A checkpoint that cannot be restored into this plan (taken from another plan, or
+    /// with another number of stages): the caller may start the query over instead.
+    #[error("{0}")]
+    UnusableCheckpoint(String),
     /// A bug in Braid.
     #[error("internal error (a bug in Braid, please report it): {0}")]
     Internal(String),

@@ -533,6 +533,29 @@ impl LiveSession {
                     .engine
                     .install(&plan, &registry, self.strict, closes.clone(), Some(cfg))
                 {
+                    // Never a declared object dropped for it: the query starts over
+                    // from its inputs' start, its output stream emptied first (it is
+                    // made again), and the note says so loudly.
+                    Err(Error::UnusableCheckpoint(why)) if cfg.recover => {
+                        self.durable_note(format!(
+                            "`{}` could not resume: {why}; it was started over from its inputs' start and its output made again",
+                            sql.trim()
+                        ));
+                        for log in &closes {
+                            log.truncate(log.first_row())?;
+                        }
+                        let mut fresh = cfg.clone();
+                        fresh.recover = false;
+                        let r = self.engine.install(
+                            &plan,
+                            &registry,
+                            self.strict,
+                            closes.clone(),
+                            Some(&fresh),
+                        );
+                        checkpoint = Some(fresh);
+                        r
+                    }
                     Err(Error::Plan(braid_plan::error::Error::NotSupported(why))) => {
                         self.durable_note(format!(
                         "`{}` takes no checkpoints ({why}): after a restart it starts again from its input's start",
