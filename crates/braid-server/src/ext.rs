@@ -303,7 +303,8 @@ impl ExtendedQueryHandler for Conn {
         let sql = bound(portal)?;
         let mut outcomes = {
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-            session.execute(&sql)
+            let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+            session.execute_in(&sql, &mut tx)
         };
         if outcomes.len() > 1 {
             return Ok(Response::Error(Box::new(ErrorInfo::new(
@@ -318,6 +319,8 @@ impl ExtendedQueryHandler for Conn {
         Ok(match outcome {
             Err(e) => Response::Error(Box::new(pg_error(&e, &sql))),
             Ok(Outcome::Done(tag)) => Response::Execution(Tag::new(&tag)),
+            Ok(Outcome::Begin) => Response::TransactionStart(Tag::new("BEGIN")),
+            Ok(Outcome::End(tag)) => Response::TransactionEnd(Tag::new(&tag)),
             Ok(Outcome::Listing(l)) => listing_response(&l)?,
             Ok(Outcome::CopyIn(ingest)) => self.copy_in(ingest),
             // Rows go out as they come; the command's tag (or its query's error) ends it.

@@ -8,7 +8,7 @@ use crate::text::{cell, copy_line, pg_type};
 use async_trait::async_trait;
 use braid_exec::error::Error as ExecError;
 use braid_exec::live::ingest::Ingest;
-use braid_exec::live::{LiveSession, Outcome, Subscription};
+use braid_exec::live::{LiveSession, Outcome, Subscription, Transaction};
 use braid_plan::types::DataType;
 use braid_sql::catalog::Listing;
 use futures::{Sink, SinkExt};
@@ -57,7 +57,7 @@ pub async fn serve(
             _ = &mut stopped => return,
             accepted = listener.accept() => {
                 let Ok((socket, _)) = accepted else { continue };
-                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None), limits });
+                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None), limits, tx: Mutex::new(Transaction::default()) });
                 let startup = startup.clone();
                 tokio::spawn(async move {
                     let _ = pgwire::tokio::process_socket(socket, None, Handlers(conn, startup)).await;
@@ -72,6 +72,8 @@ pub(crate) struct Conn {
     pub(crate) session: Shared,
     pub(crate) copy: Mutex<Option<Ingest>>,
     pub(crate) limits: Limits,
+    /// The client's transaction block, if one is open.
+    pub(crate) tx: Mutex<Transaction>,
 }
 
 struct Handlers(Arc<Conn>, Arc<crate::auth::Startup>);
@@ -153,13 +155,16 @@ impl SimpleQueryHandler for Conn {
     {
         let outcomes = {
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-            session.execute(query)
+            let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
+            session.execute_in(query, &mut tx)
         };
         let mut responses = Vec::new();
         for outcome in outcomes {
             match outcome {
                 Err(e) => responses.push(Response::Error(Box::new(pg_error(&e, query)))),
                 Ok(Outcome::Done(tag)) => responses.push(Response::Execution(Tag::new(&tag))),
+                Ok(Outcome::Begin) => responses.push(Response::TransactionStart(Tag::new("BEGIN"))),
+                Ok(Outcome::End(tag)) => responses.push(Response::TransactionEnd(Tag::new(&tag))),
                 Ok(Outcome::Listing(l)) => responses.push(listing_response(&l)?),
                 Ok(Outcome::CopyIn(ingest)) => responses.push(self.copy_in(ingest)),
                 Ok(Outcome::Rows(sub, copy)) => {

@@ -239,23 +239,27 @@ impl LogReader {
                 let t = max_time? as f64 + idle.as_secs_f64() * units;
                 (t.max(0.0) as u64) / self.epoch_len
             }
-            // Without event time (epochs count rows), or an event time of unknown unit:
-            // close the epoch rows were sent in; a later row of it joins the next.
-            _ => self.epoch + u64::from(self.dirty),
+            // Without event time (epochs count rows): close the epoch rows were sent
+            // in; a later row joins the next, and no row is late for it.
+            (None, _) => self.epoch + u64::from(self.dirty),
+            // An event time of unknown unit cannot move with the clock, and closing the
+            // epoch of the latest time would make the next in-order row (of that time, or
+            // of a time in that epoch) late: time moves with rows only (declare
+            // `time_unit` for windows that close on an idle stream).
+            (Some(_), None) => return None,
         };
         (epoch > self.epoch).then_some(epoch)
     }
 }
 
 impl LogReader {
-    /// Whether the current epoch counts rows (no event time, or one of unknown unit)
-    /// and has been open longer than the heartbeat's `idle`: then it closes now, so a
+    /// Whether the current epoch counts rows (no event time) and has been open longer than the heartbeat's `idle`: then it closes now, so a
     /// slow stream's rows do not wait for the epoch to fill.
     fn overdue(&self) -> bool {
         let Some(hb) = self.heartbeat else {
             return false;
         };
-        let counts_rows = self.time.is_none() || hb.units_per_second.is_none();
+        let counts_rows = self.time.is_none();
         counts_rows && self.dirty && self.opened.is_some_and(|t| t.elapsed() >= hb.idle)
     }
 }

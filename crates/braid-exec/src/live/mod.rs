@@ -16,4 +16,4 @@ pub mod subscription;
 mod taps;
 
 pub use engine::{Engine, Status};
-pub use session::{LiveSession, Outcome, Recovered, Subscription};
+pub use session::{LiveSession, Outcome, Recovered, Subscription, Transaction};

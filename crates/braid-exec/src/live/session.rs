@@ -19,6 +19,7 @@ pub use super::subscription::Subscription;
 mod alter;
 mod durable;
 mod statements;
+mod transaction;
 use super::io::{Heartbeat, LogSink, LogSource};
 use super::log::StreamLog;
 use crate::error::{Error, Result};
@@ -34,6 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
+pub use transaction::Transaction;
 
 /// What a statement did, for the front end to carry out.
 pub enum Outcome {
@@ -46,6 +48,11 @@ pub enum Outcome {
     Rows(Subscription, bool),
     /// A COPY into a stream: the front end feeds the producer's data to it.
     CopyIn(Ingest),
+    /// A transaction block began (`BEGIN`): the front end reports the client in one.
+    Begin,
+    /// A transaction block ended; the command tag (`COMMIT`, or `ROLLBACK` for one that
+    /// was rolled back).
+    End(String),
 }
 
 /// A query the session installed.
@@ -249,12 +256,31 @@ impl LiveSession {
     /// Runs the statements of `text` in order; stops at the first that fails (its
     /// error is the last item).
     pub fn execute(&mut self, text: &str) -> Vec<Result<Outcome>> {
+        self.execute_in(text, &mut Transaction::default())
+    }
+
+    /// [`LiveSession::execute`] for a client whose transaction block, if it has one
+    /// open, is `tx` (see [`Transaction`]).
+    pub fn execute_in(&mut self, text: &str, tx: &mut Transaction) -> Vec<Result<Outcome>> {
         let Some(pieces) = statements(text) else {
             // Text that does not tokenize: the parser words the error.
-            return vec![self.script_statement(text)];
+            let r = self.script_statement(text);
+            if r.is_err() {
+                tx.fail();
+            }
+            return vec![r];
         };
         let mut out = Vec::new();
         for p in pieces {
+            if let Some(r) = self.in_transaction(text, &p, tx) {
+                let failed = r.is_err();
+                out.push(r);
+                if failed {
+                    tx.fail();
+                    break;
+                }
+                continue;
+            }
             let first_id = self.engine.next_id();
             self.durable_begin(text, &p);
             let mut r = self.statement(text, &p);
@@ -269,6 +295,7 @@ impl LiveSession {
             let failed = r.is_err();
             out.push(r);
             if failed {
+                tx.fail();
                 break;
             }
         }
@@ -638,6 +665,14 @@ impl LiveSession {
                 "expected one query".into(),
             )));
         }
+        if let Some(why) = self.script.jobs[jobs]
+            .logical
+            .as_ref()
+            .and_then(|l| self.never_answers(l))
+        {
+            self.script.jobs.truncate(jobs);
+            return Err(Error::Plan(braid_plan::error::Error::NotSupported(why)));
+        }
         self.late = Some(self.script.jobs[jobs].late.clone());
         let job = self.script.jobs[jobs].clone_parts();
         let job = (job.0, job.1);
@@ -650,6 +685,44 @@ impl LiveSession {
             }
         };
         Ok((job.0, job.1, schema))
+    }
+}
+
+impl LiveSession {
+    /// Why query `l` would never answer, if it would: an aggregate without a window
+    /// (`GROUP BY k` alone, `SELECT DISTINCT`, a global `count(*)`) gives one result per
+    /// key when its input ends, and a stream that lives in the server does not end until
+    /// it is dropped.
+    fn never_answers(&self, l: &braid_sql::logical::Logical) -> Option<String> {
+        use braid_sql::logical::{Logical, WindowSpec};
+        fn scans<'a>(l: &'a Logical, out: &mut Vec<&'a str>) {
+            if let Logical::Scan { stream, .. } = l {
+                out.push(stream);
+            }
+            for c in l.children() {
+                scans(c, out);
+            }
+        }
+        fn unbounded(l: &Logical) -> bool {
+            matches!(
+                l,
+                Logical::Aggregate {
+                    window: WindowSpec::Unbounded,
+                    ..
+                }
+            ) || l.children().into_iter().any(unbounded)
+        }
+        if !unbounded(l) {
+            return None;
+        }
+        let mut names = Vec::new();
+        scans(l, &mut names);
+        let live = names
+            .into_iter()
+            .find(|n| self.log(n).is_some_and(|log| !log.is_closed()))?;
+        Some(format!(
+            "an aggregate without a window (GROUP BY keys alone, SELECT DISTINCT, or an aggregate of the whole input) over stream `{live}`, which lives in the server and does not end: it would give one result per key when its input ends, so never. Group by a window of event time instead: GROUP BY TUMBLE(time, size), keys (or HOP, CUMULATE, SESSION, or ROWS(n) for windows of rows). Results that update as rows arrive are not built yet"
+        ))
     }
 }
 

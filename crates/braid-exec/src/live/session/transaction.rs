@@ -1,0 +1,164 @@
+//! Transactions of one client: `BEGIN` (or `START TRANSACTION`) ... `COMMIT` (`END`)
+//! or `ROLLBACK` (`ABORT`), as PostgreSQL's clients expect (psycopg sends `BEGIN` before
+//! a connection's first statement unless it is in autocommit mode).
+//!
+//! Inside a transaction, `INSERT ... VALUES` is checked and typed when it is sent (an
+//! error names the row and column then) but its rows are held; `COMMIT` appends them,
+//! each stream's rows of the transaction in one append, so a reader never sees part of
+//! them; `ROLLBACK` discards them. Reads (`SELECT`, `SUBSCRIBE`, `SHOW`, `DESCRIBE`,
+//! `EXPLAIN`) run as they come and see what is committed. Anything else (declarations,
+//! `COPY`, `INSERT ... SELECT`, `DROP`, `ALTER`, `SET`) is refused inside a transaction
+//! block, by name; as in PostgreSQL, a failed statement fails the transaction, whose
+//! later statements are refused until `COMMIT` or `ROLLBACK` ends it (`COMMIT` then
+//! rolls back).
+
+use super::{plan_error, LiveSession, Outcome};
+use crate::error::{Error, Result};
+use crate::live::ingest;
+use crate::live::log::StreamLog;
+use braid_plan::batch::Scalar;
+use braid_sql::split::Piece;
+use std::sync::Arc;
+
+/// A client's transaction: none (each statement commits on its own), open with the
+/// rows it holds, or failed.
+#[derive(Default)]
+pub struct Transaction {
+    state: State,
+}
+
+#[derive(Default)]
+enum State {
+    #[default]
+    None,
+    /// The rows each INSERT of the transaction holds, in order.
+    Open(Vec<(Arc<StreamLog>, Vec<Vec<Scalar>>)>),
+    Failed,
+}
+
+impl Transaction {
+    /// Whether a transaction block is open (failed or not).
+    pub fn is_open(&self) -> bool {
+        !matches!(self.state, State::None)
+    }
+
+    /// A statement of the open transaction failed: the rest is refused until it ends.
+    pub(super) fn fail(&mut self) {
+        if self.is_open() {
+            self.state = State::Failed;
+        }
+    }
+}
+
+/// What a statement is to a transaction.
+enum Word {
+    Begin,
+    Commit,
+    Rollback,
+    Read,
+    Insert,
+    Other,
+}
+
+fn word(p: &Piece) -> Word {
+    let any = |w: &[&str]| w.iter().any(|w| p.starts_with(&[w]));
+    if any(&["BEGIN"]) || p.starts_with(&["START", "TRANSACTION"]) {
+        Word::Begin
+    } else if any(&["COMMIT", "END"]) {
+        Word::Commit
+    } else if any(&["ROLLBACK", "ABORT"]) {
+        Word::Rollback
+    } else if any(&["SELECT", "WITH", "SUBSCRIBE", "SHOW", "DESCRIBE", "EXPLAIN"]) {
+        Word::Read
+    } else if p.inserts_values() {
+        Word::Insert
+    } else {
+        Word::Other
+    }
+}
+
+impl LiveSession {
+    /// Statement `p` if it is a transaction's business: BEGIN, COMMIT, ROLLBACK, a
+    /// statement of an open or failed transaction; None for the session to run it.
+    pub(super) fn in_transaction(
+        &mut self,
+        text: &str,
+        p: &Piece,
+        tx: &mut Transaction,
+    ) -> Option<Result<Outcome>> {
+        let w = word(p);
+        Some(match (&mut tx.state, w) {
+            (State::None, Word::Begin) => {
+                tx.state = State::Open(Vec::new());
+                Ok(Outcome::Begin)
+            }
+            // PostgreSQL warns and goes on.
+            (_, Word::Begin) => Ok(Outcome::Done("BEGIN".into())),
+            (State::None, Word::Commit) => Ok(Outcome::Done("COMMIT".into())),
+            (State::None, Word::Rollback) => Ok(Outcome::Done("ROLLBACK".into())),
+            (State::None, _) => return None,
+            (State::Failed, Word::Commit | Word::Rollback) => {
+                tx.state = State::None;
+                Ok(Outcome::End("ROLLBACK".into()))
+            }
+            (State::Failed, _) => Err(Error::Plan(braid_plan::error::Error::Plan(
+                "current transaction is aborted, commands ignored until end of transaction block (ROLLBACK or COMMIT ends it)".into(),
+            ))),
+            (State::Open(_), Word::Rollback) => {
+                tx.state = State::None;
+                Ok(Outcome::End("ROLLBACK".into()))
+            }
+            (State::Open(held), Word::Commit) => {
+                let held = std::mem::take(held);
+                tx.state = State::None;
+                commit(held).map(|()| Outcome::End("COMMIT".into()))
+            }
+            (State::Open(_), Word::Read) => return None,
+            (State::Open(held), Word::Insert) => self.held_insert(text, p).map(|(log, rows)| {
+                let n = rows.len();
+                held.push((log, rows));
+                Outcome::Done(format!("INSERT 0 {n}"))
+            }),
+            (State::Open(_), Word::Other) => Err(Error::Plan(
+                braid_plan::error::Error::NotSupported(format!(
+                    "`{}` inside a transaction block: Braid's transactions hold INSERT ... VALUES (appended at COMMIT) and reads; run it outside BEGIN ... COMMIT (psycopg: autocommit = True)",
+                    braid_sql::split::alone(text, p.range.clone())
+                        .split_whitespace()
+                        .take(3)
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                )),
+            )),
+        })
+    }
+
+    /// The stream and typed rows of `INSERT INTO stream VALUES ...`, not appended.
+    fn held_insert(&self, text: &str, p: &Piece) -> Result<(Arc<StreamLog>, Vec<Vec<Scalar>>)> {
+        let name = p.word(2).unwrap_or_default();
+        let log = self
+            .log(name)
+            .cloned()
+            .ok_or_else(|| plan_error(&format!("INSERT INTO {name}: no such stream")))?;
+        let rows = braid_sql::values::insert_values(&text[p.range.clone()], log.schema())
+            .map_err(Error::Plan)?
+            .unwrap_or_default();
+        Ok((log, rows))
+    }
+}
+
+/// Appends what a transaction holds: each stream's rows in one append, streams in the
+/// order the transaction first wrote them.
+fn commit(held: Vec<(Arc<StreamLog>, Vec<Vec<Scalar>>)>) -> Result<()> {
+    let mut by_stream: Vec<(Arc<StreamLog>, Vec<Vec<Scalar>>)> = Vec::new();
+    for (log, rows) in held {
+        match by_stream.iter_mut().find(|(l, _)| Arc::ptr_eq(l, &log)) {
+            Some((_, all)) => all.extend(rows),
+            None => by_stream.push((log, rows)),
+        }
+    }
+    for (log, rows) in by_stream {
+        ingest::insert(&log, &rows)
+            .map_err(|e| plan_error(&format!("COMMIT: INSERT INTO {}: {e}", log.name())))?;
+    }
+    Ok(())
+}
