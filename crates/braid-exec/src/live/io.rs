@@ -23,6 +23,11 @@ pub struct Heartbeat {
     /// `None` (no event time, or one of unknown unit): only the epoch of the last rows
     /// closes.
     pub units_per_second: Option<f64>,
+    /// Whether the epoch of the last rows of an event time of unknown unit closes while
+    /// idle: only for a query where nothing judges lateness (a stateless one, whose rows
+    /// then go out). Where a window or a join does, closing it would make the next
+    /// in-order row of that epoch late, so there time moves with rows only.
+    pub close_unknown: bool,
 }
 
 /// Reads a stream's log from an offset (on worker 0; the dataflow spreads the rows).
@@ -242,10 +247,12 @@ impl LogReader {
             // Without event time (epochs count rows): close the epoch rows were sent
             // in; a later row joins the next, and no row is late for it.
             (None, _) => self.epoch + u64::from(self.dirty),
-            // An event time of unknown unit cannot move with the clock, and closing the
-            // epoch of the latest time would make the next in-order row (of that time, or
-            // of a time in that epoch) late: time moves with rows only (declare
-            // `time_unit` for windows that close on an idle stream).
+            // An event time of unknown unit cannot move with the clock. Closing the epoch
+            // of the latest time would make the next in-order row (of that time, or of
+            // a time in that epoch) late where windows or joins judge lateness: there
+            // time moves with rows only (declare `time_unit` for windows that close on an
+            // idle stream); elsewhere the epoch closes so its rows go out.
+            (Some(_), None) if hb.close_unknown => self.epoch + u64::from(self.dirty),
             (Some(_), None) => return None,
         };
         (epoch > self.epoch).then_some(epoch)
@@ -259,7 +266,8 @@ impl LogReader {
         let Some(hb) = self.heartbeat else {
             return false;
         };
-        let counts_rows = self.time.is_none();
+        let counts_rows =
+            self.time.is_none() || (hb.units_per_second.is_none() && hb.close_unknown);
         counts_rows && self.dirty && self.opened.is_some_and(|t| t.elapsed() >= hb.idle)
     }
 }
@@ -542,6 +550,7 @@ mod tests {
             heartbeat: Some(Heartbeat {
                 idle: Duration::from_millis(1),
                 units_per_second: None,
+                close_unknown: true,
             }),
             ticks: Some(path.clone()),
             hold: None,

@@ -99,6 +99,9 @@ pub struct LiveSession {
     pub strict: bool,
     /// The late-row counter of the query compiled last (its install counts with it).
     late: Option<Arc<braid_sql::run::LateRows>>,
+    /// Whether the query compiled last judges lateness (a window or a join): its
+    /// streams' time of unknown unit then moves with rows only ([`Heartbeat`]).
+    judges_time: bool,
     /// The catalog kept on disk, and checkpoints ([`LiveSession::recover`]).
     durable: Option<durable::Durable>,
     /// A follower: where the leader's statement being run takes checkpoints.
@@ -215,6 +218,7 @@ impl LiveSession {
             idle: Duration::from_millis(50),
             strict: false,
             late: None,
+            judges_time: false,
             durable: None,
             replicated: None,
             checkpoint_store: None,
@@ -537,6 +541,17 @@ impl LiveSession {
                 plan = crate::rescale::apply(&plan, &shape);
             }
         }
+        let judges_time = std::mem::take(&mut self.judges_time);
+        if judges_time && checkpoint.is_none() {
+            // Readers of its own, whose time of unknown unit moves with rows only.
+            for stream in &reads {
+                if let Some(log) = self.logs.get(stream) {
+                    let def = &self.script.catalog.streams[stream];
+                    let source = self.log_source(def, log, None, false);
+                    registry.add_source(&format!("log:{stream}"), source);
+                }
+            }
+        }
         // Its readers journal the epochs they close for want of rows (a follower's
         // sources read nothing: worker 0, the leader's, reads the streams; so only
         // the leader makes the directory).
@@ -549,7 +564,7 @@ impl LiveSession {
                 if let Some(log) = self.logs.get(stream) {
                     let def = &self.script.catalog.streams[stream];
                     let ticks = cfg.dir.join(format!("ticks-{stream}.log"));
-                    let source = self.log_source(def, log, Some(ticks));
+                    let source = self.log_source(def, log, Some(ticks), !judges_time);
                     registry.add_source(&format!("log:{stream}"), source);
                 }
             }
@@ -628,7 +643,7 @@ impl LiveSession {
     /// Keeps `log` as stream `name` (declared as `def`): queries read it through the
     /// source `log:<name>`.
     fn add_log(&mut self, name: String, def: &StreamDef, log: Arc<StreamLog>) {
-        let source = self.log_source(def, &log, None);
+        let source = self.log_source(def, &log, None, true);
         self.script
             .registry
             .add_source(&format!("log:{name}"), source);
@@ -642,13 +657,14 @@ impl LiveSession {
         def: &StreamDef,
         log: &Arc<StreamLog>,
         ticks: Option<PathBuf>,
+        close_unknown: bool,
     ) -> Arc<LogSource> {
         // A checkpointed query's readers share one hold, kept across them.
         let hold = ticks.as_ref().map(|_| log.hold(log.first_row()));
         Arc::new(LogSource {
             log: log.clone(),
             source: def.source.clone(),
-            heartbeat: Some(heartbeat(def, self.idle)),
+            heartbeat: Some(heartbeat(def, self.idle, close_unknown)),
             ticks,
             hold,
         })
@@ -674,6 +690,10 @@ impl LiveSession {
             return Err(Error::Plan(braid_plan::error::Error::NotSupported(why)));
         }
         self.late = Some(self.script.jobs[jobs].late.clone());
+        self.judges_time = self.script.jobs[jobs]
+            .logical
+            .as_ref()
+            .is_some_and(judges_time);
         let job = self.script.jobs[jobs].clone_parts();
         let job = (job.0, job.1);
         let schema = match &job.1 {
@@ -767,11 +787,26 @@ fn reads(plan: &Plan) -> Vec<String> {
 }
 
 /// How time moves on `def` when idle.
-fn heartbeat(def: &StreamDef, idle: Duration) -> Heartbeat {
+fn heartbeat(def: &StreamDef, idle: Duration, close_unknown: bool) -> Heartbeat {
     Heartbeat {
         idle,
         units_per_second: def.time_unit.map(|u| u.per_second()),
+        close_unknown,
     }
+}
+
+/// Whether query `l` judges lateness: an aggregate over a window of event time, or a
+/// join of two streams (their state closes with event time).
+fn judges_time(l: &braid_sql::logical::Logical) -> bool {
+    use braid_sql::logical::{Logical, WindowSpec};
+    let own = match l {
+        Logical::Aggregate { window, .. } => {
+            !matches!(window, WindowSpec::Unbounded | WindowSpec::Count { .. })
+        }
+        Logical::Join { .. } => true,
+        _ => false,
+    };
+    own || l.children().into_iter().any(judges_time)
 }
 
 fn columns(schema: &Schema) -> Vec<(String, DataType)> {

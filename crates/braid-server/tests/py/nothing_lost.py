@@ -117,15 +117,25 @@ with psycopg.connect(dsn, autocommit=True) as conn:
     for g, w in zip(got, want):
         check(g, w, f"row {w[0]} through SELECT")
 
-    # The same rows through SUBSCRIBE (COPY text out, parsed by psycopg's own loader).
+    # The same rows through SUBSCRIBE (COPY text out, parsed by psycopg's own loader),
+    # on a connection of its own, closed once every row has come (a subscription does
+    # not end by itself).
     got = []
-    with conn.cursor() as cur:
-        with cur.copy("COPY (SUBSCRIBE TO rt) TO STDOUT") as copy:
-            copy.set_types(["int8", "text", "int8"])
-            for row in copy.rows():
-                got.append(tuple(row))
-                if len(got) == len(want):
-                    break
+    sub = psycopg.connect(dsn, autocommit=True)
+    # (The context manager is kept: collected, it would wait for the COPY to end.)
+    subscription = sub.cursor().copy("COPY (SUBSCRIBE TO rt) TO STDOUT")
+    copy = subscription.__enter__()
+    copy.set_types(["int8", "text", "int8"])
+    for row in copy.rows():
+        got.append(tuple(row))
+        if len(got) == len(want):
+            break
+    sub.close()
+    try:
+        subscription.__exit__(None, None, None)
+    except psycopg.Error:
+        pass  # the connection is closed: what a subscriber that goes away does
+    check(len(got), len(want), "rows back through SUBSCRIBE")
     got = sorted(got, key=repr)
     for g, w in zip(got, want):
         check(g, w, f"row {w[0]} through SUBSCRIBE")
