@@ -50,6 +50,11 @@ impl Rng {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
     }
 
+    /// One of `words`.
+    pub fn word(&mut self, words: &[&'static str]) -> &'static str {
+        words[self.below(words.len())]
+    }
+
     /// One of `items`.
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len())]
