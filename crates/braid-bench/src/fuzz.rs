@@ -66,6 +66,9 @@ pub struct FuzzArgs {
     /// Seconds one shrink may take.
     #[arg(long, default_value_t = 90)]
     pub shrink_seconds: u64,
+    /// Failures written with their files at most (all are counted).
+    #[arg(long, default_value_t = 200)]
+    pub keep: usize,
     /// The Python with duckdb installed.
     #[arg(long, default_value = "python3")]
     pub python: String,
@@ -114,8 +117,10 @@ pub struct Summary {
     pub oracle_errors: Vec<(String, String)>,
     /// Agreements.
     pub agreed: usize,
-    /// Failures.
+    /// Failures, the first `--keep` of them with their files.
     pub failures: Vec<Failure>,
+    /// Failures per kind (all of them).
+    pub failure_kinds: BTreeMap<String, usize>,
 }
 
 /// The outcome of one query.
@@ -434,6 +439,10 @@ pub fn fuzz(args: &FuzzArgs) -> Result<Summary> {
                     summary.oracle_errors.push((ast::duck(&q, &ds), e.clone()))
                 }
                 Verdict::Fail { kind, mode, .. } => {
+                    *summary.failure_kinds.entry(kind.clone()).or_default() += 1;
+                    if summary.failures.len() >= args.keep {
+                        continue;
+                    }
                     let sig = verdict.signature().unwrap_or_default();
                     let first_of_kind = seen.insert(format!("{sig} {constructs:?}"));
                     let (q2, ds2, v2, did) = if first_of_kind && shrunk < args.shrink_max {
@@ -615,11 +624,19 @@ pub fn summary_markdown(s: &Summary, args: &FuzzArgs) -> String {
         s.queries as f64 / minutes.max(1e-9),
         args.workers,
         s.agreed,
-        s.queries - s.agreed - s.both_errors - s.oracle_errors.len() - s.failures.len(),
+        s.queries
+            - s.agreed
+            - s.both_errors
+            - s.oracle_errors.len()
+            - s.failure_kinds.values().sum::<usize>(),
         s.both_errors,
         s.oracle_errors.len(),
-        s.failures.len()
+        s.failure_kinds.values().sum::<usize>()
     );
+    for (k, n) in &s.failure_kinds {
+        let _ = writeln!(out, "- {k}: {n}");
+    }
+    let _ = writeln!(out);
     let _ = writeln!(out, "## Constructs\n\n| construct | queries | refused by Braid | example refusal |\n|---|---:|---:|---|");
     for (c, n) in &s.constructs {
         let (r, msg) = s
@@ -675,7 +692,7 @@ pub fn run(args: FuzzArgs) -> Result<()> {
         s.queries,
         minutes,
         s.queries as f64 / minutes.max(1e-9),
-        s.failures.len(),
+        s.failure_kinds.values().sum::<usize>(),
         args.out.join("summary.md").display()
     );
     Ok(())

@@ -46,6 +46,7 @@ fn braid_agrees_with_duckdb_on_a_seeded_sample_of_random_queries() {
         skip: KNOWN_CONSTRUCTS.iter().map(|s| s.to_string()).collect(),
         shrink_max: 3,
         shrink_seconds: 30,
+        keep: 50,
         python: "python3".into(),
         timeout: 30,
     };

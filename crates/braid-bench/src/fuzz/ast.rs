@@ -1326,7 +1326,7 @@ fn select_braid(sel: &Select) -> String {
             let cols = items.iter().map(|i| match i {
                 Item::Start => "window_start".to_string(),
                 Item::End => "window_end".to_string(),
-                Item::Key(k) => keys[*k].render(Style::Braid),
+                Item::Key(k) => key_braid(&keys[*k]),
                 Item::Agg(a) => a.render(Style::Braid),
             });
             out.push_str(&aliased(cols));
@@ -1335,7 +1335,7 @@ fn select_braid(sel: &Select) -> String {
             if let Some(w) = window {
                 group.push(window_braid(*w, &sel.time().render(Style::Braid)));
             }
-            group.extend(keys.iter().map(|k| k.render(Style::Braid)));
+            group.extend(keys.iter().map(key_braid));
             if !group.is_empty() {
                 let _ = write!(out, " GROUP BY {}", group.join(", "));
             }
@@ -1357,6 +1357,15 @@ fn select_braid(sel: &Select) -> String {
         }
     }
     out
+}
+
+/// A GROUP BY key as Braid SQL: a bare integer would be a position (`GROUP BY 1`), so
+/// a literal key is cast.
+fn key_braid(k: &Expr) -> String {
+    match k {
+        Expr::Int(i) => format!("CAST({i} AS BIGINT)"),
+        _ => k.render(Style::Braid),
+    }
 }
 
 /// ORDER BY window_end first, then every other column by position.
