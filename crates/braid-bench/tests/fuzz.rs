@@ -37,7 +37,7 @@ fn braid_agrees_with_duckdb_on_a_seeded_sample_of_random_queries() {
     let out = tempfile::tempdir().expect("temp dir");
     let args = FuzzArgs {
         minutes: 10.0,
-        queries: Some(2500),
+        queries: Some(5000),
         seed: 20261207,
         workers: vec![1, 2, 4],
         out: out.path().to_path_buf(),
@@ -78,7 +78,7 @@ fn braid_agrees_with_duckdb_on_a_seeded_sample_of_random_queries() {
         panic!("{msg}");
     }
     assert!(
-        summary.queries >= 2500,
+        summary.queries >= 5000,
         "only {} queries ran",
         summary.queries
     );
