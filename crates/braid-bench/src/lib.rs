@@ -18,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod checkpoints;
+pub mod fuzz;
 pub mod host;
 pub mod latency;
 pub mod measure;

@@ -6,8 +6,8 @@
 
 use anyhow::Result;
 use braid_bench::{
-    checkpoints, latency, parse, peer, placement, rate, retention, server, split, sql, trips, tune,
-    udf, vectors,
+    checkpoints, fuzz, latency, parse, peer, placement, rate, retention, server, split, sql, trips,
+    tune, udf, vectors,
 };
 use clap::{Parser, Subcommand};
 
@@ -57,6 +57,8 @@ enum Command {
     Trips(trips::TripsArgs),
     /// Numeric vector streams (LOFAR-like): FFT queries against a loop over the same FFT.
     Vectors(vectors::VectorsArgs),
+    /// A differential query fuzzer: random data and queries on Braid and on DuckDB.
+    Fuzz(fuzz::FuzzArgs),
 }
 
 fn main() {
@@ -83,5 +85,6 @@ fn run() -> Result<()> {
         Command::Udf(a) => udf::run(a),
         Command::Trips(a) => trips::run(a),
         Command::Vectors(a) => vectors::run(a),
+        Command::Fuzz(a) => fuzz::run(a),
     }
 }
