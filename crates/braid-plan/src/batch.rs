@@ -209,6 +209,20 @@ impl Scalar {
     }
 }
 
+/// A float as a key: SQL's equality, where `-0.0 = 0.0` and every NaN is the same value
+/// (greater than every other, as in PostgreSQL). Grouping, DISTINCT, joins' keys and the
+/// hashes that place rows compare floats through this.
+#[inline]
+pub fn float_key(f: f64) -> f64 {
+    if f == 0.0 {
+        0.0
+    } else if f.is_nan() {
+        f64::NAN
+    } else {
+        f
+    }
+}
+
 impl PartialEq for Scalar {
     fn eq(&self, other: &Scalar) -> bool {
         self.cmp(other) == Ordering::Equal
@@ -217,7 +231,7 @@ impl PartialEq for Scalar {
 impl Eq for Scalar {}
 
 /// Consistent with `Eq`: values of different types are never equal, and floats are
-/// equal exactly when their bits are (`total_cmp`).
+/// equal exactly when their keys' bits are ([`float_key`], then `total_cmp`).
 impl std::hash::Hash for Scalar {
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
         match self {
@@ -228,7 +242,7 @@ impl std::hash::Hash for Scalar {
             }
             Scalar::Float(f) => {
                 h.write_u8(2);
-                h.write_u64(f.to_bits());
+                h.write_u64(float_key(*f).to_bits());
             }
             Scalar::Bool(b) => {
                 h.write_u8(3);
@@ -242,7 +256,7 @@ impl std::hash::Hash for Scalar {
                 h.write_u8(5);
                 h.write_usize(a.len());
                 for x in a {
-                    h.write_u64(x.to_bits());
+                    h.write_u64(float_key(*x).to_bits());
                 }
             }
             Scalar::Ints(a) => {
@@ -261,13 +275,13 @@ impl Ord for Scalar {
     fn cmp(&self, other: &Scalar) -> Ordering {
         match (self, other) {
             (Scalar::Int(a), Scalar::Int(b)) => a.cmp(b),
-            (Scalar::Float(a), Scalar::Float(b)) => a.total_cmp(b),
+            (Scalar::Float(a), Scalar::Float(b)) => float_key(*a).total_cmp(&float_key(*b)),
             (Scalar::Bool(a), Scalar::Bool(b)) => a.cmp(b),
             (Scalar::Str(a), Scalar::Str(b)) => a.cmp(b),
             (Scalar::Floats(a), Scalar::Floats(b)) => a
                 .iter()
                 .zip(b)
-                .map(|(x, y)| x.total_cmp(y))
+                .map(|(x, y)| float_key(*x).total_cmp(&float_key(*y)))
                 .find(|o| o.is_ne())
                 .unwrap_or_else(|| a.len().cmp(&b.len())),
             (Scalar::Ints(a), Scalar::Ints(b)) => a.cmp(b),

@@ -21,7 +21,7 @@ fn key_part(d: &Datum) -> (u8, u64) {
     match *d {
         Datum::Null => (0, 0),
         Datum::Int(i) => (1, i as u64),
-        Datum::Float(f) => (2, f.to_bits()),
+        Datum::Float(f) => (2, crate::batch::float_key(f).to_bits()),
         Datum::Bool(b) => (3, b as u64),
         Datum::Str(o, l) => (4, ((o as u64) << 32) | l as u64),
         // Refused by `KeyedMerge::new`: a datum's place in its batch is no key.

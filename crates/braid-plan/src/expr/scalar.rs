@@ -137,7 +137,7 @@ pub fn stable_hash(v: Value<'_>) -> i64 {
     match v {
         Value::Null => eat(&[0]),
         Value::Int(i) => eat(&i.to_le_bytes()),
-        Value::Float(f) => eat(&f.to_bits().to_le_bytes()),
+        Value::Float(f) => eat(&crate::batch::float_key(f).to_bits().to_le_bytes()),
         Value::Bool(b) => eat(&[b as u8]),
         Value::Str(s) => eat(s.as_bytes()),
         // A word at a time (FNV-1a over 64-bit words, after a type byte): arrays are
@@ -145,7 +145,7 @@ pub fn stable_hash(v: Value<'_>) -> i64 {
         Value::Floats(a) => {
             eat(&[5]);
             for x in a {
-                h = (h ^ x.to_bits()).wrapping_mul(0x0100_0000_01b3);
+                h = (h ^ crate::batch::float_key(*x).to_bits()).wrapping_mul(0x0100_0000_01b3);
             }
         }
         Value::Ints(a) => {

@@ -38,7 +38,12 @@ impl Planner<'_> {
         for item in &s.projection {
             match item {
                 ast::SelectItem::UnnamedExpr(e)
-                | ast::SelectItem::ExprWithAlias { expr: e, .. } => keys.push(e.clone()),
+                | ast::SelectItem::ExprWithAlias { expr: e, .. } => {
+                    // A column selected twice is one key (`SELECT DISTINCT a.x, a.x AS y`).
+                    if !keys.contains(e) {
+                        keys.push(e.clone());
+                    }
+                }
                 other => {
                     return Err(Error::NotSupported(
                         "SELECT DISTINCT * (list the columns: SELECT DISTINCT a, b)".into(),

@@ -56,7 +56,15 @@ impl Planner<'_> {
         }
         // GROUP BY, or aggregates in the SELECT list or HAVING: an aggregate query.
         let group: Vec<ast::Expr> = match &s.group_by {
-            ast::GroupByExpr::Expressions(exprs, mods) if mods.is_empty() => exprs.clone(),
+            // A key named twice is one key (`GROUP BY a.s, a.s`).
+            ast::GroupByExpr::Expressions(exprs, mods) if mods.is_empty() => {
+                exprs.iter().fold(Vec::new(), |mut keys, e| {
+                    if !keys.contains(e) {
+                        keys.push(e.clone());
+                    }
+                    keys
+                })
+            }
             other => {
                 // sqlparser keeps no span of the clause: point at GROUP after FROM/WHERE.
                 let after = s.selection.as_ref().map_or(from_span.end, |w| w.span().end);
