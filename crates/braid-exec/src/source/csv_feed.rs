@@ -1180,7 +1180,7 @@ mod tests {
                 } else {
                     &line.as_bytes()[a..b]
                 };
-                match parse_field(bytes, DataType::Int64, false) {
+                match parse_field(bytes, DataType::Int64, false, false) {
                     Ok(Value::Int(v)) => Some(v),
                     _ => None,
                 }

@@ -198,35 +198,33 @@ impl LiveSession {
                 .map_err(|e| plan_error(&format!("INSERT INTO {}: {e}", log.name())))?;
             return Ok(Outcome::Done(format!("INSERT 0 {n}")));
         }
-        {
-            if self.recovering() {
-                return Err(plan_error(&format!(
-                    "a query appending to stream {}, which other producers may write too, cannot resume where it stopped (its output cannot be cut back); run it again, or make its rows a stream of its own with CREATE STREAM ... AS",
-                    log.name()
-                )));
-            }
-            // A query appending to the stream, running until dropped.
-            let (sql, plan, schema) = self.compile_query(&alone(text, p.at(3)..p.range.end))?;
-            let want = columns(log.schema());
-            let got = columns(&schema);
-            if want.iter().map(|c| c.1).ne(got.iter().map(|c| c.1)) {
-                return Err(plan_error(&format!(
-                    "INSERT INTO {}: the query makes ({}), the stream has ({})",
-                    log.name(),
-                    schema.column_list(),
-                    log.schema().column_list()
-                )));
-            }
-            let _ = sql;
-            self.install(
-                text[p.range.clone()].to_string(),
-                plan,
-                format!("stream {}", log.name()),
-                Some(log),
-                false,
-            )?;
-            return Ok(Outcome::Done("INSERT 0 0".into()));
+        if self.recovering() {
+            return Err(plan_error(&format!(
+                "a query appending to stream {}, which other producers may write too, cannot resume where it stopped (its output cannot be cut back); run it again, or make its rows a stream of its own with CREATE STREAM ... AS",
+                log.name()
+            )));
         }
+        // A query appending to the stream, running until dropped.
+        let (sql, plan, schema) = self.compile_query(&alone(text, p.at(3)..p.range.end))?;
+        let want = columns(log.schema());
+        let got = columns(&schema);
+        if want.iter().map(|c| c.1).ne(got.iter().map(|c| c.1)) {
+            return Err(plan_error(&format!(
+                "INSERT INTO {}: the query makes ({}), the stream has ({})",
+                log.name(),
+                schema.column_list(),
+                log.schema().column_list()
+            )));
+        }
+        let _ = sql;
+        self.install(
+            text[p.range.clone()].to_string(),
+            plan,
+            format!("stream {}", log.name()),
+            Some(log),
+            false,
+        )?;
+        Ok(Outcome::Done("INSERT 0 0".into()))
     }
 
     /// `COPY stream FROM STDIN [WITH (FORMAT csv, HEADER)]` or `COPY (query) TO STDOUT`.
