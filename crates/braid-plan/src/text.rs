@@ -178,3 +178,53 @@ pub fn split_fields(
         i += 1; // the comma
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PostgreSQL's COPY rules: an unquoted empty field is null, a quoted one (or a field
+    /// written as a value) the empty string; TEXT keeps its spaces; other types read the
+    /// field between white space, which alone is null there.
+    #[test]
+    fn null_and_the_empty_string_as_copy_tells_them_apart() {
+        let s = DataType::String;
+        assert_eq!(parse_field(b"", s, true, false), Ok(Value::Null));
+        assert_eq!(parse_field(b"", s, true, true), Ok(Value::Str("")));
+        assert_eq!(parse_field(b"  ", s, true, false), Ok(Value::Str("  ")));
+        assert_eq!(parse_field(b" a ", s, true, false), Ok(Value::Str(" a ")));
+        assert!(parse_field(b"", s, false, false).is_err());
+        assert_eq!(parse_field(b"", s, false, true), Ok(Value::Str("")));
+        let i = DataType::Int64;
+        assert_eq!(parse_field(b" 7 ", i, true, false), Ok(Value::Int(7)));
+        assert_eq!(parse_field(b"  ", i, true, false), Ok(Value::Null));
+        assert!(parse_field(b"x", i, true, true).is_err());
+    }
+
+    /// A quoted field's quotes are undone, and it says it was quoted.
+    #[test]
+    fn fields_say_whether_they_were_quoted() {
+        let (mut data, mut fields) = (Vec::new(), Vec::new());
+        split_fields(br#",""," a ","b""c""#, &mut data, &mut fields).unwrap();
+        let got: Vec<(String, bool)> = fields
+            .iter()
+            .map(|&(a, b, _, q)| {
+                let bytes = if q {
+                    &data[a..b]
+                } else {
+                    &br#",""," a ","b""c""#[a..b]
+                };
+                (String::from_utf8_lossy(bytes).into_owned(), q)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (String::new(), false),
+                (String::new(), true),
+                (" a ".into(), true),
+                ("b\"c".into(), true)
+            ]
+        );
+    }
+}
