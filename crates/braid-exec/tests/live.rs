@@ -426,7 +426,10 @@ fn a_live_query_under_a_latency_constraint_gets_its_rows_and_measures_them() {
         let mut s = session(workers);
         run(
             &mut s,
-            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', epoch = 50)",
+            // A time unit: the last window closes when the stream has been idle long
+            // enough (event time moves with the clock); without one, time moves with
+            // rows only for a windowed query, and it would wait for a later row.
+            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms', epoch = 50)",
         );
         let mut free = subscription(
             &mut s,
