@@ -541,30 +541,25 @@ impl LiveSession {
                 plan = crate::rescale::apply(&plan, &shape);
             }
         }
+        // Readers of its own: a checkpointed query's journal the epochs they close for
+        // want of rows (a follower's sources read nothing: worker 0, the leader's, reads
+        // the streams; so only the leader makes the directory), and where it judges
+        // lateness, time of unknown unit moves with rows only.
         let judges_time = std::mem::take(&mut self.judges_time);
-        if judges_time && checkpoint.is_none() {
-            // Readers of its own, whose time of unknown unit moves with rows only.
-            for stream in &reads {
-                if let Some(log) = self.logs.get(stream) {
-                    let def = &self.script.catalog.streams[stream];
-                    let source = self.log_source(def, log, None, false);
-                    registry.add_source(&format!("log:{stream}"), source);
-                }
-            }
-        }
-        // Its readers journal the epochs they close for want of rows (a follower's
-        // sources read nothing: worker 0, the leader's, reads the streams; so only
-        // the leader makes the directory).
         if let Some(cfg) = &checkpoint {
             if !self.engine.follows() {
                 std::fs::create_dir_all(&cfg.dir)
                     .map_err(|e| Error::io(format!("creating {}", cfg.dir.display()), e))?;
             }
+        }
+        if checkpoint.is_some() || judges_time {
             for stream in &reads {
                 if let Some(log) = self.logs.get(stream) {
                     let def = &self.script.catalog.streams[stream];
-                    let ticks = cfg.dir.join(format!("ticks-{stream}.log"));
-                    let source = self.log_source(def, log, Some(ticks), !judges_time);
+                    let ticks = checkpoint
+                        .as_ref()
+                        .map(|cfg| cfg.dir.join(format!("ticks-{stream}.log")));
+                    let source = self.log_source(def, log, ticks, !judges_time);
                     registry.add_source(&format!("log:{stream}"), source);
                 }
             }

@@ -183,6 +183,12 @@ with psycopg.connect(dsn) as conn:
     conn.execute("INSERT INTO ex VALUES (200, 'dropped')")
     conn.rollback()
     try:
+        conn.execute("INSERT INTO ex (a) SELECT a FROM ex")
+        sys.exit("INSERT (columns) SELECT inside a transaction block was taken")
+    except psycopg.errors.FeatureNotSupported:
+        pass
+    conn.rollback()
+    try:
         conn.execute("CREATE STREAM nope (a BIGINT)")
         sys.exit("CREATE STREAM inside a transaction block was accepted")
     except psycopg.errors.FeatureNotSupported:

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::live::ingest::{self, Format, Ingest};
 use crate::live::log::StreamLog;
 use crate::live::subscription::Subscription;
+use braid_plan::batch::Scalar;
 use braid_plan::plan::SourceSpec;
 use braid_sql::add_statements;
 use braid_sql::catalog::{Listing, StreamDef};
@@ -184,16 +185,7 @@ impl LiveSession {
         // VALUES, with or without a column list: parsed by sqlparser, every value a
         // constant evaluated and typed as its column (`braid_sql::values`).
         if p.inserts_values() {
-            let statement = &text[p.range.clone()];
-            let rows = braid_sql::values::insert_values(statement, log.schema())
-                .map_err(Error::Plan)?
-                .ok_or_else(|| {
-                    Error::Plan(braid_plan::error::Error::NotSupported(format!(
-                        "INSERT INTO {} (columns) SELECT ...: a query appends whole rows; write INSERT INTO {} SELECT ... with every column",
-                        log.name(),
-                        log.name()
-                    )))
-                })?;
+            let rows = values_of(text, p, &log)?;
             let n = ingest::insert(&log, &rows)
                 .map_err(|e| plan_error(&format!("INSERT INTO {}: {e}", log.name())))?;
             return Ok(Outcome::Done(format!("INSERT 0 {n}")));
@@ -434,4 +426,19 @@ impl LiveSession {
             rows,
         }
     }
+}
+
+/// The rows of `INSERT INTO stream [(columns)] VALUES ...` (statement `p` of `text`),
+/// typed as `log`'s columns, not appended (`braid_sql::values`); `INSERT INTO stream
+/// (columns) SELECT` is refused by name.
+pub(super) fn values_of(text: &str, p: &Piece, log: &StreamLog) -> Result<Vec<Vec<Scalar>>> {
+    braid_sql::values::insert_values(&text[p.range.clone()], log.schema())
+        .map_err(Error::Plan)?
+        .ok_or_else(|| {
+            Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                "INSERT INTO {} (columns) SELECT ...: a query appends whole rows; write INSERT INTO {} SELECT ... with every column",
+                log.name(),
+                log.name()
+            )))
+        })
 }

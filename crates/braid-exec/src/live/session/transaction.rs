@@ -139,9 +139,7 @@ impl LiveSession {
             .log(name)
             .cloned()
             .ok_or_else(|| plan_error(&format!("INSERT INTO {name}: no such stream")))?;
-        let rows = braid_sql::values::insert_values(&text[p.range.clone()], log.schema())
-            .map_err(Error::Plan)?
-            .unwrap_or_default();
+        let rows = super::statements::values_of(text, p, &log)?;
         Ok((log, rows))
     }
 }
