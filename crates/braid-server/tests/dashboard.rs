@@ -20,20 +20,6 @@ fn server(name: &str, workers: usize) -> Server {
     })
 }
 
-fn psql_ok(s: &Server, sql: &str) -> String {
-    let out = s
-        .psql()
-        .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-        .output()
-        .expect("psql runs");
-    assert!(
-        out.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 fn script(name: &str) -> String {
     format!("{}/tests/py/{name}", env!("CARGO_MANIFEST_DIR"))
 }
@@ -77,12 +63,8 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
     for workers in [1, 2] {
         let s = server(&format!("metrics{workers}"), workers);
         let at = s.http.expect("the HTTP listener");
-        psql_ok(
-            &s,
-            "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)",
-        );
-        psql_ok(
-            &s,
+        s.psql_ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)");
+        s.psql_ok(
             "CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur FROM calls WHERE dur > 100",
         );
         let rows: Vec<(i64, i64, i64)> = (0..300).map(|i| (i % 7, (i * 37) % 200, i)).collect();
@@ -90,7 +72,7 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
             .iter()
             .map(|(a, b, c)| format!("({a},{b},{c})"))
             .collect();
-        psql_ok(&s, &format!("INSERT INTO calls VALUES {}", v.join(",")));
+        s.psql_ok(&format!("INSERT INTO calls VALUES {}", v.join(",")));
         // Two malformed lines (a bad number, a field too many) among three good ones
         // (empty fields are NULLs).
         let batch = "1,150,300\nx,1,1\n2,10,301\n3,,\n4,190,302,9\n";
@@ -104,7 +86,7 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
         // Wait until the query has read every row.
         let start = Instant::now();
         let shown = loop {
-            let q = psql_ok(&s, "SHOW QUERIES");
+            let q = s.psql_ok("SHOW QUERIES");
             let cols: Vec<String> = q
                 .lines()
                 .next()
@@ -124,23 +106,20 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
             std::thread::sleep(Duration::from_millis(50));
         };
         // A windowed query and a row that comes after its window closed: one late row.
-        psql_ok(
-            &s,
-            "CREATE STREAM ev (k BIGINT, t BIGINT) WITH (event_time = 't')",
+        // (A time unit, so that the idle stream's time moves with the clock and the late
+        // row's epoch ends; without one a windowed query's time moves with rows only.)
+        s.psql_ok(
+            "CREATE STREAM ev (k BIGINT, t BIGINT) WITH (event_time = 't', time_unit = 'ms')",
         );
-        psql_ok(
-            &s,
-            "CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n FROM ev GROUP BY k, TUMBLE(t, 100)",
+        s.psql_ok("CREATE MATERIALIZED VIEW per_k AS SELECT k, count(*) AS n FROM ev GROUP BY k, TUMBLE(t, 100)",
         );
         // A view under a latency constraint (query 3): its rows' latencies are measured.
-        psql_ok(
-            &s,
-            "SET max_latency = '200ms'; CREATE MATERIALIZED VIEW held AS SELECT caller, dur FROM calls WHERE dur > 150; SET max_latency = 'off'",
+        s.psql_ok("SET max_latency = '200ms'; CREATE MATERIALIZED VIEW held AS SELECT caller, dur FROM calls WHERE dur > 150; SET max_latency = 'off'",
         );
         let ev: Vec<String> = (0..1000).map(|t| format!("({},{t})", t % 3)).collect();
-        psql_ok(&s, &format!("INSERT INTO ev VALUES {}", ev.join(",")));
-        std::thread::sleep(Duration::from_millis(300)); // the idle stream's epoch closes
-        psql_ok(&s, "INSERT INTO ev VALUES (1, 5)");
+        s.psql_ok(&format!("INSERT INTO ev VALUES {}", ev.join(",")));
+        std::thread::sleep(Duration::from_millis(300)); // the idle stream's time moves on
+        s.psql_ok("INSERT INTO ev VALUES (1, 5)");
         let start = Instant::now();
         let m = loop {
             let m = metrics(at);
@@ -235,10 +214,10 @@ fn metrics_parse_as_prometheus_text_and_agree_with_what_ran() {
 fn the_dashboard_shows_the_running_query_in_a_real_browser() {
     let s = server("dashboard", 2);
     let at = s.http.expect("the HTTP listener");
-    psql_ok(&s, "CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms')");
-    psql_ok(&s, "CREATE MATERIALIZED VIEW per_caller AS SELECT caller, count(*) AS n FROM calls GROUP BY caller, TUMBLE(start, 1000)");
+    s.psql_ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT) WITH (event_time = 'start', time_unit = 'ms')");
+    s.psql_ok("CREATE MATERIALIZED VIEW per_caller AS SELECT caller, count(*) AS n FROM calls GROUP BY caller, TUMBLE(start, 1000)");
     // A view under a latency constraint (query 2): its card shows its rows' latencies.
-    psql_ok(&s, "SET max_latency = '200ms'; CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur FROM calls WHERE dur > 100");
+    s.psql_ok("SET max_latency = '200ms'; CREATE MATERIALIZED VIEW long_calls AS SELECT caller, dur FROM calls WHERE dur > 100");
     // Rows flow while the page is open: a batch every 50 ms.
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

@@ -59,19 +59,7 @@ fn rows_come_back_as_they_went_in_through_every_way_in() {
 /// view: what a kill leaves, the checkpoint and the logs.)
 #[test]
 fn a_view_declared_after_an_ad_hoc_select_survives_a_restart() {
-    let run = |s: &Server, sql: &str| {
-        let out = s
-            .psql()
-            .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
-            .output()
-            .expect("psql runs");
-        assert!(
-            out.status.success(),
-            "{sql}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let run = |s: &Server, sql: &str| s.psql_ok(sql).trim().to_string();
     let mut s = Server::start("view-after-select", 2);
     run(
         &s,

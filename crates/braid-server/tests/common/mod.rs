@@ -67,6 +67,23 @@ impl Server {
         c
     }
 
+    /// Runs `sql` in a `psql` connection of its own; its output, or a panic naming the
+    /// statement and psql's error.
+    #[allow(dead_code)] // not every test file runs statements this way
+    pub fn psql_ok(&self, sql: &str) -> String {
+        let out = self
+            .psql()
+            .args(["-v", "ON_ERROR_STOP=1", "-c", sql])
+            .output()
+            .expect("psql runs");
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    }
+
     /// Starts `sql` in a connection of its own, without waiting.
     #[allow(dead_code)] // not every test file subscribes
     pub fn spawn(&self, sql: &str) -> Child {
