@@ -301,11 +301,7 @@ impl ExtendedQueryHandler for Conn {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let sql = bound(portal)?;
-        let mut outcomes = {
-            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-            let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-            session.execute_in(&sql, &mut tx)
-        };
+        let mut outcomes = self.execute(client, &sql).await?;
         if outcomes.len() > 1 {
             return Ok(Response::Error(Box::new(ErrorInfo::new(
                 "ERROR".into(),

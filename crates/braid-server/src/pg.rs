@@ -8,7 +8,7 @@ use crate::text::{cell, copy_line, pg_type};
 use async_trait::async_trait;
 use braid_exec::error::Error as ExecError;
 use braid_exec::live::ingest::Ingest;
-use braid_exec::live::{LiveSession, Outcome, Subscription, Transaction};
+use braid_exec::live::{Client, LiveSession, Outcome, Subscription};
 use braid_plan::types::DataType;
 use braid_sql::catalog::Listing;
 use futures::{Sink, SinkExt};
@@ -57,7 +57,7 @@ pub async fn serve(
             _ = &mut stopped => return,
             accepted = listener.accept() => {
                 let Ok((socket, _)) = accepted else { continue };
-                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None), limits, tx: Mutex::new(Transaction::default()) });
+                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None), limits, client: Mutex::new(Client::default()) });
                 let startup = startup.clone();
                 tokio::spawn(async move {
                     let _ = pgwire::tokio::process_socket(socket, None, Handlers(conn, startup)).await;
@@ -72,8 +72,50 @@ pub(crate) struct Conn {
     pub(crate) session: Shared,
     pub(crate) copy: Mutex<Option<Ingest>>,
     pub(crate) limits: Limits,
-    /// The client's transaction block, if one is open.
-    pub(crate) tx: Mutex<Transaction>,
+    /// The client's transaction block, if one is open, and the rows it sent.
+    pub(crate) client: Mutex<Client>,
+}
+
+impl Conn {
+    /// Runs `query`'s statements for this client; first sends it, as warnings, which
+    /// of the rows it sent before queries have since refused as late.
+    pub(crate) async fn execute<C>(
+        &self,
+        client: &mut C,
+        query: &str,
+    ) -> PgWireResult<Vec<braid_exec::error::Result<Outcome>>>
+    where
+        C: Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let (notices, outcomes) = {
+            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
+            let mut me = self.client.lock().unwrap_or_else(|p| p.into_inner());
+            let notices = session.late_notices(&mut me.sent);
+            (notices, session.execute_in(query, &mut me))
+        };
+        for text in notices {
+            warn(client, "01000", text).await?;
+        }
+        Ok(outcomes)
+    }
+}
+
+/// Sends a warning (a notice the client shows with the statement's answer).
+async fn warn<C>(client: &mut C, code: &str, text: String) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin + Send,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let notice = ErrorInfo::new("WARNING".into(), code.into(), text);
+    client
+        .send(PgWireBackendMessage::NoticeResponse(NoticeResponse::from(
+            notice,
+        )))
+        .await?;
+    Ok(())
 }
 
 struct Handlers(Arc<Conn>, Arc<crate::auth::Startup>);
@@ -153,11 +195,7 @@ impl SimpleQueryHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let outcomes = {
-            let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-            let mut tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-            session.execute_in(query, &mut tx)
-        };
+        let outcomes = self.execute(client, query).await?;
         let mut responses = Vec::new();
         for outcome in outcomes {
             match outcome {
@@ -425,13 +463,14 @@ impl CopyHandler for Conn {
                     r.line, r.column, r.reason
                 ));
             }
-            let notice = ErrorInfo::new("WARNING".into(), "22P04".into(), text);
-            client
-                .send(PgWireBackendMessage::NoticeResponse(NoticeResponse::from(
-                    notice,
-                )))
-                .await?;
+            warn(client, "22P04", text).await?;
         }
+        let sent = std::mem::take(&mut ingest.sent);
+        self.client
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .sent
+            .extend(sent);
         let tag = Tag::new("COPY").with_rows(ingest.rows as usize);
         client
             .send(PgWireBackendMessage::CommandComplete(tag.into()))

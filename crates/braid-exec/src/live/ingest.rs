@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::source::{parse_field, Reject};
 use braid_plan::batch::{Batch, RowKey, Scalar, Value};
 use braid_plan::types::Schema;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// How a producer's lines are written.
@@ -69,6 +70,8 @@ pub struct Ingest {
     pub rejected: u64,
     /// The first [`Ingest::KEEP`] malformed lines.
     pub rejects: Vec<Reject>,
+    /// The rows appended, by their sequence numbers in the stream (see [`Sent`]).
+    pub sent: Sent,
     /// Bytes taken so far (the producer's input starts at `start.offset`).
     taken: u64,
     /// Where the lines appended so far end.
@@ -94,6 +97,7 @@ impl Ingest {
             rows: 0,
             rejected: 0,
             rejects: Vec::new(),
+            sent: Sent::default(),
             taken: 0,
             done: Pos::default(),
             on_append: None,
@@ -226,7 +230,7 @@ impl Ingest {
             line: self.line,
         };
         let from = std::mem::replace(&mut self.done, to);
-        match self.on_append.as_mut() {
+        let seqs = match self.on_append.as_mut() {
             Some(hook) => self.log.append_with(&batch, |rows_before| {
                 hook(Mark {
                     rows_before,
@@ -234,9 +238,11 @@ impl Ingest {
                     from,
                     to,
                 })
-            }),
-            None => self.log.append(&batch),
-        }
+            })?,
+            None => self.log.append(&batch)?,
+        };
+        self.sent.add(self.log.name(), seqs);
+        Ok(())
     }
 }
 
@@ -328,7 +334,7 @@ fn push_row(
 
 /// Appends rows of values already typed as the stream's columns (`INSERT ... VALUES`,
 /// see `braid_sql::values`), all of them or none.
-pub fn insert(log: &StreamLog, rows: &[Vec<Scalar>]) -> std::result::Result<u64, String> {
+pub fn insert(log: &StreamLog, rows: &[Vec<Scalar>]) -> std::result::Result<Range<u64>, String> {
     let schema = log.schema().clone();
     let mut batch = Batch::new(schema.fields.len());
     let mut values: Vec<Value<'_>> = Vec::with_capacity(schema.fields.len());
@@ -351,8 +357,58 @@ pub fn insert(log: &StreamLog, rows: &[Vec<Scalar>]) -> std::result::Result<u64,
             &values,
         );
     }
-    log.append(&batch).map_err(|e| e.to_string())?;
-    Ok(rows.len() as u64)
+    log.append(&batch).map_err(|e| e.to_string())
+}
+
+/// The rows one producer appended, by stream and sequence numbers: what a client is
+/// told about when some of them turn out late for a query (see
+/// `LiveSession::late_notices`). The most recent [`Sent::KEEP`] runs are kept.
+#[derive(Debug, Default)]
+pub struct Sent {
+    runs: std::collections::VecDeque<(String, Range<u64>)>,
+    /// Per query (its engine id), how many of its late rows were looked at already.
+    pub(super) seen: std::collections::HashMap<u64, u64>,
+}
+
+impl Sent {
+    /// How many runs of rows are kept.
+    pub const KEEP: usize = 1024;
+
+    /// Rows `seqs` of `stream` were appended.
+    pub fn add(&mut self, stream: &str, seqs: Range<u64>) {
+        if seqs.is_empty() {
+            return;
+        }
+        if let Some((s, last)) = self.runs.back_mut() {
+            if s == stream && last.end == seqs.start {
+                last.end = seqs.end;
+                return;
+            }
+        }
+        if self.runs.len() == Sent::KEEP {
+            self.runs.pop_front();
+        }
+        self.runs.push_back((stream.to_string(), seqs));
+    }
+
+    /// Takes another producer's runs (a COPY's, into its client's).
+    pub fn extend(&mut self, other: Sent) {
+        for (s, r) in other.runs {
+            self.add(&s, r);
+        }
+    }
+
+    /// Whether row `seq` of `stream` was sent here.
+    pub fn holds(&self, stream: &str, seq: u64) -> bool {
+        self.runs
+            .iter()
+            .any(|(s, r)| s.eq_ignore_ascii_case(stream) && r.contains(&seq))
+    }
+
+    /// Whether anything was sent.
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
 }
 
 #[cfg(test)]

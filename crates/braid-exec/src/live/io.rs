@@ -506,7 +506,9 @@ impl SinkFn for LogSink {
     fn write(&self, rows: &Batch, _since_start: Duration, _epoch: u64) -> std::io::Result<()> {
         match self.log.append(rows) {
             Err(_) if self.log.is_closed() => Ok(()),
-            r => r.map_err(|e| std::io::Error::other(e.to_string())),
+            r => r
+                .map(drop)
+                .map_err(|e| std::io::Error::other(e.to_string())),
         }
     }
 

@@ -22,6 +22,7 @@ use braid_plan::expr::Expr;
 use braid_plan::types::{DataType, Schema};
 pub use braid_sql::catalog::Retention;
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -361,11 +362,11 @@ impl StreamLog {
     }
 
     /// Appends `rows` (their keys are replaced by their sequence numbers in the
-    /// stream); returns once they are in the log (and synced to its file). An empty
-    /// batch appends nothing.
-    pub fn append(&self, rows: &Batch) -> Result<()> {
+    /// stream); returns their sequence numbers once they are in the log (and synced to
+    /// its file). An empty batch appends nothing.
+    pub fn append(&self, rows: &Batch) -> Result<Range<u64>> {
         if rows.is_empty() {
-            return Ok(());
+            return Ok(0..0);
         }
         self.append_with(rows, |_| Ok(()))
     }
@@ -374,7 +375,11 @@ impl StreamLog {
     /// before these (also when there are none) while no other append can come in
     /// between: a producer notes there where it is in its own input (a tailed file's
     /// offset), durably, so that after a crash it knows whether this append landed.
-    pub fn append_with(&self, rows: &Batch, before: impl FnOnce(u64) -> Result<()>) -> Result<()> {
+    pub fn append_with(
+        &self,
+        rows: &Batch,
+        before: impl FnOnce(u64) -> Result<()>,
+    ) -> Result<Range<u64>> {
         let types: Vec<DataType> = self.schema.fields.iter().map(|f| f.ty).collect();
         let mut inner = self.lock();
         if inner.closed {
@@ -382,7 +387,7 @@ impl StreamLog {
         }
         before(inner.rows)?;
         if rows.is_empty() {
-            return Ok(());
+            return Ok(inner.rows..inner.rows);
         }
         let mut batch = Batch::with_capacity(rows.arity(), rows.len());
         let first = inner.rows;
@@ -424,7 +429,7 @@ impl StreamLog {
         if inner.retention.is_some() {
             self.trim(&mut inner, true)?;
         }
-        Ok(())
+        Ok(first..inner.rows)
     }
 
     /// Trims what the retention and the holds allow now, in memory only (a reader that

@@ -16,4 +16,4 @@ pub mod subscription;
 mod taps;
 
 pub use engine::{Engine, Status};
-pub use session::{LiveSession, Outcome, Recovered, Subscription, Transaction};
+pub use session::{Client, LiveSession, Outcome, Recovered, Subscription};

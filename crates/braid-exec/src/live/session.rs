@@ -18,6 +18,7 @@ pub use super::subscription::Subscription;
 
 mod alter;
 mod durable;
+mod late;
 mod statements;
 mod transaction;
 use super::io::{Heartbeat, LogSink, LogSource};
@@ -35,7 +36,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::time::Duration;
-pub use transaction::Transaction;
+pub use transaction::Client;
 
 /// What a statement did, for the front end to carry out.
 pub enum Outcome {
@@ -99,6 +100,9 @@ pub struct LiveSession {
     pub strict: bool,
     /// The late-row counter of the query compiled last (its install counts with it).
     late: Option<Arc<braid_sql::run::LateRows>>,
+    /// Rows the statement being run appended (`INSERT ... VALUES`), handed to its
+    /// client when it ends ([`Client`]).
+    appended: super::ingest::Sent,
     /// Whether the query compiled last judges lateness (a window or a join): its
     /// streams' time of unknown unit then moves with rows only ([`Heartbeat`]).
     judges_time: bool,
@@ -218,6 +222,7 @@ impl LiveSession {
             idle: Duration::from_millis(50),
             strict: false,
             late: None,
+            appended: Default::default(),
             judges_time: false,
             durable: None,
             replicated: None,
@@ -260,27 +265,27 @@ impl LiveSession {
     /// Runs the statements of `text` in order; stops at the first that fails (its
     /// error is the last item).
     pub fn execute(&mut self, text: &str) -> Vec<Result<Outcome>> {
-        self.execute_in(text, &mut Transaction::default())
+        self.execute_in(text, &mut Client::default())
     }
 
-    /// [`LiveSession::execute`] for a client whose transaction block, if it has one
-    /// open, is `tx` (see [`Transaction`]).
-    pub fn execute_in(&mut self, text: &str, tx: &mut Transaction) -> Vec<Result<Outcome>> {
+    /// [`LiveSession::execute`] for `client` (its transaction block, if it has one
+    /// open, and the rows it sent: see [`Client`]).
+    pub fn execute_in(&mut self, text: &str, client: &mut Client) -> Vec<Result<Outcome>> {
         let Some(pieces) = statements(text) else {
             // Text that does not tokenize: the parser words the error.
             let r = self.script_statement(text);
             if r.is_err() {
-                tx.fail();
+                client.fail();
             }
             return vec![r];
         };
         let mut out = Vec::new();
         for p in pieces {
-            if let Some(r) = self.in_transaction(text, &p, tx) {
+            if let Some(r) = self.in_transaction(text, &p, client) {
                 let failed = r.is_err();
                 out.push(r);
                 if failed {
-                    tx.fail();
+                    client.fail();
                     break;
                 }
                 continue;
@@ -288,6 +293,7 @@ impl LiveSession {
             let first_id = self.engine.next_id();
             self.durable_begin(text, &p);
             let mut r = self.statement(text, &p);
+            client.sent.extend(std::mem::take(&mut self.appended));
             let checkpoints = self.replicated_checkpoints();
             if let Err(e) = self.durable_end(&p, r.is_ok()) {
                 r = Err(e);
@@ -299,7 +305,7 @@ impl LiveSession {
             let failed = r.is_err();
             out.push(r);
             if failed {
-                tx.fail();
+                client.fail();
                 break;
             }
         }

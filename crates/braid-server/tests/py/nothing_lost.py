@@ -3,7 +3,7 @@ HTTP port and a free TCP port). Random rows (NULLs, empty strings, spaces, quote
 commas, tabs, backslashes, negative and extreme numbers) go in through INSERT with
 literals, psycopg's parameters, COPY csv, COPY text, a TCP producer and HTTP, and must
 come back identical through SELECT and through SUBSCRIBE; then transactions, INSERT's
-expressions, an in-order row after a pause, and the refusal of an aggregate that would
+expressions, an in-order row after a pause, late rows reported to their sender, and the refusal of an aggregate that would
 never answer. Exits non-zero with a message on the first wrong answer."""
 import random
 import socket
@@ -174,6 +174,32 @@ with psycopg.connect(dsn, autocommit=True) as conn:
     conn.execute("INSERT INTO paused VALUES (25)")
     check(conn.execute("SELECT window_end, n FROM pw LIMIT 1").fetchall(), [(10, 9)],
           "the window counts the rows after the pause")
+
+    # A row a query refuses as late is reported to the client that sent it, as a
+    # warning with its next statement, once; another client hears of its own only.
+    mine, theirs = [], []
+    conn.add_notice_handler(lambda d: mine.append(d.message_primary))
+    other = psycopg.connect(dsn, autocommit=True)
+    other.add_notice_handler(lambda d: theirs.append(d.message_primary))
+    conn.execute("INSERT INTO paused VALUES (3)")
+    other.execute("INSERT INTO paused VALUES (4), (26), (5)")
+    # (A windowed query takes an epoch's rows when the epoch ends: a later row ends it.)
+    conn.execute("INSERT INTO paused VALUES (45)")
+    deadline = time.time() + 30
+    while (not mine or not theirs) and time.time() < deadline:
+        time.sleep(0.05)
+        conn.execute("SHOW STREAMS")
+        other.execute("SHOW STREAMS")
+    conn.execute("SHOW STREAMS")
+    other.execute("SHOW STREAMS")
+    check(len(mine), 1, f"warnings to the late row's sender: {mine}")
+    check(mine[0].startswith("1 row(s) you sent to stream paused were late for query"), True,
+          f"the warning: {mine[0]}")
+    check(mine[0].endswith("rows 11 of the stream"), True, f"the row named: {mine[0]}")
+    check(len(theirs), 1, f"warnings to the other sender: {theirs}")
+    check(theirs[0].startswith("2 row(s) you sent"), True, f"the other's warning: {theirs[0]}")
+    check(theirs[0].endswith("rows 12, 14 of the stream"), True, f"its rows: {theirs[0]}")
+    other.close()
 
 # Transactions: psycopg's default mode sends BEGIN; rows land at COMMIT, never at
 # ROLLBACK, and a statement a block refuses fails the block.

@@ -14,7 +14,7 @@ use super::late::{Cx, LateOut};
 use super::session::Sessions;
 use super::Faults;
 use crate::logical::{AggCall, AggPhase, WindowSpec};
-use braid_plan::batch::{Batch, Row, Scalar, Value};
+use braid_plan::batch::{Batch, Row, RowKey, Scalar, Value};
 use braid_plan::expr::{Arena, Compiled, Expr, Fault, IntRows, Scratch};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -470,6 +470,14 @@ impl AggState {
                 })
             }));
             let row = batch.row(i as usize);
+            // The row's own sequence number (see `Cx::seq`), for a late row's sender.
+            let cx = &Cx {
+                seq: match RowKey::made_at_end(cx.seq) {
+                    true => cx.seq,
+                    false => batch.key(i as usize).seq,
+                },
+                ..*cx
+            };
             self.add(row, w.times[j], &inputs, cx, &mut none, &mut no_faults);
         }
         true

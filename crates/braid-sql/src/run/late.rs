@@ -18,7 +18,14 @@ pub(super) struct Cx {
     pub wm: i64,
     /// The start of the epoch being processed (a late row's `_refused_at`).
     pub at: i64,
+    /// The sequence number of the source row being processed ([`RowKey::AT_END`]: none,
+    /// a row made at the end of an epoch, or one of an earlier stage).
+    pub seq: u64,
 }
+
+/// How many refused rows' sequence numbers a query keeps for the clients that sent
+/// them ([`LateRows::refused_since`]).
+const KEPT_SEQS: usize = 1 << 16;
 
 /// Late rows of a query: counted, and written to a CSV file when one is given.
 #[derive(Debug, Default)]
@@ -26,6 +33,9 @@ pub struct LateRows {
     /// Rows that arrived after their window or join state had closed.
     pub count: AtomicU64,
     file: Option<(std::path::PathBuf, Mutex<csv::Writer<std::fs::File>>)>,
+    /// The sequence numbers of the most recent late source rows, and how many were
+    /// refused before the first kept ([`LateRows::refused_since`]).
+    seqs: Mutex<(u64, std::collections::VecDeque<u64>)>,
 }
 
 impl LateRows {
@@ -38,7 +48,20 @@ impl LateRows {
         Ok(LateRows {
             count: AtomicU64::new(0),
             file,
+            seqs: Mutex::default(),
         })
+    }
+
+    /// The late source rows refused since the `from`-th one (counted from the query's
+    /// start, or from the oldest kept when earlier ones were forgotten): their
+    /// sequence numbers, and the position to ask from next time. For a query reading
+    /// one stream they are the stream's, so a producer can be told which of the rows
+    /// it sent were late.
+    pub fn refused_since(&self, from: u64) -> (Vec<u64>, u64) {
+        let (dropped, kept) = &*self.seqs.lock().unwrap_or_else(|p| p.into_inner());
+        let skip = from.saturating_sub(*dropped) as usize;
+        let new: Vec<u64> = kept.iter().skip(skip).copied().collect();
+        (new, dropped + kept.len() as u64)
     }
 
     fn create(path: &std::path::Path) -> std::io::Result<csv::Writer<std::fs::File>> {
@@ -47,8 +70,16 @@ impl LateRows {
             .from_writer(std::fs::File::create(path)?))
     }
 
-    fn add(&self, what: &str, row: &Row<'_>) {
+    fn add(&self, what: &str, row: &Row<'_>, seq: u64) {
         self.count.fetch_add(1, Ordering::Relaxed);
+        if !RowKey::made_at_end(seq) {
+            let (dropped, kept) = &mut *self.seqs.lock().unwrap_or_else(|p| p.into_inner());
+            if kept.len() == KEPT_SEQS {
+                kept.pop_front();
+                *dropped += 1;
+            }
+            kept.push_back(seq);
+        }
         if let Some((_, f)) = &self.file {
             if let Ok(mut w) = f.lock() {
                 // Quoted as CSV needs (a string value may hold a comma or a quote).
@@ -273,7 +304,7 @@ pub(super) struct LateOut {
 
 impl LateOut {
     pub(super) fn refuse(&self, row: &Row<'_>, cx: &Cx) {
-        self.rows.add(self.what, row);
+        self.rows.add(self.what, row, cx.seq);
         self.local.set(self.local.get() + 1);
         if let Some((buf, cols)) = &self.stream {
             let mut b = buf.borrow_mut();
@@ -334,8 +365,8 @@ mod tests {
             RowKey::default(),
             &[Value::Int(7), Value::Str("a,\"b\"\nc"), Value::Null],
         );
-        late.add("aggregate", &b.row(0));
-        late.add("join", &b.row(0));
+        late.add("aggregate", &b.row(0), 0);
+        late.add("join", &b.row(0), 1);
         late.flush();
         let mut r = csv::ReaderBuilder::new()
             .has_headers(false)
@@ -347,6 +378,9 @@ mod tests {
             .collect();
         let _ = std::fs::remove_file(&path);
         assert_eq!(late.count.load(Ordering::Relaxed), 2);
+        assert_eq!(late.refused_since(0), (vec![0, 1], 2));
+        assert_eq!(late.refused_since(1), (vec![1], 2));
+        assert_eq!(late.refused_since(2), (vec![], 2));
         assert_eq!(
             rows,
             vec![

@@ -486,7 +486,10 @@ impl QueryFn {
                 false => (at - self.lateness, at),
             }
         };
-        Cx { wm, at }
+        // Only a first stage's rows carry their source's sequence numbers (a later
+        // stage's are hashes, see `RowKey::stage_seq`).
+        let seq = if self.after_cut { RowKey::AT_END } else { seq };
+        Cx { wm, at, seq }
     }
 
     /// Runs input row `row`, sequence number `seq` of epoch `epoch`, up the tree.
@@ -559,7 +562,8 @@ impl StreamFunction for QueryFn {
     }
 
     fn process_rows(&mut self, batch: &Batch, rows: &[u32], out: &mut Emitter<'_>) {
-        // (The window path is taken only where lateness is the epoch's alone.)
+        // (The window path is taken only where lateness is the epoch's alone; each row's
+        // own sequence number goes in its `Cx` there.)
         let cx = self.cx(out.epoch(), 0);
         if let Some(w) = self.window.as_mut() {
             if w.run(&mut self.root, batch, rows, &cx, out) {
@@ -886,7 +890,7 @@ impl Node {
         }
         let held = Cx {
             wm: cx.wm.saturating_sub(*hold),
-            at: cx.at,
+            ..*cx
         };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.push(input, row, cx, &mut bufs[k], f);
@@ -906,6 +910,7 @@ impl Node {
         let cx = Cx {
             wm: i64::MIN,
             at: i64::MIN,
+            seq: RowKey::AT_END,
         };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.advance(wm, &mut bufs[k], f);
@@ -930,6 +935,7 @@ impl Node {
         let cx = Cx {
             wm: i64::MIN,
             at: i64::MAX,
+            seq: RowKey::AT_END,
         };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.finish(&mut bufs[k], f);

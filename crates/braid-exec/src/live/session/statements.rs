@@ -186,8 +186,10 @@ impl LiveSession {
         // constant evaluated and typed as its column (`braid_sql::values`).
         if p.inserts_values() {
             let rows = values_of(text, p, &log)?;
-            let n = ingest::insert(&log, &rows)
+            let seqs = ingest::insert(&log, &rows)
                 .map_err(|e| plan_error(&format!("INSERT INTO {}: {e}", log.name())))?;
+            let n = seqs.end - seqs.start;
+            self.appended.add(log.name(), seqs);
             return Ok(Outcome::Done(format!("INSERT 0 {n}")));
         }
         if self.recovering() {

@@ -14,17 +14,21 @@
 
 use super::{plan_error, LiveSession, Outcome};
 use crate::error::{Error, Result};
-use crate::live::ingest;
+use crate::live::ingest::{self, Sent};
 use crate::live::log::StreamLog;
 use braid_plan::batch::Scalar;
 use braid_sql::split::Piece;
 use std::sync::Arc;
 
-/// A client's transaction: none (each statement commits on its own), open with the
-/// rows it holds, or failed.
+/// What the session keeps for one client between its statements: its transaction
+/// (none: each statement commits on its own; open with the rows it holds; or failed),
+/// and the rows it sent, so that it can be told which of them were late
+/// ([`LiveSession::late_notices`]).
 #[derive(Default)]
-pub struct Transaction {
+pub struct Client {
     state: State,
+    /// The rows it appended to streams.
+    pub sent: Sent,
 }
 
 #[derive(Default)]
@@ -36,7 +40,7 @@ enum State {
     Failed,
 }
 
-impl Transaction {
+impl Client {
     /// Whether a transaction block is open (failed or not).
     pub fn is_open(&self) -> bool {
         !matches!(self.state, State::None)
@@ -84,12 +88,13 @@ impl LiveSession {
         &mut self,
         text: &str,
         p: &Piece,
-        tx: &mut Transaction,
+        client: &mut Client,
     ) -> Option<Result<Outcome>> {
         let w = word(p);
-        Some(match (&mut tx.state, w) {
+        let Client { state, sent } = client;
+        Some(match (&mut *state, w) {
             (State::None, Word::Begin) => {
-                tx.state = State::Open(Vec::new());
+                *state = State::Open(Vec::new());
                 Ok(Outcome::Begin)
             }
             // PostgreSQL warns and goes on.
@@ -98,20 +103,20 @@ impl LiveSession {
             (State::None, Word::Rollback) => Ok(Outcome::Done("ROLLBACK".into())),
             (State::None, _) => return None,
             (State::Failed, Word::Commit | Word::Rollback) => {
-                tx.state = State::None;
+                *state = State::None;
                 Ok(Outcome::End("ROLLBACK".into()))
             }
             (State::Failed, _) => Err(Error::Plan(braid_plan::error::Error::Plan(
                 "current transaction is aborted, commands ignored until end of transaction block (ROLLBACK or COMMIT ends it)".into(),
             ))),
             (State::Open(_), Word::Rollback) => {
-                tx.state = State::None;
+                *state = State::None;
                 Ok(Outcome::End("ROLLBACK".into()))
             }
             (State::Open(held), Word::Commit) => {
                 let held = std::mem::take(held);
-                tx.state = State::None;
-                commit(held).map(|()| Outcome::End("COMMIT".into()))
+                *state = State::None;
+                commit(held, sent).map(|()| Outcome::End("COMMIT".into()))
             }
             (State::Open(_), Word::Read) => return None,
             (State::Open(held), Word::Insert) => self.held_insert(text, p).map(|(log, rows)| {
@@ -146,7 +151,7 @@ impl LiveSession {
 
 /// Appends what a transaction holds: each stream's rows in one append, streams in the
 /// order the transaction first wrote them.
-fn commit(held: Vec<(Arc<StreamLog>, Vec<Vec<Scalar>>)>) -> Result<()> {
+fn commit(held: Vec<(Arc<StreamLog>, Vec<Vec<Scalar>>)>, sent: &mut Sent) -> Result<()> {
     let mut by_stream: Vec<(Arc<StreamLog>, Vec<Vec<Scalar>>)> = Vec::new();
     for (log, rows) in held {
         match by_stream.iter_mut().find(|(l, _)| Arc::ptr_eq(l, &log)) {
@@ -155,8 +160,9 @@ fn commit(held: Vec<(Arc<StreamLog>, Vec<Vec<Scalar>>)>) -> Result<()> {
         }
     }
     for (log, rows) in by_stream {
-        ingest::insert(&log, &rows)
+        let seqs = ingest::insert(&log, &rows)
             .map_err(|e| plan_error(&format!("COMMIT: INSERT INTO {}: {e}", log.name())))?;
+        sent.add(log.name(), seqs);
     }
     Ok(())
 }
