@@ -430,3 +430,80 @@ INSERT INTO out SELECT k, i FROM logs WHERE i % 3 = 1;",
         "rows each process read"
     );
 }
+
+/// The wrong answers an independent engine found (a window over an outer interval
+/// join emitted twice, negative event times late, a table trimming text), on one
+/// process and on two, against the answers worked by hand.
+#[test]
+fn two_processes_answer_the_cases_an_independent_engine_found() {
+    let dir = TempDir::new("found");
+    let data = |name: &str, text: &str| {
+        let p = dir.path(name);
+        std::fs::write(&p, text).expect("data");
+        p.display().to_string()
+    };
+    let a = data("a.csv", "ts,k\n1,k1\n8,k1\n30,k2\n");
+    let b = data("b.csv", "ts,k\n10,k3\n12,k1\n30,k3\n");
+    let d = data("d.csv", "ts,s\n-15,\"  padded  \"\n-5,\n5,\"\"\n12,x\n");
+    let pad = data("pad.csv", "k,v\n\"  padded  \",7\n\"\",8\n");
+    let cases = [
+        (
+            "ojoin",
+            format!(
+                "CREATE STREAM oa (ts BIGINT NOT NULL, k TEXT) WITH (path = '{a}', header = true, event_time = 'ts');
+CREATE STREAM ob (ts BIGINT NOT NULL, k TEXT) WITH (path = '{b}', header = true, event_time = 'ts');
+SELECT window_end, count(*) AS n, count(ob.k) AS matched FROM oa LEFT JOIN ob
+  ON oa.k = ob.k AND ob.ts BETWEEN oa.ts AND oa.ts + 5 GROUP BY TUMBLE(oa.ts, 10)"
+            ),
+            vec!["10,2,1", "40,1,0"],
+        ),
+        (
+            "negative",
+            format!(
+                "CREATE STREAM d (ts BIGINT NOT NULL, s TEXT) WITH (path = '{d}', header = true, event_time = 'ts', epoch = 10);
+SELECT window_end, count(*) AS n FROM d GROUP BY TUMBLE(ts, 10)"
+            ),
+            vec!["-10,1", "0,1", "10,1", "20,1"],
+        ),
+        (
+            "padded",
+            format!(
+                "CREATE STREAM d (ts BIGINT NOT NULL, s TEXT) WITH (path = '{d}', header = true, event_time = 'ts', epoch = 10);
+CREATE TABLE pad (k TEXT, v BIGINT) WITH (path = '{pad}', header = true);
+SELECT d.ts, p.v FROM d JOIN pad p ON d.s = p.k"
+            ),
+            vec!["-15,7", "5,8"],
+        ),
+    ];
+    for (tag, query, want) in cases {
+        let script = |out: &str| {
+            let path = dir.path(&format!("{tag}-{out}.sql"));
+            let sink = dir.path(&format!("{tag}-{out}.csv"));
+            let (decls, select) = query.rsplit_once(";\n").expect("declarations");
+            let text = format!(
+                "SET partitions = 4;\n{decls};\nCREATE SINK out WITH (sink = 'csv', path = '{}');\nINSERT INTO out {select};",
+                sink.display()
+            );
+            std::fs::write(&path, text).expect("script");
+            path.to_string_lossy().into_owned()
+        };
+        let args = |out: &str| strings(&["run", &script(out), "--workers", "2"]);
+        match run_all(&dir, &format!("{tag}-one"), &[args("one")]) {
+            Outcome::Ok(_) => {}
+            Outcome::Failed(why) => panic!("{tag}: 1-process run: {why}"),
+        }
+        on_two(&dir, tag, &args("two"));
+        for out in ["one", "two"] {
+            let text = std::fs::read_to_string(dir.path(&format!("{tag}-{out}.csv")))
+                .expect("output file");
+            let mut got: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.contains("window_end") && !l.starts_with("ts"))
+                .collect();
+            got.sort_unstable();
+            let mut want = want.clone();
+            want.sort_unstable();
+            assert_eq!(got, want, "{tag}, {out} process(es): {text}");
+        }
+    }
+}
