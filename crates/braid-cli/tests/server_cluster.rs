@@ -230,6 +230,44 @@ fn answers_as_one_does(name: &str, settings: &str) {
     assert_eq!(sorted_lines(again), want);
 }
 
+/// What the wrong-answers issue found the server losing or altering, over 2 processes:
+/// empty strings kept, `VALUES` parsed and evaluated by the SQL parser, rows held by a
+/// transaction until COMMIT and dropped at ROLLBACK, in-order rows after a pause not
+/// late, and an aggregate that would never answer refused.
+#[test]
+fn a_server_cluster_loses_and_alters_nothing() {
+    let c = Cluster::start("nothing", 2);
+    c.ok("CREATE STREAM t (a BIGINT, s TEXT)");
+    c.ok("INSERT INTO t VALUES (5 - 3, ''), (7, NULL)");
+    let refused = c
+        .psql("INSERT INTO t VALUES (7 8)")
+        .output()
+        .expect("psql runs");
+    assert!(!refused.status.success(), "VALUES (7 8) was taken");
+    c.ok("BEGIN; INSERT INTO t VALUES (9, 'rolled back'); ROLLBACK");
+    c.ok("BEGIN; INSERT INTO t VALUES (8, ' x '); COMMIT");
+    let got = c.ok("SELECT a, coalesce(s, 'null'), length(s) FROM t LIMIT 3");
+    let mut got: Vec<&str> = got.lines().collect();
+    got.sort_unstable();
+    assert_eq!(got, ["2,,0", "7,null,", "8, x ,3"]);
+    let never = c
+        .psql("SELECT a, count(*) FROM t GROUP BY a")
+        .output()
+        .expect("psql runs");
+    assert!(
+        String::from_utf8_lossy(&never.stderr).contains("TUMBLE"),
+        "an aggregate that never answers: {}",
+        String::from_utf8_lossy(&never.stderr)
+    );
+    c.ok("CREATE STREAM paused (t BIGINT NOT NULL) WITH (event_time = 't', epoch = 10)");
+    c.ok("CREATE MATERIALIZED VIEW pw AS SELECT window_end, count(*) AS n FROM paused GROUP BY TUMBLE(t, 10)");
+    c.ok("INSERT INTO paused VALUES (1), (2), (3), (4), (5)");
+    std::thread::sleep(Duration::from_millis(300));
+    c.ok("INSERT INTO paused VALUES (6), (7), (8), (9)");
+    c.ok("INSERT INTO paused VALUES (25)");
+    assert_eq!(c.ok("SELECT window_end, n FROM pw LIMIT 1"), "10,9\n");
+}
+
 /// A scratch directory with a hosts file of two free loopback addresses, for server
 /// processes a test starts one by one (removed on drop).
 struct ByHand {
