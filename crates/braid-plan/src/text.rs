@@ -1,9 +1,10 @@
-//! Fields written as text: one parser for every reader. A line of CSV splits into
-//! fields ([`split_fields`]), each parsed by its column's type ([`parse_field`]); the
-//! int fast path ([`ascii_int`]) is the general path's answer without a `str` on the
-//! way.
+//! Fields written as text: one parser for every reader, one CSV writer for every
+//! writer. A line of CSV splits into fields ([`split_fields`]), each parsed by its
+//! column's type ([`parse_field`]); the int fast path ([`ascii_int`]) is the general
+//! path's answer without a `str` on the way. [`write_csv_row`] writes a row back as
+//! the readers take it (CSV sinks, Kafka's CSV records, the durable logs' files).
 
-use crate::batch::Value;
+use crate::batch::{Row, Value};
 use crate::types::DataType;
 
 /// An int64 written in ASCII (`[+-]?[0-9]+` between ASCII white space), without a
@@ -177,6 +178,48 @@ pub fn split_fields(
         }
         i += 1; // the comma
     }
+}
+
+/// Formats a row as a CSV line that reads back (by [`parse_field`]) to the same
+/// values: strings are quoted when needed (the empty string too: `""`, as PostgreSQL's
+/// COPY writes it, while null is nothing), arrays always, and a column whose type in
+/// `types` is a timestamp or date is written as ISO text; `emit_ms` last when given.
+pub fn write_csv_row(
+    out: &mut impl std::io::Write,
+    row: &Row<'_>,
+    types: &[DataType],
+    emit_ms: Option<u64>,
+) -> std::io::Result<()> {
+    for c in 0..row.arity() {
+        if c > 0 {
+            out.write_all(b",")?;
+        }
+        match row.get(c) {
+            // Quoted where a reader could take it otherwise: empty (unquoted is null),
+            // with a separator, a quote or a line end, with spaces at an end (kept as
+            // written, but visibly), or starting with `#` (a log file's first line).
+            Value::Str(s)
+                if s.is_empty()
+                    || s.contains([',', '"', '\n', '\r'])
+                    || s.trim() != s
+                    || s.starts_with('#') =>
+            {
+                write!(out, "\"{}\"", s.replace('"', "\"\""))?;
+            }
+            // An array's text has commas: always quoted (it holds no quote).
+            v @ (Value::Floats(_) | Value::Ints(_)) => {
+                write!(out, "\"{v}\"")?;
+            }
+            Value::Int(v) if types.get(c).is_some_and(|t| t.is_time()) => {
+                out.write_all(crate::time::format(v, types[c]).as_bytes())?;
+            }
+            v => write!(out, "{v}")?,
+        }
+    }
+    if let Some(ms) = emit_ms {
+        write!(out, ",{ms}")?;
+    }
+    out.write_all(b"\n")
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! `ORDER BY` of a whole query whose rows are a windowed aggregate's (TUMBLE, HOP,
+//! `ORDER BY` and `LIMIT` of a whole query. A LIMIT stops the query's sink after n
+//! rows. An ORDER BY is taken for a query whose rows are a windowed aggregate's (TUMBLE, HOP,
 //! CUMULATE, SESSION; GROUP BY or window table function, a window top-N above it):
 //! the windows of a stream close in the order of their ends, so an ORDER BY that
 //! starts with the window (`window_end`, or `window_start` where it gives the same
@@ -18,7 +19,8 @@ use braid_plan::plan::{MergeKind, Plan, SortKey};
 use braid_plan::types::Schema;
 use sqlparser::ast::{self, Spanned};
 
-/// A query's job (see [`crate::statement`]), its rows sorted by the query's ORDER BY.
+/// A query's job (see [`crate::statement`]), its rows sorted by the query's ORDER BY
+/// and cut by its LIMIT.
 pub(crate) fn job(
     script: &mut Script,
     text: &str,
@@ -27,7 +29,7 @@ pub(crate) fn job(
     sql: &str,
 ) -> Result<Job> {
     let Some(ob) = &q.order_by else {
-        return crate::statement::limited_job(script, text, q, sink, sql);
+        return limited_job(script, text, q, sink, sql);
     };
     let on_stream = || {
         Error::NotSupported(
@@ -47,7 +49,7 @@ pub(crate) fn job(
         order_by: None,
         ..q.clone()
     };
-    let mut job = crate::statement::limited_job(script, text, &whole, sink, sql)?;
+    let mut job = limited_job(script, text, &whole, sink, sql)?;
     // An explicit PARALLEL(...) query has no logical plan.
     let Some(logical) = &job.logical else {
         return Err(on_stream());
@@ -192,5 +194,70 @@ fn bound(l: &Logical, c: usize) -> Option<usize> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// A query's job, its sink stopping the query after `LIMIT n` rows. Only a plain
+/// `LIMIT n` of the whole query is taken; with OFFSET (or the forms of other dialects) it
+/// is refused by name, and so is a LIMIT inside a subquery (by the planner).
+fn limited_job(
+    script: &mut Script,
+    text: &str,
+    q: &ast::Query,
+    sink: &SinkDef,
+    sql: &str,
+) -> Result<Job> {
+    let Some(clause) = &q.limit_clause else {
+        return plain_job(script, text, q, sink, sql);
+    };
+    let refuse = |what: &str| Error::NotSupported(what.to_string()).at(text, clause.span());
+    let n = match clause {
+        ast::LimitClause::LimitOffset {
+            limit: Some(ast::Expr::Value(v)),
+            offset: None,
+            limit_by,
+        } if limit_by.is_empty() => match &v.value {
+            ast::Value::Number(n, _) => n.parse::<u64>().ok(),
+            _ => None,
+        }
+        .ok_or_else(|| refuse("LIMIT other than a whole number of rows (LIMIT n)"))?,
+        ast::LimitClause::LimitOffset {
+            offset: Some(_), ..
+        }
+        | ast::LimitClause::OffsetCommaLimit { .. } => {
+            return Err(refuse(
+                "OFFSET on a stream (LIMIT n takes the first n rows)",
+            ))
+        }
+        _ => return Err(refuse("this LIMIT; write LIMIT n")),
+    };
+    let whole = ast::Query {
+        limit_clause: None,
+        ..q.clone()
+    };
+    let mut job = plain_job(script, text, &whole, sink, sql)?;
+    match &mut job.plan {
+        braid_plan::plan::Plan::Sink(s) => s.limit = Some(n),
+        _ => {
+            return Err(Error::Internal(
+                "a query's plan does not end in its sink".into(),
+            ))
+        }
+    }
+    Ok(job)
+}
+
+/// A query's job: an explicit `SELECT * FROM PARALLEL(...)`, or a query Braid
+/// parallelizes.
+fn plain_job(
+    script: &mut Script,
+    text: &str,
+    q: &ast::Query,
+    sink: &SinkDef,
+    sql: &str,
+) -> Result<Job> {
+    match crate::parallel::call(q) {
+        Some(args) => crate::parallel::job(script, text, q, args, sink, sql),
+        None => crate::query::job(script, text, q, sink, sql),
     }
 }

@@ -2,13 +2,13 @@
 //! and `CREATE SINK` handed to sqlparser as the token `TABLE`, every token keeping its
 //! place in the user's text, so errors point at it), then each statement run in
 //! order: declarations into the catalog, `SET` into the settings, queries into jobs
-//! ([`crate::query`] plans a query, [`crate::parallel`] an explicit `PARALLEL(...)`).
+//! ([`crate::order`] takes a query's ORDER BY and LIMIT, [`crate::query`] plans it, [`crate::parallel`] an explicit `PARALLEL(...)`).
 
 use crate::catalog::{self, Kind, Options, SinkDef};
 use crate::located::{parse_error, At};
 use crate::script::{Job, Script};
+use crate::show;
 use crate::watermark::{self, Watermark};
-use crate::{parallel, query, show};
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use braid_plan::types::{Field, Schema};
@@ -462,65 +462,6 @@ fn set(script: &mut Script, base: &Path, key: &str, values: &[ast::Expr]) -> Res
         }
     }
     catalog::set(&mut script.catalog.settings, key, &value)
-}
-
-/// A query's job, its sink stopping the query after `LIMIT n` rows. Only a plain
-/// `LIMIT n` of the whole query is taken; with OFFSET (or the forms of other dialects) it
-/// is refused by name, and so is a LIMIT inside a subquery (by the planner).
-pub(crate) fn limited_job(
-    script: &mut Script,
-    text: &str,
-    q: &ast::Query,
-    sink: &SinkDef,
-    sql: &str,
-) -> Result<Job> {
-    let Some(clause) = &q.limit_clause else {
-        return job(script, text, q, sink, sql);
-    };
-    let refuse = |what: &str| Error::NotSupported(what.to_string()).at(text, clause.span());
-    let n = match clause {
-        ast::LimitClause::LimitOffset {
-            limit: Some(ast::Expr::Value(v)),
-            offset: None,
-            limit_by,
-        } if limit_by.is_empty() => match &v.value {
-            ast::Value::Number(n, _) => n.parse::<u64>().ok(),
-            _ => None,
-        }
-        .ok_or_else(|| refuse("LIMIT other than a whole number of rows (LIMIT n)"))?,
-        ast::LimitClause::LimitOffset {
-            offset: Some(_), ..
-        }
-        | ast::LimitClause::OffsetCommaLimit { .. } => {
-            return Err(refuse(
-                "OFFSET on a stream (LIMIT n takes the first n rows)",
-            ))
-        }
-        _ => return Err(refuse("this LIMIT; write LIMIT n")),
-    };
-    let whole = ast::Query {
-        limit_clause: None,
-        ..q.clone()
-    };
-    let mut job = job(script, text, &whole, sink, sql)?;
-    match &mut job.plan {
-        braid_plan::plan::Plan::Sink(s) => s.limit = Some(n),
-        _ => {
-            return Err(Error::Internal(
-                "a query's plan does not end in its sink".into(),
-            ))
-        }
-    }
-    Ok(job)
-}
-
-/// A query's job: an explicit `SELECT * FROM PARALLEL(...)`, or a query Braid
-/// parallelizes.
-fn job(script: &mut Script, text: &str, q: &ast::Query, sink: &SinkDef, sql: &str) -> Result<Job> {
-    match parallel::call(q) {
-        Some(args) => parallel::job(script, text, q, args, sink, sql),
-        None => query::job(script, text, q, sink, sql),
-    }
 }
 
 /// The options of `WITH (key = value, ...)`.

@@ -11,84 +11,8 @@ use braid_plan::expr::{BinOp, Expr, Func};
 use braid_plan::types::DataType;
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
-use std::fmt;
 
-/// The unit of a stream's event time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TimeUnit {
-    /// Seconds.
-    Second,
-    /// Milliseconds.
-    Milli,
-    /// Microseconds (the unit of TIMESTAMP columns).
-    Micro,
-    /// Nanoseconds.
-    Nano,
-}
-
-impl TimeUnit {
-    /// The unit a `time_unit` option names.
-    pub fn parse(s: &str) -> Result<TimeUnit> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "s" => TimeUnit::Second,
-            "ms" => TimeUnit::Milli,
-            "us" => TimeUnit::Micro,
-            "ns" => TimeUnit::Nano,
-            _ => {
-                return Err(Error::Plan(format!(
-                    "time_unit '{s}': write 's', 'ms', 'us' or 'ns'"
-                )))
-            }
-        })
-    }
-
-    /// Nanoseconds in one unit.
-    pub fn nanos(self) -> i128 {
-        match self {
-            TimeUnit::Second => 1_000_000_000,
-            TimeUnit::Milli => 1_000_000,
-            TimeUnit::Micro => 1_000,
-            TimeUnit::Nano => 1,
-        }
-    }
-
-    /// Units in one second (a stream's default `units_per_second`).
-    pub fn per_second(self) -> f64 {
-        (1_000_000_000 / self.nanos()) as f64
-    }
-
-    /// `nanos` nanoseconds as a whole number of units; `what` names the length.
-    pub fn of_nanos(self, nanos: i128, what: &str) -> Result<i64> {
-        if nanos % self.nanos() != 0 {
-            return Err(Error::Plan(format!(
-                "{what} is not a whole number of the stream's time unit ({self}); write a multiple of 1 {}",
-                self.word()
-            )));
-        }
-        i64::try_from(nanos / self.nanos())
-            .map_err(|_| Error::Plan(format!("{what} does not fit in 64 bits of {self}")))
-    }
-
-    fn word(self) -> &'static str {
-        match self {
-            TimeUnit::Second => "second",
-            TimeUnit::Milli => "millisecond",
-            TimeUnit::Micro => "microsecond",
-            TimeUnit::Nano => "nanosecond",
-        }
-    }
-}
-
-impl fmt::Display for TimeUnit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TimeUnit::Second => "s",
-            TimeUnit::Milli => "ms",
-            TimeUnit::Micro => "us",
-            TimeUnit::Nano => "ns",
-        })
-    }
-}
+pub use braid_plan::time::TimeUnit;
 
 /// The time unit INTERVAL converts to, or why there is none (the message says what to
 /// declare).

@@ -1,9 +1,8 @@
 //! A stream log's file: one CSV line per row, written so that it reads back to the
 //! same values (a server that restarts opens its streams again from these files).
 //!
-//! It is the CSV Braid writes elsewhere, with one difference: an empty string is
-//! written quoted (`""`), so that it reads back as a string and an empty field as
-//! NULL. A row's sequence number in the stream is its place in the file, after the
+//! It is the CSV Braid writes elsewhere (an empty string is written quoted, `""`, so
+//! that it reads back as a string and an empty field as NULL). A row's sequence number in the stream is its place in the file, after the
 //! rows the log trimmed (retention): a file that starts later than the stream's first
 //! row has a first line `#braid first=<seq>` (strings that start with `#` are written
 //! quoted, so no row reads as it).
@@ -18,32 +17,13 @@ use std::path::Path;
 /// Rows per batch of a log read back from its file.
 const BATCH: usize = 4096;
 
-/// Writes `row` as one line.
+/// Writes `row` as one line (see [`braid_plan::text::write_csv_row`]).
 pub(crate) fn write_row(
     out: &mut impl Write,
     row: &Row<'_>,
     types: &[DataType],
 ) -> std::io::Result<()> {
-    for c in 0..row.arity() {
-        if c > 0 {
-            out.write_all(b",")?;
-        }
-        match row.get(c) {
-            Value::Str(s)
-                if s.is_empty()
-                    || s.contains([',', '"', '\n', '\r'])
-                    || s.trim() != s
-                    || s.starts_with('#') =>
-            {
-                write!(out, "\"{}\"", s.replace('"', "\"\""))?;
-            }
-            Value::Int(v) if types.get(c).is_some_and(|t| t.is_time()) => {
-                out.write_all(braid_plan::time::format(v, types[c]).as_bytes())?;
-            }
-            v => write!(out, "{v}")?,
-        }
-    }
-    out.write_all(b"\n")
+    braid_plan::text::write_csv_row(out, row, types, None)
 }
 
 /// What a log's file holds: its rows in batches (keyed by their sequence numbers from

@@ -160,16 +160,6 @@ pub fn measure(graph: &[GraphNode], profiler: &crate::profile::Profiler) -> Vec<
     graph
 }
 
-/// A query's state word and error.
-pub(super) fn state(q: &LiveQuery) -> (&'static str, Option<String>) {
-    match (q.status.error(), q.dropped, q.status.ended()) {
-        (Some(e), _, _) => ("failed", Some(e)),
-        (None, true, _) => ("dropped", None),
-        (None, false, true) => ("ended", None),
-        (None, false, false) => ("running", None),
-    }
-}
-
 impl LiveSession {
     /// The session now.
     pub fn snapshot(&self) -> Snapshot {
@@ -177,7 +167,7 @@ impl LiveSession {
             .queries()
             .iter()
             .map(|q| {
-                let (state, error) = state(q);
+                let (state, error) = q.state();
                 let c = &q.status.shared.counters;
                 QuerySnapshot {
                     number: q.number,

@@ -2,10 +2,10 @@
 //! name), written by worker 0's producer. A message the brokers did not take fails the
 //! run with their reason; none is dropped silently.
 
-use super::sink::write_csv_row;
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, Row, Value};
 use braid_plan::connector::{KafkaSink, RecordFormat};
+use braid_plan::text::write_csv_row;
 use braid_plan::types::{DataType, Schema};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};

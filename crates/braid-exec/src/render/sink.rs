@@ -7,50 +7,16 @@ use crate::checkpoint::{SinkMark, Store};
 use crate::error::{Error, Result};
 use crate::shared::Shared;
 use crate::source::Counters;
-use braid_plan::batch::{Batch, Row};
+use braid_plan::batch::Batch;
 use braid_plan::output::OutRow;
 use braid_plan::plan::{Plan, Sink, SinkSpec};
+use braid_plan::text::write_csv_row;
 use braid_plan::types::DataType;
 use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use timely::dataflow::channels::pact::Pipeline;
 use timely::dataflow::operators::generic::Operator;
-
-/// Formats a row as a CSV line (no newline); strings are quoted when needed (the empty
-/// string too: `""`, as PostgreSQL's COPY writes it, while null is nothing), and a
-/// column whose type in `types` is a timestamp or date is written as ISO text.
-pub fn write_csv_row(
-    out: &mut impl Write,
-    row: &Row<'_>,
-    types: &[DataType],
-    emit_ms: Option<u64>,
-) -> std::io::Result<()> {
-    for c in 0..row.arity() {
-        if c > 0 {
-            out.write_all(b",")?;
-        }
-        match row.get(c) {
-            braid_plan::batch::Value::Str(s)
-                if s.is_empty() || s.contains([',', '"', '\n', '\r']) =>
-            {
-                write!(out, "\"{}\"", s.replace('"', "\"\""))?;
-            }
-            // An array's text has commas: always quoted (it holds no quote).
-            v @ (braid_plan::batch::Value::Floats(_) | braid_plan::batch::Value::Ints(_)) => {
-                write!(out, "\"{v}\"")?;
-            }
-            braid_plan::batch::Value::Int(v) if types.get(c).is_some_and(|t| t.is_time()) => {
-                out.write_all(braid_plan::time::format(v, types[c]).as_bytes())?;
-            }
-            v => write!(out, "{v}")?,
-        }
-    }
-    if let Some(ms) = emit_ms {
-        write!(out, ",{ms}")?;
-    }
-    out.write_all(b"\n")
-}
 
 /// The CSV line of a sink's column names (`header = true`), with `emit_ms` last when
 /// each line is stamped with its emit time.

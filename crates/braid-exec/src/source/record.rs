@@ -1,10 +1,10 @@
 //! One record (a Kafka message) as one row: a CSV line or a JSON object
 //! ([`RecordFormat`]), with the column at fault and why when it is not a row.
 
-use super::csv_feed::{parse_field, split_fields, Field};
 use crate::live::json::{kind, value};
 use braid_plan::batch::{Batch, RowKey, Value};
 use braid_plan::connector::{JsonPath, PathStep, RecordFormat};
+use braid_plan::text::{parse_field, split_fields, Field};
 use braid_plan::types::Schema;
 use serde_json::Value as Json;
 

@@ -32,7 +32,7 @@ pub struct StreamDef {
     pub lateness: i64,
     /// The unit of the event time, when declared (`time_unit`): what INTERVAL converts
     /// to.
-    pub time_unit: Option<crate::time::TimeUnit>,
+    pub time_unit: Option<braid_plan::time::TimeUnit>,
     /// How producers reach a stream that lives in Braid besides INSERT and COPY.
     pub feeds: Feeds,
 }
