@@ -34,6 +34,10 @@ pub enum Error {
     /// Valid, but Braid does not do it (yet).
     #[error("not supported: {0}")]
     NotSupported(String),
+    /// A value given as data is not one of its column's type, or cannot be computed
+    /// (a literal of an INSERT: `'abc'` for a BIGINT, an overflow).
+    #[error("invalid value: {0}")]
+    Value(String),
     /// A bug in Braid.
     #[error("internal error (a bug in Braid, please report it): {0}")]
     Internal(String),

@@ -321,7 +321,8 @@ impl ExtendedQueryHandler for Conn {
             Ok(Outcome::CopyIn(ingest)) => self.copy_in(ingest),
             // Rows go out as they come; the command's tag (or its query's error) ends it.
             Ok(Outcome::Rows(sub, copy)) => {
-                match push_rows(client, sub, copy, false, self.limits).await? {
+                let cancel = self.cancel_signal(client).await;
+                match push_rows(client, sub, copy, false, self.limits, cancel).await? {
                     Ok(tag) => Response::Execution(tag),
                     Err(info) => Response::Error(Box::new(info)),
                 }

@@ -12,11 +12,13 @@ use braid_exec::live::{Client, LiveSession, Outcome, Subscription};
 use braid_plan::types::DataType;
 use braid_sql::catalog::Listing;
 use futures::{Sink, SinkExt};
+use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
 use pgwire::api::query::SimpleQueryHandler;
 use pgwire::api::results::{DataRowEncoder, FieldFormat, FieldInfo, QueryResponse, Response, Tag};
 use pgwire::api::store::PortalStore;
 use pgwire::api::{ClientInfo, ClientPortalStore, PgWireServerHandlers};
+use pgwire::api::{ConnectionGuard, ConnectionHandle, ConnectionManager};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone, CopyFail, CopyOutResponse};
 use pgwire::messages::data::RowDescription;
@@ -52,12 +54,21 @@ pub async fn serve(
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
+    // Cancel requests (psql's Ctrl-C) find the connection by its process id and key.
+    let cancels = Arc::new(ConnectionManager::new());
     loop {
         tokio::select! {
             _ = &mut stopped => return,
             accepted = listener.accept() => {
                 let Ok((socket, _)) = accepted else { continue };
-                let conn = Arc::new(Conn { session: session.clone(), copy: Mutex::new(None), limits, client: Mutex::new(Client::default()) });
+                let conn = Arc::new(Conn {
+                    session: session.clone(),
+                    copy: Mutex::new(None),
+                    limits,
+                    client: Mutex::new(Client::default()),
+                    cancels: cancels.clone(),
+                    cancel: Mutex::new(None),
+                });
                 let startup = startup.clone();
                 tokio::spawn(async move {
                     let _ = pgwire::tokio::process_socket(socket, None, Handlers(conn, startup)).await;
@@ -74,9 +85,27 @@ pub(crate) struct Conn {
     pub(crate) limits: Limits,
     /// The client's transaction block, if one is open, and the rows it sent.
     pub(crate) client: Mutex<Client>,
+    /// Where cancel requests are registered, and this connection's registration (made
+    /// when its first streaming statement starts).
+    cancels: Arc<ConnectionManager>,
+    cancel: Mutex<Option<(Arc<ConnectionHandle>, ConnectionGuard)>>,
 }
 
 impl Conn {
+    /// What fires when the client asks to cancel the statement it is running now (a
+    /// cancel request on another connection, with this one's process id and key).
+    pub(crate) async fn cancel_signal<C: ClientInfo>(&self, client: &C) -> Cancel {
+        let handle = {
+            let mut cancel = self.cancel.lock().unwrap_or_else(|p| p.into_inner());
+            let (handle, _) = cancel.get_or_insert_with(|| {
+                let (pid, key) = client.pid_and_secret_key();
+                self.cancels.register(pid, key)
+            });
+            handle.clone()
+        };
+        handle.start_query().await
+    }
+
     /// Runs `query`'s statements for this client; first sends it, as warnings, which
     /// of the rows it sent before queries have since refused as late.
     pub(crate) async fn execute<C>(
@@ -136,6 +165,10 @@ impl PgWireServerHandlers for Handlers {
     fn extended_query_handler(&self) -> Arc<impl pgwire::api::query::ExtendedQueryHandler> {
         self.0.clone()
     }
+
+    fn cancel_handler(&self) -> Arc<impl pgwire::api::cancel::CancelHandler> {
+        Arc::new(DefaultCancelHandler::new(self.0.cancels.clone()))
+    }
 }
 
 /// A Postgres error for a Braid error: SQLSTATE by kind, and the cursor position
@@ -145,6 +178,8 @@ pub(crate) fn pg_error(e: &ExecError, query: &str) -> ErrorInfo {
     let code = match e {
         ExecError::Plan(braid_plan::error::Error::NotSupported(_)) => "0A000",
         ExecError::Plan(braid_plan::error::Error::Parse { .. }) => "42601",
+        // invalid_text_representation: a value not of its column's type.
+        ExecError::Plan(braid_plan::error::Error::Value(_)) => "22P02",
         ExecError::Plan(_) => "42000",
         ExecError::Fault { .. } => "22000",
         _ => "XX000",
@@ -210,7 +245,8 @@ impl SimpleQueryHandler for Conn {
                     for r in responses.drain(..) {
                         send_response(client, r).await?;
                     }
-                    stream_rows(client, sub, copy, self.limits).await?;
+                    let cancel = self.cancel_signal(client).await;
+                    stream_rows(client, sub, copy, self.limits, cancel).await?;
                 }
             }
         }
@@ -251,13 +287,14 @@ async fn stream_rows<C>(
     sub: Subscription,
     copy: bool,
     limits: Limits,
+    cancel: Cancel,
 ) -> PgWireResult<()>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
     C::Error: Debug,
     PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
 {
-    let message = match push_rows(client, sub, copy, true, limits).await? {
+    let message = match push_rows(client, sub, copy, true, limits, cancel).await? {
         Ok(tag) => PgWireBackendMessage::CommandComplete(tag.into()),
         Err(info) => PgWireBackendMessage::ErrorResponse(info.into()),
     };
@@ -265,15 +302,20 @@ where
     Ok(())
 }
 
+/// What fires when the client cancels the running statement ([`Conn::cancel_signal`]).
+pub(crate) type Cancel = futures::channel::oneshot::Receiver<()>;
+
 /// Pushes a subscription's rows (with their row description first when `describe`;
 /// the extended protocol sent it at Describe); the tag that ends the command, or the
-/// error the query failed with.
+/// error the query failed with, or that the client canceled it (`cancel`: dropping
+/// the subscription ends its private query).
 pub(crate) async fn push_rows<C>(
     client: &mut C,
     mut sub: Subscription,
     copy: bool,
     describe: bool,
     limits: Limits,
+    mut cancel: Cancel,
 ) -> PgWireResult<Result<Tag, ErrorInfo>>
 where
     C: Sink<PgWireBackendMessage> + Unpin + Send,
@@ -298,7 +340,18 @@ where
     let mut line = String::new();
     loop {
         let next = futures::future::poll_fn(|cx| sub.poll_next(cx));
-        let batch = match tokio::time::timeout(KEEPALIVE, next).await {
+        let waited = tokio::select! {
+            waited = tokio::time::timeout(KEEPALIVE, next) => waited,
+            // A sender dropped (a later statement replaced it) is no cancel.
+            Ok(()) = &mut cancel => {
+                return Ok(Err(ErrorInfo::new(
+                    "ERROR".into(),
+                    "57014".into(),
+                    "canceling statement due to user request".into(),
+                )));
+            }
+        };
+        let batch = match waited {
             Ok(Some(batch)) => batch,
             Ok(None) => break,
             Err(_) => {

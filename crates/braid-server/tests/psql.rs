@@ -408,3 +408,90 @@ fn a_client_that_goes_away_takes_its_query_with_it() {
         "1,2"
     );
 }
+
+/// psql's Ctrl-C (SIGINT) sends the protocol's cancel request on a connection of its
+/// own: the running statement stops with 57014, its private query ends, and the
+/// server and the other clients go on.
+#[test]
+fn ctrl_c_in_psql_cancels_the_running_statement() {
+    let s = Server::start("cancel", 2);
+    s.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)");
+    let mut sub = s
+        .psql()
+        .args(["-v", "VERBOSITY=verbose", "-c", "SELECT caller FROM calls"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("psql runs");
+    let start = Instant::now();
+    while !s.ok("SHOW QUERIES").contains("running,0,0,0,subscriber") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the statement never ran"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &sub.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let start = Instant::now();
+    while sub.try_wait().expect("wait").is_none() {
+        if start.elapsed() > Duration::from_secs(15) {
+            sub.kill().expect("kill");
+            panic!("psql went on after Ctrl-C: the cancel request was not taken");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = sub.wait_with_output().expect("psql ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("57014") && err.contains("canceling statement due to user request"),
+        "{err}"
+    );
+    let start = Instant::now();
+    while !s.ok("SHOW QUERIES").contains("ended,0,0,0,subscriber") {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the canceled statement's query did not end: {}",
+            s.ok("SHOW QUERIES")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        s.ok("INSERT INTO calls VALUES (1, 2, 3)").trim(),
+        "INSERT 0 1"
+    );
+}
+
+/// What a client asks of a catalog finds what was declared: SHOW VIEWS lists the
+/// materialized views beside the views; a value not of its column's type is SQLSTATE
+/// 22P02 (invalid_text_representation), as in PostgreSQL.
+#[test]
+fn show_views_lists_materialized_views_and_bad_values_are_22p02() {
+    let s = Server::start("views", 1);
+    s.ok("CREATE STREAM calls (caller BIGINT, dur BIGINT, start BIGINT)");
+    s.ok("CREATE MATERIALIZED VIEW long_calls AS SELECT caller FROM calls WHERE dur > 60");
+    s.ok("CREATE STREAM copied AS SELECT caller FROM calls");
+    assert_eq!(
+        s.ok("SHOW VIEWS").trim(),
+        "long_calls,SELECT caller FROM calls WHERE dur > 60"
+    );
+    s.ok("DROP MATERIALIZED VIEW long_calls");
+    assert_eq!(s.ok("SHOW VIEWS").trim(), "");
+    for bad in [
+        "INSERT INTO calls VALUES ('abc', 1, 2)",
+        "INSERT INTO calls VALUES (9223372036854775807 + 1, 1, 2)",
+    ] {
+        let out = s
+            .psql()
+            .args(["-v", "VERBOSITY=verbose", "-c", bad])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("ERROR:  22P02"), "{bad}: {err}");
+        assert!(err.contains("row 1, column caller"), "{bad}: {err}");
+    }
+}

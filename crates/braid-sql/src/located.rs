@@ -140,6 +140,7 @@ pub fn locate(text: &str, span: Span, e: Error) -> Error {
     match e {
         Error::Plan(m) => Error::Plan(with(m)),
         Error::NotSupported(m) => Error::NotSupported(with(m)),
+        Error::Value(m) => Error::Value(with(m)),
         other => other,
     }
 }
@@ -170,6 +171,7 @@ fn mark_at(span: Span, word: &str, e: Error) -> Error {
     match e {
         Error::Plan(m) => Error::Plan(tag(m)),
         Error::NotSupported(m) => Error::NotSupported(tag(m)),
+        Error::Value(m) => Error::Value(tag(m)),
         other => other,
     }
 }

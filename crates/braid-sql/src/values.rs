@@ -80,19 +80,19 @@ pub fn insert_values(text: &str, schema: &Schema) -> Result<Option<Vec<Vec<Scala
         let mut out = vec![Scalar::Null; schema.arity()];
         for (e, &c) in exprs.iter().zip(&targets) {
             let f = &schema.fields[c];
-            let at = |why: String| {
-                Error::Plan(format!("row {}, column {}: {why}", r + 1, f.name)).at(text, e.span())
-            };
+            let at = |why: String| format!("row {}, column {}: {why}", r + 1, f.name);
+            let plan = |why: String| Error::Plan(at(why)).at(text, e.span());
+            let value = |why: String| Error::Value(at(why)).at(text, e.span());
             // A constant: it names no column (no stream is in scope).
-            let compiled = convert(e, &no_columns).map_err(|err| at(err.to_string()))?;
+            let compiled = convert(e, &no_columns).map_err(|err| plan(err.to_string()))?;
             let ety = compiled
                 .data_type(&no_columns)
-                .map_err(|err| at(err.to_string()))?;
+                .map_err(|err| plan(err.to_string()))?;
             let v = compiled
                 .eval(&empty.row(0), &arena)
-                .map_err(|fault| at(fault.to_string()))?
+                .map_err(|fault| value(fault.to_string()))?
                 .to_scalar();
-            out[c] = typed(v, ety, f.ty).map_err(at)?;
+            out[c] = typed(v, ety, f.ty).map_err(value)?;
         }
         for (c, f) in schema.fields.iter().enumerate() {
             if !f.nullable && out[c] == Scalar::Null {

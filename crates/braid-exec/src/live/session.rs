@@ -82,6 +82,18 @@ pub struct LiveQuery {
     out: Option<Arc<StreamLog>>,
 }
 
+impl LiveQuery {
+    /// Its state word (`running`, `ended`, `dropped`, `failed`) and error.
+    pub fn state(&self) -> (&'static str, Option<String>) {
+        match (self.status.error(), self.dropped, self.status.ended()) {
+            (Some(e), _, _) => ("failed", Some(e)),
+            (None, true, _) => ("dropped", None),
+            (None, false, true) => ("ended", None),
+            (None, false, false) => ("running", None),
+        }
+    }
+}
+
 /// Streams that live in Braid and the queries running over them.
 pub struct LiveSession {
     script: Script,
@@ -91,6 +103,8 @@ pub struct LiveSession {
     feeds: BTreeMap<String, Feed>,
     /// Streams made by a query: stream -> index in `queries`.
     made_by: BTreeMap<String, usize>,
+    /// The streams of `made_by` declared as materialized views.
+    views: std::collections::BTreeSet<String>,
     queries: Vec<LiveQuery>,
     dir: Option<PathBuf>,
     base: PathBuf,
@@ -216,6 +230,7 @@ impl LiveSession {
             logs: BTreeMap::new(),
             feeds: BTreeMap::new(),
             made_by: BTreeMap::new(),
+            views: Default::default(),
             queries: Vec::new(),
             dir: dir.map(|d| d.join("streams")),
             base: base.to_path_buf(),
@@ -412,6 +427,9 @@ impl LiveSession {
         }
         if p.starts_with(&["SHOW", "QUERIES"]) {
             return Ok(Outcome::Listing(self.queries_listing()));
+        }
+        if p.starts_with(&["SHOW", "VIEWS"]) {
+            return Ok(Outcome::Listing(self.views_listing()));
         }
         if p.starts_with(&["EXPLAIN", "ANALYZE"]) {
             return self.explain_analyze(p);

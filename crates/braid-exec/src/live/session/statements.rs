@@ -173,6 +173,9 @@ impl LiveSession {
             self.made_by.insert(name.clone(), self.queries.len() - 1);
             self.add_log(name.clone(), &def, log);
         }
+        if name_at == 3 {
+            self.views.insert(name.clone());
+        }
         self.script.catalog.streams.insert(name, def);
         Ok(Outcome::Done(match name_at {
             3 => "CREATE MATERIALIZED VIEW".into(),
@@ -313,6 +316,7 @@ impl LiveSession {
             self.engine.drop_query(self.queries[q].id)?;
         }
         self.feeds.remove(&name);
+        self.views.remove(&name);
         log.close();
         self.logs.remove(&name);
         self.script.catalog.streams.remove(&name);
@@ -399,12 +403,24 @@ impl LiveSession {
     }
 
     /// `SHOW QUERIES`: number, state, rows in and out, what it writes, its text.
+    /// `SHOW VIEWS`: the views of the catalog (`CREATE VIEW`) and the materialized
+    /// views (`CREATE MATERIALIZED VIEW`: streams a query makes), by name.
+    pub(super) fn views_listing(&self) -> Listing {
+        let mut l = self.script.catalog.show_views();
+        for name in &self.views {
+            let sql = self.made_by.get(name).map(|&q| self.queries[q].sql.clone());
+            l.rows.push(vec![name.clone(), sql.unwrap_or_default()]);
+        }
+        l.rows.sort();
+        l
+    }
+
     pub(super) fn queries_listing(&self) -> Listing {
         let rows = self
             .queries
             .iter()
             .map(|q| {
-                let state = match crate::live::snapshot::state(q) {
+                let state = match q.state() {
                     (_, Some(e)) => format!("failed: {e}"),
                     (s, None) => s.to_string(),
                 };
