@@ -1,4 +1,4 @@
-//! `braid lrb`: Linear Road (../shared/docs/linear-road.md): generate data, run the
+//! `braid lrb`: Linear Road (`docs/linear-road.md`): generate data, run the
 //! parallel plan, validate every answer, explain the plan. (The sustained-peak rating
 //! is a benchmark: `cargo run --release -p braid-bench -- rate`.)
 

@@ -1,6 +1,6 @@
 //! The Linear Road stream function of one partition: segment statistics, stopped
 //! vehicles and accidents, toll and accident notifications, account balances, daily
-//! expenditures and travel-time estimates (`shared/docs/linear-road.md` sections 4-8).
+//! expenditures and travel-time estimates (`docs/linear-road.md` sections 4-8).
 //!
 //! This module is pure: it knows nothing of the engine. One [`Partition`] runs per
 //! partition of the input and sees its sub-stream in input order (non-decreasing Time):

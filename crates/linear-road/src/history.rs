@@ -1,4 +1,4 @@
-//! The embedded historical stores of Linear Road (`shared/docs/linear-road.md` section 2):
+//! The embedded historical stores of Linear Road (`docs/linear-road.md` section 2):
 //! the toll history `VID,Day,XWay,Toll` (type-3 answers, doc 6.6) and Braid's segment
 //! history `XWay,Dir,Seg,DOW,Bucket,AvgSpeed,AvgToll` (type-4 answers, doc 6.7).
 //!

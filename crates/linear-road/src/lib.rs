@@ -1,5 +1,5 @@
 //! Linear Road on Braid: the benchmark's records, data generator, stream function,
-//! independent validator and rating harness. Semantics: `shared/docs/linear-road.md`.
+//! independent validator and rating harness. Semantics: `docs/linear-road.md`.
 #![warn(missing_docs)]
 
 pub mod app;

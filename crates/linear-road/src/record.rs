@@ -1,5 +1,5 @@
 //! Linear Road records: the 15-field input tuple, the five output lines, and the
-//! input checks of `shared/docs/linear-road.md` section 8.
+//! input checks of `docs/linear-road.md` section 8.
 //!
 //! This module is shared by the generator, the stream function and the validator:
 //! it only parses, formats and filters; it computes no answers.

@@ -1,5 +1,5 @@
 //! The independent Linear Road validator: a single-threaded recomputation of every
-//! expected answer (`shared/docs/linear-road.md` sections 4-6 and 8) and the comparison
+//! expected answer (`docs/linear-road.md` sections 4-6 and 8) and the comparison
 //! with a system's output (section 9).
 //!
 //! This code path shares nothing with the stream function but the record types of
