@@ -888,13 +888,21 @@ impl Node {
             }
             return;
         }
-        let held = Cx {
-            wm: cx.wm.saturating_sub(*hold),
-            ..*cx
+        // Below an interval join, the watermark its hold lowers (most nodes have none).
+        let lowered;
+        let held = match *hold {
+            0 => cx,
+            h => {
+                lowered = Cx {
+                    wm: cx.wm.saturating_sub(h),
+                    ..*cx
+                };
+                &lowered
+            }
         };
         for (k, kid) in kids.iter_mut().enumerate() {
             kid.push(input, row, cx, &mut bufs[k], f);
-            op.take(k, &mut bufs[k], &held, out, f, arena);
+            op.take(k, &mut bufs[k], held, out, f, arena);
         }
     }
 
