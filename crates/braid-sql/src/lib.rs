@@ -67,6 +67,7 @@
 //!   located errors every stage reports (`at line L, column C: ...` with a caret).
 
 pub mod catalog;
+pub mod copy;
 pub mod examples;
 pub mod expr;
 mod function;

@@ -87,6 +87,21 @@ with psycopg.connect(dsn, autocommit=True) as conn:
         with cur.copy("COPY rt FROM STDIN WITH (FORMAT csv)") as copy:
             copy.write("".join(csv_line(row) + "\n" for row in r))
     want += r
+    # HEADER false: no header, the first line is a row; an option that would read the
+    # data otherwise than the format does is refused by name, not ignored.
+    r = rows(5, 2500)
+    with conn.cursor() as cur:
+        with cur.copy("COPY rt FROM STDIN WITH (FORMAT csv, HEADER false)") as copy:
+            copy.write("".join(csv_line(row) + "\n" for row in r))
+    want += r
+    for option in ["DELIMITER ';'", "NULL 'x'", "FORMAT binary"]:
+        try:
+            with conn.cursor() as cur:
+                with cur.copy(f"COPY rt FROM STDIN WITH (FORMAT csv, {option})") as copy:
+                    copy.write("1,a,2\n")
+            sys.exit(f"COPY with {option} was taken")
+        except psycopg.errors.FeatureNotSupported as e:
+            check(option.split()[0] in str(e), True, f"the refusal names {option}: {e}")
     # COPY text, as psycopg writes it (\N null, backslash escapes).
     r = rows(40, 3000)
     with conn.cursor() as cur:

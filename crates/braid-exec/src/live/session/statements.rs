@@ -256,22 +256,20 @@ impl LiveSession {
             }
             return self.select(&inner).map(|s| Outcome::Rows(s, true));
         }
-        let name = p.word(1).unwrap_or("");
-        let log = self.log(name).cloned().ok_or_else(|| {
+        // Into a stream: its options by sqlparser (`braid_sql::copy`), any that would
+        // read the data otherwise than the format does refused by name.
+        let asked = braid_sql::copy::copy_in(&alone(text, p.range.clone()))?;
+        let name = asked.stream;
+        let log = self.log(&name).cloned().ok_or_else(|| {
             plan_error(&format!(
                 "COPY {name}: no stream named `{name}` lives in Braid"
             ))
         })?;
-        if p.word(2) != Some("FROM") || p.word(3) != Some("STDIN") {
-            return Err(plan_error("COPY stream FROM STDIN [WITH (FORMAT csv, HEADER true)] is the COPY a stream takes"));
-        }
-        let words: Vec<&str> = (4..p.tokens.len()).filter_map(|i| p.word(i)).collect();
-        let format = if words.contains(&"CSV") {
-            Format::Csv
-        } else {
-            Format::Text
+        let format = match asked.format {
+            braid_sql::copy::CopyFormat::Csv => Format::Csv,
+            braid_sql::copy::CopyFormat::Text => Format::Text,
         };
-        let header = words.contains(&"HEADER");
+        let header = asked.header;
         Ok(Outcome::CopyIn(Ingest::new(log, format, header)))
     }
 
