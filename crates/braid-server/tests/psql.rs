@@ -495,3 +495,38 @@ fn show_views_lists_materialized_views_and_bad_values_are_22p02() {
         assert!(err.contains("row 1, column caller"), "{bad}: {err}");
     }
 }
+
+/// What drivers send around their statements is answered as PostgreSQL 16 answers it:
+/// `SELECT 1`, `SELECT version()`, `SHOW server_version`, a client's own `SET`
+/// (kept for that client), and a setting that would change what values mean refused.
+#[test]
+fn what_drivers_ask_at_connect_is_answered() {
+    let s = Server::start("drivers", 1);
+    assert_eq!(s.ok("SELECT 1").trim(), "1");
+    assert!(s.ok("SELECT version()").starts_with("PostgreSQL 16"));
+    assert_eq!(s.ok("SHOW server_version").trim(), "16.0");
+    assert_eq!(s.ok("SHOW client_encoding").trim(), "UTF8");
+    let out = s
+        .psql()
+        .args([
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            "SET application_name = 'grafana'",
+            "-c",
+            "SET extra_float_digits = 3",
+            "-c",
+            "SHOW application_name",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("grafana"));
+    // Another connection has its own.
+    assert_eq!(s.ok("SHOW application_name").trim(), "");
+    let out = s.run("SET TimeZone = 'Europe/Paris'");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Braid keeps timezone at UTC"));
+    // Braid's own settings are still the session's.
+    assert_eq!(s.ok("SET partitions = 4").trim(), "SET");
+}

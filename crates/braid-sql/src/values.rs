@@ -128,3 +128,102 @@ fn typed(v: Scalar, got: DataType, ty: DataType) -> std::result::Result<Scalar, 
         }
     })
 }
+
+/// What a PostgreSQL client asks about the server it is connected to, answered as
+/// PostgreSQL 16 answers (`SELECT version()` names Braid after it).
+fn server_function(name: &str) -> Option<String> {
+    Some(match name {
+        "version" => format!(
+            "PostgreSQL 16.0 (Braid {}), a parallel stream processing server",
+            env!("CARGO_PKG_VERSION")
+        ),
+        "current_database" | "current_catalog" => "braid".into(),
+        "current_schema" => "public".into(),
+        "current_user" | "session_user" | "user" => "braid".into(),
+        _ => return None,
+    })
+}
+
+/// A `SELECT` without `FROM` (`SELECT 1`, `SELECT version()`, what drivers send to check
+/// a connection): each item's column name (its alias, the function's name, or
+/// `?column?` as in PostgreSQL) and its value, the constants evaluated as in `VALUES`.
+/// None when `text` is not a SELECT without FROM.
+pub fn select_constants(text: &str) -> Result<Option<Vec<(String, Scalar)>>> {
+    let Ok(parsed) = Parser::parse_sql(&GenericDialect {}, text) else {
+        return Ok(None);
+    };
+    let [ast::Statement::Query(q)] = parsed.as_slice() else {
+        return Ok(None);
+    };
+    let ast::SetExpr::Select(select) = q.body.as_ref() else {
+        return Ok(None);
+    };
+    if !select.from.is_empty() || q.with.is_some() {
+        return Ok(None);
+    }
+    if select.selection.is_some() || q.order_by.is_some() || q.limit_clause.is_some() {
+        return Err(Error::NotSupported(
+            "WHERE, ORDER BY or LIMIT in a SELECT without FROM (it has one row of constants)"
+                .into(),
+        ));
+    }
+    let arena = braid_plan::expr::Arena::new();
+    let mut empty = Batch::new(0);
+    empty.start_row(RowKey::default());
+    let no_columns = Schema::new(Vec::new());
+    let mut out = Vec::new();
+    for item in &select.projection {
+        let (e, alias) = match item {
+            ast::SelectItem::UnnamedExpr(e) => (e, None),
+            ast::SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.value.clone())),
+            _ => return Err(Error::NotSupported("* in a SELECT without FROM".into())),
+        };
+        let called = match e {
+            ast::Expr::Function(f) => Some(f.name.to_string().to_ascii_lowercase()),
+            ast::Expr::Identifier(id) => Some(id.value.to_ascii_lowercase()),
+            _ => None,
+        };
+        let server = called.as_deref().and_then(server_function);
+        let name = alias
+            .or_else(|| {
+                called
+                    .clone()
+                    .filter(|_| server.is_some() || matches!(e, ast::Expr::Function(_)))
+            })
+            .unwrap_or_else(|| "?column?".into());
+        let v = match server {
+            Some(s) => Scalar::Str(s),
+            None => {
+                let compiled = convert(e, &no_columns).at(text, e.span())?;
+                compiled
+                    .eval(&empty.row(0), &arena)
+                    .map_err(|fault| Error::Value(fault.to_string()).at(text, e.span()))?
+                    .to_scalar()
+            }
+        };
+        out.push((name, v));
+    }
+    Ok(Some(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_select_without_from_is_its_constants() {
+        let got = select_constants("SELECT 1, 2 + 3 AS five, version(), current_database()")
+            .expect("taken")
+            .expect("a SELECT without FROM");
+        assert_eq!(got[0], ("?column?".into(), Scalar::Int(1)));
+        assert_eq!(got[1], ("five".into(), Scalar::Int(5)));
+        assert_eq!(got[2].0, "version");
+        assert!(matches!(&got[2].1, Scalar::Str(s) if s.starts_with("PostgreSQL 16")));
+        assert_eq!(
+            got[3],
+            ("current_database".into(), Scalar::Str("braid".into()))
+        );
+        assert_eq!(select_constants("SELECT a FROM t").expect("taken"), None);
+        assert!(select_constants("SELECT 1 / 0").is_err());
+    }
+}

@@ -19,6 +19,7 @@ pub use super::subscription::Subscription;
 mod alter;
 mod durable;
 mod late;
+mod postgres;
 mod statements;
 mod transaction;
 use super::io::{Heartbeat, LogSink, LogSource};
@@ -305,6 +306,15 @@ impl LiveSession {
                 }
                 continue;
             }
+            if let Some(r) = self.postgres(text, &p, client) {
+                let failed = r.is_err();
+                out.push(r);
+                if failed {
+                    client.fail();
+                    break;
+                }
+                continue;
+            }
             let first_id = self.engine.next_id();
             self.durable_begin(text, &p);
             let mut r = self.statement(text, &p);
@@ -359,6 +369,14 @@ impl LiveSession {
             return Ok(None);
         };
         let own = alone(text, p.range.clone());
+        // PostgreSQL's own (SELECT 1, SHOW server_version): run, they change nothing
+        // (a SET goes to a client of its own, thrown away).
+        if let Some(r) = self.postgres(text, &p, &mut Client::default()) {
+            return Ok(match r? {
+                Outcome::Listing(l) => Some(columns_of(l)),
+                _ => None,
+            });
+        }
         if p.starts_with(&["SUBSCRIBE"]) {
             let sub = self.subscribe_piece(text, &p, 1)?;
             return Ok(Some(sub.columns.clone()));
@@ -376,12 +394,7 @@ impl LiveSession {
             return Ok(None);
         }
         match self.statement(text, &p)? {
-            Outcome::Listing(l) => Ok(Some(
-                l.header
-                    .into_iter()
-                    .map(|h| (h, DataType::String))
-                    .collect(),
-            )),
+            Outcome::Listing(l) => Ok(Some(columns_of(l))),
             _ => Ok(None),
         }
     }
@@ -852,4 +865,12 @@ fn tag_of(text: &str) -> String {
         Some(w) => w.to_string(),
         None => String::new(),
     }
+}
+
+/// A listing's columns: text, as its rows are.
+fn columns_of(l: Listing) -> Vec<(String, DataType)> {
+    l.header
+        .into_iter()
+        .map(|h| (h, DataType::String))
+        .collect()
 }

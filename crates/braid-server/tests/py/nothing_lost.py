@@ -67,6 +67,9 @@ def csv_line(r):
 
 
 with psycopg.connect(dsn, autocommit=True) as conn:
+    # What drivers ask at connect, through the extended protocol (values come as text).
+    check(conn.execute("SELECT 1").fetchone(), ("1",), "SELECT 1")
+    check(conn.execute("SHOW server_version").fetchone(), ("16.0",), "SHOW server_version")
     conn.execute("CREATE STREAM rt (id BIGINT NOT NULL, s TEXT, v BIGINT) "
                  f"WITH (listen = '127.0.0.1:{tcp_port}', format = 'csv')")
     want = []

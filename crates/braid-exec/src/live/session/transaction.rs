@@ -29,6 +29,8 @@ pub struct Client {
     state: State,
     /// The rows it appended to streams.
     pub sent: Sent,
+    /// PostgreSQL settings it set (`application_name`, ...: see `postgres.rs`).
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Default)]
@@ -91,7 +93,7 @@ impl LiveSession {
         client: &mut Client,
     ) -> Option<Result<Outcome>> {
         let w = word(p);
-        let Client { state, sent } = client;
+        let Client { state, sent, .. } = client;
         Some(match (&mut *state, w) {
             (State::None, Word::Begin) => {
                 *state = State::Open(Vec::new());
