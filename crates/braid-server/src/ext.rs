@@ -85,8 +85,11 @@ fn literal(portal: &Portal<String>, i: usize) -> PgWireResult<String> {
         return Ok("NULL".into());
     };
     let number = |v: String| -> PgWireResult<String> {
-        match v.parse::<f64>() {
-            Ok(_) => Ok(v),
+        if let Ok(n) = v.trim().parse::<i64>() {
+            return Ok(int_literal(n));
+        }
+        match v.trim().parse::<f64>() {
+            Ok(f) => Ok(float_literal(f)),
             Err(_) => Err(user_error(
                 "22P02",
                 format!("parameter ${}: {v:?} is not a number", i + 1),
@@ -95,26 +98,13 @@ fn literal(portal: &Portal<String>, i: usize) -> PgWireResult<String> {
     };
     if portal.parameter_format.is_binary(i) {
         return Ok(match declared {
-            Type::INT2 => portal
-                .parameter::<i16>(i, &declared)?
-                .unwrap_or(0)
-                .to_string(),
-            Type::INT4 => portal
-                .parameter::<i32>(i, &declared)?
-                .unwrap_or(0)
-                .to_string(),
-            Type::INT8 => portal
-                .parameter::<i64>(i, &declared)?
-                .unwrap_or(0)
-                .to_string(),
-            Type::FLOAT4 => portal
-                .parameter::<f32>(i, &declared)?
-                .unwrap_or(0.0)
-                .to_string(),
-            Type::FLOAT8 => portal
-                .parameter::<f64>(i, &declared)?
-                .unwrap_or(0.0)
-                .to_string(),
+            Type::INT2 => int_literal(portal.parameter::<i16>(i, &declared)?.unwrap_or(0).into()),
+            Type::INT4 => int_literal(portal.parameter::<i32>(i, &declared)?.unwrap_or(0).into()),
+            Type::INT8 => int_literal(portal.parameter::<i64>(i, &declared)?.unwrap_or(0)),
+            Type::FLOAT4 => {
+                float_literal(portal.parameter::<f32>(i, &declared)?.unwrap_or(0.0).into())
+            }
+            Type::FLOAT8 => float_literal(portal.parameter::<f64>(i, &declared)?.unwrap_or(0.0)),
             Type::BOOL => match portal.parameter::<bool>(i, &declared)?.unwrap_or(false) {
                 true => "TRUE".into(),
                 false => "FALSE".into(),
@@ -157,6 +147,28 @@ fn literal(portal: &Portal<String>, i: usize) -> PgWireResult<String> {
         Type::DATE => format!("DATE {}", quote(&text)),
         _ => quote(&text),
     })
+}
+
+/// An int as a literal that reads as that value wherever `$n` stood: a negative one in
+/// parentheses (after a `-`, `-5` would start a comment: `a --5`).
+fn int_literal(n: i64) -> String {
+    match n < 0 {
+        true => format!("({n})"),
+        false => n.to_string(),
+    }
+}
+
+/// A float as a literal that reads back to the same value: shortest round-trip digits,
+/// a negative one in parentheses, NaN and the infinities as a cast of their text.
+fn float_literal(f: f64) -> String {
+    if !f.is_finite() {
+        return format!("CAST('{f}' AS DOUBLE PRECISION)");
+    }
+    let digits = format!("{f:?}");
+    match f.is_sign_negative() {
+        true => format!("({digits})"),
+        false => digits,
+    }
 }
 
 /// `s` as a quoted SQL string.
@@ -343,5 +355,19 @@ mod tests {
             "INSERT INTO s VALUES (1, '$2', 'a''b')"
         );
         assert!(bind("SELECT $3", &["1".into()]).is_err());
+    }
+
+    /// A bound number reads as its value wherever it stands: after a `-` a negative
+    /// one does not start a comment, NaN is not a column name.
+    #[test]
+    fn bound_numbers_keep_their_value() {
+        let sql = "SELECT a -$1, $2, $3 FROM t";
+        let values = [int_literal(-5), float_literal(-2.5), float_literal(f64::NAN)];
+        assert_eq!(
+            bind(sql, &values).unwrap(),
+            "SELECT a -(-5), (-2.5), CAST('NaN' AS DOUBLE PRECISION) FROM t"
+        );
+        assert_eq!(float_literal(1e300), "1e300");
+        assert_eq!(float_literal(f64::NEG_INFINITY), "CAST('-inf' AS DOUBLE PRECISION)");
     }
 }
