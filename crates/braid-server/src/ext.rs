@@ -362,12 +362,19 @@ mod tests {
     #[test]
     fn bound_numbers_keep_their_value() {
         let sql = "SELECT a -$1, $2, $3 FROM t";
-        let values = [int_literal(-5), float_literal(-2.5), float_literal(f64::NAN)];
+        let values = [
+            int_literal(-5),
+            float_literal(-2.5),
+            float_literal(f64::NAN),
+        ];
         assert_eq!(
             bind(sql, &values).unwrap(),
             "SELECT a -(-5), (-2.5), CAST('NaN' AS DOUBLE PRECISION) FROM t"
         );
         assert_eq!(float_literal(1e300), "1e300");
-        assert_eq!(float_literal(f64::NEG_INFINITY), "CAST('-inf' AS DOUBLE PRECISION)");
+        assert_eq!(
+            float_literal(f64::NEG_INFINITY),
+            "CAST('-inf' AS DOUBLE PRECISION)"
+        );
     }
 }

@@ -520,7 +520,11 @@ fn what_drivers_ask_at_connect_is_answered() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("grafana"));
     // Another connection has its own.
     assert_eq!(s.ok("SHOW application_name").trim(), "");
