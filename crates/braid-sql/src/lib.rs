@@ -84,7 +84,7 @@ mod script;
 mod show;
 pub mod split;
 mod statement;
-pub mod time;
+pub use expr::time;
 pub mod values;
 mod view;
 mod watermark;

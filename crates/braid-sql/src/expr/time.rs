@@ -3,7 +3,7 @@
 //! number of the stream's units or an error (never rounded, never guessed: a stream
 //! that does not declare its unit refuses INTERVAL).
 
-use crate::expr::{sql_type, sub, Resolve};
+use super::{sql_type, sub, Resolve};
 use crate::located::mark;
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};

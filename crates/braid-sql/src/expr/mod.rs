@@ -1,6 +1,8 @@
 //! Scalar expressions from SQL text, parsed with `sqlparser` and resolved against a
 //! schema. (The full query language builds on this.)
 
+pub mod time;
+
 use crate::located::{mark, mark_word, parse_error, At};
 use crate::logical::AggFunc;
 use braid_plan::batch::Scalar;
@@ -42,7 +44,7 @@ pub trait Resolve {
         None
     }
     /// The time unit an INTERVAL converts to, or why there is none.
-    fn time_unit(&self) -> crate::time::Unit {
+    fn time_unit(&self) -> time::Unit {
         Err("INTERVAL needs the time unit of a stream; this expression reads none".into())
     }
     /// The type of `e`, when the resolver knows the columns' types.
@@ -75,9 +77,9 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
         E::Nested(inner) => convert(inner, r)?,
         E::BinaryOp { left, op, right } => {
             let op = binary_op(op)?;
-            crate::time::arithmetic(left, op, right, r)?
+            time::arithmetic(left, op, right, r)?
         }
-        E::TypedString(ts) => crate::time::typed_literal(ts)?,
+        E::TypedString(ts) => time::typed_literal(ts)?,
         E::UnaryOp { op, expr } => unary(*op, expr, r)?,
         E::IsNull(x) => Expr::IsNull(Box::new(sub(x, r)?), false),
         E::IsNotNull(x) => Expr::IsNull(Box::new(sub(x, r)?), true),
@@ -138,7 +140,7 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
                 mark_word(Span::new(end, end), &word, e)
             })?;
             let x = sub(expr, r)?;
-            crate::time::cast(x.clone(), r.type_of(&x), t)?.unwrap_or(Expr::Cast(Box::new(x), t))
+            time::cast(x.clone(), r.type_of(&x), t)?.unwrap_or(Expr::Cast(Box::new(x), t))
         }
         E::Function(f) => function(f, r)?,
         E::Array(a) => {
@@ -185,7 +187,7 @@ pub fn convert(e: &ast::Expr, r: &dyn Resolve) -> Result<Expr> {
             }
             x
         }
-        E::Interval(iv) => Expr::Literal(Scalar::Int(crate::time::interval(iv, &r.time_unit())?)),
+        E::Interval(iv) => Expr::Literal(Scalar::Int(time::interval(iv, &r.time_unit())?)),
         E::Exists { negated, .. } => {
             let word = if *negated { "NOT EXISTS" } else { "EXISTS" };
             // sqlparser's span starts at the subquery, after the word.
@@ -639,7 +641,7 @@ pub(crate) fn check_call(f: &ast::Function, kind: Call) -> Result<()> {
 /// A call of a built-in or registered scalar function.
 fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
     let name = f.name.to_string();
-    crate::time::refuse_clock(&name)?;
+    time::refuse_clock(&name)?;
     let kind = match AggFunc::by_name(&name) {
         Some(_) => Call::Aggregate,
         None => Call::Plain,
@@ -670,7 +672,7 @@ fn function(f: &ast::Function, r: &dyn Resolve) -> Result<Expr> {
                     let x = sub(x, r)?;
                     // concat writes each argument's text, a time's as CAST writes it.
                     args.push(match func {
-                        Some(Func::Concat) => crate::time::text_if_time(x, r),
+                        Some(Func::Concat) => time::text_if_time(x, r),
                         _ => x,
                     })
                 }
