@@ -95,7 +95,7 @@ impl LiveSession {
             let name = p.word(first)?.to_ascii_lowercase();
             let (n, _, taken) = SETTABLE.iter().find(|(n, _, _)| *n == name)?;
             let value = own
-                .split_once(|c: char| c == '=')
+                .split_once('=')
                 .map(|(_, v)| v)
                 .or_else(|| {
                     let upper = own.to_ascii_uppercase();
