@@ -481,6 +481,11 @@ fn show_views_lists_materialized_views_and_bad_values_are_22p02() {
     );
     s.ok("DROP MATERIALIZED VIEW long_calls");
     assert_eq!(s.ok("SHOW VIEWS").trim(), "");
+    // A query into a sink names the sink (not a debug print of where it writes).
+    s.ok("CREATE SINK gone WITH (sink = 'discard')");
+    s.ok("INSERT INTO gone SELECT caller FROM calls");
+    let queries = s.ok("SHOW QUERIES");
+    assert!(queries.contains(",sink gone,"), "{queries}");
     for bad in [
         "INSERT INTO calls VALUES ('abc', 1, 2)",
         "INSERT INTO calls VALUES (9223372036854775807 + 1, 1, 2)",

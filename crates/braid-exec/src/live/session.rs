@@ -480,10 +480,14 @@ impl LiveSession {
         if self.script.jobs.len() > jobs {
             self.late = Some(self.script.jobs[jobs].late.clone());
             let job = self.script.jobs[jobs].clone_parts();
-            let writes = match &job.1 {
-                Plan::Sink(s) => format!("{:?}", s.spec),
-                _ => "sinks".into(),
-            };
+            // `INSERT INTO sink ...`: the sink by name, as SHOW SINKS lists it.
+            let sink = statements(text).and_then(|v| {
+                let p = v.into_iter().next()?;
+                let name = p.word(2)?.to_ascii_lowercase();
+                (p.starts_with(&["INSERT", "INTO"]) && matches!(job.1, Plan::Sink(_)))
+                    .then(|| format!("sink {name}"))
+            });
+            let writes = sink.unwrap_or_else(|| "sinks".into());
             self.install(job.0, job.1, writes, None, true)?;
             return Ok(Outcome::Done("INSERT 0 0".into()));
         }

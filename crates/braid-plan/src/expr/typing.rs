@@ -163,7 +163,11 @@ impl Expr {
                     Func::Abs => match tys.as_slice() {
                         [t @ (Int64 | Float64)] => *t,
                         _ => {
-                            return Err(Error::Plan(format!("abs takes one number, found {tys:?}")))
+                            let found: Vec<std::string::String> = tys.iter().map(|t| t.to_string()).collect();
+                            return Err(Error::Plan(format!(
+                                "abs takes one number, found ({})",
+                                found.join(", ")
+                            )));
                         }
                     },
                     Func::Least | Func::Greatest | Func::Coalesce => {
