@@ -4,7 +4,7 @@
 //! what runs is an ordinary statement of the live session. Results are text; a client
 //! asking for binary results is refused with a message.
 
-use crate::pg::{fields, listing_response, pg_error, push_rows, Conn, Shared};
+use crate::pg::{fields, listing_response, pg_error, push_rows, row_response, Conn, Shared};
 use async_trait::async_trait;
 use braid_exec::live::Outcome;
 use braid_sql::split::{statements, Lead};
@@ -330,6 +330,7 @@ impl ExtendedQueryHandler for Conn {
             Ok(Outcome::Begin) => Response::TransactionStart(Tag::new("BEGIN")),
             Ok(Outcome::End(tag)) => Response::TransactionEnd(Tag::new(&tag)),
             Ok(Outcome::Listing(l)) => listing_response(&l)?,
+            Ok(Outcome::Row(columns, row)) => row_response(&columns, &row)?,
             Ok(Outcome::CopyIn(ingest)) => self.copy_in(ingest),
             // Rows go out as they come; the command's tag (or its query's error) ends it.
             Ok(Outcome::Rows(sub, copy)) => {

@@ -239,6 +239,7 @@ impl SimpleQueryHandler for Conn {
                 Ok(Outcome::Begin) => responses.push(Response::TransactionStart(Tag::new("BEGIN"))),
                 Ok(Outcome::End(tag)) => responses.push(Response::TransactionEnd(Tag::new(&tag))),
                 Ok(Outcome::Listing(l)) => responses.push(listing_response(&l)?),
+                Ok(Outcome::Row(columns, row)) => responses.push(row_response(&columns, &row)?),
                 Ok(Outcome::CopyIn(ingest)) => responses.push(self.copy_in(ingest)),
                 Ok(Outcome::Rows(sub, copy)) => {
                     // Earlier results go first; the rows stream until the query ends.
@@ -435,6 +436,26 @@ fn too_slow(message: String) -> PgWireError {
 }
 
 /// A SHOW, DESCRIBE or EXPLAIN listing as rows of text columns.
+/// One row of typed values (`SELECT 1`), its columns typed as Postgres types.
+pub(crate) fn row_response(
+    columns: &[(String, DataType)],
+    row: &braid_plan::batch::Batch,
+) -> PgWireResult<Response> {
+    let schema = fields(columns);
+    let mut encoder = DataRowEncoder::new(schema.clone());
+    let mut rows = Vec::new();
+    for r in row.rows() {
+        for (c, (_, ty)) in columns.iter().enumerate() {
+            encoder.encode_field(&cell(&r, c, *ty))?;
+        }
+        rows.push(Ok(encoder.take_row()));
+    }
+    Ok(Response::Query(QueryResponse::new(
+        schema,
+        futures::stream::iter(rows),
+    )))
+}
+
 pub(crate) fn listing_response(l: &Listing) -> PgWireResult<Response> {
     let columns: Vec<(String, DataType)> = l
         .header

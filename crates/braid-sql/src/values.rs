@@ -146,9 +146,9 @@ fn server_function(name: &str) -> Option<String> {
 
 /// A `SELECT` without `FROM` (`SELECT 1`, `SELECT version()`, what drivers send to check
 /// a connection): each item's column name (its alias, the function's name, or
-/// `?column?` as in PostgreSQL) and its value, the constants evaluated as in `VALUES`.
-/// None when `text` is not a SELECT without FROM.
-pub fn select_constants(text: &str) -> Result<Option<Vec<(String, Scalar)>>> {
+/// `?column?` as in PostgreSQL), its value and its type, the constants evaluated as in
+/// `VALUES`. None when `text` is not a SELECT without FROM.
+pub fn select_constants(text: &str) -> Result<Option<Vec<(String, Scalar, DataType)>>> {
     let Ok(parsed) = Parser::parse_sql(&GenericDialect {}, text) else {
         return Ok(None);
     };
@@ -191,17 +191,19 @@ pub fn select_constants(text: &str) -> Result<Option<Vec<(String, Scalar)>>> {
                     .filter(|_| server.is_some() || matches!(e, ast::Expr::Function(_)))
             })
             .unwrap_or_else(|| "?column?".into());
-        let v = match server {
-            Some(s) => Scalar::Str(s),
+        let (v, ty) = match server {
+            Some(s) => (Scalar::Str(s), DataType::String),
             None => {
                 let compiled = convert(e, &no_columns).at(text, e.span())?;
-                compiled
+                let ty = compiled.data_type(&no_columns).at(text, e.span())?;
+                let v = compiled
                     .eval(&empty.row(0), &arena)
                     .map_err(|fault| Error::Value(fault.to_string()).at(text, e.span()))?
-                    .to_scalar()
+                    .to_scalar();
+                (v, ty)
             }
         };
-        out.push((name, v));
+        out.push((name, v, ty));
     }
     Ok(Some(out))
 }
@@ -215,14 +217,16 @@ mod tests {
         let got = select_constants("SELECT 1, 2 + 3 AS five, version(), current_database()")
             .expect("taken")
             .expect("a SELECT without FROM");
-        assert_eq!(got[0], ("?column?".into(), Scalar::Int(1)));
-        assert_eq!(got[1], ("five".into(), Scalar::Int(5)));
+        assert_eq!(got[0], ("?column?".into(), Scalar::Int(1), DataType::Int64));
+        assert_eq!(got[1], ("five".into(), Scalar::Int(5), DataType::Int64));
         assert_eq!(got[2].0, "version");
         assert!(matches!(&got[2].1, Scalar::Str(s) if s.starts_with("PostgreSQL 16")));
-        assert_eq!(
-            got[3],
-            ("current_database".into(), Scalar::Str("braid".into()))
+        let db = (
+            "current_database".into(),
+            Scalar::Str("braid".into()),
+            DataType::String,
         );
+        assert_eq!(got[3], db);
         assert_eq!(select_constants("SELECT a FROM t").expect("taken"), None);
         assert!(select_constants("SELECT 1 / 0").is_err());
     }

@@ -45,6 +45,9 @@ pub enum Outcome {
     Done(String),
     /// Rows to show (SHOW, DESCRIBE, EXPLAIN).
     Listing(Listing),
+    /// One row of typed values (`SELECT 1`, `SELECT version()`): the columns and the
+    /// values.
+    Row(Vec<(String, DataType)>, braid_plan::batch::Batch),
     /// Rows pushed as they come (SUBSCRIBE, a streaming SELECT); `copy`: asked for as
     /// `COPY (...) TO STDOUT`.
     Rows(Subscription, bool),
@@ -374,6 +377,7 @@ impl LiveSession {
         if let Some(r) = self.postgres(text, &p, &mut Client::default()) {
             return Ok(match r? {
                 Outcome::Listing(l) => Some(columns_of(l)),
+                Outcome::Row(columns, _) => Some(columns),
                 _ => None,
             });
         }

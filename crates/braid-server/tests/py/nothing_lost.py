@@ -67,7 +67,7 @@ def csv_line(r):
 
 
 with psycopg.connect(dsn, autocommit=True) as conn:
-    # What drivers ask at connect, through the extended protocol (values come as text).
+    # What drivers ask at connect, through the extended protocol (constants typed).
     # A bound number keeps its value wherever it stands: a negative one after `-` is no
     # comment, NaN and the infinities are floats.
     conn.execute("CREATE STREAM bound (a BIGINT, b DOUBLE PRECISION, c DOUBLE PRECISION)")
@@ -75,7 +75,7 @@ with psycopg.connect(dsn, autocommit=True) as conn:
                  (10, -5, float("nan"), float("-inf")))
     got = conn.execute("SELECT a, b, c FROM bound LIMIT 1").fetchone()
     check((got[0], got[1] != got[1], got[2]), (15, True, float("-inf")), "bound numbers")
-    check(conn.execute("SELECT 1").fetchone(), ("1",), "SELECT 1")
+    check(conn.execute("SELECT 1, 'x' || 'y', 2.5").fetchone(), (1, "xy", 2.5), "SELECT 1")
     check(conn.execute("SHOW server_version").fetchone(), ("16.0",), "SHOW server_version")
     conn.execute("CREATE STREAM rt (id BIGINT NOT NULL, s TEXT, v BIGINT) "
                  f"WITH (listen = '127.0.0.1:{tcp_port}', format = 'csv')")

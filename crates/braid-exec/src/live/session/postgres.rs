@@ -9,6 +9,7 @@
 
 use super::{Client, LiveSession, Outcome};
 use crate::error::Result;
+use braid_plan::batch::{Batch, RowKey};
 use braid_sql::catalog::Listing;
 use braid_sql::split::Piece;
 
@@ -55,13 +56,13 @@ impl LiveSession {
         if p.starts_with(&["SELECT"]) {
             return match braid_sql::values::select_constants(&own) {
                 Ok(None) => None,
-                Ok(Some(items)) => Some(Ok(Outcome::Listing(Listing {
-                    header: items.iter().map(|(n, _)| n.clone()).collect(),
-                    rows: vec![items
-                        .iter()
-                        .map(|(_, v)| v.as_value().to_string())
-                        .collect()],
-                }))),
+                Ok(Some(items)) => {
+                    let columns = items.iter().map(|(n, _, t)| (n.clone(), *t)).collect();
+                    let values: Vec<_> = items.iter().map(|(_, v, _)| v.as_value()).collect();
+                    let mut row = Batch::new(items.len());
+                    row.push(RowKey::default(), &values);
+                    Some(Ok(Outcome::Row(columns, row)))
+                }
                 Err(e) => Some(Err(e.into())),
             };
         }
