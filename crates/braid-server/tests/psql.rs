@@ -30,6 +30,22 @@ impl Server {
         );
         String::from_utf8_lossy(&out.stdout).to_string()
     }
+
+    /// Waits (at most 10 s) until SHOW QUERIES holds `what`, else fails saying `why`.
+    fn until_queries_show(&self, what: &str, why: &str) {
+        let start = Instant::now();
+        loop {
+            let queries = self.ok("SHOW QUERIES");
+            if queries.contains(what) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{why}: {queries}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 /// Waits for `child` (at most `timeout`); its stdout lines.
@@ -375,14 +391,10 @@ fn a_client_that_goes_away_takes_its_query_with_it() {
     s.ok("CREATE MATERIALIZED VIEW all_calls AS SELECT caller, dur FROM calls");
     // A subscriber's own query, with no rows coming: the client is killed.
     let mut sub = s.spawn("SELECT caller FROM calls WHERE dur > 1000");
-    let start = Instant::now();
-    while !s.ok("SHOW QUERIES").contains("running,0,0,0,subscriber") {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the subscriber's query never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    s.until_queries_show(
+        "running,0,0,0,subscriber",
+        "the subscriber's query never ran",
+    );
     sub.kill().unwrap();
     sub.wait().unwrap();
     // The keepalive finds the connection gone; the query ends, the view runs on.
@@ -423,14 +435,7 @@ fn ctrl_c_in_psql_cancels_the_running_statement() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("psql runs");
-    let start = Instant::now();
-    while !s.ok("SHOW QUERIES").contains("running,0,0,0,subscriber") {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the statement never ran"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    s.until_queries_show("running,0,0,0,subscriber", "the statement never ran");
     let killed = std::process::Command::new("kill")
         .args(["-INT", &sub.id().to_string()])
         .status()
@@ -451,15 +456,10 @@ fn ctrl_c_in_psql_cancels_the_running_statement() {
         err.contains("57014") && err.contains("canceling statement due to user request"),
         "{err}"
     );
-    let start = Instant::now();
-    while !s.ok("SHOW QUERIES").contains("ended,0,0,0,subscriber") {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the canceled statement's query did not end: {}",
-            s.ok("SHOW QUERIES")
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    s.until_queries_show(
+        "ended,0,0,0,subscriber",
+        "the canceled statement's query did not end",
+    );
     assert_eq!(
         s.ok("INSERT INTO calls VALUES (1, 2, 3)").trim(),
         "INSERT 0 1"
