@@ -121,7 +121,7 @@ impl Conn {
         let (notices, outcomes) = {
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
             let mut me = self.client.lock().unwrap_or_else(|p| p.into_inner());
-            let notices = session.late_notices(&mut me.sent);
+            let notices = session.late_notices(&mut me);
             (notices, session.execute_in(query, &mut me))
         };
         for text in notices {
@@ -436,45 +436,48 @@ fn too_slow(message: String) -> PgWireError {
 }
 
 /// A SHOW, DESCRIBE or EXPLAIN listing as rows of text columns.
-/// One row of typed values (`SELECT 1`), its columns typed as Postgres types.
-pub(crate) fn row_response(
+/// A result of `columns` and rows of text cells (`None`: null), all at once.
+fn query_response(
     columns: &[(String, DataType)],
-    row: &braid_plan::batch::Batch,
+    rows: impl Iterator<Item = Vec<Option<String>>>,
 ) -> PgWireResult<Response> {
     let schema = fields(columns);
     let mut encoder = DataRowEncoder::new(schema.clone());
-    let mut rows = Vec::new();
-    for r in row.rows() {
-        for (c, (_, ty)) in columns.iter().enumerate() {
-            encoder.encode_field(&cell(&r, c, *ty))?;
+    let mut encoded = Vec::new();
+    for row in rows {
+        for v in &row {
+            encoder.encode_field(v)?;
         }
-        rows.push(Ok(encoder.take_row()));
+        encoded.push(Ok(encoder.take_row()));
     }
     Ok(Response::Query(QueryResponse::new(
         schema,
-        futures::stream::iter(rows),
+        futures::stream::iter(encoded),
     )))
 }
 
+/// Typed rows (`SELECT 1`), their columns typed as Postgres types.
+pub(crate) fn row_response(
+    columns: &[(String, DataType)],
+    batch: &braid_plan::batch::Batch,
+) -> PgWireResult<Response> {
+    let rows = batch.rows().map(|r| {
+        (columns.iter().enumerate())
+            .map(|(c, (_, ty))| cell(&r, c, *ty))
+            .collect()
+    });
+    query_response(columns, rows)
+}
+
+/// A listing (SHOW, DESCRIBE, EXPLAIN): text columns.
 pub(crate) fn listing_response(l: &Listing) -> PgWireResult<Response> {
     let columns: Vec<(String, DataType)> = l
         .header
         .iter()
         .map(|h| (h.clone(), DataType::String))
         .collect();
-    let schema = fields(&columns);
-    let mut encoder = DataRowEncoder::new(schema.clone());
-    let mut rows = Vec::new();
-    for r in &l.rows {
-        for v in r {
-            encoder.encode_field(&Some(v.as_str()))?;
-        }
-        rows.push(Ok(encoder.take_row()));
-    }
-    Ok(Response::Query(QueryResponse::new(
-        schema,
-        futures::stream::iter(rows),
-    )))
+    let rows = l.rows.iter().map(|r| r.iter().cloned().map(Some).collect());
+    query_response(&columns, rows)
 }
 
 impl Conn {

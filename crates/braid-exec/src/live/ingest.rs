@@ -366,8 +366,6 @@ pub fn insert(log: &StreamLog, rows: &[Vec<Scalar>]) -> std::result::Result<Rang
 #[derive(Debug, Default)]
 pub struct Sent {
     runs: std::collections::VecDeque<(String, Range<u64>)>,
-    /// Per query (its engine id), how many of its late rows were looked at already.
-    pub(super) seen: std::collections::HashMap<u64, u64>,
 }
 
 impl Sent {

@@ -9,17 +9,19 @@
 //! (a join of two streams) numbers the merged rows itself, so its late rows are counted
 //! (`/metrics`, the late stream) but not matched to a sender.
 
-use super::LiveSession;
-use crate::live::ingest::Sent;
+use super::{Client, LiveSession};
 
 /// Rows named in a warning, at most.
 const NAMED: usize = 5;
 
 impl LiveSession {
-    /// Warnings for `client`'s rows that queries refused as late since it last asked:
-    /// one per query and stream, naming the first few rows (1-based positions in the
-    /// stream). Each late row is told once.
-    pub fn late_notices(&self, sent: &mut Sent) -> Vec<String> {
+    /// Warnings for the rows `client` sent that queries refused as late since it last
+    /// asked: one per query and stream, naming the first few rows (1-based positions in
+    /// the stream). Each late row is told once.
+    pub fn late_notices(&self, client: &mut Client) -> Vec<String> {
+        let Client {
+            sent, late_seen, ..
+        } = client;
         if sent.is_empty() {
             return Vec::new();
         }
@@ -34,9 +36,9 @@ impl LiveSession {
             for (i, rows) in late.iter().enumerate() {
                 // Queries and their parts (a rescale's rows) keyed apart.
                 let key = q.id.wrapping_mul(64).wrapping_add(i as u64);
-                let from = sent.seen.get(&key).copied().unwrap_or(0);
+                let from = late_seen.get(&key).copied().unwrap_or(0);
                 let (seqs, next) = rows.refused_since(from);
-                sent.seen.insert(key, next);
+                late_seen.insert(key, next);
                 mine.extend(seqs.into_iter().filter(|&s| sent.holds(stream, s)));
             }
             if mine.is_empty() {

@@ -11,7 +11,7 @@ use super::{Client, LiveSession, Outcome};
 use crate::error::Result;
 use braid_plan::batch::{Batch, RowKey};
 use braid_sql::catalog::Listing;
-use braid_sql::split::Piece;
+use braid_sql::split::{Lead, Piece};
 
 /// PostgreSQL's settings a client may read: name, and the value Braid gives.
 const READ_ONLY: &[(&str, &str)] = &[
@@ -52,8 +52,8 @@ impl LiveSession {
         p: &Piece,
         client: &mut Client,
     ) -> Option<Result<Outcome>> {
-        let own = braid_sql::split::alone(text, p.range.clone());
         if p.starts_with(&["SELECT"]) {
+            let own = braid_sql::split::alone(text, p.range.clone());
             return match braid_sql::values::select_constants(&own) {
                 Ok(None) => None,
                 Ok(Some(items)) => {
@@ -95,19 +95,19 @@ impl LiveSession {
             };
             let name = p.word(first)?.to_ascii_lowercase();
             let (n, _, taken) = SETTABLE.iter().find(|(n, _, _)| *n == name)?;
-            let value = own
-                .split_once('=')
-                .map(|(_, v)| v)
-                .or_else(|| {
-                    let upper = own.to_ascii_uppercase();
-                    upper.find(" TO ").map(|i| &own[i + 4..])
-                })
-                .unwrap_or("")
-                .trim()
-                .trim_end_matches(';')
-                .trim()
-                .trim_matches('\'')
-                .to_string();
+            // The value: one string literal as the tokenizer read it (quotes undone),
+            // else the text after `=` or `TO` as written.
+            let mut at = first + 1;
+            if matches!(p.tokens.get(at), Some((Lead::Symbol(s), _)) if s == "=")
+                || p.word(at) == Some("TO")
+            {
+                at += 1;
+            }
+            let value = match p.tokens.get(at..) {
+                Some([(Lead::Str(s), _)]) => s.clone(),
+                Some([(_, start), ..]) => text[*start..p.range.end].trim().to_string(),
+                _ => String::new(),
+            };
             if !taken.is_empty() && !taken.iter().any(|t| t.eq_ignore_ascii_case(&value)) {
                 return Some(Err(super::plan_error(&format!(
                     "SET {n} = '{value}': Braid keeps {n} at {}",

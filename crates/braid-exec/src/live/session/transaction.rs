@@ -29,6 +29,9 @@ pub struct Client {
     state: State,
     /// The rows it appended to streams.
     pub sent: Sent,
+    /// Per query's late-row counter (keyed by `late.rs`), how many of its late rows
+    /// were matched against `sent` already.
+    pub(super) late_seen: std::collections::HashMap<u64, u64>,
     /// PostgreSQL settings it set (`application_name`, ...: see `postgres.rs`).
     pub settings: std::collections::BTreeMap<String, String>,
 }
