@@ -1,13 +1,15 @@
 //! The extended query protocol (Parse, Bind, Describe, Execute), which psycopg, JDBC
-//! and most drivers use. A statement is its text; `$n` parameters are bound by
-//! writing each value into the text as a literal of its type (a string quoted), so
-//! what runs is an ordinary statement of the live session. Results are text; a client
-//! asking for binary results is refused with a message.
+//! and most drivers use. A statement is its text, parsed when described or run; `$n`
+//! parameters are bound as typed values into the parsed statement
+//! (`braid_sql::parse::bind`: each value a constant of its type where the placeholder
+//! stood, never text parsed again). Results are text; a client asking for binary
+//! results is refused with a message.
 
 use crate::pg::{fields, listing_response, pg_error, push_rows, row_response, Conn, Shared};
 use async_trait::async_trait;
 use braid_exec::live::Outcome;
-use braid_sql::split::{statements, Lead};
+use braid_plan::batch::Scalar;
+use braid_sql::parse::{bind, parameters, parse, Located, Param, Statement};
 use futures::Sink;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::ExtendedQueryHandler;
@@ -35,45 +37,8 @@ fn user_error(code: &str, message: String) -> PgWireError {
     )))
 }
 
-/// The `$n` placeholders of `sql`: (byte range, n).
-fn placeholders(sql: &str) -> Vec<(std::ops::Range<usize>, usize)> {
-    let Some(pieces) = statements(sql) else {
-        return Vec::new();
-    };
-    pieces
-        .iter()
-        .flat_map(|p| p.tokens.iter())
-        .filter_map(|(t, at)| match t {
-            Lead::Symbol(s) if s.starts_with('$') => {
-                let n = s[1..].parse::<usize>().ok()?;
-                Some((*at..*at + s.len(), n))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// `sql` with each `$n` replaced by `values[n - 1]`.
-fn bind(sql: &str, values: &[String]) -> PgWireResult<String> {
-    let mut out = String::with_capacity(sql.len());
-    let mut last = 0;
-    for (range, n) in placeholders(sql) {
-        let v = values.get(n.wrapping_sub(1)).ok_or_else(|| {
-            user_error(
-                "08P01",
-                format!("${n} has no value ({} were bound)", values.len()),
-            )
-        })?;
-        out.push_str(&sql[last..range.start]);
-        out.push_str(v);
-        last = range.end;
-    }
-    out.push_str(&sql[last..]);
-    Ok(out)
-}
-
-/// Parameter `i` of `portal` as an SQL literal.
-fn literal(portal: &Portal<String>, i: usize) -> PgWireResult<String> {
+/// Parameter `i` of `portal` as a typed value.
+fn param(portal: &Portal<String>, i: usize) -> PgWireResult<Param> {
     let declared = portal
         .statement
         .parameter_types
@@ -82,115 +47,102 @@ fn literal(portal: &Portal<String>, i: usize) -> PgWireResult<String> {
         .flatten()
         .unwrap_or(Type::UNKNOWN);
     let Some(raw) = portal.parameters.get(i).cloned().flatten() else {
-        return Ok("NULL".into());
+        return Ok(Param::Value(Scalar::Null));
     };
-    let number = |v: String| -> PgWireResult<String> {
-        if let Ok(n) = v.trim().parse::<i64>() {
-            return Ok(int_literal(n));
-        }
-        match v.trim().parse::<f64>() {
-            Ok(f) => Ok(float_literal(f)),
-            Err(_) => Err(user_error(
-                "22P02",
-                format!("parameter ${}: {v:?} is not a number", i + 1),
-            )),
-        }
-    };
+    let value = |s: Scalar| Ok(Param::Value(s));
     if portal.parameter_format.is_binary(i) {
-        return Ok(match declared {
-            Type::INT2 => int_literal(portal.parameter::<i16>(i, &declared)?.unwrap_or(0).into()),
-            Type::INT4 => int_literal(portal.parameter::<i32>(i, &declared)?.unwrap_or(0).into()),
-            Type::INT8 => int_literal(portal.parameter::<i64>(i, &declared)?.unwrap_or(0)),
-            Type::FLOAT4 => {
-                float_literal(portal.parameter::<f32>(i, &declared)?.unwrap_or(0.0).into())
-            }
-            Type::FLOAT8 => float_literal(portal.parameter::<f64>(i, &declared)?.unwrap_or(0.0)),
-            Type::BOOL => match portal.parameter::<bool>(i, &declared)?.unwrap_or(false) {
-                true => "TRUE".into(),
-                false => "FALSE".into(),
-            },
+        return match declared {
+            Type::INT2 => value(Scalar::Int(portal.parameter::<i16>(i, &declared)?.unwrap_or(0).into())),
+            Type::INT4 => value(Scalar::Int(portal.parameter::<i32>(i, &declared)?.unwrap_or(0).into())),
+            Type::INT8 => value(Scalar::Int(portal.parameter::<i64>(i, &declared)?.unwrap_or(0))),
+            Type::FLOAT4 => value(Scalar::Float(
+                portal.parameter::<f32>(i, &declared)?.unwrap_or(0.0).into(),
+            )),
+            Type::FLOAT8 => value(Scalar::Float(portal.parameter::<f64>(i, &declared)?.unwrap_or(0.0))),
+            Type::BOOL => value(Scalar::Bool(portal.parameter::<bool>(i, &declared)?.unwrap_or(false))),
             Type::TEXT | Type::VARCHAR | Type::UNKNOWN => {
-                quote(&String::from_utf8(raw.to_vec()).map_err(|_| {
+                value(Scalar::Str(String::from_utf8(raw.to_vec()).map_err(|_| {
                     user_error("22021", format!("parameter ${} is not UTF-8", i + 1))
-                })?)
+                })?))
             }
-            other => {
-                return Err(user_error(
-                    "0A000",
-                    format!(
-                        "parameter ${} in binary as {}: send it as text",
-                        i + 1,
-                        other.name()
-                    ),
-                ))
-            }
-        });
+            other => Err(user_error(
+                "0A000",
+                format!(
+                    "parameter ${} in binary as {}: send it as text",
+                    i + 1,
+                    other.name()
+                ),
+            )),
+        };
     }
     let text = String::from_utf8(raw.to_vec())
         .map_err(|_| user_error("22021", format!("parameter ${} is not UTF-8", i + 1)))?;
-    Ok(match declared {
+    let typed = |ty: braid_sql::parse::SqlType| Ok(Param::Typed(ty, text.clone()));
+    match declared {
         Type::INT2 | Type::INT4 | Type::INT8 | Type::FLOAT4 | Type::FLOAT8 | Type::NUMERIC => {
-            number(text)?
+            if let Ok(n) = text.trim().parse::<i64>() {
+                return value(Scalar::Int(n));
+            }
+            match text.trim().parse::<f64>() {
+                Ok(f) => value(Scalar::Float(f)),
+                Err(_) => Err(user_error(
+                    "22P02",
+                    format!("parameter ${}: {text:?} is not a number", i + 1),
+                )),
+            }
         }
         Type::BOOL => match text.as_str() {
-            "t" | "true" | "TRUE" => "TRUE".into(),
-            "f" | "false" | "FALSE" => "FALSE".into(),
-            _ => {
-                return Err(user_error(
-                    "22P02",
-                    format!("parameter ${}: {text:?} is not a boolean", i + 1),
-                ))
-            }
+            "t" | "true" | "TRUE" => value(Scalar::Bool(true)),
+            "f" | "false" | "FALSE" => value(Scalar::Bool(false)),
+            _ => Err(user_error(
+                "22P02",
+                format!("parameter ${}: {text:?} is not a boolean", i + 1),
+            )),
         },
-        Type::TIMESTAMP => format!("TIMESTAMP {}", quote(&text)),
-        Type::TIMESTAMPTZ => format!("TIMESTAMPTZ {}", quote(&text)),
-        Type::DATE => format!("DATE {}", quote(&text)),
-        _ => quote(&text),
-    })
-}
-
-/// An int as a literal that reads as that value wherever `$n` stood: a negative one in
-/// parentheses (after a `-`, `-5` would start a comment: `a --5`).
-fn int_literal(n: i64) -> String {
-    match n < 0 {
-        true => format!("({n})"),
-        false => n.to_string(),
+        Type::TIMESTAMP => typed(braid_sql::parse::SqlType::Timestamp(
+            None,
+            braid_sql::parse::TimezoneInfo::None,
+        )),
+        Type::TIMESTAMPTZ => typed(braid_sql::parse::SqlType::Timestamp(
+            None,
+            braid_sql::parse::TimezoneInfo::WithTimeZone,
+        )),
+        Type::DATE => typed(braid_sql::parse::SqlType::Date),
+        _ => value(Scalar::Str(text)),
     }
 }
 
-/// A float as a literal that reads back to the same value: shortest round-trip digits,
-/// a negative one in parentheses, NaN and the infinities as a cast of their text.
-fn float_literal(f: f64) -> String {
-    if !f.is_finite() {
-        return format!("CAST('{f}' AS DOUBLE PRECISION)");
-    }
-    let digits = format!("{f:?}");
-    match f.is_sign_negative() {
-        true => format!("({digits})"),
-        false => digits,
-    }
-}
-
-/// `s` as a quoted SQL string.
-fn quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "''"))
-}
-
-/// The bound text of `portal`'s statement.
-fn bound(portal: &Portal<String>) -> PgWireResult<String> {
+/// `portal`'s statement parsed, its parameters bound.
+fn bound(portal: &Portal<String>) -> PgWireResult<braid_exec::error::Result<Vec<Located<Statement>>>> {
     let values = (0..portal.parameter_len())
-        .map(|i| literal(portal, i))
-        .collect::<PgWireResult<Vec<String>>>()?;
-    bind(&portal.statement.statement, &values)
+        .map(|i| param(portal, i))
+        .collect::<PgWireResult<Vec<Param>>>()?;
+    Ok(parsed_with(&portal.statement.statement, &values))
+}
+
+/// `sql` parsed, `values` bound to its parameters.
+fn parsed_with(sql: &str, values: &[Param]) -> braid_exec::error::Result<Vec<Located<Statement>>> {
+    let mut statements = parse(sql)?;
+    bind(&mut statements, values)?;
+    Ok(statements)
 }
 
 impl Parser {
-    /// The result columns of `sql` (parameters bound), in text format.
-    fn schema(&self, sql: &str, format: Option<&Format>) -> PgWireResult<Vec<FieldInfo>> {
-        let described = {
+    /// The result columns of `sql`'s first statement (`parsed`, parameters bound), in
+    /// text format.
+    fn schema(
+        &self,
+        sql: &str,
+        parsed: braid_exec::error::Result<Vec<Located<Statement>>>,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<FieldInfo>> {
+        let described = parsed.and_then(|statements| {
+            let Some(first) = statements.first() else {
+                return Ok(None);
+            };
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
-            session.describe(sql)
-        };
+            session.describe_parsed(sql, first)
+        });
         let columns = described.map_err(|e| PgWireError::UserError(Box::new(pg_error(&e, sql))))?;
         let Some(columns) = columns else {
             return Ok(Vec::new());
@@ -224,8 +176,7 @@ impl QueryParser for Parser {
     }
 
     fn get_parameter_types(&self, stmt: &String) -> PgWireResult<Vec<Type>> {
-        let n = placeholders(stmt).iter().map(|p| p.1).max().unwrap_or(0);
-        Ok(vec![Type::UNKNOWN; n])
+        Ok(vec![Type::UNKNOWN; parameters(stmt)])
     }
 
     fn get_result_schema(
@@ -234,9 +185,8 @@ impl QueryParser for Parser {
         format: Option<&Format>,
     ) -> PgWireResult<Vec<FieldInfo>> {
         // Before Bind, parameters are unknown: described as NULL.
-        let n = placeholders(stmt).iter().map(|p| p.1).max().unwrap_or(0);
-        let sql = bind(stmt, &vec!["NULL".to_string(); n])?;
-        self.schema(&sql, format)
+        let nulls = vec![Param::Value(Scalar::Null); parameters(stmt)];
+        self.schema(stmt, parsed_with(stmt, &nulls), format)
     }
 }
 
@@ -263,11 +213,7 @@ impl ExtendedQueryHandler for Conn {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let parser = self.query_parser();
-        let n = placeholders(&target.statement)
-            .iter()
-            .map(|p| p.1)
-            .max()
-            .unwrap_or(0);
+        let n = parameters(&target.statement);
         let params = (0..n)
             .map(|i| {
                 target
@@ -293,10 +239,11 @@ impl ExtendedQueryHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let sql = bound(target)?;
-        let fields = self
-            .query_parser()
-            .schema(&sql, Some(&target.result_column_format))?;
+        let fields = self.query_parser().schema(
+            &target.statement.statement,
+            bound(target)?,
+            Some(&target.result_column_format),
+        )?;
         Ok(DescribePortalResponse::new(fields))
     }
 
@@ -312,8 +259,8 @@ impl ExtendedQueryHandler for Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let sql = bound(portal)?;
-        let mut outcomes = self.execute(client, &sql).await?;
+        let sql = &portal.statement.statement;
+        let mut outcomes = self.run(client, sql, bound(portal)?).await?;
         if outcomes.len() > 1 {
             return Ok(Response::Error(Box::new(ErrorInfo::new(
                 "ERROR".into(),
@@ -325,7 +272,7 @@ impl ExtendedQueryHandler for Conn {
             return Ok(Response::EmptyQuery);
         };
         Ok(match outcome {
-            Err(e) => Response::Error(Box::new(pg_error(&e, &sql))),
+            Err(e) => Response::Error(Box::new(pg_error(&e, sql))),
             Ok(Outcome::Done(tag)) => Response::Execution(Tag::new(&tag)),
             Ok(Outcome::Begin) => Response::TransactionStart(Tag::new("BEGIN")),
             Ok(Outcome::End(tag)) => Response::TransactionEnd(Tag::new(&tag)),
@@ -341,41 +288,5 @@ impl ExtendedQueryHandler for Conn {
                 }
             }
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn placeholders_are_bound_outside_strings() {
-        let sql = "INSERT INTO s VALUES ($1, '$2', $2)";
-        assert_eq!(
-            bind(sql, &["1".into(), "'a''b'".into()]).unwrap(),
-            "INSERT INTO s VALUES (1, '$2', 'a''b')"
-        );
-        assert!(bind("SELECT $3", &["1".into()]).is_err());
-    }
-
-    /// A bound number reads as its value wherever it stands: after a `-` a negative
-    /// one does not start a comment, NaN is not a column name.
-    #[test]
-    fn bound_numbers_keep_their_value() {
-        let sql = "SELECT a -$1, $2, $3 FROM t";
-        let values = [
-            int_literal(-5),
-            float_literal(-2.5),
-            float_literal(f64::NAN),
-        ];
-        assert_eq!(
-            bind(sql, &values).unwrap(),
-            "SELECT a -(-5), (-2.5), CAST('NaN' AS DOUBLE PRECISION) FROM t"
-        );
-        assert_eq!(float_literal(1e300), "1e300");
-        assert_eq!(
-            float_literal(f64::NEG_INFINITY),
-            "CAST('-inf' AS DOUBLE PRECISION)"
-        );
     }
 }

@@ -11,6 +11,8 @@ use braid_exec::live::ingest::Ingest;
 use braid_exec::live::{Client, LiveSession, Outcome, Subscription};
 use braid_plan::types::DataType;
 use braid_sql::catalog::Listing;
+use braid_sql::copy::CopyFormat;
+use braid_sql::parse::{Located, Statement};
 use futures::{Sink, SinkExt};
 use pgwire::api::cancel::DefaultCancelHandler;
 use pgwire::api::copy::CopyHandler;
@@ -118,11 +120,36 @@ impl Conn {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let parsed = braid_sql::parse::parse(query).map_err(ExecError::from);
+        self.run(client, query, parsed).await
+    }
+
+    /// Runs `parsed`, the statements of `query` (or why it does not parse), for this
+    /// client; first sends it, as warnings, which of the rows it sent before queries
+    /// have since refused as late.
+    pub(crate) async fn run<C>(
+        &self,
+        client: &mut C,
+        query: &str,
+        parsed: braid_exec::error::Result<Vec<Located<Statement>>>,
+    ) -> PgWireResult<Vec<braid_exec::error::Result<Outcome>>>
+    where
+        C: Sink<PgWireBackendMessage> + Unpin + Send,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
         let (notices, outcomes) = {
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
             let mut me = self.client.lock().unwrap_or_else(|p| p.into_inner());
             let notices = session.late_notices(&mut me);
-            (notices, session.execute_in(query, &mut me))
+            let outcomes = match parsed {
+                Ok(statements) => session.run_in(query, statements, &mut me),
+                Err(e) => {
+                    me.fail();
+                    vec![Err(e)]
+                }
+            };
+            (notices, outcomes)
         };
         for text in notices {
             warn(client, "01000", text).await?;
@@ -286,7 +313,7 @@ where
 async fn stream_rows<C>(
     client: &mut C,
     sub: Subscription,
-    copy: bool,
+    copy: Option<(CopyFormat, bool)>,
     limits: Limits,
     cancel: Cancel,
 ) -> PgWireResult<()>
@@ -313,7 +340,7 @@ pub(crate) type Cancel = futures::channel::oneshot::Receiver<()>;
 pub(crate) async fn push_rows<C>(
     client: &mut C,
     mut sub: Subscription,
-    copy: bool,
+    copy: Option<(CopyFormat, bool)>,
     describe: bool,
     limits: Limits,
     mut cancel: Cancel,
@@ -325,11 +352,23 @@ where
 {
     let types: Vec<DataType> = sub.columns.iter().map(|c| c.1).collect();
     let schema = fields(&sub.columns);
-    if copy {
-        let header = CopyOutResponse::new(0, types.len() as i16, vec![0; types.len()]);
+    if let Some((format, header)) = copy {
+        let response = CopyOutResponse::new(0, types.len() as i16, vec![0; types.len()]);
         client
-            .send(PgWireBackendMessage::CopyOutResponse(header))
+            .send(PgWireBackendMessage::CopyOutResponse(response))
             .await?;
+        if header && format == CopyFormat::Csv {
+            let mut line = String::new();
+            for (c, (name, _)) in sub.columns.iter().enumerate() {
+                if c > 0 {
+                    line.push(',');
+                }
+                crate::text::csv_field(name, &mut line);
+            }
+            line.push('\n');
+            let data = CopyData::new(bytes::Bytes::copy_from_slice(line.as_bytes()));
+            client.send(PgWireBackendMessage::CopyData(data)).await?;
+        }
     } else if describe {
         let desc = RowDescription::new(schema.iter().map(Into::into).collect());
         client
@@ -377,9 +416,12 @@ where
         let send = async {
             for row in batch.rows() {
                 rows += 1;
-                if copy {
+                if let Some((format, _)) = copy {
                     line.clear();
-                    copy_line(&row, &types, &mut line);
+                    match format {
+                        CopyFormat::Text => copy_line(&row, &types, &mut line),
+                        CopyFormat::Csv => crate::text::csv_line(&row, &types, &mut line),
+                    }
                     let data = CopyData::new(bytes::Bytes::copy_from_slice(line.as_bytes()));
                     client.feed(PgWireBackendMessage::CopyData(data)).await?;
                 } else {
@@ -397,14 +439,14 @@ where
         within(limits, send).await??;
     }
     if let Some(e) = sub.error() {
-        if copy {
+        if copy.is_some() {
             client
                 .send(PgWireBackendMessage::CopyFail(CopyFail::new(e.clone())))
                 .await?;
         }
         return Ok(Err(ErrorInfo::new("ERROR".into(), "22000".into(), e)));
     }
-    Ok(Ok(match copy {
+    Ok(Ok(match copy.is_some() {
         true => {
             client
                 .feed(PgWireBackendMessage::CopyDone(CopyDone::new()))

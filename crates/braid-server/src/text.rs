@@ -54,3 +54,29 @@ pub fn copy_line(row: &Row<'_>, types: &[DataType], out: &mut String) {
     }
     out.push('\n');
 }
+
+/// `row` as a line of COPY's CSV format (comma-separated, a field quoted when it holds
+/// a comma, quote, line break, or is empty; null an unquoted empty field; with a
+/// newline).
+pub fn csv_line(row: &Row<'_>, types: &[DataType], out: &mut String) {
+    for (c, &ty) in types.iter().enumerate() {
+        if c > 0 {
+            out.push(',');
+        }
+        if let Some(s) = cell(row, c, ty) {
+            csv_field(&s, out);
+        }
+    }
+    out.push('\n');
+}
+
+/// A field of CSV, quoted when it must be.
+pub fn csv_field(s: &str, out: &mut String) {
+    if s.is_empty() || s.contains([',', '"', '\n', '\r']) {
+        out.push('"');
+        out.push_str(&s.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(s);
+    }
+}

@@ -34,15 +34,23 @@ pub struct CopyIn {
 pub fn copy_in(text: &str) -> Result<CopyIn> {
     let parsed = Parser::parse_sql(&PostgreSqlDialect {}, text)
         .map_err(|e| parse_error(text, &e.to_string()))?;
-    let (source, target, options, legacy) = match parsed.as_slice() {
-        [ast::Statement::Copy {
+    match parsed.as_slice() {
+        [st] => copy_in_of(st),
+        _ => Err(usage()),
+    }
+}
+
+/// The COPY into a stream statement `st` asks for, or why it is not one Braid takes.
+pub(crate) fn copy_in_of(st: &ast::Statement) -> Result<CopyIn> {
+    let (source, target, options, legacy) = match st {
+        ast::Statement::Copy {
             source,
             to: false,
             target,
             options,
             legacy_options,
             ..
-        }] => (source, target, options, legacy_options),
+        } => (source, target, options, legacy_options),
         _ => return Err(usage()),
     };
     let ast::CopySource::Table {
@@ -62,6 +70,43 @@ pub fn copy_in(text: &str) -> Result<CopyIn> {
             "COPY with a column list: send every column of the stream, in order".into(),
         ));
     }
+    let (format, header) = format_and_header(options, legacy)?;
+    Ok(CopyIn {
+        stream: table_name.to_string(),
+        format,
+        header,
+    })
+}
+
+/// The format and header of `COPY (...) TO STDOUT [options]` (`st`: that COPY with a
+/// stand-in table for the parentheses); other options refused as for a COPY in.
+pub(crate) fn copy_out_options(st: &ast::Statement) -> Result<(CopyFormat, bool)> {
+    match st {
+        ast::Statement::Copy {
+            to: true,
+            target: ast::CopyTarget::Stdout,
+            options,
+            legacy_options,
+            ..
+        } => match format_and_header(options, legacy_options)? {
+            (CopyFormat::Text, true) => Err(Error::NotSupported(
+                "COPY HEADER in the text format; PostgreSQL writes a header line in CSV only (WITH (FORMAT csv, HEADER))".into(),
+            )),
+            taken => Ok(taken),
+        },
+        _ => Err(Error::Plan(
+            "COPY (query) TO STDOUT [WITH (FORMAT csv | text, HEADER)] is the COPY a query takes"
+                .into(),
+        )),
+    }
+}
+
+/// FORMAT and HEADER of COPY options; any other that asks for another reading (or
+/// writing) than the format's refused by name.
+fn format_and_header(
+    options: &[ast::CopyOption],
+    legacy: &[ast::CopyLegacyOption],
+) -> Result<(CopyFormat, bool)> {
     let mut format = None;
     let mut header = None;
     let mut rest = Vec::new();
@@ -91,11 +136,7 @@ pub fn copy_in(text: &str) -> Result<CopyIn> {
     for asked in rest {
         asked.check(format)?;
     }
-    Ok(CopyIn {
-        stream: table_name.to_string(),
-        format,
-        header: header.unwrap_or(false),
-    })
+    Ok((format, header.unwrap_or(false)))
 }
 
 fn usage() -> Error {

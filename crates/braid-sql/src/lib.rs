@@ -52,7 +52,8 @@
 //!
 //! The crate is laid out by stage; each depends only on those below it:
 //!
-//! - `statement`: the text split into statements and each one run: declarations
+//! - [`parse`]: the text into its statements, one closed enum; `statement`: each one
+//!   run: declarations
 //!   into the [`catalog`], `SET` into its settings, each query into a [`Job`] of the
 //!   [`Script`];
 //! - `query` (automatic parallelization) and `parallel` (the explicit
@@ -76,13 +77,13 @@ pub mod logical;
 mod optimizer;
 mod order;
 mod parallel;
+pub mod parse;
 pub mod physical;
 mod planner;
 mod query;
 pub mod run;
 mod script;
 mod show;
-pub mod split;
 mod statement;
 pub use expr::time;
 pub mod values;
@@ -113,6 +114,22 @@ pub fn compile_script(text: &str, base: &Path, registry: &Registry) -> Result<Sc
 /// number of jobs added.
 pub fn add_statements(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
     statement::add(script, text, base)
+}
+
+/// Runs one statement of the script language (of `text`, which its positions point
+/// into) against `script`: what the server does with a statement that is not its own.
+pub fn run_statement(
+    script: &mut Script,
+    text: &str,
+    base: &Path,
+    statement: &parse::Located<parse::Statement>,
+) -> Result<()> {
+    statement::run(script, text, base, statement)
+}
+
+/// Adds query `q` (of `text`) to `script` as a job whose rows go to the caller.
+pub fn add_query(script: &mut Script, text: &str, q: &sqlparser::ast::Query) -> Result<()> {
+    statement::query(script, text, q)
 }
 
 /// EXPLAIN of a job: the logical plan, the optimized plan with its partitioning, and

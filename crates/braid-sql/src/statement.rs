@@ -1,11 +1,13 @@
-//! Statements: the script's text split into statements (Braid's words `CREATE STREAM`
-//! and `CREATE SINK` handed to sqlparser as the token `TABLE`, every token keeping its
-//! place in the user's text, so errors point at it), then each statement run in
-//! order: declarations into the catalog, `SET` into the settings, queries into jobs
-//! ([`crate::order`] takes a query's ORDER BY and LIMIT, [`crate::query`] plans it, [`crate::parallel`] an explicit `PARALLEL(...)`).
+//! The script language's statements run: each [`Statement`] of [`crate::parse`] in
+//! order, declarations into the catalog, `SET` into the settings, queries into jobs
+//! ([`crate::order`] takes a query's ORDER BY and LIMIT, [`crate::query`] plans it,
+//! [`crate::parallel`] an explicit `PARALLEL(...)`). Also Braid's words patched into
+//! sqlparser's tokens before it parses (`CREATE STREAM` and `CREATE SINK` handed to it as
+//! `TABLE`, every token keeping its place in the user's text, so errors point at it).
 
 use crate::catalog::{self, Kind, Options, SinkDef};
-use crate::located::{parse_error, At};
+use crate::located::At;
+use crate::parse::{Declare, DropKind, Located, Statement};
 use crate::script::{Job, Script};
 use crate::show;
 use crate::watermark::{self, Watermark};
@@ -23,42 +25,17 @@ use std::sync::Arc;
 /// Parses `text` and runs its statements against `script`; returns the number of jobs
 /// added.
 pub(crate) fn add(script: &mut Script, text: &str, base: &Path) -> Result<usize> {
-    let dialect = GenericDialect {};
-    let (parsed, session, watermarks) = match braid_words(text) {
-        Some(p) => (
-            Parser::new(&dialect)
-                .with_tokens_with_locations(p.tokens)
-                .parse_statements()
-                .map(|s| (s, p.kinds)),
-            p.session,
-            p.watermarks,
-        ),
-        // Text that does not tokenize: sqlparser words the error.
-        None => (
-            Parser::parse_sql(&dialect, text).map(|s| (s, Vec::new())),
-            None,
-            Vec::new(),
-        ),
-    };
-    let (statements, kinds) = parsed.map_err(|e| {
-        // sqlparser does not parse SESSION's PARTITION BY: refuse it by name.
-        match session {
-            Some(at) => session_partition_by().at(text, at),
-            None => parse_error(text, &e.to_string()),
-        }
-    })?;
+    let statements = crate::parse::parse(text)?;
     let before = script.jobs.len();
-    for (n, st) in statements.iter().enumerate() {
-        let (word, first) = kinds.get(n).copied().unwrap_or((None, Span::empty()));
-        let watermark = watermarks.get(n).cloned().flatten();
-        statement(script, text, base, st, (word, watermark), first)?;
+    for st in &statements {
+        run(script, text, base, st)?;
     }
     Ok(script.jobs.len() - before)
 }
 
 /// Flink's `PARTITION BY` in the SESSION window table function (which sqlparser does
 /// not parse) is not built.
-fn session_partition_by() -> Error {
+pub(crate) fn session_partition_by() -> Error {
     Error::NotSupported(
         "PARTITION BY in the SESSION window table function (TABLE(SESSION(TABLE t PARTITION BY k, DESCRIPTOR(time), gap))); sessions per key are written GROUP BY SESSION(time, gap), k".into(),
     )
@@ -81,23 +58,23 @@ fn partition_by(tokens: &[TokenWithSpan]) -> Option<Span> {
 
 /// The tokens sqlparser reads, and per statement what Braid took out of them. Every
 /// token keeps its place in the user's text, so errors point at it.
-struct Patched {
+pub(crate) struct Patched {
     /// `STREAM` and `SINK` after `CREATE [OR REPLACE]` or `DROP` made the keyword
     /// `TABLE`; a WATERMARK clause, and `TABLE` before the stream of a window table
     /// function (`TUMBLE(TABLE calls, ...)`, which sqlparser does not parse), made
     /// whitespace.
-    tokens: Vec<TokenWithSpan>,
+    pub(crate) tokens: Vec<TokenWithSpan>,
     /// Per statement: Braid's word after CREATE (or DROP), and where its first word is.
-    kinds: Vec<(Option<Word>, Span)>,
+    pub(crate) kinds: Vec<(Option<Kind>, Span)>,
     /// Where the PARTITION BY of a SESSION window table function is.
-    session: Option<Span>,
+    pub(crate) session: Option<Span>,
     /// Per statement: its WATERMARK clause.
-    watermarks: Vec<Option<Watermark>>,
+    pub(crate) watermarks: Vec<Option<Watermark>>,
 }
 
 /// Braid's words taken out of `text`'s tokens (see [`Patched`]); None if `text` does not
 /// tokenize.
-fn braid_words(text: &str) -> Option<Patched> {
+pub(crate) fn braid_words(text: &str) -> Option<Patched> {
     let mut tokens = Tokenizer::new(&GenericDialect {}, text)
         .tokenize_with_location()
         .ok()?;
@@ -116,7 +93,7 @@ fn braid_words(text: &str) -> Option<Patched> {
     let mut table: Vec<usize> = Vec::new();
     let mut watermarks: Vec<Option<Watermark>> = vec![None];
     let mut skip_to = 0;
-    let mut kinds: Vec<Option<Word>> = vec![None];
+    let mut kinds: Vec<Option<Kind>> = vec![None];
     // Just after CREATE [OR REPLACE] or DROP.
     let mut after_create = false;
     let mut session = None;
@@ -130,7 +107,7 @@ fn braid_words(text: &str) -> Option<Patched> {
         if let Token::Whitespace(_) = &t.token {
             continue;
         }
-        let in_stream = kinds.last() == Some(&Some(Word::Stream));
+        let in_stream = kinds.last() == Some(&Some(Kind::Stream));
         if let (true, Some((w, _, end))) = (in_stream, watermark::clause(&tokens, i, text, &offset))
         {
             // With the comma before the clause, or (first in the list) the one after.
@@ -171,8 +148,8 @@ fn braid_words(text: &str) -> Option<Patched> {
             }
             Token::Word(w) if after_create => {
                 let kind = match w.value.to_ascii_uppercase().as_str() {
-                    "STREAM" => Some(Word::Stream),
-                    "SINK" => Some(Word::Sink),
+                    "STREAM" => Some(Kind::Stream),
+                    "SINK" => Some(Kind::Sink),
                     _ => None,
                 };
                 if let Some(k) = kind {
@@ -233,117 +210,85 @@ fn split_statements(tokens: &[TokenWithSpan]) -> Vec<Option<Span>> {
     v
 }
 
-/// Braid's word after CREATE or DROP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Word {
-    Stream,
-    Sink,
-}
-
-impl Word {
-    fn kind(self) -> Kind {
-        match self {
-            Word::Stream => Kind::Stream,
-            Word::Sink => Kind::Sink,
-        }
-    }
-}
-
-/// Runs one statement.
-fn statement(
+/// Runs one statement of the script language; the server's own are refused by name.
+pub(crate) fn run(
     script: &mut Script,
     text: &str,
     base: &Path,
-    st: &ast::Statement,
-    (word, watermark): (Option<Word>, Option<Watermark>),
-    first: Span,
+    located: &Located<Statement>,
 ) -> Result<()> {
-    // Statements sqlparser gives no span are located at their first word.
-    let span = match st.span() {
-        s if s == Span::empty() => first,
-        s => s,
-    };
+    let span = located.span;
     let at = |e: Error| e.at(text, span);
-    if let (Some(w), false) = (&watermark, matches!(st, ast::Statement::CreateTable(_))) {
-        return Err(Error::Internal(format!(
-            "a WATERMARK outside CREATE STREAM: {w:?}"
-        )));
-    }
-    match st {
-        ast::Statement::CreateTable(ct) => create(
-            script,
-            text,
-            base,
-            ct,
-            (word, watermark.as_ref()),
-            st.span(),
-        ),
-        ast::Statement::CreateView(cv) => crate::view::create(script, text, cv),
-        ast::Statement::Set(ast::Set::SingleAssignment {
-            variable, values, ..
-        }) => set(script, base, &variable.to_string(), values).map_err(at),
-        ast::Statement::Insert(ins) => {
-            let target = ins.table.to_string();
-            let mut sink = script.catalog.sink(&target).map_err(at)?.clone();
-            sink.max_latency = sink.max_latency.or(script.catalog.settings.max_latency);
-            let Some(src) = &ins.source else {
-                return Err(at(Error::NotSupported("INSERT without a query".into())));
+    match &located.statement {
+        Statement::Declare(d) => create(script, text, base, d, span),
+        Statement::CreateView(cv) => crate::view::create(script, text, cv),
+        Statement::Set(s) => set(script, base, &s.name, &s.values).map_err(at),
+        Statement::Insert(ins) => insert(script, text, ins).map_err(at),
+        Statement::Query(q) => query(script, text, q).map_err(at),
+        Statement::Drop(d) => {
+            let kind = match d.kind {
+                DropKind::Stream => Kind::Stream,
+                DropKind::Sink => Kind::Sink,
+                DropKind::Table => Kind::Table,
+                DropKind::View => Kind::View,
+                DropKind::MaterializedView => {
+                    return Err(at(server_only("DROP MATERIALIZED VIEW")));
+                }
             };
-            let mut job = crate::order::job(script, text, src, &sink, &st.to_string())?;
-            job.plan.check_latency_parts().map_err(at)?;
-            shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
-            job.plan.set_scheduler(script.catalog.settings.scheduler);
-            tuned(&mut job, &script.catalog.settings).map_err(at)?;
-            script.add_job(job, Some(&sink.name)).map_err(at)
-        }
-        ast::Statement::Query(q) => {
-            let sink = SinkDef {
-                name: "stdout".into(),
-                spec: braid_plan::plan::SinkSpec::Stdout,
-                stamp_emit: false,
-                header: false,
-                max_latency: script.catalog.settings.max_latency,
-                latency_to: None,
-                latency_from: None,
-            };
-            let mut job = crate::order::job(script, text, q, &sink, &st.to_string())?;
-            shed(&mut job.plan, script.catalog.settings.shed_load).map_err(at)?;
-            job.plan.set_scheduler(script.catalog.settings.scheduler);
-            tuned(&mut job, &script.catalog.settings).map_err(at)?;
-            script.add_job(job, None).map_err(at)
-        }
-        ast::Statement::Drop {
-            object_type: object @ (ast::ObjectType::Table | ast::ObjectType::View),
-            if_exists,
-            names,
-            cascade: false,
-            restrict: false,
-            purge: false,
-            temporary: false,
-            table: None,
-        } => {
-            for name in names {
-                let kind = match object {
-                    ast::ObjectType::View => Kind::View,
-                    _ => word.map_or(Kind::Table, Word::kind),
-                };
-                let e = script.catalog.drop(kind, &name.to_string(), *if_exists);
+            for name in &d.names {
+                let e = script.catalog.drop(kind, &name.to_string(), d.if_exists);
                 e.map_err(|e| e.at(text, name.span()))?;
             }
             Ok(())
         }
-        ast::Statement::CreateFunction(cf) => crate::function::create(script, cf).map_err(at),
-        ast::Statement::DropFunction(df) => crate::function::drop(script, df).map_err(at),
-        ast::Statement::ShowTables { .. }
-        | ast::Statement::ShowViews { .. }
-        | ast::Statement::ShowVariable { .. }
-        | ast::Statement::ExplainTable { .. } => show::statement(script, text, st).map_err(at),
-        other => Err(at(Error::NotSupported(format!(
-            "statement `{}`; Braid runs CREATE [OR REPLACE] STREAM/TABLE/SINK/VIEW/FUNCTION, DROP, SET, \
-             SHOW, DESCRIBE, INSERT INTO ... SELECT and SELECT",
-            first_words(&other.to_string())
-        )))),
+        Statement::CreateFunction(cf) => crate::function::create(script, cf).map_err(at),
+        Statement::DropFunction(df) => crate::function::drop(script, df).map_err(at),
+        Statement::Show(what) => show::show(script, what).map_err(at),
+        Statement::Describe(name) => show::describe(script, text, name),
+        other => Err(at(server_only(&other.tag()))),
     }
+}
+
+/// A statement of the server's (SUBSCRIBE, COPY, CREATE MATERIALIZED VIEW, ...) in a
+/// script.
+fn server_only(what: &str) -> Error {
+    Error::NotSupported(format!(
+        "{what} in a script: it is a statement of the server (braid serve, then psql); a script runs CREATE [OR REPLACE] STREAM/TABLE/SINK/VIEW/FUNCTION, DROP, SET, SHOW, DESCRIBE, INSERT INTO ... SELECT and SELECT"
+    ))
+}
+
+/// `INSERT INTO sink SELECT ...`: a job writing the sink.
+fn insert(script: &mut Script, text: &str, ins: &ast::Insert) -> Result<()> {
+    let target = ins.table.to_string();
+    let mut sink = script.catalog.sink(&target)?.clone();
+    sink.max_latency = sink.max_latency.or(script.catalog.settings.max_latency);
+    let Some(src) = &ins.source else {
+        return Err(Error::NotSupported("INSERT without a query".into()));
+    };
+    let mut job = crate::order::job(script, text, src, &sink, &ins.to_string())?;
+    job.plan.check_latency_parts()?;
+    shed(&mut job.plan, script.catalog.settings.shed_load)?;
+    job.plan.set_scheduler(script.catalog.settings.scheduler);
+    tuned(&mut job, &script.catalog.settings)?;
+    script.add_job(job, Some(&sink.name))
+}
+
+/// A query: a job writing its rows to standard output (the server's client).
+pub(crate) fn query(script: &mut Script, text: &str, q: &ast::Query) -> Result<()> {
+    let sink = SinkDef {
+        name: "stdout".into(),
+        spec: braid_plan::plan::SinkSpec::Stdout,
+        stamp_emit: false,
+        header: false,
+        max_latency: script.catalog.settings.max_latency,
+        latency_to: None,
+        latency_from: None,
+    };
+    let mut job = crate::order::job(script, text, q, &sink, &q.to_string())?;
+    shed(&mut job.plan, script.catalog.settings.shed_load)?;
+    job.plan.set_scheduler(script.catalog.settings.scheduler);
+    tuned(&mut job, &script.catalog.settings)?;
+    script.add_job(job, None)
 }
 
 /// `CREATE STREAM`, `CREATE SINK` or `CREATE TABLE`: a declaration into the catalog.
@@ -352,17 +297,16 @@ fn create(
     script: &mut Script,
     text: &str,
     base: &Path,
-    ct: &ast::CreateTable,
-    (word, watermark): (Option<Word>, Option<&Watermark>),
+    d: &Declare,
     span: Span,
 ) -> Result<()> {
+    let (ct, kind, watermark) = (&d.table, d.kind, d.watermark.as_ref());
     let name = ct.name.to_string();
     let opts = options(&ct.table_options, text)?;
     let schema = (!ct.columns.is_empty())
         .then(|| columns(&ct.columns, text))
         .transpose()?;
     let lower = name.to_ascii_lowercase();
-    let kind = word.map_or(Kind::Table, Word::kind);
     match script.catalog.kind_of(&name) {
         None => {}
         Some(k) if ct.or_replace && k == kind => {
@@ -385,8 +329,8 @@ fn create(
             .at(text, span))
         }
     }
-    match word {
-        Some(Word::Stream) => {
+    match kind {
+        Kind::Stream => {
             let what = format!("stream `{name}`");
             let mut opts = watermark::options(&what, opts, watermark, text)?;
             if script.catalog.live {
@@ -395,7 +339,7 @@ fn create(
             let def = catalog::stream(&name, schema, opts, base);
             script.catalog.streams.insert(lower, def.at(text, span)?);
         }
-        Some(Word::Sink) => {
+        Kind::Sink => {
             if schema.is_some() {
                 return Err(Error::Plan(format!(
                     "sink `{name}` takes no columns; it writes what the query selects"
@@ -408,7 +352,7 @@ fn create(
             script.catalog.late.remove(&lower);
             script.catalog.sinks.insert(lower, def);
         }
-        None => {
+        Kind::Table | Kind::View => {
             let schema = schema.ok_or_else(|| {
                 Error::Plan(format!("table `{name}` needs its columns")).at(text, span)
             })?;
@@ -562,11 +506,6 @@ pub fn parse_columns(list: &str) -> Result<Schema> {
             "the columns `{list}`: expected name TYPE, name TYPE, ..."
         ))),
     }
-}
-
-/// The first three words of a statement (to name it in a message).
-fn first_words(s: &str) -> String {
-    s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }
 
 /// `SET shed_load`: the query's source sheds load (it must be paced: a source read as

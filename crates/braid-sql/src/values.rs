@@ -21,10 +21,18 @@ use sqlparser::parser::Parser;
 pub fn insert_values(text: &str, schema: &Schema) -> Result<Option<Vec<Vec<Scalar>>>> {
     let parsed = Parser::parse_sql(&GenericDialect {}, text)
         .map_err(|e| parse_error(text, &e.to_string()))?;
-    let insert = match parsed.as_slice() {
-        [ast::Statement::Insert(i)] => i,
-        _ => return Err(Error::Plan("expected one INSERT INTO ... statement".into())),
-    };
+    match parsed.as_slice() {
+        [ast::Statement::Insert(i)] => insert_rows(text, i, schema),
+        _ => Err(Error::Plan("expected one INSERT INTO ... statement".into())),
+    }
+}
+
+/// [`insert_values`] of a parsed INSERT (of `text`, which its positions point into).
+pub fn insert_rows(
+    text: &str,
+    insert: &ast::Insert,
+    schema: &Schema,
+) -> Result<Option<Vec<Vec<Scalar>>>> {
     let Some(source) = insert.source.as_deref() else {
         return Err(Error::Plan("INSERT needs VALUES (...) or a query".into()));
     };
@@ -155,6 +163,11 @@ pub fn select_constants(text: &str) -> Result<Option<Vec<(String, Scalar, DataTy
     let [ast::Statement::Query(q)] = parsed.as_slice() else {
         return Ok(None);
     };
+    constants(text, q)
+}
+
+/// [`select_constants`] of a parsed query (of `text`, which its positions point into).
+pub fn constants(text: &str, q: &ast::Query) -> Result<Option<Vec<(String, Scalar, DataType)>>> {
     let ast::SetExpr::Select(select) = q.body.as_ref() else {
         return Ok(None);
     };

@@ -29,8 +29,8 @@ use braid_plan::function::Registry;
 use braid_plan::plan::{Plan, SinkSpec, SourceSpec};
 use braid_plan::types::{DataType, Schema};
 use braid_sql::catalog::{Listing, StreamDef};
-use braid_sql::split::{alone, statements, Lead, Piece};
-use braid_sql::{add_statements, Script, Show};
+use braid_sql::parse::{parse, Located, Show as ShowWhat, Statement};
+use braid_sql::{Script, Show};
 pub use durable::Recovered;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -48,9 +48,9 @@ pub enum Outcome {
     /// One row of typed values (`SELECT 1`, `SELECT version()`): the columns and the
     /// values.
     Row(Vec<(String, DataType)>, braid_plan::batch::Batch),
-    /// Rows pushed as they come (SUBSCRIBE, a streaming SELECT); `copy`: asked for as
-    /// `COPY (...) TO STDOUT`.
-    Rows(Subscription, bool),
+    /// Rows pushed as they come (SUBSCRIBE, a streaming SELECT); asked for as `COPY
+    /// (...) TO STDOUT` in this format, with a header line or not.
+    Rows(Subscription, Option<(braid_sql::copy::CopyFormat, bool)>),
     /// A COPY into a stream: the front end feeds the producer's data to it.
     CopyIn(Ingest),
     /// A transaction block began (`BEGIN`): the front end reports the client in one.
@@ -290,46 +290,47 @@ impl LiveSession {
     /// [`LiveSession::execute`] for `client` (its transaction block, if it has one
     /// open, and the rows it sent: see [`Client`]).
     pub fn execute_in(&mut self, text: &str, client: &mut Client) -> Vec<Result<Outcome>> {
-        let Some(pieces) = statements(text) else {
-            // Text that does not tokenize: the parser words the error.
-            let r = self.script_statement(text);
-            if r.is_err() {
+        match parse(text) {
+            Ok(statements) => self.run_in(text, statements, client),
+            Err(e) => {
                 client.fail();
+                vec![Err(e.into())]
             }
-            return vec![r];
-        };
+        }
+    }
+
+    /// Runs parsed `statements` (of `text`, which their positions point into) for
+    /// `client`, in order; stops at the first that fails (its error is the last item).
+    pub fn run_in(
+        &mut self,
+        text: &str,
+        statements: Vec<Located<Statement>>,
+        client: &mut Client,
+    ) -> Vec<Result<Outcome>> {
         let mut out = Vec::new();
-        for p in pieces {
-            if let Some(r) = self.in_transaction(text, &p, client) {
-                let failed = r.is_err();
-                out.push(r);
-                if failed {
-                    client.fail();
-                    break;
-                }
-                continue;
-            }
-            if let Some(r) = self.postgres(text, &p, client) {
-                let failed = r.is_err();
-                out.push(r);
-                if failed {
-                    client.fail();
-                    break;
-                }
-                continue;
-            }
-            let first_id = self.engine.next_id();
-            self.durable_begin(text, &p);
-            let mut r = self.statement(text, &p);
-            client.sent.extend(std::mem::take(&mut self.appended));
-            let checkpoints = self.replicated_checkpoints();
-            if let Err(e) = self.durable_end(&p, r.is_ok()) {
-                r = Err(e);
-            }
-            if let Err(e) = self.replicate(text, &p, first_id, r.is_ok(), checkpoints) {
-                out.push(Err(e));
-                break;
-            }
+        for st in statements {
+            let r = match self.in_transaction(text, &st, client) {
+                Some(r) => r,
+                None => match self.postgres(text, &st, client) {
+                    Some(r) => r,
+                    None => {
+                        let first_id = self.engine.next_id();
+                        self.durable_begin(text, &st);
+                        let mut r = self.statement(text, &st);
+                        client.sent.extend(std::mem::take(&mut self.appended));
+                        let checkpoints = self.replicated_checkpoints();
+                        if let Err(e) = self.durable_end(&st, r.is_ok()) {
+                            r = Err(e);
+                        }
+                        if let Err(e) = self.replicate(text, &st, first_id, r.is_ok(), checkpoints)
+                        {
+                            out.push(Err(e));
+                            break;
+                        }
+                        r
+                    }
+                },
+            };
             let failed = r.is_err();
             out.push(r);
             if failed {
@@ -346,13 +347,16 @@ impl LiveSession {
     fn replicate(
         &mut self,
         text: &str,
-        p: &Piece,
+        st: &Located<Statement>,
         first_id: u64,
         ok: bool,
         checkpoints: Option<super::engine::Checkpoints>,
     ) -> Result<()> {
-        if self.engine.leads() && replicates(p) && (ok || self.engine.next_id() != first_id) {
-            let text = alone(text, p.range.clone());
+        if self.engine.leads()
+            && replicates(&st.statement)
+            && (ok || self.engine.next_id() != first_id)
+        {
+            let text = st.text(text);
             self.engine.replicate(Replicated::Statement {
                 text,
                 first_id,
@@ -368,101 +372,91 @@ impl LiveSession {
     /// they change nothing); `None` for a statement that returns no rows (COPY among
     /// them: it has its own response).
     pub fn describe(&mut self, text: &str) -> Result<Option<Vec<(String, DataType)>>> {
-        let Some(p) = statements(text).and_then(|v| v.into_iter().next()) else {
+        let Some(st) = parse(text)?.into_iter().next() else {
             return Ok(None);
         };
-        let own = alone(text, p.range.clone());
+        self.describe_parsed(text, &st)
+    }
+
+    /// [`LiveSession::describe`] of a parsed statement (parameters bound).
+    pub fn describe_parsed(
+        &mut self,
+        text: &str,
+        st: &Located<Statement>,
+    ) -> Result<Option<Vec<(String, DataType)>>> {
         // PostgreSQL's own (SELECT 1, SHOW server_version): run, they change nothing
         // (a SET goes to a client of its own, thrown away).
-        if let Some(r) = self.postgres(text, &p, &mut Client::default()) {
+        if let Some(r) = self.postgres(text, st, &mut Client::default()) {
             return Ok(match r? {
                 Outcome::Listing(l) => Some(columns_of(l)),
                 Outcome::Row(columns, _) => Some(columns),
                 _ => None,
             });
         }
-        if p.starts_with(&["SUBSCRIBE"]) {
-            let sub = self.subscribe_piece(text, &p, 1)?;
-            return Ok(Some(sub.columns.clone()));
-        }
-        if p.starts_with(&["SELECT"]) || p.starts_with(&["WITH"]) {
-            let jobs = self.script.jobs.len();
-            let compiled = self.compile_query(&own);
-            self.script.jobs.truncate(jobs);
-            return Ok(Some(columns(&compiled?.2)));
-        }
-        let listing = ["SHOW", "DESCRIBE", "EXPLAIN"]
-            .iter()
-            .any(|w| p.starts_with(&[w]));
-        if !listing {
-            return Ok(None);
-        }
-        match self.statement(text, &p)? {
-            Outcome::Listing(l) => Ok(Some(columns_of(l))),
+        match &st.statement {
+            Statement::Subscribe(s) => Ok(Some(self.subscribe_to(text, s)?.columns.clone())),
+            Statement::Query(q) => {
+                let jobs = self.script.jobs.len();
+                let compiled = self.compile_query(text, q);
+                self.script.jobs.truncate(jobs);
+                Ok(Some(columns(&compiled?.2)))
+            }
+            Statement::Show(_)
+            | Statement::Describe(_)
+            | Statement::Explain(_)
+            | Statement::ExplainAnalyze(_) => match self.statement(text, st)? {
+                Outcome::Listing(l) => Ok(Some(columns_of(l))),
+                _ => Ok(None),
+            },
             _ => Ok(None),
         }
     }
 
-    fn statement(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
-        let own = alone(text, p.range.clone());
-        if p.starts_with(&["SUBSCRIBE"]) {
-            return self
-                .subscribe_piece(text, p, 1)
-                .map(|s| Outcome::Rows(s, false));
-        }
-        if p.starts_with(&["COPY"]) {
-            return self.copy(text, p);
-        }
-        if p.starts_with(&["SELECT"]) || p.starts_with(&["WITH"]) {
-            return self.select(&own).map(|s| Outcome::Rows(s, false));
-        }
-        if p.starts_with(&["CREATE", "MATERIALIZED", "VIEW"]) {
-            return self.create_as(&own, p, 3);
-        }
-        if p.starts_with(&["CREATE", "STREAM"])
-            && p.tokens.iter().any(|(t, _)| *t == Lead::Word("AS".into()))
-        {
-            return self.create_as(&own, p, 2);
-        }
-        if p.starts_with(&["INSERT", "INTO"]) {
-            if let Some(log) = p.word(2).and_then(|n| self.log(n)).cloned() {
-                return self.insert(&own, p, log);
+    /// One statement: the server's own here, the script language's by
+    /// [`LiveSession::script_statement`].
+    fn statement(&mut self, text: &str, st: &Located<Statement>) -> Result<Outcome> {
+        match &st.statement {
+            Statement::Subscribe(s) => self.subscribe_to(text, s).map(|s| Outcome::Rows(s, None)),
+            Statement::CopyOut(c) => {
+                let sub = match &c.inner {
+                    Statement::Subscribe(s) => self.subscribe_to(text, s)?,
+                    Statement::Query(q) => self.select(text, q)?,
+                    _ => return Err(plan_error("COPY (query) TO STDOUT takes a query")),
+                };
+                Ok(Outcome::Rows(sub, Some((c.format, c.header))))
             }
-        }
-        if p.starts_with(&["DROP"]) {
-            if let Some(o) = self.drop_live(p)? {
-                return Ok(o);
+            Statement::CopyIn(c) => self.copy_in(c),
+            Statement::Query(q) => self.select(text, q).map(|s| Outcome::Rows(s, None)),
+            Statement::CreateAs(c) => self.create_as(text, c),
+            Statement::Insert(ins) => {
+                match self.log(&ins.table.to_string()).cloned() {
+                    Some(log) => self.insert(text, st, ins, log),
+                    None => self.script_statement(text, st),
+                }
             }
-        }
-        if p.starts_with(&["ALTER"]) {
-            if let Some(o) = self.alter(p)? {
-                return Ok(o);
+            Statement::Drop(d) => match self.drop_live(d)? {
+                Some(o) => Ok(o),
+                None => self.script_statement(text, st),
+            },
+            Statement::DropQuery(n) => self.drop_query(*n),
+            Statement::Alter(a) => self.alter(a),
+            Statement::Show(ShowWhat::Feeds) => {
+                Ok(Outcome::Listing(super::feeds::listing(&self.feeds)))
             }
+            Statement::Show(ShowWhat::Queries) => Ok(Outcome::Listing(self.queries_listing())),
+            Statement::Show(ShowWhat::Views) => Ok(Outcome::Listing(self.views_listing())),
+            Statement::ExplainAnalyze(n) => self.explain_analyze(*n),
+            Statement::Explain(inner) => self.explain(text, st, inner),
+            _ => self.script_statement(text, st),
         }
-        if p.starts_with(&["SHOW", "FEEDS"]) {
-            return Ok(Outcome::Listing(super::feeds::listing(&self.feeds)));
-        }
-        if p.starts_with(&["SHOW", "QUERIES"]) {
-            return Ok(Outcome::Listing(self.queries_listing()));
-        }
-        if p.starts_with(&["SHOW", "VIEWS"]) {
-            return Ok(Outcome::Listing(self.views_listing()));
-        }
-        if p.starts_with(&["EXPLAIN", "ANALYZE"]) {
-            return self.explain_analyze(p);
-        }
-        if p.starts_with(&["EXPLAIN"]) {
-            return self.explain(&own, p);
-        }
-        self.script_statement(&own)
     }
 
     /// A statement of the script language: declarations, SET, SHOW, DESCRIBE, DROP,
     /// `INSERT INTO sink SELECT` (installed, running until dropped).
-    fn script_statement(&mut self, text: &str) -> Result<Outcome> {
+    fn script_statement(&mut self, text: &str, st: &Located<Statement>) -> Result<Outcome> {
         let (jobs, shown) = (self.script.jobs.len(), self.script.shown.len());
         let before: Vec<String> = self.script.catalog.streams.keys().cloned().collect();
-        add_statements(&mut self.script, text, &self.base)?;
+        braid_sql::run_statement(&mut self.script, text, &self.base, st)?;
         if self.script.catalog.settings.tune_window {
             self.script.catalog.settings.tune_window = false;
             return Err(Error::Plan(braid_plan::error::Error::NotSupported(
@@ -485,12 +479,12 @@ impl LiveSession {
             self.late = Some(self.script.jobs[jobs].late.clone());
             let job = self.script.jobs[jobs].clone_parts();
             // `INSERT INTO sink ...`: the sink by name, as SHOW SINKS lists it.
-            let sink = statements(text).and_then(|v| {
-                let p = v.into_iter().next()?;
-                let name = p.word(2)?.to_ascii_lowercase();
-                (p.starts_with(&["INSERT", "INTO"]) && matches!(job.1, Plan::Sink(_)))
-                    .then(|| format!("sink {name}"))
-            });
+            let sink = match &st.statement {
+                Statement::Insert(i) if matches!(job.1, Plan::Sink(_)) => {
+                    Some(format!("sink {}", i.table.to_string().to_ascii_lowercase()))
+                }
+                _ => None,
+            };
             let writes = sink.unwrap_or_else(|| "sinks".into());
             self.install(job.0, job.1, writes, None, true)?;
             return Ok(Outcome::Done("INSERT 0 0".into()));
@@ -545,7 +539,7 @@ impl LiveSession {
                 self.add_log(name, &def, log);
             }
         }
-        Ok(Outcome::Done(tag_of(text)))
+        Ok(Outcome::Done(st.statement.tag()))
     }
 
     /// Installs `plan` (its sink retargeted to `out` when given) as query `sql`;
@@ -712,9 +706,13 @@ impl LiveSession {
 
     /// Compiles a query (`SELECT ...`) on its own into a job; returns its text, plan and
     /// output columns. The job is not kept in the script.
-    fn compile_query(&mut self, text: &str) -> Result<(String, Plan, Schema)> {
+    fn compile_query(
+        &mut self,
+        text: &str,
+        q: &braid_sql::parse::Query,
+    ) -> Result<(String, Plan, Schema)> {
         let jobs = self.script.jobs.len();
-        add_statements(&mut self.script, text, &self.base)?;
+        braid_sql::add_query(&mut self.script, text, q)?;
         if self.script.jobs.len() != jobs + 1 {
             self.script.jobs.truncate(jobs);
             return Err(Error::Plan(braid_plan::error::Error::Plan(
@@ -786,18 +784,13 @@ impl LiveSession {
     }
 }
 
-/// Whether the followers of a cluster run statement `p` too: all but those that only
-/// read, and those that only add rows (rows live on the leader).
-fn replicates(p: &Piece) -> bool {
-    let reads = ["SHOW", "DESCRIBE", "EXPLAIN", "SUBSCRIBE"];
-    if reads.iter().any(|w| p.starts_with(&[w])) {
-        return false;
-    }
-    if p.inserts_values() {
-        return false;
-    }
-    // `COPY stream FROM ...` adds rows; `COPY (query) TO STDOUT` installs a query.
-    !(p.starts_with(&["COPY"]) && p.word(1).is_some())
+/// Whether the followers of a cluster run statement `st` too: all but those that only
+/// read, and those that only add rows (rows live on the leader). A SELECT installs a
+/// query (`COPY (query) TO STDOUT` too), so it is run everywhere.
+fn replicates(st: &Statement) -> bool {
+    !(st.reads()
+        || st.inserts_values()
+        || matches!(st, Statement::CopyIn(_) | Statement::Begin | Statement::Commit | Statement::Rollback))
 }
 
 /// A job's text and plan.
@@ -859,20 +852,6 @@ fn columns(schema: &Schema) -> Vec<(String, DataType)> {
 
 fn plan_error(message: &str) -> Error {
     Error::Plan(braid_plan::error::Error::Plan(message.to_string()))
-}
-
-/// The command tag of a script statement (`CREATE STREAM`, `SET`, ...).
-fn tag_of(text: &str) -> String {
-    let words: Vec<String> = text
-        .split_whitespace()
-        .take(2)
-        .map(|w| w.trim_end_matches(['(', ';']).to_ascii_uppercase())
-        .collect();
-    match words.first().map(String::as_str) {
-        Some("CREATE" | "DROP") => words.join(" "),
-        Some(w) => w.to_string(),
-        None => String::new(),
-    }
 }
 
 /// A listing's columns: text, as its rows are.

@@ -30,7 +30,13 @@ pub fn parse_expr(text: &str, schema: &Schema) -> Result<Expr> {
             Ok(e)
         })
         .map_err(|e| parse_error(text, &e.to_string()))?;
-    let e = convert(&parsed, schema).at(text, parsed.span())?;
+    compile_expr(text, &parsed, schema)
+}
+
+/// A parsed expression (of `text`, which its positions point into) over `schema`,
+/// compiled and type-checked.
+pub fn compile_expr(text: &str, parsed: &ast::Expr, schema: &Schema) -> Result<Expr> {
+    let e = convert(parsed, schema).at(text, parsed.span())?;
     e.data_type(schema).at(text, parsed.span())?;
     Ok(e)
 }

@@ -16,61 +16,28 @@ use super::{plan_error, LiveSession, Outcome};
 use crate::checkpoint::CheckpointConfig;
 use crate::error::Result;
 use crate::rescale::{self, Request};
-use braid_sql::split::{Lead, Piece};
+use braid_sql::parse::{Alter, AlterTarget};
 use std::time::{Duration, Instant};
 
 /// How long a query may take to reach its next epoch and commit its checkpoint.
 const PAUSE: Duration = Duration::from_secs(10);
 
 impl LiveSession {
-    /// `ALTER ... SET PARALLELISM n`; `None` for another ALTER.
-    pub(super) fn alter(&mut self, p: &Piece) -> Result<Option<Outcome>> {
-        let (k, tag) = match (p.word(1), p.word(2)) {
-            (Some("MATERIALIZED"), Some("VIEW")) => (3, "ALTER MATERIALIZED VIEW"),
-            (Some("STREAM"), _) => (2, "ALTER STREAM"),
-            (Some("VIEW"), _) => (2, "ALTER VIEW"),
-            (Some("QUERY"), _) => (2, "ALTER QUERY"),
-            _ => return Ok(None),
-        };
-        let number = |i: usize| match p.tokens.get(i) {
-            Some((Lead::Number(n), _)) => n.parse::<u64>().ok(),
-            _ => None,
-        };
-        let usage = || {
-            plan_error(&format!(
-                "{tag} {} SET PARALLELISM n: n partitions, 1 or more",
-                if tag == "ALTER QUERY" { "k" } else { "name" }
-            ))
-        };
-        let mut at = k + 1;
-        if p.word(at) != Some("SET") || p.word(at + 1) != Some("PARALLELISM") {
-            return Err(usage());
-        }
-        at += 2;
-        if matches!(p.tokens.get(at), Some((Lead::Word(w), _)) if w == "TO")
-            || matches!(p.tokens.get(at), Some((Lead::Symbol(s), _)) if s == "=")
-        {
-            at += 1;
-        }
-        let q = number(at)
-            .filter(|&n| (1..=1 << 20).contains(&n) && at + 1 == p.tokens.len())
-            .ok_or_else(usage)? as u32;
-        let index = match tag {
-            "ALTER QUERY" => number(k)
-                .and_then(|n| (n as usize).checked_sub(1))
+    /// `ALTER ... SET PARALLELISM n`.
+    pub(super) fn alter(&mut self, a: &Alter) -> Result<Outcome> {
+        let index = match &a.target {
+            AlterTarget::Query(k) => k
+                .checked_sub(1)
                 .filter(|&i| i < self.queries.len())
                 .ok_or_else(|| {
                     plan_error("ALTER QUERY k: k is a query's number in SHOW QUERIES")
                 })?,
-            _ => {
-                let name = p.word(k).unwrap_or("").to_ascii_lowercase();
-                *self.made_by.get(&name).ok_or_else(|| {
-                    plan_error(&format!("no running query makes a stream named `{name}`"))
-                })?
-            }
+            AlterTarget::Making(name, _) => *self.made_by.get(name).ok_or_else(|| {
+                plan_error(&format!("no running query makes a stream named `{name}`"))
+            })?,
         };
-        self.rescale(index, q)?;
-        Ok(Some(Outcome::Done(tag.into())))
+        self.rescale(index, a.partitions)?;
+        Ok(Outcome::Done(a.tag().into()))
     }
 
     /// Query `index` to `q` partitions (see the module's text).

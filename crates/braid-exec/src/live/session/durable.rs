@@ -19,7 +19,7 @@
 use super::{plan_error, LiveSession};
 use crate::checkpoint::CheckpointConfig;
 use crate::error::{Error, Result};
-use braid_sql::split::{statements, Piece};
+use braid_sql::parse::{parse, Located, Statement};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -153,15 +153,16 @@ impl LiveSession {
             }
             let text = entry.sql.clone();
             let first_id = self.engine.next_id();
-            let r = match statements(&text).and_then(|v| v.into_iter().next()) {
-                Some(p) => {
-                    let r = self.statement(&text, &p);
+            let r = match parse(&text).map(|v| v.into_iter().next()) {
+                Ok(Some(st)) => {
+                    let r = self.statement(&text, &st);
                     // The followers of a cluster run it again too.
                     let checkpoints = self.replicated_checkpoints();
-                    self.replicate(&text, &p, first_id, r.is_ok(), checkpoints)?;
+                    self.replicate(&text, &st, first_id, r.is_ok(), checkpoints)?;
                     r
                 }
-                None => Err(plan_error("the statement does not read back")),
+                Ok(None) => Err(plan_error("the statement does not read back")),
+                Err(e) => Err(e.into()),
             };
             let Some(d) = self.durable.as_mut() else {
                 break;
@@ -189,16 +190,14 @@ impl LiveSession {
     }
 
     /// Before statement `p` runs: its catalog entry (the next id).
-    pub(super) fn durable_begin(&mut self, text: &str, p: &Piece) {
+    pub(super) fn durable_begin(&mut self, text: &str, st: &Located<Statement>) {
         let Some(d) = self.durable.as_mut().filter(|d| !d.recovering) else {
             return;
         };
         d.current = Some(Entry {
             id: d.catalog.next,
-            sql: braid_sql::split::alone(text, p.range.clone())
-                .trim()
-                .to_string(),
-            object: made(p),
+            sql: st.text(text).trim().to_string(),
+            object: st.statement.makes(),
             query: None,
             stopped: false,
             partitions: None,
@@ -206,7 +205,7 @@ impl LiveSession {
     }
 
     /// After statement `p` succeeded: the catalog notes what it made or dropped.
-    pub(super) fn durable_end(&mut self, p: &Piece, ok: bool) -> Result<()> {
+    pub(super) fn durable_end(&mut self, st: &Located<Statement>, ok: bool) -> Result<()> {
         let Some(d) = self.durable.as_mut().filter(|d| !d.recovering) else {
             return Ok(());
         };
@@ -216,11 +215,8 @@ impl LiveSession {
         if !ok {
             return Ok(());
         }
-        if p.starts_with(&["DROP", "QUERY"]) {
-            let n = p.tokens.get(2).and_then(|(t, _)| match t {
-                braid_sql::split::Lead::Number(n) => n.parse::<usize>().ok(),
-                _ => None,
-            });
+        if let Statement::DropQuery(n) = st.statement {
+            let n = Some(n);
             let Some(k) = d
                 .catalog
                 .entries
@@ -238,8 +234,8 @@ impl LiveSession {
             }
             return d.save();
         }
-        if p.starts_with(&["DROP"]) {
-            let Some(name) = dropped(p) else {
+        if let Some(dropped) = dropped(&st.statement) {
+            let Some(name) = dropped else {
                 return Ok(());
             };
             let (gone, kept): (Vec<Entry>, Vec<Entry>) = std::mem::take(&mut d.catalog.entries)
@@ -251,7 +247,7 @@ impl LiveSession {
             }
             return d.save();
         }
-        if !persists(p) {
+        if !persists(&st.statement) {
             return Ok(());
         }
         d.catalog.next = d.catalog.next.max(entry.id + 1);
@@ -362,65 +358,28 @@ impl LiveSession {
     }
 }
 
-/// Whether statement `p` goes into the catalog: what declares, sets, or installs a
+/// Whether statement `st` goes into the catalog: what declares, sets, or installs a
 /// query that runs until dropped; not what reads (SHOW, SELECT, SUBSCRIBE, COPY TO),
-/// adds rows (INSERT VALUES, COPY FROM) or drops.
-fn persists(p: &Piece) -> bool {
-    let reads = [
-        "SHOW",
-        "DESCRIBE",
-        "EXPLAIN",
-        "SUBSCRIBE",
-        "SELECT",
-        "WITH",
-        "COPY",
-        "DROP",
-        "ALTER",
-    ];
-    if reads.iter().any(|w| p.starts_with(&[w])) {
-        return false;
+/// adds rows (INSERT VALUES, COPY FROM), drops or alters (ALTER is kept as the query's
+/// parallelism).
+fn persists(st: &Statement) -> bool {
+    match st {
+        Statement::Declare(_)
+        | Statement::CreateAs(_)
+        | Statement::CreateView(_)
+        | Statement::CreateFunction(_)
+        | Statement::Set(_) => true,
+        Statement::Insert(_) => !st.inserts_values(),
+        _ => false,
     }
-    !(p.inserts_values())
 }
 
-/// The name of what `CREATE ... name` makes (lower case).
-fn made(p: &Piece) -> Option<String> {
-    if !p.starts_with(&["CREATE"]) {
-        return None;
-    }
-    let skip = [
-        "OR",
-        "REPLACE",
-        "MATERIALIZED",
-        "IF",
-        "NOT",
-        "EXISTS",
-        "TEMPORARY",
-    ];
-    let mut k = 1;
-    while p.word(k).is_some_and(|w| skip.contains(&w)) {
-        k += 1;
-    }
-    // The kind (STREAM, VIEW, SINK, TABLE, ...), then the name.
-    k += 1;
-    while p
-        .word(k)
-        .is_some_and(|w| ["IF", "NOT", "EXISTS"].contains(&w))
-    {
-        k += 1;
-    }
-    p.word(k).map(str::to_ascii_lowercase)
-}
-
-/// The name of what `DROP kind [IF EXISTS] name` drops (lower case).
-fn dropped(p: &Piece) -> Option<String> {
-    let mut k = 1;
-    if p.word(k) == Some("MATERIALIZED") {
-        k += 1;
-    }
-    k += 1;
-    if p.word(k) == Some("IF") && p.word(k + 1) == Some("EXISTS") {
-        k += 2;
-    }
-    p.word(k).map(str::to_ascii_lowercase)
+/// For a DROP: the name (lower case) of what it drops, if it names one.
+fn dropped(st: &Statement) -> Option<Option<String>> {
+    let name = match st {
+        Statement::Drop(d) => d.names.first().map(ToString::to_string),
+        Statement::DropFunction(f) => f.func_desc.first().map(|f| f.name.to_string()),
+        _ => return None,
+    };
+    Some(name.map(|n| n.to_ascii_lowercase()))
 }

@@ -11,7 +11,7 @@ use super::{Client, LiveSession, Outcome};
 use crate::error::Result;
 use braid_plan::batch::{Batch, RowKey};
 use braid_sql::catalog::Listing;
-use braid_sql::split::{Lead, Piece};
+use braid_sql::parse::{Located, Show, Statement};
 
 /// PostgreSQL's settings a client may read: name, and the value Braid gives.
 const READ_ONLY: &[(&str, &str)] = &[
@@ -49,12 +49,11 @@ impl LiveSession {
     pub(super) fn postgres(
         &mut self,
         text: &str,
-        p: &Piece,
+        st: &Located<Statement>,
         client: &mut Client,
     ) -> Option<Result<Outcome>> {
-        if p.starts_with(&["SELECT"]) {
-            let own = braid_sql::split::alone(text, p.range.clone());
-            return match braid_sql::values::select_constants(&own) {
+        match &st.statement {
+            Statement::Query(q) => match braid_sql::values::constants(text, q) {
                 Ok(None) => None,
                 Ok(Some(items)) => {
                     let columns = items.iter().map(|(n, _, t)| (n.clone(), *t)).collect();
@@ -64,59 +63,41 @@ impl LiveSession {
                     Some(Ok(Outcome::Row(columns, row)))
                 }
                 Err(e) => Some(Err(e.into())),
-            };
-        }
-        if p.starts_with(&["SHOW"]) {
-            let name = p.word(1)?.to_ascii_lowercase();
-            let value = READ_ONLY
-                .iter()
-                .find(|(n, _)| *n == name)
-                .map(|(_, v)| v.to_string())
-                .or_else(|| {
-                    let (n, default, _) = SETTABLE.iter().find(|(n, _, _)| *n == name)?;
-                    Some(
-                        client
-                            .settings
-                            .get(*n)
-                            .cloned()
-                            .unwrap_or(default.to_string()),
-                    )
-                })?;
-            return Some(Ok(Outcome::Listing(Listing {
-                header: vec![name],
-                rows: vec![vec![value]],
-            })));
-        }
-        if p.starts_with(&["SET"]) {
-            // SET [SESSION | LOCAL] name { = | TO } value
-            let first = match p.word(1) {
-                Some("SESSION" | "LOCAL") => 2,
-                _ => 1,
-            };
-            let name = p.word(first)?.to_ascii_lowercase();
-            let (n, _, taken) = SETTABLE.iter().find(|(n, _, _)| *n == name)?;
-            // The value: one string literal as the tokenizer read it (quotes undone),
-            // else the text after `=` or `TO` as written.
-            let mut at = first + 1;
-            if matches!(p.tokens.get(at), Some((Lead::Symbol(s), _)) if s == "=")
-                || p.word(at) == Some("TO")
-            {
-                at += 1;
+            },
+            Statement::Show(Show::Setting(name)) => {
+                let value = READ_ONLY
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map(|(_, v)| v.to_string())
+                    .or_else(|| {
+                        let (n, default, _) = SETTABLE.iter().find(|(n, _, _)| n == name)?;
+                        Some(
+                            client
+                                .settings
+                                .get(*n)
+                                .cloned()
+                                .unwrap_or(default.to_string()),
+                        )
+                    })?;
+                Some(Ok(Outcome::Listing(Listing {
+                    header: vec![name.clone()],
+                    rows: vec![vec![value]],
+                })))
             }
-            let value = match p.tokens.get(at..) {
-                Some([(Lead::Str(s), _)]) => s.clone(),
-                Some([(_, start), ..]) => text[*start..p.range.end].trim().to_string(),
-                _ => String::new(),
-            };
-            if !taken.is_empty() && !taken.iter().any(|t| t.eq_ignore_ascii_case(&value)) {
-                return Some(Err(super::plan_error(&format!(
-                    "SET {n} = '{value}': Braid keeps {n} at {}",
-                    taken[0]
-                ))));
+            Statement::Set(set) => {
+                let name = set.name.to_ascii_lowercase();
+                let (n, _, taken) = SETTABLE.iter().find(|(n, _, _)| *n == name)?;
+                let value = set.text();
+                if !taken.is_empty() && !taken.iter().any(|t| t.eq_ignore_ascii_case(&value)) {
+                    return Some(Err(super::plan_error(&format!(
+                        "SET {n} = '{value}': Braid keeps {n} at {}",
+                        taken[0]
+                    ))));
+                }
+                client.settings.insert(n.to_string(), value);
+                Some(Ok(Outcome::Done("SET".into())))
             }
-            client.settings.insert(n.to_string(), value);
-            return Some(Ok(Outcome::Done("SET".into())));
+            _ => None,
         }
-        None
     }
 }

@@ -8,15 +8,14 @@ use crate::live::log::StreamLog;
 use crate::live::subscription::Subscription;
 use braid_plan::batch::Scalar;
 use braid_plan::plan::SourceSpec;
-use braid_sql::add_statements;
 use braid_sql::catalog::{Listing, StreamDef};
-use braid_sql::split::{alone, statements, Lead, Piece};
+use braid_sql::parse::{CreateAs, Drop, DropKind, Insert, Located, Query, Statement, Subscribe};
 use std::sync::Arc;
 
 impl LiveSession {
     /// A bare SELECT: a private query whose rows go to this subscriber only.
-    pub(super) fn select(&mut self, text: &str) -> Result<Subscription> {
-        let (sql, plan, schema) = self.compile_query(text)?;
+    pub(super) fn select(&mut self, text: &str, q: &Query) -> Result<Subscription> {
+        let (sql, plan, schema) = self.compile_query(text, q)?;
         let n = self.queries.len() + 1;
         let log = StreamLog::create(&format!("select{n}"), schema.clone(), None)?;
         let status = self.install(sql, plan, "subscriber".into(), Some(log.clone()), false)?;
@@ -36,35 +35,18 @@ impl LiveSession {
         })
     }
 
-    /// `SUBSCRIBE TO name`: the stream from its start (later rows as they come).
-    /// `SUBSCRIBE [TO] name [WHERE predicate]` in `p` from token `at`: the stream from
-    /// its start, the predicate applied as the subscriber reads (a postfilter).
-    pub(super) fn subscribe_piece(
-        &mut self,
-        text: &str,
-        p: &Piece,
-        at: usize,
-    ) -> Result<Subscription> {
-        let k = if p.word(at) == Some("TO") { at + 1 } else { at };
-        let mut sub = self.subscribe(p.word(k).unwrap_or(""), false)?;
-        match p.word(k + 1) {
-            None => {}
-            Some("WHERE") => {
-                let pred = text[p.at(k + 2)..p.range.end].to_string();
-                let expr = braid_sql::expr::parse_expr(&pred, sub.log.schema())?;
-                sub.set_filter(crate::live::subscription::Filter::new(expr, &pred));
-            }
-            Some(w) => {
-                return Err(plan_error(&format!(
-                    "SUBSCRIBE TO {} takes WHERE predicate; found {w}",
-                    sub.log.name()
-                )))
-            }
+    /// `SUBSCRIBE [TO] name [WHERE predicate]`: the stream from its start (later rows
+    /// as they come), the predicate applied as the subscriber reads (a postfilter).
+    pub(super) fn subscribe_to(&mut self, text: &str, s: &Subscribe) -> Result<Subscription> {
+        let mut sub = self.subscribe(&s.name)?;
+        if let Some(f) = &s.filter {
+            let expr = braid_sql::expr::compile_expr(text, f, sub.log.schema())?;
+            sub.set_filter(crate::live::subscription::Filter::new(expr, &f.to_string()));
         }
         Ok(sub)
     }
 
-    pub(super) fn subscribe(&mut self, name: &str, _copy: bool) -> Result<Subscription> {
+    pub(super) fn subscribe(&mut self, name: &str) -> Result<Subscription> {
         let key = name.to_ascii_lowercase();
         let log = self.logs.get(&key).cloned().ok_or_else(|| {
             Error::Plan(braid_plan::error::Error::Plan(format!(
@@ -94,32 +76,14 @@ impl LiveSession {
     }
 
     /// `CREATE STREAM name AS query` / `CREATE MATERIALIZED VIEW name AS query`.
-    pub(super) fn create_as(&mut self, text: &str, p: &Piece, name_at: usize) -> Result<Outcome> {
-        let name = p.word(name_at).unwrap_or("").to_ascii_lowercase();
-        let Some(as_at) = p
-            .tokens
-            .iter()
-            .position(|(t, _)| *t == Lead::Word("AS".into()))
-        else {
-            return Err(plan_error("CREATE ... AS needs AS and a query"));
-        };
-        if as_at != name_at + 1 || name.is_empty() {
-            return Err(plan_error(&format!(
-                "CREATE {} name AS SELECT ...: options between the name and AS are not taken",
-                if name_at == 3 {
-                    "MATERIALIZED VIEW"
-                } else {
-                    "STREAM"
-                }
-            )));
-        }
+    pub(super) fn create_as(&mut self, text: &str, c: &CreateAs) -> Result<Outcome> {
+        let name = c.name.clone();
         if self.script.catalog.kind_of(&name).is_some() {
             return Err(plan_error(&format!(
                 "`{name}` is already declared; DROP it first"
             )));
         }
-        let query = alone(text, p.at(as_at + 1)..p.range.end);
-        let (sql, plan, mut schema) = self.compile_query(&query)?;
+        let (sql, plan, mut schema) = self.compile_query(text, &c.query)?;
         // The new stream's event time: the input's event-time column if the output
         // keeps it, else window_start.
         let input = plan.leaf_source().clone();
@@ -173,22 +137,25 @@ impl LiveSession {
             self.made_by.insert(name.clone(), self.queries.len() - 1);
             self.add_log(name.clone(), &def, log);
         }
-        if name_at == 3 {
+        if c.view {
             self.views.insert(name.clone());
         }
         self.script.catalog.streams.insert(name, def);
-        Ok(Outcome::Done(match name_at {
-            3 => "CREATE MATERIALIZED VIEW".into(),
-            _ => "CREATE STREAM".into(),
-        }))
+        Ok(Outcome::Done(Statement::CreateAs(Box::new(c.clone())).tag()))
     }
 
     /// `INSERT INTO stream VALUES (...), ...` or `INSERT INTO stream SELECT ...`.
-    pub(super) fn insert(&mut self, text: &str, p: &Piece, log: Arc<StreamLog>) -> Result<Outcome> {
-        // VALUES, with or without a column list: parsed by sqlparser, every value a
-        // constant evaluated and typed as its column (`braid_sql::values`).
-        if p.inserts_values() {
-            let rows = values_of(text, p, &log)?;
+    pub(super) fn insert(
+        &mut self,
+        text: &str,
+        st: &Located<Statement>,
+        ins: &Insert,
+        log: Arc<StreamLog>,
+    ) -> Result<Outcome> {
+        // VALUES, with or without a column list: every value a constant evaluated and
+        // typed as its column (`braid_sql::values`).
+        if st.statement.inserts_values() {
+            let rows = values_of(text, ins, &log)?;
             let seqs = ingest::insert(&log, &rows)
                 .map_err(|e| plan_error(&format!("INSERT INTO {}: {e}", log.name())))?;
             let n = seqs.end - seqs.start;
@@ -202,7 +169,17 @@ impl LiveSession {
             )));
         }
         // A query appending to the stream, running until dropped.
-        let (sql, plan, schema) = self.compile_query(&alone(text, p.at(3)..p.range.end))?;
+        let Some(source) = &ins.source else {
+            return Err(plan_error("INSERT needs VALUES (...) or a query"));
+        };
+        if !ins.columns.is_empty() {
+            return Err(Error::Plan(braid_plan::error::Error::NotSupported(format!(
+                "INSERT INTO {} (columns) SELECT ...: a query appends whole rows; write INSERT INTO {} SELECT ... with every column",
+                log.name(),
+                log.name()
+            ))));
+        }
+        let (sql, plan, schema) = self.compile_query(text, source)?;
         let want = columns(log.schema());
         let got = columns(&schema);
         if want.iter().map(|c| c.1).ne(got.iter().map(|c| c.1)) {
@@ -215,7 +192,7 @@ impl LiveSession {
         }
         let _ = sql;
         self.install(
-            text[p.range.clone()].to_string(),
+            st.text(text).trim().to_string(),
             plan,
             format!("stream {}", log.name()),
             Some(log),
@@ -224,43 +201,12 @@ impl LiveSession {
         Ok(Outcome::Done("INSERT 0 0".into()))
     }
 
-    /// `COPY stream FROM STDIN [WITH (FORMAT csv, HEADER)]` or `COPY (query) TO STDOUT`.
-    pub(super) fn copy(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
-        if matches!(p.tokens.get(1), Some((Lead::Symbol(s), _)) if s == "(") {
-            // The parenthesis that closes the one after COPY.
-            let mut depth = 0i32;
-            let close = p.tokens.iter().enumerate().skip(1).find_map(|(i, (t, _))| {
-                match t {
-                    Lead::Symbol(s) if s == "(" => depth += 1,
-                    Lead::Symbol(s) if s == ")" => depth -= 1,
-                    _ => {}
-                }
-                (depth == 0).then_some(i)
-            });
-            let Some(close) = close else {
-                return Err(plan_error("COPY (query) TO STDOUT: no closing parenthesis"));
-            };
-            let inner = alone(text, p.at(2)..p.tokens[close].1);
-            let inner_piece = statements(&inner).and_then(|v| v.into_iter().next());
-            let Some(ip) = inner_piece else {
-                return Err(plan_error("COPY (query) TO STDOUT: empty query"));
-            };
-            if ip.starts_with(&["SUBSCRIBE"]) {
-                let ip = braid_sql::split::Piece {
-                    range: ip.range.start..ip.range.end.min(inner.trim_end().len()),
-                    tokens: ip.tokens,
-                };
-                return self
-                    .subscribe_piece(&inner, &ip, 1)
-                    .map(|s| Outcome::Rows(s, true));
-            }
-            return self.select(&inner).map(|s| Outcome::Rows(s, true));
-        }
-        // Into a stream: its options by sqlparser (`braid_sql::copy`), any that would
-        // read the data otherwise than the format does refused by name.
-        let asked = braid_sql::copy::copy_in(&alone(text, p.range.clone()))?;
-        let name = asked.stream;
-        let log = self.log(&name).cloned().ok_or_else(|| {
+    /// `COPY stream FROM STDIN [WITH (FORMAT csv, HEADER)]`: its options read by
+    /// sqlparser (`braid_sql::copy`), any that would read the data otherwise than the
+    /// format does refused by name.
+    pub(super) fn copy_in(&mut self, asked: &braid_sql::copy::CopyIn) -> Result<Outcome> {
+        let name = &asked.stream;
+        let log = self.log(name).cloned().ok_or_else(|| {
             plan_error(&format!(
                 "COPY {name}: no stream named `{name}` lives in Braid"
             ))
@@ -269,29 +215,32 @@ impl LiveSession {
             braid_sql::copy::CopyFormat::Csv => Format::Csv,
             braid_sql::copy::CopyFormat::Text => Format::Text,
         };
-        let header = asked.header;
-        Ok(Outcome::CopyIn(Ingest::new(log, format, header)))
+        Ok(Outcome::CopyIn(Ingest::new(log, format, asked.header)))
     }
 
     /// `DROP STREAM | VIEW | MATERIALIZED VIEW name` of a stream living in Braid.
-    pub(super) fn drop_live(&mut self, p: &Piece) -> Result<Option<Outcome>> {
-        let k = match (p.word(1), p.word(2)) {
-            (Some("MATERIALIZED"), Some("VIEW")) => 3,
-            (Some("STREAM" | "VIEW"), _) => 2,
-            (Some("QUERY"), _) => return self.drop_query(p).map(Some),
-            _ => return Ok(None),
+    pub(super) fn drop_live(&mut self, d: &Drop) -> Result<Option<Outcome>> {
+        if !matches!(
+            d.kind,
+            DropKind::Stream | DropKind::View | DropKind::MaterializedView
+        ) {
+            return Ok(None);
+        }
+        let [name] = d.names.as_slice() else {
+            return match d.kind {
+                DropKind::MaterializedView => Err(plan_error(
+                    "DROP MATERIALIZED VIEW drops one view at a time",
+                )),
+                _ => Ok(None),
+            };
         };
-        let (if_exists, k) = match (p.word(k), p.word(k + 1)) {
-            (Some("IF"), Some("EXISTS")) => (true, k + 2),
-            _ => (false, k),
-        };
-        let name = p.word(k).unwrap_or("").to_ascii_lowercase();
+        let name = name.to_string().to_ascii_lowercase();
         let Some(log) = self.logs.get(&name).cloned() else {
-            if if_exists {
+            if d.if_exists {
                 return Ok(Some(Outcome::Done("DROP".into())));
             }
-            return match p.word(1) {
-                Some("MATERIALIZED") => {
+            return match d.kind {
+                DropKind::MaterializedView => {
                     Err(plan_error(&format!("no materialized view named `{name}`")))
                 }
                 _ => Ok(None),
@@ -318,23 +267,18 @@ impl LiveSession {
         log.close();
         self.logs.remove(&name);
         self.script.catalog.streams.remove(&name);
-        Ok(Some(Outcome::Done(format!(
-            "DROP {}",
-            if k >= 3 && p.word(1) == Some("MATERIALIZED") {
-                "MATERIALIZED VIEW"
-            } else {
-                "STREAM"
+        Ok(Some(Outcome::Done(
+            match d.kind {
+                DropKind::MaterializedView => "DROP MATERIALIZED VIEW",
+                _ => "DROP STREAM",
             }
-        ))))
+            .into(),
+        )))
     }
 
     /// `DROP QUERY n`: stops query n (what it made stays, and ends).
-    pub(super) fn drop_query(&mut self, p: &Piece) -> Result<Outcome> {
-        let n = match p.tokens.get(2) {
-            Some((Lead::Number(n), _)) => n.parse::<usize>().ok(),
-            _ => None,
-        };
-        let Some(q) = n.and_then(|n| self.queries.get_mut(n.wrapping_sub(1))) else {
+    pub(super) fn drop_query(&mut self, n: usize) -> Result<Outcome> {
+        let Some(q) = self.queries.get_mut(n.wrapping_sub(1)) else {
             return Err(plan_error(
                 "DROP QUERY n: n is a query's number in SHOW QUERIES",
             ));
@@ -346,20 +290,8 @@ impl LiveSession {
 
     /// `EXPLAIN ANALYZE QUERY n`: running query n's physical plan, each node with what
     /// it has measured so far (rows, activations, time, busy share since it started).
-    pub(super) fn explain_analyze(&mut self, p: &Piece) -> Result<Outcome> {
-        let n = match (p.word(2), p.tokens.get(3)) {
-            (Some("QUERY"), Some((Lead::Number(n), _))) if p.tokens.len() == 4 => {
-                n.parse::<usize>().ok()
-            }
-            _ => {
-                return Err(Error::Plan(braid_plan::error::Error::NotSupported(
-                    "EXPLAIN ANALYZE of a query that is not running: in the server, start it \
-                     (CREATE MATERIALIZED VIEW, SELECT) and EXPLAIN ANALYZE QUERY n, n from SHOW QUERIES"
-                        .into(),
-                )))
-            }
-        };
-        let Some(q) = n.and_then(|n| self.queries.get(n.wrapping_sub(1))) else {
+    pub(super) fn explain_analyze(&mut self, n: usize) -> Result<Outcome> {
+        let Some(q) = self.queries.get(n.wrapping_sub(1)) else {
             return Err(plan_error(
                 "EXPLAIN ANALYZE QUERY n: n is a query's number in SHOW QUERIES",
             ));
@@ -385,10 +317,24 @@ impl LiveSession {
     }
 
     /// `EXPLAIN query`: its stages and physical plan.
-    pub(super) fn explain(&mut self, text: &str, p: &Piece) -> Result<Outcome> {
-        let query = alone(text, p.at(1)..p.range.end);
+    pub(super) fn explain(
+        &mut self,
+        text: &str,
+        st: &Located<Statement>,
+        inner: &Statement,
+    ) -> Result<Outcome> {
         let jobs = self.script.jobs.len();
-        add_statements(&mut self.script, &query, &self.base)?;
+        let inner = Located {
+            statement: inner.clone(),
+            range: st.range.clone(),
+            span: st.span,
+            bound: None,
+        };
+        let r = braid_sql::run_statement(&mut self.script, text, &self.base, &inner);
+        if let Err(e) = r {
+            self.script.jobs.truncate(jobs);
+            return Err(e.into());
+        }
         let mut rows = Vec::new();
         for job in self.script.jobs.drain(jobs..) {
             let s = braid_sql::explain(&job, &self.script.registry, self.engine.workers());
@@ -444,11 +390,11 @@ impl LiveSession {
     }
 }
 
-/// The rows of `INSERT INTO stream [(columns)] VALUES ...` (statement `p` of `text`),
-/// typed as `log`'s columns, not appended (`braid_sql::values`); `INSERT INTO stream
-/// (columns) SELECT` is refused by name.
-pub(super) fn values_of(text: &str, p: &Piece, log: &StreamLog) -> Result<Vec<Vec<Scalar>>> {
-    braid_sql::values::insert_values(&text[p.range.clone()], log.schema())
+/// The rows of `INSERT INTO stream [(columns)] VALUES ...` (of `text`), typed as
+/// `log`'s columns, not appended (`braid_sql::values`); `INSERT INTO stream (columns)
+/// SELECT` is refused by name.
+pub(super) fn values_of(text: &str, ins: &Insert, log: &StreamLog) -> Result<Vec<Vec<Scalar>>> {
+    braid_sql::values::insert_rows(text, ins, log.schema())
         .map_err(Error::Plan)?
         .ok_or_else(|| {
             Error::Plan(braid_plan::error::Error::NotSupported(format!(

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::live::ingest::{self, Sent};
 use crate::live::log::StreamLog;
 use braid_plan::batch::Scalar;
-use braid_sql::split::Piece;
+use braid_sql::parse::{Located, Statement};
 use std::sync::Arc;
 
 /// What the session keeps for one client between its statements: its transaction
@@ -52,7 +52,7 @@ impl Client {
     }
 
     /// A statement of the open transaction failed: the rest is refused until it ends.
-    pub(super) fn fail(&mut self) {
+    pub fn fail(&mut self) {
         if self.is_open() {
             self.state = State::Failed;
         }
@@ -69,20 +69,15 @@ enum Word {
     Other,
 }
 
-fn word(p: &Piece) -> Word {
-    let any = |w: &[&str]| w.iter().any(|w| p.starts_with(&[w]));
-    if any(&["BEGIN"]) || p.starts_with(&["START", "TRANSACTION"]) {
-        Word::Begin
-    } else if any(&["COMMIT", "END"]) {
-        Word::Commit
-    } else if any(&["ROLLBACK", "ABORT"]) {
-        Word::Rollback
-    } else if any(&["SELECT", "WITH", "SUBSCRIBE", "SHOW", "DESCRIBE", "EXPLAIN"]) {
-        Word::Read
-    } else if p.inserts_values() {
-        Word::Insert
-    } else {
-        Word::Other
+fn word(st: &Statement) -> Word {
+    match st {
+        Statement::Begin => Word::Begin,
+        Statement::Commit => Word::Commit,
+        Statement::Rollback => Word::Rollback,
+        Statement::Query(_) => Word::Read,
+        s if s.reads() => Word::Read,
+        s if s.inserts_values() => Word::Insert,
+        _ => Word::Other,
     }
 }
 
@@ -92,10 +87,10 @@ impl LiveSession {
     pub(super) fn in_transaction(
         &mut self,
         text: &str,
-        p: &Piece,
+        st: &Located<Statement>,
         client: &mut Client,
     ) -> Option<Result<Outcome>> {
-        let w = word(p);
+        let w = word(&st.statement);
         let Client { state, sent, .. } = client;
         Some(match (&mut *state, w) {
             (State::None, Word::Begin) => {
@@ -124,7 +119,7 @@ impl LiveSession {
                 commit(held, sent).map(|()| Outcome::End("COMMIT".into()))
             }
             (State::Open(_), Word::Read) => return None,
-            (State::Open(held), Word::Insert) => self.held_insert(text, p).map(|(log, rows)| {
+            (State::Open(held), Word::Insert) => self.held_insert(text, st).map(|(log, rows)| {
                 let n = rows.len();
                 held.push((log, rows));
                 Outcome::Done(format!("INSERT 0 {n}"))
@@ -132,24 +127,27 @@ impl LiveSession {
             (State::Open(_), Word::Other) => Err(Error::Plan(
                 braid_plan::error::Error::NotSupported(format!(
                     "`{}` inside a transaction block: Braid's transactions hold INSERT ... VALUES (appended at COMMIT) and reads; run it outside BEGIN ... COMMIT (psycopg: autocommit = True)",
-                    braid_sql::split::alone(text, p.range.clone())
-                        .split_whitespace()
-                        .take(3)
-                        .collect::<Vec<_>>()
-                        .join(" ")
+                    st.statement.tag()
                 )),
             )),
         })
     }
 
     /// The stream and typed rows of `INSERT INTO stream VALUES ...`, not appended.
-    fn held_insert(&self, text: &str, p: &Piece) -> Result<(Arc<StreamLog>, Vec<Vec<Scalar>>)> {
-        let name = p.word(2).unwrap_or_default();
+    fn held_insert(
+        &self,
+        text: &str,
+        st: &Located<Statement>,
+    ) -> Result<(Arc<StreamLog>, Vec<Vec<Scalar>>)> {
+        let Statement::Insert(ins) = &st.statement else {
+            return Err(plan_error("expected INSERT INTO stream VALUES ..."));
+        };
+        let name = ins.table.to_string();
         let log = self
-            .log(name)
+            .log(&name)
             .cloned()
             .ok_or_else(|| plan_error(&format!("INSERT INTO {name}: no such stream")))?;
-        let rows = super::statements::values_of(text, p, &log)?;
+        let rows = super::statements::values_of(text, ins, &log)?;
         Ok((log, rows))
     }
 }
