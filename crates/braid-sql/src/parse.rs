@@ -17,7 +17,7 @@ use crate::located::{parse_error, At};
 use crate::watermark::Watermark;
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
-use sqlparser::ast::{self, VisitMut, VisitorMut};
+use sqlparser::ast::{self, Spanned, VisitMut, VisitorMut};
 use sqlparser::dialect::{GenericDialect, PostgreSqlDialect};
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Span, Token, TokenWithSpan};
@@ -101,6 +101,8 @@ pub struct Declare {
 pub struct CreateAs {
     /// Lower case.
     pub name: String,
+    /// Where the name is.
+    pub name_span: Span,
     pub view: bool,
     pub query: Box<ast::Query>,
 }
@@ -325,7 +327,8 @@ pub fn parse(text: &str) -> Result<Vec<Located<Statement>>> {
                     .any(|t| !matches!(t.token, Token::Whitespace(_)));
                 if solid {
                     let ((word, _), watermark) = pieces.next().unwrap_or(((None, Span::empty()), None));
-                    out.push(located(text, &offsets, std::mem::take(&mut current), word, watermark)?);
+                    let end = (t.token == Token::SemiColon).then_some(t);
+                    out.push(located(text, &offsets, std::mem::take(&mut current), end, (word, watermark))?);
                 }
                 current.clear();
             }
@@ -337,7 +340,7 @@ pub fn parse(text: &str) -> Result<Vec<Located<Statement>>> {
         .any(|t| !matches!(t.token, Token::Whitespace(_)))
     {
         let ((word, _), watermark) = pieces.next().unwrap_or(((None, Span::empty()), None));
-        out.push(located(text, &offsets, current, word, watermark)?);
+        out.push(located(text, &offsets, current, None, (word, watermark))?);
     }
     Ok(out)
 }
@@ -347,8 +350,8 @@ fn located(
     text: &str,
     offsets: &Offsets,
     tokens: Vec<TokenWithSpan>,
-    word: Option<Kind>,
-    watermark: Option<Watermark>,
+    end: Option<TokenWithSpan>,
+    (word, watermark): (Option<Kind>, Option<Watermark>),
 ) -> Result<Located<Statement>> {
     let solid: Vec<&TokenWithSpan> = tokens
         .iter()
@@ -361,7 +364,7 @@ fn located(
     let span = first.union(&last);
     let range = offsets.at(first.start.line, first.start.column)
         ..offsets.at(last.end.line, last.end.column);
-    let statement = one(text, tokens, word, watermark)?;
+    let statement = one(text, tokens, end, word, watermark)?;
     Ok(Located {
         statement,
         range,
@@ -429,10 +432,12 @@ fn after_solid(tokens: &[TokenWithSpan], n: usize) -> usize {
     tokens.len()
 }
 
-/// One statement from its tokens (Braid's words patched: see the module's text).
+/// One statement from its tokens (Braid's words patched: see the module's text), and
+/// the `;` that ends it, if one does (sqlparser's errors point at it).
 fn one(
     text: &str,
     tokens: Vec<TokenWithSpan>,
+    end: Option<TokenWithSpan>,
     word: Option<Kind>,
     watermark: Option<Watermark>,
 ) -> Result<Statement> {
@@ -464,7 +469,7 @@ fn one(
             )),
         },
         (Some("EXPLAIN"), _) => {
-            let inner = one(text, tokens[after_solid(&tokens, 1)..].to_vec(), word, watermark);
+            let inner = one(text, tokens[after_solid(&tokens, 1)..].to_vec(), end, word, watermark);
             match inner {
                 Ok(s @ (Statement::Query(_) | Statement::Insert(_))) => {
                     Ok(Statement::Explain(Box::new(s)))
@@ -506,8 +511,11 @@ fn one(
             Ok(Statement::Describe(name))
         }
         _ => {
+            let mut tokens = tokens;
+            tokens.extend(end);
             let mut p = parser(&tokens);
             let st = p.parse_statement().map_err(located_error(text))?;
+            p.consume_token(&Token::SemiColon);
             p.expect_token(&Token::EOF).map_err(located_error(text))?;
             of_sqlparser(text, st, word, watermark, span)
         }
@@ -545,6 +553,7 @@ fn of_sqlparser(
             };
             Statement::CreateAs(Box::new(CreateAs {
                 name,
+                name_span: ct.name.span(),
                 view: false,
                 query,
             }))
@@ -566,6 +575,7 @@ fn of_sqlparser(
             }
             Statement::CreateAs(Box::new(CreateAs {
                 name: cv.name.to_string().to_ascii_lowercase(),
+                name_span: cv.name.span(),
                 view: true,
                 query: cv.query,
             }))
@@ -752,7 +762,7 @@ fn copy_out(text: &str, tokens: &[TokenWithSpan]) -> Result<Statement> {
     {
         return Err(Error::Plan("COPY (query) TO STDOUT: empty query".into()));
     }
-    let inner = one(text, inner_tokens, None, None)?;
+    let inner = one(text, inner_tokens, None, None, None)?;
     if !matches!(inner, Statement::Query(_) | Statement::Subscribe(_)) {
         return Err(Error::NotSupported(
             "COPY (statement) TO STDOUT of a statement that is not a query or SUBSCRIBE".into(),

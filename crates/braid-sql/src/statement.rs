@@ -245,6 +245,7 @@ pub(crate) fn run(
         Statement::DropFunction(df) => crate::function::drop(script, df).map_err(at),
         Statement::Show(what) => show::show(script, what).map_err(at),
         Statement::Describe(name) => show::describe(script, text, name),
+        Statement::CreateAs(c) => Err(server_only(&located.statement.tag()).at(text, c.name_span)),
         other => Err(at(server_only(&other.tag()))),
     }
 }
