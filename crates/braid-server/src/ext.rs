@@ -52,18 +52,28 @@ fn param(portal: &Portal<String>, i: usize) -> PgWireResult<Param> {
     let value = |s: Scalar| Ok(Param::Value(s));
     if portal.parameter_format.is_binary(i) {
         return match declared {
-            Type::INT2 => value(Scalar::Int(portal.parameter::<i16>(i, &declared)?.unwrap_or(0).into())),
-            Type::INT4 => value(Scalar::Int(portal.parameter::<i32>(i, &declared)?.unwrap_or(0).into())),
-            Type::INT8 => value(Scalar::Int(portal.parameter::<i64>(i, &declared)?.unwrap_or(0))),
+            Type::INT2 => value(Scalar::Int(
+                portal.parameter::<i16>(i, &declared)?.unwrap_or(0).into(),
+            )),
+            Type::INT4 => value(Scalar::Int(
+                portal.parameter::<i32>(i, &declared)?.unwrap_or(0).into(),
+            )),
+            Type::INT8 => value(Scalar::Int(
+                portal.parameter::<i64>(i, &declared)?.unwrap_or(0),
+            )),
             Type::FLOAT4 => value(Scalar::Float(
                 portal.parameter::<f32>(i, &declared)?.unwrap_or(0.0).into(),
             )),
-            Type::FLOAT8 => value(Scalar::Float(portal.parameter::<f64>(i, &declared)?.unwrap_or(0.0))),
-            Type::BOOL => value(Scalar::Bool(portal.parameter::<bool>(i, &declared)?.unwrap_or(false))),
+            Type::FLOAT8 => value(Scalar::Float(
+                portal.parameter::<f64>(i, &declared)?.unwrap_or(0.0),
+            )),
+            Type::BOOL => value(Scalar::Bool(
+                portal.parameter::<bool>(i, &declared)?.unwrap_or(false),
+            )),
             Type::TEXT | Type::VARCHAR | Type::UNKNOWN => {
-                value(Scalar::Str(String::from_utf8(raw.to_vec()).map_err(|_| {
-                    user_error("22021", format!("parameter ${} is not UTF-8", i + 1))
-                })?))
+                value(Scalar::Str(String::from_utf8(raw.to_vec()).map_err(
+                    |_| user_error("22021", format!("parameter ${} is not UTF-8", i + 1)),
+                )?))
             }
             other => Err(user_error(
                 "0A000",
@@ -113,7 +123,9 @@ fn param(portal: &Portal<String>, i: usize) -> PgWireResult<Param> {
 }
 
 /// `portal`'s statement parsed, its parameters bound.
-fn bound(portal: &Portal<String>) -> PgWireResult<braid_exec::error::Result<Vec<Located<Statement>>>> {
+fn bound(
+    portal: &Portal<String>,
+) -> PgWireResult<braid_exec::error::Result<Vec<Located<Statement>>>> {
     let values = (0..portal.parameter_len())
         .map(|i| param(portal, i))
         .collect::<PgWireResult<Vec<Param>>>()?;

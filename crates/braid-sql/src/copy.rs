@@ -6,11 +6,8 @@
 //! different reading of the producer's data (a HEADER false taken as a header would drop
 //! its first row).
 
-use crate::located::parse_error;
 use braid_plan::error::{Error, Result};
 use sqlparser::ast;
-use sqlparser::dialect::PostgreSqlDialect;
-use sqlparser::parser::Parser;
 
 /// The data format of a COPY into a stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,15 +28,6 @@ pub struct CopyIn {
 }
 
 /// The COPY into a stream `text` asks for, or why it is not one Braid takes.
-pub fn copy_in(text: &str) -> Result<CopyIn> {
-    let parsed = Parser::parse_sql(&PostgreSqlDialect {}, text)
-        .map_err(|e| parse_error(text, &e.to_string()))?;
-    match parsed.as_slice() {
-        [st] => copy_in_of(st),
-        _ => Err(usage()),
-    }
-}
-
 /// The COPY into a stream statement `st` asks for, or why it is not one Braid takes.
 pub(crate) fn copy_in_of(st: &ast::Statement) -> Result<CopyIn> {
     let (source, target, options, legacy) = match st {
@@ -208,6 +196,13 @@ impl Asked<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn copy_in(text: &str) -> Result<CopyIn> {
+        match crate::parse::parse(text)?.remove(0).statement {
+            crate::parse::Statement::CopyIn(c) => Ok(c),
+            other => panic!("{text}: {other:?}"),
+        }
+    }
 
     fn taken(text: &str) -> (CopyFormat, bool) {
         let c = copy_in(text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -205,7 +205,7 @@ pub struct CopyOut {
 pub struct Subscribe {
     /// As written.
     pub name: String,
-    pub filter: Option<ast::Expr>,
+    pub filter: Option<Box<ast::Expr>>,
 }
 
 impl Statement {
@@ -326,9 +326,16 @@ pub fn parse(text: &str) -> Result<Vec<Located<Statement>>> {
                     .iter()
                     .any(|t| !matches!(t.token, Token::Whitespace(_)));
                 if solid {
-                    let ((word, _), watermark) = pieces.next().unwrap_or(((None, Span::empty()), None));
+                    let ((word, _), watermark) =
+                        pieces.next().unwrap_or(((None, Span::empty()), None));
                     let end = (t.token == Token::SemiColon).then_some(t);
-                    out.push(located(text, &offsets, std::mem::take(&mut current), end, (word, watermark))?);
+                    out.push(located(
+                        text,
+                        &offsets,
+                        std::mem::take(&mut current),
+                        end,
+                        (word, watermark),
+                    )?);
                 }
                 current.clear();
             }
@@ -361,10 +368,15 @@ fn located(
         (Some(f), Some(l)) => (f.span, l.span),
         _ => return Err(Error::Internal("an empty statement".into())),
     };
-    let span = first.union(&last);
+    let mut span = first.union(&last);
     let range = offsets.at(first.start.line, first.start.column)
         ..offsets.at(last.end.line, last.end.column);
-    let statement = one(text, tokens, end, word, watermark)?;
+    let mut own = None;
+    let statement = one(text, tokens, end, (word, watermark), &mut own)?;
+    // A statement sqlparser parsed is where its tree says (a CREATE at its name).
+    if let Some(s) = own {
+        span = s;
+    }
     Ok(Located {
         statement,
         range,
@@ -433,13 +445,14 @@ fn after_solid(tokens: &[TokenWithSpan], n: usize) -> usize {
 }
 
 /// One statement from its tokens (Braid's words patched: see the module's text), and
-/// the `;` that ends it, if one does (sqlparser's errors point at it).
+/// the `;` that ends it, if one does (sqlparser's errors point at it). `own`: where
+/// sqlparser's tree says the statement is, when sqlparser parsed it.
 fn one(
     text: &str,
     tokens: Vec<TokenWithSpan>,
     end: Option<TokenWithSpan>,
-    word: Option<Kind>,
-    watermark: Option<Watermark>,
+    (word, watermark): (Option<Kind>, Option<Watermark>),
+    own: &mut Option<Span>,
 ) -> Result<Statement> {
     let solid: Vec<&TokenWithSpan> = tokens
         .iter()
@@ -450,9 +463,9 @@ fn one(
         Some(Token::Number(n, _)) => n.parse::<u64>().ok(),
         _ => None,
     };
-    let span = solid
-        .first()
-        .map_or(Span::empty(), |f| f.span.union(&solid[solid.len() - 1].span));
+    let span = solid.first().map_or(Span::empty(), |f| {
+        f.span.union(&solid[solid.len() - 1].span)
+    });
     let refuse = |e: Error| Err(e.at(text, span));
     match (w(0).as_deref(), w(1).as_deref()) {
         (Some("SUBSCRIBE"), _) => subscribe(text, &tokens[after_solid(&tokens, 1)..]),
@@ -469,7 +482,7 @@ fn one(
             )),
         },
         (Some("EXPLAIN"), _) => {
-            let inner = one(text, tokens[after_solid(&tokens, 1)..].to_vec(), end, word, watermark);
+            let inner = one(text, tokens[after_solid(&tokens, 1)..].to_vec(), end, (word, watermark), own);
             match inner {
                 Ok(s @ (Statement::Query(_) | Statement::Insert(_))) => {
                     Ok(Statement::Explain(Box::new(s)))
@@ -515,8 +528,9 @@ fn one(
             tokens.extend(end);
             let mut p = parser(&tokens);
             let st = p.parse_statement().map_err(located_error(text))?;
-            p.consume_token(&Token::SemiColon);
+            let _ = p.consume_token(&Token::SemiColon);
             p.expect_token(&Token::EOF).map_err(located_error(text))?;
+            *own = Some(st.span()).filter(|s| *s != Span::empty());
             of_sqlparser(text, st, word, watermark, span)
         }
     }
@@ -649,9 +663,7 @@ fn show(text: &str, solid: &[&TokenWithSpan]) -> Result<Statement> {
     let name = match &what.token {
         Token::Word(w) => w.value.clone(),
         other => {
-            return Err(
-                Error::NotSupported(format!("SHOW {other}; {SHOWN}")).at(text, what.span)
-            )
+            return Err(Error::NotSupported(format!("SHOW {other}; {SHOWN}")).at(text, what.span))
         }
     };
     Ok(Statement::Show(match name.to_ascii_uppercase().as_str() {
@@ -684,7 +696,7 @@ fn subscribe(text: &str, tokens: &[TokenWithSpan]) -> Result<Statement> {
         (_, Some("WHERE")) => {
             let f = p.parse_expr().map_err(&e)?;
             p.expect_token(&Token::EOF).map_err(&e)?;
-            Some(f)
+            Some(Box::new(f))
         }
         (other, _) => {
             return Err(Error::Plan(format!(
@@ -721,7 +733,8 @@ fn alter(text: &str, solid: &[&TokenWithSpan], span: Span) -> Result<Statement> 
         return Err(usage());
     }
     at += 2;
-    if w(at).as_deref() == Some("TO") || matches!(solid.get(at).map(|t| &t.token), Some(Token::Eq)) {
+    if w(at).as_deref() == Some("TO") || matches!(solid.get(at).map(|t| &t.token), Some(Token::Eq))
+    {
         at += 1;
     }
     let partitions = number(at)
@@ -753,7 +766,9 @@ fn copy_out(text: &str, tokens: &[TokenWithSpan]) -> Result<Statement> {
         depth == 0
     });
     let Some(close) = close.map(|c| open + c) else {
-        return Err(Error::Plan("COPY (query) TO STDOUT: no closing parenthesis".into()));
+        return Err(Error::Plan(
+            "COPY (query) TO STDOUT: no closing parenthesis".into(),
+        ));
     };
     let inner_tokens = tokens[open..close].to_vec();
     if inner_tokens
@@ -762,7 +777,7 @@ fn copy_out(text: &str, tokens: &[TokenWithSpan]) -> Result<Statement> {
     {
         return Err(Error::Plan("COPY (query) TO STDOUT: empty query".into()));
     }
-    let inner = one(text, inner_tokens, None, None, None)?;
+    let inner = one(text, inner_tokens, None, (None, None), &mut None)?;
     if !matches!(inner, Statement::Query(_) | Statement::Subscribe(_)) {
         return Err(Error::NotSupported(
             "COPY (statement) TO STDOUT of a statement that is not a query or SUBSCRIBE".into(),
@@ -794,7 +809,11 @@ fn copy_out(text: &str, tokens: &[TokenWithSpan]) -> Result<Statement> {
 /// a statement that does not take parameters (a declaration), is an error.
 pub fn bind(statements: &mut [Located<Statement>], values: &[Param]) -> Result<()> {
     for st in statements {
-        let mut binder = Binder { values, used: false, missing: None };
+        let mut binder = Binder {
+            values,
+            used: false,
+            missing: None,
+        };
         let written = match &mut st.statement {
             Statement::Query(q) => {
                 let _ = q.visit(&mut binder);
@@ -817,7 +836,11 @@ pub fn bind(statements: &mut [Located<Statement>], values: &[Param]) -> Result<(
             },
             Statement::CreateAs(c) => {
                 let _ = c.query.visit(&mut binder);
-                let what = if c.view { "MATERIALIZED VIEW" } else { "STREAM" };
+                let what = if c.view {
+                    "MATERIALIZED VIEW"
+                } else {
+                    "STREAM"
+                };
                 format!("CREATE {what} {} AS {}", c.name, c.query)
             }
             Statement::Subscribe(s) => {
@@ -852,7 +875,11 @@ pub fn bind(statements: &mut [Located<Statement>], values: &[Param]) -> Result<(
             other => {
                 // Parameters only where a value can stand: a declaration's options
                 // are literals.
-                let mut found = Binder { values: &[], used: false, missing: None };
+                let mut found = Binder {
+                    values: &[],
+                    used: false,
+                    missing: None,
+                };
                 let _ = match other {
                     Statement::Set(s) => s.values.visit(&mut found),
                     Statement::CreateView(v) => v.query.visit(&mut found),
@@ -994,7 +1021,9 @@ mod tests {
         assert_eq!(got.len(), 5);
         assert_eq!(&text[got[0].range.clone()], "SELECT 'a;b' FROM s");
         assert_eq!(&text[got[1].range.clone()], "SUBSCRIBE TO v WHERE x > 1");
-        assert!(matches!(&got[1].statement, Statement::Subscribe(s) if s.name == "v" && s.filter.is_some()));
+        assert!(
+            matches!(&got[1].statement, Statement::Subscribe(s) if s.name == "v" && s.filter.is_some())
+        );
         assert!(matches!(&got[2].statement, Statement::Declare(d) if d.kind == Kind::Stream));
         assert!(matches!(got[3].statement, Statement::DropQuery(3)));
         assert!(matches!(got[4].statement, Statement::Show(Show::Queries)));
@@ -1005,23 +1034,53 @@ mod tests {
 
     #[test]
     fn braid_statements_are_read_whole() {
-        let st = |t: &str| parse(t).unwrap_or_else(|e| panic!("{t}: {e}")).remove(0).statement;
+        let st = |t: &str| {
+            parse(t)
+                .unwrap_or_else(|e| panic!("{t}: {e}"))
+                .remove(0)
+                .statement
+        };
         assert!(matches!(
             st("ALTER MATERIALIZED VIEW v SET PARALLELISM TO 4"),
             Statement::Alter(Alter { target: AlterTarget::Making(n, "ALTER MATERIALIZED VIEW"), partitions: 4 }) if n == "v"
         ));
-        assert!(matches!(st("ALTER QUERY 2 SET PARALLELISM = 1"), Statement::Alter(Alter { target: AlterTarget::Query(2), partitions: 1 })));
-        assert!(matches!(st("EXPLAIN ANALYZE QUERY 7"), Statement::ExplainAnalyze(7)));
-        assert!(matches!(st("CREATE STREAM x AS SELECT a FROM s"), Statement::CreateAs(c) if !c.view && c.name == "x"));
-        assert!(matches!(st("CREATE MATERIALIZED VIEW x AS SELECT a FROM s"), Statement::CreateAs(c) if c.view));
-        assert!(matches!(st("DROP MATERIALIZED VIEW IF EXISTS x"), Statement::Drop(d) if d.kind == DropKind::MaterializedView && d.if_exists));
+        assert!(matches!(
+            st("ALTER QUERY 2 SET PARALLELISM = 1"),
+            Statement::Alter(Alter {
+                target: AlterTarget::Query(2),
+                partitions: 1
+            })
+        ));
+        assert!(matches!(
+            st("EXPLAIN ANALYZE QUERY 7"),
+            Statement::ExplainAnalyze(7)
+        ));
+        assert!(
+            matches!(st("CREATE STREAM x AS SELECT a FROM s"), Statement::CreateAs(c) if !c.view && c.name == "x")
+        );
+        assert!(
+            matches!(st("CREATE MATERIALIZED VIEW x AS SELECT a FROM s"), Statement::CreateAs(c) if c.view)
+        );
+        assert!(
+            matches!(st("DROP MATERIALIZED VIEW IF EXISTS x"), Statement::Drop(d) if d.kind == DropKind::MaterializedView && d.if_exists)
+        );
         assert!(matches!(st("DROP STREAM x"), Statement::Drop(d) if d.kind == DropKind::Stream));
         assert!(matches!(st("START TRANSACTION"), Statement::Begin));
-        assert!(matches!(st("SHOW server_version"), Statement::Show(Show::Setting(s)) if s == "server_version"));
+        assert!(
+            matches!(st("SHOW server_version"), Statement::Show(Show::Setting(s)) if s == "server_version")
+        );
         let copy = st("COPY (SUBSCRIBE TO v) TO STDOUT WITH (FORMAT csv, HEADER)");
-        assert!(matches!(&copy, Statement::CopyOut(c) if c.format == CopyFormat::Csv && c.header && matches!(c.inner, Statement::Subscribe(_))));
+        assert!(
+            matches!(&copy, Statement::CopyOut(c) if c.format == CopyFormat::Csv && c.header && matches!(c.inner, Statement::Subscribe(_)))
+        );
         assert!(matches!(st("INSERT INTO s VALUES (1)"), s if s.inserts_values()));
-        for bad in ["DROP QUERY x", "ALTER QUERY 1 SET PARALLELISM 0", "SUBSCRIBE TO v LIMIT 3", "COPY (SELECT 1 TO STDOUT", "COPY (DROP QUERY 1) TO STDOUT"] {
+        for bad in [
+            "DROP QUERY x",
+            "ALTER QUERY 1 SET PARALLELISM 0",
+            "SUBSCRIBE TO v LIMIT 3",
+            "COPY (SELECT 1 TO STDOUT",
+            "COPY (DROP QUERY 1) TO STDOUT",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }
@@ -1036,7 +1095,10 @@ mod tests {
             Param::Value(Scalar::Float(f64::NAN)),
             Param::Value(Scalar::Str("it's $1".into())),
             Param::Value(Scalar::Null),
-            Param::Typed(ast::DataType::Timestamp(None, ast::TimezoneInfo::None), "2026-01-01 00:00:00".into()),
+            Param::Typed(
+                ast::DataType::Timestamp(None, ast::TimezoneInfo::None),
+                "2026-01-01 00:00:00".into(),
+            ),
         ];
         bind(&mut got, &values).expect("binds");
         assert_eq!(

@@ -294,13 +294,7 @@ pub(crate) fn query(script: &mut Script, text: &str, q: &ast::Query) -> Result<(
 
 /// `CREATE STREAM`, `CREATE SINK` or `CREATE TABLE`: a declaration into the catalog.
 /// Errors without a position get the statement's (`span`).
-fn create(
-    script: &mut Script,
-    text: &str,
-    base: &Path,
-    d: &Declare,
-    span: Span,
-) -> Result<()> {
+fn create(script: &mut Script, text: &str, base: &Path, d: &Declare, span: Span) -> Result<()> {
     let (ct, kind, watermark) = (&d.table, d.kind, d.watermark.as_ref());
     let name = ct.name.to_string();
     let opts = options(&ct.table_options, text)?;

@@ -6,28 +6,17 @@
 //! goes into a DOUBLE column; anything else is refused naming the row and column.
 
 use crate::expr::convert;
-use crate::located::{parse_error, At};
+use crate::located::At;
 use braid_plan::batch::{Batch, RowKey, Scalar};
 use braid_plan::error::{Error, Result};
 use braid_plan::types::{DataType, Schema};
 use sqlparser::ast;
 use sqlparser::ast::Spanned;
-use sqlparser::dialect::GenericDialect;
-use sqlparser::parser::Parser;
 
-/// The rows of an `INSERT ... VALUES` statement `text` into a stream of `schema`, each
-/// with one value per column of `schema` (a column the statement's column list leaves
-/// out is null). None when `text` is an INSERT of a query (`INSERT ... SELECT`).
-pub fn insert_values(text: &str, schema: &Schema) -> Result<Option<Vec<Vec<Scalar>>>> {
-    let parsed = Parser::parse_sql(&GenericDialect {}, text)
-        .map_err(|e| parse_error(text, &e.to_string()))?;
-    match parsed.as_slice() {
-        [ast::Statement::Insert(i)] => insert_rows(text, i, schema),
-        _ => Err(Error::Plan("expected one INSERT INTO ... statement".into())),
-    }
-}
-
-/// [`insert_values`] of a parsed INSERT (of `text`, which its positions point into).
+/// The rows of an `INSERT ... VALUES` statement (of `text`, which its positions point
+/// into) into a stream of `schema`, each with one value per column of `schema` (a column
+/// the statement's column list leaves out is null). None for an INSERT of a query
+/// (`INSERT ... SELECT`).
 pub fn insert_rows(
     text: &str,
     insert: &ast::Insert,
@@ -152,21 +141,19 @@ fn server_function(name: &str) -> Option<String> {
     })
 }
 
+#[cfg(test)]
+fn select_constants(text: &str) -> Result<Option<Vec<(String, Scalar, DataType)>>> {
+    match crate::parse::parse(text)?.remove(0).statement {
+        crate::parse::Statement::Query(q) => constants(text, &q),
+        _ => Ok(None),
+    }
+}
+
 /// A `SELECT` without `FROM` (`SELECT 1`, `SELECT version()`, what drivers send to check
 /// a connection): each item's column name (its alias, the function's name, or
 /// `?column?` as in PostgreSQL), its value and its type, the constants evaluated as in
-/// `VALUES`. None when `text` is not a SELECT without FROM.
-pub fn select_constants(text: &str) -> Result<Option<Vec<(String, Scalar, DataType)>>> {
-    let Ok(parsed) = Parser::parse_sql(&GenericDialect {}, text) else {
-        return Ok(None);
-    };
-    let [ast::Statement::Query(q)] = parsed.as_slice() else {
-        return Ok(None);
-    };
-    constants(text, q)
-}
-
-/// [`select_constants`] of a parsed query (of `text`, which its positions point into).
+/// `VALUES`. None when `q` is not a SELECT without FROM (of `text`, which its
+/// positions point into).
 pub fn constants(text: &str, q: &ast::Query) -> Result<Option<Vec<(String, Scalar, DataType)>>> {
     let ast::SetExpr::Select(select) = q.body.as_ref() else {
         return Ok(None);

@@ -428,12 +428,10 @@ impl LiveSession {
             Statement::CopyIn(c) => self.copy_in(c),
             Statement::Query(q) => self.select(text, q).map(|s| Outcome::Rows(s, None)),
             Statement::CreateAs(c) => self.create_as(text, c),
-            Statement::Insert(ins) => {
-                match self.log(&ins.table.to_string()).cloned() {
-                    Some(log) => self.insert(text, st, ins, log),
-                    None => self.script_statement(text, st),
-                }
-            }
+            Statement::Insert(ins) => match self.log(&ins.table.to_string()).cloned() {
+                Some(log) => self.insert(text, st, ins, log),
+                None => self.script_statement(text, st),
+            },
             Statement::Drop(d) => match self.drop_live(d)? {
                 Some(o) => Ok(o),
                 None => self.script_statement(text, st),
@@ -790,7 +788,10 @@ impl LiveSession {
 fn replicates(st: &Statement) -> bool {
     !(st.reads()
         || st.inserts_values()
-        || matches!(st, Statement::CopyIn(_) | Statement::Begin | Statement::Commit | Statement::Rollback))
+        || matches!(
+            st,
+            Statement::CopyIn(_) | Statement::Begin | Statement::Commit | Statement::Rollback
+        ))
 }
 
 /// A job's text and plan.

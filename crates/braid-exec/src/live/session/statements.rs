@@ -141,7 +141,9 @@ impl LiveSession {
             self.views.insert(name.clone());
         }
         self.script.catalog.streams.insert(name, def);
-        Ok(Outcome::Done(Statement::CreateAs(Box::new(c.clone())).tag()))
+        Ok(Outcome::Done(
+            Statement::CreateAs(Box::new(c.clone())).tag(),
+        ))
     }
 
     /// `INSERT INTO stream VALUES (...), ...` or `INSERT INTO stream SELECT ...`.
