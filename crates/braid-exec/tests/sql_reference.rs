@@ -222,6 +222,31 @@ fn node(l: &Logical, cx: &mut Cx<'_>) -> Vec<Ev> {
                 ev.with(v)
             })
             .collect(),
+        // Each epoch's rows (the windows closed together) sorted by the keys, in order.
+        Logical::Sort { input, keys } => {
+            let mut rows = node(input, cx);
+            rows.sort_by(|a, b| {
+                (a.epoch, a.phase).cmp(&(b.epoch, b.phase)).then_with(|| {
+                    keys.iter()
+                        .map(|k| {
+                            let (x, y) = (&a.values[k.column], &b.values[k.column]);
+                            match (x == &Scalar::Null, y == &Scalar::Null) {
+                                (true, true) => std::cmp::Ordering::Equal,
+                                (true, false) if k.nulls_first => std::cmp::Ordering::Less,
+                                (true, false) => std::cmp::Ordering::Greater,
+                                (false, true) if k.nulls_first => std::cmp::Ordering::Greater,
+                                (false, true) => std::cmp::Ordering::Less,
+                                _ if k.descending => x.cmp(y).reverse(),
+                                _ => x.cmp(y),
+                            }
+                        })
+                        .find(|o| o.is_ne())
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                })
+            });
+            rows
+        }
+        Logical::Limit { input, n } => node(input, cx).into_iter().take(*n as usize).collect(),
         Logical::Union { inputs, .. } => {
             let kids: Vec<Vec<Ev>> = inputs.iter().map(|i| node(i, cx)).collect();
             merged(kids)

@@ -2,6 +2,7 @@
 //! decides how to partition it.
 
 use braid_plan::expr::Expr;
+use braid_plan::plan::SortKey;
 use braid_plan::types::{DataType, Field, Schema};
 use std::fmt;
 use std::sync::Arc;
@@ -327,6 +328,24 @@ pub enum Logical {
         /// Output columns (the first input's names).
         schema: Schema,
     },
+    /// A whole query's `ORDER BY`: the rows of the windows that close together (one
+    /// epoch's), sorted by `keys` (see [`crate::order`], which checks that this is the
+    /// order of the whole output). Only at the top of a query's plan, where the rule
+    /// [`crate::physical::lower_top`] makes it the query's last merge, sorted.
+    Sort {
+        /// Input.
+        input: Box<Logical>,
+        /// Output columns, each ascending or descending, nulls first or last.
+        keys: Vec<SortKey>,
+    },
+    /// A whole query's `LIMIT n`: its first `n` rows, then it ends. Only at the top of a
+    /// query's plan, where [`crate::physical::lower_top`] makes it the sink's limit.
+    Limit {
+        /// Input.
+        input: Box<Logical>,
+        /// Rows.
+        n: u64,
+    },
 }
 
 impl Logical {
@@ -340,7 +359,9 @@ impl Logical {
             | Logical::Lookup { schema, .. }
             | Logical::TopN { schema, .. }
             | Logical::Union { schema, .. } => schema,
-            Logical::Filter { input, .. } => input.schema(),
+            Logical::Filter { input, .. }
+            | Logical::Sort { input, .. }
+            | Logical::Limit { input, .. } => input.schema(),
         }
     }
 
@@ -381,7 +402,9 @@ impl Logical {
             | Logical::Project { input, .. }
             | Logical::Aggregate { input, .. }
             | Logical::Lookup { input, .. }
-            | Logical::TopN { input, .. } => vec![input],
+            | Logical::TopN { input, .. }
+            | Logical::Sort { input, .. }
+            | Logical::Limit { input, .. } => vec![input],
             Logical::Join { left, right, .. } => vec![left, right],
             Logical::Union { inputs, .. } => inputs.iter().collect(),
         }
@@ -486,6 +509,14 @@ impl Logical {
             Logical::Union { inputs, schema } => Logical::Union {
                 inputs: inputs.into_iter().map(f).collect(),
                 schema,
+            },
+            Logical::Sort { input, keys } => Logical::Sort {
+                input: one(input),
+                keys,
+            },
+            Logical::Limit { input, n } => Logical::Limit {
+                input: one(input),
+                n,
             },
         }
     }
@@ -642,6 +673,22 @@ impl Logical {
                 )
             }
             Logical::Union { inputs, .. } => format!("Union all ({} inputs)", inputs.len()),
+            Logical::Sort { input, keys } => {
+                let by: Vec<String> = keys
+                    .iter()
+                    .map(|k| {
+                        let name = &input.schema().fields[k.column].name;
+                        match (k.descending, k.nulls_first) {
+                            (false, true) => name.clone(),
+                            (true, false) => format!("{name} DESC"),
+                            (false, false) => format!("{name} NULLS LAST"),
+                            (true, true) => format!("{name} DESC NULLS FIRST"),
+                        }
+                    })
+                    .collect();
+                format!("Sort {} (the windows closed together)", by.join(", "))
+            }
+            Logical::Limit { n, .. } => format!("Limit {n}"),
         }
     }
 

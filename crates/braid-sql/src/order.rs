@@ -8,19 +8,25 @@
 //! sorted one (`MergeKind::Sorted`): each epoch's closed windows by the ORDER BY, so
 //! the output is the same serially and on any number of workers. Any other ORDER BY
 //! would need the whole stream: refused by name.
+//!
+//! Both are steps of the query's logical plan ([`Logical::Sort`], [`Logical::Limit`],
+//! which EXPLAIN shows), at its top; the rule [`physical::lower_top`] lowers them onto
+//! the physical plan.
 
 use crate::catalog::SinkDef;
 use crate::located::At;
 use crate::logical::{Logical, WindowSpec};
+use crate::physical;
 use crate::script::{Job, Script};
 use braid_plan::error::{Error, Result};
 use braid_plan::expr::Expr;
-use braid_plan::plan::{MergeKind, Plan, SortKey};
+use braid_plan::plan::SortKey;
 use braid_plan::types::Schema;
 use sqlparser::ast::{self, Spanned};
 
-/// A query's job (see [`crate::statement`]), its rows sorted by the query's ORDER BY
-/// and cut by its LIMIT.
+/// A query's job (see [`crate::statement`]): the query without its ORDER BY and LIMIT
+/// planned, then its plan topped by the steps [`Logical::Sort`] and [`Logical::Limit`]
+/// (checked here), which the rule [`physical::lower_top`] lowers onto the physical plan.
 pub(crate) fn job(
     script: &mut Script,
     text: &str,
@@ -28,15 +34,51 @@ pub(crate) fn job(
     sink: &SinkDef,
     sql: &str,
 ) -> Result<Job> {
-    let Some(ob) = &q.order_by else {
-        return limited_job(script, text, q, sink, sql);
+    let limit = limit(text, q)?;
+    let body = ast::Query {
+        order_by: None,
+        limit_clause: None,
+        ..q.clone()
     };
-    let on_stream = || {
-        Error::NotSupported(
-            "ORDER BY on a stream; `SET merge = 'transparent'` gives event-time order, and a windowed aggregate's rows sort by ORDER BY window_start or window_end first".into(),
-        )
-        .at(text, ob.span())
+    let mut job = match crate::parallel::call(&body) {
+        Some(args) => crate::parallel::job(script, text, &body, args, sink, sql)?,
+        None => crate::query::job(script, text, &body, sink, sql)?,
     };
+    let top = match (job.logical.take(), &q.order_by) {
+        (Some(logical), Some(ob)) => sort(text, ob, logical)?,
+        (Some(logical), None) => logical,
+        // An explicit PARALLEL(...) query has no logical plan: its LIMIT is lowered
+        // alone, and an ORDER BY has nothing to check against.
+        (None, Some(ob)) => return Err(on_stream(text, ob)),
+        (None, None) => {
+            if let Some(n) = limit {
+                physical::limit(&mut job.plan, n)?;
+            }
+            return Ok(job);
+        }
+    };
+    let top = match limit {
+        Some(n) => Logical::Limit {
+            input: Box::new(top),
+            n,
+        },
+        None => top,
+    };
+    physical::lower_top(&top, &mut job.plan)?;
+    job.logical = Some(top);
+    Ok(job)
+}
+
+fn on_stream(text: &str, ob: &ast::OrderBy) -> Error {
+    Error::NotSupported(
+        "ORDER BY on a stream; `SET merge = 'transparent'` gives event-time order, and a windowed aggregate's rows sort by ORDER BY window_start or window_end first".into(),
+    )
+    .at(text, ob.span())
+}
+
+/// `logical` topped by the step `ORDER BY ob` asks for, if it is the order of the whole
+/// output (see the module's text); refused by name otherwise.
+fn sort(text: &str, ob: &ast::OrderBy, logical: Logical) -> Result<Logical> {
     let refuse = |what: &str, at: &dyn Spanned| {
         Err(Error::NotSupported(format!("{what} on a stream")).at(text, at.span()))
     };
@@ -45,24 +87,15 @@ pub(crate) fn job(
         ast::OrderByKind::Expressions(_) => return refuse("ORDER BY ... INTERPOLATE", ob),
         ast::OrderByKind::All(_) => return refuse("ORDER BY ALL", ob),
     };
-    let whole = ast::Query {
-        order_by: None,
-        ..q.clone()
-    };
-    let mut job = limited_job(script, text, &whole, sink, sql)?;
-    // An explicit PARALLEL(...) query has no logical plan.
-    let Some(logical) = &job.logical else {
-        return Err(on_stream());
-    };
-    let Some((window, keyed)) = windowed(logical) else {
-        return Err(on_stream());
+    let Some((window, keyed)) = windowed(&logical) else {
+        return Err(on_stream(text, ob));
     };
     let schema = logical.schema();
     let mut keys = Vec::new();
     for o in exprs {
         keys.push(sort_key(o, schema).at(text, o.span())?);
     }
-    let bound = |k: &SortKey| bound(logical, k.column);
+    let bound = |k: &SortKey| bound(&logical, k.column);
     let first = &exprs[0];
     let window_first = |why: &str| {
         Err(
@@ -91,18 +124,10 @@ pub(crate) fn job(
             return window_first("only the rows of the windows that close together can be sorted; ORDER BY window_start or window_end first (selected)")
         }
     }
-    let Plan::Sink(s) = &mut job.plan else {
-        return Err(Error::Internal(
-            "a query's plan does not end in its sink".into(),
-        ));
-    };
-    let Plan::Merge(m) = s.input.as_mut() else {
-        return Err(Error::Internal(
-            "a query's sink does not read a merge".into(),
-        ));
-    };
-    m.kind = MergeKind::Sorted(keys);
-    Ok(job)
+    Ok(Logical::Sort {
+        input: Box::new(logical),
+        keys,
+    })
 }
 
 /// The column of the output an ORDER BY item names (by name or 1-based position), with
@@ -197,21 +222,15 @@ fn bound(l: &Logical, c: usize) -> Option<usize> {
     }
 }
 
-/// A query's job, its sink stopping the query after `LIMIT n` rows. Only a plain
-/// `LIMIT n` of the whole query is taken; with OFFSET (or the forms of other dialects) it
-/// is refused by name, and so is a LIMIT inside a subquery (by the planner).
-fn limited_job(
-    script: &mut Script,
-    text: &str,
-    q: &ast::Query,
-    sink: &SinkDef,
-    sql: &str,
-) -> Result<Job> {
+/// The query's `LIMIT n`, if it has one. Only a plain `LIMIT n` of the whole query is
+/// taken; with OFFSET (or the forms of other dialects) it is refused by name, and so is
+/// a LIMIT inside a subquery (by the planner).
+fn limit(text: &str, q: &ast::Query) -> Result<Option<u64>> {
     let Some(clause) = &q.limit_clause else {
-        return plain_job(script, text, q, sink, sql);
+        return Ok(None);
     };
     let refuse = |what: &str| Error::NotSupported(what.to_string()).at(text, clause.span());
-    let n = match clause {
+    match clause {
         ast::LimitClause::LimitOffset {
             limit: Some(ast::Expr::Value(v)),
             offset: None,
@@ -220,44 +239,14 @@ fn limited_job(
             ast::Value::Number(n, _) => n.parse::<u64>().ok(),
             _ => None,
         }
-        .ok_or_else(|| refuse("LIMIT other than a whole number of rows (LIMIT n)"))?,
+        .map(Some)
+        .ok_or_else(|| refuse("LIMIT other than a whole number of rows (LIMIT n)")),
         ast::LimitClause::LimitOffset {
             offset: Some(_), ..
         }
-        | ast::LimitClause::OffsetCommaLimit { .. } => {
-            return Err(refuse(
-                "OFFSET on a stream (LIMIT n takes the first n rows)",
-            ))
-        }
-        _ => return Err(refuse("this LIMIT; write LIMIT n")),
-    };
-    let whole = ast::Query {
-        limit_clause: None,
-        ..q.clone()
-    };
-    let mut job = plain_job(script, text, &whole, sink, sql)?;
-    match &mut job.plan {
-        braid_plan::plan::Plan::Sink(s) => s.limit = Some(n),
-        _ => {
-            return Err(Error::Internal(
-                "a query's plan does not end in its sink".into(),
-            ))
-        }
-    }
-    Ok(job)
-}
-
-/// A query's job: an explicit `SELECT * FROM PARALLEL(...)`, or a query Braid
-/// parallelizes.
-fn plain_job(
-    script: &mut Script,
-    text: &str,
-    q: &ast::Query,
-    sink: &SinkDef,
-    sql: &str,
-) -> Result<Job> {
-    match crate::parallel::call(q) {
-        Some(args) => crate::parallel::job(script, text, q, args, sink, sql),
-        None => crate::query::job(script, text, q, sink, sql),
+        | ast::LimitClause::OffsetCommaLimit { .. } => Err(refuse(
+            "OFFSET on a stream (LIMIT n takes the first n rows)",
+        )),
+        _ => Err(refuse("this LIMIT; write LIMIT n")),
     }
 }

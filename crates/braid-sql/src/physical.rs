@@ -253,6 +253,51 @@ pub fn sink(plan: Plan, sink: &SinkDef) -> Plan {
     })
 }
 
+/// The rule that lowers the steps at the top of a query's logical plan onto its
+/// physical plan: [`Logical::Limit`] becomes the sink's limit (it stops the query
+/// after n rows), [`Logical::Sort`] the query's last merge, sorted
+/// ([`MergeKind::Sorted`]: each epoch's closed windows by the keys). The stages were
+/// built from the plan under them.
+pub fn lower_top(top: &Logical, plan: &mut Plan) -> Result<()> {
+    let mut step = top;
+    loop {
+        step = match step {
+            Logical::Limit { input, n } => {
+                limit(plan, *n)?;
+                input
+            }
+            Logical::Sort { input, keys } => {
+                let Plan::Sink(s) = plan else {
+                    return Err(Error::Internal(
+                        "a query's plan does not end in its sink".into(),
+                    ));
+                };
+                let Plan::Merge(m) = s.input.as_mut() else {
+                    return Err(Error::Internal(
+                        "a query's sink does not read a merge".into(),
+                    ));
+                };
+                m.kind = MergeKind::Sorted(keys.clone());
+                input
+            }
+            _ => return Ok(()),
+        };
+    }
+}
+
+/// The query stops after `n` rows (its sink's limit).
+pub fn limit(plan: &mut Plan, n: u64) -> Result<()> {
+    match plan {
+        Plan::Sink(s) => {
+            s.limit = Some(n);
+            Ok(())
+        }
+        _ => Err(Error::Internal(
+            "a query's plan does not end in its sink".into(),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::grid_sides;

@@ -30,7 +30,9 @@ pub(super) fn trace(
                 e.map_columns(&|i, _| Expr::Column(off + i, phys.fields[off + i].name.clone())),
             )])
         }
-        Logical::Filter { input, .. } => trace(input, e, layout, phys),
+        Logical::Filter { input, .. }
+        | Logical::Sort { input, .. }
+        | Logical::Limit { input, .. } => trace(input, e, layout, phys),
         // A top-N keeps its input's rows where they are; its row number traces nowhere.
         Logical::TopN { input, .. } => {
             match e.columns().iter().all(|&c| c < input.schema().arity()) {

@@ -808,7 +808,9 @@ impl Node {
                 order.clone(),
                 *limit,
             ))),
-            Logical::Union { .. } => Op::Union,
+            // A union passes its inputs' rows on; so do the steps lowered onto the
+            // physical plan (the merge sorts, the sink limits), which a stage never holds.
+            Logical::Union { .. } | Logical::Sort { .. } | Logical::Limit { .. } => Op::Union,
         };
         let kids: Vec<Node> = l
             .children()

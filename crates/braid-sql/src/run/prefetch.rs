@@ -88,6 +88,8 @@ impl Prefetch {
                     .collect();
                 Some((*input, cols))
             }
+            // Lowered onto the physical plan: their rows pass as they are here.
+            Logical::Sort { input, .. } | Logical::Limit { input, .. } => self.walk(input, layout),
             Logical::Filter { input, predicate } => {
                 let below = self.walk(input, layout)?;
                 self.find(predicate, &below);

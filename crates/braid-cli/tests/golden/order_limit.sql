@@ -1,0 +1,64 @@
+-- ORDER BY and LIMIT of a whole query are steps of its logical plan (Sort, Limit, at
+-- its top), lowered by one rule onto the physical plan: the last merge sorts the
+-- windows closed together, the sink stops after n rows.
+CREATE STREAM calls (caller BIGINT, start BIGINT NOT NULL, dur BIGINT) WITH (path = 'c.csv', event_time = 'start', epoch = 10);
+SET partitions = 4;
+SELECT window_end, caller, count(*) AS n FROM calls GROUP BY TUMBLE(start, 100), caller ORDER BY window_end, n DESC LIMIT 5;
+SELECT caller, dur FROM calls LIMIT 3;
+
+-- EXPECTED (regenerate: BRAID_BLESS=1 cargo test -p braid-cli --test tests golden)
+-- query 1
+-- == logical plan ==
+-- Limit 5
+--   Sort window_end, n DESC (the windows closed together)
+--     Project window_end, caller, __agg0 AS n
+--       Aggregate window=TUMBLE(100) keys=[caller] aggs=[count(*)]
+--         Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- == optimized plan ==
+-- stage 1: any partition (partial aggregates: each window whole on the worker that splits it; a group's partials in any partition)
+-- Aggregate (partial) window=TUMBLE(100) keys=[caller] aggs=[count(*)]
+--   Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- stage 2: hash hash(window_start, caller) (window and group-by keys of the partial aggregates)
+-- Project window_end, caller, __agg0 AS n
+--   Aggregate (final) window=TUMBLE(100) keys=[caller] aggs=[count(*)]
+--     Scan stage1 (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
+-- == physical plan ==
+-- Sink: Stdout (first 5 rows, then the query stops)
+--   Merge: time-ordered (serial order, on worker 0), the rows of windows closed together by window_end, n DESC  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
+--     Map: query1_2 on each of 4 partitions  -> (window_end int64 EVENT TIME, caller int64?, n int64?)
+--       worker 0: partitions 0,2
+--       worker 1: partitions 1,3
+--       Split: q = 4, route hash(window_start, caller), broadcast none, strategy autosplit
+--         autosplit chose fsplit (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.00 busiest 1.00; tree [2, 2] work 2.00 busiest 1.00; parasplit p = 2 work 1.50 busiest 0.50)
+--         shape: fsplit, one splitter on each worker, where the earlier stage's rows are; est. cost 2.000 per input tuple (b = 0, a = 1)
+--         Merge: union  -> (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
+--           Map: query1_1 on each of 4 partitions  -> (window_start int64, window_end int64 EVENT TIME, caller int64?, __p0 int64?)
+--             worker 0: partitions 0,2
+--             worker 1: partitions 1,3
+--             Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
+--               autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 2] work 2.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
+--               shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)
+--               splitters on workers 0,1; each partition merges its p inputs in serial order
+--               Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
+--                 epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
+-- query 2
+-- == logical plan ==
+-- Limit 3
+--   Project caller, dur
+--     Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- == optimized plan ==
+-- partitioning: any partition (no operator keeps state: each window whole on the worker that splits it)
+-- Project caller, dur
+--   Scan calls (caller int64?, start int64 EVENT TIME, dur int64?)
+-- == physical plan ==
+-- Sink: Stdout (first 3 rows, then the query stops)
+--   Merge: time-ordered (serial order, on worker 0)  -> (caller int64?, dur int64?)
+--     Map: query2 on each of 4 partitions  -> (caller int64?, dur int64?)
+--       worker 0: partitions 0,2
+--       worker 1: partitions 1,3
+--       Split: q = 4, route any partition (each window whole, to a partition of the worker that splits it), broadcast none, strategy autosplit
+--         autosplit chose parasplit p = 2 (no desired rate: the least work; per row, in one splitter's work: fsplit work 1.62 busiest 1.62; tree [2, 2] work 2.62 busiest 1.62; parasplit p = 2 work 1.50 busiest 0.50)
+--         shape: parasplit, p = 2 window splitters, one window router per source worker, dealing to the splitters on its own worker (every worker reads its own share of the source)
+--         splitters on workers 0,1; each partition merges its p inputs in serial order
+--         Source: calls = csv c.csv (header)  -> (caller int64?, start int64 EVENT TIME, dur int64?)
+--           epoch 10 event-time units, physical window W = 1024 rows, as fast as possible
