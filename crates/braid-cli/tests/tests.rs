@@ -2,11 +2,13 @@
 
 mod calibrate;
 mod cluster;
+#[cfg(feature = "parquet")]
 mod columnar;
 mod dashboard;
 mod faults;
 mod golden;
 mod json_lines;
+#[cfg(feature = "kafka")]
 mod kafka;
 mod late;
 mod profile;

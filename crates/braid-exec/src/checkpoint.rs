@@ -114,7 +114,9 @@ type Written = (u64, Instant, Vec<u32>);
 pub struct Store {
     backend: Arc<dyn CheckpointBackend>,
     interval: Duration,
-    /// The run was started to recover (what it resumes from may be nothing).
+    /// The run was started to recover (what it resumes from may be nothing). Read by
+    /// the Kafka sink only.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     recovering: bool,
     plan: u64,
     /// The partition count of every stage (changed by a live rescale).
@@ -221,11 +223,13 @@ impl Store {
 
     /// Whether the run was started to recover (from the last checkpoint, or from the
     /// start when none was committed).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn recovering(&self) -> bool {
         self.recovering
     }
 
     /// Where the checkpoints are (a directory or an object-store URL).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn location(&self) -> String {
         self.backend.location()
     }

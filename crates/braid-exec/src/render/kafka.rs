@@ -2,6 +2,7 @@
 //! name), written by worker 0's producer. A message the brokers did not take fails the
 //! run with their reason; none is dropped silently.
 
+use crate::checkpoint::{SinkMark, Store};
 use crate::error::{Error, Result};
 use braid_plan::batch::{Batch, Row, Value};
 use braid_plan::connector::{KafkaSink, RecordFormat};
@@ -301,4 +302,100 @@ fn json_row(out: &mut Vec<u8>, r: &Row<'_>, names: &[String], types: &[DataType]
         };
     }
     out.push(b'}');
+}
+
+/// A Kafka sink under checkpoints: its writer, in transactions; the rows written; the
+/// last epoch a committed transaction holds (resuming, the epochs up to it are in the
+/// topic already and are not written again); and the last epoch written.
+pub(crate) struct TopicInTransactions {
+    writer: KafkaWriter,
+    mark: SinkMark,
+    committed: Option<u64>,
+    written: Option<u64>,
+}
+
+impl TopicInTransactions {
+    /// The sink of output `output` of a run with checkpoints in `store`: a
+    /// transactional writer whose id is the topic's and the checkpoints' (the same when
+    /// the run recovers, another for another run). Recovering, the epochs the last
+    /// committed transaction holds are skipped: they are in the topic, and the resumed
+    /// run makes them again from its last checkpoint.
+    pub fn open(
+        spec: &KafkaSink,
+        schema: &Schema,
+        output: usize,
+        store: &Store,
+    ) -> Result<TopicInTransactions> {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        (store.location(), output).hash(&mut h);
+        let id = format!("braid-{}-{:016x}", spec.topic, h.finish());
+        let (writer, last) = KafkaWriter::transactional(spec, schema, &id)?;
+        // A run that starts over owns the topic's transactions from its first commit on.
+        let committed = last.filter(|_| store.recovering());
+        Ok(TopicInTransactions {
+            writer,
+            mark: SinkMark { bytes: 0, rows: 0 },
+            committed,
+            written: None,
+        })
+    }
+
+    /// Writes epoch `epoch`'s batches (unless a committed transaction holds it).
+    pub fn write<'a>(
+        &mut self,
+        epoch: u64,
+        batches: impl Iterator<Item = &'a Batch>,
+    ) -> std::io::Result<()> {
+        let batches: Vec<&Batch> = batches.collect();
+        self.mark.rows += batches.iter().map(|b| b.len() as u64).sum::<u64>();
+        if self.committed.is_some_and(|c| epoch <= c) {
+            return Ok(()); // in the topic already
+        }
+        for b in batches {
+            self.writer.write(b).map_err(std::io::Error::other)?;
+        }
+        self.written = Some(epoch);
+        Ok(())
+    }
+
+    /// Commits the transaction holding the epochs up to checkpoint `c`.
+    pub fn mark(&mut self, c: u64) -> std::io::Result<SinkMark> {
+        if self.committed.is_none_or(|done| c > done) {
+            self.writer.commit(c).map_err(std::io::Error::other)?;
+            self.committed = Some(c);
+            crash_after_commit(false);
+        }
+        Ok(self.mark)
+    }
+
+    /// The input has ended: commits the epochs after the last checkpoint.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        match self.written {
+            Some(last) if self.committed.is_none_or(|c| last > c) => {
+                self.writer.commit(last).map_err(std::io::Error::other)?;
+                self.committed = Some(last);
+                crash_after_commit(true);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Fault injection for the recovery tests: with `BRAID_CRASH_AFTER_KAFKA_COMMITS=n`,
+/// the process aborts right after its n-th Kafka commit, before the checkpoint that
+/// commit belongs to is durable (the moment where a sink that did not know what the
+/// topic holds would write rows twice after recovering); with `=end`, right after the
+/// commit at the end of input, before the run ends. `last`: this is that commit.
+fn crash_after_commit(last: bool) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COMMITS: AtomicU64 = AtomicU64::new(0);
+    let Ok(when) = std::env::var("BRAID_CRASH_AFTER_KAFKA_COMMITS") else {
+        return;
+    };
+    let n = COMMITS.fetch_add(1, Ordering::Relaxed) + 1;
+    if (last && when == "end") || when.parse::<u64>() == Ok(n) {
+        std::process::abort();
+    }
 }

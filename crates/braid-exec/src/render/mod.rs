@@ -5,7 +5,17 @@
 //! windows by `to`; logical nodes (tree splitters, window splitters, partitions) are
 //! placed on workers by `braid_plan::placement`, the same functions EXPLAIN uses.
 
+// Parquet and Arrow files, Kafka: compiled in with their features (on by default);
+// without, the `_off` modules refuse them by name.
+#[cfg(feature = "parquet")]
 mod columnar;
+#[cfg(not(feature = "parquet"))]
+#[path = "columnar_off.rs"]
+mod columnar;
+#[cfg(feature = "kafka")]
+mod kafka;
+#[cfg(not(feature = "kafka"))]
+#[path = "kafka_off.rs"]
 mod kafka;
 mod map;
 mod merge;
@@ -16,6 +26,10 @@ mod split;
 mod stash;
 
 pub use columnar::ipc_stream;
+#[cfg(not(feature = "parquet"))]
+pub(crate) use columnar::not_built as columnar_not_built;
+#[cfg(not(feature = "kafka"))]
+pub(crate) use kafka::not_built as kafka_not_built;
 pub use split::WindowSplitter;
 
 use crate::error::Result;

@@ -78,9 +78,9 @@ pub(crate) fn render<'s>(
                     _ => None,
                 }
             }
-            SinkSpec::Kafka(k) if place.index == 0 => {
-                Some(open_committed_kafka(k, &schema, output, &store)?)
-            }
+            SinkSpec::Kafka(k) if place.index == 0 => Some(Committed::Kafka(Box::new(
+                super::kafka::TopicInTransactions::open(k, &schema, output, &store)?,
+            ))),
             SinkSpec::File(_) | SinkSpec::Kafka(_) => None,
             _ => {
                 return Err(Error::Internal(format!(
@@ -246,58 +246,7 @@ pub(crate) fn render<'s>(
 enum Committed {
     File(std::io::BufWriter<std::fs::File>, SinkMark),
     Native(Arc<dyn braid_plan::function::SinkFn>, SinkMark),
-    Kafka(Box<TopicInTransactions>),
-}
-
-/// A Kafka sink under checkpoints: its writer, in transactions; the rows written; the
-/// last epoch a committed transaction holds (resuming, the epochs up to it are in the
-/// topic already and are not written again); and the last epoch written.
-struct TopicInTransactions {
-    writer: super::kafka::KafkaWriter,
-    mark: SinkMark,
-    committed: Option<u64>,
-    written: Option<u64>,
-}
-
-/// Fault injection for the recovery tests: with `BRAID_CRASH_AFTER_KAFKA_COMMITS=n`,
-/// the process aborts right after its n-th Kafka commit, before the checkpoint that
-/// commit belongs to is durable (the moment where a sink that did not know what the
-/// topic holds would write rows twice after recovering); with `=end`, right after the
-/// commit at the end of input, before the run ends. `last`: this is that commit.
-fn crash_after_commit(last: bool) {
-    static COMMITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let Ok(when) = std::env::var("BRAID_CRASH_AFTER_KAFKA_COMMITS") else {
-        return;
-    };
-    let n = COMMITS.fetch_add(1, Ordering::Relaxed) + 1;
-    if (last && when == "end") || when.parse::<u64>() == Ok(n) {
-        std::process::abort();
-    }
-}
-
-/// A Kafka sink of a run with checkpoints: a transactional writer whose id is the
-/// topic's and the checkpoints' (the same when the run recovers, another for another
-/// run). Recovering, the epochs the last committed transaction holds are skipped: they
-/// are in the topic, and the resumed run makes them again from its last checkpoint.
-fn open_committed_kafka(
-    spec: &braid_plan::connector::KafkaSink,
-    schema: &braid_plan::types::Schema,
-    output: usize,
-    store: &Store,
-) -> Result<Committed> {
-    use std::hash::{Hash, Hasher};
-    let mut h = rustc_hash::FxHasher::default();
-    (store.location(), output).hash(&mut h);
-    let id = format!("braid-{}-{:016x}", spec.topic, h.finish());
-    let (writer, last) = super::kafka::KafkaWriter::transactional(spec, schema, &id)?;
-    // A run that starts over owns the topic's transactions from its first commit on.
-    let committed = last.filter(|_| store.recovering());
-    Ok(Committed::Kafka(Box::new(TopicInTransactions {
-        writer,
-        mark: SinkMark { bytes: 0, rows: 0 },
-        committed,
-        written: None,
-    })))
+    Kafka(Box<super::kafka::TopicInTransactions>),
 }
 
 /// The output file of a run with checkpoints: resuming, cut back to the committed
@@ -434,15 +383,7 @@ impl Committed {
             Committed::Kafka(k) => {
                 let rows: usize = windows.iter().map(|w| w.batch.len()).sum();
                 Counters::add(&shared.counters.rows_out, rows as u64);
-                k.mark.rows += rows as u64;
-                if k.committed.is_some_and(|c| epoch <= c) {
-                    return Ok(()); // in the topic already
-                }
-                for win in windows {
-                    k.writer.write(&win.batch).map_err(std::io::Error::other)?;
-                }
-                k.written = Some(epoch);
-                Ok(())
+                k.write(epoch, windows.iter().map(|w| &*w.batch))
             }
         }
     }
@@ -453,29 +394,14 @@ impl Committed {
         match self {
             Committed::File(w, mark) => w.flush().map(|()| *mark),
             Committed::Native(f, mark) => f.flush().map(|()| *mark),
-            Committed::Kafka(k) => {
-                if k.committed.is_none_or(|done| c > done) {
-                    k.writer.commit(c).map_err(std::io::Error::other)?;
-                    k.committed = Some(c);
-                    crash_after_commit(false);
-                }
-                Ok(k.mark)
-            }
+            Committed::Kafka(k) => k.mark(c),
         }
     }
 
     /// The input has ended: a Kafka sink commits the epochs after the last checkpoint.
     fn finish(&mut self) -> std::io::Result<()> {
         match self {
-            Committed::Kafka(k) => match k.written {
-                Some(last) if k.committed.is_none_or(|c| last > c) => {
-                    k.writer.commit(last).map_err(std::io::Error::other)?;
-                    k.committed = Some(last);
-                    crash_after_commit(true);
-                    Ok(())
-                }
-                _ => Ok(()),
-            },
+            Committed::Kafka(k) => k.finish(),
             _ => Ok(()),
         }
     }

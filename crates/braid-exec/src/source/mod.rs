@@ -11,10 +11,12 @@
 //! first one into an [`Error::Input`].
 
 pub mod binary;
+#[cfg(feature = "parquet")]
 pub(crate) mod columnar;
 mod csv_feed;
 pub mod generator;
 mod interleave;
+#[cfg(feature = "kafka")]
 mod kafka;
 pub mod par_csv;
 mod record;
@@ -505,6 +507,9 @@ pub fn open_at(
                 at,
             )?)
         }
+        #[cfg(not(feature = "parquet"))]
+        SourceSpec::Columnar { .. } => return Err(crate::render::columnar_not_built()),
+        #[cfg(feature = "parquet")]
         SourceSpec::Columnar { path, format } => Box::new(columnar::ColumnarFeed::open(
             source,
             path,
@@ -527,6 +532,9 @@ pub fn open_at(
             Some(at) => Box::new(binary::BinaryFeed::open_at(path, source, at, &counters)?),
             None => Box::new(binary::BinaryFeed::open(path, source)?),
         },
+        #[cfg(not(feature = "kafka"))]
+        SourceSpec::Kafka(_) => return Err(crate::render::kafka_not_built()),
+        #[cfg(feature = "kafka")]
         SourceSpec::Kafka(k) => {
             match kafka::KafkaFeed::open(source, k, (index, peers), opts, counters, resume)? {
                 Some(feed) => Box::new(feed),

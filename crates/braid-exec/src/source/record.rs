@@ -3,12 +3,16 @@
 
 use crate::live::json::{kind, value};
 use braid_plan::batch::{Batch, RowKey, Value};
-use braid_plan::connector::{JsonPath, PathStep, RecordFormat};
+#[cfg(feature = "kafka")]
+use braid_plan::connector::RecordFormat;
+use braid_plan::connector::{JsonPath, PathStep};
+#[cfg(feature = "kafka")]
 use braid_plan::text::{parse_field, split_fields, Field};
 use braid_plan::types::Schema;
 use serde_json::Value as Json;
 
-/// Reads records of one format into rows of one schema.
+/// Reads records of one format into rows of one schema (the Kafka source's).
+#[cfg(feature = "kafka")]
 pub(crate) struct Decoder {
     format: RecordFormat,
     schema: Schema,
@@ -16,6 +20,7 @@ pub(crate) struct Decoder {
     fields: Vec<Field>,
 }
 
+#[cfg(feature = "kafka")]
 impl Decoder {
     pub fn new(format: &RecordFormat, schema: &Schema) -> Decoder {
         Decoder {
@@ -99,6 +104,7 @@ fn find<'j>(top: &'j serde_json::Map<String, Json>, path: &JsonPath) -> Option<&
 
 /// A JSON object's row: each column at its path (missing or null: NULL where the
 /// column allows it).
+#[cfg(feature = "kafka")]
 fn json(
     batch: &mut Batch,
     key: RowKey,

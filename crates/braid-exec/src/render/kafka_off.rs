@@ -1,0 +1,54 @@
+//! Kafka sinks in a `braid` built without the `kafka` feature: refused by name when a
+//! query would open one (nothing else of Kafka is compiled in: no librdkafka).
+
+use crate::checkpoint::{SinkMark, Store};
+use crate::error::Result;
+use braid_plan::batch::Batch;
+use braid_plan::connector::KafkaSink;
+use braid_plan::types::Schema;
+use std::convert::Infallible;
+
+/// Why a Kafka sink cannot open.
+pub(crate) fn not_built() -> crate::error::Error {
+    crate::error::Error::Plan(braid_plan::error::Error::NotSupported(
+        "Kafka: this braid was built without Kafka support (build it with the `kafka` feature, on by default)".into(),
+    ))
+}
+
+/// Never made: [`KafkaWriter::open`] refuses.
+pub(crate) struct KafkaWriter(Infallible);
+
+impl KafkaWriter {
+    pub fn open(_: &KafkaSink, _: &Schema) -> Result<KafkaWriter> {
+        Err(not_built())
+    }
+
+    pub fn write(&mut self, _: &Batch) -> Result<()> {
+        match self.0 {}
+    }
+
+    pub fn flush(&mut self) -> Result<()> {
+        match self.0 {}
+    }
+}
+
+/// Never made: [`TopicInTransactions::open`] refuses.
+pub(crate) struct TopicInTransactions(Infallible);
+
+impl TopicInTransactions {
+    pub fn open(_: &KafkaSink, _: &Schema, _: usize, _: &Store) -> Result<TopicInTransactions> {
+        Err(not_built())
+    }
+
+    pub fn write<'a>(&mut self, _: u64, _: impl Iterator<Item = &'a Batch>) -> std::io::Result<()> {
+        match self.0 {}
+    }
+
+    pub fn mark(&mut self, _: u64) -> std::io::Result<SinkMark> {
+        match self.0 {}
+    }
+
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        match self.0 {}
+    }
+}
