@@ -288,15 +288,16 @@ pub(crate) fn render<'s>(
                             if let Some(b) = bound.filter(|&b| done(b - 1)) {
                                 let m = moves.as_mut().expect("a bound comes from moves");
                                 if let Some((e, end, newest)) = open.take() {
-                                    end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
-                                    report_faults(
+                                    let ends = (e, newest, every_epoch, me);
+                                    let made = close_open(
+                                        &mut parts,
+                                        ends,
+                                        &mut out,
                                         &mut faults,
-                                        &shared,
-                                        &function,
                                         source.as_deref(),
                                     );
-                                    if let Some(w) = take_window(&mut out, me) {
-                                        output.session(&end).give(stamp(w, newest, &shared));
+                                    if let Some(w) = made {
+                                        output.session(&end).give(w);
                                     }
                                 }
                                 let store = store.as_deref();
@@ -320,12 +321,17 @@ pub(crate) fn render<'s>(
                         if eager {
                             // A tick of a later epoch: the epoch before is complete (its
                             // ticks all came out of the stash before this one).
-                            if open.as_ref().is_some_and(|o| o.0 != epoch) {
-                                let (e, end, newest) = open.take().expect("checked");
-                                end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
-                                report_faults(&mut faults, &shared, &function, source.as_deref());
-                                if let Some(w) = take_window(&mut out, me) {
-                                    output.session(&end).give(stamp(w, newest, &shared));
+                            if let Some((e, end, newest)) = open.take_if(|o| o.0 != epoch) {
+                                let ends = (e, newest, every_epoch, me);
+                                let made = close_open(
+                                    &mut parts,
+                                    ends,
+                                    &mut out,
+                                    &mut faults,
+                                    source.as_deref(),
+                                );
+                                if let Some(w) = made {
+                                    output.session(&end).give(w);
                                 }
                             }
                             let o = open.get_or_insert_with(|| {
@@ -612,12 +618,12 @@ pub(crate) fn render<'s>(
                 // Eager: the open epoch is complete once nothing can still come for its
                 // last tick (checked once the stash holds no complete tick: a tick of
                 // the epoch still in it must be run first).
-                if open.as_ref().is_some_and(|o| done(tk.end(o.0))) {
-                    let (e, end, newest) = open.take().expect("checked");
-                    end_epoch(&mut parts, e, every_epoch, &mut out, &mut faults);
-                    report_faults(&mut faults, &shared, &function, source.as_deref());
-                    if let Some(w) = take_window(&mut out, me) {
-                        output.session(&end).give(stamp(w, newest, &shared));
+                if let Some((e, end, newest)) = open.take_if(|o| done(tk.end(o.0))) {
+                    let ends = (e, newest, every_epoch, me);
+                    let made =
+                        close_open(&mut parts, ends, &mut out, &mut faults, source.as_deref());
+                    if let Some(w) = made {
+                        output.session(&end).give(w);
                     }
                 }
                 let due = |t| done(t) && before(t, bound);
@@ -676,6 +682,22 @@ pub(crate) fn render<'s>(
             (out, Some(late))
         }
     })
+}
+
+/// Eager (ticks): ends the open epoch `e` (each partition it touched, or every one
+/// created when the function runs every epoch, runs its end of epoch), reports the
+/// faults, and returns what it made (stamped with `newest`, the newest stamp of the
+/// epoch's windows) for the capability at the epoch's last tick; `me`: this worker.
+fn close_open(
+    parts: &mut Partitions,
+    (e, newest, every_epoch, me): (u64, (u64, u64), bool, usize),
+    out: &mut Batch,
+    faults: &mut Vec<RowFault>,
+    source: Option<&str>,
+) -> Option<Window> {
+    end_epoch(parts, e, every_epoch, out, faults);
+    report_faults(faults, &parts.shared, &parts.function, source);
+    take_window(out, me).map(|w| stamp(w, newest, &parts.shared))
 }
 
 /// A row reached a worker that does not host its partition (`lane`): a bug, reported.
