@@ -9,7 +9,8 @@ use crate::pg::{fields, listing_response, pg_error, push_rows, row_response, Con
 use async_trait::async_trait;
 use braid_exec::live::Outcome;
 use braid_plan::batch::Scalar;
-use braid_sql::parse::{bind, parameters, parse, Located, Param, Statement};
+use braid_plan::types::DataType;
+use braid_sql::parse::{bind, parameters, parse, Located, Param, SqlType, Statement, TimezoneInfo};
 use futures::Sink;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::query::ExtendedQueryHandler;
@@ -35,6 +36,42 @@ fn user_error(code: &str, message: String) -> PgWireError {
         code.into(),
         message,
     )))
+}
+
+/// Days from 1970-01-01 (Braid's epoch) to 2000-01-01 (PostgreSQL's).
+const PG_EPOCH_DAYS: i64 = 10_957;
+
+/// Parameter `i`, a TIMESTAMP, TIMESTAMPTZ or DATE in PostgreSQL's binary format, as
+/// the text of that type (read as `TIMESTAMP '...'` is).
+fn binary_time(declared: &Type, raw: &[u8], i: usize) -> PgWireResult<Param> {
+    let bad = || {
+        user_error(
+            "22P03",
+            format!("parameter ${}: not a binary {}", i + 1, declared.name()),
+        )
+    };
+    let (ty, sql, v) = match *declared {
+        Type::DATE => {
+            let days = i32::from_be_bytes(raw.try_into().map_err(|_| bad())?);
+            (
+                DataType::Date,
+                SqlType::Date,
+                i64::from(days) + PG_EPOCH_DAYS,
+            )
+        }
+        _ => {
+            let us = i64::from_be_bytes(raw.try_into().map_err(|_| bad())?);
+            let (ty, zone) = match *declared {
+                Type::TIMESTAMPTZ => (DataType::TimestampTz, TimezoneInfo::WithTimeZone),
+                _ => (DataType::Timestamp, TimezoneInfo::None),
+            };
+            let v = us
+                .checked_add(PG_EPOCH_DAYS * 86_400_000_000)
+                .ok_or_else(bad)?;
+            (ty, SqlType::Timestamp(None, zone), v)
+        }
+    };
+    Ok(Param::Typed(sql, braid_plan::time::format(v, ty)))
 }
 
 /// Parameter `i` of `portal` as a typed value.
@@ -75,6 +112,9 @@ fn param(portal: &Portal<String>, i: usize) -> PgWireResult<Param> {
                     |_| user_error("22021", format!("parameter ${} is not UTF-8", i + 1)),
                 )?))
             }
+            // PostgreSQL's binary times: microseconds (a date: days) since 2000-01-01,
+            // given as the text of the type Braid reads.
+            Type::TIMESTAMP | Type::TIMESTAMPTZ | Type::DATE => binary_time(&declared, &raw, i),
             other => Err(user_error(
                 "0A000",
                 format!(
@@ -109,15 +149,9 @@ fn param(portal: &Portal<String>, i: usize) -> PgWireResult<Param> {
                 format!("parameter ${}: {text:?} is not a boolean", i + 1),
             )),
         },
-        Type::TIMESTAMP => typed(braid_sql::parse::SqlType::Timestamp(
-            None,
-            braid_sql::parse::TimezoneInfo::None,
-        )),
-        Type::TIMESTAMPTZ => typed(braid_sql::parse::SqlType::Timestamp(
-            None,
-            braid_sql::parse::TimezoneInfo::WithTimeZone,
-        )),
-        Type::DATE => typed(braid_sql::parse::SqlType::Date),
+        Type::TIMESTAMP => typed(SqlType::Timestamp(None, TimezoneInfo::None)),
+        Type::TIMESTAMPTZ => typed(SqlType::Timestamp(None, TimezoneInfo::WithTimeZone)),
+        Type::DATE => typed(SqlType::Date),
         _ => value(Scalar::Str(text)),
     }
 }

@@ -5,6 +5,7 @@ literals, psycopg's parameters, COPY csv, COPY text, a TCP producer and HTTP, an
 come back identical through SELECT and through SUBSCRIBE; then transactions, INSERT's
 expressions, an in-order row after a pause, late rows reported to their sender, and the refusal of an aggregate that would
 never answer. Exits non-zero with a message on the first wrong answer."""
+import datetime
 import random
 import socket
 import sys
@@ -75,6 +76,15 @@ with psycopg.connect(dsn, autocommit=True) as conn:
                  (10, -5, float("nan"), float("-inf")))
     got = conn.execute("SELECT a, b, c FROM bound LIMIT 1").fetchone()
     check((got[0], got[1] != got[1], got[2]), (15, True, float("-inf")), "bound numbers")
+    # Bound into a query's tree as typed constants: in a running SELECT's WHERE, and a
+    # timestamp (psycopg sends a datetime as a TIMESTAMP parameter).
+    got = conn.execute("SELECT a FROM bound WHERE a > %s AND a < %s LIMIT 1", (14, 16)).fetchone()
+    check(got, (15,), "a parameter in a SELECT's WHERE")
+    conn.execute("CREATE STREAM stamps (t TIMESTAMP, s TEXT)")
+    when = datetime.datetime(2026, 1, 2, 3, 4, 5)
+    conn.execute("INSERT INTO stamps VALUES (%s, %s)", (when, "it's $1"))
+    got = conn.execute("SELECT t, s FROM stamps LIMIT 1").fetchone()
+    check(got, (when, "it's $1"), "a bound timestamp and a string holding a placeholder")
     check(conn.execute("SELECT 1, 'x' || 'y', 2.5").fetchone(), (1, "xy", 2.5), "SELECT 1")
     check(conn.execute("SHOW server_version").fetchone(), ("16.0",), "SHOW server_version")
     conn.execute("CREATE STREAM rt (id BIGINT NOT NULL, s TEXT, v BIGINT) "
