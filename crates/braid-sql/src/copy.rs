@@ -240,6 +240,17 @@ mod tests {
             taken("COPY calls FROM STDIN WITH (FORMAT text, NULL '\\N')"),
             (Text, false)
         );
+        // What CSV does anyway: its quote and escape `"`, UTF-8, FREEZE.
+        assert_eq!(
+            taken(
+                r#"COPY calls FROM STDIN WITH (FORMAT csv, QUOTE '"', ESCAPE '"', ENCODING 'UTF8', FREEZE)"#
+            ),
+            (Csv, false)
+        );
+        assert_eq!(
+            taken(r#"COPY calls FROM STDIN CSV QUOTE '"' ESCAPE '"'"#),
+            (Csv, false)
+        );
     }
 
     #[test]
@@ -261,6 +272,27 @@ mod tests {
             (
                 "COPY calls FROM STDIN WITH (DELIMITER ',')",
                 "DELIMITER ','",
+            ),
+            (
+                "COPY calls FROM STDIN WITH (FORMAT csv, QUOTE '''')",
+                "QUOTE",
+            ),
+            (
+                r"COPY calls FROM STDIN WITH (FORMAT csv, ESCAPE '\')",
+                "ESCAPE",
+            ),
+            // QUOTE and ESCAPE are CSV's: the text format has neither.
+            (
+                r#"COPY calls FROM STDIN WITH (FORMAT text, QUOTE '"')"#,
+                "QUOTE",
+            ),
+            (
+                r#"COPY calls FROM STDIN WITH (FORMAT text, ESCAPE '"')"#,
+                "ESCAPE",
+            ),
+            (
+                "COPY calls FROM STDIN WITH (FORMAT csv, ENCODING 'LATIN1')",
+                "ENCODING",
             ),
             ("COPY calls FROM '/etc/passwd'", "a file"),
             ("COPY calls (a) FROM STDIN", "column list"),

@@ -385,30 +385,39 @@ fn located(
     })
 }
 
-/// Byte offsets of (line, column) positions in a text.
+/// Byte offsets of (line, column) positions in a text, asked for in order: a cursor
+/// moves forward from the last one (counting a line's characters from its start each
+/// time made many statements on one long line quadratic).
 struct Offsets<'a> {
     text: &'a str,
-    line_starts: Vec<usize>,
+    /// The last position found: line, column, byte offset.
+    cursor: std::cell::Cell<(u64, u64, usize)>,
 }
 
 impl Offsets<'_> {
     fn new(text: &str) -> Offsets<'_> {
-        let line_starts = std::iter::once(0)
-            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
-            .collect();
-        Offsets { text, line_starts }
+        Offsets {
+            text,
+            cursor: std::cell::Cell::new((1, 1, 0)),
+        }
     }
 
     fn at(&self, line: u64, column: u64) -> usize {
-        let start = self
-            .line_starts
-            .get((line as usize).saturating_sub(1))
-            .copied()
-            .unwrap_or(0);
-        self.text[start..]
-            .char_indices()
-            .nth((column as usize).saturating_sub(1))
-            .map_or(self.text.len(), |(i, _)| start + i)
+        let (mut l, mut c, mut at) = self.cursor.get();
+        if (line, column) < (l, c) {
+            (l, c, at) = (1, 1, 0);
+        }
+        let mut chars = self.text[at..].chars();
+        while (l, c) < (line, column) {
+            match chars.next() {
+                Some('\n') => (l, c) = (l + 1, 1),
+                Some(_) => c += 1,
+                None => break,
+            }
+            at = self.text.len() - chars.as_str().len();
+        }
+        self.cursor.set((l, c, at));
+        at
     }
 }
 
@@ -1029,6 +1038,10 @@ mod tests {
         assert!(matches!(got[4].statement, Statement::Show(Show::Queries)));
         let a = got[1].text(text);
         assert_eq!(a.find("SUBSCRIBE"), text.find("SUBSCRIBE"));
+        // Multi-byte characters before a statement on its line.
+        let text = "SELECT 'é'; SHOW QUERIES";
+        let got = parse(text).expect("parses");
+        assert_eq!(&text[got[1].range.clone()], "SHOW QUERIES");
         assert!(!a.contains("SELECT"));
     }
 

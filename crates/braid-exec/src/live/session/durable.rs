@@ -196,7 +196,12 @@ impl LiveSession {
         };
         d.current = Some(Entry {
             id: d.catalog.next,
-            sql: st.text(text).trim().to_string(),
+            // Only what the catalog keeps needs its text (a client's text of many
+            // INSERTs would otherwise be copied once per statement).
+            sql: match persists(&st.statement) {
+                true => st.text(text).trim().to_string(),
+                false => String::new(),
+            },
             object: st.statement.makes(),
             query: None,
             stopped: false,
