@@ -1098,6 +1098,49 @@ mod tests {
         }
     }
 
+    /// What PostgreSQL's drivers send around their statements parses as such.
+    #[test]
+    fn what_drivers_send_parses() {
+        let st = |t: &str| {
+            parse(t)
+                .unwrap_or_else(|e| panic!("{t}: {e}"))
+                .remove(0)
+                .statement
+        };
+        let set = |t: &str| match st(t) {
+            Statement::Set(s) => (s.name.to_ascii_lowercase(), s.text()),
+            other => panic!("{t}: {other:?}"),
+        };
+        assert_eq!(
+            set("SET extra_float_digits = 3"),
+            ("extra_float_digits".into(), "3".into())
+        );
+        assert_eq!(
+            set("SET application_name = 'PostgreSQL JDBC Driver'"),
+            ("application_name".into(), "PostgreSQL JDBC Driver".into())
+        );
+        assert_eq!(
+            set("SET SESSION DateStyle TO 'ISO'"),
+            ("datestyle".into(), "ISO".into())
+        );
+        assert_eq!(
+            set("SET search_path TO \"$user\", public"),
+            ("search_path".into(), "\"$user\", public".into())
+        );
+        for (t, want) in [
+            ("BEGIN ISOLATION LEVEL READ COMMITTED", "BEGIN"),
+            ("BEGIN", "BEGIN"),
+            ("COMMIT WORK", "COMMIT"),
+            ("END", "COMMIT"),
+            ("ABORT", "ROLLBACK"),
+            ("ROLLBACK", "ROLLBACK"),
+            ("SHOW transaction_isolation", "SHOW"),
+            ("SELECT version()", "SELECT"),
+        ] {
+            assert_eq!(st(t).tag(), want, "{t}");
+        }
+    }
+
     #[test]
     fn parameters_bind_as_typed_constants() {
         let text = "SELECT a - $1, $2, $3, $4 FROM t WHERE b = $5";
