@@ -1098,6 +1098,123 @@ mod tests {
         }
     }
 
+    /// What the server asks of a statement: whether it only reads, adds rows, what it
+    /// makes, its command tag.
+    #[test]
+    fn statements_say_what_they_do() {
+        let st = |t: &str| {
+            parse(t)
+                .unwrap_or_else(|e| panic!("{t}: {e}"))
+                .remove(0)
+                .statement
+        };
+        for (t, reads, values, makes, tag) in [
+            ("SHOW STREAMS", true, false, None, "SHOW"),
+            ("DESCRIBE calls", true, false, None, "DESCRIBE"),
+            ("EXPLAIN SELECT a FROM s", true, false, None, "EXPLAIN"),
+            ("EXPLAIN ANALYZE QUERY 1", true, false, None, "EXPLAIN"),
+            ("SUBSCRIBE TO v", true, false, None, "SUBSCRIBE"),
+            ("SELECT a FROM s", false, false, None, "SELECT"),
+            ("INSERT INTO s VALUES (1)", false, true, None, "INSERT"),
+            (
+                "INSERT INTO s SELECT a FROM t",
+                false,
+                false,
+                None,
+                "INSERT",
+            ),
+            ("COPY s FROM STDIN", false, false, None, "COPY"),
+            (
+                "CREATE STREAM Calls (a BIGINT)",
+                false,
+                false,
+                Some("calls"),
+                "CREATE STREAM",
+            ),
+            (
+                "CREATE SINK out WITH (sink = 'discard')",
+                false,
+                false,
+                Some("out"),
+                "CREATE SINK",
+            ),
+            (
+                "CREATE STREAM x AS SELECT a FROM s",
+                false,
+                false,
+                Some("x"),
+                "CREATE STREAM",
+            ),
+            (
+                "CREATE MATERIALIZED VIEW V AS SELECT a FROM s",
+                false,
+                false,
+                Some("v"),
+                "CREATE MATERIALIZED VIEW",
+            ),
+            (
+                "CREATE VIEW w AS SELECT a FROM s",
+                false,
+                false,
+                Some("w"),
+                "CREATE VIEW",
+            ),
+            (
+                "CREATE FUNCTION f(x BIGINT) RETURNS BIGINT LANGUAGE python AS $$ return x $$",
+                false,
+                false,
+                Some("f"),
+                "CREATE FUNCTION",
+            ),
+            (
+                "DROP MATERIALIZED VIEW v",
+                false,
+                false,
+                None,
+                "DROP MATERIALIZED VIEW",
+            ),
+            (
+                "ALTER STREAM x SET PARALLELISM 2",
+                false,
+                false,
+                None,
+                "ALTER STREAM",
+            ),
+            (
+                "ALTER QUERY 3 SET PARALLELISM 2",
+                false,
+                false,
+                None,
+                "ALTER QUERY",
+            ),
+        ] {
+            let s = st(t);
+            assert_eq!(s.reads(), reads, "{t}");
+            assert_eq!(s.inserts_values(), values, "{t}");
+            assert_eq!(s.makes().as_deref(), makes, "{t}");
+            assert_eq!(s.tag(), tag, "{t}");
+        }
+    }
+
+    /// Empty statements and comments make no statement; sqlparser's errors point at
+    /// the `;` that ends a statement; positions asked out of order are still right.
+    #[test]
+    fn empty_pieces_comments_and_error_places() {
+        assert_eq!(parse(" ; -- only a comment\n ;").expect("parses").len(), 0);
+        assert_eq!(
+            parse("SELECT a FROM s; -- the end").expect("parses").len(),
+            1
+        );
+        let e = parse("SELECT a FROM s WHERE;")
+            .expect_err("no predicate")
+            .to_string();
+        assert!(e.contains("column 22"), "{e}");
+        let offsets = Offsets::new("ab\ncdé f");
+        assert_eq!(offsets.at(2, 5), 8);
+        assert_eq!(offsets.at(1, 2), 1);
+        assert_eq!(offsets.at(2, 1), 3);
+    }
+
     /// What PostgreSQL's drivers send around their statements parses as such.
     #[test]
     fn what_drivers_send_parses() {
