@@ -535,7 +535,7 @@ fn one(
         _ => {
             let mut tokens = tokens;
             tokens.extend(end);
-            let mut p = parser(&tokens);
+            let mut p = Parser::new(&GenericDialect {}).with_tokens_with_locations(tokens);
             let st = p.parse_statement().map_err(located_error(text))?;
             let _ = p.consume_token(&Token::SemiColon);
             p.expect_token(&Token::EOF).map_err(located_error(text))?;

@@ -108,8 +108,12 @@ pub(crate) fn braid_words(text: &str) -> Option<Patched> {
             continue;
         }
         let in_stream = kinds.last() == Some(&Some(Kind::Stream));
-        if let (true, Some((w, _, end))) = (in_stream, watermark::clause(&tokens, i, text, &offset))
-        {
+        // Looked for only in CREATE STREAM (looking at every token made a long INSERT
+        // quadratic: the clause's reader lists the tokens after it).
+        let clause = in_stream
+            .then(|| watermark::clause(&tokens, i, text, &offset))
+            .flatten();
+        if let Some((w, _, end)) = clause {
             // With the comma before the clause, or (first in the list) the one after.
             match last_solid {
                 Some(k) if tokens[k].token == Token::Comma => blank.push(k..end),

@@ -35,8 +35,10 @@ pub(crate) fn clause(
     offset: &dyn Fn(u64, u64) -> usize,
 ) -> Option<(Watermark, (usize, usize), usize)> {
     let at = |k: usize| offset(tokens[k].span.start.line, tokens[k].span.start.column);
+    // The clause's first five tokens (WATERMARK FOR column AS expr...).
     let solid: Vec<usize> = (i..tokens.len())
         .filter(|&k| !matches!(tokens[k].token, Token::Whitespace(_)))
+        .take(5)
         .collect();
     let word = |n: usize, w: &str| matches!(solid.get(n).map(|&k| &tokens[k].token), Some(Token::Word(x)) if x.value.eq_ignore_ascii_case(w));
     if !(word(0, "watermark") && word(1, "for") && word(3, "as")) {
