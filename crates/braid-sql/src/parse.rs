@@ -1,10 +1,10 @@
 //! One way in: a text becomes its statements, each a [`Statement`] (one closed enum)
 //! with its place in the text. sqlparser parses them all; Braid's words are patched into
 //! its tokens first (`CREATE STREAM` and `CREATE SINK` read as `TABLE`, a `WATERMARK`
-//! clause and the `TABLE` of a window table function cut out, see [`crate::statement`]'s
-//! tokens), and Braid's own statements (`SUBSCRIBE`, `SHOW QUERIES`, `DROP QUERY n`,
-//! `ALTER ... SET PARALLELISM n`, `EXPLAIN ANALYZE QUERY n`, `COPY (SUBSCRIBE ...) TO
-//! STDOUT`) are read from the same tokens with sqlparser's parser for their parts.
+//! clause and the `TABLE` of a window table function cut out: `parse/words.rs`), and
+//! Braid's own statements (`SUBSCRIBE`, `SHOW QUERIES`, `DROP QUERY n`, `ALTER ... SET
+//! PARALLELISM n`, `EXPLAIN ANALYZE QUERY n`, `COPY (SUBSCRIBE ...) TO STDOUT`) are
+//! read from the same tokens with sqlparser's parser for their parts.
 //! Every token keeps its place in the user's text, so every error points at it.
 //!
 //! The library's scripts and the server's sessions both take these statements: each is
@@ -15,6 +15,8 @@ use crate::catalog::Kind;
 use crate::copy::{CopyFormat, CopyIn};
 use crate::located::{parse_error, At};
 use crate::watermark::Watermark;
+
+mod words;
 use braid_plan::batch::Scalar;
 use braid_plan::error::{Error, Result};
 use sqlparser::ast::{self, Spanned, VisitMut, VisitorMut};
@@ -304,7 +306,7 @@ pub fn alone(text: &str, range: Range<usize>) -> String {
 
 /// The statements of `text`, in order (empty ones left out).
 pub fn parse(text: &str) -> Result<Vec<Located<Statement>>> {
-    let Some(patched) = crate::statement::braid_words(text) else {
+    let Some(mut patched) = words::braid_words(text) else {
         // Text that does not tokenize: sqlparser words the error.
         return Err(match Parser::parse_sql(&GenericDialect {}, text) {
             Err(e) => parse_error(text, &e.to_string()),
@@ -312,42 +314,39 @@ pub fn parse(text: &str) -> Result<Vec<Located<Statement>>> {
         });
     };
     if let Some(at) = patched.session {
-        return Err(crate::statement::session_partition_by().at(text, at));
+        return Err(words::session_partition_by().at(text, at));
     }
-    let offsets = Offsets::new(text);
-    let mut out = Vec::new();
-    let mut pieces = patched.kinds.into_iter().zip(patched.watermarks);
-    let mut current: Vec<TokenWithSpan> = Vec::new();
-    let tokens = patched.tokens;
-    for t in tokens {
+    // The `;`-separated pieces, each with the `;` that ends it (the last may have none).
+    let mut pieces: Vec<(Vec<TokenWithSpan>, Option<TokenWithSpan>)> = vec![Default::default()];
+    for t in std::mem::take(&mut patched.tokens) {
         match t.token {
-            Token::SemiColon | Token::EOF => {
-                let solid = current
-                    .iter()
-                    .any(|t| !matches!(t.token, Token::Whitespace(_)));
-                if solid {
-                    let ((word, _), watermark) =
-                        pieces.next().unwrap_or(((None, Span::empty()), None));
-                    let end = (t.token == Token::SemiColon).then_some(t);
-                    out.push(located(
-                        text,
-                        &offsets,
-                        std::mem::take(&mut current),
-                        end,
-                        (word, watermark),
-                    )?);
+            Token::SemiColon => {
+                if let Some(last) = pieces.last_mut() {
+                    last.1 = Some(t);
                 }
-                current.clear();
+                pieces.push(Default::default());
             }
-            _ => current.push(t),
+            Token::EOF => {}
+            _ => {
+                if let Some(last) = pieces.last_mut() {
+                    last.0.push(t);
+                }
+            }
         }
     }
-    if current
-        .iter()
-        .any(|t| !matches!(t.token, Token::Whitespace(_)))
-    {
-        let ((word, _), watermark) = pieces.next().unwrap_or(((None, Span::empty()), None));
-        out.push(located(text, &offsets, current, None, (word, watermark))?);
+    let mut offsets = Offsets::new(text);
+    let mut out = Vec::new();
+    for (k, (tokens, end)) in pieces.into_iter().enumerate() {
+        // Empty pieces (`;;`, a comment alone) are no statement.
+        if tokens
+            .iter()
+            .all(|t| matches!(t.token, Token::Whitespace(_)))
+        {
+            continue;
+        }
+        let word = patched.kinds.get(k).copied().flatten();
+        let watermark = patched.watermarks.get_mut(k).and_then(Option::take);
+        out.push(located(text, &mut offsets, tokens, end, (word, watermark))?);
     }
     Ok(out)
 }
@@ -355,7 +354,7 @@ pub fn parse(text: &str) -> Result<Vec<Located<Statement>>> {
 /// One statement of `text` from its tokens.
 fn located(
     text: &str,
-    offsets: &Offsets,
+    offsets: &mut Offsets,
     tokens: Vec<TokenWithSpan>,
     end: Option<TokenWithSpan>,
     (word, watermark): (Option<Kind>, Option<Watermark>),
@@ -391,19 +390,19 @@ fn located(
 struct Offsets<'a> {
     text: &'a str,
     /// The last position found: line, column, byte offset.
-    cursor: std::cell::Cell<(u64, u64, usize)>,
+    cursor: (u64, u64, usize),
 }
 
 impl Offsets<'_> {
     fn new(text: &str) -> Offsets<'_> {
         Offsets {
             text,
-            cursor: std::cell::Cell::new((1, 1, 0)),
+            cursor: (1, 1, 0),
         }
     }
 
-    fn at(&self, line: u64, column: u64) -> usize {
-        let (mut l, mut c, mut at) = self.cursor.get();
+    fn at(&mut self, line: u64, column: u64) -> usize {
+        let (mut l, mut c, mut at) = self.cursor;
         if (line, column) < (l, c) {
             (l, c, at) = (1, 1, 0);
         }
@@ -416,7 +415,7 @@ impl Offsets<'_> {
             }
             at = self.text.len() - chars.as_str().len();
         }
-        self.cursor.set((l, c, at));
+        self.cursor = (l, c, at);
         at
     }
 }
@@ -1209,7 +1208,7 @@ mod tests {
             .expect_err("no predicate")
             .to_string();
         assert!(e.contains("column 22"), "{e}");
-        let offsets = Offsets::new("ab\ncdé f");
+        let mut offsets = Offsets::new("ab\ncdé f");
         assert_eq!(offsets.at(2, 5), 8);
         assert_eq!(offsets.at(1, 2), 1);
         assert_eq!(offsets.at(2, 1), 3);
