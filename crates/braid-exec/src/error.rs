@@ -79,3 +79,12 @@ impl Error {
         }
     }
 }
+
+/// What a `braid` built without a cargo feature answers when a query needs it (`what`:
+/// the sources and sinks it would bring, `feature`: its name): refused by name.
+#[cfg(not(all(feature = "kafka", feature = "parquet")))]
+pub(crate) fn not_built(what: &str, feature: &str) -> Error {
+    Error::Plan(braid_plan::error::Error::NotSupported(format!(
+        "{what}: this braid was built without them (build it with the `{feature}` feature, on by default)"
+    )))
+}

@@ -8,19 +8,15 @@ use braid_plan::types::Schema;
 use std::convert::Infallible;
 use std::path::Path;
 
-/// Why a Parquet or Arrow file cannot be read or written.
-pub(crate) fn not_built() -> crate::error::Error {
-    crate::error::Error::Plan(braid_plan::error::Error::NotSupported(
-        "Parquet and Arrow files: this braid was built without them (build it with the `parquet` feature, on by default)".into(),
-    ))
-}
-
 /// Never made: [`ColumnarWriter::create`] refuses.
 pub(crate) struct ColumnarWriter(Infallible);
 
 impl ColumnarWriter {
     pub fn create(_: &Path, _: FileFormat, _: &Schema) -> Result<ColumnarWriter> {
-        Err(not_built())
+        Err(crate::error::not_built(
+            "Parquet and Arrow files",
+            "parquet",
+        ))
     }
 
     pub fn write(&mut self, _: &Batch) -> Result<()> {
@@ -34,5 +30,8 @@ impl ColumnarWriter {
 
 /// Refused: rows as an Arrow IPC stream need the `parquet` feature.
 pub fn ipc_stream(_: &Schema, _: &[&Batch]) -> Result<Vec<u8>> {
-    Err(not_built())
+    Err(crate::error::not_built(
+        "Parquet and Arrow files",
+        "parquet",
+    ))
 }

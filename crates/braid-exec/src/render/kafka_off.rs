@@ -8,19 +8,12 @@ use braid_plan::connector::KafkaSink;
 use braid_plan::types::Schema;
 use std::convert::Infallible;
 
-/// Why a Kafka sink cannot open.
-pub(crate) fn not_built() -> crate::error::Error {
-    crate::error::Error::Plan(braid_plan::error::Error::NotSupported(
-        "Kafka: this braid was built without Kafka support (build it with the `kafka` feature, on by default)".into(),
-    ))
-}
-
 /// Never made: [`KafkaWriter::open`] refuses.
 pub(crate) struct KafkaWriter(Infallible);
 
 impl KafkaWriter {
     pub fn open(_: &KafkaSink, _: &Schema) -> Result<KafkaWriter> {
-        Err(not_built())
+        Err(crate::error::not_built("Kafka topics", "kafka"))
     }
 
     pub fn write(&mut self, _: &Batch) -> Result<()> {
@@ -37,7 +30,7 @@ pub(crate) struct TopicInTransactions(Infallible);
 
 impl TopicInTransactions {
     pub fn open(_: &KafkaSink, _: &Schema, _: usize, _: &Store) -> Result<TopicInTransactions> {
-        Err(not_built())
+        Err(crate::error::not_built("Kafka topics", "kafka"))
     }
 
     pub fn write<'a>(&mut self, _: u64, _: impl Iterator<Item = &'a Batch>) -> std::io::Result<()> {

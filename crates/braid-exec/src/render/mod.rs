@@ -26,10 +26,7 @@ mod split;
 mod stash;
 
 pub use columnar::ipc_stream;
-#[cfg(not(feature = "parquet"))]
-pub(crate) use columnar::not_built as columnar_not_built;
-#[cfg(not(feature = "kafka"))]
-pub(crate) use kafka::not_built as kafka_not_built;
+
 pub use split::WindowSplitter;
 
 use crate::error::Result;

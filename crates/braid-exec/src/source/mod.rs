@@ -508,7 +508,12 @@ pub fn open_at(
             )?)
         }
         #[cfg(not(feature = "parquet"))]
-        SourceSpec::Columnar { .. } => return Err(crate::render::columnar_not_built()),
+        SourceSpec::Columnar { .. } => {
+            return Err(crate::error::not_built(
+                "Parquet and Arrow files",
+                "parquet",
+            ))
+        }
         #[cfg(feature = "parquet")]
         SourceSpec::Columnar { path, format } => Box::new(columnar::ColumnarFeed::open(
             source,
@@ -533,7 +538,7 @@ pub fn open_at(
             None => Box::new(binary::BinaryFeed::open(path, source)?),
         },
         #[cfg(not(feature = "kafka"))]
-        SourceSpec::Kafka(_) => return Err(crate::render::kafka_not_built()),
+        SourceSpec::Kafka(_) => return Err(crate::error::not_built("Kafka topics", "kafka")),
         #[cfg(feature = "kafka")]
         SourceSpec::Kafka(k) => {
             match kafka::KafkaFeed::open(source, k, (index, peers), opts, counters, resume)? {
