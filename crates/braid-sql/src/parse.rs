@@ -822,85 +822,26 @@ pub fn bind(statements: &mut [Located<Statement>], values: &[Param]) -> Result<(
             used: false,
             missing: None,
         };
-        let written = match &mut st.statement {
-            Statement::Query(q) => {
-                let _ = q.visit(&mut binder);
-                q.to_string()
+        let Some(written) = bind_one(&mut st.statement, &mut binder) else {
+            // Parameters only where a value can stand: a declaration's options are
+            // literals.
+            let mut found = Binder {
+                values: &[],
+                used: false,
+                missing: None,
+            };
+            let _ = match &mut st.statement {
+                Statement::Set(s) => s.values.visit(&mut found),
+                Statement::CreateView(v) => v.query.visit(&mut found),
+                _ => ControlFlow::Continue(()),
+            };
+            if found.missing.is_some() {
+                return Err(Error::NotSupported(format!(
+                    "parameters ($n) in {}: write its values in the statement",
+                    st.statement.tag()
+                )));
             }
-            Statement::Insert(i) => {
-                let _ = i.visit(&mut binder);
-                i.to_string()
-            }
-            Statement::Explain(inner) => match inner.as_mut() {
-                Statement::Query(q) => {
-                    let _ = q.visit(&mut binder);
-                    format!("EXPLAIN {q}")
-                }
-                Statement::Insert(i) => {
-                    let _ = i.visit(&mut binder);
-                    format!("EXPLAIN {i}")
-                }
-                _ => String::new(),
-            },
-            Statement::CreateAs(c) => {
-                let _ = c.query.visit(&mut binder);
-                let what = if c.view {
-                    "MATERIALIZED VIEW"
-                } else {
-                    "STREAM"
-                };
-                format!("CREATE {what} {} AS {}", c.name, c.query)
-            }
-            Statement::Subscribe(s) => {
-                if let Some(f) = &mut s.filter {
-                    let _ = f.visit(&mut binder);
-                }
-                subscribe_text(s)
-            }
-            Statement::CopyOut(c) => {
-                let inner = match &mut c.inner {
-                    Statement::Query(q) => {
-                        let _ = q.visit(&mut binder);
-                        q.to_string()
-                    }
-                    Statement::Subscribe(s) => {
-                        if let Some(f) = &mut s.filter {
-                            let _ = f.visit(&mut binder);
-                        }
-                        subscribe_text(s)
-                    }
-                    _ => String::new(),
-                };
-                format!(
-                    "COPY ({inner}) TO STDOUT WITH (FORMAT {}, HEADER {})",
-                    match c.format {
-                        CopyFormat::Csv => "csv",
-                        CopyFormat::Text => "text",
-                    },
-                    c.header
-                )
-            }
-            other => {
-                // Parameters only where a value can stand: a declaration's options
-                // are literals.
-                let mut found = Binder {
-                    values: &[],
-                    used: false,
-                    missing: None,
-                };
-                let _ = match other {
-                    Statement::Set(s) => s.values.visit(&mut found),
-                    Statement::CreateView(v) => v.query.visit(&mut found),
-                    _ => ControlFlow::Continue(()),
-                };
-                if found.missing.is_some() {
-                    return Err(Error::NotSupported(format!(
-                        "parameters ($n) in {}: write its values in the statement",
-                        other.tag()
-                    )));
-                }
-                continue;
-            }
+            continue;
         };
         if let Some(n) = binder.missing {
             return Err(Error::Plan(format!(
@@ -915,11 +856,48 @@ pub fn bind(statements: &mut [Located<Statement>], values: &[Param]) -> Result<(
     Ok(())
 }
 
-fn subscribe_text(s: &Subscribe) -> String {
-    match &s.filter {
-        Some(f) => format!("SUBSCRIBE TO {} WHERE {f}", s.name),
-        None => format!("SUBSCRIBE TO {}", s.name),
-    }
+/// Binds the placeholders of `st` (a statement that takes parameters) with `binder`,
+/// and returns it written out; None for a statement that takes none.
+fn bind_one(st: &mut Statement, binder: &mut Binder) -> Option<String> {
+    Some(match st {
+        Statement::Query(q) => {
+            let _ = q.visit(binder);
+            q.to_string()
+        }
+        Statement::Insert(i) => {
+            let _ = i.visit(binder);
+            i.to_string()
+        }
+        Statement::Subscribe(s) => {
+            if let Some(f) = &mut s.filter {
+                let _ = f.visit(binder);
+            }
+            match &s.filter {
+                Some(f) => format!("SUBSCRIBE TO {} WHERE {f}", s.name),
+                None => format!("SUBSCRIBE TO {}", s.name),
+            }
+        }
+        Statement::Explain(inner) => format!("EXPLAIN {}", bind_one(inner, binder)?),
+        Statement::CreateAs(c) => {
+            let _ = c.query.visit(binder);
+            let what = if c.view {
+                "MATERIALIZED VIEW"
+            } else {
+                "STREAM"
+            };
+            format!("CREATE {what} {} AS {}", c.name, c.query)
+        }
+        Statement::CopyOut(c) => format!(
+            "COPY ({}) TO STDOUT WITH (FORMAT {}, HEADER {})",
+            bind_one(&mut c.inner, binder)?,
+            match c.format {
+                CopyFormat::Csv => "csv",
+                CopyFormat::Text => "text",
+            },
+            c.header
+        ),
+        _ => return None,
+    })
 }
 
 /// A value bound to a `$n` parameter.
@@ -1277,6 +1255,14 @@ mod tests {
             got[0].bound.as_deref(),
             Some("SELECT a - (-5), CAST('NaN' AS DOUBLE PRECISION), 'it''s $1', NULL FROM t WHERE b = TIMESTAMP '2026-01-01 00:00:00'")
         );
+        let mut nested = parse("COPY (SUBSCRIBE TO v WHERE a > $1) TO STDOUT; EXPLAIN SELECT $1")
+            .expect("parses");
+        bind(&mut nested, &values).expect("binds");
+        assert_eq!(
+            nested[0].bound.as_deref(),
+            Some("COPY (SUBSCRIBE TO v WHERE a > (-5)) TO STDOUT WITH (FORMAT text, HEADER false)")
+        );
+        assert_eq!(nested[1].bound.as_deref(), Some("EXPLAIN SELECT (-5)"));
         let mut short = parse("SELECT $3").expect("parses");
         assert!(bind(&mut short, &values[..1]).is_err());
         let mut declared = parse("CREATE VIEW v AS SELECT $1 FROM t").expect("parses");
