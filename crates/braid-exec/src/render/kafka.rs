@@ -341,19 +341,14 @@ impl TopicInTransactions {
         })
     }
 
-    /// Writes epoch `epoch`'s batches (unless a committed transaction holds it).
-    pub fn write<'a>(
-        &mut self,
-        epoch: u64,
-        batches: impl Iterator<Item = &'a Batch>,
-    ) -> std::io::Result<()> {
-        let batches: Vec<&Batch> = batches.collect();
-        self.mark.rows += batches.iter().map(|b| b.len() as u64).sum::<u64>();
+    /// Writes epoch `epoch`'s windows (unless a committed transaction holds it).
+    pub fn write(&mut self, epoch: u64, windows: &[super::Window]) -> std::io::Result<()> {
+        self.mark.rows += windows.iter().map(|w| w.batch.len() as u64).sum::<u64>();
         if self.committed.is_some_and(|c| epoch <= c) {
             return Ok(()); // in the topic already
         }
-        for b in batches {
-            self.writer.write(b).map_err(std::io::Error::other)?;
+        for w in windows {
+            self.writer.write(&w.batch).map_err(std::io::Error::other)?;
         }
         self.written = Some(epoch);
         Ok(())

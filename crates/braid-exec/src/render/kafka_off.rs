@@ -33,7 +33,7 @@ impl TopicInTransactions {
         Err(crate::error::not_built("Kafka topics", "kafka"))
     }
 
-    pub fn write<'a>(&mut self, _: u64, _: impl Iterator<Item = &'a Batch>) -> std::io::Result<()> {
+    pub fn write(&mut self, _: u64, _: &[super::Window]) -> std::io::Result<()> {
         match self.0 {}
     }
 

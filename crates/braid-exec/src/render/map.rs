@@ -287,18 +287,17 @@ pub(crate) fn render<'s>(
                             // partitions change hands.
                             if let Some(b) = bound.filter(|&b| done(b - 1)) {
                                 let m = moves.as_mut().expect("a bound comes from moves");
-                                if let Some((e, end, newest)) = open.take() {
-                                    let ends = (e, newest, every_epoch, me);
-                                    let made = close_open(
-                                        &mut parts,
-                                        ends,
-                                        &mut out,
-                                        &mut faults,
-                                        source.as_deref(),
-                                    );
-                                    if let Some(w) = made {
-                                        output.session(&end).give(w);
-                                    }
+                                let ends = (every_epoch, me);
+                                let closed = close_open(
+                                    &mut parts,
+                                    open.take(),
+                                    ends,
+                                    &mut out,
+                                    &mut faults,
+                                    source.as_deref(),
+                                );
+                                if let Some((end, w)) = closed {
+                                    output.session(&end).give(w);
                                 }
                                 let store = store.as_deref();
                                 save_due(&mut held, |t| t < b, &parts, store, stage, &shared);
@@ -321,18 +320,17 @@ pub(crate) fn render<'s>(
                         if eager {
                             // A tick of a later epoch: the epoch before is complete (its
                             // ticks all came out of the stash before this one).
-                            if let Some((e, end, newest)) = open.take_if(|o| o.0 != epoch) {
-                                let ends = (e, newest, every_epoch, me);
-                                let made = close_open(
-                                    &mut parts,
-                                    ends,
-                                    &mut out,
-                                    &mut faults,
-                                    source.as_deref(),
-                                );
-                                if let Some(w) = made {
-                                    output.session(&end).give(w);
-                                }
+                            let ends = (every_epoch, me);
+                            let closed = close_open(
+                                &mut parts,
+                                open.take_if(|o| o.0 != epoch),
+                                ends,
+                                &mut out,
+                                &mut faults,
+                                source.as_deref(),
+                            );
+                            if let Some((end, w)) = closed {
+                                output.session(&end).give(w);
                             }
                             let o = open.get_or_insert_with(|| {
                                 (epoch, cap.delayed(&tk.end(epoch)), super::UNSTAMPED2)
@@ -618,13 +616,17 @@ pub(crate) fn render<'s>(
                 // Eager: the open epoch is complete once nothing can still come for its
                 // last tick (checked once the stash holds no complete tick: a tick of
                 // the epoch still in it must be run first).
-                if let Some((e, end, newest)) = open.take_if(|o| done(tk.end(o.0))) {
-                    let ends = (e, newest, every_epoch, me);
-                    let made =
-                        close_open(&mut parts, ends, &mut out, &mut faults, source.as_deref());
-                    if let Some(w) = made {
-                        output.session(&end).give(w);
-                    }
+                let ends = (every_epoch, me);
+                let closed = close_open(
+                    &mut parts,
+                    open.take_if(|o| done(tk.end(o.0))),
+                    ends,
+                    &mut out,
+                    &mut faults,
+                    source.as_deref(),
+                );
+                if let Some((end, w)) = closed {
+                    output.session(&end).give(w);
                 }
                 let due = |t| done(t) && before(t, bound);
                 save_due(&mut held, due, &parts, store.as_deref(), stage, &shared);
@@ -684,20 +686,23 @@ pub(crate) fn render<'s>(
     })
 }
 
-/// Eager (ticks): ends the open epoch `e` (each partition it touched, or every one
-/// created when the function runs every epoch, runs its end of epoch), reports the
-/// faults, and returns what it made (stamped with `newest`, the newest stamp of the
-/// epoch's windows) for the capability at the epoch's last tick; `me`: this worker.
+/// Eager (ticks): ends `open`, the epoch open (if one is: its number, the capability at
+/// its last tick, the newest stamp of its windows): each partition it touched, or every
+/// one created when the function runs every epoch, runs its end of epoch; the faults
+/// are reported; what it made is returned, stamped, with that capability. `me`: this
+/// worker.
 fn close_open(
     parts: &mut Partitions,
-    (e, newest, every_epoch, me): (u64, (u64, u64), bool, usize),
+    open: Option<(u64, Capability<u64>, (u64, u64))>,
+    (every_epoch, me): (bool, usize),
     out: &mut Batch,
     faults: &mut Vec<RowFault>,
     source: Option<&str>,
-) -> Option<Window> {
+) -> Option<(Capability<u64>, Window)> {
+    let (e, end, newest) = open?;
     end_epoch(parts, e, every_epoch, out, faults);
     report_faults(faults, &parts.shared, &parts.function, source);
-    take_window(out, me).map(|w| stamp(w, newest, &parts.shared))
+    take_window(out, me).map(|w| (end, stamp(w, newest, &parts.shared)))
 }
 
 /// A row reached a worker that does not host its partition (`lane`): a bug, reported.

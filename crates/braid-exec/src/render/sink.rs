@@ -383,7 +383,7 @@ impl Committed {
             Committed::Kafka(k) => {
                 let rows: usize = windows.iter().map(|w| w.batch.len()).sum();
                 Counters::add(&shared.counters.rows_out, rows as u64);
-                k.write(epoch, windows.iter().map(|w| &*w.batch))
+                k.write(epoch, windows)
             }
         }
     }
